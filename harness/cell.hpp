@@ -1,0 +1,86 @@
+#pragma once
+// One point of an experiment matrix, fully resolved, with its canonical text and stable key.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/dtype.hpp"
+#include "kernels/model_config.hpp"
+
+namespace sweetspot {
+
+// The names each enumerated axis accepts, in the order the docs list them.
+inline const std::vector<std::string> kBackendNames = {"device", "explicit-copy", "uvm", "uvm-prefetch", "host"};
+inline const std::vector<std::string> kVariantNames = {"baseline", "dropout_ln", "attn_ln", "ffn_ln", "attn_proj", "all"};
+inline const std::vector<std::string> kActivationNames = {"device", "managed"};
+inline const std::vector<std::string> kModeNames = {"infer", "train"};
+// Injected failures, so the harness's own crash handling can be tested end to end.
+inline const std::vector<std::string> kDebugFaultNames = {"none", "segfault", "abort", "hang", "exit"};
+
+// prefetch = "off" | "jit" | look-ahead depth in layers (an integer >= 1).
+struct Prefetch {
+    enum class Kind { off, jit, depth } kind = Kind::off;
+    int depth = 0;
+
+    std::string text() const;
+    static std::optional<Prefetch> parse(std::string_view s);  // "off", "jit", "3"
+    bool operator==(const Prefetch&) const = default;
+};
+
+// budget = device bytes the backend may keep weights in: bytes, "12GiB"/"512MB", or "50%" of
+// the weights. Stored both as written and resolved to bytes.
+struct Budget {
+    enum class Kind { bytes, percent } kind = Kind::percent;
+    double value = 100.0;
+
+    std::string text() const;
+    static std::optional<Budget> parse(std::string_view s);
+    std::int64_t resolve(std::int64_t weight_bytes) const;
+    bool operator==(const Budget&) const = default;
+};
+
+// "90s", "10m", "1h", "1.5m", or a plain number of seconds.
+std::optional<double> parse_duration_s(std::string_view s);
+
+struct CellParams {
+    std::string sweep;  // the sweep that produced the cell; cosmetic, not part of the key
+    ModelConfig model;
+    std::string variant = "baseline";
+    std::string backend = "host";
+    DType dtype = DType::fp32;
+    int batch = 1;
+    int seq = 64;
+    int streams = 1;
+    Prefetch prefetch;
+    Budget budget;
+    std::string activations = "device";
+    std::string mode = "infer";
+    std::string weights = "synthetic";  // or a path to a .safetensors checkpoint
+    int warmups = 1;
+    int iterations = 5;
+    int trace_iterations = 0;
+    std::uint64_t seed = 1;
+    double timeout_s = 600;  // not part of the key: it bounds the run, it does not change it
+    std::string debug_fault = "none";
+
+    std::int64_t weight_bytes() const;
+    std::int64_t budget_bytes() const { return budget.resolve(weight_bytes()); }
+
+    // Sorted "name=value" lines of everything that defines the measurement, the model's
+    // shape included (so redefining a custom model changes the key).
+    std::string canonical() const;
+    // 16 hex digits: FNV-1a 64 of canonical().
+    std::string key() const;
+    // Inverse of canonical(); throws std::invalid_argument on malformed text.
+    static CellParams from_canonical(std::string_view text);
+    // One line for progress output: "gpt2_small host fp32 b1 s64".
+    std::string label() const;
+};
+
+std::string fnv1a64_hex(std::string_view data);
+// Shortest exact-enough text of a number ("%.9g"), as used in canonical cell text.
+std::string format_number(double v);
+
+}  // namespace sweetspot

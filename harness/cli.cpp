@@ -1,0 +1,200 @@
+#include "harness/cli.hpp"
+
+#include <boost/program_options.hpp>
+
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "harness/cell_exec.hpp"
+#include "harness/matrix.hpp"
+#include "harness/runner.hpp"
+#include "harness/store.hpp"
+#include "harness/summary.hpp"
+#include "harness/table.hpp"
+
+namespace po = boost::program_options;
+
+namespace sweetspot {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitBadInput = 2;
+constexpr int kExitInterrupted = 130;
+
+constexpr const char* kUsage = R"(sweetspot - find the sweet spot between GPU memory and speed for transformer models
+
+usage: sweetspot <command> [options]
+
+commands:
+  run FILE        sweep an experiment matrix (TOML) into a results database (SQLite)
+  list FILE       show the cells a matrix expands to, without running them
+  summary DB      print the runs and a per-cell table of a results database
+
+Run 'sweetspot <command> --help' for a command's options.
+Matrix format: experiments/README.md. Database schema and example queries: results/README.md.
+Exit codes: 0 success, 1 a run finished with failed cells, 2 bad input, 130 interrupted.
+)";
+
+// A subcommand: its options, positional arguments and what runs it.
+struct Command {
+    std::string name, synopsis, description;
+    po::options_description options;
+    po::positional_options_description positional;
+};
+
+// Parses argv[first..]; prints help and returns false when --help was given.
+bool parse(Command& cmd, const std::vector<std::string>& args, po::variables_map& vm) {
+    cmd.options.add_options()("help,h", "show this help");
+    po::store(po::command_line_parser(args).options(cmd.options).positional(cmd.positional).run(), vm);
+    if (vm.count("help")) {
+        std::cout << "usage: sweetspot " << cmd.name << " " << cmd.synopsis << "\n\n" << cmd.description << "\n\n"
+                  << cmd.options;
+        return false;
+    }
+    po::notify(vm);
+    return true;
+}
+
+std::string join_command_line(int argc, char** argv) {
+    std::string s;
+    for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+    return s;
+}
+
+int cmd_run(const std::vector<std::string>& args, const std::string& command_line) {
+    Command cmd{"run", "FILE [--db PATH] [--rerun] [--timeout DURATION]",
+                "Runs every cell of the matrix FILE, each in its own process, and stores the results.\n"
+                "Cells already 'ok' in the database are skipped, so an interrupted sweep resumes\n"
+                "where it stopped. Progress (cell i/N, ETA) goes to stderr.",
+                po::options_description("options"), {}};
+    cmd.options.add_options()
+        ("matrix", po::value<std::string>()->required(), "experiment matrix (TOML)")
+        ("db", po::value<std::string>(), "results database (default: results/<matrix name>.db)")
+        ("rerun", po::bool_switch(), "measure cells again even if they are already ok in the database")
+        ("timeout", po::value<std::string>(), "per-cell timeout overriding the matrix (\"90s\", \"10m\", seconds)");
+    cmd.positional.add("matrix", 1);
+    po::variables_map vm;
+    if (!parse(cmd, args, vm)) return kExitOk;
+
+    const Matrix matrix = load_matrix(vm["matrix"].as<std::string>());
+    RunOptions opt;
+    opt.db_path = vm.count("db") ? vm["db"].as<std::string>() : "results/" + matrix.name + ".db";
+    opt.rerun = vm["rerun"].as<bool>();
+    opt.command_line = command_line;
+    if (vm.count("timeout")) {
+        opt.timeout_override_s = parse_duration_s(vm["timeout"].as<std::string>());
+        if (!opt.timeout_override_s)
+            throw po::error("--timeout expects a duration such as \"90s\", \"10m\" or a number of seconds");
+    }
+    std::cerr << "sweetspot: " << matrix.cells.size() << " cells from " << matrix.path << " -> " << opt.db_path << "\n";
+    const RunTotals t = run_matrix(matrix, opt, std::cerr);
+    std::cerr << "sweetspot: " << t.ok << " ok, " << t.failed << " failed, " << t.timeout << " timed out, " << t.invalid
+              << " invalid, " << t.skipped << " skipped, " << t.resumed << " already done"
+              << (t.interrupted ? "; interrupted, run the same command again to resume" : "") << "\n"
+              << "sweetspot: results in " << opt.db_path << " (sweetspot summary " << opt.db_path << ")\n";
+    return t.interrupted ? kExitInterrupted : t.exit_code();
+}
+
+int cmd_list(const std::vector<std::string>& args) {
+    Command cmd{"list", "FILE", "Prints the cells the matrix FILE expands to, with their keys and weight sizes,\n"
+                                "and whether each can run in this build.",
+                po::options_description("options"), {}};
+    cmd.options.add_options()("matrix", po::value<std::string>()->required(), "experiment matrix (TOML)");
+    cmd.positional.add("matrix", 1);
+    po::variables_map vm;
+    if (!parse(cmd, args, vm)) return kExitOk;
+
+    const Matrix m = load_matrix(vm["matrix"].as<std::string>());
+    using A = TextTable::Align;
+    TextTable t;
+    t.add_column("#", A::right);
+    for (const char* h : {"key", "sweep", "model", "backend", "variant", "dtype"}) t.add_column(h);
+    for (const char* h : {"batch", "seq", "streams", "prefetch", "budget", "weights"}) t.add_column(h, A::right);
+    t.add_column("runnable here");
+    for (std::size_t i = 0; i < m.cells.size(); ++i) {
+        const auto& c = m.cells[i];
+        const auto why = cell_unavailable_reason(c);
+        t.add_row({std::to_string(i), c.key(), c.sweep, c.model.name, c.backend, c.variant, std::string(dtype_name(c.dtype)),
+                   std::to_string(c.batch), std::to_string(c.seq), std::to_string(c.streams), c.prefetch.text(),
+                   c.budget.kind == Budget::Kind::percent ? c.budget.text() : human_bytes(static_cast<double>(c.budget_bytes())),
+                   human_bytes(static_cast<double>(c.weight_bytes())), why.empty() ? "yes" : "no: " + why});
+    }
+    std::cout << m.name << " (" << m.path << "): " << m.cells.size() << " cells";
+    if (m.excluded) std::cout << ", " << m.excluded << " excluded";
+    if (m.duplicates) std::cout << ", " << m.duplicates << " duplicates dropped";
+    std::cout << "\n\n";
+    t.print(std::cout);
+    return kExitOk;
+}
+
+int cmd_summary(const std::vector<std::string>& args) {
+    Command cmd{"summary", "DB [--run ID]", "Prints the runs stored in the results database DB and a table of its cells\n"
+                                            "(median / p10 / p90 latency, tokens/s, numerical check), then the cells\n"
+                                            "that are not ok with their reasons.",
+                po::options_description("options"), {}};
+    cmd.options.add_options()
+        ("db", po::value<std::string>()->required(), "results database")
+        ("run", po::value<std::int64_t>(), "only the cells measured by this run");
+    cmd.positional.add("db", 1);
+    po::variables_map vm;
+    if (!parse(cmd, args, vm)) return kExitOk;
+    auto store = Store::open_read_only(vm["db"].as<std::string>());
+    SummaryOptions opt;
+    if (vm.count("run")) opt.run_id = vm["run"].as<std::int64_t>();
+    print_summary(store, opt, std::cout);
+    return kExitOk;
+}
+
+// The cell's child process (started by `run`; not for direct use).
+int cmd_cell(const std::vector<std::string>& args) {
+    Command cmd{"_cell", "--scratch DB --cell TEXT", "Internal: measures one cell in this process.",
+                po::options_description("options"), {}};
+    cmd.options.add_options()
+        ("scratch", po::value<std::string>()->required(), "database for this cell's outcome")
+        ("cell", po::value<std::string>()->required(), "the cell's canonical text");
+    po::variables_map vm;
+    if (!parse(cmd, args, vm)) return kExitOk;
+    const auto cell = CellParams::from_canonical(vm["cell"].as<std::string>());
+    return execute_cell(cell, vm["scratch"].as<std::string>());
+}
+
+}  // namespace
+
+int cli_main(int argc, char** argv) {
+    if (argc < 2) {
+        std::cerr << kUsage;
+        return kExitBadInput;
+    }
+    const std::string command = argv[1];
+    if (command == "--help" || command == "-h" || command == "help") {
+        std::cout << kUsage;
+        return kExitOk;
+    }
+    if (command == "--version") {
+        std::cout << "sweetspot " << SWEETSPOT_VERSION << " (" << SWEETSPOT_GIT_REVISION << ")\n";
+        return kExitOk;
+    }
+    const std::vector<std::string> args(argv + 2, argv + argc);
+    try {
+        if (command == "run") return cmd_run(args, join_command_line(argc, argv));
+        if (command == "list") return cmd_list(args);
+        if (command == "summary") return cmd_summary(args);
+        if (command == "_cell") return cmd_cell(args);
+        std::cerr << "sweetspot: unknown command '" << command << "'\n\n" << kUsage;
+        return kExitBadInput;
+    } catch (const MatrixError& e) {
+        std::cerr << e.what() << "\n";
+        return kExitBadInput;
+    } catch (const po::error& e) {
+        std::cerr << "sweetspot " << command << ": " << e.what() << "\n"
+                  << "Run 'sweetspot " << command << " --help' for its options.\n";
+        return kExitBadInput;
+    } catch (const std::exception& e) {
+        std::cerr << "sweetspot " << command << ": error: " << e.what() << "\n";
+        return kExitBadInput;
+    }
+}
+
+}  // namespace sweetspot

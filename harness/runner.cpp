@@ -1,0 +1,187 @@
+#include "harness/runner.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+
+#include "harness/cell_exec.hpp"
+#include "harness/child_process.hpp"
+#include "harness/progress.hpp"
+#include "harness/store.hpp"
+#include "harness/system_info.hpp"
+#include "harness/table.hpp"
+
+namespace sweetspot {
+namespace {
+
+// The only process-wide mutable state of the runner: signal handlers can do nothing else.
+std::atomic<bool> g_stop_requested{false};
+
+extern "C" void request_stop(int) { g_stop_requested.store(true); }
+
+// Installs the stop handlers for the duration of a sweep and restores the previous ones.
+class StopSignals {
+public:
+    StopSignals() {
+        g_stop_requested.store(false);
+        struct sigaction sa {};
+        sa.sa_handler = request_stop;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_int_);
+        sigaction(SIGTERM, &sa, &old_term_);
+    }
+    ~StopSignals() {
+        sigaction(SIGINT, &old_int_, nullptr);
+        sigaction(SIGTERM, &old_term_, nullptr);
+    }
+    StopSignals(const StopSignals&) = delete;
+    StopSignals& operator=(const StopSignals&) = delete;
+
+private:
+    struct sigaction old_int_ {}, old_term_ {};
+};
+
+// A private scratch folder for the cell processes' results and logs, removed at the end.
+class ScratchDir {
+public:
+    ScratchDir() {
+        const char* tmp = std::getenv("TMPDIR");
+        std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/sweetspot-XXXXXX";
+        if (!mkdtemp(tmpl.data())) throw std::system_error(errno, std::generic_category(), "mkdtemp " + tmpl);
+        path_ = tmpl;
+    }
+    ~ScratchDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path_, ec);
+    }
+    ScratchDir(const ScratchDir&) = delete;
+    ScratchDir& operator=(const ScratchDir&) = delete;
+    std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+private:
+    std::filesystem::path path_;
+};
+
+constexpr std::size_t kStderrTailBytes = 4000;
+
+std::optional<CellOutcome> read_child_outcome(const std::string& scratch_db, const std::string& key) {
+    if (!std::filesystem::exists(scratch_db)) return std::nullopt;
+    try {
+        auto store = Store::open_read_only(scratch_db);
+        return store.load_outcome(key);
+    } catch (const std::exception&) {
+        return std::nullopt;  // the child died while writing: nothing it said can be trusted
+    }
+}
+
+CellOutcome run_cell_process(const CellParams& cell, const ScratchDir& scratch, double timeout_s) {
+    const std::string db = scratch.file("cell.db"), log = scratch.file("cell.log");
+    for (const auto* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix);
+
+    ChildSpec spec;
+    spec.argv = {self_executable(), "_cell", "--scratch", db, "--cell", cell.canonical()};
+    spec.log_path = log;
+    spec.timeout_s = timeout_s;
+    const std::string started = utc_timestamp();
+    const ChildResult r = run_child(spec, g_stop_requested);
+
+    const auto reported = read_child_outcome(db, cell.key());
+    CellOutcome o = reported.value_or(CellOutcome{});
+    const bool clean_exit = r.exit_code == 0 && !r.signal && !r.timed_out;
+    if (r.timed_out) {
+        o.status = "timeout";
+        o.reason = "no result within the cell's timeout of " + fixed(timeout_s, 0) + " s; the cell process was killed";
+    } else if (!clean_exit) {
+        o.status = "failed";
+        o.reason = reported && !reported->reason.empty() ? r.describe() + ": " + reported->reason : r.describe();
+    } else if (!reported) {
+        o.status = "failed";
+        o.reason = "the cell process exited without writing a result";
+    }
+    o.started_at = started;
+    o.finished_at = utc_timestamp();
+    o.wall_s = r.wall_s;
+    o.exit_code = r.exit_code;
+    o.signal = r.signal;
+    o.stderr_tail = file_tail(log, kStderrTailBytes);
+    if (!o.peak_host_rss_bytes) o.peak_host_rss_bytes = r.peak_rss_bytes;
+    return o;
+}
+
+void count(RunTotals& t, const std::string& status) {
+    if (status == "ok") ++t.ok;
+    else if (status == "failed") ++t.failed;
+    else if (status == "timeout") ++t.timeout;
+    else if (status == "skipped") ++t.skipped;
+    else if (status == "invalid") ++t.invalid;
+}
+
+}  // namespace
+
+int RunTotals::exit_code() const { return failed + timeout + invalid > 0 ? 1 : 0; }
+
+RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostream& progress_out) {
+    auto store = Store::open(options.db_path);
+    const auto done = store.ok_keys();
+
+    const auto sys = query_system_info();
+    RunInfo info;
+    info.started_at = utc_timestamp();
+    info.host = sys.host;
+    info.os = sys.os;
+    info.cpu_model = sys.cpu_model;
+    info.cpu_count = sys.cpu_count;
+    info.gpu_name = sys.gpu_name;
+    info.gpu_driver = sys.gpu_driver;
+    info.cuda_runtime = sys.cuda_runtime;
+    info.sweetspot_version = SWEETSPOT_VERSION;
+    info.git_revision = SWEETSPOT_GIT_REVISION;
+    info.command_line = options.command_line;
+    info.matrix_path = matrix.path;
+    info.matrix_name = matrix.name;
+    info.matrix_hash = matrix.hash();
+    info.matrix_text = matrix.text;
+    info.cells_total = static_cast<int>(matrix.cells.size());
+    const auto run_id = store.begin_run(info);
+
+    StopSignals signals;
+    ScratchDir scratch;
+    Progress progress(static_cast<int>(matrix.cells.size()), progress_out);
+    RunTotals totals;
+    for (std::size_t i = 0; i < matrix.cells.size(); ++i) {
+        const CellParams& cell = matrix.cells[i];
+        if (!options.rerun && done.count(cell.key())) {
+            ++totals.resumed;
+            progress.cell_done(cell.label(), "done", std::nullopt, "already ok in the database", false, 0);
+            continue;
+        }
+        const double timeout = options.timeout_override_s.value_or(cell.timeout_s);
+        CellOutcome o;
+        bool measured = false;
+        if (auto why = cell_unavailable_reason(cell); !why.empty()) {
+            o.status = "skipped";
+            o.reason = why;
+            o.started_at = o.finished_at = utc_timestamp();
+        } else {
+            o = run_cell_process(cell, scratch, timeout);
+            measured = true;
+        }
+        if (g_stop_requested.load()) {
+            totals.interrupted = true;
+            break;
+        }
+        store.record_cell(run_id, static_cast<int>(i), cell, o);
+        count(totals, o.status);
+        std::optional<double> median;
+        if (!o.timed_ms.empty()) median = LatencyStats::of(o.timed_ms).median;
+        progress.cell_done(cell.label(), o.status, median, o.status == "ok" ? "" : o.reason, measured, o.wall_s.value_or(0));
+    }
+    store.finish_run(run_id, totals.interrupted ? "interrupted" : "finished");
+    return totals;
+}
+
+}  // namespace sweetspot

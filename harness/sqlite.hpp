@@ -1,0 +1,96 @@
+#pragma once
+// Thin RAII over the SQLite C API: a connection, prepared statements, a transaction guard.
+// Every return code is checked; failures throw SqliteError with SQLite's own message.
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace sweetspot {
+
+class SqliteError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+class Statement;
+
+class Database {
+public:
+    enum class Mode { read_only, read_write_create };
+    Database(const std::string& path, Mode mode);
+    Database(Database&& other) noexcept;
+    Database& operator=(Database&& other) noexcept;
+    Database(const Database&) = delete;
+    Database& operator=(const Database&) = delete;
+    ~Database();
+
+    void exec(const std::string& sql);
+    Statement prepare(std::string_view sql);
+    std::int64_t last_insert_rowid() const;
+    const std::string& path() const { return path_; }
+    sqlite3* handle() const { return db_; }
+
+private:
+    sqlite3* db_ = nullptr;
+    std::string path_;
+};
+
+class Statement {
+public:
+    Statement(sqlite3* db, std::string_view sql);
+    Statement(Statement&& other) noexcept;
+    Statement& operator=(Statement&&) = delete;
+    Statement(const Statement&) = delete;
+    ~Statement();
+
+    // Bind by 1-based index.
+    Statement& bind(int i, std::int64_t v);
+    Statement& bind(int i, int v) { return bind(i, static_cast<std::int64_t>(v)); }
+    Statement& bind(int i, double v);
+    Statement& bind(int i, std::string_view v);
+    Statement& bind(int i, const char* v) { return bind(i, std::string_view(v)); }
+    Statement& bind(int i, const std::string& v) { return bind(i, std::string_view(v)); }
+    Statement& bind_null(int i);
+    template <class T>
+    Statement& bind(int i, const std::optional<T>& v) {
+        return v ? bind(i, *v) : bind_null(i);
+    }
+
+    // Advances to the next row; false when done.
+    bool step();
+    // Runs a statement that returns no rows.
+    void run();
+    void reset();
+
+    int column_count() const;
+    std::string column_name(int i) const;
+    bool is_null(int i) const;
+    std::int64_t int64(int i) const;
+    double real(int i) const;
+    std::string text(int i) const;
+
+private:
+    sqlite3* db_;
+    sqlite3_stmt* stmt_ = nullptr;
+};
+
+// Rolls back unless commit() was called: a cell's rows land completely or not at all.
+class Transaction {
+public:
+    explicit Transaction(Database& db);
+    Transaction(const Transaction&) = delete;
+    Transaction& operator=(const Transaction&) = delete;
+    ~Transaction();
+    void commit();
+
+private:
+    Database& db_;
+    bool done_ = false;
+};
+
+}  // namespace sweetspot

@@ -1,0 +1,39 @@
+#pragma once
+// Element types a cell can compute in. Weights are stored in the cell's dtype; the host
+// backend computes in fp32 only.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace sweetspot {
+
+enum class DType { fp32, fp16, bf16 };
+
+constexpr std::size_t dtype_size(DType t) { return t == DType::fp32 ? 4 : 2; }
+
+constexpr std::string_view dtype_name(DType t) {
+    switch (t) {
+        case DType::fp32: return "fp32";
+        case DType::fp16: return "fp16";
+        case DType::bf16: return "bf16";
+    }
+    return "?";
+}
+
+constexpr std::optional<DType> parse_dtype(std::string_view s) {
+    if (s == "fp32") return DType::fp32;
+    if (s == "fp16") return DType::fp16;
+    if (s == "bf16") return DType::bf16;
+    return std::nullopt;
+}
+
+// Round-to-nearest-even conversions used when synthetic or loaded fp32 weights are stored in
+// a half-precision cell; bit-exact on every machine so weights are identical everywhere.
+// Overflow rounds to Inf and a NaN stays a NaN (quieted); fp16 subnormals are kept, not flushed.
+std::uint16_t float_to_bf16_bits(float f);
+std::uint16_t float_to_fp16_bits(float f);
+float bf16_bits_to_float(std::uint16_t b);
+float fp16_bits_to_float(std::uint16_t h);
+
+}  // namespace sweetspot

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The quick start: installs what is missing, builds, sweeps experiments/demo.toml on the host
+# backend (no GPU needed) into results/demo.db, and prints the summary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh
+status=0
+build/sweetspot run experiments/demo.toml --db results/demo.db --rerun || status=$?
+echo
+build/sweetspot summary results/demo.db
+exit $status

@@ -1,0 +1,100 @@
+// The command line as a user meets it: help, version, exit codes, and bad input refused with a
+// clear message before anything is written.
+#include <catch2/catch_test_macros.hpp>
+
+#include <filesystem>
+
+#include "test_support.hpp"
+
+using sweetspot::test::run_sweetspot;
+using sweetspot::test::TempDir;
+using sweetspot::test::write_file;
+
+namespace {
+
+bool contains(const std::string& haystack, const std::string& needle) {
+    return haystack.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("--help and --version", "[cli]") {
+    const auto top = run_sweetspot("--help");
+    CHECK(top.exit_code == 0);
+    CHECK(contains(top.output, "usage: sweetspot <command>"));
+    for (const char* cmd : {"run", "list", "summary"}) {
+        INFO(cmd);
+        const auto r = run_sweetspot(std::string(cmd) + " --help");
+        CHECK(r.exit_code == 0);
+        CHECK(contains(r.output, std::string("usage: sweetspot ") + cmd));
+        CHECK(contains(r.output, "--help"));
+    }
+    const auto v = run_sweetspot("--version");
+    CHECK(v.exit_code == 0);
+    CHECK(v.output.rfind("sweetspot 0.", 0) == 0);
+}
+
+TEST_CASE("usage errors exit with status 2", "[cli]") {
+    CHECK(run_sweetspot("").exit_code == 2);
+    const auto unknown = run_sweetspot("frobnicate");
+    CHECK(unknown.exit_code == 2);
+    CHECK(contains(unknown.output, "unknown command 'frobnicate'"));
+    const auto bad_opt = run_sweetspot("list --frobnicate");
+    CHECK(bad_opt.exit_code == 2);
+    CHECK(contains(bad_opt.output, "sweetspot list --help"));
+    CHECK(run_sweetspot("run").exit_code == 2);
+    CHECK(run_sweetspot("run x.toml --timeout soon").exit_code == 2);
+}
+
+TEST_CASE("a bad matrix is refused with file:line:col and nothing is written", "[cli]") {
+    TempDir tmp;
+    write_file(tmp.file("bad.toml"), "[defaults]\nmodel = \"tiny\"\nbatch = 0\n");
+    const auto db = tmp.file("out.db");
+    const auto r = run_sweetspot("run '" + tmp.file("bad.toml") + "' --db '" + db + "'");
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, tmp.file("bad.toml") + ":3:"));
+    CHECK(contains(r.output, "'batch'"));
+    CHECK_FALSE(std::filesystem::exists(db));
+
+    const auto missing = run_sweetspot("list '" + tmp.file("nope.toml") + "'");
+    CHECK(missing.exit_code == 2);
+    CHECK(contains(missing.output, "cannot read matrix file"));
+}
+
+TEST_CASE("summary refuses what is not a results database", "[cli]") {
+    TempDir tmp;
+    const auto missing = run_sweetspot("summary '" + tmp.file("nope.db") + "'");
+    CHECK(missing.exit_code == 2);
+    CHECK(contains(missing.output, "no such database"));
+    write_file(tmp.file("junk.db"), std::string(4096, 'x'));
+    CHECK(run_sweetspot("summary '" + tmp.file("junk.db") + "'").exit_code == 2);
+}
+
+TEST_CASE("list shows the cells; run and summary agree with it", "[cli]") {
+    TempDir tmp;
+    write_file(tmp.file("m.toml"), R"(name = "clitest"
+[defaults]
+model = "tiny"
+seq = 8
+iterations = 2
+[[sweep]]
+batch = [1, 2, 3]
+)");
+    const auto list = run_sweetspot("list '" + tmp.file("m.toml") + "'");
+    CHECK(list.exit_code == 0);
+    CHECK(contains(list.output, "clitest"));
+    CHECK(contains(list.output, "3 cells"));
+
+    const auto db = tmp.file("r.db");
+    const auto run = run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'");
+    INFO(run.output);
+    CHECK(run.exit_code == 0);
+    CHECK(contains(run.output, "3 ok"));
+
+    const auto summary = run_sweetspot("summary '" + db + "'");
+    INFO(summary.output);
+    CHECK(summary.exit_code == 0);
+    CHECK(contains(summary.output, "median ms"));
+    CHECK(contains(summary.output, "tokens/s"));
+    CHECK(contains(summary.output, "3 ok"));
+}

@@ -1,0 +1,625 @@
+// The compute layer: model shapes, weight layout, synthetic weights, dtype conversions, and the
+// fp32 CPU forward checked against the independent float64 reference.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include "kernels/cpu_forward.hpp"
+#include "kernels/dtype.hpp"
+#include "kernels/model_config.hpp"
+#include "kernels/reference_forward.hpp"
+#include "kernels/synthetic_weights.hpp"
+#include "kernels/weight_layout.hpp"
+
+using namespace sweetspot;
+
+namespace {
+
+ModelConfig builtin(const char* name) {
+    const auto m = find_builtin_model(name);
+    REQUIRE(m.has_value());
+    return *m;
+}
+
+std::vector<float> synthetic_unit(const ModelConfig& m, const WeightLayout& layout, int unit, std::uint64_t seed) {
+    std::vector<float> w(static_cast<std::size_t>(layout.units[static_cast<std::size_t>(unit)].numel));
+    fill_synthetic_unit(m, layout, unit, seed, w);
+    return w;
+}
+
+std::span<const float> tensor_span(const std::vector<float>& unit, const TensorSpec& t) {
+    return std::span<const float>(unit).subspan(static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.numel));
+}
+
+// FNV-1a over the bit patterns: any change in any bit of any value changes it.
+std::uint64_t fnv1a(std::span<const float> values, std::uint64_t h = 0xCBF29CE484222325ull) {
+    for (const float v : values) {
+        const auto bits = std::bit_cast<std::uint32_t>(v);
+        for (int byte = 0; byte < 4; ++byte) {
+            h ^= (bits >> (8 * byte)) & 0xFFu;
+            h *= 0x100000001B3ull;
+        }
+    }
+    return h;
+}
+
+// A LayerSource over synthetic weights in host vectors that logs every call, so tests can check
+// the forward's acquire/release protocol.
+class RecordingSource final : public LayerSource {
+public:
+    struct Event {
+        bool acquire;
+        int unit;
+        bool operator==(const Event&) const = default;
+    };
+
+    RecordingSource(const ModelConfig& m, const WeightLayout& layout, std::uint64_t seed) {
+        for (std::size_t u = 0; u < layout.units.size(); ++u) {
+            units_.push_back(synthetic_unit(m, layout, static_cast<int>(u), seed));
+        }
+    }
+
+    const void* acquire(int unit) override {
+        events.push_back({true, unit});
+        return units_.at(static_cast<std::size_t>(unit)).data();
+    }
+    void release(int unit) override { events.push_back({false, unit}); }
+
+    std::vector<const float*> pointers() const {
+        std::vector<const float*> p;
+        for (const auto& u : units_) p.push_back(u.data());
+        return p;
+    }
+
+    std::vector<Event> events;
+
+private:
+    std::vector<std::vector<float>> units_;
+};
+
+// Deterministic token ids spread over the whole vocabulary.
+std::vector<std::int32_t> make_tokens(const ModelConfig& m, int batch, int seq, std::uint32_t salt = 0) {
+    std::vector<std::int32_t> tokens(static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq));
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        tokens[i] =
+            static_cast<std::int32_t>((i * 7919u + salt * 104729u + 17u) % static_cast<std::uint32_t>(m.vocab_size));
+    }
+    return tokens;
+}
+
+std::vector<float> run_cpu(const ModelConfig& m, RecordingSource& source, std::span<const std::int32_t> tokens,
+                           int batch, int seq) {
+    CpuForward forward(m, WeightLayout::for_model(m), batch, seq);
+    std::vector<float> logits(tokens.size() * static_cast<std::size_t>(m.vocab_size));
+    forward.run(source, tokens, logits);
+    return logits;
+}
+
+// Logits of one (sample, position) row.
+std::span<const float> logit_row(const std::vector<float>& logits, const ModelConfig& m, int seq, int b, int t) {
+    const auto v = static_cast<std::size_t>(m.vocab_size);
+    return std::span<const float>(logits).subspan(
+        (static_cast<std::size_t>(b) * static_cast<std::size_t>(seq) + static_cast<std::size_t>(t)) * v, v);
+}
+
+bool bit_identical(std::span<const float> a, std::span<const float> b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+}
+
+constexpr std::uint64_t kSeed = 1234;
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Model configs
+
+TEST_CASE("built-in models have the documented shapes", "[kernels]") {
+    const auto small = builtin("gpt2_small");
+    CHECK(small.n_layer == 12);
+    CHECK(small.n_embd == 768);
+    CHECK(small.n_head == 12);
+    CHECK(small.vocab_size == 50257);
+    CHECK(small.max_positions == 1024);
+    CHECK(builtin("gpt3_13b_seed").n_embd == 5200);
+    CHECK(builtin("gpt3_13b_seed").head_dim() == 130);
+    CHECK(builtin("gpt3_6.7b").max_positions == 2048);
+    CHECK(builtin("tiny").head_dim() == 16);
+    CHECK(builtin("tiny_odd").head_dim() == 26);
+    CHECK(builtin("tiny_odd").vocab_size == 300);
+    CHECK_FALSE(find_builtin_model("gpt2_huge").has_value());
+
+    CHECK(builtin_models().size() == 7);
+    for (const auto& m : builtin_models()) {
+        INFO(m.name);
+        CHECK(m.validate().empty());
+        CHECK(m.ln_eps == 1e-5f);
+    }
+}
+
+TEST_CASE("n_params counts the untied GPT-2 layout", "[kernels]") {
+    // wte 50257·768 + wpe 1024·768 + 12 blocks · 7,087,872 + ln_f 1536 + lm_head 50257·768.
+    CHECK(builtin("gpt2_small").n_params() == 163'037'184);
+    CHECK(builtin("gpt2_1.5b").n_params() > 1'500'000'000);
+    CHECK(builtin("gpt2_1.5b").n_params() < 1'700'000'000);
+    CHECK(builtin("gpt3_6.7b").n_params() > 6'700'000'000);
+    CHECK(builtin("gpt3_6.7b").n_params() < 7'000'000'000);
+    CHECK(builtin("gpt3_13b").n_params() > 12'900'000'000);
+    CHECK(builtin("gpt3_13b").n_params() < 13'300'000'000);
+    CHECK(builtin("gpt3_13b_seed").n_params() > builtin("gpt3_13b").n_params());
+}
+
+TEST_CASE("validate rejects unusable shapes with a sentence naming the model", "[kernels]") {
+    const auto base = builtin("tiny");
+    std::vector<std::pair<const char*, ModelConfig>> bad;
+    auto with = [&](const char* what, auto change) {
+        ModelConfig m = base;
+        m.name = "broken";
+        change(m);
+        bad.emplace_back(what, m);
+    };
+    with("no layers", [](ModelConfig& m) { m.n_layer = 0; });
+    with("negative hidden", [](ModelConfig& m) { m.n_embd = -64; });
+    with("no heads", [](ModelConfig& m) { m.n_head = 0; });
+    with("heads do not divide hidden", [](ModelConfig& m) { m.n_head = 5; });
+    with("no vocabulary", [](ModelConfig& m) { m.vocab_size = 0; });
+    with("no positions", [](ModelConfig& m) { m.max_positions = 0; });
+    with("zero eps", [](ModelConfig& m) { m.ln_eps = 0.0f; });
+    with("NaN eps", [](ModelConfig& m) { m.ln_eps = std::numeric_limits<float>::quiet_NaN(); });
+    for (const auto& [what, m] : bad) {
+        INFO(what);
+        const std::string why = m.validate();
+        CHECK_THAT(why, Catch::Matchers::ContainsSubstring("'broken'"));
+        CHECK(why.back() == '.');
+        CHECK_THROWS_AS(WeightLayout::for_model(m), std::invalid_argument);
+    }
+    CHECK_THAT(bad[3].second.validate(), Catch::Matchers::ContainsSubstring("divisible"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Weight layout
+
+TEST_CASE("weight layout: aligned, non-overlapping tensors in enum order, padded units", "[kernels]") {
+    for (const char* name : {"tiny", "tiny_odd", "gpt2_small", "gpt3_13b_seed"}) {
+        INFO(name);
+        const auto m = builtin(name);
+        const auto layout = WeightLayout::for_model(m);
+        REQUIRE(layout.units.size() == static_cast<std::size_t>(m.n_layer) + 2);
+        CHECK(layout.units.front().kind == UnitKind::embedding);
+        CHECK(layout.units.back().kind == UnitKind::head);
+        CHECK(layout.head_unit() == m.n_layer + 1);
+        CHECK(layout.units[0].tensors.size() == embed_tensor::count);
+        CHECK(layout.units.back().tensors.size() == head_tensor::count);
+
+        std::int64_t params = 0, total = 0;
+        for (std::size_t u = 0; u < layout.units.size(); ++u) {
+            const auto& unit = layout.units[u];
+            if (unit.kind == UnitKind::block) {
+                CHECK(unit.block == static_cast<int>(u) - 1);
+                CHECK(WeightLayout::block_unit(unit.block) == static_cast<int>(u));
+                CHECK(unit.tensors.size() == block_tensor::count);
+            } else {
+                CHECK(unit.block == -1);
+            }
+            std::int64_t end = 0;
+            for (const auto& t : unit.tensors) {
+                std::int64_t shape_numel = 1;
+                for (const auto d : t.shape) shape_numel *= d;
+                CHECK(t.numel == shape_numel);
+                CHECK(t.offset % kTensorAlignElems == 0);
+                CHECK(t.offset >= end);
+                CHECK(t.offset - end < kTensorAlignElems);  // no more padding than alignment needs
+                end = t.offset + t.numel;
+                params += t.numel;
+            }
+            CHECK(unit.numel % kTensorAlignElems == 0);
+            CHECK(unit.numel >= end);
+            CHECK(unit.numel - end < kTensorAlignElems);
+            total += unit.numel;
+        }
+        CHECK(params == m.n_params());
+        CHECK(layout.total_numel == total);
+    }
+}
+
+TEST_CASE("weight layout: GPT-2 names and nn.Linear shapes", "[kernels]") {
+    const auto m = builtin("tiny_odd");
+    const std::int64_t c = m.n_embd, v = m.vocab_size;
+    const auto layout = WeightLayout::for_model(m);
+    const auto& emb = layout.units[0].tensors;
+    CHECK(emb[embed_tensor::wte].name == "wte.weight");
+    CHECK(emb[embed_tensor::wte].shape == std::vector<std::int64_t>{v, c});
+    CHECK(emb[embed_tensor::wpe].name == "wpe.weight");
+    CHECK(emb[embed_tensor::wpe].shape == std::vector<std::int64_t>{m.max_positions, c});
+
+    const auto& blk = layout.units[static_cast<std::size_t>(WeightLayout::block_unit(2))].tensors;
+    const std::vector<std::pair<std::string, std::vector<std::int64_t>>> expected = {
+        {"h.2.ln_1.weight", {c}},
+        {"h.2.ln_1.bias", {c}},
+        {"h.2.attn.c_attn.weight", {3 * c, c}},
+        {"h.2.attn.c_attn.bias", {3 * c}},
+        {"h.2.attn.c_proj.weight", {c, c}},
+        {"h.2.attn.c_proj.bias", {c}},
+        {"h.2.ln_2.weight", {c}},
+        {"h.2.ln_2.bias", {c}},
+        {"h.2.mlp.c_fc.weight", {4 * c, c}},
+        {"h.2.mlp.c_fc.bias", {4 * c}},
+        {"h.2.mlp.c_proj.weight", {c, 4 * c}},
+        {"h.2.mlp.c_proj.bias", {c}},
+    };
+    REQUIRE(blk.size() == expected.size());
+    for (std::size_t i = 0; i < blk.size(); ++i) {
+        CHECK(blk[i].name == expected[i].first);
+        CHECK(blk[i].shape == expected[i].second);
+    }
+
+    const auto& head = layout.units.back().tensors;
+    CHECK(head[head_tensor::lnf_w].name == "ln_f.weight");
+    CHECK(head[head_tensor::lnf_b].name == "ln_f.bias");
+    CHECK(head[head_tensor::lm_head].name == "lm_head.weight");
+    CHECK(head[head_tensor::lm_head].shape == std::vector<std::int64_t>{v, c});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Synthetic weights
+
+TEST_CASE("synthetic weights are a pure function of the seed", "[kernels]") {
+    const auto m = builtin("tiny_odd");
+    const auto layout = WeightLayout::for_model(m);
+    for (int u = 0; u < static_cast<int>(layout.units.size()); ++u) {
+        const auto a = synthetic_unit(m, layout, u, kSeed);
+        CHECK(bit_identical(a, synthetic_unit(m, layout, u, kSeed)));
+        CHECK_FALSE(bit_identical(a, synthetic_unit(m, layout, u, kSeed + 1)));
+    }
+    // Same tensor in two blocks must not repeat.
+    const auto b0 = synthetic_unit(m, layout, WeightLayout::block_unit(0), kSeed);
+    const auto b1 = synthetic_unit(m, layout, WeightLayout::block_unit(1), kSeed);
+    CHECK_FALSE(bit_identical(b0, b1));
+}
+
+TEST_CASE("synthetic weights: no zero parameter, zero padding", "[kernels]") {
+    for (const char* name : {"tiny", "tiny_odd"}) {
+        INFO(name);
+        const auto m = builtin(name);
+        const auto layout = WeightLayout::for_model(m);
+        for (int u = 0; u < static_cast<int>(layout.units.size()); ++u) {
+            const auto w = synthetic_unit(m, layout, u, kSeed);
+            std::vector<bool> is_tensor(w.size(), false);
+            std::int64_t zeros = 0, non_finite = 0, nonzero_padding = 0;
+            for (const auto& t : layout.units[static_cast<std::size_t>(u)].tensors) {
+                for (std::int64_t i = t.offset; i < t.offset + t.numel; ++i) {
+                    is_tensor[static_cast<std::size_t>(i)] = true;
+                    zeros += w[static_cast<std::size_t>(i)] == 0.0f;
+                    non_finite += !std::isfinite(w[static_cast<std::size_t>(i)]);
+                }
+            }
+            for (std::size_t i = 0; i < w.size(); ++i) {
+                nonzero_padding += !is_tensor[i] && std::bit_cast<std::uint32_t>(w[i]) != 0;
+            }
+            CHECK(zeros == 0);
+            CHECK(non_finite == 0);
+            CHECK(nonzero_padding == 0);
+        }
+    }
+}
+
+TEST_CASE("synthetic weights follow GPT-2's initialisation", "[kernels]") {
+    const auto m = builtin("gpt2_small");
+    const auto layout = WeightLayout::for_model(m);
+    const int unit = WeightLayout::block_unit(0);
+    const auto w = synthetic_unit(m, layout, unit, kSeed);
+    const auto& tensors = layout.units[static_cast<std::size_t>(unit)].tensors;
+
+    struct Moments {
+        double mean, std, max_abs_dev;
+    };
+    const auto moments = [&](int tensor) {
+        const auto values = tensor_span(w, tensors[static_cast<std::size_t>(tensor)]);
+        const auto n = static_cast<double>(values.size());
+        double sum = 0.0, sum_sq = 0.0, max_abs_dev = 0.0;
+        for (const float v : values) sum += v;
+        const double mean = sum / n;
+        for (const float v : values) {
+            sum_sq += (v - mean) * (v - mean);
+            max_abs_dev = std::max(max_abs_dev, std::abs(v - mean));
+        }
+        return Moments{mean, std::sqrt(sum_sq / n), max_abs_dev};
+    };
+
+    // 2.4M draws: the mean's standard error is 1.3e-5.
+    const Moments fc = moments(block_tensor::fc_w);
+    CHECK(std::abs(fc.mean) < 1e-4);
+    CHECK(std::abs(fc.std / 0.02 - 1.0) < 0.005);
+    CHECK(fc.max_abs_dev <= 2.0 * std::sqrt(3.0) * 0.02 * 1.001);  // Irwin–Hall(4) is bounded at 2·sqrt(3) sigma
+
+    const double residual_std = 0.02 / std::sqrt(2.0 * m.n_layer);
+    CHECK(std::abs(moments(block_tensor::proj_w).std / residual_std - 1.0) < 0.01);
+    CHECK(std::abs(moments(block_tensor::fc_proj_w).std / residual_std - 1.0) < 0.01);
+
+    const Moments ln = moments(block_tensor::ln1_w);
+    CHECK(std::abs(ln.mean - 1.0) < 0.005);
+    CHECK(std::abs(ln.std / 0.02 - 1.0) < 0.15);
+    const Moments bias = moments(block_tensor::fc_b);
+    CHECK(std::abs(bias.mean) < 0.005);
+    CHECK(std::abs(bias.std / 0.02 - 1.0) < 0.1);
+}
+
+TEST_CASE("synthetic weights match the golden checksum", "[kernels]") {
+    // Hard-coded so that a change of generator, compiler or machine that alters any bit shows
+    // up here; a GPU port of fill_synthetic_unit must reproduce the same values.
+    const auto m = builtin("tiny");
+    const auto layout = WeightLayout::for_model(m);
+    std::uint64_t h = 0xCBF29CE484222325ull;
+    for (int u = 0; u < static_cast<int>(layout.units.size()); ++u) h = fnv1a(synthetic_unit(m, layout, u, kSeed), h);
+    CHECK(h == 0xFE066639ABC36118ull);
+
+    const auto emb = synthetic_unit(m, layout, 0, kSeed);
+    CHECK(std::bit_cast<std::uint32_t>(emb[0]) == 0xBD1942ACu);  // wte[0][0] = -0.0374
+    CHECK(std::bit_cast<std::uint32_t>(emb[1]) == 0x3C9D2593u);  // wte[0][1] = 0.0192
+}
+
+TEST_CASE("fill_synthetic_unit rejects a wrong buffer or unit", "[kernels]") {
+    const auto m = builtin("tiny");
+    const auto layout = WeightLayout::for_model(m);
+    std::vector<float> too_small(static_cast<std::size_t>(layout.units[0].numel) - 1);
+    CHECK_THROWS_AS(fill_synthetic_unit(m, layout, 0, kSeed, too_small), std::invalid_argument);
+    std::vector<float> any(16);
+    CHECK_THROWS_AS(fill_synthetic_unit(m, layout, static_cast<int>(layout.units.size()), kSeed, any),
+                    std::invalid_argument);
+}
+
+// ---------------------------------------------------------------------------------------------
+// dtype conversions
+
+namespace {
+
+std::uint32_t bits(float f) { return std::bit_cast<std::uint32_t>(f); }
+float from_bits(std::uint32_t b) { return std::bit_cast<float>(b); }
+
+// Every finite non-negative value h of a 16-bit format and the next one up: the midpoint must
+// round to the even one, and the floats just either side of it to the nearer one. This covers
+// normal, subnormal and overflow rounding exhaustively. `overflow` is the value the rounding
+// rule puts one step above the largest finite (2^16 for fp16, 2^128 for bf16).
+template <class ToBits, class ToFloat>
+void check_rounding_around_midpoints(ToBits to_bits, ToFloat to_float, std::uint16_t max_finite, double overflow) {
+    for (std::uint32_t h = 0; h <= max_finite; ++h) {
+        const double lo = to_float(static_cast<std::uint16_t>(h));
+        const double hi = h == max_finite ? overflow : to_float(static_cast<std::uint16_t>(h + 1));
+        const double mid = (lo + hi) / 2.0;
+        const auto mid_f = static_cast<float>(mid);  // exact: a midpoint needs one bit more than the format
+        const auto even = static_cast<std::uint16_t>((h & 1u) == 0 ? h : h + 1);
+        const auto below = std::nextafter(mid_f, 0.0f);
+        const auto above = std::nextafter(mid_f, std::numeric_limits<float>::infinity());
+        if (static_cast<double>(mid_f) != mid || to_bits(mid_f) != even || to_bits(below) != h ||
+            to_bits(above) != h + 1 || to_bits(-mid_f) != (even | 0x8000u) || to_bits(-below) != (h | 0x8000u)) {
+            FAIL("rounding is wrong around the midpoint above 0x" << std::hex << h);
+        }
+    }
+}
+
+bool bf16_is_nan(std::uint16_t b) { return (b & 0x7F80u) == 0x7F80u && (b & 0x007Fu) != 0; }
+bool fp16_is_nan(std::uint16_t h) { return (h & 0x7C00u) == 0x7C00u && (h & 0x03FFu) != 0; }
+
+}  // namespace
+
+TEST_CASE("bf16 conversion of known values", "[kernels]") {
+    CHECK(float_to_bf16_bits(1.0f) == 0x3F80);
+    CHECK(float_to_bf16_bits(-2.5f) == 0xC020);
+    CHECK(float_to_bf16_bits(0.0f) == 0x0000);
+    CHECK(float_to_bf16_bits(-0.0f) == 0x8000);
+    CHECK(float_to_bf16_bits(65504.0f) == 0x4780);               // 0x477FE000: more than half up, rounds to 65536
+    CHECK(float_to_bf16_bits(from_bits(0x3F808000)) == 0x3F80);  // tie, even stays
+    CHECK(float_to_bf16_bits(from_bits(0x3F818000)) == 0x3F82);  // tie, odd rounds up
+    CHECK(float_to_bf16_bits(from_bits(0x3F808001)) == 0x3F81);  // just above the tie
+    CHECK(float_to_bf16_bits(from_bits(0x00000001)) == 0x0000);  // smallest fp32 subnormal
+    CHECK(float_to_bf16_bits(from_bits(0x00018000)) == 0x0002);  // subnormal tie, odd rounds up
+    CHECK(float_to_bf16_bits(from_bits(0x007F8000)) == 0x0080);  // subnormal carries into the smallest normal
+    CHECK(float_to_bf16_bits(std::numeric_limits<float>::max()) == 0x7F80);  // overflows to Inf
+    CHECK(float_to_bf16_bits(std::numeric_limits<float>::infinity()) == 0x7F80);
+    CHECK(float_to_bf16_bits(-std::numeric_limits<float>::infinity()) == 0xFF80);
+    CHECK(float_to_bf16_bits(std::numeric_limits<float>::quiet_NaN()) == 0x7FC0);
+    CHECK(float_to_bf16_bits(from_bits(0xFFC00000)) == 0xFFC0);
+    CHECK(bf16_is_nan(float_to_bf16_bits(from_bits(0x7F800001))));  // payload only in the dropped half
+
+    CHECK(bf16_bits_to_float(0x3F80) == 1.0f);
+    CHECK(bf16_bits_to_float(0xC020) == -2.5f);
+    CHECK(bf16_bits_to_float(0x0001) == from_bits(0x00010000));
+    CHECK(std::isinf(bf16_bits_to_float(0xFF80)));
+    CHECK(std::isnan(bf16_bits_to_float(0x7FC0)));
+}
+
+TEST_CASE("fp16 conversion of known values", "[kernels]") {
+    CHECK(float_to_fp16_bits(1.0f) == 0x3C00);
+    CHECK(float_to_fp16_bits(-2.5f) == 0xC100);
+    CHECK(float_to_fp16_bits(0.0f) == 0x0000);
+    CHECK(float_to_fp16_bits(-0.0f) == 0x8000);
+    CHECK(float_to_fp16_bits(65504.0f) == 0x7BFF);
+    CHECK(float_to_fp16_bits(65519.0f) == 0x7BFF);
+    CHECK(float_to_fp16_bits(65520.0f) == 0x7C00);  // tie between 65504 (odd) and 2^16: Inf
+    CHECK(float_to_fp16_bits(-1e6f) == 0xFC00);
+    CHECK(float_to_fp16_bits(std::ldexp(1.0f, -14)) == 0x0400);     // smallest normal
+    CHECK(float_to_fp16_bits(std::ldexp(1.0f, -24)) == 0x0001);     // smallest subnormal
+    CHECK(float_to_fp16_bits(std::ldexp(1023.0f, -24)) == 0x03FF);  // largest subnormal
+    CHECK(float_to_fp16_bits(std::ldexp(1.0f, -25)) == 0x0000);     // tie with 0: even
+    CHECK(float_to_fp16_bits(std::ldexp(3.0f, -26)) == 0x0001);     // 0.75 of the smallest subnormal
+    CHECK(float_to_fp16_bits(std::ldexp(3.0f, -25)) == 0x0002);     // tie between 1 and 2 subnormal steps
+    CHECK(float_to_fp16_bits(std::ldexp(1.0f, -30)) == 0x0000);
+    CHECK(float_to_fp16_bits(1.0f + std::ldexp(1.0f, -11)) == 0x3C00);  // tie, even stays
+    CHECK(float_to_fp16_bits(1.0f + std::ldexp(3.0f, -11)) == 0x3C02);  // tie, odd rounds up
+    CHECK(float_to_fp16_bits(std::nextafter(2.0f, 0.0f)) == 0x4000);    // carries into the exponent
+    CHECK(float_to_fp16_bits(std::numeric_limits<float>::infinity()) == 0x7C00);
+    CHECK(float_to_fp16_bits(-std::numeric_limits<float>::infinity()) == 0xFC00);
+    CHECK(float_to_fp16_bits(std::numeric_limits<float>::quiet_NaN()) == 0x7E00);
+    CHECK(float_to_fp16_bits(from_bits(0xFFC00000)) == 0xFE00);
+    CHECK(fp16_is_nan(float_to_fp16_bits(from_bits(0x7F800001))));  // payload only in dropped bits
+
+    CHECK(fp16_bits_to_float(0x3C00) == 1.0f);
+    CHECK(fp16_bits_to_float(0xC100) == -2.5f);
+    CHECK(fp16_bits_to_float(0x7BFF) == 65504.0f);
+    CHECK(fp16_bits_to_float(0x0001) == std::ldexp(1.0f, -24));
+    CHECK(fp16_bits_to_float(0x0200) == std::ldexp(1.0f, -15));
+    CHECK(fp16_bits_to_float(0x83FF) == -std::ldexp(1023.0f, -24));
+    CHECK(bits(fp16_bits_to_float(0x8000)) == 0x80000000u);
+    CHECK(fp16_bits_to_float(0xFC00) == -std::numeric_limits<float>::infinity());
+    CHECK(std::isnan(fp16_bits_to_float(0x7E00)));
+}
+
+TEST_CASE("bf16 and fp16: every value round-trips, every midpoint rounds to even", "[kernels]") {
+    int bf16_mismatches = 0, fp16_mismatches = 0;
+    for (std::uint32_t i = 0; i <= 0xFFFF; ++i) {
+        const auto h = static_cast<std::uint16_t>(i);
+        const std::uint16_t b = float_to_bf16_bits(bf16_bits_to_float(h));
+        const std::uint16_t f = float_to_fp16_bits(fp16_bits_to_float(h));
+        bf16_mismatches += bf16_is_nan(h) ? !bf16_is_nan(b) : b != h;
+        fp16_mismatches += fp16_is_nan(h) ? !fp16_is_nan(f) : f != h;
+    }
+    CHECK(bf16_mismatches == 0);
+    CHECK(fp16_mismatches == 0);
+    check_rounding_around_midpoints(float_to_bf16_bits, bf16_bits_to_float, 0x7F7F, std::ldexp(1.0, 128));
+    check_rounding_around_midpoints(float_to_fp16_bits, fp16_bits_to_float, 0x7BFF, 65536.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU forward
+
+TEST_CASE("CpuForward matches the float64 reference", "[kernels]") {
+    for (const char* name : {"tiny", "tiny_odd"}) {
+        for (const int seq : {16, 13}) {
+            const int batch = 2;
+            INFO(name << " batch " << batch << " seq " << seq);
+            const auto m = builtin(name);
+            const auto layout = WeightLayout::for_model(m);
+            RecordingSource source(m, layout, kSeed);
+            const auto tokens = make_tokens(m, batch, seq);
+
+            const auto got = run_cpu(m, source, tokens, batch, seq);
+            const auto want = reference_forward(m, layout, source.pointers(), tokens, batch, seq);
+            REQUIRE(got.size() == want.size());
+            double max_err = 0.0, max_ref = 0.0;
+            for (std::size_t i = 0; i < got.size(); ++i) {
+                max_err = std::max(max_err, std::abs(static_cast<double>(got[i]) - want[i]));
+                max_ref = std::max(max_ref, std::abs(want[i]));
+            }
+            INFO("max |cpu - reference| = " << max_err << ", max |reference| = " << max_ref);
+            CHECK(max_ref > 0.1);  // the logits are not degenerate
+            CHECK(max_err / max_ref < 1e-5);
+        }
+    }
+}
+
+TEST_CASE("CpuForward acquires and releases every unit once, in order", "[kernels]") {
+    const auto m = builtin("tiny_odd");
+    const auto layout = WeightLayout::for_model(m);
+    RecordingSource source(m, layout, kSeed);
+    const int batch = 1, seq = 5;
+    const auto tokens = make_tokens(m, batch, seq);
+    CpuForward forward(m, layout, batch, seq);
+    std::vector<float> logits(tokens.size() * static_cast<std::size_t>(m.vocab_size));
+
+    std::vector<RecordingSource::Event> one_run;
+    for (int u = 0; u < static_cast<int>(layout.units.size()); ++u) {
+        one_run.push_back({true, u});
+        one_run.push_back({false, u});
+    }
+    forward.run(source, tokens, logits);
+    CHECK(source.events == one_run);
+    forward.run(source, tokens, logits);
+    CHECK(source.events.size() == 2 * one_run.size());
+}
+
+TEST_CASE("CpuForward is causal", "[kernels]") {
+    const auto m = builtin("tiny_odd");
+    const auto layout = WeightLayout::for_model(m);
+    RecordingSource source(m, layout, kSeed);
+    const int batch = 2, seq = 13, changed = 6;
+    auto tokens = make_tokens(m, batch, seq);
+    const auto before = run_cpu(m, source, tokens, batch, seq);
+    tokens[static_cast<std::size_t>(changed)] = (tokens[static_cast<std::size_t>(changed)] + 1) % m.vocab_size;
+    const auto after = run_cpu(m, source, tokens, batch, seq);
+
+    for (int t = 0; t < seq; ++t) {
+        INFO("position " << t);
+        const bool same = bit_identical(logit_row(before, m, seq, 0, t), logit_row(after, m, seq, 0, t));
+        CHECK(same == (t < changed));
+        CHECK(bit_identical(logit_row(before, m, seq, 1, t), logit_row(after, m, seq, 1, t)));
+    }
+}
+
+TEST_CASE("CpuForward keeps the samples of a batch independent", "[kernels]") {
+    const auto m = builtin("tiny");
+    const auto layout = WeightLayout::for_model(m);
+    RecordingSource source(m, layout, kSeed);
+    const int batch = 2, seq = 13;
+    auto tokens = make_tokens(m, batch, seq);
+    const auto before = run_cpu(m, source, tokens, batch, seq);
+    const auto other = make_tokens(m, batch, seq, 1);
+    std::copy(other.begin() + seq, other.end(), tokens.begin() + seq);  // replace all of sample 1
+    const auto after = run_cpu(m, source, tokens, batch, seq);
+
+    const auto sample = [&](const std::vector<float>& l, int b) {
+        const auto n = static_cast<std::size_t>(seq) * static_cast<std::size_t>(m.vocab_size);
+        return std::span<const float>(l).subspan(static_cast<std::size_t>(b) * n, n);
+    };
+    CHECK(bit_identical(sample(before, 0), sample(after, 0)));
+    CHECK_FALSE(bit_identical(sample(before, 1), sample(after, 1)));
+}
+
+TEST_CASE("CpuForward reports the activation buffers it holds", "[kernels]") {
+    const auto m = builtin("tiny");
+    const int batch = 2, seq = 16;
+    const CpuForward forward(m, WeightLayout::for_model(m), batch, seq);
+    // x, ln, att, y: [bt, c]; qkv: [bt, 3c]; fc: [bt, 4c]; scores: [seq, seq].
+    const std::int64_t bt = batch * seq, c = m.n_embd;
+    CHECK(forward.activation_bytes() == static_cast<std::int64_t>(sizeof(float)) * (bt * c * 11 + seq * seq));
+}
+
+TEST_CASE("CpuForward and reference_forward reject bad arguments", "[kernels]") {
+    const auto m = builtin("tiny");
+    const auto layout = WeightLayout::for_model(m);
+    RecordingSource source(m, layout, kSeed);
+    const int batch = 2, seq = 8;
+
+    CHECK_THROWS_AS(CpuForward(m, layout, batch, m.max_positions + 1), std::invalid_argument);
+    CHECK_THROWS_AS(CpuForward(m, layout, batch, 0), std::invalid_argument);
+    CHECK_THROWS_AS(CpuForward(m, layout, 0, seq), std::invalid_argument);
+    CHECK_THROWS_AS(CpuForward(m, WeightLayout::for_model(builtin("tiny_odd")), batch, seq), std::invalid_argument);
+    CHECK_NOTHROW(CpuForward(m, layout, batch, m.max_positions));
+
+    CpuForward forward(m, layout, batch, seq);
+    std::vector<float> logits(static_cast<std::size_t>(batch * seq * m.vocab_size));
+    auto tokens = make_tokens(m, batch, seq);
+    SECTION("token id equal to the vocabulary size") { tokens[3] = m.vocab_size; }
+    SECTION("negative token id") { tokens[0] = -1; }
+    CHECK_THROWS_AS(forward.run(source, tokens, logits), std::invalid_argument);
+    CHECK_THROWS_AS(reference_forward(m, layout, source.pointers(), tokens, batch, seq), std::invalid_argument);
+    CHECK(source.events.empty());  // rejected before any weight is touched
+
+    const auto good = make_tokens(m, batch, seq);
+    CHECK_THROWS_AS(forward.run(source, std::span(good).first(good.size() - 1), logits), std::invalid_argument);
+    CHECK_THROWS_AS(forward.run(source, good, std::span(logits).first(logits.size() - 1)), std::invalid_argument);
+    const auto too_long = make_tokens(m, 1, m.max_positions + 1);
+    CHECK_THROWS_AS(reference_forward(m, layout, source.pointers(), too_long, 1, m.max_positions + 1),
+                    std::invalid_argument);
+    CHECK(source.events.empty());
+}
+
+TEST_CASE("reference_forward_flops counts the forward's multiply-adds", "[kernels]") {
+    const auto m = builtin("gpt2_small");
+    // One multiply-add per matrix weight and token, plus attention's, which is small at seq 1.
+    const double per_token = reference_forward_flops(m, 1, 1);
+    const double weights = 12.0 * m.n_layer * 768.0 * 768.0 + 50257.0 * 768.0;
+    CHECK(per_token >= weights);
+    CHECK(per_token < weights * 1.01);
+    CHECK(reference_forward_flops(m, 4, 64) > 4 * 64 * weights);
+    CHECK(reference_forward_flops(m, 2, 64) == 2 * reference_forward_flops(m, 1, 64));
+}

@@ -1,0 +1,256 @@
+// The cell runner, end to end through the sweetspot binary: each failure mode of a cell process
+// becomes a recorded status, the sweep goes on, and a killed sweep resumes without duplicates.
+#include <catch2/catch_test_macros.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "harness/store.hpp"
+#include "test_support.hpp"
+
+using namespace sweetspot;
+using namespace std::chrono_literals;
+using sweetspot::test::run_sweetspot;
+using sweetspot::test::TempDir;
+using sweetspot::test::write_file;
+
+namespace {
+
+struct CellRow {
+    std::string status, reason, stderr_tail;
+    std::int64_t run_id = 0, iterations = 0;
+};
+
+// Cells by cell_index.
+std::map<int, CellRow> read_cells(const std::string& db_path) {
+    auto store = Store::open_read_only(db_path);
+    auto st = store.db().prepare(
+        "SELECT cell_index, status, coalesce(reason, ''), coalesce(stderr_tail, ''), run_id,"
+        " (SELECT count(*) FROM iterations i WHERE i.cell_id = c.cell_id) FROM cells c");
+    std::map<int, CellRow> rows;
+    while (st.step())
+        rows[static_cast<int>(st.int64(0))] = {st.text(1), st.text(2), st.text(3), st.int64(4), st.int64(5)};
+    return rows;
+}
+
+std::int64_t scalar(const std::string& db_path, const std::string& sql) {
+    Database db(db_path, Database::Mode::read_only);
+    auto st = db.prepare(sql);
+    return st.step() ? st.int64(0) : -1;
+}
+
+std::string scalar_text(const std::string& db_path, const std::string& sql) {
+    Database db(db_path, Database::Mode::read_only);
+    auto st = db.prepare(sql);
+    return st.step() ? st.text(0) : "";
+}
+
+// Starts `sweetspot args...` in the background with its output discarded.
+pid_t spawn_sweetspot(const std::vector<std::string>& args) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        std::vector<char*> argv{const_cast<char*>(SWEETSPOT_BINARY)};
+        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        freopen("/dev/null", "w", stdout);
+        freopen("/dev/null", "w", stderr);
+        execv(SWEETSPOT_BINARY, argv.data());
+        _exit(127);
+    }
+    return pid;
+}
+
+template <class Pred>
+bool wait_until(Pred pred, std::chrono::milliseconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+        if (pred()) return true;
+        std::this_thread::sleep_for(20ms);
+    }
+    return pred();
+}
+
+std::int64_t cell_count_or_zero(const std::string& db) {
+    if (!std::filesystem::exists(db)) return 0;
+    try {
+        return scalar(db, "SELECT count(*) FROM cells");
+    } catch (const std::exception&) {
+        return 0;  // the schema is being created
+    }
+}
+
+// True while any process's command line contains `needle` (cell processes carry their
+// canonical text in argv).
+bool process_running_with(const std::string& needle) {
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+        std::ifstream f(entry.path() / "cmdline", std::ios::binary);
+        std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        if (cmdline.find(needle) != std::string::npos && cmdline.find("_cell") != std::string::npos) return true;
+    }
+    return false;
+}
+
+const char* kFaultMatrix = R"(name = "faults"
+[defaults]
+model = "tiny"
+seq = 8
+warmups = 0
+iterations = 2
+[[sweep]]
+debug_fault = ["none", "segfault", "abort", "exit", "hang"]
+)";
+
+}  // namespace
+
+TEST_CASE("every way a cell process can fail becomes a status, and the sweep goes on", "[runner]") {
+    TempDir tmp;
+    write_file(tmp.file("faults.toml"), kFaultMatrix);
+    const auto db = tmp.file("faults.db");
+    const auto r = run_sweetspot("run '" + tmp.file("faults.toml") + "' --db '" + db + "' --timeout 3s");
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    const auto cells = read_cells(db);
+    REQUIRE(cells.size() == 5);
+
+    CHECK(cells.at(0).status == "ok");
+    CHECK(cells.at(0).iterations == 2);
+
+    CHECK(cells.at(1).status == "failed");
+    CHECK(cells.at(1).reason == "killed by signal 11 (Segmentation fault)");
+    CHECK(cells.at(1).stderr_tail.find("failing on purpose") != std::string::npos);
+
+    CHECK(cells.at(2).status == "failed");
+    CHECK(cells.at(2).reason == "killed by signal 6 (Aborted)");
+
+    CHECK(cells.at(3).status == "failed");
+    CHECK(cells.at(3).reason == "exited with status 3");
+
+    CHECK(cells.at(4).status == "timeout");
+    CHECK(cells.at(4).reason.find("timeout of 3 s") != std::string::npos);
+    for (int i = 1; i <= 4; ++i) CHECK(cells.at(i).iterations == 0);
+
+    CHECK(r.output.find("[5/5]") != std::string::npos);
+    CHECK(r.output.find("ETA") != std::string::npos);
+    CHECK(scalar_text(db, "SELECT status FROM runs") == "finished");
+}
+
+TEST_CASE("cells that cannot run here are skipped with the reason, and skipping is not failing", "[runner]") {
+    TempDir tmp;
+    write_file(tmp.file("m.toml"), R"(
+[defaults]
+model = "tiny"
+seq = 8
+iterations = 1
+[[sweep]]
+backend = ["host", "uvm-prefetch"]
+)");
+    const auto db = tmp.file("m.db");
+    const auto r = run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'");
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    const auto cells = read_cells(db);
+    REQUIRE(cells.size() == 2);
+    CHECK(cells.at(0).status == "ok");
+    CHECK(cells.at(1).status == "skipped");
+    CHECK(cells.at(1).reason == "backend 'uvm-prefetch' is not implemented in this version of sweetspot");
+}
+
+TEST_CASE("a sweep killed with SIGKILL resumes without duplicate or partial cells", "[runner]") {
+    TempDir tmp;
+    // A unique seed lets the test find this sweep's cell processes among others.
+    write_file(tmp.file("m.toml"), R"(
+[defaults]
+model = "tiny"
+seq = 8
+warmups = 0
+iterations = 2
+seed = 424242
+[[sweep]]
+batch = [1, 2]
+[[sweep]]
+debug_fault = "hang"
+[[sweep]]
+batch = [3, 4]
+)");
+    const auto db = tmp.file("m.db");
+    const pid_t parent = spawn_sweetspot({"run", tmp.file("m.toml"), "--db", db, "--timeout", "120s"});
+    REQUIRE(wait_until([&] { return cell_count_or_zero(db) == 2; }, 60s));
+    REQUIRE(wait_until([] { return process_running_with("seed=424242"); }, 10s));  // the hanging cell
+    kill(parent, SIGKILL);
+    int status = 0;
+    waitpid(parent, &status, 0);
+    CHECK(WIFSIGNALED(status));
+    // The cell process dies with its parent instead of hanging on.
+    CHECK(wait_until([] { return !process_running_with("seed=424242"); }, 10s));
+
+    auto cells = read_cells(db);
+    REQUIRE(cells.size() == 2);
+    for (const auto& [index, c] : cells) {
+        CHECK(c.status == "ok");
+        CHECK(c.iterations == 2);
+    }
+    CHECK(scalar_text(db, "SELECT status FROM runs") == "running");
+
+    const auto r = run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "' --timeout 2s");
+    INFO(r.output);
+    CHECK(r.exit_code == 1);  // the hanging cell times out
+    CHECK(r.output.find("already ok in the database") != std::string::npos);
+    cells = read_cells(db);
+    REQUIRE(cells.size() == 5);
+    CHECK(scalar(db, "SELECT count(DISTINCT cell_key) FROM cells") == 5);
+    CHECK(cells.at(0).run_id == 1);
+    CHECK(cells.at(1).run_id == 1);
+    CHECK(cells.at(2).status == "timeout");
+    CHECK(cells.at(3).status == "ok");
+    CHECK(cells.at(3).run_id == 2);
+    CHECK(cells.at(4).iterations == 2);
+}
+
+TEST_CASE("SIGINT stops a sweep, kills the running cell and marks the run interrupted", "[runner]") {
+    TempDir tmp;
+    write_file(tmp.file("m.toml"), R"(
+[defaults]
+model = "tiny"
+seq = 8
+seed = 515151
+[[sweep]]
+debug_fault = "hang"
+[[sweep]]
+batch = 2
+)");
+    const auto db = tmp.file("m.db");
+    const pid_t parent = spawn_sweetspot({"run", tmp.file("m.toml"), "--db", db});
+    REQUIRE(wait_until([] { return process_running_with("seed=515151"); }, 30s));
+    kill(parent, SIGINT);
+    int status = 0;
+    waitpid(parent, &status, 0);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 130);
+    CHECK(scalar_text(db, "SELECT status FROM runs") == "interrupted");
+    CHECK(cell_count_or_zero(db) == 0);
+    CHECK(wait_until([] { return !process_running_with("seed=515151"); }, 10s));
+}
+
+TEST_CASE("--rerun measures cells that are already ok again", "[runner]") {
+    TempDir tmp;
+    write_file(tmp.file("m.toml"), "[defaults]\nmodel = \"tiny\"\nseq = 8\niterations = 1\n[[sweep]]\nbatch = [1, 2]\n");
+    const auto db = tmp.file("m.db");
+    REQUIRE(run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'").exit_code == 0);
+    auto again = run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'");
+    CHECK(again.exit_code == 0);
+    CHECK(again.output.find("2 already done") != std::string::npos);
+    CHECK(read_cells(db).at(0).run_id == 1);
+    REQUIRE(run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "' --rerun").exit_code == 0);
+    const auto cells = read_cells(db);
+    REQUIRE(cells.size() == 2);
+    CHECK(cells.at(0).run_id == 3);
+    CHECK(cells.at(1).run_id == 3);
+    CHECK(scalar(db, "SELECT count(*) FROM runs") == 3);
+}
