@@ -4,18 +4,69 @@
 
 #include "backends/host_backend.hpp"
 
+#ifdef SWEETSPOT_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "backends/device_backend.hpp"
+#include "backends/explicit_copy_backend.hpp"
+#include "backends/uvm_backend.hpp"
+#include "backends/uvm_prefetch_backend.hpp"
+#endif
+
 namespace sweetspot {
+namespace {
+
+bool is_gpu_backend(std::string_view name) {
+    return name == "device" || name == "explicit-copy" || name == "uvm" || name == "uvm-prefetch";
+}
+
+// Empty when a GPU is usable, otherwise why not.
+std::string gpu_unavailable_reason() {
+#ifdef SWEETSPOT_HAVE_CUDA
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess) {
+        (void)cudaGetLastError();  // not sticky, but leave no error behind for the next call
+        return std::string("no GPU visible: ") + cudaGetErrorString(status);
+    }
+    if (count == 0) return std::string("no GPU visible: ") + cudaGetErrorString(cudaErrorNoDevice);
+    return {};
+#else
+    return "built without CUDA";
+#endif
+}
+
+void check_config(const BackendConfig& config) {
+    if (config.streams < 0)
+        throw std::invalid_argument("backend '" + config.name + "': streams must be >= 0, got " + std::to_string(config.streams));
+    if (config.prefetch_depth < -1) {
+        throw std::invalid_argument("backend '" + config.name + "': prefetch depth must be -1 (jit), 0 (off) or a look-ahead >= 1, got " +
+                                    std::to_string(config.prefetch_depth));
+    }
+}
+
+}  // namespace
 
 std::string backend_unavailable_reason(std::string_view name) {
     if (name == "host") return {};
-    if (name == "device" || name == "explicit-copy" || name == "uvm" || name == "uvm-prefetch")
-        return "backend '" + std::string(name) + "' is not implemented in this version of sweetspot";
+    if (is_gpu_backend(name)) {
+        if (auto why = gpu_unavailable_reason(); !why.empty()) return "backend '" + std::string(name) + "' needs a GPU: " + why;
+        return {};
+    }
     return "unknown backend '" + std::string(name) + "'";
 }
 
 std::unique_ptr<Backend> make_backend(const BackendConfig& config) {
     if (auto why = backend_unavailable_reason(config.name); !why.empty()) throw std::runtime_error(why);
-    return std::make_unique<HostBackend>();
+    check_config(config);
+    if (config.name == "host") return std::make_unique<HostBackend>();
+#ifdef SWEETSPOT_HAVE_CUDA
+    if (config.name == "device") return std::make_unique<DeviceBackend>(config);
+    if (config.name == "explicit-copy") return std::make_unique<ExplicitCopyBackend>(config);
+    if (config.name == "uvm") return std::make_unique<UvmBackend>(config);
+    if (config.name == "uvm-prefetch") return std::make_unique<UvmPrefetchBackend>(config);
+#endif
+    throw std::logic_error("make_backend: backend '" + config.name + "' is available but not constructed");
 }
 
 }  // namespace sweetspot

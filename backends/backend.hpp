@@ -12,32 +12,56 @@
 #include "kernels/layer_source.hpp"
 #include "kernels/weight_layout.hpp"
 
+struct CUstream_st;  // cudaStream_t, without making this header depend on CUDA
+
 namespace sweetspot {
+
+// Which units a budget-limited backend keeps on the device for the whole cell.
+enum class ResidentPolicy { first, last, interleaved };
+// How the UVM backends evict a unit: migrate it back to the host, or drop the GPU's read-only
+// duplicate of a cudaMemAdviseSetReadMostly range (nearly free; product brief §12).
+enum class UvmEvict { migrate, read_mostly };
 
 struct BackendConfig {
     std::string name = "host";
     DType dtype = DType::fp32;
-    int streams = 1;
-    int prefetch_depth = 0;          // 0: off, -1: just in time, n: look-ahead in layers
-    std::int64_t budget_bytes = 0;   // device bytes the weights may occupy
-    bool managed_activations = false;
+    int streams = 1;                 // copy / prefetch streams (0: use the compute stream)
+    int prefetch_depth = 0;          // 0: off, -1: just in time (the seed), n: look-ahead in units
+    std::int64_t budget_bytes = 0;   // device bytes the weights may occupy (slots included)
+    ResidentPolicy resident = ResidentPolicy::interleaved;
+    UvmEvict evict = UvmEvict::migrate;
+    bool allow_oversubscription = false;
+    CUstream_st* compute_stream = nullptr;  // where the forward's kernels run (GPU backends)
+};
+
+// What a backend did with the weights, stored with every cell.
+struct PlacementStats {
+    std::int64_t resident_bytes = 0;        // kept on the device for the whole cell
+    std::int64_t streamed_bytes = 0;        // must cross the link in every forward
+    std::int64_t device_weight_bytes = 0;   // device memory the backend holds for weights (resident + slots)
+    int resident_units = 0, streamed_units = 0, slots = 0;
 };
 
 class Backend : public LayerSource {
 public:
-    // Writes unit `unit`'s fp32 weights into `dst` (unit.numel elements).
+    // Writes unit `unit`'s fp32 weights into `dst` (unit.numel elements). Must be safe to call
+    // from several threads at once for different units.
     using UnitFiller = std::function<void(int unit, std::span<float> dst)>;
 
     virtual std::string_view name() const = 0;
-    // Allocates storage for every unit and fills it once through `fill`.
+    // Allocates storage for every unit and fills it once through `fill`, converting to the
+    // configured dtype. Throws std::invalid_argument when the budget cannot hold the streaming
+    // slots the configuration needs.
     virtual void place(const WeightLayout& layout, const UnitFiller& fill) = 0;
-    // Puts the weights back in the cell's starting state before an iteration.
+    // Puts the weights back in the cell's starting state before an iteration (may synchronize;
+    // it is outside the timed region).
     virtual void reset_residency() = 0;
+    virtual PlacementStats placement() const = 0;
 };
 
 // Empty when backend `name` can run in this build and on this machine; otherwise why not.
 std::string backend_unavailable_reason(std::string_view name);
-// Throws std::runtime_error when the backend is unavailable.
+// Throws std::runtime_error when the backend is unavailable here.
 std::unique_ptr<Backend> make_backend(const BackendConfig& config);
 
 }  // namespace sweetspot

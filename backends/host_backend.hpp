@@ -14,6 +14,7 @@ public:
     void reset_residency() override {}
     const void* acquire(int unit) override;
     void release(int) override {}
+    PlacementStats placement() const override { return {}; }
 
 private:
     std::vector<std::vector<float>> units_;

@@ -1,9 +1,12 @@
 #include "harness/cell.hpp"
 
+#include "kernels/weight_layout.hpp"
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <random>
 #include <stdexcept>
 
 namespace sweetspot {
@@ -113,7 +116,8 @@ std::optional<double> parse_duration_s(std::string_view raw) {
 }
 
 std::int64_t CellParams::weight_bytes() const {
-    return model.n_params() * static_cast<std::int64_t>(dtype_size(dtype));
+    // The layout's total, padding included: what the backends actually place, so "100%" holds it.
+    return WeightLayout::for_model(model).total_numel * static_cast<std::int64_t>(dtype_size(dtype));
 }
 
 std::string CellParams::canonical() const {
@@ -142,8 +146,10 @@ std::string CellParams::canonical() const {
         {"warmups", std::to_string(warmups)},
         {"weights", weights},
     };
-    // Only present when set, so that adding the test hook did not change every key.
     if (debug_fault != "none") kv["debug_fault"] = debug_fault;
+    if (resident != "interleaved") kv["resident"] = resident;
+    if (evict != "migrate") kv["evict"] = evict;
+    if (tf32) kv["tf32"] = "true";
     std::string out;
     for (const auto& [k, v] : kv) out += k + "=" + v + "\n";
     return out;
@@ -207,6 +213,9 @@ CellParams CellParams::from_canonical(std::string_view text) {
             if (!p) bad("bad prefetch " + v);
             c.prefetch = *p;
         } else if (k == "seed") c.seed = static_cast<std::uint64_t>(need_int(k, v));
+        else if (k == "resident") c.resident = v;
+        else if (k == "evict") c.evict = v;
+        else if (k == "tf32") c.tf32 = v == "true";
         else if (k == "seq") c.seq = static_cast<int>(need_int(k, v));
         else if (k == "streams") c.streams = static_cast<int>(need_int(k, v));
         else if (k == "trace_iterations") c.trace_iterations = static_cast<int>(need_int(k, v));
@@ -217,6 +226,13 @@ CellParams CellParams::from_canonical(std::string_view text) {
     }
     if (const auto why = c.model.validate(); !why.empty()) bad(why);
     return c;
+}
+
+std::vector<std::int32_t> CellParams::token_ids() const {
+    std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
+    std::vector<std::int32_t> tokens(static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq));
+    for (auto& t : tokens) t = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(model.vocab_size));
+    return tokens;
 }
 
 std::string CellParams::label() const {

@@ -16,6 +16,8 @@ inline const std::vector<std::string> kBackendNames = {"device", "explicit-copy"
 inline const std::vector<std::string> kVariantNames = {"baseline", "dropout_ln", "attn_ln", "ffn_ln", "attn_proj", "all"};
 inline const std::vector<std::string> kActivationNames = {"device", "managed"};
 inline const std::vector<std::string> kModeNames = {"infer", "train"};
+inline const std::vector<std::string> kResidentNames = {"interleaved", "first", "last"};
+inline const std::vector<std::string> kEvictNames = {"migrate", "read-mostly"};
 // Injected failures, so the harness's own crash handling can be tested end to end.
 inline const std::vector<std::string> kDebugFaultNames = {"none", "segfault", "abort", "hang", "exit"};
 
@@ -56,6 +58,9 @@ struct CellParams {
     Prefetch prefetch;
     Budget budget;
     std::string activations = "device";
+    std::string resident = "interleaved";  // which layers a budget keeps on the device
+    std::string evict = "migrate";         // how the UVM backends evict a layer
+    bool tf32 = false;                     // fp32 GEMMs on TF32 tensor cores
     std::string mode = "infer";
     std::string weights = "synthetic";  // or a path to a .safetensors checkpoint
     int warmups = 1;
@@ -65,16 +70,21 @@ struct CellParams {
     double timeout_s = 600;  // not part of the key: it bounds the run, it does not change it
     std::string debug_fault = "none";
 
+    // Bytes of all weights in the cell's dtype as laid out (tensors aligned for the GPU).
     std::int64_t weight_bytes() const;
     std::int64_t budget_bytes() const { return budget.resolve(weight_bytes()); }
 
     // Sorted "name=value" lines of everything that defines the measurement, the model's
-    // shape included (so redefining a custom model changes the key).
+    // shape included (so redefining a custom model changes the key). Axes added after the
+    // first release appear only when they differ from their default, so keys of cells that do
+    // not use them stay what they were.
     std::string canonical() const;
     // 16 hex digits: FNV-1a 64 of canonical().
     std::string key() const;
     // Inverse of canonical(); throws std::invalid_argument on malformed text.
     static CellParams from_canonical(std::string_view text);
+    // The cell's input: batch × seq random token ids from the seed (as the seed projects used).
+    std::vector<std::int32_t> token_ids() const;
     // One line for progress output: "gpt2_small host fp32 b1 s64".
     std::string label() const;
 };

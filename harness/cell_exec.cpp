@@ -8,13 +8,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
-#include <random>
 #include <thread>
 
 #include "backends/backend.hpp"
 #include "harness/store.hpp"
+#ifdef SWEETSPOT_HAVE_CUDA
+#include "harness/gpu_cell.hpp"
+#endif
 #include "harness/system_info.hpp"
 #include "kernels/cpu_forward.hpp"
+#include "kernels/managed_memory.hpp"
 #include "kernels/reference_forward.hpp"
 #include "kernels/synthetic_weights.hpp"
 
@@ -40,25 +43,6 @@ constexpr double kHostFp32Tolerance = 1e-4;
         for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
     }
     std::_Exit(3);
-}
-
-std::vector<std::int32_t> random_tokens(const CellParams& c) {
-    // Token ids depend only on the seed and the shape, like the seed project's random ids.
-    std::mt19937_64 rng(c.seed ^ 0x9e3779b97f4a7c15ull);
-    std::vector<std::int32_t> tokens(static_cast<std::size_t>(c.batch) * static_cast<std::size_t>(c.seq));
-    for (auto& t : tokens) t = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(c.model.vocab_size));
-    return tokens;
-}
-
-BackendConfig backend_config(const CellParams& c) {
-    BackendConfig b;
-    b.name = c.backend;
-    b.dtype = c.dtype;
-    b.streams = c.streams;
-    b.prefetch_depth = c.prefetch.kind == Prefetch::Kind::off ? 0 : c.prefetch.kind == Prefetch::Kind::jit ? -1 : c.prefetch.depth;
-    b.budget_bytes = c.budget_bytes();
-    b.managed_activations = c.activations == "managed";
-    return b;
 }
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
@@ -92,14 +76,16 @@ void check_against_reference(const CellParams& c, const WeightLayout& layout, Ba
     }
 }
 
-CellOutcome measure(const CellParams& c) {
+CellOutcome measure_host_cell(const CellParams& c) {
     CellOutcome out;
     out.started_at = utc_timestamp();
     const auto t_init = std::chrono::steady_clock::now();
     const auto layout = WeightLayout::for_model(c.model);
-    auto backend = make_backend(backend_config(c));
+    BackendConfig config;
+    config.name = c.backend;
+    auto backend = make_backend(config);
     backend->place(layout, [&](int unit, std::span<float> dst) { fill_synthetic_unit(c.model, layout, unit, c.seed, dst); });
-    const auto tokens = random_tokens(c);
+    const auto tokens = c.token_ids();
     CpuForward forward(c.model, layout, c.batch, c.seq);
     std::vector<float> logits(tokens.size() * static_cast<std::size_t>(c.model.vocab_size));
     out.init_s = ms_since(t_init) / 1000.0;
@@ -136,28 +122,51 @@ void write_outcome(const std::string& scratch_db, const CellParams& c, const Cel
 
 }  // namespace
 
-std::string cell_unavailable_reason(const CellParams& c) {
-    if (auto why = backend_unavailable_reason(c.backend); !why.empty()) return why;
+bool uses_gpu(const CellParams& c) { return c.backend != "host"; }
+
+std::string cell_unsupported_reason(const CellParams& c) {
     if (c.mode != "infer") return "mode '" + c.mode + "' is not implemented in this version of sweetspot";
     if (c.weights != "synthetic") return "loading checkpoints (weights = \"" + c.weights + "\") is not implemented in this version";
     if (c.backend == "host") {
         if (c.dtype != DType::fp32) return "the host backend computes in fp32 only";
         if (c.variant != "baseline") return "the host backend runs the baseline variant only (fusions are GPU kernels)";
         if (c.activations != "device") return "activations = \"managed\" needs a GPU backend";
+        return {};
     }
+#ifndef SWEETSPOT_HAVE_CUDA
+    return "this sweetspot was built without CUDA, so backend '" + c.backend + "' is not available";
+#else
+    if (c.variant != "baseline") return "variant '" + c.variant + "' is not implemented yet (the GPU forward runs baseline)";
+    if (c.backend == "device" && c.budget_bytes() < c.weight_bytes())
+        return "the device backend keeps all weights resident, and the budget (" + std::to_string(c.budget_bytes()) +
+               " bytes) is smaller than the weights (" + std::to_string(c.weight_bytes()) + " bytes)";
     return {};
+#endif
 }
 
-int execute_cell(const CellParams& cell, const std::string& scratch_db) {
+int execute_cell(const CellParams& cell, const std::string& scratch_db, bool allow_oversubscription) {
     if (cell.debug_fault != "none") inject_fault(cell.debug_fault);
     CellOutcome out;
     int code = 0;
-    if (auto why = cell_unavailable_reason(cell); !why.empty()) {
+    std::string why = cell_unsupported_reason(cell);
+    if (why.empty() && uses_gpu(cell)) why = backend_unavailable_reason(cell.backend);
+    if (!why.empty()) {
         out.status = "skipped";
         out.reason = why;
     } else {
         try {
-            out = measure(cell);
+#ifdef SWEETSPOT_HAVE_CUDA
+            out = uses_gpu(cell) ? measure_gpu_cell(cell, allow_oversubscription) : measure_host_cell(cell);
+#else
+            (void)allow_oversubscription;
+            out = measure_host_cell(cell);
+#endif
+        } catch (const ManagedMemoryRefused& e) {
+            // A safety refusal, not a failed measurement: the cell cannot run on this GPU as asked.
+            std::cerr << "sweetspot: " << e.what() << "\n";
+            out = CellOutcome{};
+            out.status = "skipped";
+            out.reason = e.what();
         } catch (const std::exception& e) {
             std::cerr << "sweetspot: cell failed: " << e.what() << "\n";
             out = CellOutcome{};

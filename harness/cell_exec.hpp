@@ -7,13 +7,17 @@
 
 namespace sweetspot {
 
-// Why `cell` cannot run in this build (unknown backend, feature not implemented, ...), or
-// empty. The runner skips such cells without starting a process.
-std::string cell_unavailable_reason(const CellParams& cell);
+// Why `cell` cannot run with this build of sweetspot (feature not implemented, parameters the
+// backend cannot honour, no CUDA), or empty. Decided without touching a GPU, so the runner
+// skips such cells without starting a process.
+std::string cell_unsupported_reason(const CellParams& cell);
+
+// True for the backends that need a GPU.
+bool uses_gpu(const CellParams& cell);
 
 // Runs the cell and writes its outcome (status ok, invalid, skipped or failed with the reason)
 // into the database at `scratch_db`. Returns the process exit code: 0 when an outcome was
 // written, 1 when the measurement failed.
-int execute_cell(const CellParams& cell, const std::string& scratch_db);
+int execute_cell(const CellParams& cell, const std::string& scratch_db, bool allow_oversubscription);
 
 }  // namespace sweetspot

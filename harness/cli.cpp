@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "harness/cell_exec.hpp"
+#include "harness/gpu_probe.hpp"
 #include "harness/matrix.hpp"
 #include "harness/runner.hpp"
 #include "harness/store.hpp"
@@ -64,7 +65,7 @@ std::string join_command_line(int argc, char** argv) {
 }
 
 int cmd_run(const std::vector<std::string>& args, const std::string& command_line) {
-    Command cmd{"run", "FILE [--db PATH] [--rerun] [--timeout DURATION]",
+    Command cmd{"run", "FILE [--db PATH] [--only AXIS=VALUE] [--rerun] [--timeout DURATION]",
                 "Runs every cell of the matrix FILE, each in its own process, and stores the results.\n"
                 "Cells already 'ok' in the database are skipped, so an interrupted sweep resumes\n"
                 "where it stopped. Progress (cell i/N, ETA) goes to stderr.",
@@ -73,15 +74,22 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
         ("matrix", po::value<std::string>()->required(), "experiment matrix (TOML)")
         ("db", po::value<std::string>(), "results database (default: results/<matrix name>.db)")
         ("rerun", po::bool_switch(), "measure cells again even if they are already ok in the database")
-        ("timeout", po::value<std::string>(), "per-cell timeout overriding the matrix (\"90s\", \"10m\", seconds)");
+        ("timeout", po::value<std::string>(), "per-cell timeout overriding the matrix (\"90s\", \"10m\", seconds)")
+        ("only", po::value<std::vector<std::string>>()->composing(),
+         "run only the cells with AXIS=VALUE[,VALUE...] (repeatable), e.g. --only model=gpt2_1.5b --only backend=uvm")
+        ("allow-oversubscription", po::bool_switch(),
+         "let UVM cells allocate more managed memory than the GPU has free. This can hang a shared GPU:\n"
+         "use it only on a machine that is yours alone; study oversubscription with the `budget` axis");
     cmd.positional.add("matrix", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
 
-    const Matrix matrix = load_matrix(vm["matrix"].as<std::string>());
+    Matrix matrix = load_matrix(vm["matrix"].as<std::string>());
+    if (vm.count("only")) keep_only(matrix, vm["only"].as<std::vector<std::string>>());
     RunOptions opt;
     opt.db_path = vm.count("db") ? vm["db"].as<std::string>() : "results/" + matrix.name + ".db";
     opt.rerun = vm["rerun"].as<bool>();
+    opt.allow_oversubscription = vm["allow-oversubscription"].as<bool>();
     opt.command_line = command_line;
     if (vm.count("timeout")) {
         opt.timeout_override_s = parse_duration_s(vm["timeout"].as<std::string>());
@@ -98,15 +106,18 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
 }
 
 int cmd_list(const std::vector<std::string>& args) {
-    Command cmd{"list", "FILE", "Prints the cells the matrix FILE expands to, with their keys and weight sizes,\n"
+    Command cmd{"list", "FILE [--only AXIS=VALUE]", "Prints the cells the matrix FILE expands to, with their keys and weight sizes,\n"
                                 "and whether each can run in this build.",
                 po::options_description("options"), {}};
-    cmd.options.add_options()("matrix", po::value<std::string>()->required(), "experiment matrix (TOML)");
+    cmd.options.add_options()
+        ("matrix", po::value<std::string>()->required(), "experiment matrix (TOML)")
+        ("only", po::value<std::vector<std::string>>()->composing(), "only the cells with AXIS=VALUE[,VALUE...] (repeatable)");
     cmd.positional.add("matrix", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
 
-    const Matrix m = load_matrix(vm["matrix"].as<std::string>());
+    Matrix m = load_matrix(vm["matrix"].as<std::string>());
+    if (vm.count("only")) keep_only(m, vm["only"].as<std::vector<std::string>>());
     using A = TextTable::Align;
     TextTable t;
     t.add_column("#", A::right);
@@ -115,7 +126,7 @@ int cmd_list(const std::vector<std::string>& args) {
     t.add_column("runnable here");
     for (std::size_t i = 0; i < m.cells.size(); ++i) {
         const auto& c = m.cells[i];
-        const auto why = cell_unavailable_reason(c);
+        const auto why = cell_unsupported_reason(c);
         t.add_row({std::to_string(i), c.key(), c.sweep, c.model.name, c.backend, c.variant, std::string(dtype_name(c.dtype)),
                    std::to_string(c.batch), std::to_string(c.seq), std::to_string(c.streams), c.prefetch.text(),
                    c.budget.kind == Budget::Kind::percent ? c.budget.text() : human_bytes(static_cast<double>(c.budget_bytes())),
@@ -153,11 +164,28 @@ int cmd_cell(const std::vector<std::string>& args) {
                 po::options_description("options"), {}};
     cmd.options.add_options()
         ("scratch", po::value<std::string>()->required(), "database for this cell's outcome")
-        ("cell", po::value<std::string>()->required(), "the cell's canonical text");
+        ("cell", po::value<std::string>()->required(), "the cell's canonical text")
+        ("allow-oversubscription", po::bool_switch(), "lift the managed-memory guard");
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
     const auto cell = CellParams::from_canonical(vm["cell"].as<std::string>());
-    return execute_cell(cell, vm["scratch"].as<std::string>());
+    return execute_cell(cell, vm["scratch"].as<std::string>(), vm["allow-oversubscription"].as<bool>());
+}
+
+// GPU facts and the link probe, in their own process (started by `run`; not for direct use).
+int cmd_probe(const std::vector<std::string>& args) {
+    Command cmd{"_probe", "[--link]", "Internal: prints GPU facts as key=value lines.", po::options_description("options"), {}};
+    cmd.options.add_options()("link", po::bool_switch(), "also measure pinned host<->device bandwidth");
+    po::variables_map vm;
+    if (!parse(cmd, args, vm)) return kExitOk;
+#ifdef SWEETSPOT_HAVE_CUDA
+    const GpuFacts facts = measure_gpu_facts(vm["link"].as<bool>());
+#else
+    GpuFacts facts;
+    facts.note = "built without CUDA";
+#endif
+    std::cout << format_gpu_facts(facts);
+    return facts.name ? kExitOk : 1;
 }
 
 }  // namespace
@@ -182,6 +210,7 @@ int cli_main(int argc, char** argv) {
         if (command == "list") return cmd_list(args);
         if (command == "summary") return cmd_summary(args);
         if (command == "_cell") return cmd_cell(args);
+        if (command == "_probe") return cmd_probe(args);
         std::cerr << "sweetspot: unknown command '" << command << "'\n\n" << kUsage;
         return kExitBadInput;
     } catch (const MatrixError& e) {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -277,6 +278,15 @@ Axis int_axis(std::string name, int fallback, int min, int CellParams::*field) {
             [field](CellParams& c, const std::string& v, const ModelCatalog&) { c.*field = std::stoi(v); }};
 }
 
+Axis bool_axis(std::string name, bool fallback, bool CellParams::*field) {
+    return {name, fallback ? "true" : "false",
+            [name](const toml::node& n, const ModelCatalog&) {
+                if (const auto* b = n.as_boolean()) return std::string(b->get() ? "true" : "false");
+                throw Invalid{"'" + name + "' must be true or false, got " + describe(n)};
+            },
+            [field](CellParams& c, const std::string& v, const ModelCatalog&) { c.*field = v == "true"; }};
+}
+
 const std::vector<std::string> kDTypeNames = {"fp32", "fp16", "bf16"};
 
 const std::vector<Axis>& axes() {
@@ -300,6 +310,9 @@ const std::vector<Axis>& axes() {
         {"budget", "100%", [](const toml::node& n, const ModelCatalog&) { return budget_text(n); },
          [](CellParams& c, const std::string& v, const ModelCatalog&) { c.budget = Budget::parse(v).value(); }},
         enum_axis("activations", "device", kActivationNames, &CellParams::activations),
+        enum_axis("resident", "interleaved", kResidentNames, &CellParams::resident),
+        enum_axis("evict", "migrate", kEvictNames, &CellParams::evict),
+        bool_axis("tf32", false, &CellParams::tf32),
         enum_axis("mode", "infer", kModeNames, &CellParams::mode),
         {"weights", "synthetic",
          [](const toml::node& n, const ModelCatalog&) { return single_line_string("weights", n); },
@@ -762,5 +775,58 @@ Matrix parse_matrix(std::string_view text, std::string_view path_for_messages) {
 }
 
 Matrix load_matrix(const std::string& path) { return parse_matrix(read_file(path), path); }
+
+namespace {
+
+// name -> value of every keyed parameter, defaults included for the axes canonical() omits.
+std::map<std::string, std::string> canonical_values(const CellParams& c) {
+    std::map<std::string, std::string> kv = {{"debug_fault", "none"}, {"resident", "interleaved"},
+                                             {"evict", "migrate"}, {"tf32", "false"}};
+    std::istringstream lines(c.canonical());
+    std::string line;
+    while (std::getline(lines, line)) {
+        const auto eq = line.find('=');
+        kv[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+    return kv;
+}
+
+// The canonical spelling of a filter value, so "budget=12GiB" matches a cell written "12 GiB".
+std::string canonical_filter_value(const std::string& axis, const std::string& value) {
+    if (axis == "budget") {
+        if (auto b = Budget::parse(value)) return b->text();
+    } else if (axis == "prefetch") {
+        if (auto p = Prefetch::parse(value)) return p->text();
+    }
+    return value;
+}
+
+}  // namespace
+
+void keep_only(Matrix& matrix, const std::vector<std::string>& filters) {
+    if (filters.empty() || matrix.cells.empty()) return;
+    const auto known = canonical_values(matrix.cells.front());
+    std::vector<std::pair<std::string, std::set<std::string>>> wanted;
+    for (const auto& f : filters) {
+        const auto eq = f.find('=');
+        const std::string axis = f.substr(0, eq);
+        if (eq == std::string::npos || !known.count(axis)) {
+            std::vector<std::string> names;
+            for (const auto& [k, v] : known) names.push_back(k);
+            throw std::invalid_argument("--only expects AXIS=VALUE[,VALUE...] with AXIS one of: " + join(names) +
+                                        "; got '" + f + "'");
+        }
+        std::set<std::string> values;
+        std::istringstream list(f.substr(eq + 1));
+        std::string v;
+        while (std::getline(list, v, ',')) values.insert(canonical_filter_value(axis, v));
+        wanted.emplace_back(axis, values);
+    }
+    std::erase_if(matrix.cells, [&](const CellParams& c) {
+        const auto kv = canonical_values(c);
+        return !std::all_of(wanted.begin(), wanted.end(),
+                            [&](const auto& w) { return w.second.count(kv.at(w.first)) > 0; });
+    });
+}
 
 }  // namespace sweetspot

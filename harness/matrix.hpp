@@ -42,4 +42,9 @@ Matrix parse_matrix(std::string_view text, std::string_view path_for_messages);
 // Reads the file; an unreadable file is a MatrixError at line 0.
 Matrix load_matrix(const std::string& path);
 
+// Keeps the cells matching every filter "axis=value[,value...]" (e.g. "model=gpt2_1.5b",
+// "backend=uvm,uvm-prefetch", "budget=50%"). Values are compared in the cells' canonical form;
+// an unknown axis throws std::invalid_argument.
+void keep_only(Matrix& matrix, const std::vector<std::string>& filters);
+
 }  // namespace sweetspot

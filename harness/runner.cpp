@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 
 #include "harness/cell_exec.hpp"
 #include "harness/child_process.hpp"
+#include "harness/gpu_probe.hpp"
 #include "harness/progress.hpp"
 #include "harness/store.hpp"
 #include "harness/system_info.hpp"
@@ -78,12 +80,14 @@ std::optional<CellOutcome> read_child_outcome(const std::string& scratch_db, con
     }
 }
 
-CellOutcome run_cell_process(const CellParams& cell, const ScratchDir& scratch, double timeout_s) {
+CellOutcome run_cell_process(const CellParams& cell, const ScratchDir& scratch, double timeout_s,
+                             bool allow_oversubscription) {
     const std::string db = scratch.file("cell.db"), log = scratch.file("cell.log");
     for (const auto* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix);
 
     ChildSpec spec;
     spec.argv = {self_executable(), "_cell", "--scratch", db, "--cell", cell.canonical()};
+    if (allow_oversubscription) spec.argv.push_back("--allow-oversubscription");
     spec.log_path = log;
     spec.timeout_s = timeout_s;
     const std::string started = utc_timestamp();
@@ -129,15 +133,29 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
     const auto done = store.ok_keys();
 
     const auto sys = query_system_info();
+    const bool any_gpu_cell = std::any_of(matrix.cells.begin(), matrix.cells.end(), uses_gpu);
+    GpuFacts gpu;
+    if (any_gpu_cell) {
+        progress_out << "sweetspot: probing the GPU and the host link (pinned 1 GiB copies)\n";
+        gpu = probe_gpu_in_child(true);
+        if (gpu.h2d_gbps)
+            progress_out << "sweetspot: " << gpu.name.value_or("GPU") << ", pinned host->device " << fixed(*gpu.h2d_gbps, 1)
+                         << " GB/s, device->host " << fixed(gpu.d2h_gbps.value_or(0), 1) << " GB/s\n";
+        else
+            progress_out << "sweetspot: no GPU measurement (" << gpu.note << "); GPU cells will be skipped\n";
+    }
     RunInfo info;
     info.started_at = utc_timestamp();
     info.host = sys.host;
     info.os = sys.os;
     info.cpu_model = sys.cpu_model;
     info.cpu_count = sys.cpu_count;
-    info.gpu_name = sys.gpu_name;
-    info.gpu_driver = sys.gpu_driver;
-    info.cuda_runtime = sys.cuda_runtime;
+    info.gpu_name = gpu.name;
+    info.gpu_driver = gpu.driver;
+    info.cuda_runtime = gpu.runtime;
+    info.gpu_memory_bytes = gpu.memory_bytes;
+    info.h2d_gbps = gpu.h2d_gbps;
+    info.d2h_gbps = gpu.d2h_gbps;
     info.sweetspot_version = SWEETSPOT_VERSION;
     info.git_revision = SWEETSPOT_GIT_REVISION;
     info.command_line = options.command_line;
@@ -162,12 +180,14 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
         const double timeout = options.timeout_override_s.value_or(cell.timeout_s);
         CellOutcome o;
         bool measured = false;
-        if (auto why = cell_unavailable_reason(cell); !why.empty()) {
+        std::string why = cell_unsupported_reason(cell);
+        if (why.empty() && uses_gpu(cell) && !gpu.name) why = "no GPU visible to sweetspot (" + gpu.note + ")";
+        if (!why.empty()) {
             o.status = "skipped";
             o.reason = why;
             o.started_at = o.finished_at = utc_timestamp();
         } else {
-            o = run_cell_process(cell, scratch, timeout);
+            o = run_cell_process(cell, scratch, timeout, options.allow_oversubscription);
             measured = true;
         }
         if (g_stop_requested.load()) {

@@ -13,6 +13,7 @@ struct RunOptions {
     std::string db_path;
     bool rerun = false;                      // measure cells that are already ok again
     std::optional<double> timeout_override_s;
+    bool allow_oversubscription = false;     // lifts the managed-memory guard (your own GPU only)
     std::string command_line;
 };
 

@@ -6,6 +6,9 @@
 #include <cmath>
 #include <filesystem>
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
+#include <variant>
 
 namespace sweetspot {
 namespace {
@@ -36,7 +39,10 @@ CREATE TABLE runs (
     matrix_name       TEXT,
     matrix_hash       TEXT,
     matrix_text       TEXT,
-    cells_total       INTEGER
+    cells_total       INTEGER,
+    h2d_gbps          REAL,
+    d2h_gbps          REAL,
+    gpu_memory_bytes  INTEGER
 );
 CREATE TABLE cells (
     cell_id             INTEGER PRIMARY KEY,
@@ -64,6 +70,9 @@ CREATE TABLE cells (
     budget_bytes        INTEGER NOT NULL,
     weight_bytes        INTEGER NOT NULL,
     oversubscription    REAL NOT NULL,
+    resident            TEXT NOT NULL,
+    evict               TEXT NOT NULL,
+    tf32                INTEGER NOT NULL,
     activations         TEXT NOT NULL,
     mode                TEXT NOT NULL,
     weights             TEXT NOT NULL,
@@ -88,6 +97,11 @@ CREATE TABLE cells (
     latency_max_ms      REAL,
     latency_mean_ms     REAL,
     tokens_per_s        REAL,
+    resident_bytes      INTEGER,
+    streamed_bytes      INTEGER,
+    streamed_gbps       REAL,
+    device_weight_bytes INTEGER,
+    device_used_bytes   INTEGER,
     check_reference     TEXT,
     check_max_abs_err   REAL,
     check_rel_err       REAL,
@@ -147,6 +161,43 @@ void check_results_database(Database& db) {
                                  std::to_string(kSchemaVersion));
 }
 
+namespace {
+
+// One column's value for an INSERT; std::monostate is NULL.
+using SqlValue = std::variant<std::monostate, std::int64_t, double, std::string>;
+
+SqlValue sql(std::int64_t v) { return v; }
+SqlValue sql(int v) { return std::int64_t{v}; }
+SqlValue sql(double v) { return v; }
+SqlValue sql(std::string v) { return v; }
+SqlValue sql(std::string_view v) { return std::string(v); }
+template <class T>
+SqlValue sql(const std::optional<T>& v) {
+    return v ? sql(*v) : SqlValue{};
+}
+
+void insert_row(Database& db, const std::string& table, const std::vector<std::pair<const char*, SqlValue>>& values) {
+    std::string names, marks;
+    for (const auto& [name, value] : values) {
+        names += (names.empty() ? "" : ", ") + std::string(name);
+        marks += marks.empty() ? "?" : ", ?";
+    }
+    auto st = db.prepare("INSERT INTO " + table + " (" + names + ") VALUES (" + marks + ")");
+    int i = 1;
+    for (const auto& [name, value] : values) {
+        std::visit(
+            [&](const auto& v) {
+                if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::monostate>) st.bind_null(i);
+                else st.bind(i, v);
+            },
+            value);
+        ++i;
+    }
+    st.run();
+}
+
+}  // namespace
+
 Store Store::open(const std::string& path) {
     if (const auto dir = std::filesystem::path(path).parent_path(); !dir.empty())
         std::filesystem::create_directories(dir);
@@ -178,16 +229,16 @@ Store Store::open_read_only(const std::string& path) {
 }
 
 std::int64_t Store::begin_run(const RunInfo& r) {
-    auto st = db_.prepare(
-        "INSERT INTO runs (started_at, status, host, os, cpu_model, cpu_count, gpu_name, gpu_driver, cuda_runtime,"
-        " sweetspot_version, git_revision, command_line, matrix_path, matrix_name, matrix_hash, matrix_text,"
-        " cells_total) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    st.bind(1, r.started_at).bind(2, r.host).bind(3, r.os).bind(4, r.cpu_model).bind(5, r.cpu_count);
-    st.bind(6, r.gpu_name).bind(7, r.gpu_driver).bind(8, r.cuda_runtime);
-    st.bind(9, r.sweetspot_version).bind(10, r.git_revision).bind(11, r.command_line);
-    st.bind(12, r.matrix_path).bind(13, r.matrix_name).bind(14, r.matrix_hash).bind(15, r.matrix_text);
-    st.bind(16, r.cells_total);
-    st.run();
+    insert_row(db_, "runs", {
+        {"started_at", sql(r.started_at)}, {"status", sql(std::string("running"))}, {"host", sql(r.host)},
+        {"os", sql(r.os)}, {"cpu_model", sql(r.cpu_model)}, {"cpu_count", sql(r.cpu_count)},
+        {"gpu_name", sql(r.gpu_name)}, {"gpu_driver", sql(r.gpu_driver)}, {"cuda_runtime", sql(r.cuda_runtime)},
+        {"gpu_memory_bytes", sql(r.gpu_memory_bytes)}, {"h2d_gbps", sql(r.h2d_gbps)}, {"d2h_gbps", sql(r.d2h_gbps)},
+        {"sweetspot_version", sql(r.sweetspot_version)}, {"git_revision", sql(r.git_revision)},
+        {"command_line", sql(r.command_line)}, {"matrix_path", sql(r.matrix_path)},
+        {"matrix_name", sql(r.matrix_name)}, {"matrix_hash", sql(r.matrix_hash)},
+        {"matrix_text", sql(r.matrix_text)}, {"cells_total", sql(r.cells_total)},
+    });
     return db_.last_insert_rowid();
 }
 
@@ -208,40 +259,44 @@ std::int64_t Store::record_cell(std::int64_t run_id, int cell_index, const CellP
     const std::string key = c.key();
     db_.prepare("DELETE FROM cells WHERE cell_key = ?").bind(1, key).run();
 
-    auto st = db_.prepare(
-        "INSERT INTO cells (run_id, cell_key, cell_index, sweep, status, reason, model, n_layer, n_embd, n_head,"
-        " vocab_size, max_positions, n_params, variant, backend, dtype, batch, seq, streams, prefetch, budget,"
-        " budget_bytes, weight_bytes, oversubscription, activations, mode, weights, warmups, iterations,"
-        " trace_iterations, seed, timeout_s, debug_fault, canonical, started_at, finished_at, wall_s, init_s,"
-        " exit_code, signal, stderr_tail, latency_median_ms, latency_p10_ms, latency_p90_ms, latency_min_ms,"
-        " latency_max_ms, latency_mean_ms, tokens_per_s, check_reference, check_max_abs_err, check_rel_err,"
-        " check_tolerance, peak_host_rss_bytes, activation_bytes)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,"
-        " ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37, ?38, ?39, ?40,"
-        " ?41, ?42, ?43, ?44, ?45, ?46, ?47, ?48, ?49, ?50, ?51, ?52, ?53, ?54)");
     const auto weight_bytes = c.weight_bytes();
     const auto budget_bytes = c.budget_bytes();
-    st.bind(1, run_id).bind(2, key).bind(3, cell_index).bind(4, c.sweep).bind(5, o.status).bind(6, o.reason);
-    st.bind(7, c.model.name).bind(8, c.model.n_layer).bind(9, c.model.n_embd).bind(10, c.model.n_head);
-    st.bind(11, c.model.vocab_size).bind(12, c.model.max_positions).bind(13, c.model.n_params());
-    st.bind(14, c.variant).bind(15, c.backend).bind(16, dtype_name(c.dtype)).bind(17, c.batch).bind(18, c.seq);
-    st.bind(19, c.streams).bind(20, c.prefetch.text()).bind(21, c.budget.text()).bind(22, budget_bytes);
-    st.bind(23, weight_bytes).bind(24, static_cast<double>(weight_bytes) / static_cast<double>(budget_bytes));
-    st.bind(25, c.activations).bind(26, c.mode).bind(27, c.weights).bind(28, c.warmups).bind(29, c.iterations);
-    st.bind(30, c.trace_iterations).bind(31, static_cast<std::int64_t>(c.seed)).bind(32, c.timeout_s);
-    st.bind(33, c.debug_fault).bind(34, c.canonical());
-    st.bind(35, o.started_at).bind(36, o.finished_at).bind(37, o.wall_s).bind(38, o.init_s);
-    st.bind(39, o.exit_code).bind(40, o.signal).bind(41, o.stderr_tail);
-    if (!o.timed_ms.empty()) {
-        const auto s = LatencyStats::of(o.timed_ms);
-        st.bind(42, s.median).bind(43, s.p10).bind(44, s.p90).bind(45, s.min).bind(46, s.max).bind(47, s.mean);
-    } else {
-        for (int i = 42; i <= 47; ++i) st.bind_null(i);
-    }
-    st.bind(48, o.tokens_per_s).bind(49, o.check_reference).bind(50, o.check_max_abs_err);
-    st.bind(51, o.check_rel_err).bind(52, o.check_tolerance).bind(53, o.peak_host_rss_bytes);
-    st.bind(54, o.activation_bytes);
-    st.run();
+    std::optional<LatencyStats> lat;
+    if (!o.timed_ms.empty()) lat = LatencyStats::of(o.timed_ms);
+    auto stat = [&](double LatencyStats::*field) { return lat ? SqlValue{(*lat).*field} : SqlValue{}; };
+    SqlValue streamed_gbps;
+    if (lat && o.streamed_bytes) streamed_gbps = static_cast<double>(*o.streamed_bytes) / (lat->median * 1e6);
+
+    insert_row(db_, "cells", {
+        {"run_id", sql(run_id)}, {"cell_key", sql(key)}, {"cell_index", sql(cell_index)}, {"sweep", sql(c.sweep)},
+        {"status", sql(o.status)}, {"reason", sql(o.reason)},
+        {"model", sql(c.model.name)}, {"n_layer", sql(c.model.n_layer)}, {"n_embd", sql(c.model.n_embd)},
+        {"n_head", sql(c.model.n_head)}, {"vocab_size", sql(c.model.vocab_size)},
+        {"max_positions", sql(c.model.max_positions)}, {"n_params", sql(c.model.n_params())},
+        {"variant", sql(c.variant)}, {"backend", sql(c.backend)}, {"dtype", sql(dtype_name(c.dtype))},
+        {"batch", sql(c.batch)}, {"seq", sql(c.seq)}, {"streams", sql(c.streams)},
+        {"prefetch", sql(c.prefetch.text())}, {"budget", sql(c.budget.text())}, {"budget_bytes", sql(budget_bytes)},
+        {"weight_bytes", sql(weight_bytes)},
+        {"oversubscription", sql(static_cast<double>(weight_bytes) / static_cast<double>(budget_bytes))},
+        {"resident", sql(c.resident)}, {"evict", sql(c.evict)}, {"tf32", sql(c.tf32 ? 1 : 0)},
+        {"activations", sql(c.activations)}, {"mode", sql(c.mode)}, {"weights", sql(c.weights)},
+        {"warmups", sql(c.warmups)}, {"iterations", sql(c.iterations)},
+        {"trace_iterations", sql(c.trace_iterations)}, {"seed", sql(static_cast<std::int64_t>(c.seed))},
+        {"timeout_s", sql(c.timeout_s)}, {"debug_fault", sql(c.debug_fault)}, {"canonical", sql(c.canonical())},
+        {"started_at", sql(o.started_at)}, {"finished_at", sql(o.finished_at)}, {"wall_s", sql(o.wall_s)},
+        {"init_s", sql(o.init_s)}, {"exit_code", sql(o.exit_code)}, {"signal", sql(o.signal)},
+        {"stderr_tail", sql(o.stderr_tail)},
+        {"latency_median_ms", stat(&LatencyStats::median)}, {"latency_p10_ms", stat(&LatencyStats::p10)},
+        {"latency_p90_ms", stat(&LatencyStats::p90)}, {"latency_min_ms", stat(&LatencyStats::min)},
+        {"latency_max_ms", stat(&LatencyStats::max)}, {"latency_mean_ms", stat(&LatencyStats::mean)},
+        {"tokens_per_s", sql(o.tokens_per_s)},
+        {"resident_bytes", sql(o.resident_bytes)}, {"streamed_bytes", sql(o.streamed_bytes)},
+        {"streamed_gbps", streamed_gbps}, {"device_weight_bytes", sql(o.device_weight_bytes)},
+        {"device_used_bytes", sql(o.device_used_bytes)},
+        {"check_reference", sql(o.check_reference)}, {"check_max_abs_err", sql(o.check_max_abs_err)},
+        {"check_rel_err", sql(o.check_rel_err)}, {"check_tolerance", sql(o.check_tolerance)},
+        {"peak_host_rss_bytes", sql(o.peak_host_rss_bytes)}, {"activation_bytes", sql(o.activation_bytes)},
+    });
     const std::int64_t cell_id = db_.last_insert_rowid();
 
     auto it = db_.prepare("INSERT INTO iterations (cell_id, phase, iteration, latency_ms) VALUES (?, ?, ?, ?)");
@@ -260,7 +315,8 @@ std::int64_t Store::record_cell(std::int64_t run_id, int cell_index, const CellP
 std::optional<CellOutcome> Store::load_outcome(const std::string& key) {
     auto st = db_.prepare(
         "SELECT cell_id, status, reason, init_s, tokens_per_s, check_reference, check_max_abs_err, check_rel_err,"
-        " check_tolerance, peak_host_rss_bytes, activation_bytes FROM cells WHERE cell_key = ?");
+        " check_tolerance, peak_host_rss_bytes, activation_bytes, resident_bytes, streamed_bytes,"
+        " device_weight_bytes, device_used_bytes FROM cells WHERE cell_key = ?");
     st.bind(1, key);
     if (!st.step()) return std::nullopt;
     auto opt_real = [&](int i) { return st.is_null(i) ? std::nullopt : std::optional<double>(st.real(i)); };
@@ -277,6 +333,10 @@ std::optional<CellOutcome> Store::load_outcome(const std::string& key) {
     o.check_tolerance = opt_real(8);
     o.peak_host_rss_bytes = opt_int(9);
     o.activation_bytes = opt_int(10);
+    o.resident_bytes = opt_int(11);
+    o.streamed_bytes = opt_int(12);
+    o.device_weight_bytes = opt_int(13);
+    o.device_used_bytes = opt_int(14);
 
     auto it = db_.prepare("SELECT phase, latency_ms FROM iterations WHERE cell_id = ? ORDER BY phase, iteration");
     it.bind(1, cell_id);

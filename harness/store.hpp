@@ -23,6 +23,9 @@ struct RunInfo {
     std::string matrix_path, matrix_name, matrix_hash, matrix_text;
     int cells_total = 0;
     std::optional<std::string> gpu_name, gpu_driver, cuda_runtime;
+    std::optional<std::int64_t> gpu_memory_bytes;
+    // Pinned host<->device bandwidth measured at the start of the run (GB/s, 1e9 bytes).
+    std::optional<double> h2d_gbps, d2h_gbps;
 };
 
 struct LatencyStats {
@@ -45,6 +48,9 @@ struct CellOutcome {
     std::optional<std::string> check_reference;
     std::optional<double> check_max_abs_err, check_rel_err, check_tolerance;
     std::optional<std::int64_t> peak_host_rss_bytes, activation_bytes;
+    // GPU backends: where the weights went, and the device memory in use after the first
+    // iteration (CUDA context included).
+    std::optional<std::int64_t> resident_bytes, streamed_bytes, device_weight_bytes, device_used_bytes;
 };
 
 class Store {

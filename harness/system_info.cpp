@@ -8,10 +8,6 @@
 #include <fstream>
 #include <thread>
 
-#ifdef SWEETSPOT_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
 namespace sweetspot {
 namespace {
 
@@ -27,29 +23,6 @@ std::string cpu_model_name() {
     return "unknown";
 }
 
-std::string cuda_version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
-
-void query_gpu(SystemInfo& info) {
-#ifdef SWEETSPOT_HAVE_CUDA
-    int count = 0;
-    if (const auto err = cudaGetDeviceCount(&count); err != cudaSuccess || count == 0) {
-        info.gpu_note = err != cudaSuccess ? std::string("no usable GPU: ") + cudaGetErrorString(err) : "no GPU found";
-        return;
-    }
-    cudaDeviceProp prop{};
-    if (const auto err = cudaGetDeviceProperties(&prop, 0); err != cudaSuccess) {
-        info.gpu_note = std::string("cannot read GPU properties: ") + cudaGetErrorString(err);
-        return;
-    }
-    info.gpu_name = prop.name;
-    int driver = 0, runtime = 0;
-    if (cudaDriverGetVersion(&driver) == cudaSuccess) info.gpu_driver = "CUDA " + cuda_version_text(driver);
-    if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) info.cuda_runtime = cuda_version_text(runtime);
-#else
-    info.gpu_note = "built without CUDA";
-#endif
-}
-
 }  // namespace
 
 SystemInfo query_system_info() {
@@ -60,7 +33,6 @@ SystemInfo query_system_info() {
     if (uname(&u) == 0) info.os = std::string(u.sysname) + " " + u.release + " " + u.machine;
     info.cpu_model = cpu_model_name();
     info.cpu_count = static_cast<int>(std::thread::hardware_concurrency());
-    query_gpu(info);
     return info;
 }
 

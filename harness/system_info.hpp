@@ -1,6 +1,6 @@
 #pragma once
-// Facts about the machine a run happens on, stored with every run.
-#include <optional>
+// Facts about the host a run happens on, stored with every run. (GPU facts come from a probe
+// process: harness/gpu_probe.hpp.)
 #include <string>
 
 namespace sweetspot {
@@ -8,9 +8,6 @@ namespace sweetspot {
 struct SystemInfo {
     std::string host, os, cpu_model;
     int cpu_count = 0;
-    // Filled only in CUDA builds on a machine with a visible GPU.
-    std::optional<std::string> gpu_name, gpu_driver, cuda_runtime;
-    std::string gpu_note;  // why the GPU fields are empty, for the user
 };
 
 SystemInfo query_system_info();

@@ -1,5 +1,7 @@
 #include "kernels/dtype.hpp"
 
+#include <cstring>
+
 #include <bit>
 
 // Integer-only conversions: no FPU rounding mode, flush-to-zero setting or compiler intrinsic
@@ -74,6 +76,24 @@ float fp16_bits_to_float(std::uint16_t h) {
         --f32_exponent;
     }
     return std::bit_cast<float>(sign | (f32_exponent << 23) | ((mantissa & 0x03FFu) << 13));
+}
+
+void convert_from_f32(std::span<const float> src, DType to, void* dst) {
+    switch (to) {
+        case DType::fp32:
+            std::memcpy(dst, src.data(), src.size_bytes());
+            return;
+        case DType::fp16: {
+            auto* out = static_cast<std::uint16_t*>(dst);
+            for (std::size_t i = 0; i < src.size(); ++i) out[i] = float_to_fp16_bits(src[i]);
+            return;
+        }
+        case DType::bf16: {
+            auto* out = static_cast<std::uint16_t*>(dst);
+            for (std::size_t i = 0; i < src.size(); ++i) out[i] = float_to_bf16_bits(src[i]);
+            return;
+        }
+    }
 }
 
 }  // namespace sweetspot

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 namespace sweetspot {
@@ -35,5 +36,8 @@ std::uint16_t float_to_bf16_bits(float f);
 std::uint16_t float_to_fp16_bits(float f);
 float bf16_bits_to_float(std::uint16_t b);
 float fp16_bits_to_float(std::uint16_t h);
+
+// Writes `src` into `dst` (src.size() elements of type `to`), rounding to nearest even.
+void convert_from_f32(std::span<const float> src, DType to, void* dst);
 
 }  // namespace sweetspot

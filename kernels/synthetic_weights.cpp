@@ -4,6 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 // Every value is a pure function of (seed, unit, tensor, element): a counter-based hash
 // (splitmix64) gives the random bits, and the normal deviate is an Irwin–Hall sum of four
@@ -85,6 +87,22 @@ TensorInit tensor_init(const ModelConfig& m, UnitKind kind, int tensor) {
     throw std::logic_error("unknown unit kind");
 }
 
+// Large tensors (a 13B model's units hold up to 330M elements) are split across the host's
+// cores; every value depends only on its own index, so the result is the same bits however the
+// work is divided.
+void fill_tensor(float* dst, std::int64_t numel, std::uint64_t key, const TensorInit& init) {
+    constexpr std::int64_t kMinChunk = std::int64_t{1} << 20;
+    const auto workers = std::clamp<std::int64_t>(std::thread::hardware_concurrency(), 1, numel / kMinChunk + 1);
+    auto fill_range = [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) dst[i] = synthetic_value(key, static_cast<std::uint64_t>(i), init);
+    };
+    std::vector<std::jthread> threads;
+    const std::int64_t chunk = (numel + workers - 1) / workers;
+    for (std::int64_t w = 1; w < workers; ++w)
+        threads.emplace_back(fill_range, w * chunk, std::min(numel, (w + 1) * chunk));
+    fill_range(0, std::min(numel, chunk));
+}
+
 }  // namespace
 
 void fill_synthetic_unit(const ModelConfig& model, const WeightLayout& layout, int unit, std::uint64_t seed,
@@ -106,10 +124,7 @@ void fill_synthetic_unit(const ModelConfig& model, const WeightLayout& layout, i
         const int tensor = static_cast<int>(t);
         const std::uint64_t key = tensor_key(seed, unit, tensor);
         const TensorInit init = tensor_init(model, u.kind, tensor);
-        float* dst = out.data() + spec.offset;
-        for (std::int64_t i = 0; i < spec.numel; ++i) {
-            dst[i] = synthetic_value(key, static_cast<std::uint64_t>(i), init);
-        }
+        fill_tensor(out.data() + spec.offset, spec.numel, key, init);
         filled_to = spec.offset + spec.numel;
     }
     std::fill(out.begin() + filled_to, out.end(), 0.0f);

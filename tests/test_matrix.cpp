@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/matrix.hpp"
+#include "test_support.hpp"
 
 using namespace sweetspot;
 using Catch::Matchers::ContainsSubstring;
@@ -17,7 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kData = SWEETSPOT_SOURCE_DIR "/tests/data/matrix";
+const std::string kData = test::source_path("tests/data/matrix");
 
 Matrix load_good(const std::string& file) { return load_matrix(kData + "/good/" + file); }
 

@@ -56,12 +56,13 @@ pid_t spawn_sweetspot(const std::vector<std::string>& args) {
     const pid_t pid = fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
-        std::vector<char*> argv{const_cast<char*>(SWEETSPOT_BINARY)};
+        const std::string binary = test::sweetspot_binary();
+        std::vector<char*> argv{const_cast<char*>(binary.c_str())};
         for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
         argv.push_back(nullptr);
         freopen("/dev/null", "w", stdout);
         freopen("/dev/null", "w", stderr);
-        execv(SWEETSPOT_BINARY, argv.data());
+        execv(binary.c_str(), argv.data());
         _exit(127);
     }
     return pid;
@@ -149,7 +150,7 @@ model = "tiny"
 seq = 8
 iterations = 1
 [[sweep]]
-backend = ["host", "uvm-prefetch"]
+mode = ["infer", "train"]
 )");
     const auto db = tmp.file("m.db");
     const auto r = run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'");
@@ -159,7 +160,7 @@ backend = ["host", "uvm-prefetch"]
     REQUIRE(cells.size() == 2);
     CHECK(cells.at(0).status == "ok");
     CHECK(cells.at(1).status == "skipped");
-    CHECK(cells.at(1).reason == "backend 'uvm-prefetch' is not implemented in this version of sweetspot");
+    CHECK(cells.at(1).reason == "mode 'train' is not implemented in this version of sweetspot");
 }
 
 TEST_CASE("a sweep killed with SIGKILL resumes without duplicate or partial cells", "[runner]") {

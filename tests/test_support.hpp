@@ -44,9 +44,20 @@ struct CommandResult {
     std::string output;  // stdout and stderr together
 };
 
+// The build's paths, unless the environment names others (tests run from a copied build on a
+// GPU machine, where the source tree lives elsewhere).
+inline std::string env_or(const char* name, const char* fallback) {
+    const char* v = std::getenv(name);
+    return v && *v ? v : fallback;
+}
+inline std::string sweetspot_binary() { return env_or("SWEETSPOT_BINARY", SWEETSPOT_BINARY); }
+inline std::string source_path(const std::string& rel) {
+    return env_or("SWEETSPOT_SOURCE_DIR", SWEETSPOT_SOURCE_DIR) + "/" + rel;
+}
+
 // Runs `args` (shell words, already quoted where needed) with the sweetspot binary in front.
 inline CommandResult run_sweetspot(const std::string& args) {
-    const std::string cmd = std::string("'") + SWEETSPOT_BINARY + "' " + args + " 2>&1";
+    const std::string cmd = "'" + sweetspot_binary() + "' " + args + " 2>&1";
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) throw std::runtime_error("popen failed");
     CommandResult r;
@@ -57,7 +68,5 @@ inline CommandResult run_sweetspot(const std::string& args) {
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return r;
 }
-
-inline std::string source_path(const std::string& rel) { return std::string(SWEETSPOT_SOURCE_DIR) + "/" + rel; }
 
 }  // namespace sweetspot::test

@@ -1,0 +1,52 @@
+#include "backends/managed_weights.hpp"
+
+#include <cstring>
+
+#include "backends/residency_plan.hpp"
+
+namespace sweetspot {
+namespace {
+
+constexpr std::int64_t kUvmChunkBytes = std::int64_t{2} << 20;
+
+cudaMemLocation host_location() { return cudaMemLocation{cudaMemLocationTypeHost, 0}; }
+
+}  // namespace
+
+ManagedWeights::ManagedWeights(const WeightLayout& layout, DType dtype, const Backend::UnitFiller& fill,
+                               bool allow_oversubscription)
+    : device_(current_device()), unit_bytes_(sweetspot::unit_bytes(layout, dtype)), packed_(pack_units(unit_bytes_, kUvmChunkBytes)),
+      memory_(allocate_managed_memory(packed_.total_bytes, allow_oversubscription)) {
+    std::byte* base = memory_.get();
+    // Host threads write the converted weights straight into managed memory: its pages are first
+    // touched, and so resident, on the host.
+    fill_units(layout, dtype, fill, [&](int unit, const void* data, std::size_t bytes) {
+        std::memcpy(base + packed_.offsets[static_cast<std::size_t>(unit)], data, bytes);
+    });
+}
+
+void ManagedWeights::prefetch_to_device(int unit, cudaStream_t stream) const {
+    CUDA_CHECK(cudaMemPrefetchAsync(unit_pointer(unit), static_cast<std::size_t>(unit_bytes(unit)),
+                                    cudaMemLocation{cudaMemLocationTypeDevice, device_}, 0, stream));
+}
+
+void ManagedWeights::prefetch_to_host(int unit, cudaStream_t stream) const {
+    CUDA_CHECK(cudaMemPrefetchAsync(unit_pointer(unit), static_cast<std::size_t>(unit_bytes(unit)), host_location(), 0,
+                                    stream));
+}
+
+void ManagedWeights::set_read_mostly(int unit) const {
+    const auto bytes = static_cast<std::size_t>(unit_bytes(unit));
+    // The preferred location decides where unsetting ReadMostly collapses the copies (see
+    // drop_device_copy); product brief §12 measured this combination.
+    CUDA_CHECK(cudaMemAdvise(unit_pointer(unit), bytes, cudaMemAdviseSetPreferredLocation, host_location()));
+    CUDA_CHECK(cudaMemAdvise(unit_pointer(unit), bytes, cudaMemAdviseSetReadMostly, host_location()));
+}
+
+void ManagedWeights::drop_device_copy(int unit) const {
+    const auto bytes = static_cast<std::size_t>(unit_bytes(unit));
+    CUDA_CHECK(cudaMemAdvise(unit_pointer(unit), bytes, cudaMemAdviseUnsetReadMostly, host_location()));
+    CUDA_CHECK(cudaMemAdvise(unit_pointer(unit), bytes, cudaMemAdviseSetReadMostly, host_location()));
+}
+
+}  // namespace sweetspot

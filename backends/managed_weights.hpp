@@ -1,0 +1,47 @@
+#pragma once
+// The weights of the two UVM backends: one managed allocation holding every unit, first touched
+// on the host (as the seed did), in the cell's dtype, plus the migrations and hints the backends
+// apply per unit. Each unit starts on a 2 MiB boundary because the UVM driver migrates and
+// tracks residency in 2 MiB chunks: units that shared a chunk would move together.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "backends/cuda_resources.hpp"
+#include "backends/unit_storage.hpp"
+
+namespace sweetspot {
+
+class ManagedWeights {
+public:
+    // Checks the whole allocation against the free device memory first (allocate_managed throws
+    // ManagedMemoryRefused before anything is allocated), then fills every unit on host threads.
+    ManagedWeights(const WeightLayout& layout, DType dtype, const Backend::UnitFiller& fill, bool allow_oversubscription);
+
+    int device() const { return device_; }
+    int units() const { return static_cast<int>(unit_bytes_.size()); }
+    std::int64_t unit_bytes(int unit) const { return unit_bytes_[static_cast<std::size_t>(unit)]; }
+    const void* unit_pointer(int unit) const { return memory_.get() + packed_.offsets[static_cast<std::size_t>(unit)]; }
+    std::int64_t allocation_bytes() const { return packed_.total_bytes; }
+
+    // Stream-ordered migrations of one unit (cudaMemPrefetchAsync).
+    void prefetch_to_device(int unit, cudaStream_t stream) const;
+    void prefetch_to_host(int unit, cudaStream_t stream) const;
+    // cudaMemAdviseSetReadMostly with the host as preferred location: a prefetch or fault on the
+    // GPU then makes a read-only duplicate and the host copy stays valid.
+    void set_read_mostly(int unit) const;
+    // Drops the GPU's read-only duplicate of a read-mostly unit (unset + set ReadMostly; the
+    // copies collapse onto the preferred location, the host). Not stream-ordered: the caller
+    // must know no enqueued work still reads the unit.
+    void drop_device_copy(int unit) const;
+
+private:
+    int device_ = 0;
+    std::vector<std::int64_t> unit_bytes_;
+    PackedUnits packed_;
+    ManagedMemory memory_;
+};
+
+}  // namespace sweetspot

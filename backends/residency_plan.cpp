@@ -1,0 +1,162 @@
+#include "backends/residency_plan.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+// How a plan is found. A slot must hold the largest streamed unit, so the slot size and the
+// resident set depend on each other. Instead of iterating to a fixed point (which can oscillate
+// when units differ in size), every unit size t is tried as the slot size: units larger than t
+// cannot pass through a slot and must stay resident, the slots take S·t, and the policy picks
+// further resident units among the others until the rest of the budget is used. Each candidate
+// satisfies resident + S·slot_bytes <= budget because the real slot size (the largest unit left
+// streamed) is at most t. The candidate that streams the fewest bytes wins: those bytes bound
+// the forward (product brief §10). So with GPT-2's large embedding and head, a generous budget
+// keeps both resident whatever the policy, and the policy decides among the blocks.
+namespace sweetspot {
+namespace {
+
+std::string bytes_text(std::int64_t bytes) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%lld bytes (%.1f MiB)", static_cast<long long>(bytes),
+                  static_cast<double>(bytes) / (1024.0 * 1024.0));
+    return buf;
+}
+
+std::int64_t sum_of(std::span<const std::int64_t> v) { return std::accumulate(v.begin(), v.end(), std::int64_t{0}); }
+
+// Bytes of the units larger than `slot`: they must be resident when slots are `slot` bytes.
+std::int64_t bytes_larger_than(std::span<const std::int64_t> units, std::int64_t slot) {
+    std::int64_t sum = 0;
+    for (const auto b : units)
+        if (b > slot) sum += b;
+    return sum;
+}
+
+// Greedy in the given order: take each unit that still fits. Used by `first` and `last`.
+std::vector<int> choose_in_order(const std::vector<int>& order, std::span<const std::int64_t> units, std::int64_t room) {
+    std::vector<int> chosen;
+    for (const int u : order) {
+        const auto b = units[static_cast<std::size_t>(u)];
+        if (b <= room) {
+            chosen.push_back(u);
+            room -= b;
+        }
+    }
+    return chosen;
+}
+
+// The largest r for which candidates round(k·m/r), k = 0..r-1, fit in `room`: resident units
+// spread evenly over the forward order, so the copy of each streamed unit can hide behind the
+// compute of the resident units before it. Since m/r >= 1 the picked indices are distinct.
+std::vector<int> choose_interleaved(const std::vector<int>& candidates, std::span<const std::int64_t> units,
+                                    std::int64_t room) {
+    const auto m = static_cast<std::int64_t>(candidates.size());
+    for (std::int64_t r = m; r >= 1; --r) {
+        std::vector<int> chosen;
+        std::int64_t bytes = 0;
+        for (std::int64_t k = 0; k < r; ++k) {
+            const auto index = (2 * k * m + r) / (2 * r);  // round(k·m/r), halves up
+            const int u = candidates[static_cast<std::size_t>(index)];
+            chosen.push_back(u);
+            bytes += units[static_cast<std::size_t>(u)];
+        }
+        if (bytes <= room) return chosen;
+    }
+    return {};
+}
+
+std::vector<int> choose_by_policy(const std::vector<int>& candidates, std::span<const std::int64_t> units,
+                                  std::int64_t room, ResidentPolicy policy) {
+    switch (policy) {
+        case ResidentPolicy::first: return choose_in_order(candidates, units, room);
+        case ResidentPolicy::last: return choose_in_order({candidates.rbegin(), candidates.rend()}, units, room);
+        case ResidentPolicy::interleaved: return choose_interleaved(candidates, units, room);
+    }
+    return {};
+}
+
+ResidencyPlan plan_from_flags(std::span<const std::int64_t> units, std::vector<bool> resident, int slots) {
+    ResidencyPlan plan;
+    plan.resident = std::move(resident);
+    plan.slots = slots;
+    for (std::size_t u = 0; u < units.size(); ++u) {
+        if (plan.resident[u]) {
+            plan.resident_bytes += units[u];
+        } else {
+            plan.streamed_bytes += units[u];
+            plan.slot_bytes = std::max(plan.slot_bytes, units[u]);
+        }
+    }
+    return plan;
+}
+
+// The best plan whose slots are at most `slot` bytes, if any fits.
+std::optional<ResidencyPlan> plan_for_slot_size(std::span<const std::int64_t> units, std::int64_t budget, int slots,
+                                                std::int64_t slot, ResidentPolicy policy) {
+    const std::int64_t room = budget - slots * slot - bytes_larger_than(units, slot);
+    if (room < 0) return std::nullopt;
+    std::vector<bool> resident(units.size(), false);
+    std::vector<int> candidates;
+    for (std::size_t u = 0; u < units.size(); ++u) {
+        if (units[u] > slot)
+            resident[u] = true;
+        else
+            candidates.push_back(static_cast<int>(u));
+    }
+    for (const int u : choose_by_policy(candidates, units, room, policy)) resident[static_cast<std::size_t>(u)] = true;
+    return plan_from_flags(units, std::move(resident), slots);
+}
+
+bool better(const ResidencyPlan& a, const ResidencyPlan& b) {
+    if (a.streamed_bytes != b.streamed_bytes) return a.streamed_bytes < b.streamed_bytes;
+    return a.device_bytes() < b.device_bytes();
+}
+
+}  // namespace
+
+int ResidencyPlan::resident_units() const { return static_cast<int>(std::count(resident.begin(), resident.end(), true)); }
+
+int ResidencyPlan::streamed_units() const { return static_cast<int>(resident.size()) - resident_units(); }
+
+std::vector<std::int64_t> unit_bytes(const WeightLayout& layout, DType dtype) {
+    std::vector<std::int64_t> bytes;
+    bytes.reserve(layout.units.size());
+    for (const auto& u : layout.units) bytes.push_back(u.numel * static_cast<std::int64_t>(dtype_size(dtype)));
+    return bytes;
+}
+
+int streaming_slots(int prefetch_depth) { return prefetch_depth >= 1 ? prefetch_depth + 1 : 1; }
+
+std::int64_t minimum_streaming_budget(std::span<const std::int64_t> unit_bytes, int slots) {
+    std::int64_t best = std::numeric_limits<std::int64_t>::max();
+    for (const auto slot : unit_bytes) best = std::min(best, slots * slot + bytes_larger_than(unit_bytes, slot));
+    return best;
+}
+
+ResidencyPlan plan_residency(std::span<const std::int64_t> unit_bytes, std::int64_t budget_bytes, int slots,
+                             ResidentPolicy policy) {
+    const std::int64_t total = sum_of(unit_bytes);
+    if (budget_bytes >= total) return plan_from_flags(unit_bytes, std::vector<bool>(unit_bytes.size(), true), 0);
+    if (slots < 1) throw std::invalid_argument("a residency plan needs at least one streaming slot, got " + std::to_string(slots));
+
+    std::optional<ResidencyPlan> best;
+    for (const auto slot : unit_bytes) {
+        auto plan = plan_for_slot_size(unit_bytes, budget_bytes, slots, slot, policy);
+        if (plan && (!best || better(*plan, *best))) best = std::move(plan);
+    }
+    if (!best) {
+        throw std::invalid_argument("a weight budget of " + bytes_text(budget_bytes) + " cannot hold " +
+                                    std::to_string(slots) + " streaming slot(s): streaming needs at least " +
+                                    bytes_text(minimum_streaming_budget(unit_bytes, slots)) +
+                                    " (the slots hold the largest streamed unit; larger units must stay resident), "
+                                    "and all weights resident need " + bytes_text(total));
+    }
+    return *best;
+}
+
+}  // namespace sweetspot

@@ -1,0 +1,124 @@
+#include "harness/gpu_cell.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <memory>
+
+#include "backends/backend.hpp"
+#include "harness/logits_check.hpp"
+#include "harness/system_info.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/gpu_forward.hpp"
+#include "kernels/synthetic_weights.hpp"
+
+namespace sweetspot {
+namespace {
+
+struct StreamDestroy {
+    void operator()(CUstream_st* s) const { cudaStreamDestroy(s); }
+};
+struct EventDestroy {
+    void operator()(CUevent_st* e) const { cudaEventDestroy(e); }
+};
+using Stream = std::unique_ptr<CUstream_st, StreamDestroy>;
+using Event = std::unique_ptr<CUevent_st, EventDestroy>;
+
+Stream make_stream() {
+    cudaStream_t s = nullptr;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return Stream(s);
+}
+
+Event make_event() {
+    cudaEvent_t e = nullptr;
+    CUDA_CHECK(cudaEventCreate(&e));
+    return Event(e);
+}
+
+ResidentPolicy resident_policy(const std::string& name) {
+    if (name == "first") return ResidentPolicy::first;
+    if (name == "last") return ResidentPolicy::last;
+    return ResidentPolicy::interleaved;
+}
+
+BackendConfig backend_config(const CellParams& c, bool allow_oversubscription, cudaStream_t compute) {
+    BackendConfig b;
+    b.name = c.backend;
+    b.dtype = c.dtype;
+    b.streams = c.streams;
+    b.prefetch_depth = c.prefetch.kind == Prefetch::Kind::off   ? 0
+                       : c.prefetch.kind == Prefetch::Kind::jit ? -1
+                                                                : c.prefetch.depth;
+    b.budget_bytes = c.budget_bytes();
+    b.resident = resident_policy(c.resident);
+    b.evict = c.evict == "read-mostly" ? UvmEvict::read_mostly : UvmEvict::migrate;
+    b.allow_oversubscription = allow_oversubscription;
+    b.compute_stream = compute;
+    return b;
+}
+
+std::int64_t device_used_bytes() {
+    std::size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return static_cast<std::int64_t>(total_bytes - free_bytes);
+}
+
+}  // namespace
+
+CellOutcome measure_gpu_cell(const CellParams& c, bool allow_oversubscription) {
+    CellOutcome out;
+    out.started_at = utc_timestamp();
+    const auto t_init = std::chrono::steady_clock::now();
+    const auto layout = WeightLayout::for_model(c.model);
+    const Stream compute = make_stream();
+
+    auto backend = make_backend(backend_config(c, allow_oversubscription, compute.get()));
+    backend->place(layout, [&](int unit, std::span<float> dst) { fill_synthetic_unit(c.model, layout, unit, c.seed, dst); });
+    GpuForwardOptions options;
+    options.tf32 = c.tf32;
+    options.managed_activations = c.activations == "managed";
+    options.allow_oversubscription = allow_oversubscription;
+    GpuForward forward(c.model, layout, c.dtype, c.batch, c.seq, compute.get(), options);
+    const auto tokens = c.token_ids();
+    forward.set_tokens(tokens);
+    CUDA_CHECK(cudaStreamSynchronize(compute.get()));
+    out.init_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_init).count();
+    out.activation_bytes = forward.activation_bytes() + forward.workspace_bytes();
+
+    const Event start = make_event(), stop = make_event();
+    auto one_iteration = [&] {
+        backend->reset_residency();
+        CUDA_CHECK(cudaEventRecord(start.get(), compute.get()));
+        forward.run(*backend);
+        CUDA_CHECK(cudaEventRecord(stop.get(), compute.get()));
+        CUDA_CHECK(cudaEventSynchronize(stop.get()));
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+        if (!out.device_used_bytes) out.device_used_bytes = device_used_bytes();
+        return static_cast<double>(ms);
+    };
+    for (int i = 0; i < c.warmups; ++i) out.warmup_ms.push_back(one_iteration());
+    for (int i = 0; i < c.iterations; ++i) out.timed_ms.push_back(one_iteration());
+
+    const PlacementStats placed = backend->placement();
+    out.resident_bytes = placed.resident_bytes;
+    out.streamed_bytes = placed.streamed_bytes;
+    out.device_weight_bytes = placed.device_weight_bytes;
+    out.tokens_per_s = static_cast<double>(tokens.size()) / (LatencyStats::of(out.timed_ms).median / 1000.0);
+
+    const auto logits = forward.logits_to_host();
+    const LogitsCheck check = check_against_host(c, layout, tokens, logits);
+    out.check_reference = check.reference;
+    out.check_max_abs_err = check.max_abs_err;
+    out.check_rel_err = check.rel_err;
+    out.check_tolerance = check.tolerance;
+    out.status = check.passed() ? "ok" : "invalid";
+    if (!check.passed())
+        out.reason = "logits differ from the " + check.reference + ": relative error " + std::to_string(check.rel_err) +
+                     " > tolerance " + std::to_string(check.tolerance);
+    out.finished_at = utc_timestamp();
+    return out;
+}
+
+}  // namespace sweetspot

@@ -1,0 +1,32 @@
+#pragma once
+// GPU facts for a run's metadata (name, driver, memory) and the pinned host<->device bandwidth
+// that every cell's bound is computed from. Measured in a child process (`sweetspot _probe`)
+// so the long-running sweep process never creates a CUDA context of its own.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace sweetspot {
+
+struct GpuFacts {
+    std::optional<std::string> name, driver, runtime;
+    std::optional<std::int64_t> memory_bytes;
+    std::optional<double> h2d_gbps, d2h_gbps;  // 1e9 bytes per second
+    std::string note;                          // why fields are missing
+};
+
+// "key=value" lines, the probe process's output, and back.
+std::string format_gpu_facts(const GpuFacts& facts);
+GpuFacts parse_gpu_facts(std::string_view text);
+
+// Runs `sweetspot _probe` (with the link measurement when `measure_link`) and reads its facts.
+GpuFacts probe_gpu_in_child(bool measure_link);
+
+#ifdef SWEETSPOT_HAVE_CUDA
+// In this process: device 0's facts, and when `measure_link`, the median bandwidth of pinned
+// 1 GiB copies each way.
+GpuFacts measure_gpu_facts(bool measure_link);
+#endif
+
+}  // namespace sweetspot

@@ -1,0 +1,49 @@
+#pragma once
+// The element-wise and row-wise kernels of the GPU forward (the `baseline` variant: one kernel
+// per op, nothing fused). Each launcher enqueues one kernel on `stream` and checks the launch.
+//
+// T is the activation and weight type: float, __half or __nv_bfloat16 (explicit instantiations
+// in gpu_kernels.cu). Inside every kernel the math is fp32; only loads and stores are in T.
+// All buffers are row-major and contiguous unless a leading dimension says otherwise. Counts
+// are int64 so B·T·vocab sized buffers cannot overflow an index.
+//
+// Plain C++ can include this header (gpu_forward.cu and tests do): it only declares host
+// functions.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace sweetspot::gpu {
+
+// x[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]. x [batch·seq, c]; tokens [batch·seq] (ids
+// checked on the host); wte [vocab, c]; wpe [max_positions, c].
+template <class T>
+void launch_embedding(T* x, const std::int32_t* tokens, const T* wte, const T* wpe, int batch, int seq, int c,
+                      cudaStream_t stream);
+
+// out[r, :] = (in[r, :] − mean) / sqrt(var + eps) · w + b for each of `rows` rows of `c`
+// (biased variance, as nn.LayerNorm). out and in must not alias.
+template <class T>
+void launch_layernorm(T* out, const T* in, const T* w, const T* b, int rows, int c, float eps, cudaStream_t stream);
+
+// y[r, j] += bias[j] for y [rows, cols]: the bias of a linear layer, after the GEMM.
+template <class T>
+void launch_add_bias(T* y, const T* bias, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+
+// x = gelu(x) in place, GPT-2's tanh approximation. x has n elements.
+template <class T>
+void launch_gelu_tanh(T* x, std::int64_t n, cudaStream_t stream);
+
+// x += y (the residual stream), n elements.
+template <class T>
+void launch_residual_add(T* x, const T* y, std::int64_t n, cudaStream_t stream);
+
+// In place over `rows` rows of length `seq`, row r being query position r % seq of some
+// (batch, head): softmax over columns 0 .. r % seq, exact zeros after (the causal mask).
+// The 1/sqrt(head_dim) scale is NOT applied here: the forward folds it into the QKᵀ GEMM.
+template <class T>
+void launch_causal_softmax(T* scores, std::int64_t rows, int seq, cudaStream_t stream);
+
+}  // namespace sweetspot::gpu

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""The backend benchmark table (docs/benchmarks.md) from a results database.
+
+For each ok GPU cell: its median latency, the bound
+    bound = max(streamed_bytes / measured pinned H2D bandwidth, `device` latency of the same workload)
+and the ratio median / bound. streamed_bytes are the weights the backend could not keep resident
+under the cell's budget (all weights for on-demand `uvm`, whose LRU eviction misses every access
+under cyclic layer order). Usage: backends_table.py DB [--markdown]
+"""
+import argparse
+import sqlite3
+
+QUERY = """
+SELECT c.cell_id, c.model, c.dtype, c.batch, c.seq, c.backend, c.prefetch, c.streams, c.budget, c.resident,
+       c.evict, c.weight_bytes, c.budget_bytes, c.resident_bytes, c.streamed_bytes, c.latency_median_ms,
+       c.latency_p10_ms, c.latency_p90_ms, c.streamed_gbps, r.h2d_gbps, c.check_rel_err,
+       (SELECT d.latency_median_ms FROM cells d
+         WHERE d.backend = 'device' AND d.status = 'ok' AND d.model = c.model AND d.dtype = c.dtype
+           AND d.batch = c.batch AND d.seq = c.seq AND d.variant = c.variant AND d.tf32 = c.tf32) AS device_ms
+FROM cells c JOIN runs r USING (run_id)
+WHERE c.status = 'ok' AND c.backend != 'host'
+ORDER BY c.model, c.dtype, c.seq, c.backend, c.prefetch, c.streams, c.budget_bytes, c.resident, c.evict
+"""
+
+COLUMNS = ["model", "dtype", "b×s", "backend", "prefetch", "streams", "budget", "resident", "evict", "streamed GB",
+           "median ms", "p10–p90 ms", "bound ms", "× bound", "link GB/s", "rel err"]
+
+
+def rows(db):
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    con.row_factory = sqlite3.Row
+    for c in con.execute(QUERY):
+        link_ms = c["streamed_bytes"] / (c["h2d_gbps"] * 1e6) if c["h2d_gbps"] and c["streamed_bytes"] is not None else None
+        parts = [v for v in (link_ms, c["device_ms"]) if v is not None]
+        bound = max(parts) if parts else None
+        pct = 100.0 * c["budget_bytes"] / c["weight_bytes"]
+        yield [
+            c["model"], c["dtype"], f'{c["batch"]}×{c["seq"]}', c["backend"], c["prefetch"], str(c["streams"]),
+            f"{pct:.0f}%", c["resident"], c["evict"],
+            f'{(c["streamed_bytes"] or 0) / 1e9:.2f}', f'{c["latency_median_ms"]:.1f}',
+            f'{c["latency_p10_ms"]:.1f}–{c["latency_p90_ms"]:.1f}',
+            f"{bound:.1f}" if bound else "-", f'{c["latency_median_ms"] / bound:.2f}' if bound else "-",
+            f'{c["streamed_gbps"]:.1f}' if c["streamed_gbps"] else "-",
+            f'{c["check_rel_err"]:.1e}' if c["check_rel_err"] is not None else "-",
+        ]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("db")
+    p.add_argument("--markdown", action="store_true", help="a Markdown table instead of aligned text")
+    a = p.parse_args()
+    table = list(rows(a.db))
+    if a.markdown:
+        print("| " + " | ".join(COLUMNS) + " |")
+        print("|" + "---|" * len(COLUMNS))
+        for r in table:
+            print("| " + " | ".join(r) + " |")
+        return
+    widths = [max(len(h), *(len(r[i]) for r in table)) if table else len(h) for i, h in enumerate(COLUMNS)]
+    print("  ".join(h.ljust(w) for h, w in zip(COLUMNS, widths)))
+    for r in table:
+        print("  ".join(v.rjust(w) if i >= 9 else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths))))
+
+
+if __name__ == "__main__":
+    main()

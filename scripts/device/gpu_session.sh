@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# On a GPU machine, from the repository root with the binaries in .carry/bin (scripts/device/pack.sh):
+#   gpu_session.sh tests                      [gpu] tests of every binary
+#   gpu_session.sh sweep MATRIX [ARGS...]     `sweetspot run MATRIX ARGS...` into $OUT/<matrix name>.db, then its summary
+# Logs and databases go to $OUT (or ./out). Prints a short result line per step.
+set -uo pipefail
+out=${OUT:-out}
+mkdir -p "$out"
+export SWEETSPOT_BINARY=$PWD/.carry/bin/sweetspot SWEETSPOT_SOURCE_DIR=$PWD
+bin=$PWD/.carry/bin
+
+case "${1:-}" in
+tests)
+    for t in "$bin"/test_*; do
+        name=$(basename "$t")
+        "$t" "[gpu]" --allow-running-no-tests > "$out/$name-gpu.log" 2>&1
+        echo "$name [gpu]: $(grep -E '^(All tests passed|test cases:)' "$out/$name-gpu.log" | head -1) (rc $?)"
+        grep -E "FAILED|error" -A3 "$out/$name-gpu.log" | head -20
+    done
+    ;;
+sweep)
+    matrix=$2
+    shift 2
+    name=$(basename "$matrix" .toml)
+    "$bin/sweetspot" run "$matrix" --db "$out/$name.db" "$@" > "$out/$name.log" 2>&1
+    echo "sweep $name: rc $? ($(grep -c '\] ok' "$out/$name.log") ok lines); $(tail -2 "$out/$name.log" | head -1)"
+    "$bin/sweetspot" summary "$out/$name.db" > "$out/$name-summary.txt" 2>&1
+    grep -vE "^\s*[0-9]+ .* ok " "$out/$name-summary.txt" | tail -25
+    ;;
+*)
+    echo "usage: $0 tests | sweep MATRIX [ARGS...]" >&2
+    exit 2
+    ;;
+esac

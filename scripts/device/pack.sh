@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Copies the built binaries (stripped) into .carry/bin, for running on a GPU machine that has no
+# Debian packages: Boost is linked statically; SQLite, OpenBLAS, cuBLAS and the CUDA driver are
+# expected there. On that machine, point the tests at the copies:
+#   export SWEETSPOT_BINARY=$PWD/.carry/bin/sweetspot SWEETSPOT_SOURCE_DIR=$PWD
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rm -rf .carry/bin && mkdir -p .carry/bin
+for f in build/sweetspot build/tests/test_*; do
+    [[ -x "$f" && -f "$f" ]] && strip -o ".carry/bin/$(basename "$f")" "$f"
+done
+du -sh .carry

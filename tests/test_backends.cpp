@@ -1,0 +1,517 @@
+// Backends: the residency plan and backend availability (pure, every machine), and on a GPU every
+// GPU backend's acquire/release protocol: what the compute stream sees through the pointer that
+// acquire returns must be exactly the unit's weights, in every iteration, whatever the budget,
+// look-ahead, stream count and eviction mode.
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include "backends/backend.hpp"
+#include "backends/residency_plan.hpp"
+
+#ifdef SWEETSPOT_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "backends/cuda_resources.hpp"
+#include "backends/unit_storage.hpp"
+#include "kernels/dtype.hpp"
+#include "kernels/managed_memory.hpp"
+#include "kernels/model_config.hpp"
+#include "kernels/weight_layout.hpp"
+#endif
+
+using namespace sweetspot;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+constexpr std::int64_t MB = 1000 * 1000;
+constexpr ResidentPolicy kPolicies[] = {ResidentPolicy::first, ResidentPolicy::last, ResidentPolicy::interleaved};
+
+const char* policy_name(ResidentPolicy p) {
+    switch (p) {
+        case ResidentPolicy::first: return "first";
+        case ResidentPolicy::last: return "last";
+        case ResidentPolicy::interleaved: return "interleaved";
+    }
+    return "?";
+}
+
+std::int64_t total_of(const std::vector<std::int64_t>& units) {
+    return std::accumulate(units.begin(), units.end(), std::int64_t{0});
+}
+
+// GPT-2 XL in fp16 as the backends see it: embedding and head bigger than the blocks.
+std::vector<std::int64_t> gpt2_like_units() {
+    std::vector<std::int64_t> units{321 * MB};
+    for (int i = 0; i < 48; ++i) units.push_back(123 * MB);
+    units.push_back(321 * MB);
+    return units;
+}
+
+std::vector<std::int64_t> equal_units(int n, std::int64_t bytes) { return std::vector<std::int64_t>(static_cast<std::size_t>(n), bytes); }
+
+// Sizes between 50 and 400 MB from a fixed linear congruential sequence.
+std::vector<std::int64_t> random_ish_units(int n) {
+    std::vector<std::int64_t> units;
+    std::uint64_t x = 12345;
+    for (int i = 0; i < n; ++i) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        units.push_back((50 + static_cast<std::int64_t>((x >> 33) % 351)) * MB);
+    }
+    return units;
+}
+
+std::vector<int> resident_indices(const ResidencyPlan& p) {
+    std::vector<int> r;
+    for (std::size_t u = 0; u < p.resident.size(); ++u)
+        if (p.resident[u]) r.push_back(static_cast<int>(u));
+    return r;
+}
+
+bool has_resident_neighbours(const ResidencyPlan& p) {
+    for (std::size_t u = 1; u < p.resident.size(); ++u)
+        if (p.resident[u] && p.resident[u - 1]) return true;
+    return false;
+}
+
+// What every plan must satisfy: consistent sums, slots as large as the largest streamed unit,
+// and never more device bytes than the budget.
+void check_plan(const ResidencyPlan& p, const std::vector<std::int64_t>& units, std::int64_t budget, int slots) {
+    REQUIRE(p.resident.size() == units.size());
+    std::int64_t resident = 0, streamed = 0, largest_streamed = 0;
+    for (std::size_t u = 0; u < units.size(); ++u) {
+        if (p.resident[u]) {
+            resident += units[u];
+        } else {
+            streamed += units[u];
+            largest_streamed = std::max(largest_streamed, units[u]);
+        }
+    }
+    CHECK(p.resident_bytes == resident);
+    CHECK(p.streamed_bytes == streamed);
+    CHECK(p.resident_units() + p.streamed_units() == static_cast<int>(units.size()));
+    if (streamed == 0) {
+        CHECK(p.slots == 0);
+        CHECK(budget >= total_of(units));
+    } else {
+        CHECK(p.slots == slots);
+        CHECK(p.slot_bytes == largest_streamed);
+        CHECK(p.resident_bytes + p.slots * p.slot_bytes <= budget);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("a budget that holds every unit keeps them all resident", "[backends]") {
+    const auto units = gpt2_like_units();
+    const auto total = total_of(units);
+    for (const auto policy : kPolicies) {
+        INFO("policy " << policy_name(policy));
+        for (const auto budget : {total, total + 1, 10 * total}) {
+            const auto p = plan_residency(units, budget, 3, policy);
+            check_plan(p, units, budget, 3);
+            CHECK(p.resident_units() == static_cast<int>(units.size()));
+            CHECK(p.slots == 0);
+            CHECK(p.slot_bytes == 0);
+            CHECK(p.streamed_bytes == 0);
+        }
+    }
+}
+
+TEST_CASE("one byte below the total streams, and resident units appear exactly at their thresholds", "[backends]") {
+    // Ten units of 100 bytes and two slots: r resident units need 200 + 100·r bytes.
+    const auto units = equal_units(10, 100);
+    for (const auto policy : kPolicies) {
+        INFO("policy " << policy_name(policy));
+        auto p = plan_residency(units, 999, 2, policy);
+        check_plan(p, units, 999, 2);
+        CHECK(p.resident_units() == 7);
+        CHECK(p.slot_bytes == 100);
+        CHECK(p.streamed_bytes == 300);
+
+        p = plan_residency(units, 900, 2, policy);
+        CHECK(p.resident_units() == 7);
+        p = plan_residency(units, 899, 2, policy);
+        CHECK(p.resident_units() == 6);
+        p = plan_residency(units, 200, 2, policy);
+        CHECK(p.resident_units() == 0);
+        CHECK(p.streamed_bytes == 1000);
+        CHECK_THROWS_AS(plan_residency(units, 199, 2, policy), std::invalid_argument);
+    }
+}
+
+TEST_CASE("first and last keep the ends of the forward resident", "[backends]") {
+    const auto units = equal_units(10, 100);
+    const auto first = plan_residency(units, 600, 1, ResidentPolicy::first);
+    CHECK(resident_indices(first) == std::vector<int>{0, 1, 2, 3, 4});
+    const auto last = plan_residency(units, 600, 1, ResidentPolicy::last);
+    CHECK(resident_indices(last) == std::vector<int>{5, 6, 7, 8, 9});
+}
+
+TEST_CASE("interleaved spreads the resident units over the forward", "[backends]") {
+    SECTION("half of the units fit: no two resident neighbours") {
+        for (const int n : {10, 11, 50}) {
+            INFO(n << " units");
+            const auto units = equal_units(n, 100);
+            const std::int64_t budget = 2 * 100 + (n / 2) * 100;
+            const auto p = plan_residency(units, budget, 2, ResidentPolicy::interleaved);
+            check_plan(p, units, budget, 2);
+            CHECK(p.resident_units() == n / 2);
+            CHECK_FALSE(has_resident_neighbours(p));
+        }
+    }
+    SECTION("a quarter fit: evenly spaced") {
+        const auto units = equal_units(12, 100);
+        const auto p = plan_residency(units, 100 + 300, 1, ResidentPolicy::interleaved);
+        CHECK(resident_indices(p) == std::vector<int>{0, 4, 8});
+    }
+}
+
+TEST_CASE("GPT-2-like units: units larger than the slots stay resident, the policy picks among the blocks", "[backends]") {
+    const auto units = gpt2_like_units();  // 321, 48 × 123, 321 MB
+    // Room for the slots of 123 MB, the embedding and the head, and 10 blocks.
+    const std::int64_t budget = 2 * 123 * MB + 642 * MB + 10 * 123 * MB;
+    for (const auto policy : kPolicies) {
+        INFO("policy " << policy_name(policy));
+        const auto p = plan_residency(units, budget, 2, policy);
+        check_plan(p, units, budget, 2);
+        CHECK(p.slot_bytes == 123 * MB);
+        CHECK(p.resident.front());
+        CHECK(p.resident.back());
+        CHECK(p.resident_units() == 12);
+    }
+    const auto first = plan_residency(units, budget, 2, ResidentPolicy::first);
+    CHECK(first.resident[1]);
+    CHECK_FALSE(first.resident[48]);
+    const auto last = plan_residency(units, budget, 2, ResidentPolicy::last);
+    CHECK_FALSE(last.resident[1]);
+    CHECK(last.resident[48]);
+}
+
+TEST_CASE("every plan stays within its budget over a sweep of budgets", "[backends]") {
+    for (const auto& units : {gpt2_like_units(), random_ish_units(20), equal_units(7, 33)}) {
+        const auto total = total_of(units);
+        for (const int slots : {1, 2, 3, 5}) {
+            const auto minimum = minimum_streaming_budget(units, slots);
+            for (const auto policy : kPolicies) {
+                INFO(units.size() << " units, " << slots << " slots, policy " << policy_name(policy));
+                std::int64_t previous_streamed = total + 1;
+                for (int step = 0; step <= 200; ++step) {
+                    const std::int64_t budget = total * step / 180;  // past the total too
+                    INFO("budget " << budget);
+                    if (budget < total && budget < minimum) {
+                        CHECK_THROWS_AS(plan_residency(units, budget, slots, policy), std::invalid_argument);
+                        continue;
+                    }
+                    const auto p = plan_residency(units, budget, slots, policy);
+                    check_plan(p, units, budget, slots);
+                    if (units.size() != 20) {  // with equal blocks more budget never streams more
+                        CHECK(p.streamed_bytes <= previous_streamed);
+                        previous_streamed = p.streamed_bytes;
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("a budget too small for the slots is refused with the numbers", "[backends]") {
+    const auto units = gpt2_like_units();
+    // Three slots of the largest unit (321 MB) are cheapest: nothing needs to be resident.
+    CHECK(minimum_streaming_budget(units, 3) == 3 * 321 * MB);
+    CHECK(minimum_streaming_budget(units, 1) == 321 * MB);
+    CHECK_NOTHROW(plan_residency(units, 3 * 321 * MB, 3, ResidentPolicy::interleaved));
+    CHECK_THROWS_WITH(plan_residency(units, 3 * 321 * MB - 1, 3, ResidentPolicy::interleaved),
+                      ContainsSubstring(std::to_string(3 * 321 * MB - 1)) && ContainsSubstring("3 streaming slot") &&
+                          ContainsSubstring(std::to_string(3 * 321 * MB)));
+    CHECK_THROWS_AS(plan_residency(units, 0, 1, ResidentPolicy::first), std::invalid_argument);
+    CHECK_THROWS_AS(plan_residency(units, 100 * MB, 0, ResidentPolicy::first), std::invalid_argument);
+}
+
+TEST_CASE("slot counts follow the prefetch depth", "[backends]") {
+    CHECK(streaming_slots(-1) == 1);
+    CHECK(streaming_slots(0) == 1);
+    CHECK(streaming_slots(1) == 2);
+    CHECK(streaming_slots(4) == 5);
+}
+
+TEST_CASE("backend availability says why a backend cannot run here", "[backends]") {
+    CHECK(backend_unavailable_reason("host").empty());
+    CHECK_THAT(backend_unavailable_reason("nvlink-magic"), ContainsSubstring("unknown backend"));
+#ifdef SWEETSPOT_HAVE_CUDA
+    int count = 0;
+    const bool gpu = cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+    (void)cudaGetLastError();
+#endif
+    for (const char* name : {"device", "explicit-copy", "uvm", "uvm-prefetch"}) {
+        INFO(name);
+        const auto why = backend_unavailable_reason(name);
+#ifdef SWEETSPOT_HAVE_CUDA
+        if (gpu) {
+            CHECK(why.empty());
+            continue;
+        }
+        CHECK_THAT(why, ContainsSubstring("no GPU visible"));
+#else
+        CHECK_THAT(why, ContainsSubstring("built without CUDA"));
+#endif
+        CHECK_THAT(why, ContainsSubstring(name));
+        BackendConfig config;
+        config.name = name;
+        CHECK_THROWS_AS(make_backend(config), std::runtime_error);
+    }
+    BackendConfig bad;
+    bad.streams = -1;
+    CHECK_THROWS_AS(make_backend(bad), std::invalid_argument);
+}
+
+#ifdef SWEETSPOT_HAVE_CUDA
+namespace {
+
+void require_gpu() {
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess || count == 0) {
+        FAIL("this [gpu] test needs a CUDA GPU, and none is visible: "
+             << (status != cudaSuccess ? cudaGetErrorString(status) : "cudaGetDeviceCount found 0 devices"));
+    }
+}
+
+// Non-zero everywhere, different in every unit.
+float pattern(int unit, std::size_t i) { return static_cast<float>(unit + 1) + static_cast<float>(i % 251) / 256.0f; }
+
+void fill_pattern(int unit, std::span<float> dst) {
+    for (std::size_t i = 0; i < dst.size(); ++i) dst[i] = pattern(unit, i);
+}
+
+std::vector<std::byte> expected_unit(const WeightLayout& layout, int unit, DType dtype) {
+    std::vector<float> values(static_cast<std::size_t>(layout.units[static_cast<std::size_t>(unit)].numel));
+    fill_pattern(unit, values);
+    std::vector<std::byte> bytes(values.size() * dtype_size(dtype));
+    convert_from_f32(values, dtype, bytes.data());
+    return bytes;
+}
+
+std::vector<ModelConfig> test_models() {
+    // tiny_deep has enough blocks for a budget to keep some units resident and stream others.
+    return {*find_builtin_model("tiny"), *find_builtin_model("tiny_odd"), ModelConfig{"tiny_deep", 8, 64, 4, 512, 128, 1e-5f}};
+}
+
+// `percent` of the weights, raised to the smallest budget the configuration can run with: the
+// tiny models' units are similar in size, so 40 % often cannot hold S slots.
+std::int64_t test_budget(const BackendConfig& config, const std::vector<std::int64_t>& units, int percent) {
+    const auto total = total_of(units);
+    if (percent >= 100) return total;
+    const std::int64_t wanted = total * percent / 100;
+    const std::int64_t minimum = config.name == "uvm" ? *std::max_element(units.begin(), units.end())
+                                                      : minimum_streaming_budget(units, streaming_slots(config.prefetch_depth));
+    return std::max(wanted, minimum);
+}
+
+// Empty when what the compute stream read through every acquired pointer is the unit's weights.
+std::string compare_units(const WeightLayout& layout, DType dtype, const PackedUnits& packed, const std::byte* seen,
+                          int iteration) {
+    for (int u = 0; u < static_cast<int>(layout.units.size()); ++u) {
+        const auto want = expected_unit(layout, u, dtype);
+        const std::byte* got = seen + packed.offsets[static_cast<std::size_t>(u)];
+        for (std::size_t i = 0; i < want.size(); ++i) {
+            if (got[i] != want[i]) {
+                return "iteration " + std::to_string(iteration) + ", unit " + std::to_string(u) + ": byte " +
+                       std::to_string(i) + " of " + std::to_string(want.size()) + " is " +
+                       std::to_string(static_cast<int>(got[i])) + ", expected " + std::to_string(static_cast<int>(want[i]));
+            }
+        }
+    }
+    return {};
+}
+
+// Three forwards as the model runs them: reset, then acquire → use on the compute stream →
+// release for every unit. The "use" is a copy of the unit's bytes to the host on the compute
+// stream: it sees what a kernel enqueued there would see.
+void run_forwards(Backend& backend, const WeightLayout& layout, DType dtype, cudaStream_t stream) {
+    const auto units = unit_bytes(layout, dtype);
+    const auto packed = pack_units(units, 256);
+    const auto seen = allocate_pinned(packed.total_bytes);
+    for (int iteration = 0; iteration < 3; ++iteration) {
+        backend.reset_residency();
+        std::memset(seen.get(), 0, static_cast<std::size_t>(packed.total_bytes));
+        for (int u = 0; u < static_cast<int>(units.size()); ++u) {
+            const void* weights = backend.acquire(u);
+            REQUIRE(weights != nullptr);
+            CUDA_CHECK(cudaMemcpyAsync(seen.get() + packed.offsets[static_cast<std::size_t>(u)], weights,
+                                       static_cast<std::size_t>(units[static_cast<std::size_t>(u)]), cudaMemcpyDefault, stream));
+            backend.release(u);
+        }
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        CHECK(compare_units(layout, dtype, packed, seen.get(), iteration) == "");
+    }
+}
+
+void check_placement(const Backend& backend, const BackendConfig& config, std::int64_t total) {
+    const auto s = backend.placement();
+    CHECK(s.resident_bytes + s.streamed_bytes == total);
+    CHECK(s.device_weight_bytes <= config.budget_bytes);
+    if (config.name == "uvm") {
+        CHECK(s.streamed_bytes == total);
+        CHECK(s.device_weight_bytes == std::min(config.budget_bytes, total));
+    }
+    if (config.name == "device" || (config.name == "explicit-copy" && config.budget_bytes >= total)) CHECK(s.streamed_bytes == 0);
+}
+
+// Every test model in fp32 and fp16 through `base` at `percent` of the weights as budget.
+void check_backend(const BackendConfig& base, int percent) {
+    for (const auto& model : test_models()) {
+        for (const DType dtype : {DType::fp32, DType::fp16}) {
+            const auto layout = WeightLayout::for_model(model);
+            const auto units = unit_bytes(layout, dtype);
+            CudaStream stream;
+            BackendConfig config = base;
+            config.dtype = dtype;
+            config.compute_stream = stream.get();
+            config.budget_bytes = test_budget(config, units, percent);
+            INFO(config.name << ": model " << model.name << ", " << dtype_name(dtype) << ", budget " << percent << "% -> "
+                             << config.budget_bytes << " of " << total_of(units) << " bytes, prefetch "
+                             << config.prefetch_depth << ", streams " << config.streams << ", evict "
+                             << (config.evict == UvmEvict::migrate ? "migrate" : "read_mostly") << ", policy "
+                             << policy_name(config.resident));
+            auto backend = make_backend(config);
+            backend->place(layout, fill_pattern);
+            check_placement(*backend, config, total_of(units));
+            run_forwards(*backend, layout, dtype, stream.get());
+        }
+    }
+}
+
+BackendConfig gpu_config(const char* name, int prefetch_depth, int streams) {
+    BackendConfig c;
+    c.name = name;
+    c.prefetch_depth = prefetch_depth;
+    c.streams = streams;
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("device: every unit resident, read back intact", "[gpu][backends]") {
+    require_gpu();
+    check_backend(gpu_config("device", 0, 0), 100);
+}
+
+TEST_CASE("device: a budget below the weights is refused", "[gpu][backends]") {
+    require_gpu();
+    const auto layout = WeightLayout::for_model(*find_builtin_model("tiny"));
+    auto config = gpu_config("device", 0, 0);
+    config.budget_bytes = total_of(unit_bytes(layout, DType::fp32)) - 1;
+    auto backend = make_backend(config);
+    CHECK_THROWS_WITH(backend->place(layout, fill_pattern), ContainsSubstring("keeps all weights resident"));
+}
+
+TEST_CASE("explicit-copy: slots reused in order at every look-ahead and stream count", "[gpu][backends]") {
+    require_gpu();
+    for (const int depth : {-1, 0, 1, 2})
+        for (const int streams : {0, 1, 2}) check_backend(gpu_config("explicit-copy", depth, streams), 40);
+    for (const int depth : {-1, 1}) check_backend(gpu_config("explicit-copy", depth, 1), 100);
+    for (const auto policy : kPolicies) {
+        auto config = gpu_config("explicit-copy", 2, 2);
+        config.resident = policy;
+        check_backend(config, 60);
+    }
+}
+
+TEST_CASE("explicit-copy: a budget too small for the slots is refused", "[gpu][backends]") {
+    require_gpu();
+    const auto layout = WeightLayout::for_model(*find_builtin_model("tiny"));
+    auto config = gpu_config("explicit-copy", 2, 1);
+    config.budget_bytes = 1000;
+    auto backend = make_backend(config);
+    CHECK_THROWS_WITH(backend->place(layout, fill_pattern), ContainsSubstring("3 streaming slot"));
+}
+
+TEST_CASE("explicit-copy: acquiring past the slots without releasing is refused, and the next forward works",
+          "[gpu][backends]") {
+    require_gpu();
+    const auto layout = WeightLayout::for_model(test_models()[2]);
+    const auto units = unit_bytes(layout, DType::fp32);
+    CudaStream stream;
+    auto config = gpu_config("explicit-copy", 1, 1);
+    config.compute_stream = stream.get();
+    config.budget_bytes = minimum_streaming_budget(units, 2);  // everything streamed through 2 slots
+    auto backend = make_backend(config);
+    backend->place(layout, fill_pattern);
+    REQUIRE(backend->placement().streamed_units == static_cast<int>(units.size()));
+    backend->acquire(0);
+    backend->acquire(1);
+    CHECK_THROWS_AS(backend->acquire(2), std::logic_error);
+    run_forwards(*backend, layout, DType::fp32, stream.get());
+}
+
+TEST_CASE("uvm: on demand, with and without LRU eviction, both eviction modes", "[gpu][backends]") {
+    require_gpu();
+    for (const auto evict : {UvmEvict::migrate, UvmEvict::read_mostly}) {
+        for (const int percent : {100, 40}) {
+            auto config = gpu_config("uvm", 0, 0);
+            config.evict = evict;
+            check_backend(config, percent);
+        }
+    }
+}
+
+TEST_CASE("uvm-prefetch: every look-ahead, stream count and eviction mode", "[gpu][backends]") {
+    require_gpu();
+    for (const auto evict : {UvmEvict::migrate, UvmEvict::read_mostly}) {
+        for (const int depth : {-1, 0, 1, 2}) {
+            for (const int streams : {0, 1, 2}) {
+                auto config = gpu_config("uvm-prefetch", depth, streams);
+                config.evict = evict;
+                check_backend(config, 40);
+            }
+            auto config = gpu_config("uvm-prefetch", depth, 1);
+            config.evict = evict;
+            check_backend(config, 100);
+        }
+    }
+    for (const auto policy : kPolicies) {
+        auto config = gpu_config("uvm-prefetch", 1, 2);
+        config.resident = policy;
+        check_backend(config, 60);
+    }
+}
+
+TEST_CASE("the UVM backends refuse weights larger than the free device memory before allocating", "[gpu][backends]") {
+    require_gpu();
+    // A vocabulary of 2^24 at hidden size 4096: embedding and lm_head alone are 512 GiB in fp32.
+    // Only the layout is built; nothing of that size is ever allocated.
+    const ModelConfig huge{"huge_vocab", 1, 4096, 32, 1 << 24, 1024, 1e-5f};
+    const auto layout = WeightLayout::for_model(huge);
+    const auto total = total_of(unit_bytes(layout, DType::fp32));
+    std::size_t free_bytes = 0, device_bytes = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &device_bytes));
+    REQUIRE(total > static_cast<std::int64_t>(device_bytes));
+
+    for (const char* name : {"uvm", "uvm-prefetch"}) {
+        INFO(name);
+        CudaStream stream;
+        auto config = gpu_config(name, 1, 1);
+        config.budget_bytes = total;
+        config.compute_stream = stream.get();
+        auto backend = make_backend(config);
+        std::atomic<bool> filled{false};
+        std::size_t free_before = 0, free_after = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free_before, &device_bytes));
+        CHECK_THROWS_AS(backend->place(layout, [&](int, std::span<float>) { filled = true; }), ManagedMemoryRefused);
+        CUDA_CHECK(cudaMemGetInfo(&free_after, &device_bytes));
+        CHECK_FALSE(filled);
+        CHECK(free_after == free_before);
+    }
+}
+#endif

@@ -1,0 +1,179 @@
+// The parts of GPU cells that are decided on the CPU: the managed-memory guard's rule, the GPU
+// probe's output, the logits check against the host forward, and the axes that steer backends.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "harness/gpu_probe.hpp"
+#include "harness/logits_check.hpp"
+#include "harness/matrix.hpp"
+#include "kernels/cpu_forward.hpp"
+#include "kernels/managed_memory.hpp"
+#include "kernels/synthetic_weights.hpp"
+
+using namespace sweetspot;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+constexpr std::int64_t GiB = std::int64_t{1} << 30;
+
+// Logits of `cell` from the host forward on its synthetic weights rounded to `rounded_to`.
+std::vector<float> host_logits(const CellParams& cell, const WeightLayout& layout, DType rounded_to) {
+    std::vector<std::vector<float>> units;
+    for (std::size_t u = 0; u < layout.units.size(); ++u) {
+        auto& w = units.emplace_back(static_cast<std::size_t>(layout.units[u].numel));
+        fill_synthetic_unit(cell.model, layout, static_cast<int>(u), cell.seed, w);
+        if (rounded_to == DType::fp16) {
+            for (auto& v : w) v = fp16_bits_to_float(float_to_fp16_bits(v));
+        }
+    }
+    struct Source : LayerSource {
+        std::vector<std::vector<float>>* units;
+        const void* acquire(int u) override { return (*units)[static_cast<std::size_t>(u)].data(); }
+        void release(int) override {}
+    } source;
+    source.units = &units;
+    CpuForward forward(cell.model, layout, cell.batch, cell.seq);
+    std::vector<float> logits(static_cast<std::size_t>(cell.batch * cell.seq * cell.model.vocab_size));
+    forward.run(source, cell.token_ids(), logits);
+    return logits;
+}
+
+CellParams tiny_cell(DType dtype) {
+    CellParams c;
+    c.model = *find_builtin_model("tiny");
+    c.backend = "device";
+    c.dtype = dtype;
+    c.batch = 2;
+    c.seq = 12;
+    c.seed = 7;
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("the managed-memory guard refuses requests above free memory minus the margin", "[checks]") {
+    CHECK(managed_refusal(10 * GiB, 12 * GiB, false).empty());
+    CHECK(managed_refusal(11 * GiB, 12 * GiB, false).empty());  // exactly the margin left
+    const auto why = managed_refusal(11 * GiB + 1, 12 * GiB, false);
+    CHECK_THAT(why, ContainsSubstring("refusing to allocate 11.00 GiB of managed memory"));
+    CHECK_THAT(why, ContainsSubstring("12.00 GiB free"));
+    CHECK_THAT(why, ContainsSubstring("budget"));
+    CHECK_THAT(why, ContainsSubstring("--allow-oversubscription"));
+    CHECK(managed_refusal(100 * GiB, 12 * GiB, true).empty());
+}
+
+TEST_CASE("GPU facts survive the probe process's text format", "[checks]") {
+    GpuFacts f;
+    f.name = "NVIDIA H100 80GB HBM3";
+    f.driver = "CUDA 13.0";
+    f.runtime = "13.0";
+    f.memory_bytes = 85520809984;
+    f.h2d_gbps = 55.2;
+    f.d2h_gbps = 54.75;
+    const GpuFacts back = parse_gpu_facts(format_gpu_facts(f));
+    CHECK(back.name == f.name);
+    CHECK(back.memory_bytes == f.memory_bytes);
+    CHECK(back.h2d_gbps == 55.2);
+    CHECK(back.d2h_gbps == 54.75);
+    CHECK_FALSE(back.note.size());
+
+    const GpuFacts none = parse_gpu_facts("note=no GPU found\n");
+    CHECK_FALSE(none.name);
+    CHECK(none.note == "no GPU found");
+}
+
+TEST_CASE("the logits check passes the host's own output and catches differences", "[checks]") {
+    const auto cell = tiny_cell(DType::fp32);
+    const auto layout = WeightLayout::for_model(cell.model);
+    auto logits = host_logits(cell, layout, DType::fp32);
+    const auto tokens = cell.token_ids();
+
+    const auto same = check_against_host(cell, layout, tokens, logits);
+    CHECK(same.reference == "host fp32 forward");
+    CHECK(same.rel_err == 0);
+    CHECK(same.passed());
+
+    logits[logits.size() - 1] += 1.0f;  // the last position of the last sample: the full check sees it
+    const auto off = check_against_host(cell, layout, tokens, logits);
+    CHECK(off.max_abs_err >= 0.99);
+    CHECK_FALSE(off.passed());
+
+    logits[0] = std::numeric_limits<float>::quiet_NaN();
+    CHECK_FALSE(check_against_host(cell, layout, tokens, logits).passed());
+}
+
+TEST_CASE("the logits check compares half-precision cells with the host on rounded weights", "[checks]") {
+    const auto cell = tiny_cell(DType::fp16);
+    const auto layout = WeightLayout::for_model(cell.model);
+    const auto tokens = cell.token_ids();
+    const auto on_rounded = check_against_host(cell, layout, tokens, host_logits(cell, layout, DType::fp16));
+    CHECK(on_rounded.rel_err == 0);
+    const auto on_exact = check_against_host(cell, layout, tokens, host_logits(cell, layout, DType::fp32));
+    CHECK(on_exact.rel_err > 0);
+    CHECK(on_exact.passed());  // weight rounding alone is far inside the fp16 tolerance
+}
+
+TEST_CASE("large cells are checked on a prefix of sample 0, exact by causality", "[checks]") {
+    CellParams cell;
+    cell.model = ModelConfig{"wide", 8, 1024, 8, 512, 1024, 1e-5f};  // ~1e8 parameters, small vocab
+    cell.backend = "device";
+    cell.batch = 2;
+    cell.seq = 1024;  // 2 · 1e8 · 2048 flops: above the full-check limit
+    const auto layout = WeightLayout::for_model(cell.model);
+    const auto tokens = cell.token_ids();
+    const auto vocab = static_cast<std::size_t>(cell.model.vocab_size);
+
+    // Only sample 0's first 16 positions hold real logits; the rest is noise the check must not read.
+    std::vector<float> logits(tokens.size() * vocab, 1e6f);
+    CellParams prefix = cell;
+    prefix.batch = 1;
+    prefix.seq = 16;
+    std::vector<std::int32_t> prefix_tokens(tokens.begin(), tokens.begin() + 16);
+    {
+        std::vector<std::vector<float>> units;
+        for (std::size_t u = 0; u < layout.units.size(); ++u) {
+            auto& w = units.emplace_back(static_cast<std::size_t>(layout.units[u].numel));
+            fill_synthetic_unit(cell.model, layout, static_cast<int>(u), cell.seed, w);
+        }
+        struct Source : LayerSource {
+            std::vector<std::vector<float>>* units;
+            const void* acquire(int u) override { return (*units)[static_cast<std::size_t>(u)].data(); }
+            void release(int) override {}
+        } source;
+        source.units = &units;
+        CpuForward forward(cell.model, layout, 1, 16);
+        forward.run(source, prefix_tokens, std::span<float>(logits.data(), 16 * vocab));
+    }
+    const auto check = check_against_host(cell, layout, tokens, logits);
+    CHECK(check.reference == "host fp32 forward, sample 0, first 16 positions");
+    CHECK(check.rel_err == 0);
+}
+
+TEST_CASE("resident, evict and tf32 axes: parsed, keyed only when not default", "[checks][matrix]") {
+    const auto base = parse_matrix("[defaults]\nmodel = \"tiny\"\n", "m.toml").cells.at(0);
+    const auto explicit_defaults =
+        parse_matrix("[defaults]\nmodel = \"tiny\"\nresident = \"interleaved\"\nevict = \"migrate\"\ntf32 = false\n",
+                     "m.toml").cells.at(0);
+    CHECK(explicit_defaults.key() == base.key());
+
+    const auto m = parse_matrix(
+        "[defaults]\nmodel = \"tiny\"\n[[sweep]]\nresident = [\"first\", \"last\"]\nevict = \"read-mostly\"\ntf32 = true\n",
+        "m.toml");
+    REQUIRE(m.cells.size() == 2);
+    CHECK(m.cells[0].resident == "first");
+    CHECK(m.cells[1].resident == "last");
+    CHECK(m.cells[0].evict == "read-mostly");
+    CHECK(m.cells[0].tf32);
+    CHECK(m.cells[0].key() != base.key());
+    CHECK(CellParams::from_canonical(m.cells[1].canonical()).key() == m.cells[1].key());
+
+    CHECK_THROWS_WITH(parse_matrix("[defaults]\ntf32 = \"yes\"\n", "m.toml"),
+                      "m.toml:2:8: error: 'tf32' must be true or false, got string \"yes\"");
+    CHECK_THROWS_WITH(parse_matrix("[defaults]\nresident = \"middle\"\n", "m.toml"),
+                      "m.toml:2:12: error: unknown resident 'middle'; expected one of: interleaved, first, last");
+}

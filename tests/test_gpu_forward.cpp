@@ -1,0 +1,349 @@
+// The GPU forward (kernels/gpu_forward.hpp) against the CPU forward on the same weights, in
+// fp32, fp16 and bf16. Tests tagged [gpu] need a CUDA device; ctest runs them only under the
+// `gpu` label, so reaching one without a device is an error, not a skip.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include "kernels/cpu_forward.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/dtype.hpp"
+#include "kernels/gpu_forward.hpp"
+#include "kernels/layer_source.hpp"
+#include "kernels/model_config.hpp"
+#include "kernels/synthetic_weights.hpp"
+#include "kernels/weight_layout.hpp"
+
+using namespace sweetspot;
+
+namespace {
+
+constexpr std::uint64_t kSeed = 1234;
+constexpr DType kAllDtypes[] = {DType::fp32, DType::fp16, DType::bf16};
+
+std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
+
+ModelConfig builtin(const char* name) {
+    const auto m = find_builtin_model(name);
+    REQUIRE(m.has_value());
+    return *m;
+}
+
+// Head dimension 130, as gpt3_13b_seed: neither a power of two nor a multiple of 32.
+ModelConfig head130_model() { return {"head130", 2, 520, 4, 1000, 128, 1e-5f}; }
+
+// First line of every [gpu] test.
+void require_gpu() {
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess || count == 0) {
+        FAIL("this [gpu] test needs a CUDA device, but cudaGetDeviceCount reported "
+             << (status != cudaSuccess ? std::string(cudaGetErrorName(status)) + " (" + cudaGetErrorString(status) + ")"
+                                       : std::string("no device"))
+             << "; on a machine without a GPU run only the tests selected by \"~[gpu]\"");
+    }
+}
+
+class Stream {
+public:
+    Stream() { CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+    ~Stream() { (void)cudaStreamDestroy(stream_); }
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+    cudaStream_t get() const { return stream_; }
+
+private:
+    cudaStream_t stream_ = nullptr;
+};
+
+// The synthetic fp32 weights of every unit.
+std::vector<std::vector<float>> synthetic_units(const ModelConfig& m, const WeightLayout& layout) {
+    std::vector<std::vector<float>> units;
+    for (std::size_t u = 0; u < layout.units.size(); ++u) {
+        units.emplace_back(as_size(layout.units[u].numel));
+        fill_synthetic_unit(m, layout, static_cast<int>(u), kSeed, units.back());
+    }
+    return units;
+}
+
+// The weights as a cell of `dtype` holds them (bytes, uploaded to the GPU) and the same values
+// back in fp32 (what the CPU reference computes with), so both forwards see identical weights.
+struct DtypeUnits {
+    std::vector<std::vector<std::byte>> bytes;
+    std::vector<std::vector<float>> rounded;
+};
+
+DtypeUnits in_dtype(const std::vector<std::vector<float>>& units, DType dtype) {
+    DtypeUnits out;
+    for (const auto& unit : units) {
+        std::vector<std::byte> bytes(unit.size() * dtype_size(dtype));
+        convert_from_f32(unit, dtype, bytes.data());
+        std::vector<float> rounded(unit.size());
+        if (dtype == DType::fp32) {
+            rounded = unit;
+        } else {
+            for (std::size_t i = 0; i < unit.size(); ++i) {
+                std::uint16_t bits;
+                std::memcpy(&bits, bytes.data() + 2 * i, 2);
+                rounded[i] = dtype == DType::fp16 ? fp16_bits_to_float(bits) : bf16_bits_to_float(bits);
+            }
+        }
+        out.bytes.push_back(std::move(bytes));
+        out.rounded.push_back(std::move(rounded));
+    }
+    return out;
+}
+
+struct Event {
+    bool acquire;
+    int unit;
+    bool operator==(const Event&) const = default;
+};
+
+// One run's expected protocol: acquire u, release u, for every unit in order.
+std::vector<Event> expected_events(const WeightLayout& layout) {
+    std::vector<Event> events;
+    for (std::size_t u = 0; u < layout.units.size(); ++u) {
+        events.push_back({true, static_cast<int>(u)});
+        events.push_back({false, static_cast<int>(u)});
+    }
+    return events;
+}
+
+// Host fp32 units for the CPU reference.
+class HostSource final : public LayerSource {
+public:
+    explicit HostSource(const std::vector<std::vector<float>>& units) : units_(units) {}
+    const void* acquire(int unit) override { return units_.at(as_size(unit)).data(); }
+    void release(int) override {}
+
+private:
+    const std::vector<std::vector<float>>& units_;
+};
+
+// Each unit in its own cudaMalloc buffer, uploaded once; logs every call.
+class DeviceSource final : public LayerSource {
+public:
+    explicit DeviceSource(const DtypeUnits& units) {
+        for (const auto& bytes : units.bytes) {
+            void* p = nullptr;
+            CUDA_CHECK(cudaMalloc(&p, bytes.size()));
+            buffers_.push_back(p);
+            CUDA_CHECK(cudaMemcpy(p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+        }
+    }
+    ~DeviceSource() override {
+        for (void* p : buffers_) (void)cudaFree(p);
+    }
+    DeviceSource(const DeviceSource&) = delete;
+    DeviceSource& operator=(const DeviceSource&) = delete;
+
+    const void* acquire(int unit) override {
+        events.push_back({true, unit});
+        return buffers_.at(as_size(unit));
+    }
+    void release(int unit) override { events.push_back({false, unit}); }
+
+    std::vector<Event> events;
+
+private:
+    std::vector<void*> buffers_;
+};
+
+// Deterministic token ids spread over the whole vocabulary.
+std::vector<std::int32_t> make_tokens(const ModelConfig& m, int batch, int seq) {
+    std::vector<std::int32_t> tokens(as_size(batch) * as_size(seq));
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        tokens[i] = static_cast<std::int32_t>((i * 7919u + 17u) % static_cast<std::uint32_t>(m.vocab_size));
+    }
+    return tokens;
+}
+
+std::vector<float> run_cpu(const ModelConfig& m, const WeightLayout& layout, const std::vector<std::vector<float>>& units,
+                           const std::vector<std::int32_t>& tokens, int batch, int seq) {
+    HostSource source(units);
+    CpuForward forward(m, layout, batch, seq);
+    std::vector<float> logits(tokens.size() * as_size(m.vocab_size));
+    forward.run(source, tokens, logits);
+    return logits;
+}
+
+// max|got − want| / max|want|; +inf when the sizes differ or any value is NaN or infinite, so a
+// NaN can never pass a `< tolerance` check.
+double relative_error(std::span<const float> got, std::span<const float> want) {
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    if (got.size() != want.size() || want.empty()) return inf;
+    double max_diff = 0.0;
+    double max_ref = 0.0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        if (!std::isfinite(got[i]) || !std::isfinite(want[i])) return inf;
+        max_diff = std::max(max_diff, std::abs(static_cast<double>(got[i]) - static_cast<double>(want[i])));
+        max_ref = std::max(max_ref, std::abs(static_cast<double>(want[i])));
+    }
+    return max_ref > 0.0 ? max_diff / max_ref : inf;
+}
+
+bool all_zero(std::span<const float> v) {
+    return std::all_of(v.begin(), v.end(), [](float x) { return x == 0.0f; });
+}
+
+bool bit_identical(std::span<const float> a, std::span<const float> b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+}
+
+double tolerance(DType dtype) {
+    switch (dtype) {
+        case DType::fp32: return 1e-4;  // true fp32 GEMMs; only the summation order differs
+        case DType::fp16: return 2e-2;
+        case DType::bf16: return 5e-2;
+    }
+    return 0.0;
+}
+
+// Runs GpuForward twice on `m` in each of `dtypes` and checks it against CpuForward on the same
+// (dtype-rounded) weights: error below `tolerance_of(dtype)`, bit-identical reruns, non-zero
+// logits, and one acquire/release per unit per run, in order.
+template <class Tolerance>
+void check_against_cpu(const ModelConfig& m, int batch, int seq, const GpuForwardOptions& options,
+                       std::span<const DType> dtypes, Tolerance tolerance_of) {
+    const WeightLayout layout = WeightLayout::for_model(m);
+    const auto units = synthetic_units(m, layout);
+    const auto tokens = make_tokens(m, batch, seq);
+    const std::vector<Event> one_run = expected_events(layout);
+    Stream stream;
+
+    for (const DType dtype : dtypes) {
+        INFO("model " << m.name << ", dtype " << dtype_name(dtype) << ", batch " << batch << ", seq " << seq
+                      << (options.tf32 ? ", tf32" : "") << (options.managed_activations ? ", managed activations" : ""));
+        const DtypeUnits weights = in_dtype(units, dtype);
+        const std::vector<float> want = run_cpu(m, layout, weights.rounded, tokens, batch, seq);
+
+        DeviceSource source(weights);
+        GpuForward forward(m, layout, dtype, batch, seq, stream.get(), options);
+        forward.set_tokens(tokens);
+
+        forward.run(source);
+        const std::vector<float> first = forward.logits_to_host();
+        CHECK(source.events == one_run);
+        source.events.clear();
+        forward.run(source);
+        const std::vector<float> second = forward.logits_to_host();
+        CHECK(source.events == one_run);
+
+        const double err = relative_error(first, want);
+        const double tol = tolerance_of(dtype);
+        WARN(m.name << " " << dtype_name(dtype) << (options.tf32 ? " tf32" : "")
+                    << (options.managed_activations ? " managed" : "") << ": relative error max|gpu-cpu|/max|cpu| = "
+                    << err << " (tolerance " << tol << ")");
+        CHECK(err < tol);
+        CHECK_FALSE(all_zero(first));
+        CHECK(bit_identical(first, second));
+
+        const std::int64_t esize = static_cast<std::int64_t>(dtype_size(dtype));
+        const std::int64_t bt = static_cast<std::int64_t>(batch) * seq;
+        const std::int64_t at_least = (bt * (11 * std::int64_t{m.n_embd} + m.vocab_size) +
+                                       static_cast<std::int64_t>(batch) * m.n_head * seq * seq) * esize;
+        CHECK(forward.activation_bytes() >= at_least);
+        CHECK(forward.workspace_bytes() > 0);
+    }
+}
+
+void check_against_cpu(const ModelConfig& m, int batch, int seq) {
+    check_against_cpu(m, batch, seq, GpuForwardOptions{}, kAllDtypes, tolerance);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Needs no device: every argument is validated before the first CUDA call.
+
+TEST_CASE("GpuForward rejects bad shapes before touching the GPU", "[kernels]") {
+    const ModelConfig m = builtin("tiny");
+    const WeightLayout layout = WeightLayout::for_model(m);
+    const GpuForwardOptions options;
+    const auto make = [&](const ModelConfig& model, const WeightLayout& l, int batch, int seq) {
+        GpuForward forward(model, l, DType::fp32, batch, seq, nullptr, options);
+    };
+    CHECK_THROWS_AS(make(m, layout, 2, m.max_positions + 1), std::invalid_argument);
+    CHECK_THROWS_AS(make(m, layout, 2, 0), std::invalid_argument);
+    CHECK_THROWS_AS(make(m, layout, 0, 8), std::invalid_argument);
+    CHECK_THROWS_AS(make(m, WeightLayout::for_model(builtin("tiny_odd")), 2, 8), std::invalid_argument);
+    ModelConfig broken = m;
+    broken.n_head = 5;  // 64 is not divisible by 5
+    CHECK_THROWS_AS(make(broken, layout, 2, 8), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Against the CPU forward.
+
+TEST_CASE("GpuForward matches CpuForward: tiny", "[gpu][kernels]") {
+    require_gpu();
+    check_against_cpu(builtin("tiny"), 2, 33);
+}
+
+TEST_CASE("GpuForward matches CpuForward: tiny_odd (head_dim 26)", "[gpu][kernels]") {
+    require_gpu();
+    check_against_cpu(builtin("tiny_odd"), 2, 33);
+}
+
+TEST_CASE("GpuForward matches CpuForward: head_dim 130", "[gpu][kernels]") {
+    require_gpu();
+    check_against_cpu(head130_model(), 2, 33);
+}
+
+TEST_CASE("GpuForward matches CpuForward: gpt2_small", "[gpu][kernels]") {
+    require_gpu();
+    check_against_cpu(builtin("gpt2_small"), 2, 64);
+}
+
+TEST_CASE("GpuForward with TF32 GEMMs stays close to fp32", "[gpu][kernels]") {
+    require_gpu();
+    GpuForwardOptions options;
+    options.tf32 = true;
+    const DType fp32[] = {DType::fp32};
+    const auto tf32_tolerance = [](DType) { return 5e-3; };
+    check_against_cpu(builtin("tiny"), 2, 33, options, fp32, tf32_tolerance);
+    check_against_cpu(head130_model(), 2, 33, options, fp32, tf32_tolerance);
+}
+
+TEST_CASE("GpuForward with managed activations", "[gpu][kernels]") {
+    require_gpu();
+    GpuForwardOptions options;
+    options.managed_activations = true;
+    check_against_cpu(builtin("tiny"), 2, 33, options, kAllDtypes, tolerance);
+}
+
+TEST_CASE("GpuForward checks its tokens", "[gpu][kernels]") {
+    require_gpu();
+    const ModelConfig m = builtin("tiny");
+    const WeightLayout layout = WeightLayout::for_model(m);
+    Stream stream;
+    GpuForward forward(m, layout, DType::fp32, 2, 8, stream.get(), GpuForwardOptions{});
+
+    const auto units = synthetic_units(m, layout);
+    DeviceSource source(in_dtype(units, DType::fp32));
+    CHECK_THROWS_AS(forward.run(source), std::logic_error);  // no tokens yet
+    CHECK(source.events.empty());
+
+    std::vector<std::int32_t> tokens = make_tokens(m, 2, 8);
+    CHECK_THROWS_AS(forward.set_tokens(std::span(tokens).first(15)), std::invalid_argument);
+    tokens[5] = m.vocab_size;
+    CHECK_THROWS_AS(forward.set_tokens(tokens), std::invalid_argument);
+    tokens[5] = -1;
+    CHECK_THROWS_AS(forward.set_tokens(tokens), std::invalid_argument);
+    tokens[5] = m.vocab_size - 1;
+    CHECK_NOTHROW(forward.set_tokens(tokens));
+    CHECK_NOTHROW(forward.run(source));
+    CHECK_FALSE(all_zero(forward.logits_to_host()));
+}
