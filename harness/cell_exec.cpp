@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "backends/backend.hpp"
+#include "backends/residency_plan.hpp"
 #include "harness/store.hpp"
 #ifdef SWEETSPOT_HAVE_CUDA
 #include "harness/gpu_cell.hpp"
@@ -124,6 +126,46 @@ void write_outcome(const std::string& scratch_db, const CellParams& c, const Cel
 
 bool uses_gpu(const CellParams& c) { return c.backend != "host"; }
 
+BackendConfig backend_config(const CellParams& c) {
+    BackendConfig b;
+    b.name = c.backend;
+    b.dtype = c.dtype;
+    b.streams = c.streams;
+    b.prefetch_depth = c.prefetch.kind == Prefetch::Kind::off   ? 0
+                       : c.prefetch.kind == Prefetch::Kind::jit ? -1
+                                                                : c.prefetch.depth;
+    b.budget_bytes = c.budget_bytes();
+    b.resident = c.resident == "first" ? ResidentPolicy::first
+                 : c.resident == "last" ? ResidentPolicy::last
+                                        : ResidentPolicy::interleaved;
+    b.evict = c.evict == "read-mostly" ? UvmEvict::read_mostly : UvmEvict::migrate;
+    return b;
+}
+
+namespace {
+
+// Whether the budget can hold what the backend needs to stream, decided by the same planner
+// the backend uses, so an impossible cell is reported before any process or GPU is involved.
+std::string budget_unusable_reason(const CellParams& c) {
+    const auto bytes = unit_bytes(WeightLayout::for_model(c.model), c.dtype);
+    const auto config = backend_config(c);
+    if (c.backend == "uvm") {
+        const auto largest = *std::max_element(bytes.begin(), bytes.end());
+        if (config.budget_bytes >= largest) return {};
+        return "a budget of " + std::to_string(config.budget_bytes) + " bytes cannot hold the largest layer (" +
+               std::to_string(largest) + " bytes), which uvm must fault in whole";
+    }
+    if (c.backend != "explicit-copy" && c.backend != "uvm-prefetch") return {};
+    try {
+        plan_residency(bytes, config.budget_bytes, streaming_slots(config.prefetch_depth), config.resident);
+    } catch (const std::invalid_argument& e) {
+        return e.what();
+    }
+    return {};
+}
+
+}  // namespace
+
 std::string cell_unsupported_reason(const CellParams& c) {
     if (c.mode != "infer") return "mode '" + c.mode + "' is not implemented in this version of sweetspot";
     if (c.weights != "synthetic") return "loading checkpoints (weights = \"" + c.weights + "\") is not implemented in this version";
@@ -140,7 +182,7 @@ std::string cell_unsupported_reason(const CellParams& c) {
     if (c.backend == "device" && c.budget_bytes() < c.weight_bytes())
         return "the device backend keeps all weights resident, and the budget (" + std::to_string(c.budget_bytes()) +
                " bytes) is smaller than the weights (" + std::to_string(c.weight_bytes()) + " bytes)";
-    return {};
+    return budget_unusable_reason(c);
 #endif
 }
 

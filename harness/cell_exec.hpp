@@ -3,6 +3,7 @@
 // place the weights, warm up, time the iterations, check the output against the reference.
 #include <string>
 
+#include "backends/backend.hpp"
 #include "harness/cell.hpp"
 
 namespace sweetspot {
@@ -11,6 +12,9 @@ namespace sweetspot {
 // backend cannot honour, no CUDA), or empty. Decided without touching a GPU, so the runner
 // skips such cells without starting a process.
 std::string cell_unsupported_reason(const CellParams& cell);
+
+// The backend's view of a cell (no stream yet; the GPU cell adds it).
+BackendConfig backend_config(const CellParams& cell);
 
 // True for the backends that need a GPU.
 bool uses_gpu(const CellParams& cell);

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "backends/backend.hpp"
+#include "harness/cell_exec.hpp"
 #include "harness/logits_check.hpp"
 #include "harness/system_info.hpp"
 #include "kernels/cuda_check.hpp"
@@ -36,28 +37,6 @@ Event make_event() {
     return Event(e);
 }
 
-ResidentPolicy resident_policy(const std::string& name) {
-    if (name == "first") return ResidentPolicy::first;
-    if (name == "last") return ResidentPolicy::last;
-    return ResidentPolicy::interleaved;
-}
-
-BackendConfig backend_config(const CellParams& c, bool allow_oversubscription, cudaStream_t compute) {
-    BackendConfig b;
-    b.name = c.backend;
-    b.dtype = c.dtype;
-    b.streams = c.streams;
-    b.prefetch_depth = c.prefetch.kind == Prefetch::Kind::off   ? 0
-                       : c.prefetch.kind == Prefetch::Kind::jit ? -1
-                                                                : c.prefetch.depth;
-    b.budget_bytes = c.budget_bytes();
-    b.resident = resident_policy(c.resident);
-    b.evict = c.evict == "read-mostly" ? UvmEvict::read_mostly : UvmEvict::migrate;
-    b.allow_oversubscription = allow_oversubscription;
-    b.compute_stream = compute;
-    return b;
-}
-
 std::int64_t device_used_bytes() {
     std::size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -73,7 +52,10 @@ CellOutcome measure_gpu_cell(const CellParams& c, bool allow_oversubscription) {
     const auto layout = WeightLayout::for_model(c.model);
     const Stream compute = make_stream();
 
-    auto backend = make_backend(backend_config(c, allow_oversubscription, compute.get()));
+    BackendConfig config = backend_config(c);
+    config.allow_oversubscription = allow_oversubscription;
+    config.compute_stream = compute.get();
+    auto backend = make_backend(config);
     backend->place(layout, [&](int unit, std::span<float> dst) { fill_synthetic_unit(c.model, layout, unit, c.seed, dst); });
     GpuForwardOptions options;
     options.tf32 = c.tf32;

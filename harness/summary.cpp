@@ -36,7 +36,7 @@ bool has_streaming_cells(Store& store, const SummaryOptions& opt) {
 void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
     const bool streaming = has_streaming_cells(store, opt);
     auto st = store.db().prepare(
-        "SELECT cell_id, model, backend, variant, dtype, batch, seq, streams, prefetch, budget, status,"
+        "SELECT cell_id, model, backend, variant, dtype, batch, seq, streams, prefetch, budget, resident, evict, status,"
         " latency_median_ms, latency_p10_ms, latency_p90_ms, tokens_per_s, check_rel_err"
         " FROM cells WHERE ?1 IS NULL OR run_id = ?1 ORDER BY cell_index, cell_id");
     st.bind(1, opt.run_id);
@@ -50,6 +50,8 @@ void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
         t.add_column("streams", A::right);
         t.add_column("prefetch", A::right);
         t.add_column("budget", A::right);
+        t.add_column("resident");
+        t.add_column("evict");
     }
     t.add_column("status");
     for (const char* h : {"median ms", "p10 ms", "p90 ms", "tokens/s", "rel err"}) t.add_column(h, A::right);
@@ -67,10 +69,12 @@ void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
             row.push_back(st.text(7));
             row.push_back(st.text(8));
             row.push_back(st.text(9));
+            row.push_back(st.text(10));
+            row.push_back(st.text(11));
         }
-        for (auto&& cell : {st.text(10), num(11, 3), num(12, 3), num(13, 3), num(14, 0), sci(15)}) row.push_back(cell);
+        for (auto&& cell : {st.text(12), num(13, 3), num(14, 3), num(15, 3), num(16, 0), sci(17)}) row.push_back(cell);
         t.add_row(std::move(row));
-        ++by_status[st.text(10)];
+        ++by_status[st.text(12)];
     }
     out << "\nCells\n";
     if (t.empty()) {

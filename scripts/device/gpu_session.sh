@@ -14,7 +14,8 @@ tests)
     for t in "$bin"/test_*; do
         name=$(basename "$t")
         "$t" "[gpu]" --allow-running-no-tests > "$out/$name-gpu.log" 2>&1
-        echo "$name [gpu]: $(grep -E '^(All tests passed|test cases:)' "$out/$name-gpu.log" | head -1) (rc $?)"
+        rc=$?
+        echo "$name [gpu]: rc $rc, $(grep -E '^(All tests passed|test cases:|No tests ran)' "$out/$name-gpu.log" | head -1)"
         grep -E "FAILED|error" -A3 "$out/$name-gpu.log" | head -20
     done
     ;;
