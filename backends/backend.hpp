@@ -44,8 +44,7 @@ struct PlacementStats {
 
 class Backend : public LayerSource {
 public:
-    // Writes unit `unit`'s fp32 weights into `dst` (unit.numel elements). Must be safe to call
-    // from several threads at once for different units.
+    // Writes unit `unit`'s fp32 weights into `dst` (unit.numel elements).
     using UnitFiller = std::function<void(int unit, std::span<float> dst)>;
 
     virtual std::string_view name() const = 0;

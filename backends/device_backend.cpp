@@ -15,7 +15,7 @@ constexpr std::int64_t kUnitAlignment = 256;
 
 }  // namespace
 
-DeviceBackend::DeviceBackend(const BackendConfig& config) : config_(config), device_(current_device()) {}
+DeviceBackend::DeviceBackend(const BackendConfig& config) : config_(config) {}
 
 void DeviceBackend::place(const WeightLayout& layout, const UnitFiller& fill) {
     unit_bytes_ = unit_bytes(layout, config_.dtype);
@@ -30,8 +30,6 @@ void DeviceBackend::place(const WeightLayout& layout, const UnitFiller& fill) {
     weights_ = allocate_device(packed_.total_bytes);
     std::byte* base = weights_.get();
     fill_units(layout, config_.dtype, fill, [&](int unit, const void* data, std::size_t bytes) {
-        // Worker threads start on device 0; the backend's device is the one current at construction.
-        CUDA_CHECK(cudaSetDevice(device_));
         CUDA_CHECK(cudaMemcpy(base + packed_.offsets[static_cast<std::size_t>(unit)], data, bytes, cudaMemcpyHostToDevice));
     });
     // A pageable cudaMemcpy may return before its DMA has landed, and the compute stream does not

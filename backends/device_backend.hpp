@@ -24,7 +24,6 @@ public:
 
 private:
     BackendConfig config_;
-    int device_ = 0;
     std::vector<std::int64_t> unit_bytes_;
     PackedUnits packed_;
     DeviceMemory weights_;

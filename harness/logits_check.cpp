@@ -25,20 +25,12 @@ public:
         const auto n = static_cast<std::size_t>(layout_.units[static_cast<std::size_t>(unit)].numel);
         buffer_.resize(n);
         fill_synthetic_unit(cell_.model, layout_, unit, cell_.seed, buffer_);
-        if (cell_.dtype != DType::fp32) round_through_dtype();
+        round_through_dtype(buffer_, cell_.dtype);
         return buffer_.data();
     }
     void release(int) override {}
 
 private:
-    void round_through_dtype() {
-        std::vector<std::uint16_t> half(buffer_.size());
-        convert_from_f32(buffer_, cell_.dtype, half.data());
-        const bool bf16 = cell_.dtype == DType::bf16;
-        for (std::size_t i = 0; i < half.size(); ++i)
-            buffer_[i] = bf16 ? bf16_bits_to_float(half[i]) : fp16_bits_to_float(half[i]);
-    }
-
     const CellParams& cell_;
     const WeightLayout& layout_;
     std::vector<float> buffer_;

@@ -1,5 +1,7 @@
 #include "kernels/dtype.hpp"
 
+#include "kernels/parallel_for.hpp"
+
 #include <cstring>
 
 #include <bit>
@@ -79,21 +81,34 @@ float fp16_bits_to_float(std::uint16_t h) {
 }
 
 void convert_from_f32(std::span<const float> src, DType to, void* dst) {
+    const auto n = static_cast<std::int64_t>(src.size());
     switch (to) {
         case DType::fp32:
             std::memcpy(dst, src.data(), src.size_bytes());
             return;
-        case DType::fp16: {
-            auto* out = static_cast<std::uint16_t*>(dst);
-            for (std::size_t i = 0; i < src.size(); ++i) out[i] = float_to_fp16_bits(src[i]);
-            return;
-        }
+        case DType::fp16:
         case DType::bf16: {
             auto* out = static_cast<std::uint16_t*>(dst);
-            for (std::size_t i = 0; i < src.size(); ++i) out[i] = float_to_bf16_bits(src[i]);
+            const bool bf16 = to == DType::bf16;
+            parallel_for(n, [&](std::int64_t begin, std::int64_t end) {
+                for (std::int64_t i = begin; i < end; ++i)
+                    out[i] = bf16 ? float_to_bf16_bits(src[static_cast<std::size_t>(i)])
+                                  : float_to_fp16_bits(src[static_cast<std::size_t>(i)]);
+            });
             return;
         }
     }
+}
+
+void round_through_dtype(std::span<float> values, DType dtype) {
+    if (dtype == DType::fp32) return;
+    const bool bf16 = dtype == DType::bf16;
+    parallel_for(static_cast<std::int64_t>(values.size()), [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) {
+            float& v = values[static_cast<std::size_t>(i)];
+            v = bf16 ? bf16_bits_to_float(float_to_bf16_bits(v)) : fp16_bits_to_float(float_to_fp16_bits(v));
+        }
+    });
 }
 
 }  // namespace sweetspot

@@ -39,5 +39,8 @@ float fp16_bits_to_float(std::uint16_t h);
 
 // Writes `src` into `dst` (src.size() elements of type `to`), rounding to nearest even.
 void convert_from_f32(std::span<const float> src, DType to, void* dst);
+// Rounds every value to `dtype` and back to float, in place: what a half-precision cell's
+// weights are, seen by an fp32 reference.
+void round_through_dtype(std::span<float> values, DType dtype);
 
 }  // namespace sweetspot

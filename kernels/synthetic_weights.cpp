@@ -1,11 +1,11 @@
 #include "kernels/synthetic_weights.hpp"
 
+#include "kernels/parallel_for.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
-#include <thread>
-#include <vector>
 
 // Every value is a pure function of (seed, unit, tensor, element): a counter-based hash
 // (splitmix64) gives the random bits, and the normal deviate is an Irwin–Hall sum of four
@@ -87,20 +87,11 @@ TensorInit tensor_init(const ModelConfig& m, UnitKind kind, int tensor) {
     throw std::logic_error("unknown unit kind");
 }
 
-// Large tensors (a 13B model's units hold up to 330M elements) are split across the host's
-// cores; every value depends only on its own index, so the result is the same bits however the
-// work is divided.
+// Large tensors (a 13B model's units hold up to 330M elements) are split across the host's cores.
 void fill_tensor(float* dst, std::int64_t numel, std::uint64_t key, const TensorInit& init) {
-    constexpr std::int64_t kMinChunk = std::int64_t{1} << 20;
-    const auto workers = std::clamp<std::int64_t>(std::thread::hardware_concurrency(), 1, numel / kMinChunk + 1);
-    auto fill_range = [&](std::int64_t begin, std::int64_t end) {
+    parallel_for(numel, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t i = begin; i < end; ++i) dst[i] = synthetic_value(key, static_cast<std::uint64_t>(i), init);
-    };
-    std::vector<std::jthread> threads;
-    const std::int64_t chunk = (numel + workers - 1) / workers;
-    for (std::int64_t w = 1; w < workers; ++w)
-        threads.emplace_back(fill_range, w * chunk, std::min(numel, (w + 1) * chunk));
-    fill_range(0, std::min(numel, chunk));
+    });
 }
 
 }  // namespace
