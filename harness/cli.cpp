@@ -12,6 +12,7 @@
 #include "harness/matrix.hpp"
 #include "harness/runner.hpp"
 #include "harness/store.hpp"
+#include "harness/version.hpp"
 #include "harness/summary.hpp"
 #include "harness/table.hpp"
 
@@ -201,7 +202,7 @@ int cli_main(int argc, char** argv) {
         return kExitOk;
     }
     if (command == "--version") {
-        std::cout << "sweetspot " << SWEETSPOT_VERSION << " (" << SWEETSPOT_GIT_REVISION << ")\n";
+        std::cout << "sweetspot " << kVersion << " (" << git_revision() << ")\n";
         return kExitOk;
     }
     const std::vector<std::string> args(argv + 2, argv + argc);

@@ -14,6 +14,7 @@
 #include "harness/gpu_probe.hpp"
 #include "harness/progress.hpp"
 #include "harness/store.hpp"
+#include "harness/version.hpp"
 #include "harness/system_info.hpp"
 #include "harness/table.hpp"
 
@@ -156,8 +157,8 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
     info.gpu_memory_bytes = gpu.memory_bytes;
     info.h2d_gbps = gpu.h2d_gbps;
     info.d2h_gbps = gpu.d2h_gbps;
-    info.sweetspot_version = SWEETSPOT_VERSION;
-    info.git_revision = SWEETSPOT_GIT_REVISION;
+    info.sweetspot_version = kVersion;
+    info.git_revision = git_revision();
     info.command_line = options.command_line;
     info.matrix_path = matrix.path;
     info.matrix_name = matrix.name;

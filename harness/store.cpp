@@ -1,6 +1,7 @@
 #include "harness/store.hpp"
 
 #include "harness/system_info.hpp"
+#include "harness/version.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -212,7 +213,7 @@ Store Store::open(const std::string& path) {
             throw std::runtime_error(path + " is an SQLite database but not a sweetspot results database");
         db.exec(kSchemaSql);
         auto ins = db.prepare("INSERT INTO schema_info (version, created_at, created_by) VALUES (?, ?, ?)");
-        ins.bind(1, kSchemaVersion).bind(2, utc_timestamp()).bind(3, "sweetspot " SWEETSPOT_VERSION).run();
+        ins.bind(1, kSchemaVersion).bind(2, utc_timestamp()).bind(3, std::string("sweetspot ") + kVersion).run();
         db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
     }
     tx.commit();

@@ -5,7 +5,9 @@ For each ok GPU cell: its median latency, the bound
     bound = max(streamed_bytes / measured pinned H2D bandwidth, `device` latency of the same workload)
 and the ratio median / bound. streamed_bytes are the weights the backend could not keep resident
 under the cell's budget (all weights for on-demand `uvm`, whose LRU eviction misses every access
-under cyclic layer order). Usage: backends_table.py DB [--markdown]
+under cyclic layer order). Several databases may be given (e.g. one per sweep); a `device` cell
+in any of them serves as the reference for the same workload in all.
+Usage: backends_table.py DB [DB ...] [--markdown]
 """
 import argparse
 import sqlite3
@@ -13,25 +15,31 @@ import sqlite3
 QUERY = """
 SELECT c.cell_id, c.model, c.dtype, c.batch, c.seq, c.backend, c.prefetch, c.streams, c.budget, c.resident,
        c.evict, c.weight_bytes, c.budget_bytes, c.resident_bytes, c.streamed_bytes, c.latency_median_ms,
-       c.latency_p10_ms, c.latency_p90_ms, c.streamed_gbps, r.h2d_gbps, c.check_rel_err,
-       (SELECT d.latency_median_ms FROM cells d
-         WHERE d.backend = 'device' AND d.status = 'ok' AND d.model = c.model AND d.dtype = c.dtype
-           AND d.batch = c.batch AND d.seq = c.seq AND d.variant = c.variant AND d.tf32 = c.tf32) AS device_ms
+       c.latency_p10_ms, c.latency_p90_ms, c.streamed_gbps, r.h2d_gbps, c.check_rel_err, c.variant, c.tf32
 FROM cells c JOIN runs r USING (run_id)
 WHERE c.status = 'ok' AND c.backend != 'host'
-ORDER BY c.model, c.dtype, c.seq, c.backend, c.prefetch, c.streams, c.budget_bytes, c.resident, c.evict
 """
 
 COLUMNS = ["model", "dtype", "b×s", "backend", "prefetch", "streams", "budget", "resident", "evict", "streamed GB",
            "median ms", "p10–p90 ms", "bound ms", "× bound", "link GB/s", "rel err"]
 
 
-def rows(db):
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    con.row_factory = sqlite3.Row
-    for c in con.execute(QUERY):
+def workload(c):
+    return (c["model"], c["dtype"], c["batch"], c["seq"], c["variant"], c["tf32"])
+
+
+def rows(dbs):
+    cells = []
+    for db in dbs:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        con.row_factory = sqlite3.Row
+        cells += con.execute(QUERY).fetchall()
+    device_ms = {workload(c): c["latency_median_ms"] for c in cells if c["backend"] == "device"}
+    cells.sort(key=lambda c: (c["model"], c["dtype"], c["seq"], c["backend"], c["prefetch"], c["streams"],
+                              c["budget_bytes"], c["resident"], c["evict"]))
+    for c in cells:
         link_ms = c["streamed_bytes"] / (c["h2d_gbps"] * 1e6) if c["h2d_gbps"] and c["streamed_bytes"] is not None else None
-        parts = [v for v in (link_ms, c["device_ms"]) if v is not None]
+        parts = [v for v in (link_ms, device_ms.get(workload(c))) if v is not None]
         bound = max(parts) if parts else None
         pct = 100.0 * c["budget_bytes"] / c["weight_bytes"]
         yield [
@@ -47,7 +55,7 @@ def rows(db):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("db")
+    p.add_argument("db", nargs="+")
     p.add_argument("--markdown", action="store_true", help="a Markdown table instead of aligned text")
     a = p.parse_args()
     table = list(rows(a.db))
