@@ -142,6 +142,7 @@ BackendConfig backend_config(const CellParams& c) {
     return b;
 }
 
+#ifdef SWEETSPOT_HAVE_CUDA
 namespace {
 
 // Whether the budget can hold what the backend needs to stream, decided by the same planner
@@ -165,6 +166,7 @@ std::string budget_unusable_reason(const CellParams& c) {
 }
 
 }  // namespace
+#endif
 
 std::string cell_unsupported_reason(const CellParams& c) {
     if (c.mode != "infer") return "mode '" + c.mode + "' is not implemented in this version of sweetspot";
