@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
-#include "backends/cuda_resources.hpp"
+#include "kernels/cuda_resources.hpp"
 #include "backends/managed_weights.hpp"
 
 namespace sweetspot {

@@ -3,39 +3,18 @@
 #include <cuda_runtime_api.h>
 
 #include <chrono>
-#include <memory>
 
 #include "backends/backend.hpp"
 #include "harness/cell_exec.hpp"
 #include "harness/logits_check.hpp"
 #include "harness/system_info.hpp"
 #include "kernels/cuda_check.hpp"
+#include "kernels/cuda_resources.hpp"
 #include "kernels/gpu_forward.hpp"
 #include "kernels/synthetic_weights.hpp"
 
 namespace sweetspot {
 namespace {
-
-struct StreamDestroy {
-    void operator()(CUstream_st* s) const { cudaStreamDestroy(s); }
-};
-struct EventDestroy {
-    void operator()(CUevent_st* e) const { cudaEventDestroy(e); }
-};
-using Stream = std::unique_ptr<CUstream_st, StreamDestroy>;
-using Event = std::unique_ptr<CUevent_st, EventDestroy>;
-
-Stream make_stream() {
-    cudaStream_t s = nullptr;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    return Stream(s);
-}
-
-Event make_event() {
-    cudaEvent_t e = nullptr;
-    CUDA_CHECK(cudaEventCreate(&e));
-    return Event(e);
-}
 
 std::int64_t device_used_bytes() {
     std::size_t free_bytes = 0, total_bytes = 0;
@@ -50,7 +29,7 @@ CellOutcome measure_gpu_cell(const CellParams& c, bool allow_oversubscription) {
     out.started_at = utc_timestamp();
     const auto t_init = std::chrono::steady_clock::now();
     const auto layout = WeightLayout::for_model(c.model);
-    const Stream compute = make_stream();
+    const CudaStream compute;
 
     BackendConfig config = backend_config(c);
     config.allow_oversubscription = allow_oversubscription;
@@ -68,17 +47,15 @@ CellOutcome measure_gpu_cell(const CellParams& c, bool allow_oversubscription) {
     out.init_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_init).count();
     out.activation_bytes = forward.activation_bytes() + forward.workspace_bytes();
 
-    const Event start = make_event(), stop = make_event();
+    const CudaEvent start(CudaEvent::Timing::on), stop(CudaEvent::Timing::on);
     auto one_iteration = [&] {
         backend->reset_residency();
-        CUDA_CHECK(cudaEventRecord(start.get(), compute.get()));
+        start.record(compute.get());
         forward.run(*backend);
-        CUDA_CHECK(cudaEventRecord(stop.get(), compute.get()));
-        CUDA_CHECK(cudaEventSynchronize(stop.get()));
-        float ms = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+        stop.record(compute.get());
+        stop.synchronize();
         if (!out.device_used_bytes) out.device_used_bytes = device_used_bytes();
-        return static_cast<double>(ms);
+        return static_cast<double>(stop.ms_since(start));
     };
     for (int i = 0; i < c.warmups; ++i) out.warmup_ms.push_back(one_iteration());
     for (int i = 0; i < c.iterations; ++i) out.timed_ms.push_back(one_iteration());

@@ -17,22 +17,6 @@ const float* tensor_ptr(const float* unit, const UnitLayout& unit_layout, int te
     return unit + unit_layout.tensors[as_size(tensor)].offset;
 }
 
-// The forward reads tensors by the offsets in the layout, so a layout built for another shape
-// would read the wrong bytes without crashing.
-void check_layout(const ModelConfig& model, const WeightLayout& layout) {
-    const WeightLayout expected = WeightLayout::for_model(model);
-    bool same = layout.units.size() == expected.units.size();
-    for (std::size_t u = 0; same && u < layout.units.size(); ++u) {
-        const auto& got = layout.units[u].tensors;
-        const auto& want = expected.units[u].tensors;
-        same = got.size() == want.size();
-        for (std::size_t t = 0; same && t < got.size(); ++t) same = got[t].shape == want[t].shape;
-    }
-    if (!same) {
-        throw std::invalid_argument("CpuForward: the weight layout was not made for model '" + model.name + "'.");
-    }
-}
-
 // out[rows, c] = (in − mean) / sqrt(var + eps) · w + b per row, with the biased variance as in
 // nn.LayerNorm. Two passes (mean, then centred squares) avoid the cancellation of E[x²] − E[x]².
 void layernorm(float* out, const float* in, const float* w, const float* b, int rows, int c, float eps) {
@@ -121,7 +105,7 @@ void add_inplace(std::vector<float>& x, const std::vector<float>& y) {
 CpuForward::CpuForward(const ModelConfig& model, const WeightLayout& layout, int batch, int seq)
     : model_(model), layout_(layout), batch_(batch), seq_(seq) {
     if (const auto why = model.validate(); !why.empty()) throw std::invalid_argument(why);
-    check_layout(model, layout);
+    require_layout_for(model, layout, "CpuForward");
     if (batch < 1) {
         throw std::invalid_argument("CpuForward: batch must be at least 1, got " + std::to_string(batch) + ".");
     }

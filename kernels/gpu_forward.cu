@@ -11,6 +11,7 @@
 #include <string>
 
 #include "kernels/cuda_check.hpp"
+#include "kernels/cuda_resources.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/gpu_kernels.cuh"
 #include "kernels/managed_memory.hpp"
@@ -26,35 +27,6 @@ constexpr std::int64_t kBufferAlignBytes = 256;
 
 std::int64_t align_up(std::int64_t n, std::int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
-// Same rule as CpuForward: the forward reads tensors by the layout's offsets, so a layout made
-// for another shape would read the wrong bytes without crashing.
-void check_layout(const ModelConfig& model, const WeightLayout& layout) {
-    const WeightLayout expected = WeightLayout::for_model(model);
-    bool same = layout.units.size() == expected.units.size();
-    for (std::size_t u = 0; same && u < layout.units.size(); ++u) {
-        const auto& got = layout.units[u].tensors;
-        const auto& want = expected.units[u].tensors;
-        same = got.size() == want.size();
-        for (std::size_t t = 0; same && t < got.size(); ++t) same = got[t].shape == want[t].shape;
-    }
-    if (!same) {
-        throw std::invalid_argument("GpuForward: the weight layout was not made for model '" + model.name + "'.");
-    }
-}
-
-// One device (or managed) allocation, freed on destruction. cudaFree handles both kinds.
-struct DeviceAllocation {
-    void* ptr = nullptr;
-    std::int64_t bytes = 0;
-
-    DeviceAllocation() = default;
-    DeviceAllocation(const DeviceAllocation&) = delete;
-    DeviceAllocation& operator=(const DeviceAllocation&) = delete;
-    ~DeviceAllocation() {
-        if (ptr != nullptr) (void)cudaFree(ptr);  // no throwing from a destructor
-    }
-};
-
 }  // namespace
 
 struct GpuForward::Impl {
@@ -68,7 +40,8 @@ struct GpuForward::Impl {
 
     // All activations live in one allocation (cudaMalloc, or managed memory when asked), carved
     // into the buffers below; elements are of the dtype except tokens.
-    DeviceAllocation arena;
+    DeviceMemory arena;  // cudaFree frees managed memory too
+    std::int64_t arena_bytes = 0;
     void* x = nullptr;       // [B·T, C] residual stream
     void* ln = nullptr;      // [B·T, C] layernorm output
     void* qkv = nullptr;     // [B·T, 3C] q | k | v per row, head h at columns h·hd of each
@@ -101,7 +74,7 @@ GpuForward::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_, D
     // Every argument is checked before the first CUDA call, so a bad request fails the same way
     // with or without a GPU.
     if (const auto why = model.validate(); !why.empty()) throw std::invalid_argument(why);
-    check_layout(model, layout);
+    require_layout_for(model, layout, "GpuForward");
     if (batch < 1) {
         throw std::invalid_argument("GpuForward: batch must be at least 1, got " + std::to_string(batch) + ".");
     }
@@ -137,12 +110,12 @@ GpuForward::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_, D
     const std::int64_t tokens_off = carve(rows() * static_cast<std::int64_t>(sizeof(std::int32_t)));
 
     if (options.managed_activations) {
-        arena.ptr = allocate_managed(bytes, options.allow_oversubscription);
+        arena = ManagedMemory(allocate_managed(bytes, options.allow_oversubscription));
     } else {
-        CUDA_CHECK(cudaMalloc(&arena.ptr, as_size(bytes)));
+        arena = allocate_device(bytes);
     }
-    arena.bytes = bytes;
-    char* base = static_cast<char*>(arena.ptr);
+    arena_bytes = bytes;
+    char* base = reinterpret_cast<char*>(arena.get());
     x = base + x_off;
     ln = base + ln_off;
     qkv = base + qkv_off;
@@ -337,7 +310,7 @@ std::vector<float> GpuForward::logits_to_host() {
     return out;
 }
 
-std::int64_t GpuForward::activation_bytes() const { return impl_->arena.bytes; }
+std::int64_t GpuForward::activation_bytes() const { return impl_->arena_bytes; }
 
 std::int64_t GpuForward::workspace_bytes() const { return impl_->gemm->workspace_bytes(); }
 

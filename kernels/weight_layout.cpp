@@ -81,4 +81,16 @@ WeightLayout WeightLayout::for_model(const ModelConfig& m) {
     return layout;
 }
 
+void require_layout_for(const ModelConfig& model, const WeightLayout& layout, const std::string& who) {
+    const WeightLayout expected = WeightLayout::for_model(model);
+    bool same = layout.units.size() == expected.units.size();
+    for (std::size_t u = 0; same && u < layout.units.size(); ++u) {
+        const auto& got = layout.units[u].tensors;
+        const auto& want = expected.units[u].tensors;
+        same = got.size() == want.size();
+        for (std::size_t t = 0; same && t < got.size(); ++t) same = got[t].shape == want[t].shape;
+    }
+    if (!same) throw std::invalid_argument(who + ": the weight layout was not made for model '" + model.name + "'.");
+}
+
 }  // namespace sweetspot

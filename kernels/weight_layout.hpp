@@ -47,4 +47,9 @@ struct WeightLayout {
     int head_unit() const { return static_cast<int>(units.size()) - 1; }
 };
 
+// A forward reads tensors by the layout's offsets, so a layout made for another shape would read
+// the wrong bytes without crashing: throws std::invalid_argument, naming `who`, unless `layout`
+// has the shapes WeightLayout::for_model(model) gives.
+void require_layout_for(const ModelConfig& model, const WeightLayout& layout, const std::string& who);
+
 }  // namespace sweetspot

@@ -21,7 +21,7 @@
 #ifdef SWEETSPOT_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "backends/cuda_resources.hpp"
+#include "kernels/cuda_resources.hpp"
 #include "backends/unit_storage.hpp"
 #include "kernels/dtype.hpp"
 #include "kernels/managed_memory.hpp"

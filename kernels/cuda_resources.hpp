@@ -1,6 +1,6 @@
 #pragma once
-// RAII owners for the CUDA resources the GPU backends hold: streams, events, device, pinned and
-// managed memory. Creation goes through CUDA_CHECK; destruction ignores errors, because a
+// RAII owners for CUDA resources: streams, events, device, pinned and managed memory, shared by
+// the GPU forward, the backends and the harness. Creation goes through CUDA_CHECK; destruction ignores errors, because a
 // destructor must not throw and an error there means the context is already lost (the error
 // was reported by the call that broke it).
 #include <cuda_runtime_api.h>
@@ -33,10 +33,14 @@ private:
     cudaStream_t stream_ = nullptr;
 };
 
-// An event used only for ordering (no timing, which makes record and wait cheaper).
+// An event for ordering; created without timing (cheaper to record and wait on) unless it is
+// asked to time a region.
 class CudaEvent {
 public:
-    CudaEvent() { CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+    enum class Timing { off, on };
+    explicit CudaEvent(Timing timing = Timing::off) {
+        CUDA_CHECK(cudaEventCreateWithFlags(&event_, timing == Timing::on ? cudaEventDefault : cudaEventDisableTiming));
+    }
     ~CudaEvent() {
         if (event_) (void)cudaEventDestroy(event_);
     }
@@ -49,6 +53,13 @@ public:
     void record(cudaStream_t stream) const { CUDA_CHECK(cudaEventRecord(event_, stream)); }
     // Work enqueued on `stream` from now on runs after the work captured by the last record().
     void wait_on(cudaStream_t stream) const { CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0)); }
+    void synchronize() const { CUDA_CHECK(cudaEventSynchronize(event_)); }
+    // Milliseconds from `start` to this event; both timing events, both complete.
+    float ms_since(const CudaEvent& start) const {
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, start.event_, event_));
+        return ms;
+    }
 
 private:
     cudaEvent_t event_ = nullptr;
