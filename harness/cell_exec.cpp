@@ -188,7 +188,7 @@ std::string cell_unsupported_reason(const CellParams& c) {
 #endif
 }
 
-int execute_cell(const CellParams& cell, const std::string& scratch_db, bool allow_oversubscription) {
+int execute_cell(const CellParams& cell, const std::string& scratch_db, const ExecuteOptions& options) {
     if (cell.debug_fault != "none") inject_fault(cell.debug_fault);
     CellOutcome out;
     int code = 0;
@@ -200,9 +200,10 @@ int execute_cell(const CellParams& cell, const std::string& scratch_db, bool all
     } else {
         try {
 #ifdef SWEETSPOT_HAVE_CUDA
-            out = uses_gpu(cell) ? measure_gpu_cell(cell, allow_oversubscription) : measure_host_cell(cell);
+            out = uses_gpu(cell) ? measure_gpu_cell(cell, {options.allow_oversubscription, options.collect})
+                                 : measure_host_cell(cell);
 #else
-            (void)allow_oversubscription;
+            (void)options;
             out = measure_host_cell(cell);
 #endif
         } catch (const ManagedMemoryRefused& e) {

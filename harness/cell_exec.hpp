@@ -22,6 +22,10 @@ bool uses_gpu(const CellParams& cell);
 // Runs the cell and writes its outcome (status ok, invalid, skipped or failed with the reason)
 // into the database at `scratch_db`. Returns the process exit code: 0 when an outcome was
 // written, 1 when the measurement failed.
-int execute_cell(const CellParams& cell, const std::string& scratch_db, bool allow_oversubscription);
+struct ExecuteOptions {
+    bool allow_oversubscription = false;  // lifts the managed-memory guard
+    bool collect = true;                  // CUPTI in traced iterations (`--collector cupti`)
+};
+int execute_cell(const CellParams& cell, const std::string& scratch_db, const ExecuteOptions& options);
 
 }  // namespace sweetspot

@@ -3,6 +3,7 @@
 #include <boost/program_options.hpp>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "harness/version.hpp"
 #include "harness/summary.hpp"
 #include "harness/table.hpp"
+#include "harness/trace_export.hpp"
 
 namespace po = boost::program_options;
 
@@ -33,6 +35,7 @@ commands:
   run FILE        sweep an experiment matrix (TOML) into a results database (SQLite)
   list FILE       show the cells a matrix expands to, without running them
   summary DB      print the runs and a per-cell table of a results database
+  trace DB        write one traced iteration of a cell as a Perfetto/Chrome trace (JSON)
 
 Run 'sweetspot <command> --help' for a command's options.
 Matrix format: experiments/README.md. Database schema and example queries: results/README.md.
@@ -59,6 +62,13 @@ bool parse(Command& cmd, const std::vector<std::string>& args, po::variables_map
     return true;
 }
 
+// --collector: true for cupti, false for none.
+bool collector_choice(const std::string& name) {
+    if (name == "cupti") return true;
+    if (name == "none") return false;
+    throw po::error("--collector expects cupti or none, got '" + name + "'");
+}
+
 std::string join_command_line(int argc, char** argv) {
     std::string s;
     for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
@@ -80,7 +90,10 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
          "run only the cells with AXIS=VALUE[,VALUE...] (repeatable), e.g. --only model=gpt2_1.5b --only backend=uvm")
         ("allow-oversubscription", po::bool_switch(),
          "let UVM cells allocate more managed memory than the GPU has free. This can hang a shared GPU:\n"
-         "use it only on a machine that is yours alone; study oversubscription with the `budget` axis");
+         "use it only on a machine that is yours alone; study oversubscription with the `budget` axis")
+        ("collector", po::value<std::string>()->default_value("cupti"),
+         "cupti: record kernels, copies, UM counters and NVTX ranges in each cell's traced iterations;\n"
+         "none: leave CUPTI alone, e.g. to run a cell under Nsight Systems (only one tool may use it)");
     cmd.positional.add("matrix", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
@@ -91,6 +104,7 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
     opt.db_path = vm.count("db") ? vm["db"].as<std::string>() : "results/" + matrix.name + ".db";
     opt.rerun = vm["rerun"].as<bool>();
     opt.allow_oversubscription = vm["allow-oversubscription"].as<bool>();
+    opt.collect = collector_choice(vm["collector"].as<std::string>());
     opt.command_line = command_line;
     if (vm.count("timeout")) {
         opt.timeout_override_s = parse_duration_s(vm["timeout"].as<std::string>());
@@ -142,20 +156,53 @@ int cmd_list(const std::vector<std::string>& args) {
 }
 
 int cmd_summary(const std::vector<std::string>& args) {
-    Command cmd{"summary", "DB [--run ID]", "Prints the runs stored in the results database DB and a table of its cells\n"
-                                            "(median / p10 / p90 latency, tokens/s, numerical check), then the cells\n"
-                                            "that are not ok with their reasons.",
+    Command cmd{"summary", "DB [--run ID | --cell ID]",
+                "Prints the runs stored in the results database DB and a table of its cells\n"
+                "(median / p10 / p90 latency, tokens/s, numerical check), then the cells\n"
+                "that are not ok with their reasons. With --cell, prints what was recorded in that\n"
+                "cell's traced iterations instead, in the form of the nsys stats reports\n"
+                "cuda_gpu_kern_sum, nvtx_sum and um_total_sum.",
                 po::options_description("options"), {}};
     cmd.options.add_options()
         ("db", po::value<std::string>()->required(), "results database")
-        ("run", po::value<std::int64_t>(), "only the cells measured by this run");
+        ("run", po::value<std::int64_t>(), "only the cells measured by this run")
+        ("cell", po::value<std::int64_t>(), "kernels, NVTX ranges and Unified Memory totals of this cell (its cell_id)");
     cmd.positional.add("db", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
     auto store = Store::open_read_only(vm["db"].as<std::string>());
     SummaryOptions opt;
     if (vm.count("run")) opt.run_id = vm["run"].as<std::int64_t>();
+    if (vm.count("cell")) opt.cell_id = vm["cell"].as<std::int64_t>();
     print_summary(store, opt, std::cout);
+    return kExitOk;
+}
+
+int cmd_trace(const std::vector<std::string>& args) {
+    Command cmd{"trace", "DB --cell ID [--iteration N] -o FILE",
+                "Writes one traced iteration of a cell as a Chrome/Perfetto trace (JSON; open it in\n"
+                "ui.perfetto.dev or chrome://tracing): a track per GPU stream, UM migrations and page\n"
+                "faults on their own tracks, the NVTX ranges nested. Times in us from the iteration start.\n"
+                "The cell needs trace_iterations > 0 and the cupti collector.",
+                po::options_description("options"), {}};
+    cmd.options.add_options()
+        ("db", po::value<std::string>()->required(), "results database")
+        ("cell", po::value<std::int64_t>()->required(), "cell_id (see `sweetspot summary`)")
+        ("iteration", po::value<int>()->default_value(0), "which traced iteration (0-based)")
+        ("output,o", po::value<std::string>()->required(), "trace file to write");
+    cmd.positional.add("db", 1);
+    po::variables_map vm;
+    if (!parse(cmd, args, vm)) return kExitOk;
+    auto store = Store::open_read_only(vm["db"].as<std::string>());
+    const std::string path = vm["output"].as<std::string>();
+    std::ofstream out(path);
+    if (!out) throw std::runtime_error("cannot write " + path);
+    const auto t = write_trace(store, vm["cell"].as<std::int64_t>(), vm["iteration"].as<int>(), out);
+    out.close();
+    if (!out) throw std::runtime_error("writing " + path + " failed");
+    std::cout << path << ": " << t.kernels << " kernels and " << t.copies << " copies on " << t.streams << " streams, "
+              << t.migrations << " UM migrations, " << t.gpu_fault_groups << " GPU page-fault groups, " << t.cpu_faults
+              << " CPU page faults, " << t.ranges << " NVTX ranges\n";
     return kExitOk;
 }
 
@@ -166,11 +213,13 @@ int cmd_cell(const std::vector<std::string>& args) {
     cmd.options.add_options()
         ("scratch", po::value<std::string>()->required(), "database for this cell's outcome")
         ("cell", po::value<std::string>()->required(), "the cell's canonical text")
-        ("allow-oversubscription", po::bool_switch(), "lift the managed-memory guard");
+        ("allow-oversubscription", po::bool_switch(), "lift the managed-memory guard")
+        ("collector", po::value<std::string>()->default_value("cupti"), "cupti or none");
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
     const auto cell = CellParams::from_canonical(vm["cell"].as<std::string>());
-    return execute_cell(cell, vm["scratch"].as<std::string>(), vm["allow-oversubscription"].as<bool>());
+    return execute_cell(cell, vm["scratch"].as<std::string>(),
+                        {vm["allow-oversubscription"].as<bool>(), collector_choice(vm["collector"].as<std::string>())});
 }
 
 // GPU facts and the link probe, in their own process (started by `run`; not for direct use).
@@ -210,6 +259,7 @@ int cli_main(int argc, char** argv) {
         if (command == "run") return cmd_run(args, join_command_line(argc, argv));
         if (command == "list") return cmd_list(args);
         if (command == "summary") return cmd_summary(args);
+        if (command == "trace") return cmd_trace(args);
         if (command == "_cell") return cmd_cell(args);
         if (command == "_probe") return cmd_probe(args);
         std::cerr << "sweetspot: unknown command '" << command << "'\n\n" << kUsage;

@@ -3,14 +3,18 @@
 #include <cuda_runtime_api.h>
 
 #include <chrono>
+#include <optional>
+#include <string>
 
 #include "backends/backend.hpp"
 #include "harness/cell_exec.hpp"
+#include "harness/cupti_collector.hpp"
 #include "harness/logits_check.hpp"
 #include "harness/system_info.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/cuda_resources.hpp"
 #include "kernels/gpu_forward.hpp"
+#include "kernels/nvtx.hpp"
 #include "kernels/synthetic_weights.hpp"
 
 namespace sweetspot {
@@ -24,7 +28,10 @@ std::int64_t device_used_bytes() {
 
 }  // namespace
 
-CellOutcome measure_gpu_cell(const CellParams& c, bool allow_oversubscription) {
+CellOutcome measure_gpu_cell(const CellParams& c, const GpuCellOptions& options) {
+    const bool collect = options.collect && c.trace_iterations > 0;
+    if (collect) prepare_nvtx_injection();  // before the first NVTX range of the process
+    const NvtxRange cell_range("cell " + c.key());
     CellOutcome out;
     out.started_at = utc_timestamp();
     const auto t_init = std::chrono::steady_clock::now();
@@ -32,15 +39,15 @@ CellOutcome measure_gpu_cell(const CellParams& c, bool allow_oversubscription) {
     const CudaStream compute;
 
     BackendConfig config = backend_config(c);
-    config.allow_oversubscription = allow_oversubscription;
+    config.allow_oversubscription = options.allow_oversubscription;
     config.compute_stream = compute.get();
     auto backend = make_backend(config);
     backend->place(layout, [&](int unit, std::span<float> dst) { fill_synthetic_unit(c.model, layout, unit, c.seed, dst); });
-    GpuForwardOptions options;
-    options.tf32 = c.tf32;
-    options.managed_activations = c.activations == "managed";
-    options.allow_oversubscription = allow_oversubscription;
-    GpuForward forward(c.model, layout, c.dtype, c.batch, c.seq, compute.get(), options);
+    GpuForwardOptions forward_options;
+    forward_options.tf32 = c.tf32;
+    forward_options.managed_activations = c.activations == "managed";
+    forward_options.allow_oversubscription = options.allow_oversubscription;
+    GpuForward forward(c.model, layout, c.dtype, c.batch, c.seq, compute.get(), forward_options);
     const auto tokens = c.token_ids();
     forward.set_tokens(tokens);
     CUDA_CHECK(cudaStreamSynchronize(compute.get()));
@@ -48,7 +55,8 @@ CellOutcome measure_gpu_cell(const CellParams& c, bool allow_oversubscription) {
     out.activation_bytes = forward.activation_bytes() + forward.workspace_bytes();
 
     const CudaEvent start(CudaEvent::Timing::on), stop(CudaEvent::Timing::on);
-    auto one_iteration = [&] {
+    auto one_iteration = [&](const std::string& label) {
+        const NvtxRange iteration(label);
         backend->reset_residency();
         start.record(compute.get());
         forward.run(*backend);
@@ -57,8 +65,17 @@ CellOutcome measure_gpu_cell(const CellParams& c, bool allow_oversubscription) {
         if (!out.device_used_bytes) out.device_used_bytes = device_used_bytes();
         return static_cast<double>(stop.ms_since(start));
     };
-    for (int i = 0; i < c.warmups; ++i) out.warmup_ms.push_back(one_iteration());
-    for (int i = 0; i < c.iterations; ++i) out.timed_ms.push_back(one_iteration());
+    for (int i = 0; i < c.warmups; ++i) out.warmup_ms.push_back(one_iteration("warmup " + std::to_string(i)));
+    for (int i = 0; i < c.iterations; ++i) out.timed_ms.push_back(one_iteration("iteration " + std::to_string(i)));
+    // Traced iterations run after the timed ones, so collection never perturbs the latencies
+    // that are reported; their own latencies show what tracing costs.
+    if (c.trace_iterations > 0) {
+        std::optional<CuptiCollector> collector;
+        if (collect) collector.emplace();
+        for (int i = 0; i < c.trace_iterations; ++i)
+            out.traced_ms.push_back(one_iteration("traced iteration " + std::to_string(i)));
+        if (collector) out.events = collector->finish();
+    }
 
     const PlacementStats placed = backend->placement();
     out.resident_bytes = placed.resident_bytes;

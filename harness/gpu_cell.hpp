@@ -7,6 +7,11 @@
 
 namespace sweetspot {
 
-CellOutcome measure_gpu_cell(const CellParams& cell, bool allow_oversubscription);
+struct GpuCellOptions {
+    bool allow_oversubscription = false;
+    bool collect = true;  // CUPTI collection in the traced iterations; false leaves CUPTI to another tool
+};
+
+CellOutcome measure_gpu_cell(const CellParams& cell, const GpuCellOptions& options);
 
 }  // namespace sweetspot

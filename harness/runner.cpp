@@ -82,13 +82,14 @@ std::optional<CellOutcome> read_child_outcome(const std::string& scratch_db, con
 }
 
 CellOutcome run_cell_process(const CellParams& cell, const ScratchDir& scratch, double timeout_s,
-                             bool allow_oversubscription) {
+                             const RunOptions& options) {
     const std::string db = scratch.file("cell.db"), log = scratch.file("cell.log");
     for (const auto* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix);
 
     ChildSpec spec;
     spec.argv = {self_executable(), "_cell", "--scratch", db, "--cell", cell.canonical()};
-    if (allow_oversubscription) spec.argv.push_back("--allow-oversubscription");
+    if (options.allow_oversubscription) spec.argv.push_back("--allow-oversubscription");
+    if (!options.collect) spec.argv.insert(spec.argv.end(), {"--collector", "none"});
     spec.log_path = log;
     spec.timeout_s = timeout_s;
     const std::string started = utc_timestamp();
@@ -188,7 +189,7 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
             o.reason = why;
             o.started_at = o.finished_at = utc_timestamp();
         } else {
-            o = run_cell_process(cell, scratch, timeout, options.allow_oversubscription);
+            o = run_cell_process(cell, scratch, timeout, options);
             measured = true;
         }
         if (g_stop_requested.load()) {

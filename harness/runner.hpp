@@ -14,6 +14,7 @@ struct RunOptions {
     bool rerun = false;                      // measure cells that are already ok again
     std::optional<double> timeout_override_s;
     bool allow_oversubscription = false;     // lifts the managed-memory guard (your own GPU only)
+    bool collect = true;                     // CUPTI in traced iterations; false: `--collector none`
     std::string command_line;
 };
 

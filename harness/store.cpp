@@ -1,5 +1,6 @@
 #include "harness/store.hpp"
 
+#include "harness/event_totals.hpp"
 #include "harness/system_info.hpp"
 #include "harness/version.hpp"
 
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 
@@ -108,12 +110,25 @@ CREATE TABLE cells (
     check_rel_err       REAL,
     check_tolerance     REAL,
     peak_host_rss_bytes INTEGER,
-    activation_bytes    INTEGER
+    activation_bytes    INTEGER,
+    um_profiling        TEXT,
+    um_htod_bytes       INTEGER,
+    um_dtoh_bytes       INTEGER,
+    gpu_page_faults     INTEGER,
+    cpu_page_faults     INTEGER,
+    thrashing           INTEGER,
+    throttling          INTEGER,
+    remote_maps         INTEGER,
+    kernel_busy_ms      REAL,
+    copy_ms             REAL,
+    copy_compute_overlap_ms REAL,
+    dropped_records     INTEGER,
+    collector_overhead_ms REAL
 );
 CREATE INDEX cells_run ON cells(run_id);
 CREATE TABLE iterations (
     cell_id     INTEGER NOT NULL REFERENCES cells(cell_id) ON DELETE CASCADE,
-    phase       TEXT NOT NULL CHECK (phase IN ('warmup', 'timed')),
+    phase       TEXT NOT NULL CHECK (phase IN ('warmup', 'timed', 'traced')),
     iteration   INTEGER NOT NULL,
     latency_ms  REAL NOT NULL,
     PRIMARY KEY (cell_id, phase, iteration)
@@ -123,6 +138,184 @@ SELECT cell_id, model, backend, variant, dtype, batch, seq, streams, prefetch, b
        status, latency_median_ms, latency_p10_ms, latency_p90_ms, tokens_per_s,
        check_rel_err, reason
 FROM cells;
+)sql"
+// Event tables: the names and columns of Nsight Systems' SQLite export, plus cell_id (run_id for
+// TARGET_INFO_GPU), so queries written for nsys exports carry over. "end" is an SQL keyword, hence quoted.
+R"sql(
+CREATE TABLE TARGET_INFO_GPU (
+    run_id      INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+    id          INTEGER NOT NULL,
+    name        TEXT,
+    totalMemory INTEGER,
+    PRIMARY KEY (run_id, id)
+);
+CREATE TABLE StringIds (
+    id    INTEGER PRIMARY KEY,
+    value TEXT NOT NULL UNIQUE
+);
+CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (
+    cell_id             INTEGER NOT NULL REFERENCES cells(cell_id) ON DELETE CASCADE,
+    start               INTEGER NOT NULL,
+    "end"               INTEGER NOT NULL,
+    deviceId            INTEGER NOT NULL,
+    contextId           INTEGER NOT NULL,
+    streamId            INTEGER NOT NULL,
+    correlationId       INTEGER NOT NULL,
+    gridX               INTEGER NOT NULL,
+    gridY               INTEGER NOT NULL,
+    gridZ               INTEGER NOT NULL,
+    blockX              INTEGER NOT NULL,
+    blockY              INTEGER NOT NULL,
+    blockZ              INTEGER NOT NULL,
+    registersPerThread  INTEGER NOT NULL,
+    staticSharedMemory  INTEGER NOT NULL,
+    dynamicSharedMemory INTEGER NOT NULL,
+    shortName           INTEGER NOT NULL REFERENCES StringIds(id),
+    demangledName       INTEGER NOT NULL REFERENCES StringIds(id)
+);
+CREATE INDEX CUPTI_ACTIVITY_KIND_KERNEL_cell ON CUPTI_ACTIVITY_KIND_KERNEL(cell_id);
+CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (
+    cell_id        INTEGER NOT NULL REFERENCES cells(cell_id) ON DELETE CASCADE,
+    start          INTEGER NOT NULL,
+    "end"          INTEGER NOT NULL,
+    deviceId       INTEGER NOT NULL,
+    contextId      INTEGER NOT NULL,
+    streamId       INTEGER NOT NULL,
+    correlationId  INTEGER NOT NULL,
+    copyKind       INTEGER NOT NULL REFERENCES ENUM_CUDA_MEMCPY_OPER(id),
+    srcKind        INTEGER NOT NULL,
+    dstKind        INTEGER NOT NULL,
+    bytes          INTEGER NOT NULL,
+    migrationCause INTEGER REFERENCES ENUM_CUDA_UNIF_MEM_MIGRATION(id),
+    virtualAddress INTEGER
+);
+CREATE INDEX CUPTI_ACTIVITY_KIND_MEMCPY_cell ON CUPTI_ACTIVITY_KIND_MEMCPY(cell_id);
+CREATE TABLE CUDA_UM_GPU_PAGE_FAULT_EVENTS (
+    cell_id            INTEGER NOT NULL REFERENCES cells(cell_id) ON DELETE CASCADE,
+    start              INTEGER NOT NULL,
+    "end"              INTEGER NOT NULL,
+    deviceId           INTEGER NOT NULL,
+    address            INTEGER NOT NULL,
+    numberOfPageFaults INTEGER NOT NULL,
+    faultAccessType    INTEGER NOT NULL REFERENCES ENUM_CUDA_UNIF_MEM_ACCESS_TYPE(id)
+);
+CREATE INDEX CUDA_UM_GPU_PAGE_FAULT_EVENTS_cell ON CUDA_UM_GPU_PAGE_FAULT_EVENTS(cell_id);
+CREATE TABLE CUDA_UM_CPU_PAGE_FAULT_EVENTS (
+    cell_id         INTEGER NOT NULL REFERENCES cells(cell_id) ON DELETE CASCADE,
+    start           INTEGER NOT NULL,
+    address         INTEGER NOT NULL,
+    originalFaultPc INTEGER
+);
+CREATE INDEX CUDA_UM_CPU_PAGE_FAULT_EVENTS_cell ON CUDA_UM_CPU_PAGE_FAULT_EVENTS(cell_id);
+CREATE TABLE UM_COUNTER_EVENTS (
+    cell_id INTEGER NOT NULL REFERENCES cells(cell_id) ON DELETE CASCADE,
+    kind    TEXT NOT NULL CHECK (kind IN ('thrashing', 'throttling', 'remote_map')),
+    start   INTEGER NOT NULL,
+    "end"   INTEGER NOT NULL,
+    address INTEGER NOT NULL,
+    value   INTEGER NOT NULL
+);
+CREATE INDEX UM_COUNTER_EVENTS_cell ON UM_COUNTER_EVENTS(cell_id);
+CREATE TABLE NVTX_EVENTS (
+    cell_id   INTEGER NOT NULL REFERENCES cells(cell_id) ON DELETE CASCADE,
+    start     INTEGER NOT NULL,
+    "end"     INTEGER NOT NULL,
+    text      TEXT,
+    textId    INTEGER REFERENCES StringIds(id),
+    globalTid INTEGER NOT NULL,
+    eventType INTEGER NOT NULL
+);
+CREATE INDEX NVTX_EVENTS_cell ON NVTX_EVENTS(cell_id);
+CREATE TABLE CUPTI_ACTIVITY_KIND_OVERHEAD (
+    cell_id      INTEGER NOT NULL REFERENCES cells(cell_id) ON DELETE CASCADE,
+    start        INTEGER NOT NULL,
+    "end"        INTEGER NOT NULL,
+    overheadKind INTEGER NOT NULL
+);
+CREATE INDEX CUPTI_ACTIVITY_KIND_OVERHEAD_cell ON CUPTI_ACTIVITY_KIND_OVERHEAD(cell_id);
+CREATE TABLE ENUM_CUDA_MEMCPY_OPER (
+    id    INTEGER PRIMARY KEY,
+    name  TEXT NOT NULL,
+    label TEXT NOT NULL
+);
+INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES
+    (0, 'CUDA_MEMCPY_KIND_UNKNOWN', 'Unknown'),
+    (1, 'CUDA_MEMCPY_KIND_HTOD', 'Host-to-Device'),
+    (2, 'CUDA_MEMCPY_KIND_DTOH', 'Device-to-Host'),
+    (3, 'CUDA_MEMCPY_KIND_HTOA', 'Host-to-Array'),
+    (4, 'CUDA_MEMCPY_KIND_ATOH', 'Array-to-Host'),
+    (5, 'CUDA_MEMCPY_KIND_ATOA', 'Array-to-Array'),
+    (6, 'CUDA_MEMCPY_KIND_ATOD', 'Array-to-Device'),
+    (7, 'CUDA_MEMCPY_KIND_DTOA', 'Device-to-Array'),
+    (8, 'CUDA_MEMCPY_KIND_DTOD', 'Device-to-Device'),
+    (9, 'CUDA_MEMCPY_KIND_HTOH', 'Host-to-Host'),
+    (10, 'CUDA_MEMCPY_KIND_PTOP', 'Peer-to-Peer'),
+    (11, 'CUDA_MEMCPY_KIND_UVM_HTOD', 'Unified Host-to-Device'),
+    (12, 'CUDA_MEMCPY_KIND_UVM_DTOH', 'Unified Device-to-Host'),
+    (13, 'CUDA_MEMCPY_KIND_UVM_DTOD', 'Unified Device-to-Device');
+CREATE TABLE ENUM_CUDA_UNIF_MEM_MIGRATION (
+    id    INTEGER PRIMARY KEY,
+    name  TEXT NOT NULL,
+    label TEXT NOT NULL
+);
+INSERT INTO ENUM_CUDA_UNIF_MEM_MIGRATION VALUES
+    (0, 'CUPTI_ACTIVITY_UNIFIED_MEMORY_MIGRATION_CAUSE_UNKNOWN', 'Unknown'),
+    (1, 'CUPTI_ACTIVITY_UNIFIED_MEMORY_MIGRATION_CAUSE_USER', 'User prefetch'),
+    (2, 'CUPTI_ACTIVITY_UNIFIED_MEMORY_MIGRATION_CAUSE_COHERENCE', 'Page fault'),
+    (3, 'CUPTI_ACTIVITY_UNIFIED_MEMORY_MIGRATION_CAUSE_PREFETCH', 'Speculative prefetch'),
+    (4, 'CUPTI_ACTIVITY_UNIFIED_MEMORY_MIGRATION_CAUSE_EVICTION', 'Eviction'),
+    (5, 'CUPTI_ACTIVITY_UNIFIED_MEMORY_MIGRATION_CAUSE_ACCESS_COUNTERS', 'Access counters');
+CREATE TABLE ENUM_CUDA_UNIF_MEM_ACCESS_TYPE (
+    id    INTEGER PRIMARY KEY,
+    name  TEXT NOT NULL,
+    label TEXT NOT NULL
+);
+INSERT INTO ENUM_CUDA_UNIF_MEM_ACCESS_TYPE VALUES
+    (0, 'CUPTI_ACTIVITY_UNIFIED_MEMORY_ACCESS_TYPE_UNKNOWN', 'Unknown'),
+    (1, 'CUPTI_ACTIVITY_UNIFIED_MEMORY_ACCESS_TYPE_READ', 'Read'),
+    (2, 'CUPTI_ACTIVITY_UNIFIED_MEMORY_ACCESS_TYPE_WRITE', 'Write'),
+    (3, 'CUPTI_ACTIVITY_UNIFIED_MEMORY_ACCESS_TYPE_ATOMIC', 'Atomic'),
+    (4, 'CUPTI_ACTIVITY_UNIFIED_MEMORY_ACCESS_TYPE_PREFETCH', 'Prefetch');
+)sql"
+// Per-cell views named after the `nsys stats` reports they imitate; `sweetspot summary --cell`
+// prints them, and results/README.md documents them.
+R"sql(
+CREATE VIEW cuda_gpu_kern_sum AS
+SELECT k.cell_id,
+       100.0 * sum(k."end" - k.start) / sum(sum(k."end" - k.start)) OVER (PARTITION BY k.cell_id) AS time_percent,
+       sum(k."end" - k.start) AS total_ns,
+       count(*) AS instances,
+       avg(k."end" - k.start) AS avg_ns,
+       min(k."end" - k.start) AS min_ns,
+       max(k."end" - k.start) AS max_ns,
+       s.value AS name
+FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName
+GROUP BY k.cell_id, k.shortName;
+CREATE VIEW nvtx_sum AS
+SELECT n.cell_id,
+       100.0 * sum(n."end" - n.start) / sum(sum(n."end" - n.start)) OVER (PARTITION BY n.cell_id) AS time_percent,
+       sum(n."end" - n.start) AS total_ns,
+       count(*) AS instances,
+       avg(n."end" - n.start) AS avg_ns,
+       min(n."end" - n.start) AS min_ns,
+       max(n."end" - n.start) AS max_ns,
+       coalesce(n.text, s.value) AS range
+FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId
+GROUP BY n.cell_id, coalesce(n.text, s.value);
+CREATE VIEW um_total_sum AS
+SELECT c.cell_id,
+       (SELECT coalesce(sum(bytes), 0) FROM CUPTI_ACTIVITY_KIND_MEMCPY m
+         WHERE m.cell_id = c.cell_id AND m.copyKind = 11) AS htod_bytes,
+       (SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY m
+         WHERE m.cell_id = c.cell_id AND m.copyKind = 11) AS htod_migrations,
+       (SELECT coalesce(sum(bytes), 0) FROM CUPTI_ACTIVITY_KIND_MEMCPY m
+         WHERE m.cell_id = c.cell_id AND m.copyKind = 12) AS dtoh_bytes,
+       (SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY m
+         WHERE m.cell_id = c.cell_id AND m.copyKind = 12) AS dtoh_migrations,
+       (SELECT count(*) FROM CUDA_UM_CPU_PAGE_FAULT_EVENTS f WHERE f.cell_id = c.cell_id) AS cpu_page_faults,
+       (SELECT coalesce(sum(numberOfPageFaults), 0) FROM CUDA_UM_GPU_PAGE_FAULT_EVENTS f
+         WHERE f.cell_id = c.cell_id) AS gpu_page_faults
+FROM cells c WHERE c.um_profiling IS NOT NULL;
 )sql";
 
 void configure_connection(Database& db) {
@@ -177,13 +370,20 @@ SqlValue sql(const std::optional<T>& v) {
     return v ? sql(*v) : SqlValue{};
 }
 
-void insert_row(Database& db, const std::string& table, const std::vector<std::pair<const char*, SqlValue>>& values) {
+// "INSERT INTO table (a, b) VALUES (?, ?)": one placeholder per column, bound in column order.
+std::string insert_sql(const std::string& table, const std::vector<const char*>& columns) {
     std::string names, marks;
-    for (const auto& [name, value] : values) {
-        names += (names.empty() ? "" : ", ") + std::string(name);
+    for (const char* c : columns) {
+        names += (names.empty() ? "" : ", ") + std::string(c);
         marks += marks.empty() ? "?" : ", ?";
     }
-    auto st = db.prepare("INSERT INTO " + table + " (" + names + ") VALUES (" + marks + ")");
+    return "INSERT INTO " + table + " (" + names + ") VALUES (" + marks + ")";
+}
+
+void insert_row(Database& db, const std::string& table, const std::vector<std::pair<const char*, SqlValue>>& values) {
+    std::vector<const char*> names;
+    for (const auto& [name, value] : values) names.push_back(name);
+    auto st = db.prepare(insert_sql(table, names));
     int i = 1;
     for (const auto& [name, value] : values) {
         std::visit(
@@ -195,6 +395,193 @@ void insert_row(Database& db, const std::string& table, const std::vector<std::p
         ++i;
     }
     st.run();
+}
+
+using Row = std::vector<std::pair<const char*, SqlValue>>;
+
+// The per-cell totals and the collector's verdict on UM profiling, as `cells` columns.
+void append_event_totals(Row& row, const CellEvents& e) {
+    const EventTotals t = totals_of(e);
+    const std::string um_profiling = e.um_supported ? "supported" : e.um_note.empty() ? "not supported" : e.um_note;
+    row.insert(row.end(), {
+        {"um_profiling", sql(um_profiling)}, {"um_htod_bytes", sql(t.um_htod_bytes)},
+        {"um_dtoh_bytes", sql(t.um_dtoh_bytes)}, {"gpu_page_faults", sql(t.gpu_page_faults)},
+        {"cpu_page_faults", sql(t.cpu_page_faults)}, {"thrashing", sql(t.thrashing)},
+        {"throttling", sql(t.throttling)}, {"remote_maps", sql(t.remote_maps)},
+        {"kernel_busy_ms", sql(t.kernel_busy_ms)}, {"copy_ms", sql(t.copy_ms)},
+        {"copy_compute_overlap_ms", sql(t.copy_compute_overlap_ms)}, {"dropped_records", sql(t.dropped_records)},
+        {"collector_overhead_ms", sql(t.collector_overhead_ms)},
+    });
+}
+
+// NVTX_EVENTS.eventType of a push/pop range (nsys's ENUM_NSYS_EVENT_TYPE).
+constexpr std::int64_t kNvtxPushPopRange = 59;
+
+const char* um_counter_kind_text(UmOtherRecord::Kind k) {
+    switch (k) {
+        case UmOtherRecord::Kind::thrashing: return "thrashing";
+        case UmOtherRecord::Kind::throttling: return "throttling";
+        case UmOtherRecord::Kind::remote_map: return "remote_map";
+    }
+    return "thrashing";
+}
+
+UmOtherRecord::Kind um_counter_kind(const std::string& text) {
+    if (text == "throttling") return UmOtherRecord::Kind::throttling;
+    if (text == "remote_map") return UmOtherRecord::Kind::remote_map;
+    return UmOtherRecord::Kind::thrashing;
+}
+
+// Integers of any width go to SQLite as int64; unsigned 64-bit addresses keep their bit pattern.
+template <class T>
+void bind_value(Statement& st, int i, const T& v) {
+    if constexpr (std::is_integral_v<T>) st.bind(i, static_cast<std::int64_t>(v));
+    else st.bind(i, v);
+}
+
+template <class... Values>
+void insert_values(Statement& st, const Values&... values) {
+    st.reset();
+    int i = 0;
+    (bind_value(st, ++i, values), ...);
+    st.run();
+}
+
+// NULL for what a record does not have: plain copies have no migration cause or UM address.
+std::optional<std::int64_t> unless(std::int64_t v, std::int64_t none) {
+    return v == none ? std::nullopt : std::optional<std::int64_t>(v);
+}
+
+// Writes one cell's event records. Each table has one prepared statement, reused for every row,
+// so a large trace costs one parse per table, not per record.
+class EventWriter {
+public:
+    EventWriter(Database& db, std::int64_t cell_id)
+        : db_(db), cell_id_(cell_id),
+          find_string_(db.prepare("SELECT id FROM StringIds WHERE value = ?")),
+          add_string_(db.prepare(insert_sql("StringIds", {"value"}))),
+          kernel_(db.prepare(insert_sql(
+              "CUPTI_ACTIVITY_KIND_KERNEL",
+              {"cell_id", "start", "\"end\"", "deviceId", "contextId", "streamId", "correlationId", "gridX", "gridY",
+               "gridZ", "blockX", "blockY", "blockZ", "registersPerThread", "staticSharedMemory", "dynamicSharedMemory",
+               "shortName", "demangledName"}))),
+          memcpy_(db.prepare(insert_sql(
+              "CUPTI_ACTIVITY_KIND_MEMCPY",
+              {"cell_id", "start", "\"end\"", "deviceId", "contextId", "streamId", "correlationId", "copyKind",
+               "srcKind", "dstKind", "bytes", "migrationCause", "virtualAddress"}))),
+          gpu_fault_(db.prepare(insert_sql(
+              "CUDA_UM_GPU_PAGE_FAULT_EVENTS",
+              {"cell_id", "start", "\"end\"", "deviceId", "address", "numberOfPageFaults", "faultAccessType"}))),
+          cpu_fault_(db.prepare(
+              insert_sql("CUDA_UM_CPU_PAGE_FAULT_EVENTS", {"cell_id", "start", "address", "originalFaultPc"}))),
+          um_counter_(db.prepare(
+              insert_sql("UM_COUNTER_EVENTS", {"cell_id", "kind", "start", "\"end\"", "address", "value"}))),
+          nvtx_(db.prepare(  // text stays NULL: nsys keeps registered strings in StringIds
+              insert_sql("NVTX_EVENTS", {"cell_id", "start", "\"end\"", "textId", "globalTid", "eventType"}))),
+          overhead_(db.prepare(
+              insert_sql("CUPTI_ACTIVITY_KIND_OVERHEAD", {"cell_id", "start", "\"end\"", "overheadKind"}))) {}
+
+    void write(const CellEvents& e) {
+        for (const auto& k : e.kernels) {
+            const auto name = string_id(k.name);
+            insert_values(kernel_, cell_id_, k.start_ns, k.end_ns, k.device_id, k.context_id, k.stream_id,
+                          k.correlation_id, k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z,
+                          k.registers_per_thread, k.static_shared_memory, k.dynamic_shared_memory, name, name);
+        }
+        for (const auto& m : e.memcpys)
+            insert_values(memcpy_, cell_id_, m.start_ns, m.end_ns, m.device_id, m.context_id, m.stream_id,
+                          m.correlation_id, m.copy_kind, m.src_kind, m.dst_kind, m.bytes,
+                          unless(m.migration_cause, -1), unless(static_cast<std::int64_t>(m.address), 0));
+        for (const auto& f : e.gpu_page_faults)
+            insert_values(gpu_fault_, cell_id_, f.start_ns, f.end_ns, f.device_id, f.address, f.faults, f.access_type);
+        for (const auto& f : e.cpu_page_faults) insert_values(cpu_fault_, cell_id_, f.start_ns, f.address, f.fault_pc);
+        for (const auto& u : e.um_other)
+            insert_values(um_counter_, cell_id_, std::string_view(um_counter_kind_text(u.kind)), u.start_ns, u.end_ns,
+                          u.address, u.value);
+        for (const auto& r : e.ranges)
+            insert_values(nvtx_, cell_id_, r.start_ns, r.end_ns, string_id(r.text), r.thread_id, kNvtxPushPopRange);
+        for (const auto& o : e.overheads) insert_values(overhead_, cell_id_, o.start_ns, o.end_ns, o.kind);
+    }
+
+private:
+    // Kernel names and range texts are stored once (as nsys does) and shared by all cells.
+    std::int64_t string_id(const std::string& value) {
+        if (const auto it = ids_.find(value); it != ids_.end()) return it->second;
+        find_string_.reset();
+        find_string_.bind(1, value);
+        std::int64_t id = 0;
+        if (find_string_.step()) {
+            id = find_string_.int64(0);
+        } else {
+            insert_values(add_string_, value);
+            id = db_.last_insert_rowid();
+        }
+        ids_.emplace(value, id);
+        return id;
+    }
+
+    Database& db_;
+    std::int64_t cell_id_;
+    std::unordered_map<std::string, std::int64_t> ids_;
+    Statement find_string_, add_string_, kernel_, memcpy_, gpu_fault_, cpu_fault_, um_counter_, nvtx_, overhead_;
+};
+
+// Runs `sql` (one `?` for the cell id) and hands every row to `read_row`, in insertion order.
+template <class ReadRow>
+void for_each_event(Database& db, const std::string& sql, std::int64_t cell_id, ReadRow read_row) {
+    auto st = db.prepare(sql + " WHERE x.cell_id = ? ORDER BY x.rowid");
+    st.bind(1, cell_id);
+    while (st.step()) read_row(st);
+}
+
+std::int32_t i32(const Statement& st, int col) { return static_cast<std::int32_t>(st.int64(col)); }
+std::uint32_t u32(const Statement& st, int col) { return static_cast<std::uint32_t>(st.int64(col)); }
+std::uint64_t u64(const Statement& st, int col) { return static_cast<std::uint64_t>(st.int64(col)); }
+
+// The records record_cell wrote for `cell_id`, in the order they were handed over.
+CellEvents load_events(Database& db, std::int64_t cell_id) {
+    CellEvents e;
+    for_each_event(db,
+                   "SELECT x.start, x.\"end\", x.deviceId, x.contextId, x.streamId, x.correlationId, x.gridX, x.gridY,"
+                   " x.gridZ, x.blockX, x.blockY, x.blockZ, x.registersPerThread, x.staticSharedMemory,"
+                   " x.dynamicSharedMemory, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL x"
+                   " JOIN StringIds s ON s.id = x.demangledName",
+                   cell_id, [&](const Statement& st) {
+                       e.kernels.push_back({st.int64(0), st.int64(1), u32(st, 2), u32(st, 3), u32(st, 4), u32(st, 5),
+                                            i32(st, 6), i32(st, 7), i32(st, 8), i32(st, 9), i32(st, 10), i32(st, 11),
+                                            i32(st, 12), i32(st, 13), i32(st, 14), st.text(15)});
+                   });
+    for_each_event(db,
+                   "SELECT x.start, x.\"end\", x.deviceId, x.contextId, x.streamId, x.correlationId, x.copyKind,"
+                   " x.srcKind, x.dstKind, x.bytes, coalesce(x.migrationCause, -1), coalesce(x.virtualAddress, 0)"
+                   " FROM CUPTI_ACTIVITY_KIND_MEMCPY x",
+                   cell_id, [&](const Statement& st) {
+                       e.memcpys.push_back({st.int64(0), st.int64(1), u32(st, 2), u32(st, 3), u32(st, 4), u32(st, 5),
+                                            i32(st, 6), i32(st, 7), i32(st, 8), st.int64(9), i32(st, 10), u64(st, 11)});
+                   });
+    for_each_event(db,
+                   "SELECT x.start, x.\"end\", x.deviceId, x.address, x.numberOfPageFaults, x.faultAccessType"
+                   " FROM CUDA_UM_GPU_PAGE_FAULT_EVENTS x",
+                   cell_id, [&](const Statement& st) {
+                       e.gpu_page_faults.push_back(
+                           {st.int64(0), st.int64(1), u32(st, 2), u64(st, 3), st.int64(4), i32(st, 5)});
+                   });
+    for_each_event(db, "SELECT x.start, x.address, x.originalFaultPc FROM CUDA_UM_CPU_PAGE_FAULT_EVENTS x", cell_id,
+                   [&](const Statement& st) { e.cpu_page_faults.push_back({st.int64(0), u64(st, 1), u64(st, 2)}); });
+    for_each_event(db, "SELECT x.kind, x.start, x.\"end\", x.address, x.value FROM UM_COUNTER_EVENTS x", cell_id,
+                   [&](const Statement& st) {
+                       e.um_other.push_back(
+                           {um_counter_kind(st.text(0)), st.int64(1), st.int64(2), u64(st, 3), u64(st, 4)});
+                   });
+    for_each_event(db,
+                   "SELECT x.start, x.\"end\", coalesce(x.text, s.value), x.globalTid FROM NVTX_EVENTS x"
+                   " LEFT JOIN StringIds s ON s.id = x.textId",
+                   cell_id, [&](const Statement& st) {
+                       e.ranges.push_back({st.int64(0), st.int64(1), st.text(2), u32(st, 3)});
+                   });
+    for_each_event(db, "SELECT x.overheadKind, x.start, x.\"end\" FROM CUPTI_ACTIVITY_KIND_OVERHEAD x", cell_id,
+                   [&](const Statement& st) { e.overheads.push_back({i32(st, 0), st.int64(1), st.int64(2)}); });
+    return e;
 }
 
 }  // namespace
@@ -230,6 +617,7 @@ Store Store::open_read_only(const std::string& path) {
 }
 
 std::int64_t Store::begin_run(const RunInfo& r) {
+    Transaction tx(db_);
     insert_row(db_, "runs", {
         {"started_at", sql(r.started_at)}, {"status", sql(std::string("running"))}, {"host", sql(r.host)},
         {"os", sql(r.os)}, {"cpu_model", sql(r.cpu_model)}, {"cpu_count", sql(r.cpu_count)},
@@ -240,7 +628,12 @@ std::int64_t Store::begin_run(const RunInfo& r) {
         {"matrix_name", sql(r.matrix_name)}, {"matrix_hash", sql(r.matrix_hash)},
         {"matrix_text", sql(r.matrix_text)}, {"cells_total", sql(r.cells_total)},
     });
-    return db_.last_insert_rowid();
+    const std::int64_t run_id = db_.last_insert_rowid();
+    if (r.gpu_name)
+        insert_row(db_, "TARGET_INFO_GPU", {{"run_id", sql(run_id)}, {"id", sql(0)}, {"name", sql(r.gpu_name)},
+                                            {"totalMemory", sql(r.gpu_memory_bytes)}});
+    tx.commit();
+    return run_id;
 }
 
 void Store::finish_run(std::int64_t run_id, const std::string& status) {
@@ -268,7 +661,7 @@ std::int64_t Store::record_cell(std::int64_t run_id, int cell_index, const CellP
     SqlValue streamed_gbps;
     if (lat && o.streamed_bytes) streamed_gbps = static_cast<double>(*o.streamed_bytes) / (lat->median * 1e6);
 
-    insert_row(db_, "cells", {
+    Row row = {
         {"run_id", sql(run_id)}, {"cell_key", sql(key)}, {"cell_index", sql(cell_index)}, {"sweep", sql(c.sweep)},
         {"status", sql(o.status)}, {"reason", sql(o.reason)},
         {"model", sql(c.model.name)}, {"n_layer", sql(c.model.n_layer)}, {"n_embd", sql(c.model.n_embd)},
@@ -297,7 +690,9 @@ std::int64_t Store::record_cell(std::int64_t run_id, int cell_index, const CellP
         {"check_reference", sql(o.check_reference)}, {"check_max_abs_err", sql(o.check_max_abs_err)},
         {"check_rel_err", sql(o.check_rel_err)}, {"check_tolerance", sql(o.check_tolerance)},
         {"peak_host_rss_bytes", sql(o.peak_host_rss_bytes)}, {"activation_bytes", sql(o.activation_bytes)},
-    });
+    };
+    if (o.events) append_event_totals(row, *o.events);
+    insert_row(db_, "cells", row);
     const std::int64_t cell_id = db_.last_insert_rowid();
 
     auto it = db_.prepare("INSERT INTO iterations (cell_id, phase, iteration, latency_ms) VALUES (?, ?, ?, ?)");
@@ -309,6 +704,8 @@ std::int64_t Store::record_cell(std::int64_t run_id, int cell_index, const CellP
     };
     insert_phase("warmup", o.warmup_ms);
     insert_phase("timed", o.timed_ms);
+    insert_phase("traced", o.traced_ms);
+    if (o.events) EventWriter(db_, cell_id).write(*o.events);
     tx.commit();
     return cell_id;
 }
@@ -317,7 +714,7 @@ std::optional<CellOutcome> Store::load_outcome(const std::string& key) {
     auto st = db_.prepare(
         "SELECT cell_id, status, reason, init_s, tokens_per_s, check_reference, check_max_abs_err, check_rel_err,"
         " check_tolerance, peak_host_rss_bytes, activation_bytes, resident_bytes, streamed_bytes,"
-        " device_weight_bytes, device_used_bytes FROM cells WHERE cell_key = ?");
+        " device_weight_bytes, device_used_bytes, um_profiling, dropped_records FROM cells WHERE cell_key = ?");
     st.bind(1, key);
     if (!st.step()) return std::nullopt;
     auto opt_real = [&](int i) { return st.is_null(i) ? std::nullopt : std::optional<double>(st.real(i)); };
@@ -338,10 +735,20 @@ std::optional<CellOutcome> Store::load_outcome(const std::string& key) {
     o.streamed_bytes = opt_int(12);
     o.device_weight_bytes = opt_int(13);
     o.device_used_bytes = opt_int(14);
+    // um_profiling is set exactly when the cell's events were recorded.
+    if (!st.is_null(15)) {
+        o.events = load_events(db_, cell_id);
+        o.events->um_supported = st.text(15) == "supported";
+        if (!o.events->um_supported) o.events->um_note = st.text(15);
+        o.events->dropped_records = opt_int(16).value_or(0);
+    }
 
     auto it = db_.prepare("SELECT phase, latency_ms FROM iterations WHERE cell_id = ? ORDER BY phase, iteration");
     it.bind(1, cell_id);
-    while (it.step()) (it.text(0) == "warmup" ? o.warmup_ms : o.timed_ms).push_back(it.real(1));
+    while (it.step()) {
+        const auto phase = it.text(0);
+        (phase == "warmup" ? o.warmup_ms : phase == "timed" ? o.timed_ms : o.traced_ms).push_back(it.real(1));
+    }
     return o;
 }
 

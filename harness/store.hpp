@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "harness/cell.hpp"
+#include "harness/events.hpp"
 #include "harness/sqlite.hpp"
 
 namespace sweetspot {
@@ -44,6 +45,8 @@ struct CellOutcome {
     std::string started_at, finished_at;
     std::optional<double> wall_s, init_s;
     std::vector<double> warmup_ms, timed_ms;
+    std::vector<double> traced_ms;     // the traced iterations (collection on), stored as phase 'traced'
+    std::optional<CellEvents> events;  // what the collector recorded in the traced iterations
     std::optional<double> tokens_per_s;
     std::optional<std::string> check_reference;
     std::optional<double> check_max_abs_err, check_rel_err, check_tolerance;

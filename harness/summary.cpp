@@ -1,7 +1,10 @@
 #include "harness/summary.hpp"
 
 #include <map>
+#include <optional>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "harness/table.hpp"
 
@@ -110,9 +113,94 @@ void print_problems(Store& store, const SummaryOptions& opt, std::ostream& out) 
     t.print(out);
 }
 
+// One column of a per-cell report: its header and how its values are printed.
+struct ReportColumn {
+    enum class Kind { text, integer, decimal } kind;
+    const char* header;
+};
+
+// Prints the rows `sql` returns for `cell_id` (its only parameter) under `title`, in the column
+// order of `columns`. The SQL reads the views the results README documents, so the summary and
+// the documented queries give the same answers.
+void print_report(Store& store, const char* title, const char* sql, const std::vector<ReportColumn>& columns,
+                  std::int64_t cell_id, std::ostream& out) {
+    auto st = store.db().prepare(sql);
+    st.bind(1, cell_id);
+    TextTable t;
+    for (const auto& c : columns)
+        t.add_column(c.header, c.kind == ReportColumn::Kind::text ? TextTable::Align::left : TextTable::Align::right);
+    while (st.step()) {
+        std::vector<std::string> row;
+        for (std::size_t i = 0; i < columns.size(); ++i) {
+            const int col = static_cast<int>(i);
+            row.push_back(columns[i].kind == ReportColumn::Kind::decimal ? fixed(st.real(col), 1) : st.text(col));
+        }
+        t.add_row(std::move(row));
+    }
+    out << "\n" << title << "\n";
+    if (t.empty()) out << "(none)\n";
+    else t.print(out);
+}
+
+// The cell's parameters and event totals. Returns its um_profiling: nullopt when it has no events.
+std::optional<std::string> print_cell_header(Store& store, std::int64_t cell_id, std::ostream& out) {
+    auto st = store.db().prepare(
+        "SELECT model, backend, dtype, batch, seq, budget, prefetch, status, um_profiling, kernel_busy_ms, copy_ms,"
+        " copy_compute_overlap_ms, collector_overhead_ms, dropped_records FROM cells WHERE cell_id = ?");
+    st.bind(1, cell_id);
+    if (!st.step()) throw std::runtime_error("no cell " + std::to_string(cell_id) + " in " + store.db().path());
+    out << "Cell " << cell_id << ": " << st.text(0) << ", " << st.text(1) << ", " << st.text(2) << ", batch "
+        << st.text(3) << ", seq " << st.text(4) << ", budget " << st.text(5) << ", prefetch " << st.text(6)
+        << "; status " << st.text(7) << "\n";
+    if (st.is_null(8)) return std::nullopt;
+    out << "Traced iterations: kernels busy " << fixed(st.real(9), 3) << " ms, copies " << fixed(st.real(10), 3)
+        << " ms, overlapping " << fixed(st.real(11), 3) << " ms; collector overhead " << fixed(st.real(12), 3)
+        << " ms\n";
+    out << "Unified Memory profiling: " << st.text(8) << "\n";
+    if (st.int64(13) > 0)
+        out << "Warning: CUPTI dropped " << st.int64(13) << " records; the tables below are incomplete\n";
+    return st.text(8);
+}
+
+// Modelled on `nsys stats` reports of the same names.
+void print_cell_events(Store& store, std::int64_t cell_id, std::ostream& out) {
+    const auto um_profiling = print_cell_header(store, cell_id, out);
+    if (!um_profiling) {
+        out << "No events were recorded for this cell (no traced iterations, not a GPU cell, or --collector none).\n";
+        return;
+    }
+    using K = ReportColumn::Kind;
+    print_report(store, "cuda_gpu_kern_sum (kernels by name)",
+                 "SELECT time_percent, total_ns, instances, avg_ns, min_ns, max_ns, name FROM cuda_gpu_kern_sum"
+                 " WHERE cell_id = ? ORDER BY total_ns DESC, name",
+                 {{K::decimal, "Time (%)"}, {K::integer, "Total Time (ns)"}, {K::integer, "Instances"},
+                  {K::decimal, "Avg (ns)"}, {K::integer, "Min (ns)"}, {K::integer, "Max (ns)"}, {K::text, "Name"}},
+                 cell_id, out);
+    print_report(store, "nvtx_sum (NVTX ranges by text)",
+                 "SELECT time_percent, total_ns, instances, avg_ns, min_ns, max_ns, range FROM nvtx_sum"
+                 " WHERE cell_id = ? ORDER BY total_ns DESC, range",
+                 {{K::decimal, "Time (%)"}, {K::integer, "Total Time (ns)"}, {K::integer, "Instances"},
+                  {K::decimal, "Avg (ns)"}, {K::integer, "Min (ns)"}, {K::integer, "Max (ns)"}, {K::text, "Range"}},
+                 cell_id, out);
+    if (*um_profiling != "supported") {
+        out << "\num_total_sum: not recorded (Unified Memory profiling was not available)\n";
+        return;
+    }
+    print_report(store, "um_total_sum (Unified Memory totals)",
+                 "SELECT htod_bytes, htod_migrations, dtoh_bytes, dtoh_migrations, cpu_page_faults, gpu_page_faults"
+                 " FROM um_total_sum WHERE cell_id = ?",
+                 {{K::integer, "HtoD (bytes)"}, {K::integer, "HtoD migrations"}, {K::integer, "DtoH (bytes)"},
+                  {K::integer, "DtoH migrations"}, {K::integer, "CPU page faults"}, {K::integer, "GPU page faults"}},
+                 cell_id, out);
+}
+
 }  // namespace
 
 void print_summary(Store& store, const SummaryOptions& options, std::ostream& out) {
+    if (options.cell_id) {
+        print_cell_events(store, *options.cell_id, out);
+        return;
+    }
     print_runs(store, options, out);
     print_cells(store, options, out);
     print_problems(store, options, out);

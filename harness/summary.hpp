@@ -10,7 +10,8 @@
 namespace sweetspot {
 
 struct SummaryOptions {
-    std::optional<std::int64_t> run_id;  // only the cells this run measured
+    std::optional<std::int64_t> run_id;   // only the cells this run measured
+    std::optional<std::int64_t> cell_id;  // instead of runs and cells: this cell's kernels, NVTX ranges and UM totals
 };
 
 void print_summary(Store& store, const SummaryOptions& options, std::ostream& out);

@@ -15,6 +15,7 @@
 #include "kernels/gemm.hpp"
 #include "kernels/gpu_kernels.cuh"
 #include "kernels/managed_memory.hpp"
+#include "kernels/nvtx.hpp"
 
 namespace sweetspot {
 
@@ -134,44 +135,44 @@ void GpuForward::Impl::run(LayerSource& weights) {
     const auto tensor = [](const T* unit, const UnitLayout& u, int t) {
         return unit + u.tensors[as_size(t)].offset;
     };
-    const auto acquire = [&](int unit) {
-        const void* p = weights.acquire(unit);
+    // Each unit is held only while its kernels are enqueued, inside NVTX ranges that show where
+    // the host spends its time: waiting for the backend, enqueuing kernels, handing back.
+    const auto with_unit = [&](int unit, const std::string& name, const auto& compute) {
+        const NvtxRange layer(name);
+        const T* p = nullptr;
+        {
+            const NvtxRange phase("acquire");
+            p = static_cast<const T*>(weights.acquire(unit));
+        }
         if (p == nullptr) {
             throw std::runtime_error("GpuForward: the layer source returned no pointer for unit " +
                                      std::to_string(unit) + ".");
         }
-        return static_cast<const T*>(p);
+        {
+            const NvtxRange phase("compute");
+            compute(p, layout.units[as_size(unit)]);
+        }
+        const NvtxRange phase("release");
+        weights.release(unit);
     };
     const int c = model.n_embd;
 
-    // Embedding.
-    {
-        const UnitLayout& u = layout.units[0];
-        const T* unit = acquire(0);
+    with_unit(0, "embedding", [&](const T* unit, const UnitLayout& u) {
         gpu::launch_embedding<T>(static_cast<T*>(x), tokens, tensor(unit, u, embed_tensor::wte),
                                  tensor(unit, u, embed_tensor::wpe), batch, seq, c, stream);
-        weights.release(0);
-    }
-
-    // Blocks: each unit is held only while its kernels are enqueued.
+    });
     for (int l = 0; l < model.n_layer; ++l) {
-        const int unit_index = WeightLayout::block_unit(l);
-        block<T>(acquire(unit_index), layout.units[as_size(unit_index)]);
-        weights.release(unit_index);
+        with_unit(WeightLayout::block_unit(l), "layer " + std::to_string(l),
+                  [&](const T* unit, const UnitLayout& u) { block<T>(unit, u); });
     }
-
     // Head: logits = ln_f(x) · lm_headᵀ (no bias).
-    {
-        const int unit_index = layout.head_unit();
-        const UnitLayout& u = layout.units[as_size(unit_index)];
-        const T* unit = acquire(unit_index);
+    with_unit(layout.head_unit(), "head", [&](const T* unit, const UnitLayout& u) {
         gpu::launch_layernorm<T>(static_cast<T*>(ln), static_cast<const T*>(x), tensor(unit, u, head_tensor::lnf_w),
                                  tensor(unit, u, head_tensor::lnf_b), static_cast<int>(rows()), c, model.ln_eps,
                                  stream);
         gemm->linear(logits, ln, tensor(unit, u, head_tensor::lm_head), static_cast<int>(rows()), c,
                      model.vocab_size);
-        weights.release(unit_index);
-    }
+    });
 }
 
 // Pre-LN block: x += c_proj(attn(ln_1(x))); x += mlp_c_proj(gelu(c_fc(ln_2(x)))).

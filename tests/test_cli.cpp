@@ -22,7 +22,7 @@ TEST_CASE("--help and --version", "[cli]") {
     const auto top = run_sweetspot("--help");
     CHECK(top.exit_code == 0);
     CHECK(contains(top.output, "usage: sweetspot <command>"));
-    for (const char* cmd : {"run", "list", "summary"}) {
+    for (const char* cmd : {"run", "list", "summary", "trace"}) {
         INFO(cmd);
         const auto r = run_sweetspot(std::string(cmd) + " --help");
         CHECK(r.exit_code == 0);

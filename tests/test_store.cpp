@@ -4,13 +4,18 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
+#include "harness/event_totals.hpp"
 #include "harness/store.hpp"
+#include "harness/summary.hpp"
 #include "kernels/model_config.hpp"
 #include "test_support.hpp"
 
@@ -61,11 +66,162 @@ RunInfo sample_run() {
     return r;
 }
 
-// A database with a few ok cells and one failed one, for the documented queries.
+// CellEvents has no comparison of its own (events.hpp is the collector's contract); these compare
+// every field, so a column lost on the way through the database fails the round-trip test.
+bool same(const KernelRecord& a, const KernelRecord& b) {
+    auto t = [](const KernelRecord& k) {
+        return std::tie(k.start_ns, k.end_ns, k.device_id, k.context_id, k.stream_id, k.correlation_id, k.grid_x,
+                        k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.registers_per_thread,
+                        k.static_shared_memory, k.dynamic_shared_memory, k.name);
+    };
+    return t(a) == t(b);
+}
+bool same(const MemcpyRecord& a, const MemcpyRecord& b) {
+    auto t = [](const MemcpyRecord& m) {
+        return std::tie(m.start_ns, m.end_ns, m.device_id, m.context_id, m.stream_id, m.correlation_id, m.copy_kind,
+                        m.src_kind, m.dst_kind, m.bytes, m.migration_cause, m.address);
+    };
+    return t(a) == t(b);
+}
+bool same(const GpuPageFaultRecord& a, const GpuPageFaultRecord& b) {
+    auto t = [](const GpuPageFaultRecord& f) {
+        return std::tie(f.start_ns, f.end_ns, f.device_id, f.address, f.faults, f.access_type);
+    };
+    return t(a) == t(b);
+}
+bool same(const CpuPageFaultRecord& a, const CpuPageFaultRecord& b) {
+    return std::tie(a.start_ns, a.address, a.fault_pc) == std::tie(b.start_ns, b.address, b.fault_pc);
+}
+bool same(const UmOtherRecord& a, const UmOtherRecord& b) {
+    return std::tie(a.kind, a.start_ns, a.end_ns, a.address, a.value) ==
+           std::tie(b.kind, b.start_ns, b.end_ns, b.address, b.value);
+}
+bool same(const RangeRecord& a, const RangeRecord& b) {
+    return std::tie(a.start_ns, a.end_ns, a.text, a.thread_id) == std::tie(b.start_ns, b.end_ns, b.text, b.thread_id);
+}
+bool same(const OverheadRecord& a, const OverheadRecord& b) {
+    return std::tie(a.kind, a.start_ns, a.end_ns) == std::tie(b.kind, b.start_ns, b.end_ns);
+}
+template <class Record>
+bool same(const std::vector<Record>& a, const std::vector<Record>& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                      [](const Record& x, const Record& y) { return same(x, y); });
+}
+
+void check_same_events(const CellEvents& a, const CellEvents& b) {
+    CHECK(same(a.kernels, b.kernels));
+    CHECK(same(a.memcpys, b.memcpys));
+    CHECK(same(a.gpu_page_faults, b.gpu_page_faults));
+    CHECK(same(a.cpu_page_faults, b.cpu_page_faults));
+    CHECK(same(a.um_other, b.um_other));
+    CHECK(same(a.ranges, b.ranges));
+    CHECK(same(a.overheads, b.overheads));
+    CHECK(a.dropped_records == b.dropped_records);
+    CHECK(a.um_supported == b.um_supported);
+    CHECK(a.um_note == b.um_note);
+}
+
+KernelRecord kernel(std::int64_t start, std::int64_t end, const std::string& name, std::uint32_t stream) {
+    KernelRecord k;
+    k.start_ns = start;
+    k.end_ns = end;
+    k.device_id = 0;
+    k.context_id = 1;
+    k.stream_id = stream;
+    k.correlation_id = static_cast<std::uint32_t>(start / 1000);
+    k.grid_x = 96;
+    k.grid_y = 2;
+    k.grid_z = 1;
+    k.block_x = 256;
+    k.block_y = 1;
+    k.block_z = 1;
+    k.registers_per_thread = 64;
+    k.static_shared_memory = 1024;
+    k.dynamic_shared_memory = 49152;
+    k.name = name;
+    return k;
+}
+
+MemcpyRecord migration(std::int64_t start, std::int64_t end, int copy_kind, std::int64_t bytes, std::uint64_t address) {
+    MemcpyRecord m;
+    m.start_ns = start;
+    m.end_ns = end;
+    m.copy_kind = copy_kind;
+    m.src_kind = copy_kind == 11 ? 4 : 2;
+    m.dst_kind = copy_kind == 11 ? 2 : 4;
+    m.bytes = bytes;
+    m.migration_cause = copy_kind == 11 ? 2 : 4;  // page fault in, eviction out
+    m.address = address;
+    return m;
+}
+
+// One traced iteration of a two-layer model (ns from 1'000'000 to 2'000'000) with a record of every
+// kind: kernels of two names, UM migrations both ways and a plain copy, GPU faults in each layer,
+// CPU faults, UM counters, NVTX ranges and collector overhead. `base_ns` shifts it all.
+CellEvents sample_events(std::int64_t base_ns = 0) {
+    CellEvents e;
+    const auto t = [&](std::int64_t ns) { return base_ns + ns; };
+    e.ranges = {{t(1'000'000), t(2'000'000), "traced iteration 0", 7},
+                {t(1'000'000), t(1'500'000), "layer 0", 7},
+                {t(1'000'000), t(1'100'000), "acquire", 7},
+                {t(1'100'000), t(1'500'000), "compute", 7},
+                {t(1'500'000), t(2'000'000), "layer 1", 7},
+                {t(1'500'000), t(1'600'000), "acquire", 7},
+                {t(1'600'000), t(2'000'000), "compute", 7}};
+    e.kernels = {kernel(t(1'100'000), t(1'300'000), "gemm_sm90<float>", 13),
+                 kernel(t(1'300'000), t(1'400'000), "softmax_kernel", 13),
+                 kernel(t(1'600'000), t(1'900'000), "gemm_sm90<float>", 13)};
+    e.memcpys = {migration(t(1'010'000), t(1'090'000), 11, 2 << 20, 0x7f0000000000),
+                 migration(t(1'510'000), t(1'590'000), 11, 1 << 20, 0x7f0000200000),
+                 migration(t(1'950'000), t(1'990'000), 12, 1 << 19, 0x7f0000000000)};
+    MemcpyRecord plain;
+    plain.start_ns = t(1'050'000);
+    plain.end_ns = t(1'060'000);
+    plain.stream_id = 14;
+    plain.correlation_id = 99;
+    plain.copy_kind = 1;
+    plain.src_kind = 1;
+    plain.dst_kind = 2;
+    plain.bytes = 4096;
+    e.memcpys.push_back(plain);
+    e.gpu_page_faults = {{t(1'005'000), t(1'008'000), 0, 0x7f0000000000, 12, 1},
+                         {t(1'505'000), t(1'508'000), 0, 0x7f0000200000, 5, 2},
+                         {t(1'520'000), t(1'522'000), 0, 0x7f0000210000, 3, 1}};
+    e.cpu_page_faults = {{t(1'960'000), 0x7f0000000000, 0x401000},
+                         {t(1'970'000), 0xffff800000001000, 0xffffffff81000000}};  // top bit set: unsigned
+    e.um_other = {{UmOtherRecord::Kind::thrashing, t(1'200'000), t(1'210'000), 0x7f0000000000, 1},
+                  {UmOtherRecord::Kind::throttling, t(1'220'000), t(1'230'000), 0x7f0000000000, 2},
+                  {UmOtherRecord::Kind::remote_map, t(1'240'000), t(1'250'000), 0x7f0000200000, 3}};
+    e.overheads = {{0x10000, t(1'000'000), t(1'020'000)}, {1, t(1'700'000), t(1'705'000)}};
+    e.dropped_records = 2;
+    return e;
+}
+
+std::int64_t count_cell_rows(Store& s, const std::string& table, std::int64_t cell_id) {
+    auto st = s.db().prepare("SELECT count(*) FROM " + table + " WHERE cell_id = ?");
+    st.bind(1, cell_id);
+    st.step();
+    return st.int64(0);
+}
+
+const std::vector<std::string> kEventTables = {
+    "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUDA_UM_GPU_PAGE_FAULT_EVENTS",
+    "CUDA_UM_CPU_PAGE_FAULT_EVENTS", "UM_COUNTER_EVENTS", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_OVERHEAD"};
+
+// A database with a few ok cells and one failed one, for the documented queries. The first two
+// cells have events (cell ids 1 and 2), the third was measured without.
 void fill_fixture(Store& s) {
-    const auto run = s.begin_run(sample_run());
-    s.record_cell(run, 0, tiny_cell(1, 16), ok_outcome(2.0));
-    s.record_cell(run, 1, tiny_cell(2, 16), ok_outcome(3.5));
+    auto gpu_run = sample_run();
+    gpu_run.gpu_name = "NVIDIA H100 80GB HBM3";
+    gpu_run.gpu_memory_bytes = 85'000'000'000;
+    const auto run = s.begin_run(gpu_run);
+    auto traced = ok_outcome(2.0);
+    traced.events = sample_events();
+    s.record_cell(run, 0, tiny_cell(1, 16), traced);
+    traced = ok_outcome(3.5);
+    traced.events = sample_events(10'000'000);
+    traced.events->kernels.pop_back();
+    s.record_cell(run, 1, tiny_cell(2, 16), traced);
     s.record_cell(run, 2, tiny_cell(4, 32), ok_outcome(9.0));
     CellOutcome failed;
     failed.status = "failed";
@@ -220,6 +376,163 @@ TEST_CASE("a cell whose write fails leaves nothing behind", "[store]") {
     CHECK(count_rows(s, "cells") == 1);
 }
 
+TEST_CASE("a cell's events round-trip through the store", "[store]") {
+    TempDir tmp;
+    auto s = Store::open(tmp.file("r.db"));
+    const auto run = s.begin_run(sample_run());
+    const auto cell = tiny_cell(2, 16);
+    auto in = ok_outcome(4.0);
+    in.traced_ms = {5.0, 5.5};
+    in.events = sample_events();
+    SECTION("UM profiling supported") {}
+    SECTION("UM profiling refused") {
+        in.events->um_supported = false;
+        in.events->um_note = "CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED";
+        in.events->gpu_page_faults.clear();
+    }
+    const auto cell_id = s.record_cell(run, 0, cell, in);
+
+    const auto out = s.load_outcome(cell.key());
+    REQUIRE(out);
+    CHECK(out->traced_ms == in.traced_ms);
+    REQUIRE(out->events);
+    check_same_events(*out->events, *in.events);
+
+    // Names are stored once and shared; ranges reference them the nsys way (text NULL, textId set).
+    CHECK(count_rows(s, "StringIds") == 7);
+    auto nvtx = s.db().prepare(
+        "SELECT count(*) FROM NVTX_EVENTS WHERE text IS NULL AND textId IS NOT NULL AND eventType = 59 AND globalTid = 7");
+    REQUIRE(nvtx.step());
+    CHECK(nvtx.int64(0) == 7);
+    auto names = s.db().prepare("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE shortName = demangledName");
+    REQUIRE(names.step());
+    CHECK(names.int64(0) == 3);
+
+    // The totals on the cell's row are those of totals_of().
+    auto st = s.db().prepare(
+        "SELECT um_profiling, um_htod_bytes, um_dtoh_bytes, gpu_page_faults, cpu_page_faults, thrashing, throttling,"
+        " remote_maps, kernel_busy_ms, copy_ms, copy_compute_overlap_ms, dropped_records, collector_overhead_ms"
+        " FROM cells WHERE cell_id = ?");
+    st.bind(1, cell_id);
+    REQUIRE(st.step());
+    const auto t = totals_of(*in.events);
+    CHECK(st.text(0) == (in.events->um_supported ? "supported" : in.events->um_note));
+    CHECK(st.int64(1) == 3 << 20);
+    CHECK(st.int64(2) == 1 << 19);
+    CHECK(st.int64(3) == t.gpu_page_faults);
+    CHECK(st.int64(4) == 2);
+    CHECK(st.int64(5) == 1);
+    CHECK(st.int64(6) == 1);
+    CHECK(st.int64(7) == 1);
+    CHECK(st.real(8) == Catch::Approx(0.6));  // kernels: [1.1, 1.4) and [1.6, 1.9) ms
+    CHECK(st.real(9) == Catch::Approx(t.copy_ms));
+    CHECK(st.real(10) == Catch::Approx(t.copy_compute_overlap_ms));
+    CHECK(st.int64(11) == 2);
+    CHECK(st.real(12) == Catch::Approx(0.025));
+}
+
+TEST_CASE("a cell without events has NULL totals and loads without events", "[store]") {
+    TempDir tmp;
+    auto s = Store::open(tmp.file("r.db"));
+    const auto cell = tiny_cell(1, 16);
+    const auto cell_id = s.record_cell(s.begin_run(sample_run()), 0, cell, ok_outcome(2.0));
+    auto st = s.db().prepare("SELECT um_profiling IS NULL, kernel_busy_ms IS NULL FROM cells WHERE cell_id = ?");
+    st.bind(1, cell_id);
+    REQUIRE(st.step());
+    CHECK(st.int64(0) == 1);
+    CHECK(st.int64(1) == 1);
+    const auto out = s.load_outcome(cell.key());
+    REQUIRE(out);
+    CHECK_FALSE(out->events);
+    for (const auto& table : kEventTables) CHECK(count_rows(s, table) == 0);
+}
+
+TEST_CASE("replacing or deleting a cell removes its events", "[store]") {
+    TempDir tmp;
+    auto s = Store::open(tmp.file("r.db"));
+    const auto run = s.begin_run(sample_run());
+    auto with_events = ok_outcome(2.0);
+    with_events.events = sample_events();
+    const auto first = s.record_cell(run, 0, tiny_cell(1, 16), with_events);
+    const auto other = s.record_cell(run, 1, tiny_cell(2, 16), with_events);
+
+    // Same key again, now with a single kernel: the old cell's rows go with its row.
+    auto fewer = ok_outcome(2.0);
+    fewer.events = CellEvents{};
+    fewer.events->kernels = {kernel(0, 10, "only", 1)};
+    const auto second = s.record_cell(run, 0, tiny_cell(1, 16), fewer);
+    for (const auto& table : kEventTables) {
+        INFO(table);
+        CHECK(count_cell_rows(s, table, first) == 0);
+        CHECK(count_cell_rows(s, table, other) > 0);
+    }
+    CHECK(count_cell_rows(s, "CUPTI_ACTIVITY_KIND_KERNEL", second) == 1);
+
+    s.db().prepare("DELETE FROM cells WHERE cell_id = ?").bind(1, other).run();
+    for (const auto& table : kEventTables) CHECK(count_cell_rows(s, table, other) == 0);
+    CHECK(count_rows(s, "CUPTI_ACTIVITY_KIND_KERNEL") == 1);
+}
+
+TEST_CASE("100k event records store well within a second", "[store]") {
+    TempDir tmp;
+    auto s = Store::open(tmp.file("r.db"));
+    auto o = ok_outcome(2.0);
+    o.events = CellEvents{};
+    auto& e = *o.events;
+    // Shaped like a long UVM trace: many kernels of few names, migrations, faults and ranges.
+    for (int i = 0; i < 40'000; ++i)
+        e.kernels.push_back(kernel(i * 1000, i * 1000 + 800, "kernel_" + std::to_string(i % 50), 13));
+    for (int i = 0; i < 30'000; ++i)
+        e.memcpys.push_back(migration(i * 1000, i * 1000 + 500, 11 + i % 2, 65536, 0x7f0000000000 + i * 65536ull));
+    for (int i = 0; i < 20'000; ++i)
+        e.gpu_page_faults.push_back({i * 1000, i * 1000 + 100, 0, 0x7f0000000000 + i * 4096ull, 4, 1});
+    for (int i = 0; i < 10'000; ++i)
+        e.ranges.push_back({i * 4000, i * 4000 + 3000, "layer " + std::to_string(i % 48), 7});
+
+    const auto t0 = std::chrono::steady_clock::now();
+    s.record_cell(s.begin_run(sample_run()), 0, tiny_cell(1, 16), o);
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
+    CHECK(took.count() < 5.0);
+    CHECK(count_rows(s, "CUPTI_ACTIVITY_KIND_KERNEL") + count_rows(s, "CUPTI_ACTIVITY_KIND_MEMCPY") +
+              count_rows(s, "CUDA_UM_GPU_PAGE_FAULT_EVENTS") + count_rows(s, "NVTX_EVENTS") ==
+          100'000);
+    CHECK(count_rows(s, "StringIds") == 98);
+}
+
+TEST_CASE("the GPU a run used is in TARGET_INFO_GPU", "[store]") {
+    TempDir tmp;
+    auto s = Store::open(tmp.file("r.db"));
+    s.begin_run(sample_run());  // no GPU: no row
+    auto info = sample_run();
+    info.gpu_name = "NVIDIA H100 80GB HBM3";
+    info.gpu_memory_bytes = 85'000'000'000;
+    const auto run = s.begin_run(info);
+    auto st = s.db().prepare("SELECT run_id, id, name, totalMemory FROM TARGET_INFO_GPU");
+    REQUIRE(st.step());
+    CHECK(st.int64(0) == run);
+    CHECK(st.int64(1) == 0);
+    CHECK(st.text(2) == "NVIDIA H100 80GB HBM3");
+    CHECK(st.int64(3) == 85'000'000'000);
+    CHECK_FALSE(st.step());
+}
+
+TEST_CASE("the enum tables carry the values nsys exports", "[store]") {
+    TempDir tmp;
+    auto s = Store::open(tmp.file("r.db"));
+    auto label = [&](const std::string& table, int id) {
+        auto st = s.db().prepare("SELECT label FROM " + table + " WHERE id = ?");
+        st.bind(1, id);
+        return st.step() ? st.text(0) : std::string("(none)");
+    };
+    CHECK(label("ENUM_CUDA_MEMCPY_OPER", 1) == "Host-to-Device");
+    CHECK(label("ENUM_CUDA_MEMCPY_OPER", 11) == "Unified Host-to-Device");
+    CHECK(label("ENUM_CUDA_MEMCPY_OPER", 12) == "Unified Device-to-Host");
+    CHECK(label("ENUM_CUDA_UNIF_MEM_MIGRATION", 2) == "Page fault");
+    CHECK(label("ENUM_CUDA_UNIF_MEM_MIGRATION", 4) == "Eviction");
+    CHECK(label("ENUM_CUDA_UNIF_MEM_ACCESS_TYPE", 1) == "Read");
+    CHECK(count_rows(s, "ENUM_CUDA_UNIF_MEM_MIGRATION") == 6);
+}
+
 TEST_CASE("latency statistics interpolate percentiles", "[store]") {
     const auto s = LatencyStats::of({5, 1, 4, 2, 3, 6, 7, 8, 9, 10});
     CHECK(s.median == Catch::Approx(5.5));
@@ -236,7 +549,12 @@ TEST_CASE("results/README.md documents exactly the columns of every table", "[st
     TempDir tmp;
     auto s = Store::open(tmp.file("r.db"));
     const auto documented = documented_columns();
-    for (const char* table : {"schema_info", "runs", "cells", "iterations"}) {
+    for (const char* table :
+         {"schema_info", "runs", "cells", "iterations", "TARGET_INFO_GPU", "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL",
+          "CUPTI_ACTIVITY_KIND_MEMCPY", "CUDA_UM_GPU_PAGE_FAULT_EVENTS", "CUDA_UM_CPU_PAGE_FAULT_EVENTS",
+          "UM_COUNTER_EVENTS", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_OVERHEAD", "ENUM_CUDA_MEMCPY_OPER",
+          "ENUM_CUDA_UNIF_MEM_MIGRATION", "ENUM_CUDA_UNIF_MEM_ACCESS_TYPE", "cuda_gpu_kern_sum", "nvtx_sum",
+          "um_total_sum"}) {
         INFO("table " << table);
         std::set<std::string> actual;
         auto st = s.db().prepare(std::string("SELECT name FROM pragma_table_info('") + table + "')");
@@ -274,4 +592,106 @@ TEST_CASE("the example queries in results/README.md run and answer correctly", "
     CHECK(results["iteration-spread"][0][2] == "5");
     CHECK(std::stod(results["warmup-effect"][0][4]) == Catch::Approx(3.0 / 1.05));
     CHECK(results["runs"][0][6] == "4");
+
+    // The event queries, against what sample_events() stored for cells 1 and 2.
+    using Rows = std::vector<std::vector<std::string>>;
+    const auto htod = std::to_string(3 << 20), dtoh = std::to_string(1 << 19);
+    CHECK(results["um-traffic"] == Rows{{"1", "Unified Host-to-Device", "2", htod, "160000"},
+                                        {"1", "Unified Device-to-Host", "1", dtoh, "40000"},
+                                        {"2", "Unified Host-to-Device", "2", htod, "160000"},
+                                        {"2", "Unified Device-to-Host", "1", dtoh, "40000"}});
+    CHECK(results["migration-causes"][0] == std::vector<std::string>{"1", "Unified Host-to-Device", "Page fault", "2", htod});
+    CHECK(results["migration-causes"][1][2] == "Eviction");
+    REQUIRE(results["um-totals"].size() == 2);  // the cell measured without events has no row
+    CHECK(results["um-totals"][0][4] == htod);
+    CHECK(results["um-totals"][0][5] == dtoh);
+    CHECK(results["um-totals"][0][6] == "20");  // 12 + 5 + 3 faults
+    CHECK(results["um-totals"][0][7] == "2");
+    CHECK(std::stod(results["um-totals"][0][8]) == Catch::Approx(0.6));
+    CHECK(results["kernels"][0] ==
+          std::vector<std::string>{"1", "83.3", "500000", "2", "250000.0", "200000", "300000", "gemm_sm90<float>"});
+    CHECK(results["kernels"][1][7] == "softmax_kernel");
+    CHECK(results["kernels"][2] ==  // cell 2 lost its last gemm: now 2 of 3 kernel-time units
+          std::vector<std::string>{"2", "66.7", "200000", "1", "200000.0", "200000", "200000", "gemm_sm90<float>"});
+    const auto& nvtx = results["nvtx-ranges"];
+    REQUIRE(nvtx.size() == 10);
+    CHECK(nvtx[0] == std::vector<std::string>{"1", "traced iteration 0", "1", "1000000", "1000000.0", "1000000", "1000000"});
+    CHECK(nvtx[1] == std::vector<std::string>{"1", "compute", "2", "800000", "400000.0", "400000", "400000"});
+    CHECK(results["faults-by-layer"] == Rows{{"1", "layer 0", "1", "12"}, {"1", "layer 1", "2", "8"},
+                                             {"2", "layer 0", "1", "12"}, {"2", "layer 1", "2", "8"}});
+}
+
+namespace {
+
+std::string cell_summary_text(Store& s, std::int64_t cell_id) {
+    std::ostringstream out;
+    SummaryOptions opt;
+    opt.cell_id = cell_id;
+    print_summary(s, opt, out);
+    return out.str();
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("summary --cell prints the documented per-cell reports", "[store][summary]") {
+    TempDir tmp;
+    auto s = Store::open(tmp.file("r.db"));
+    fill_fixture(s);
+    const auto text = cell_summary_text(s, 1);
+    INFO(text);
+    for (const char* part : {"Cell 1: tiny, host, fp32, batch 1, seq 16", "Unified Memory profiling: supported",
+                             "cuda_gpu_kern_sum", "nvtx_sum", "um_total_sum", "kernels busy 0.600 ms"})
+        CHECK(contains(text, part));
+    CHECK(contains(text, "Warning: CUPTI dropped 2 records"));
+
+    // Every row the documented queries give for cell 1 appears, with the same numbers.
+    const auto queries = documented_queries();
+    for (const char* name : {"kernels", "nvtx-ranges"}) {
+        auto st = s.db().prepare(queries.at(name));
+        int rows = 0;
+        while (st.step()) {
+            if (st.int64(0) != 1) continue;
+            ++rows;
+            const bool kernels = std::string(name) == "kernels";
+            const auto label = st.text(kernels ? 7 : 1);
+            const auto total = st.text(kernels ? 2 : 3);
+            INFO(name << ": " << label);
+            std::istringstream lines(text);
+            std::string line;
+            bool found = false;
+            while (std::getline(lines, line)) found = found || (contains(line, " " + label) && contains(line, total));
+            CHECK(found);
+        }
+        CHECK(rows > 0);
+    }
+    auto um = s.db().prepare(queries.at("um-totals"));
+    REQUIRE(um.step());
+    CHECK(contains(text, um.text(4)));  // HtoD bytes
+    CHECK(contains(text, um.text(5)));  // DtoH bytes
+
+    CHECK(contains(cell_summary_text(s, 3), "No events were recorded for this cell"));
+    s.db().exec("UPDATE cells SET um_profiling = 'CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED' WHERE cell_id = 2");
+    const auto refused = cell_summary_text(s, 2);
+    CHECK(contains(refused, "Unified Memory profiling: CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED"));
+    CHECK(contains(refused, "um_total_sum: not recorded"));
+    CHECK_THROWS_WITH(cell_summary_text(s, 99), "no cell 99 in " + tmp.file("r.db"));
+}
+
+TEST_CASE("sweetspot summary DB --cell ID", "[store][summary]") {
+    TempDir tmp;
+    const auto db = tmp.file("r.db");
+    {
+        auto s = Store::open(db);
+        fill_fixture(s);
+    }
+    const auto ok = test::run_sweetspot("summary '" + db + "' --cell 2");
+    INFO(ok.output);
+    CHECK(ok.exit_code == 0);
+    CHECK(contains(ok.output, "gemm_sm90<float>"));
+    CHECK(contains(ok.output, "layer 1"));
+    const auto missing = test::run_sweetspot("summary '" + db + "' --cell 99");
+    CHECK(missing.exit_code == 2);
+    CHECK(contains(missing.output, "no cell 99"));
 }

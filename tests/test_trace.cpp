@@ -1,0 +1,130 @@
+// `sweetspot trace`: a cell's recorded events → a Chrome/Perfetto JSON trace that parses, keeps
+// every event of the iteration, and nests the NVTX ranges.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <fstream>
+
+#include "harness/store.hpp"
+#include "harness/trace_export.hpp"
+#include "kernels/model_config.hpp"
+#include "test_support.hpp"
+
+using namespace sweetspot;
+using sweetspot::test::TempDir;
+
+namespace {
+
+// One traced iteration from 1'000'000 ns to 2'000'000 ns: two layers with kernels on two streams,
+// a plain copy, UM migrations both ways, GPU and CPU faults; plus events outside the iteration
+// that the trace must leave out.
+CellEvents fixture_events() {
+    CellEvents e;
+    auto range = [&](std::int64_t s, std::int64_t t, const char* text) { e.ranges.push_back({s, t, text, 7}); };
+    range(500'000, 2'100'000, "cell 0123456789abcdef");
+    range(1'000'000, 2'000'000, "traced iteration 0");
+    range(1'010'000, 1'400'000, "layer 0");
+    range(1'010'000, 1'050'000, "acquire");
+    range(1'050'000, 1'390'000, "compute");
+    range(1'400'000, 1'900'000, "layer 1");
+    range(2'100'000, 2'200'000, "traced iteration 1");
+    for (int i = 0; i < 4; ++i) {
+        KernelRecord k;
+        k.start_ns = 1'100'000 + i * 200'000;
+        k.end_ns = k.start_ns + 150'000;
+        k.stream_id = i % 2 ? 13 : 14;
+        k.name = i % 2 ? "gemm \"sm90\"" : "softmax_kernel<float>";
+        k.grid_x = 96;
+        k.block_x = 256;
+        e.kernels.push_back(k);
+    }
+    KernelRecord outside;
+    outside.start_ns = 2'150'000;
+    outside.end_ns = 2'160'000;
+    outside.name = "later";
+    e.kernels.push_back(outside);
+    MemcpyRecord copy;
+    copy.start_ns = 1'020'000;
+    copy.end_ns = 1'090'000;
+    copy.stream_id = 15;
+    copy.copy_kind = 1;
+    copy.bytes = 1 << 20;
+    e.memcpys.push_back(copy);
+    MemcpyRecord htod = copy;
+    htod.copy_kind = 11;
+    htod.stream_id = 0;
+    htod.migration_cause = 1;
+    e.memcpys.push_back(htod);
+    MemcpyRecord dtoh = htod;
+    dtoh.copy_kind = 12;
+    dtoh.start_ns = 1'500'000;
+    dtoh.end_ns = 1'520'000;
+    e.memcpys.push_back(dtoh);
+    e.gpu_page_faults.push_back({1'030'000, 1'031'000, 0, 0x7f00, 12, 1});
+    e.cpu_page_faults.push_back({1'600'000, 0x7f00, 0x401000});
+    return e;
+}
+
+std::int64_t stored_cell(Store& store) {
+    const auto run = store.begin_run(RunInfo{});
+    CellParams cell;
+    cell.model = *find_builtin_model("tiny");
+    cell.backend = "uvm";
+    cell.trace_iterations = 2;
+    CellOutcome o;
+    o.status = "ok";
+    o.timed_ms = {1.0};
+    o.events = fixture_events();
+    return store.record_cell(run, 0, cell, o);
+}
+
+}  // namespace
+
+TEST_CASE("a traced iteration becomes a trace that parses and nests", "[trace]") {
+    TempDir tmp;
+    auto store = Store::open(tmp.file("r.db"));
+    const auto cell_id = stored_cell(store);
+    const auto path = tmp.file("trace.json");
+    TraceSummary t;
+    {
+        std::ofstream out(path);
+        t = write_trace(store, cell_id, 0, out);
+    }
+    CHECK(t.kernels == 4);  // the one after the iteration is left out
+    CHECK(t.copies == 1);
+    CHECK(t.streams == 3);
+    CHECK(t.migrations == 2);
+    CHECK(t.gpu_fault_groups == 1);
+    CHECK(t.cpu_faults == 1);
+    CHECK(t.ranges == 5);  // the iteration and what it contains, not the cell or the next iteration
+
+    // Python's json module is the independent parser; the check also verifies that on every
+    // track spans are nested or disjoint, and that times are relative to the iteration start.
+    const std::string check = R"(python3 - ')" + path + R"(' <<'PY'
+import json, sys, collections
+events = json.load(open(sys.argv[1]))["traceEvents"]
+spans = collections.defaultdict(list)
+for e in events:
+    if e["ph"] == "X":
+        spans[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"], e["name"]))
+for track, items in spans.items():
+    items.sort(key=lambda s: (s[0], -s[1]))
+    stack = []
+    for s, t, name in items:
+        while stack and stack[-1] <= s:
+            stack.pop()
+        assert not stack or t <= stack[-1] + 1e-6, (track, name, s, t, stack)
+        stack.append(t)
+names = {e["name"] for e in events}
+assert "traced iteration 0" in names and "layer 1" in names and "later" not in names, names
+first = min(e["ts"] for e in events if e["ph"] == "X")
+assert first == 0.0, first
+assert any(e.get("args", {}).get("name") == "UM migrations host→device" for e in events)
+print("ok")
+PY)";
+    CHECK(std::system(check.c_str()) == 0);
+
+    std::ofstream sink(tmp.file("none.json"));
+    CHECK_THROWS_WITH(write_trace(store, cell_id, 5, sink), Catch::Matchers::ContainsSubstring("traced iteration 5"));
+}
