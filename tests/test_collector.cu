@@ -1,0 +1,107 @@
+// The CUPTI collector on a GPU, with a managed-memory workload whose traffic is known: a kernel
+// reading 256 MiB of managed memory first touched on the host must migrate ~256 MiB host to
+// device and fault on demand; after a full prefetch it must neither migrate nor fault.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "harness/cupti_collector.hpp"
+#include "harness/cupti_records.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/cuda_resources.hpp"
+#include "kernels/managed_memory.hpp"
+#include "kernels/nvtx.hpp"
+
+using namespace sweetspot;
+
+namespace {
+
+constexpr std::int64_t kBytes = std::int64_t{256} << 20;
+constexpr int kLaunches = 3;
+
+// Reads every word (grid-stride) so that every page is touched by the GPU.
+__global__ void read_all(const std::uint32_t* data, std::int64_t n, std::uint32_t* out) {
+    std::uint32_t acc = 0;
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+        acc ^= data[i];
+    if (acc == 0xFFFFFFFFu) *out = acc;  // keeps the loads; never true for the data below
+}
+
+void require_gpu() {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) FAIL("a [gpu] test needs a visible GPU: " << cudaGetErrorString(err));
+}
+
+CellEvents run_traced(const std::uint32_t* data, std::uint32_t* out, cudaStream_t stream) {
+    CuptiCollector collector;
+    {
+        const NvtxRange range("micro-workload");
+        for (int i = 0; i < kLaunches; ++i) {
+            read_all<<<528, 256, 0, stream>>>(data, kBytes / 4, out);
+            CUDA_CHECK_LAUNCH();
+        }
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+    return collector.finish();
+}
+
+std::int64_t migrated(const CellEvents& e, std::int32_t kind) {
+    std::int64_t bytes = 0;
+    for (const auto& m : e.memcpys)
+        if (m.copy_kind == kind) bytes += m.bytes;
+    return bytes;
+}
+
+std::int64_t gpu_faults(const CellEvents& e) {
+    std::int64_t n = 0;
+    for (const auto& f : e.gpu_page_faults) n += f.faults;
+    return n;
+}
+
+}  // namespace
+
+TEST_CASE("the collector records kernels, NVTX ranges and known Unified Memory traffic", "[gpu][collector]") {
+    require_gpu();
+    prepare_nvtx_injection();
+    CUDA_CHECK(cudaFree(nullptr));  // the runtime must be up before UM counters are enabled
+    const CudaStream stream;
+    const ManagedMemory managed(allocate_managed(kBytes, false));
+    const DeviceMemory out = allocate_device(sizeof(std::uint32_t));
+    auto* data = reinterpret_cast<std::uint32_t*>(managed.get());
+    std::memset(data, 0x5a, static_cast<std::size_t>(kBytes));  // first touch on the host
+
+    const CellEvents on_demand = run_traced(data, reinterpret_cast<std::uint32_t*>(out.get()), stream.get());
+    INFO("UM profiling: " << (on_demand.um_supported ? "supported" : on_demand.um_note));
+    REQUIRE(on_demand.um_supported);
+    CHECK(on_demand.dropped_records == 0);
+    const auto htod = migrated(on_demand, kUnifiedHtoD);
+    WARN("on demand: " << htod << " bytes host to device in " << on_demand.memcpys.size() << " records, "
+                       << gpu_faults(on_demand) << " GPU faults in " << on_demand.gpu_page_faults.size()
+                       << " groups, " << on_demand.cpu_page_faults.size() << " CPU faults");
+    CHECK(htod >= kBytes * 95 / 100);
+    CHECK(htod <= kBytes * 105 / 100);
+    CHECK(gpu_faults(on_demand) > 0);
+    int launches = 0;
+    for (const auto& k : on_demand.kernels) launches += k.name.find("read_all") != std::string::npos;
+    CHECK(launches == kLaunches);
+    bool range_seen = false;
+    for (const auto& r : on_demand.ranges) range_seen |= r.text == "micro-workload" && r.end_ns > r.start_ns;
+    CHECK(range_seen);
+
+    // Resident after a full prefetch: the same kernels neither migrate nor fault.
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaMemPrefetchAsync(data, static_cast<std::size_t>(kBytes),
+                                    cudaMemLocation{cudaMemLocationTypeDevice, device}, 0, stream.get()));
+    CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    const CellEvents resident = run_traced(data, reinterpret_cast<std::uint32_t*>(out.get()), stream.get());
+    WARN("after prefetch: " << migrated(resident, kUnifiedHtoD) << " bytes host to device, " << gpu_faults(resident)
+                            << " GPU faults");
+    CHECK(migrated(resident, kUnifiedHtoD) < kBytes / 100);
+    CHECK(gpu_faults(resident) <= gpu_faults(on_demand) / 100);
+}
