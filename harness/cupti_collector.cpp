@@ -103,8 +103,7 @@ CuptiCollector::CuptiCollector() {
         CUPTI_CHECK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
         const CUptiResult um = configure_um_counters();
         if (um == CUPTI_SUCCESS) {
-            CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER));
-            um_enabled_ = true;
+            um_configured_ = true;
         } else if (um_not_supported(um)) {
             const char* text = nullptr;
             cuptiGetResultString(um, &text);
@@ -112,11 +111,18 @@ CuptiCollector::CuptiCollector() {
         } else {
             cupti_check(um, "cuptiActivityConfigureUnifiedMemoryCounter");
         }
-        for (const auto kind : kKinds) CUPTI_CHECK(cuptiActivityEnable(kind));
     } catch (...) {
         disable();
         throw;
     }
+}
+
+void CuptiCollector::start() {
+    if (um_configured_) {
+        CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER));
+        um_enabled_ = true;
+    }
+    for (const auto kind : kKinds) CUPTI_CHECK(cuptiActivityEnable(kind));
 }
 
 CuptiCollector::~CuptiCollector() { disable(); }

@@ -14,10 +14,12 @@ void prepare_nvtx_injection();
 
 class CuptiCollector {
 public:
-    // Registers the buffer callbacks, configures the UM counters (before enabling them) and
-    // enables the activity kinds. The CUDA runtime must be initialized already (enabling UM
-    // counters before that returns CUPTI_ERROR_NOT_READY).
+    // Registers the buffer callbacks and configures the UM counters. Create it before the cell
+    // allocates managed memory: the counters do not see allocations made before they were
+    // configured. The CUDA runtime must be initialized already (CUPTI_ERROR_NOT_READY otherwise).
     CuptiCollector();
+    // Enables the activity kinds: collection runs from here to finish().
+    void start();
     // Disables collection if finish() was not called (e.g. the cell failed).
     ~CuptiCollector();
     CuptiCollector(const CuptiCollector&) = delete;
@@ -28,6 +30,7 @@ public:
 
 private:
     void disable() noexcept;
+    bool um_configured_ = false;
     bool um_enabled_ = false;
     bool active_ = true;
     std::string um_note_;

@@ -37,6 +37,9 @@ CellOutcome measure_gpu_cell(const CellParams& c, const GpuCellOptions& options)
     const auto t_init = std::chrono::steady_clock::now();
     const auto layout = WeightLayout::for_model(c.model);
     const CudaStream compute;
+    // Configured before anything is placed: UM counters do not see earlier managed allocations.
+    std::optional<CuptiCollector> collector;
+    if (collect) collector.emplace();
 
     BackendConfig config = backend_config(c);
     config.allow_oversubscription = options.allow_oversubscription;
@@ -70,8 +73,7 @@ CellOutcome measure_gpu_cell(const CellParams& c, const GpuCellOptions& options)
     // Traced iterations run after the timed ones, so collection never perturbs the latencies
     // that are reported; their own latencies show what tracing costs.
     if (c.trace_iterations > 0) {
-        std::optional<CuptiCollector> collector;
-        if (collect) collector.emplace();
+        if (collector) collector->start();
         for (int i = 0; i < c.trace_iterations; ++i)
             out.traced_ms.push_back(one_iteration("traced iteration " + std::to_string(i)));
         if (collector) out.events = collector->finish();

@@ -2,12 +2,14 @@
 // reading 256 MiB of managed memory first touched on the host must migrate ~256 MiB host to
 // device and fault on demand; after a full prefetch it must neither migrate nor fault.
 //
-// Open problem, hence [!mayfail] (reported, not failing the run): on the H100 VM used so far
-// (driver 580.159.04, CUDA 13.0, 2026-11-22) kernels and NVTX ranges are recorded, but Unified
-// Memory counters report nothing for memory allocated before the collector was created, and for
-// memory allocated under collection 151 MB of 256 MiB host to device, 768 CPU faults and no GPU
-// page-fault records at all. The collector has to be configured before the backends allocate;
-// whether GPU fault records exist on this platform is still to be found out.
+// Open problem, hence [!mayfail] (reported, not failing the run). On the H100 VM used so far
+// (driver 580.159.04, CUDA 13.0, 2026-11-22) kernels and NVTX ranges are recorded and
+// prefetch-driven migrations are counted exactly, but fault-driven migrations are counted only in
+// part and inconsistently (for these 256 MiB: nothing when the allocation predates the collector;
+// 151 MB, then 364 MB in another run, when it was allocated under collection; 197 MB when the
+// counters were configured before the allocation and enabled after), and no GPU page-fault record
+// ever arrives. Why is still to be found out.
+
 #include <catch2/catch_test_macros.hpp>
 
 #include <cuda_runtime_api.h>
@@ -46,6 +48,7 @@ void require_gpu() {
 
 CellEvents run_traced(const std::uint32_t* data, std::uint32_t* out, cudaStream_t stream) {
     CuptiCollector collector;
+    collector.start();
     {
         const NvtxRange range("micro-workload");
         for (int i = 0; i < kLaunches; ++i) {
@@ -120,6 +123,7 @@ TEST_CASE("Unified Memory traffic of an allocation made while the collector runs
     const CudaStream stream;
     const DeviceMemory out = allocate_device(sizeof(std::uint32_t));
     CuptiCollector collector;
+    collector.start();
     const ManagedMemory managed(allocate_managed(kBytes, false));
     auto* data = reinterpret_cast<std::uint32_t*>(managed.get());
     std::memset(data, 0x5a, static_cast<std::size_t>(kBytes));
@@ -131,6 +135,32 @@ TEST_CASE("Unified Memory traffic of an allocation made while the collector runs
     const CellEvents e = collector.finish();
     WARN("allocated under collection: " << migrated(e, kUnifiedHtoD) << " bytes host to device, " << gpu_faults(e)
                                         << " GPU faults, " << e.cpu_page_faults.size() << " CPU faults");
+    CHECK(migrated(e, kUnifiedHtoD) >= kBytes * 95 / 100);
+    CHECK(gpu_faults(e) > 0);
+}
+
+// How cells use the collector: configured before the managed allocation, started only for the
+// traced iterations (so the timed ones run without collection).
+TEST_CASE("Unified Memory traffic with the counters configured before the allocation, enabled after",
+          "[gpu][collector][!mayfail]") {
+    require_gpu();
+    prepare_nvtx_injection();
+    CUDA_CHECK(cudaFree(nullptr));
+    const CudaStream stream;
+    const DeviceMemory out = allocate_device(sizeof(std::uint32_t));
+    CuptiCollector collector;
+    const ManagedMemory managed(allocate_managed(kBytes, false));
+    auto* data = reinterpret_cast<std::uint32_t*>(managed.get());
+    std::memset(data, 0x5a, static_cast<std::size_t>(kBytes));
+    collector.start();
+    for (int i = 0; i < kLaunches; ++i) {
+        read_all<<<528, 256, 0, stream.get()>>>(data, kBytes / 4, reinterpret_cast<std::uint32_t*>(out.get()));
+        CUDA_CHECK_LAUNCH();
+    }
+    CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    const CellEvents e = collector.finish();
+    WARN("configured before, enabled after the allocation: " << migrated(e, kUnifiedHtoD) << " bytes host to device, "
+                                                              << gpu_faults(e) << " GPU faults");
     CHECK(migrated(e, kUnifiedHtoD) >= kBytes * 95 / 100);
     CHECK(gpu_faults(e) > 0);
 }
