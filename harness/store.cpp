@@ -16,7 +16,7 @@
 namespace sweetspot {
 namespace {
 
-// Schema version 1. results/README.md documents every column; tests check the two agree.
+// The current schema (kSchemaVersion). results/README.md documents every column; tests check the two agree.
 constexpr const char* kSchemaSql = R"sql(
 CREATE TABLE schema_info (
     version     INTEGER NOT NULL,

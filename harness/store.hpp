@@ -14,7 +14,8 @@
 
 namespace sweetspot {
 
-inline constexpr int kSchemaVersion = 1;
+// 1: runs, cells, iterations. 2: GPU placement columns, CUPTI event tables, per-cell event totals.
+inline constexpr int kSchemaVersion = 2;
 
 struct RunInfo {
     std::string started_at;  // ISO 8601 UTC

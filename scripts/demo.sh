@@ -5,8 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
+# The demo measures afresh each time (a database from an older sweetspot may have another schema).
+rm -f results/demo.db results/demo.db-wal results/demo.db-shm
 status=0
-build/sweetspot run experiments/demo.toml --db results/demo.db --rerun || status=$?
+build/sweetspot run experiments/demo.toml --db results/demo.db || status=$?
 echo
 build/sweetspot summary results/demo.db
 exit $status

@@ -265,7 +265,7 @@ std::map<std::string, std::string> documented_queries() {
 
 }  // namespace
 
-TEST_CASE("a new database gets schema version 1 in WAL mode", "[store]") {
+TEST_CASE("a new database gets the current schema version in WAL mode", "[store]") {
     TempDir tmp;
     auto s = Store::open(tmp.file("sub/dir/r.db"));
     auto v = s.db().prepare("SELECT version, created_by FROM schema_info");
@@ -307,7 +307,7 @@ TEST_CASE("opening again keeps the data; read-only opening checks the file", "[s
         db.exec("UPDATE schema_info SET version = 99");
     }
     CHECK_THROWS_WITH(Store::open_read_only(path),
-                      path + " has schema version 99; this sweetspot reads version 1");
+                      path + " has schema version 99; this sweetspot reads version " + std::to_string(kSchemaVersion));
 }
 
 TEST_CASE("a cell and its iterations round-trip through the store", "[store]") {
