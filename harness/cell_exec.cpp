@@ -83,9 +83,7 @@ CellOutcome measure_host_cell(const CellParams& c) {
     out.started_at = utc_timestamp();
     const auto t_init = std::chrono::steady_clock::now();
     const auto layout = WeightLayout::for_model(c.model);
-    BackendConfig config;
-    config.name = c.backend;
-    auto backend = make_backend(config);
+    auto backend = make_backend(backend_config(c));
     backend->place(layout, [&](int unit, std::span<float> dst) { fill_synthetic_unit(c.model, layout, unit, c.seed, dst); });
     const auto tokens = c.token_ids();
     CpuForward forward(c.model, layout, c.batch, c.seq);

@@ -4,6 +4,7 @@
 #include <catch2/matchers/catch_matchers.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -21,15 +22,15 @@ namespace {
 
 constexpr std::int64_t GiB = std::int64_t{1} << 30;
 
-// Logits of `cell` from the host forward on its synthetic weights rounded to `rounded_to`.
-std::vector<float> host_logits(const CellParams& cell, const WeightLayout& layout, DType rounded_to) {
+// Host-forward logits of `tokens` ([batch, seq]) on `cell`'s synthetic weights rounded to
+// `rounded_to`: what a GPU cell of that dtype would be compared with.
+std::vector<float> host_logits(const CellParams& cell, const WeightLayout& layout, DType rounded_to, int batch, int seq,
+                               std::span<const std::int32_t> tokens) {
     std::vector<std::vector<float>> units;
     for (std::size_t u = 0; u < layout.units.size(); ++u) {
         auto& w = units.emplace_back(static_cast<std::size_t>(layout.units[u].numel));
         fill_synthetic_unit(cell.model, layout, static_cast<int>(u), cell.seed, w);
-        if (rounded_to == DType::fp16) {
-            for (auto& v : w) v = fp16_bits_to_float(float_to_fp16_bits(v));
-        }
+        round_through_dtype(w, rounded_to);
     }
     struct Source : LayerSource {
         std::vector<std::vector<float>>* units;
@@ -37,10 +38,15 @@ std::vector<float> host_logits(const CellParams& cell, const WeightLayout& layou
         void release(int) override {}
     } source;
     source.units = &units;
-    CpuForward forward(cell.model, layout, cell.batch, cell.seq);
-    std::vector<float> logits(static_cast<std::size_t>(cell.batch * cell.seq * cell.model.vocab_size));
-    forward.run(source, cell.token_ids(), logits);
+    CpuForward forward(cell.model, layout, batch, seq);
+    std::vector<float> logits(static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq) *
+                              static_cast<std::size_t>(cell.model.vocab_size));
+    forward.run(source, tokens, logits);
     return logits;
+}
+
+std::vector<float> host_logits(const CellParams& cell, const WeightLayout& layout, DType rounded_to) {
+    return host_logits(cell, layout, rounded_to, cell.batch, cell.seq, cell.token_ids());
 }
 
 CellParams tiny_cell(DType dtype) {
@@ -130,25 +136,8 @@ TEST_CASE("large cells are checked on a prefix of sample 0, exact by causality",
 
     // Only sample 0's first 16 positions hold real logits; the rest is noise the check must not read.
     std::vector<float> logits(tokens.size() * vocab, 1e6f);
-    CellParams prefix = cell;
-    prefix.batch = 1;
-    prefix.seq = 16;
-    std::vector<std::int32_t> prefix_tokens(tokens.begin(), tokens.begin() + 16);
-    {
-        std::vector<std::vector<float>> units;
-        for (std::size_t u = 0; u < layout.units.size(); ++u) {
-            auto& w = units.emplace_back(static_cast<std::size_t>(layout.units[u].numel));
-            fill_synthetic_unit(cell.model, layout, static_cast<int>(u), cell.seed, w);
-        }
-        struct Source : LayerSource {
-            std::vector<std::vector<float>>* units;
-            const void* acquire(int u) override { return (*units)[static_cast<std::size_t>(u)].data(); }
-            void release(int) override {}
-        } source;
-        source.units = &units;
-        CpuForward forward(cell.model, layout, 1, 16);
-        forward.run(source, prefix_tokens, std::span<float>(logits.data(), 16 * vocab));
-    }
+    const auto prefix = host_logits(cell, layout, DType::fp32, 1, 16, std::span(tokens).first(16));
+    std::copy(prefix.begin(), prefix.end(), logits.begin());
     const auto check = check_against_host(cell, layout, tokens, logits);
     CHECK(check.reference == "host fp32 forward, sample 0, first 16 positions");
     CHECK(check.rel_err == 0);
