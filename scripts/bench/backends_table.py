@@ -10,7 +10,12 @@ in any of them serves as the reference for the same workload in all.
 Usage: backends_table.py DB [DB ...] [--markdown]
 """
 import argparse
+import pathlib
 import sqlite3
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "analysis"))
+from bound import bound_ms, device_latencies  # noqa: E402
 
 QUERY = """
 SELECT c.cell_id, c.model, c.dtype, c.batch, c.seq, c.backend, c.prefetch, c.streams, c.budget, c.resident,
@@ -24,23 +29,17 @@ COLUMNS = ["model", "dtype", "b×s", "backend", "prefetch", "streams", "budget",
            "median ms", "p10–p90 ms", "bound ms", "× bound", "link GB/s", "rel err"]
 
 
-def workload(c):
-    return (c["model"], c["dtype"], c["batch"], c["seq"], c["variant"], c["tf32"])
-
-
 def rows(dbs):
     cells = []
     for db in dbs:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         con.row_factory = sqlite3.Row
         cells += con.execute(QUERY).fetchall()
-    device_ms = {workload(c): c["latency_median_ms"] for c in cells if c["backend"] == "device"}
+    device_ms = device_latencies(cells)
     cells.sort(key=lambda c: (c["model"], c["dtype"], c["seq"], c["backend"], c["prefetch"], c["streams"],
                               c["budget_bytes"], c["resident"], c["evict"]))
     for c in cells:
-        link_ms = c["streamed_bytes"] / (c["h2d_gbps"] * 1e6) if c["h2d_gbps"] and c["streamed_bytes"] is not None else None
-        parts = [v for v in (link_ms, device_ms.get(workload(c))) if v is not None]
-        bound = max(parts) if parts else None
+        bound = bound_ms(c, device_ms)
         pct = 100.0 * c["budget_bytes"] / c["weight_bytes"]
         yield [
             c["model"], c["dtype"], f'{c["batch"]}×{c["seq"]}', c["backend"], c["prefetch"], str(c["streams"]),
