@@ -11,6 +11,7 @@
 #include "harness/cell_exec.hpp"
 #include "harness/gpu_probe.hpp"
 #include "harness/matrix.hpp"
+#include "harness/report_command.hpp"
 #include "harness/runner.hpp"
 #include "harness/store.hpp"
 #include "harness/version.hpp"
@@ -36,6 +37,7 @@ commands:
   list FILE       show the cells a matrix expands to, without running them
   summary DB      print the runs and a per-cell table of a results database
   trace DB        write one traced iteration of a cell as a Perfetto/Chrome trace (JSON)
+  report DB       draw the figures (PNG, SVG) and an HTML page of a results database
 
 Run 'sweetspot <command> --help' for a command's options.
 Matrix format: experiments/README.md. Database schema and example queries: results/README.md.
@@ -206,6 +208,27 @@ int cmd_trace(const std::vector<std::string>& args) {
     return kExitOk;
 }
 
+int cmd_report(const std::vector<std::string>& args) {
+    Command cmd{"report", "DB -o DIR [--timeline-cell ID]",
+                "Draws the figures of the results database DB into DIR, each as PNG and SVG, and writes\n"
+                "DIR/index.html (self-contained: run metadata, the figures with captions, a sortable table\n"
+                "of the cells). Figures the database has no data for are left out, saying why. Needs\n"
+                "python3 with matplotlib and pandas (scripts/install-deps.sh installs them).",
+                po::options_description("options"), {}};
+    cmd.options.add_options()
+        ("db", po::value<std::string>()->required(), "results database")
+        ("output,o", po::value<std::string>()->required(), "folder for the figures and index.html (created)")
+        ("timeline-cell", po::value<std::int64_t>(),
+         "cell_id whose first traced iteration the timeline shows (default: the traced cell with the most kinds of activity)");
+    cmd.positional.add("db", 1);
+    po::variables_map vm;
+    if (!parse(cmd, args, vm)) return kExitOk;
+    ReportRequest request{vm["db"].as<std::string>(), vm["output"].as<std::string>(), std::nullopt};
+    if (vm.count("timeline-cell")) request.timeline_cell = vm["timeline-cell"].as<std::int64_t>();
+    std::cout.flush();
+    return run_report(request, std::cerr);
+}
+
 // The cell's child process (started by `run`; not for direct use).
 int cmd_cell(const std::vector<std::string>& args) {
     Command cmd{"_cell", "--scratch DB --cell TEXT", "Internal: measures one cell in this process.",
@@ -260,6 +283,7 @@ int cli_main(int argc, char** argv) {
         if (command == "list") return cmd_list(args);
         if (command == "summary") return cmd_summary(args);
         if (command == "trace") return cmd_trace(args);
+        if (command == "report") return cmd_report(args);
         if (command == "_cell") return cmd_cell(args);
         if (command == "_probe") return cmd_probe(args);
         std::cerr << "sweetspot: unknown command '" << command << "'\n\n" << kUsage;

@@ -1,0 +1,65 @@
+"""The per-cell table of the HTML report: which columns, with what headings and number formats."""
+import math
+
+from bound import present
+
+# (column, heading, format): format is a format spec for numbers, or None for text. Columns a
+# database lacks, or where no cell has a value, are left out.
+COLUMNS = [
+    ("cell_id", "cell", "d"),
+    ("status", "status", None),
+    ("model", "model", None),
+    ("variant", "variant", None),
+    ("backend", "backend", None),
+    ("dtype", "dtype", None),
+    ("batch", "batch", "d"),
+    ("seq", "seq", "d"),
+    ("streams", "streams", "d"),
+    ("prefetch", "prefetch", None),
+    ("budget", "budget", None),
+    ("oversubscription", "weights ÷ budget", ".2f"),
+    ("latency_median_ms", "median ms", ".4g"),
+    ("latency_p10_ms", "p10 ms", ".4g"),
+    ("latency_p90_ms", "p90 ms", ".4g"),
+    ("tokens_per_s", "tokens/s", ",.0f"),
+    ("bound_ms", "bound ms", ".4g"),
+    ("x_bound", "× bound", ".2f"),
+    ("streamed_gbps", "link GB/s", ".1f"),
+    ("um_htod_bytes", "UM H→D MB", ",.1f"),
+    ("um_dtoh_bytes", "UM D→H MB", ",.1f"),
+    ("gpu_page_faults", "GPU faults", ",d"),
+    ("cpu_page_faults", "CPU faults", ",d"),
+    ("device_used_bytes", "device used MiB", ",.0f"),
+    ("check_rel_err", "rel. error", ".1e"),
+    ("reason", "reason", None),
+]
+# Shown in another unit than stored.
+SCALE = {"um_htod_bytes": 1e6, "um_dtoh_bytes": 1e6, "device_used_bytes": 2**20}
+
+
+class Cell:
+    """One table cell: its text, and the raw number it sorts by (None for text or NULL)."""
+
+    def __init__(self, text, number=None):
+        self.text = text
+        self.number = number
+
+
+def formatted(value, spec, column):
+    value = present(value)
+    if value is None:
+        return Cell("–")
+    if spec is None:
+        return Cell(str(value))
+    number = value / SCALE.get(column, 1)
+    if spec.endswith("d"):
+        number = int(round(number))
+    return Cell(format(number, spec), number if math.isfinite(number) else None)
+
+
+def cell_table(cells):
+    """(headings with their kinds, rows of Cell) for the cells DataFrame."""
+    columns = [(c, h, f) for c, h, f in COLUMNS if c in cells and cells[c].notna().any()]
+    headings = [(h, "text" if f is None else "num") for _, h, f in columns]
+    rows = [[formatted(r[c], f, c) for c, _, f in columns] for r in cells.to_dict("records")]
+    return headings, rows

@@ -1,0 +1,92 @@
+"""The course report's figure: performance normalized to the baseline variant, grouped by model,
+one bar per variant, one panel per processor (GPU, or the CPU for host-backend cells)."""
+import matplotlib.pyplot as plt
+import numpy as np
+
+from figures.common import Drawn, Skip, count_phrase, panel_grid
+from results_db import PARAMETERS, PROTOCOL
+
+NAME = "normalized_performance"
+TITLE = "Performance normalized to baseline"
+
+# The variants in the order of the seed's report (product brief §2); others follow by name.
+VARIANT_ORDER = ["baseline", "dropout_ln", "attn_ln", "ffn_ln", "attn_proj", "all"]
+WORKLOAD = [p for p in PARAMETERS if p != "variant" and p not in PROTOCOL] + ["processor"]
+
+
+def processor(cell):
+    if cell["backend"] == "host":
+        return f"CPU: {cell['cpu_model']}" if cell["cpu_model"] else "CPU"
+    return cell["gpu_name"] if cell["gpu_name"] else "GPU (name not recorded)"
+
+
+def geometric_mean(values):
+    return float(np.exp(np.log(values).mean()))
+
+
+def normalized(ok):
+    """Per (processor, model, variant): geometric means over workloads of baseline ÷ variant latency
+    at the median, 90th and 10th percentile, and the number of workloads."""
+    cells = ok.assign(processor=ok.apply(processor, axis=1))
+    base = (cells[cells["variant"] == "baseline"].groupby(WORKLOAD, dropna=False)["latency_median_ms"].median()
+            .rename("baseline_ms").reset_index())
+    paired = cells.merge(base, on=WORKLOAD)
+    paired["perf"] = paired["baseline_ms"] / paired["latency_median_ms"]
+    paired["perf_lo"] = paired["baseline_ms"] / paired["latency_p90_ms"]
+    paired["perf_hi"] = paired["baseline_ms"] / paired["latency_p10_ms"]
+    return (paired.groupby(["processor", "model", "variant"])
+            .agg(perf=("perf", geometric_mean), perf_lo=("perf_lo", geometric_mean),
+                 perf_hi=("perf_hi", geometric_mean), workloads=("perf", "size"))
+            .reset_index())
+
+
+def variant_sort_key(v):
+    return (VARIANT_ORDER.index(v), "") if v in VARIANT_ORDER else (len(VARIANT_ORDER), v)
+
+
+def render(data):
+    ok = data.ok.dropna(subset=["latency_median_ms", "latency_p10_ms", "latency_p90_ms"])
+    if ok.empty:
+        raise Skip("no cell has a measured latency (status ok).")
+    if not (ok["variant"] == "baseline").any():
+        raise Skip("no baseline cell was measured, and performance is normalized to the baseline variant of the "
+                   "same workload.")
+    table = normalized(ok)
+    processors = sorted(table["processor"].unique())
+    fig, axes = panel_grid(len(processors), width=6.0, max_cols=1)
+    variants = sorted(table["variant"].unique(), key=variant_sort_key)
+    for ax, proc in zip(axes, processors):
+        mine = table[table["processor"] == proc]
+        models = sorted(mine["model"].unique())
+        width = 0.8 / len(variants)
+        for i, variant in enumerate(variants):
+            rows = mine[mine["variant"] == variant].set_index("model").reindex(models)
+            x = np.arange(len(models)) + (i - (len(variants) - 1) / 2) * width
+            err = [(rows["perf"] - rows["perf_lo"]).clip(lower=0), (rows["perf_hi"] - rows["perf"]).clip(lower=0)]
+            ax.bar(x, rows["perf"], width, yerr=err, capsize=3, color=plt.get_cmap("tab10")(i), label=variant,
+                   edgecolor="black", linewidth=0.5)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(models)), models, rotation=20 if len(models) > 4 else 0)
+        ax.set_xlabel("model")
+        ax.set_ylabel("performance ÷ baseline")
+        ax.set_title(proc)
+        ax.legend(title="variant", loc="upper left", bbox_to_anchor=(1.01, 1.0), framealpha=0.85)
+    fig.tight_layout()
+    return Drawn(fig, caption(data.cells, table, variants))
+
+
+def caption(cells, table, variants):
+    workloads = int(table[table["variant"] == "baseline"]["workloads"].sum())
+    text = ("Forward performance of each fused-kernel variant relative to the baseline variant on the same workload "
+            "(model, backend, dtype, batch, sequence length and every other parameter equal): baseline median latency "
+            "÷ the variant's median latency, so higher is faster and baseline = 1. Where a model was measured on "
+            "several workloads the bar is their geometric mean "
+            f"({count_phrase(workloads, 'baseline workload')} in all). Error bars: the same ratio at the variant's "
+            "90th and 10th percentile latency (the spread of the timed iterations).")
+    if variants == ["baseline"]:
+        text += " Only the baseline variant has measurements in this database, so every bar is 1 and shows the spread."
+    unmeasured = cells[(cells["variant"] != "baseline") & (cells["status"] != "ok")]
+    if len(unmeasured):
+        reasons = "; ".join(sorted(set(unmeasured["reason"].dropna().astype(str)))[:3])
+        text += f" Not drawn: {count_phrase(len(unmeasured), 'cell')} of other variants that were not measured ({reasons})."
+    return text

@@ -1,0 +1,108 @@
+"""A measured quantity against one swept parameter: one panel per backend, one line per setting of
+the other parameters that was measured at two or more values of the swept one."""
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.ticker import NullLocator
+
+from figures.common import Skip, backends_in, panel_grid, series_label, value_text, varying
+from results_db import PARAMETERS, PROTOCOL
+
+# Lines beyond this many per panel are left out (the caption says how many): a legend longer
+# than this cannot be read in print.
+MAX_SERIES = 8
+
+
+class Swept:
+    """The parameter along x: its column, axis label, and where each value goes."""
+
+    def __init__(self, column, label, order=None, log=False):
+        self.column = column
+        self.label = label
+        self.order = order  # sort key of categorical values; None: the values are numbers
+        self.log = log
+
+    def ticks(self, values):
+        """Categorical values: every value in `values` at 0, 1, 2... in order. Numbers: None."""
+        if self.order is None:
+            return None
+        return sorted(set(values), key=self.order)
+
+    def positions(self, values, ticks):
+        if ticks is None:
+            return values.astype(float)
+        return values.map({v: i for i, v in enumerate(ticks)}).astype(float)
+
+
+def series(cells, swept, fixed_out):
+    """(backend, [(label, cells of one line)]) for every backend with a line of two or more x values."""
+    others = [p for p in PARAMETERS if p not in (swept.column, "backend", *fixed_out)]
+    out = []
+    for backend in backends_in(cells):
+        mine = cells[cells["backend"] == backend]
+        groups = [g for _, g in mine.groupby(others, dropna=False, sort=True) if g[swept.column].nunique() > 1]
+        if not groups:
+            continue
+        out.append((backend, labelled(groups, exclude=(swept.column, "backend", *fixed_out))))
+    return out
+
+
+def labelled(groups, exclude):
+    """(label, cells) per line: labels name the parameters that differ between lines, leaving out
+    how cells were measured (iterations, seed...) unless only that tells two lines apart."""
+    differing = varying(pd.concat(groups), exclude=exclude)
+    names = [n for n in differing if n not in PROTOCOL]
+    labels = [series_label(tuple(g.iloc[0][n] for n in names), names) for g in groups]
+    if len(set(labels)) < len(labels):
+        labels = [series_label(tuple(g.iloc[0][n] for n in differing), differing) for g in groups]
+    return list(zip(labels, groups))
+
+
+def sweep_figure(cells, swept, y, y_lo, y_hi, y_label, *, fixed_out=(), reference=None, why_empty=""):
+    """The figure and a sentence on what it holds. Cells need columns y, y_lo, y_hi (error bar ends).
+
+    fixed_out: parameters determined by the swept one (e.g. budget by oversubscription), left
+    out of the grouping. reference: (y, label) of a horizontal line. Raises Skip(why_empty) when
+    no backend has a line."""
+    panels = series(cells.dropna(subset=[y]), swept, fixed_out)
+    if not panels:
+        raise Skip(why_empty)
+    fig, axes = panel_grid(len(panels))
+    shown = hidden = points = 0
+    for ax, (backend, lines) in zip(axes, panels):
+        hidden += max(0, len(lines) - MAX_SERIES)
+        lines = lines[:MAX_SERIES]
+        ticks = swept.ticks(pd.concat([g for _, g in lines])[swept.column])
+        for i, (label, g) in enumerate(lines):
+            g = g.assign(x=swept.positions(g[swept.column], ticks)).sort_values("x")
+            err = [(g[y] - g[y_lo]).clip(lower=0), (g[y_hi] - g[y]).clip(lower=0)]
+            ax.errorbar(g["x"], g[y], yerr=err, marker="os^vDP*X"[i % 8], markersize=5, capsize=3, linewidth=1.4,
+                        color=plt.get_cmap("tab10")(i), label=label)
+            shown += 1
+            points += len(g)
+        if ticks is not None:
+            ax.set_xticks(range(len(ticks)), [str(t) for t in ticks])
+        if reference is not None:
+            ax.axhline(reference[0], color="black", linestyle="--", linewidth=1, label=reference[1])
+        ax.set_title(backend)
+        ax.set_xlabel(swept.label)
+        ax.set_ylabel(y_label)
+        if swept.log:
+            ax.set_xscale("log", base=2)
+            values = sorted(pd.concat([g for _, g in lines])[swept.column].unique())
+            ax.set_xticks(values, [value_text(v) for v in values])
+            ax.xaxis.set_minor_locator(NullLocator())
+        if _spans_decades(pd.concat([g for _, g in lines])[y]):
+            ax.set_yscale("log")
+        ax.legend(loc="best", framealpha=0.85)
+    fig.tight_layout()
+    summary = f"{shown} series, {points} cells, on {len(panels)} backend{'s' if len(panels) > 1 else ''}"
+    if hidden:
+        summary += f" ({hidden} more series not drawn: at most {MAX_SERIES} per panel stay readable)"
+    return fig, summary
+
+
+
+def _spans_decades(values):
+    """Values so far apart that a linear axis would flatten the small ones."""
+    positive = values[values > 0]
+    return len(positive) > 0 and positive.max() / positive.min() > 30

@@ -1,0 +1,21 @@
+"""Throughput (tokens/s) against the batch size, per backend: the one sweep every backend has."""
+from figures.common import Drawn
+from figures.sweeps import Swept, sweep_figure
+
+NAME = "throughput_vs_batch"
+TITLE = "Throughput vs batch size"
+
+
+def render(data):
+    cells = data.ok.dropna(subset=["latency_median_ms"]).copy()
+    tokens = cells["batch"] * cells["seq"] * 1e3
+    cells["tps"] = tokens / cells["latency_median_ms"]
+    # The slow end of the latency spread is the low end of throughput.
+    cells["tps_lo"] = tokens / cells["latency_p90_ms"]
+    cells["tps_hi"] = tokens / cells["latency_p10_ms"]
+    fig, summary = sweep_figure(
+        cells, Swept("batch", "batch size (sequences per forward)", log=True), "tps", "tps_lo", "tps_hi",
+        "throughput (tokens/s)",
+        why_empty="no model was measured at two or more batch sizes with every other parameter the same.")
+    return Drawn(fig, "Tokens per second (batch × sequence length ÷ median forward latency) against the batch size "
+                      f"({summary}). Error bars: throughput at the 90th and 10th percentile latency.")

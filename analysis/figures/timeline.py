@@ -1,0 +1,193 @@
+"""The timeline of one traced iteration: NVTX layers and phases, kernels and copies per stream,
+UM migrations by direction, GPU and CPU page faults (the same events `sweetspot trace` exports)."""
+import matplotlib.pyplot as plt
+from matplotlib.patches import Patch
+
+from figures.common import Drawn, Skip, count_phrase, require_gpu_cells
+from figures.um_traffic import CAUSE_COLORS, cause_labels
+from results_db import BadInput
+
+NAME = "timeline"
+TITLE = "Timeline of one traced iteration"
+
+ITERATION = "traced iteration 0"
+NEEDED = ("NVTX_EVENTS", "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+          "CUDA_UM_GPU_PAGE_FAULT_EVENTS", "CUDA_UM_CPU_PAGE_FAULT_EVENTS")
+# Pastel for the CPU-side ranges, saturated for GPU activity; UM migrations take um_traffic's cause colours.
+PHASE_COLORS = {"acquire": "#fccde5", "compute": "#80b1d3", "release": "#bebada"}
+KERNEL_COLOR = "#2ca02c"
+COPY_COLORS = {1: "#17becf", 2: "#bcbd22"}  # host→device, and any other explicit copy
+GPU_FAULT_COLOR = "#444444"
+CPU_FAULT_COLOR = "#e377c2"
+# Events narrower than this share of the window are drawn this wide, so that short copies and
+# faults stay visible at print resolution.
+MIN_WIDTH_SHARE = 0.0005
+
+
+def windows(db):
+    """cell_id → (start, end) ns of its first traced iteration's NVTX range (which closes after the GPU finished)."""
+    df = db.query('SELECT n.cell_id, n.start, n."end" FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId '
+                  "WHERE s.value = ?", (ITERATION,))
+    return {r.cell_id: (r.start, r.end) for r in df.itertuples()}
+
+
+def events(db, cell_id, begin, end):
+    """Every event of the cell that overlaps [begin, end], as DataFrames by kind."""
+    window = (cell_id, end, begin)
+    return {
+        "kernels": db.query('SELECT start, "end", streamId FROM CUPTI_ACTIVITY_KIND_KERNEL '
+                            'WHERE cell_id = ? AND start < ? AND "end" > ?', window),
+        "copies": db.query('SELECT start, "end", streamId, copyKind, bytes, coalesce(migrationCause, 0) AS cause '
+                           'FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE cell_id = ? AND start < ? AND "end" > ?', window),
+        "gpu_faults": db.query('SELECT start, "end", numberOfPageFaults FROM CUDA_UM_GPU_PAGE_FAULT_EVENTS '
+                               'WHERE cell_id = ? AND start < ? AND "end" >= ?', window),
+        "cpu_faults": db.query("SELECT start FROM CUDA_UM_CPU_PAGE_FAULT_EVENTS "
+                               "WHERE cell_id = ? AND start <= ? AND start >= ?", window),
+        "ranges": db.query('SELECT n.start, n."end", s.value AS text FROM NVTX_EVENTS n JOIN StringIds s '
+                           'ON s.id = n.textId WHERE n.cell_id = ? AND n.start <= ? AND n."end" >= ? '
+                           "AND n.start >= ? ORDER BY n.start", window + (begin,)),
+    }
+
+
+def richness(ev, begin, end):
+    """How much of the machinery an iteration shows, legibly: UM activity first, then the number of
+    tracks, then the fewest events (a thinner timeline reads better)."""
+    um = ev["copies"]["copyKind"].isin([11, 12]).any() or len(ev["gpu_faults"]) or len(ev["cpu_faults"])
+    return (bool(um), len(layout(ev, begin, end)[0].rows), -sum(len(v) for v in ev.values()))
+
+
+def choose(db, data, found):
+    """The cell to draw: the one asked for, or the richest traced cell (lowest id on ties)."""
+    if data.timeline_cell is not None:
+        if data.timeline_cell not in found:
+            raise BadInput(f"cell {data.timeline_cell} has no '{ITERATION}' range: it needs trace_iterations > 0 and "
+                           "the cupti collector (cells with one: " + ", ".join(map(str, sorted(found))) + ")")
+        return data.timeline_cell, events(db, data.timeline_cell, *found[data.timeline_cell])
+    best = None
+    for cell_id in sorted(found):
+        ev = events(db, cell_id, *found[cell_id])
+        score = richness(ev, *found[cell_id])
+        if best is None or score > best[0]:
+            best = (score, cell_id, ev)
+    return best[1:]
+
+
+def render(data):
+    require_gpu_cells(data.cells, "GPU streams or CUPTI events to draw")
+    db = data.db
+    if not db.has(*NEEDED):
+        raise Skip("this database has no event tables (it was written before sweetspot recorded CUPTI events).")
+    found = windows(db)
+    if not found:
+        raise Skip(f"no cell has a recorded '{ITERATION}' NVTX range: traced iterations (trace_iterations > 0) of GPU "
+                   "cells run with the cupti collector record one.")
+    cell_id, ev = choose(db, data, found)
+    begin, end = found[cell_id]
+    fig = draw(ev, begin, end, cause_labels(db))
+    cell = data.cells.set_index("cell_id").loc[cell_id]
+    return Drawn(fig, caption(cell_id, cell, ev, data.timeline_cell is not None))
+
+
+class Tracks:
+    """Rows of the timeline, top to bottom, each a list of (start, width, colour) bars in ms."""
+
+    def __init__(self, begin, end, names):
+        self.begin = begin
+        self.min_width = (end - begin) / 1e6 * MIN_WIDTH_SHARE
+        self.rows = {name: [] for name in names}
+
+    def add(self, row, start_ns, end_ns, color):
+        start = (start_ns - self.begin) / 1e6
+        self.rows[row].append((start, max((end_ns - start_ns) / 1e6, self.min_width), color))
+
+    def used(self):
+        self.rows = {name: bars for name, bars in self.rows.items() if bars}
+        return self
+
+
+def layout(ev, begin, end):
+    """The tracks that have events, in a fixed order, and the layer ranges."""
+    streams = sorted(set(ev["kernels"]["streamId"]) | set(ev["copies"].query("copyKind not in [11, 12]")["streamId"]))
+    tracks = Tracks(begin, end, ["NVTX layers", "NVTX phases"] + [f"stream {s}" for s in streams]
+                    + ["UM host→device", "UM device→host", "GPU page faults", "CPU page faults"])
+    layers = ev["ranges"][~ev["ranges"]["text"].isin(PHASE_COLORS) &
+                          ~ev["ranges"]["text"].str.startswith(("traced iteration", "cell"))]
+    for i, r in enumerate(layers.itertuples()):
+        tracks.add("NVTX layers", r.start, r.end, ("#c7c7c7", "#8f8f8f")[i % 2])
+    for r in ev["ranges"][ev["ranges"]["text"].isin(PHASE_COLORS)].itertuples():
+        tracks.add("NVTX phases", r.start, r.end, PHASE_COLORS[r.text])
+    for r in ev["kernels"].itertuples():
+        tracks.add(f"stream {r.streamId}", r.start, r.end, KERNEL_COLOR)
+    for r in ev["copies"].itertuples():
+        if r.copyKind in (11, 12):
+            row = "UM host→device" if r.copyKind == 11 else "UM device→host"
+            tracks.add(row, r.start, r.end, CAUSE_COLORS.get(r.cause, "#333333"))
+        else:
+            tracks.add(f"stream {r.streamId}", r.start, r.end, COPY_COLORS.get(r.copyKind, COPY_COLORS[2]))
+    for r in ev["gpu_faults"].itertuples():
+        tracks.add("GPU page faults", r.start, r.end, GPU_FAULT_COLOR)
+    for r in ev["cpu_faults"].itertuples():
+        tracks.add("CPU page faults", r.start, r.start, CPU_FAULT_COLOR)
+    return tracks.used(), layers
+
+
+def draw(ev, begin, end, causes):
+    tracks, layers = layout(ev, begin, end)
+    names = list(tracks.rows)
+    fig, ax = plt.subplots(figsize=(10.0, 1.6 + 0.45 * len(names)))
+    for y, name in enumerate(names):
+        bars = tracks.rows[name]
+        for color in dict.fromkeys(c for _, _, c in bars):
+            ax.broken_barh([(s, w) for s, w, c in bars if c == color], (y - 0.38, 0.76), facecolors=color)
+    span_ms = (end - begin) / 1e6
+    if "NVTX layers" in tracks.rows:
+        for r in layers.itertuples():
+            if (r.end - r.start) / 1e6 > 0.04 * span_ms:
+                ax.text((r.start + r.end - 2 * begin) / 2e6, names.index("NVTX layers"),
+                        r.text.replace("layer ", "L"), ha="center", va="center", fontsize=9)
+    ax.set_yticks(range(len(names)), names)
+    ax.set_ylim(len(names) - 0.5, -0.5)
+    ax.set_xlim(0, span_ms)
+    ax.set_xlabel("time since the iteration started (ms)")
+    ax.grid(axis="y", visible=False)
+    ax.legend(handles=legend_handles(ev, causes), loc="upper center", bbox_to_anchor=(0.5, -0.5 / (1 + 0.3 * len(names))),
+              ncol=4, framealpha=0.85)
+    fig.tight_layout()
+    return fig
+
+
+def legend_handles(ev, causes):
+    handles = [Patch(color=c, label=f"NVTX {p}") for p, c in PHASE_COLORS.items() if (ev["ranges"]["text"] == p).any()]
+    if len(ev["kernels"]):
+        handles.append(Patch(color=KERNEL_COLOR, label="kernel"))
+    copies = ev["copies"]
+    if (copies["copyKind"] == 1).any():
+        handles.append(Patch(color=COPY_COLORS[1], label="copy host→device"))
+    if (~copies["copyKind"].isin([1, 11, 12])).any():
+        handles.append(Patch(color=COPY_COLORS[2], label="other copy"))
+    for cause in sorted(copies[copies["copyKind"].isin([11, 12])]["cause"].unique()):
+        handles.append(Patch(color=CAUSE_COLORS.get(cause, "#333333"), label=f"UM: {causes.get(cause, cause)}"))
+    if len(ev["gpu_faults"]):
+        handles.append(Patch(color=GPU_FAULT_COLOR, label="GPU fault group"))
+    if len(ev["cpu_faults"]):
+        handles.append(Patch(color=CPU_FAULT_COLOR, label="CPU page fault"))
+    return handles
+
+
+def caption(cell_id, cell, ev, asked):
+    copies = ev["copies"]
+    um = copies[copies["copyKind"].isin([11, 12])]
+    plain = copies[~copies["copyKind"].isin([11, 12])]
+    streams = set(ev["kernels"]["streamId"]) | set(plain["streamId"])
+    text = (f"The first traced iteration of cell {cell_id} ({cell['model']}, {cell['backend']}, {cell['dtype']}, "
+            f"batch {cell['batch']} × seq {cell['seq']}, streams {cell['streams']}, prefetch {cell['prefetch']}, "
+            f"budget {cell['budget']}), from its NVTX range: {count_phrase(len(ev['kernels']), 'kernel')} and "
+            f"{count_phrase(len(plain), 'copy' if len(plain) == 1 else 'copie')} on "
+            f"{count_phrase(len(streams), 'stream')}, {count_phrase(len(um), 'UM migration')} "
+            f"({um['bytes'].sum() / 1e6:.1f} MB), {count_phrase(len(ev['gpu_faults']), 'GPU page-fault group')}, "
+            f"{count_phrase(len(ev['cpu_faults']), 'CPU page fault')}, under the NVTX layer and phase ranges. "
+            "Events shorter than 0.05 % of the window are widened to stay visible. ")
+    if not asked:
+        text += ("Drawn for the traced cell with the most kinds of activity; `sweetspot report --timeline-cell ID` draws "
+                 "another. ")
+    return text + f"`sweetspot trace DB --cell {cell_id} -o cell{cell_id}.json` opens the same events in Perfetto."

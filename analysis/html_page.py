@@ -1,0 +1,163 @@
+"""index.html of the report: self-contained (inline CSS and script, images as files beside it), with
+the run metadata, one section per figure, the figures not drawn and why, and the per-cell table."""
+from html import escape
+
+from bound import present
+from cell_table import cell_table
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px; padding: 0 1em; color: #222; }
+h1 { margin-bottom: 0.2em; }
+h2 { border-bottom: 1px solid #ccc; padding-bottom: 0.2em; margin-top: 2em; }
+figure { margin: 0; }
+figure img { max-width: 100%; height: auto; border: 1px solid #ddd; }
+figcaption { margin-top: 0.5em; line-height: 1.4; }
+.files { font-size: 0.9em; color: #555; }
+table { border-collapse: collapse; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: left; vertical-align: top; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f2f2f2; position: sticky; top: 0; }
+table.runs th { position: static; }
+table.sortable th { cursor: pointer; user-select: none; }
+th[aria-sort="ascending"]::after { content: " \\25B2"; }
+th[aria-sort="descending"]::after { content: " \\25BC"; }
+.wide { overflow-x: auto; }
+tr.status-failed td, tr.status-timeout td, tr.status-invalid td { background: #fde8e8; }
+tr.status-skipped td { color: #777; }
+td.reason { max-width: 30em; }
+pre { background: #f7f7f7; padding: 0.5em; overflow-x: auto; }
+"""
+
+# Sorts a table by the clicked column: numbers by their raw value (data-v), text by its text;
+# empty values last either way.
+SORT_SCRIPT = """
+document.querySelectorAll("table.sortable").forEach(function (table) {
+  var headings = Array.from(table.tHead.rows[0].cells);
+  headings.forEach(function (th, col) {
+    th.addEventListener("click", function () {
+      var ascending = th.getAttribute("aria-sort") !== "ascending";
+      headings.forEach(function (h) { h.removeAttribute("aria-sort"); });
+      th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+      var numeric = th.dataset.type === "num";
+      var key = function (row) {
+        var cell = row.cells[col];
+        if (numeric) { return cell.dataset.v === undefined ? null : parseFloat(cell.dataset.v); }
+        return cell.textContent === "\\u2013" ? null : cell.textContent;
+      };
+      var body = table.tBodies[0];
+      var rows = Array.from(body.rows);
+      rows.sort(function (a, b) {
+        var x = key(a), y = key(b);
+        if (x === null || y === null) { return (x === null) - (y === null); }
+        var order = numeric ? x - y : x.localeCompare(y, undefined, {numeric: true});
+        return ascending ? order : -order;
+      });
+      rows.forEach(function (row) { body.appendChild(row); });
+    });
+  });
+});
+"""
+
+RUN_FIELDS = [
+    ("run_id", "run"), ("started_at", "started"), ("finished_at", "finished"), ("status", "status"),
+    ("host", "host"), ("os", "OS"), ("cpu_model", "CPU"), ("cpu_count", "CPUs"), ("gpu_name", "GPU"),
+    ("gpu_memory_bytes", "GPU memory"), ("gpu_driver", "driver (CUDA)"), ("cuda_runtime", "CUDA runtime"),
+    ("h2d_gbps", "pinned H2D GB/s"), ("d2h_gbps", "pinned D2H GB/s"), ("sweetspot_version", "sweetspot"),
+    ("git_revision", "git revision"), ("matrix_name", "matrix"), ("matrix_path", "matrix file"),
+    ("cells_total", "cells in matrix"), ("command_line", "command"),
+]
+
+
+def run_value(column, value):
+    value = present(value)
+    if value is None:
+        return "–"
+    if column == "gpu_memory_bytes":
+        return f"{value / 2**30:.1f} GiB"
+    if column in ("h2d_gbps", "d2h_gbps"):
+        return f"{value:.1f}"
+    return str(value)
+
+
+def runs_section(runs):
+    """One column per run, one row per field: runs are few and their fields many."""
+    fields = [(c, h) for c, h in RUN_FIELDS if c in runs]
+    records = runs.to_dict("records")
+    out = ['<section id="runs"><h2>Runs</h2><div class="wide"><table class="runs"><tbody>']
+    for column, heading in fields:
+        out.append(f"<tr><th>{escape(heading)}</th>"
+                   + "".join(f"<td>{escape(run_value(column, run[column]))}</td>" for run in records) + "</tr>")
+    out.append("</tbody></table></div>")
+    for run in records:
+        if present(run.get("matrix_text")):
+            out.append(f"<details><summary>Matrix of run {run['run_id']} ({escape(str(run.get('matrix_name')))})"
+                       f"</summary><pre>{escape(run['matrix_text'])}</pre></details>")
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def figure_section(result):
+    name = escape(result.name)
+    return (f'<section id="fig-{name}"><h2>{escape(result.title)}</h2><figure>'
+            f'<img src="{name}.png" alt="{escape(result.title)}">'
+            f"<figcaption>{escape(result.caption)}</figcaption></figure>"
+            f'<p class="files">Files: <a href="{name}.png">{name}.png</a> · <a href="{name}.svg">{name}.svg</a></p>'
+            "</section>")
+
+
+def skipped_section(skipped):
+    if not skipped:
+        return ""
+    items = "".join(f"<li><strong>{escape(r.title)}</strong>: {escape(r.reason)}</li>" for r in skipped)
+    return f'<section id="not-drawn"><h2>Figures not drawn</h2><ul>{items}</ul></section>'
+
+
+def cells_section(cells):
+    headings, rows = cell_table(cells)
+    out = ['<section id="cells"><h2>Cells</h2><p>Every cell of the database; click a column heading to sort. '
+           "Latencies are of the timed iterations; × bound is the median latency ÷ the cell's bound.</p>"
+           '<div class="wide"><table class="sortable"><thead><tr>']
+    out += [f'<th data-type="{kind}">{escape(h)}</th>' for h, kind in headings]
+    out.append("</tr></thead><tbody>")
+    status_col = [h for h, _ in headings].index("status")
+    for row in rows:
+        out.append(f'<tr class="status-{escape(row[status_col].text)}">')
+        for (heading, kind), cell in zip(headings, row):
+            value = f' data-v="{float(cell.number)!r}"' if cell.number is not None else ""
+            css = "num" if kind == "num" else "reason" if heading == "reason" else ""
+            out.append(f'<td class="{css}"{value}>{escape(cell.text)}</td>')
+        out.append("</tr>")
+    out.append("</tbody></table></div></section>")
+    return "\n".join(out)
+
+
+def page(db, runs, cells, drawn, skipped, generated_at):
+    counts = cells["status"].value_counts()
+    status = ", ".join(f"{n} {s}" for s, n in counts.items())
+    toc = "".join(f'<li><a href="#fig-{escape(r.name)}">{escape(r.title)}</a></li>' for r in drawn)
+    if skipped:
+        toc += '<li><a href="#not-drawn">Figures not drawn</a></li>'
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
+<title>sweetspot report: {escape(db.path)}</title>
+<style>{STYLE}</style>
+</head>
+<body>
+<header>
+<h1>sweetspot report</h1>
+<p>Database <code>{escape(db.path)}</code> (schema version {db.schema_version}): {len(runs)} run(s), {len(cells)} cells
+({escape(status)}). Generated {escape(generated_at)} by <code>sweetspot report</code>.</p>
+<nav><ul><li><a href="#runs">Runs</a></li>{toc}<li><a href="#cells">Cells</a></li></ul></nav>
+</header>
+{runs_section(runs)}
+{"".join(figure_section(r) for r in drawn)}
+{skipped_section(skipped)}
+{cells_section(cells)}
+<script>{SORT_SCRIPT}</script>
+</body>
+</html>
+"""

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""The sweetspot report: figures (PNG and SVG) and a self-contained index.html from a results database.
+
+Usage: report.py DB -o DIR [--timeline-cell ID]
+`sweetspot report` runs this; it can also be run directly. Exit codes: 0 written, 2 bad input
+(missing or unreadable database, not a sweetspot database, a cell that cannot be drawn),
+3 python3 lacks matplotlib or pandas.
+"""
+import argparse
+import datetime
+import importlib
+import os
+import sys
+
+sys.dont_write_bytecode = True  # keep the source tree free of __pycache__
+
+EXIT_BAD_INPUT = 2
+EXIT_MISSING_MODULES = 3
+NEEDED_MODULES = {"matplotlib": "python3-matplotlib", "pandas": "python3-pandas"}
+
+# In the order the report shows them.
+FIGURES = ["normalized", "latency_streams", "latency_prefetch", "throughput", "oversubscription", "bandwidth",
+           "um_traffic", "timeline", "peak_memory"]
+
+
+def missing_modules():
+    missing = []
+    for module, package in NEEDED_MODULES.items():
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append((module, package))
+    return missing
+
+
+class Result:
+    """A figure drawn (caption set) or not drawn (reason set)."""
+
+    def __init__(self, module, caption=None, reason=None):
+        self.name = module.NAME
+        self.title = module.TITLE
+        self.caption = caption
+        self.reason = reason
+
+
+class ReportData:
+    """What the figures read: the database, its runs and cells, and the user's choices."""
+
+    def __init__(self, db, timeline_cell):
+        self.db = db
+        self.runs = db.runs()
+        self.cells = db.cells()
+        self.ok = self.cells[(self.cells["status"] == "ok") & self.cells["latency_median_ms"].notna()]
+        self.timeline_cell = timeline_cell
+
+
+def render_all(data, out_dir):
+    from figures.common import Skip, apply_style
+
+    apply_style()
+    import matplotlib.pyplot as plt
+
+    results = []
+    for name in FIGURES:
+        module = importlib.import_module(f"figures.{name}")
+        try:
+            drawn = module.render(data)
+        except Skip as skip:
+            results.append(Result(module, reason=str(skip)))
+            print(f"report: {module.NAME}: not drawn: {skip}")
+            continue
+        for ext in ("png", "svg"):
+            drawn.figure.savefig(os.path.join(out_dir, f"{module.NAME}.{ext}"), metadata={"Date": None} if ext == "svg" else None)
+        plt.close(drawn.figure)
+        results.append(Result(module, caption=drawn.caption))
+        print(f"report: {module.NAME}: {module.NAME}.png, {module.NAME}.svg")
+    return results
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("db", help="results database")
+    parser.add_argument("-o", "--output", required=True, help="folder for the figures and index.html")
+    parser.add_argument("--timeline-cell", type=int, help="cell_id whose first traced iteration the timeline shows")
+    args = parser.parse_args(argv)
+
+    missing = missing_modules()
+    if missing:
+        print("sweetspot report needs Python modules that python3 cannot import: "
+              + ", ".join(m for m, _ in missing) + ".\nInstall them with scripts/install-deps.sh, or with "
+              "apt-get install " + " ".join(p for _, p in missing) + " (Debian 12).", file=sys.stderr)
+        return EXIT_MISSING_MODULES
+
+    from html_page import page
+    from results_db import BadInput, ResultsDb
+
+    if not os.path.isfile(args.db):
+        print(f"sweetspot report: no such database: {args.db}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        data = ReportData(ResultsDb(args.db), args.timeline_cell)
+        os.makedirs(args.output, exist_ok=True)
+        results = render_all(data, args.output)
+    except (BadInput, OSError) as e:
+        print(f"sweetspot report: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    index = os.path.join(args.output, "index.html")
+    with open(index, "w", encoding="utf-8") as f:
+        f.write(page(data.db, data.runs, data.cells, [r for r in results if r.caption],
+                     [r for r in results if r.reason], generated))
+    drawn = sum(1 for r in results if r.caption)
+    print(f"report: {drawn} of {len(results)} figures drawn; {index}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,92 @@
+"""Reading a sweetspot results database (schema: results/README.md) for the report.
+
+The file is opened read-only. Figures ask which tables and columns exist, because files written
+by older versions lack some (version 1 had no event tables at first) and some columns are still
+to come (predicted peak memory).
+"""
+import sqlite3
+
+import pandas as pd
+
+from bound import bound_ms, device_latencies
+
+# Versions this report reads: it names every column it needs and skips a figure whose columns a
+# file lacks, so an older file cannot be misread.
+READABLE_SCHEMA_VERSIONS = (1, 2)
+
+# What the report takes from a cell's run (absent from the oldest files: filled with NULL).
+RUN_COLUMNS = ("h2d_gbps", "d2h_gbps", "gpu_name", "cpu_model", "host")
+
+# The parameters that define a measurement (results/README.md, `cells`), in the order labels use.
+PARAMETERS = ("model", "variant", "backend", "dtype", "batch", "seq", "streams", "prefetch", "budget", "resident",
+              "evict", "tf32", "activations", "mode", "weights", "warmups", "iterations", "trace_iterations", "seed")
+# Of those, the ones that say how a cell was measured rather than what: cells that differ only in
+# these measure the same workload.
+PROTOCOL = ("warmups", "iterations", "trace_iterations", "seed")
+
+
+class BadInput(Exception):
+    """What the user asked for cannot be done with this input; the message says why."""
+
+
+class BadDatabase(BadInput):
+    """The file is missing, unreadable, or not a sweetspot results database this report reads."""
+
+
+class ResultsDb:
+    def __init__(self, path):
+        self.path = str(path)
+        try:
+            self.con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            self.tables = {r[0] for r in self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+        except sqlite3.Error as e:
+            raise BadDatabase(f"{self.path}: cannot read it as an SQLite database ({e})") from e
+        if "schema_info" not in self.tables:
+            raise BadDatabase(f"{self.path} is not a sweetspot results database (no schema_info table)")
+        row = self.con.execute("SELECT version FROM schema_info").fetchone()
+        if row is None:
+            raise BadDatabase(f"{self.path}: schema_info is empty")
+        self.schema_version = row[0]
+        if self.schema_version not in READABLE_SCHEMA_VERSIONS:
+            raise BadDatabase(f"{self.path} has schema version {self.schema_version}; this report reads versions "
+                              + ", ".join(map(str, READABLE_SCHEMA_VERSIONS)))
+        self._columns = {}
+
+    def columns(self, table):
+        if table not in self._columns:
+            self._columns[table] = [r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')]
+        return self._columns[table]
+
+    def has(self, *tables):
+        return all(t in self.tables for t in tables)
+
+    def query(self, sql, params=()):
+        return pd.read_sql_query(sql, self.con, params=params)
+
+    def runs(self):
+        return self.query("SELECT * FROM runs ORDER BY run_id")
+
+    def cells(self):
+        """Every cell with its run's link bandwidth and machine, and its bound (ms) and latency ÷ bound."""
+        present = [c for c in RUN_COLUMNS if c in self.columns("runs")]
+        run_cols = "".join(f", r.{c}" for c in present)
+        cells = self.query(f"SELECT c.*{run_cols} FROM cells c JOIN runs r USING (run_id) ORDER BY c.cell_id")
+        for c in RUN_COLUMNS:
+            if c not in cells:
+                cells[c] = None
+        for c in ("streamed_bytes", "streamed_gbps"):
+            if c not in cells:
+                cells[c] = None
+        records = cells.to_dict("records")
+        # As in scripts/bench/backends_table.py: measured GPU cells only; a host cell has no link.
+        measured = [r["status"] == "ok" and r["backend"] != "host" for r in records]
+        device_ms = device_latencies([r for r, m in zip(records, measured) if m])
+        cells["bound_ms"] = [bound_ms(r, device_ms) if m else None for r, m in zip(records, measured)]
+        cells["bound_ms"] = cells["bound_ms"].astype(float)
+        cells["x_bound"] = cells["latency_median_ms"] / cells["bound_ms"]
+        return cells
+
+    def traced_iterations(self):
+        """Number of traced iterations stored per cell_id."""
+        df = self.query("SELECT cell_id, count(*) AS n FROM iterations WHERE phase = 'traced' GROUP BY cell_id")
+        return dict(zip(df["cell_id"], df["n"]))
