@@ -13,6 +13,7 @@
 
 #include "backends/backend.hpp"
 #include "backends/residency_plan.hpp"
+#include "harness/cell_weights.hpp"
 #include "harness/store.hpp"
 #ifdef SWEETSPOT_HAVE_CUDA
 #include "harness/gpu_cell.hpp"
@@ -21,7 +22,6 @@
 #include "kernels/cpu_forward.hpp"
 #include "kernels/managed_memory.hpp"
 #include "kernels/reference_forward.hpp"
-#include "kernels/synthetic_weights.hpp"
 
 namespace sweetspot {
 namespace {
@@ -78,14 +78,14 @@ void check_against_reference(const CellParams& c, const WeightLayout& layout, Ba
     }
 }
 
-CellOutcome measure_host_cell(const CellParams& c) {
+CellOutcome measure_host_cell(const CellParams& c, const ExecuteOptions& options) {
     CellOutcome out;
     out.started_at = utc_timestamp();
     const auto t_init = std::chrono::steady_clock::now();
     const auto layout = WeightLayout::for_model(c.model);
     auto backend = make_backend(backend_config(c));
-    backend->place(layout, [&](int unit, std::span<float> dst) { fill_synthetic_unit(c.model, layout, unit, c.seed, dst); });
-    const auto tokens = c.token_ids();
+    backend->place(layout, make_unit_filler(c, layout));
+    const auto tokens = options.tokens.empty() ? c.token_ids() : std::vector(options.tokens.begin(), options.tokens.end());
     CpuForward forward(c.model, layout, c.batch, c.seq);
     std::vector<float> logits(tokens.size() * static_cast<std::size_t>(c.model.vocab_size));
     out.init_s = ms_since(t_init) / 1000.0;
@@ -104,6 +104,7 @@ CellOutcome measure_host_cell(const CellParams& c) {
     const double median_ms = LatencyStats::of(out.timed_ms).median;
     out.tokens_per_s = static_cast<double>(tokens.size()) / (median_ms / 1000.0);
     check_against_reference(c, layout, *backend, tokens, logits, out);
+    if (options.logits != nullptr) *options.logits = logits;
 
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
@@ -168,7 +169,6 @@ std::string budget_unusable_reason(const CellParams& c) {
 
 std::string cell_unsupported_reason(const CellParams& c) {
     if (c.mode != "infer") return "mode '" + c.mode + "' is not implemented in this version of sweetspot";
-    if (c.weights != "synthetic") return "loading checkpoints (weights = \"" + c.weights + "\") is not implemented in this version";
     if (c.backend == "host") {
         if (c.dtype != DType::fp32) return "the host backend computes in fp32 only";
         if (c.variant != "baseline") return "the host backend runs the baseline variant only (fusions are GPU kernels)";
@@ -186,6 +186,14 @@ std::string cell_unsupported_reason(const CellParams& c) {
 #endif
 }
 
+CellOutcome measure_cell(const CellParams& cell, const ExecuteOptions& options) {
+#ifdef SWEETSPOT_HAVE_CUDA
+    if (uses_gpu(cell))
+        return measure_gpu_cell(cell, {options.allow_oversubscription, options.collect, options.tokens, options.logits});
+#endif
+    return measure_host_cell(cell, options);
+}
+
 int execute_cell(const CellParams& cell, const std::string& scratch_db, const ExecuteOptions& options) {
     if (cell.debug_fault != "none") inject_fault(cell.debug_fault);
     CellOutcome out;
@@ -197,13 +205,7 @@ int execute_cell(const CellParams& cell, const std::string& scratch_db, const Ex
         out.reason = why;
     } else {
         try {
-#ifdef SWEETSPOT_HAVE_CUDA
-            out = uses_gpu(cell) ? measure_gpu_cell(cell, {options.allow_oversubscription, options.collect})
-                                 : measure_host_cell(cell);
-#else
-            (void)options;
-            out = measure_host_cell(cell);
-#endif
+            out = measure_cell(cell, options);
         } catch (const ManagedMemoryRefused& e) {
             // A safety refusal, not a failed measurement: the cell cannot run on this GPU as asked.
             std::cerr << "sweetspot: " << e.what() << "\n";

@@ -1,10 +1,14 @@
 #pragma once
 // Measuring one cell, inside the cell's own child process: build the model, let the backend
 // place the weights, warm up, time the iterations, check the output against the reference.
+#include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "backends/backend.hpp"
 #include "harness/cell.hpp"
+#include "harness/store.hpp"
 
 namespace sweetspot {
 
@@ -25,7 +29,15 @@ bool uses_gpu(const CellParams& cell);
 struct ExecuteOptions {
     bool allow_oversubscription = false;  // lifts the managed-memory guard
     bool collect = true;                  // CUPTI in traced iterations (`--collector cupti`)
+    // For `sweetspot logits`: token ids (batch × seq) to run instead of the cell's random ones,
+    // and where the logits of the last iteration go.
+    std::span<const std::int32_t> tokens = {};
+    std::vector<float>* logits = nullptr;
 };
 int execute_cell(const CellParams& cell, const std::string& scratch_db, const ExecuteOptions& options);
+
+// Measures a runnable cell (cell_unsupported_reason is empty) in this process, on the host or the
+// GPU as its backend says, and returns its outcome; throws when the measurement fails.
+CellOutcome measure_cell(const CellParams& cell, const ExecuteOptions& options);
 
 }  // namespace sweetspot

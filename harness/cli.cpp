@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "harness/cell_exec.hpp"
+#include "harness/cell_weights.hpp"
 #include "harness/gpu_probe.hpp"
+#include "harness/logits_command.hpp"
 #include "harness/matrix.hpp"
 #include "harness/report_command.hpp"
 #include "harness/runner.hpp"
@@ -38,6 +40,7 @@ commands:
   summary DB      print the runs and a per-cell table of a results database
   trace DB        write one traced iteration of a cell as a Perfetto/Chrome trace (JSON)
   report DB       draw the figures (PNG, SVG) and an HTML page of a results database
+  logits          write the logits of token ids to a .npy file, to compare with other implementations
 
 Run 'sweetspot <command> --help' for a command's options.
 Matrix format: experiments/README.md. Database schema and example queries: results/README.md.
@@ -102,6 +105,7 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
 
     Matrix matrix = load_matrix(vm["matrix"].as<std::string>());
     if (vm.count("only")) keep_only(matrix, vm["only"].as<std::vector<std::string>>());
+    require_loadable_weights(matrix.cells);
     RunOptions opt;
     opt.db_path = vm.count("db") ? vm["db"].as<std::string>() : "results/" + matrix.name + ".db";
     opt.rerun = vm["rerun"].as<bool>();
@@ -135,6 +139,7 @@ int cmd_list(const std::vector<std::string>& args) {
 
     Matrix m = load_matrix(vm["matrix"].as<std::string>());
     if (vm.count("only")) keep_only(m, vm["only"].as<std::vector<std::string>>());
+    require_loadable_weights(m.cells);
     using A = TextTable::Align;
     TextTable t;
     t.add_column("#", A::right);
@@ -206,6 +211,47 @@ int cmd_trace(const std::vector<std::string>& args) {
               << t.migrations << " UM migrations, " << t.gpu_fault_groups << " GPU page-fault groups, " << t.cpu_faults
               << " CPU page faults, " << t.ranges << " NVTX ranges\n";
     return kExitOk;
+}
+
+int cmd_logits(const std::vector<std::string>& args) {
+    Command cmd{"logits", "--weights PATH [--model NAME] [--tokens IDS]... [--backend NAME] [--dtype T] -o FILE.npy",
+                "Runs one forward and writes its logits, float32 [batch, seq, vocab], to a NumPy .npy file,\n"
+                "so that other implementations (e.g. transformers) can be compared with ours. Each --tokens\n"
+                "is one sequence; without any, --batch sequences of --seq random ids from --seed are used.\n"
+                "The output is also checked against our own reference (exit code 1 when it fails).",
+                po::options_description("options"), {}};
+    cmd.options.add_options()
+        ("weights", po::value<std::string>()->default_value("synthetic"),
+         "a GPT-2 checkpoint: a .safetensors file or a directory with model.safetensors and config.json\n"
+         "(as save_pretrained writes it); or synthetic")
+        ("model", po::value<std::string>(), "a built-in model; default: the shape in the checkpoint's config.json")
+        ("tokens", po::value<std::vector<std::string>>()->composing(), "one sequence of token ids, e.g. 464,2068,7586 (repeatable)")
+        ("batch", po::value<int>()->default_value(1), "sequences of random ids, without --tokens")
+        ("seq", po::value<int>()->default_value(16), "random ids per sequence, without --tokens")
+        ("seed", po::value<std::uint64_t>()->default_value(1), "seed of the random ids and of synthetic weights")
+        ("backend", po::value<std::string>()->default_value("host"), "host, device, explicit-copy, uvm or uvm-prefetch")
+        ("dtype", po::value<std::string>()->default_value("fp32"), "fp32, fp16 or bf16 (GPU backends)")
+        ("tf32", po::bool_switch(), "fp32 GEMMs on TF32 tensor cores (GPU backends)")
+        ("allow-oversubscription", po::bool_switch(), "lift the managed-memory guard of the UVM backends")
+        ("output,o", po::value<std::string>()->required(), ".npy file to write");
+    po::variables_map vm;
+    if (!parse(cmd, args, vm)) return kExitOk;
+    LogitsRequest r;
+    r.weights = vm["weights"].as<std::string>();
+    if (vm.count("model")) r.model = vm["model"].as<std::string>();
+    if (vm.count("tokens"))
+        for (const auto& t : vm["tokens"].as<std::vector<std::string>>()) r.tokens.push_back(parse_token_list(t));
+    r.batch = vm["batch"].as<int>();
+    r.seq = vm["seq"].as<int>();
+    r.seed = vm["seed"].as<std::uint64_t>();
+    r.backend = vm["backend"].as<std::string>();
+    const auto dtype = parse_dtype(vm["dtype"].as<std::string>());
+    if (!dtype) throw po::error("--dtype expects fp32, fp16 or bf16");
+    r.dtype = *dtype;
+    r.tf32 = vm["tf32"].as<bool>();
+    r.allow_oversubscription = vm["allow-oversubscription"].as<bool>();
+    r.output = vm["output"].as<std::string>();
+    return write_logits(r, std::cout);
 }
 
 int cmd_report(const std::vector<std::string>& args) {
@@ -284,6 +330,7 @@ int cli_main(int argc, char** argv) {
         if (command == "summary") return cmd_summary(args);
         if (command == "trace") return cmd_trace(args);
         if (command == "report") return cmd_report(args);
+        if (command == "logits") return cmd_logits(args);
         if (command == "_cell") return cmd_cell(args);
         if (command == "_probe") return cmd_probe(args);
         std::cerr << "sweetspot: unknown command '" << command << "'\n\n" << kUsage;

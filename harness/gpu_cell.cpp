@@ -8,6 +8,7 @@
 
 #include "backends/backend.hpp"
 #include "harness/cell_exec.hpp"
+#include "harness/cell_weights.hpp"
 #include "harness/cupti_collector.hpp"
 #include "harness/logits_check.hpp"
 #include "harness/system_info.hpp"
@@ -15,7 +16,6 @@
 #include "kernels/cuda_resources.hpp"
 #include "kernels/gpu_forward.hpp"
 #include "kernels/nvtx.hpp"
-#include "kernels/synthetic_weights.hpp"
 
 namespace sweetspot {
 namespace {
@@ -45,13 +45,13 @@ CellOutcome measure_gpu_cell(const CellParams& c, const GpuCellOptions& options)
     config.allow_oversubscription = options.allow_oversubscription;
     config.compute_stream = compute.get();
     auto backend = make_backend(config);
-    backend->place(layout, [&](int unit, std::span<float> dst) { fill_synthetic_unit(c.model, layout, unit, c.seed, dst); });
+    backend->place(layout, make_unit_filler(c, layout));
     GpuForwardOptions forward_options;
     forward_options.tf32 = c.tf32;
     forward_options.managed_activations = c.activations == "managed";
     forward_options.allow_oversubscription = options.allow_oversubscription;
     GpuForward forward(c.model, layout, c.dtype, c.batch, c.seq, compute.get(), forward_options);
-    const auto tokens = c.token_ids();
+    const auto tokens = options.tokens.empty() ? c.token_ids() : std::vector(options.tokens.begin(), options.tokens.end());
     forward.set_tokens(tokens);
     CUDA_CHECK(cudaStreamSynchronize(compute.get()));
     out.init_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_init).count();
@@ -86,6 +86,7 @@ CellOutcome measure_gpu_cell(const CellParams& c, const GpuCellOptions& options)
     out.tokens_per_s = static_cast<double>(tokens.size()) / (LatencyStats::of(out.timed_ms).median / 1000.0);
 
     const auto logits = forward.logits_to_host();
+    if (options.logits != nullptr) *options.logits = logits;
     const LogitsCheck check = check_against_host(c, layout, tokens, logits);
     out.check_reference = check.reference;
     out.check_max_abs_err = check.max_abs_err;

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <vector>
 
+#include "harness/cell_weights.hpp"
 #include "kernels/cpu_forward.hpp"
 #include "kernels/dtype.hpp"
-#include "kernels/synthetic_weights.hpp"
 
 namespace sweetspot {
 namespace {
@@ -15,24 +15,27 @@ namespace {
 constexpr double kFullCheckFlops = 4e11;
 constexpr int kPrefixPositions = 16;
 
-// Synthetic weights made on demand, one unit at a time, rounded through the cell's dtype: the
-// reference sees exactly the weights the GPU saw without holding a second copy of the model.
-class SyntheticUnits final : public LayerSource {
+// The cell's weights (synthetic or from its checkpoint) made on demand, one unit at a time,
+// rounded through the cell's dtype: the reference sees exactly the weights the GPU saw without
+// holding a second copy of the model.
+class CellUnits final : public LayerSource {
 public:
-    SyntheticUnits(const CellParams& cell, const WeightLayout& layout) : cell_(cell), layout_(layout) {}
+    CellUnits(const CellParams& cell, const WeightLayout& layout)
+        : layout_(layout), dtype_(cell.dtype), fill_(make_unit_filler(cell, layout)) {}
 
     const void* acquire(int unit) override {
         const auto n = static_cast<std::size_t>(layout_.units[static_cast<std::size_t>(unit)].numel);
         buffer_.resize(n);
-        fill_synthetic_unit(cell_.model, layout_, unit, cell_.seed, buffer_);
-        round_through_dtype(buffer_, cell_.dtype);
+        fill_(unit, buffer_);
+        round_through_dtype(buffer_, dtype_);
         return buffer_.data();
     }
     void release(int) override {}
 
 private:
-    const CellParams& cell_;
     const WeightLayout& layout_;
+    DType dtype_;
+    Backend::UnitFiller fill_;
     std::vector<float> buffer_;
 };
 
@@ -58,7 +61,7 @@ LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layou
     std::vector<std::int32_t> ref_tokens;
     for (int b = 0; b < batch; ++b)
         for (int t = 0; t < seq; ++t) ref_tokens.push_back(tokens[static_cast<std::size_t>(b * cell.seq + t)]);
-    SyntheticUnits weights(cell, layout);
+    CellUnits weights(cell, layout);
     CpuForward forward(cell.model, layout, batch, seq);
     std::vector<float> ref(ref_tokens.size() * vocab);
     forward.run(weights, ref_tokens, ref);

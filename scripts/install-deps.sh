@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build ccache pkg-config git
-          libboost-program-options-dev libsqlite3-dev sqlite3 libtomlplusplus-dev libopenblas-dev
+          libboost-program-options-dev libsqlite3-dev sqlite3 libtomlplusplus-dev libopenblas-dev nlohmann-json3-dev
           python3 python3-matplotlib python3-pandas)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }

@@ -1,0 +1,601 @@
+// Hugging Face GPT-2 checkpoints: safetensors fixtures written here load into exactly the units
+// they were made from, every kind of bad file is refused with a message naming the problem (and
+// exit code 2 from the binary), the header parser survives fuzzing, and `sweetspot logits`
+// writes a valid .npy of the host forward.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+
+#include "backends/backend.hpp"
+#include "harness/cell_exec.hpp"
+#include "harness/cell_weights.hpp"
+#include "harness/logits_command.hpp"
+#include "harness/npy.hpp"
+#include "harness/store.hpp"
+#include "kernels/checkpoint_error.hpp"
+#include "kernels/checkpoint_weights.hpp"
+#include "kernels/cpu_forward.hpp"
+#include "kernels/safetensors.hpp"
+#include "kernels/synthetic_weights.hpp"
+#include "safetensors_fixture.hpp"
+#include "test_support.hpp"
+
+using namespace sweetspot;
+using sweetspot::test::FixtureTensor;
+using sweetspot::test::Gpt2FixtureOptions;
+using sweetspot::test::run_sweetspot;
+using sweetspot::test::TempDir;
+using sweetspot::test::write_file;
+
+namespace {
+
+namespace fs = std::filesystem;
+using Units = std::vector<std::vector<float>>;
+
+// Small enough that every test, and ten thousand fuzzed loads, take milliseconds.
+const ModelConfig kModel{"ckpt_tiny", 2, 32, 4, 96, 24, 1e-5f};
+
+bool contains(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
+
+Units synthetic_units(const ModelConfig& m, std::uint64_t seed) {
+    const auto layout = WeightLayout::for_model(m);
+    Units units;
+    for (std::size_t u = 0; u < layout.units.size(); ++u) {
+        auto& buf = units.emplace_back(static_cast<std::size_t>(layout.units[u].numel));
+        fill_synthetic_unit(m, layout, static_cast<int>(u), seed, buf);
+    }
+    return units;
+}
+
+// What a checkpoint made from `units` must load as: the stored dtype's values, and wte in place
+// of lm_head when the checkpoint ties them.
+Units expected_units(const ModelConfig& m, Units units, const Gpt2FixtureOptions& o) {
+    const auto layout = WeightLayout::for_model(m);
+    if (!o.lm_head) {
+        const auto& wte = layout.units.front().tensors[embed_tensor::wte];
+        const auto& lm_head = layout.units.back().tensors[head_tensor::lm_head];
+        std::copy_n(units.front().begin() + wte.offset, wte.numel, units.back().begin() + lm_head.offset);
+    }
+    const DType dtype = o.dtype == "F16" ? DType::fp16 : o.dtype == "BF16" ? DType::bf16 : DType::fp32;
+    for (auto& u : units) round_through_dtype(u, dtype);
+    return units;
+}
+
+std::string checkpoint_file(const ModelConfig& m, const Units& units, const Gpt2FixtureOptions& o = {}) {
+    return test::safetensors_file(test::gpt2_tensors(WeightLayout::for_model(m), units, o));
+}
+
+// A save_pretrained-style directory `name` under `tmp`.
+std::string write_checkpoint_dir(const TempDir& tmp, const std::string& name, const std::string& tensors_file,
+                                 const std::string& config_json) {
+    const std::string dir = tmp.file(name);
+    fs::create_directories(dir);
+    write_file(dir + "/model.safetensors", tensors_file);
+    if (!config_json.empty()) write_file(dir + "/config.json", config_json);
+    return dir;
+}
+
+Units load_units(const std::string& path, const ModelConfig& m) {
+    const auto checkpoint = Gpt2Checkpoint::open(path, m);
+    const auto layout = WeightLayout::for_model(m);
+    Units units;
+    for (std::size_t u = 0; u < layout.units.size(); ++u) {
+        auto& buf = units.emplace_back(static_cast<std::size_t>(layout.units[u].numel), -1.0f);
+        checkpoint.fill_unit(static_cast<int>(u), buf);
+    }
+    return units;
+}
+
+// The message a load fails with, or "loaded".
+std::string load_error(const std::string& path, const ModelConfig& m = kModel) {
+    try {
+        Gpt2Checkpoint::open(path, m);
+    } catch (const CheckpointError& e) {
+        return e.what();
+    }
+    return "loaded";
+}
+
+// The same for a file's bytes, through the parser and the GPT-2 matching alone.
+std::string bytes_error(const std::string& file, const ModelConfig& m = kModel) {
+    const auto bytes = std::as_bytes(std::span(file.data(), file.size()));
+    try {
+        const auto tensors = parse_safetensors(bytes, "fixture.safetensors");
+        Gpt2Weights weights(tensors, m, "fixture.safetensors");
+    } catch (const CheckpointError& e) {
+        return e.what();
+    }
+    return "loaded";
+}
+
+class UnitsSource final : public LayerSource {
+public:
+    explicit UnitsSource(const Units& units) : units_(units) {}
+    const void* acquire(int unit) override { return units_.at(static_cast<std::size_t>(unit)).data(); }
+    void release(int) override {}
+
+private:
+    const Units& units_;
+};
+
+std::vector<float> host_logits(const ModelConfig& m, LayerSource& weights, const std::vector<std::int32_t>& tokens, int batch) {
+    const int seq = static_cast<int>(tokens.size()) / batch;
+    CpuForward forward(m, WeightLayout::for_model(m), batch, seq);
+    std::vector<float> logits(tokens.size() * static_cast<std::size_t>(m.vocab_size));
+    forward.run(weights, tokens, logits);
+    return logits;
+}
+
+std::vector<FixtureTensor> base_tensors(const Gpt2FixtureOptions& o = {}) {
+    return test::gpt2_tensors(WeightLayout::for_model(kModel), synthetic_units(kModel, 7), o);
+}
+
+FixtureTensor& tensor_named(std::vector<FixtureTensor>& tensors, const std::string& name) {
+    for (auto& t : tensors)
+        if (t.name == name) return t;
+    throw std::logic_error("no fixture tensor " + name);
+}
+
+}  // namespace
+
+TEST_CASE("a GPT-2 checkpoint loads into exactly the units it was made from", "[checkpoint]") {
+    TempDir tmp;
+    const Units units = synthetic_units(kModel, 7);
+    int n = 0;
+    for (const std::string dtype : {"F32", "F16", "BF16"}) {
+        for (const bool prefix : {true, false}) {
+            for (const bool lm_head : {false, true}) {
+                const Gpt2FixtureOptions o{dtype, prefix, lm_head, /*attention_buffers=*/prefix};
+                INFO(dtype << (prefix ? " transformer.-prefixed" : " bare") << (lm_head ? ", own lm_head" : ", tied lm_head"));
+                const auto dir = write_checkpoint_dir(tmp, "c" + std::to_string(n++), checkpoint_file(kModel, units, o),
+                                                      test::gpt2_config_json(kModel));
+                // Bit for bit: F32 as stored, F16 and BF16 exactly their values widened to fp32.
+                CHECK(load_units(dir, kModel) == expected_units(kModel, units, o));
+            }
+        }
+    }
+}
+
+TEST_CASE("a bare .safetensors file loads, with the shape from the model when no config.json is beside it", "[checkpoint]") {
+    TempDir tmp;
+    const Units units = synthetic_units(kModel, 3);
+    write_file(tmp.file("weights.safetensors"), checkpoint_file(kModel, units));
+    CHECK(load_units(tmp.file("weights.safetensors"), kModel) == expected_units(kModel, units, {}));
+    CHECK_FALSE(checkpoint_model(tmp.file("weights.safetensors")).has_value());
+
+    write_file(tmp.file("config.json"), test::gpt2_config_json(kModel));
+    const auto declared = checkpoint_model(tmp.file("weights.safetensors"));
+    REQUIRE(declared.has_value());
+    CHECK(declared->n_layer == 2);
+    CHECK(declared->n_embd == 32);
+    CHECK(declared->n_head == 4);
+    CHECK(declared->vocab_size == 96);
+    CHECK(declared->max_positions == 24);
+    CHECK(declared->ln_eps == 1e-5f);
+}
+
+TEST_CASE("the host forward on loaded weights equals the forward on the same weights passed directly", "[checkpoint]") {
+    TempDir tmp;
+    const Units units = synthetic_units(kModel, 11);
+    const std::vector<std::int32_t> tokens = {5, 17, 95, 0, 42, 42, 8, 63, 1, 2, 3, 4};
+    for (const std::string dtype : {"F32", "F16", "BF16"}) {
+        INFO(dtype);
+        const Gpt2FixtureOptions o{.dtype = dtype};
+        const auto dir = write_checkpoint_dir(tmp, dtype, checkpoint_file(kModel, units, o), test::gpt2_config_json(kModel));
+
+        CellParams cell;
+        cell.model = kModel;
+        cell.weights = dir;
+        const auto layout = WeightLayout::for_model(kModel);
+        auto backend = make_backend(backend_config(cell));
+        backend->place(layout, make_unit_filler(cell, layout));
+        const auto loaded = host_logits(kModel, *backend, tokens, 2);
+
+        const Units expected = expected_units(kModel, units, o);
+        UnitsSource direct(expected);
+        CHECK(loaded == host_logits(kModel, direct, tokens, 2));
+    }
+}
+
+TEST_CASE("malformed safetensors files are refused with a message naming the problem", "[checkpoint]") {
+    const std::string good = test::safetensors_file(base_tensors());
+    REQUIRE(bytes_error(good) == "loaded");
+    const auto header_of = [](std::vector<FixtureTensor> tensors) {
+        test::assign_offsets(tensors);
+        return tensors;
+    };
+    const auto with_header = [](const std::string& header, const std::string& data = "") {
+        return test::length_prefix(header.size()) + header + data;
+    };
+
+    struct Case {
+        std::string what, file, message;
+    };
+    std::vector<Case> cases = {
+        {"empty file", "", "truncated: 0 bytes"},
+        {"truncated inside the header length", good.substr(0, 5), "truncated: 5 bytes"},
+        {"header length past the end", test::length_prefix(1 << 20) + good.substr(8), "runs past the end of the file"},
+        {"header length over the limit", test::length_prefix(std::uint64_t{1} << 40) + good.substr(8), "runs past the end"},
+        {"file cut inside the data", good.substr(0, good.size() - 10), "run past the end of the data section"},
+        {"malformed JSON", with_header("{\"wte.weight\": {\"dtype\": "), "the header is not valid JSON"},
+        {"trailing garbage after the JSON", with_header("{} x"), "the header is not valid JSON"},
+        {"invalid UTF-8", with_header("{\"w\xff\": 1}"), "the header is not valid JSON"},
+        {"header not an object", with_header("[1, 2]"), "the header must be a JSON object"},
+        {"duplicate tensor names",
+         with_header(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                     std::string(8, '\0')),
+         "duplicate key \"a\""},
+        {"deep nesting", with_header("{\"__metadata__\":" + std::string(200, '[') + std::string(200, ']') + "}"),
+         "nesting deeper than"},
+        {"metadata not strings", with_header(R"({"__metadata__":{"format":1}})"), "\"__metadata__\" entry 'format' must be a string"},
+        {"entry not an object", with_header(R"({"a":[1]})"), "tensor 'a' must be an object"},
+        {"entry without shape", with_header(R"({"a":{"dtype":"F32","data_offsets":[0,0]}})"), "tensor 'a' has no \"shape\""},
+        {"entry with an unknown field", with_header(R"({"a":{"dtype":"F32","shape":[],"data_offsets":[0,4],"x":0}})", "abcd"),
+         "unknown field 'x'"},
+        {"negative offset", with_header(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})", "abcd"),
+         "data_offsets must hold non-negative integers, got -4"},
+        {"fractional dimension", with_header(R"({"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})", "abcd"),
+         "shape must hold non-negative integers"},
+        {"offsets end before they begin", with_header(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[4,0]}})", "abcd"),
+         "end before they begin"},
+        {"unknown dtype", with_header(R"({"a":{"dtype":"F7","shape":[1],"data_offsets":[0,4]}})", "abcd"),
+         "tensor 'a' has unknown dtype \"F7\""},
+        {"shape overflowing", with_header(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,4]}})", "abcd"),
+         "more elements than can be counted"},
+        {"byte range not dtype size x elements", with_header(R"({"a":{"dtype":"F16","shape":[3],"data_offsets":[0,4]}})", "abcd"),
+         "4 bytes in data_offsets, but shape [3] of F16 needs 3 × 2 bytes"},
+    };
+    {
+        auto t = header_of(base_tensors());
+        t[0].offsets = {t[0].offsets->first, t.back().offsets->second + 64};
+        cases.push_back({"offsets out of range", test::safetensors_file(t), "run past the end of the data section"});
+    }
+    {
+        auto t = header_of(base_tensors());
+        t[2].offsets = {t[1].offsets->first + 4, t[1].offsets->first + 4 + t[2].bytes.size()};
+        cases.push_back({"overlapping tensors", test::safetensors_file(t), "overlap"});
+    }
+    for (const auto& c : cases) {
+        INFO(c.what);
+        const auto message = bytes_error(c.file);
+        INFO(message);
+        CHECK(message.starts_with("fixture.safetensors: "));
+        CHECK(contains(message, c.message));
+    }
+}
+
+TEST_CASE("checkpoints that are not this GPT-2 model are refused with a message naming the tensor", "[checkpoint]") {
+    struct Case {
+        std::string what, message;
+        std::function<void(std::vector<FixtureTensor>&)> change;
+    };
+    const std::vector<Case> cases = {
+        {"a missing tensor", "missing tensor 'transformer.h.1.mlp.c_fc.bias' (or 'h.1.mlp.c_fc.bias') of model 'ckpt_tiny'",
+         [](auto& t) { std::erase_if(t, [](const FixtureTensor& x) { return x.name == "transformer.h.1.mlp.c_fc.bias"; }); }},
+        {"a Conv1D weight in nn.Linear layout", "tensor 'transformer.h.0.attn.c_attn.weight' has shape [96, 32]",
+         [](auto& t) { tensor_named(t, "transformer.h.0.attn.c_attn.weight").shape = {96, 32}; }},
+        {"a bias of the wrong length", "tensor 'transformer.ln_f.bias' has shape [16, 2]",
+         [](auto& t) { tensor_named(t, "transformer.ln_f.bias").shape = {16, 2}; }},
+        {"an unsupported dtype", "tensor 'transformer.h.0.ln_1.weight' has dtype I32; weights can be loaded from F32, F16 and BF16 only",
+         [](auto& t) { tensor_named(t, "transformer.h.0.ln_1.weight").dtype = "I32"; }},
+        {"a layer beyond the model", "unexpected tensor 'transformer.h.2.ln_1.weight'",
+         [](auto& t) {
+             auto extra = tensor_named(t, "transformer.h.0.ln_1.weight");
+             extra.name = "transformer.h.2.ln_1.weight";
+             t.push_back(extra);
+         }},
+        {"a tensor with and without the prefix", "both 'transformer.wte.weight' and 'wte.weight' are present",
+         [](auto& t) {
+             auto bare = tensor_named(t, "transformer.wte.weight");
+             bare.name = "wte.weight";
+             t.push_back(bare);
+         }},
+    };
+    for (const auto& c : cases) {
+        INFO(c.what);
+        auto tensors = base_tensors();
+        c.change(tensors);
+        const auto message = bytes_error(test::safetensors_file(tensors));
+        INFO(message);
+        CHECK(contains(message, c.message));
+    }
+}
+
+TEST_CASE("config.json decides the shape, and a model or config of another GPT-2 is refused", "[checkpoint]") {
+    TempDir tmp;
+    const std::string tensors = test::safetensors_file(base_tensors());
+    const auto config_error = [&](const std::string& name, const std::string& config, const ModelConfig& m = kModel) {
+        return load_error(write_checkpoint_dir(tmp, name, tensors, config), m);
+    };
+    CHECK(config_error("good", test::gpt2_config_json(kModel)) == "loaded");
+
+    ModelConfig wider = kModel;
+    wider.name = "wider";
+    wider.n_embd = 48;
+    wider.n_head = 4;
+    // The cell's model is not the checkpoint's: named in terms of both, with the [[models]] entry to use.
+    const auto other_model = config_error("other_model", test::gpt2_config_json(kModel), wider);
+    CHECK(contains(other_model, "config.json: the checkpoint is a model of n_layer = 2, n_embd = 32"));
+    CHECK(contains(other_model, "but model 'wider' has n_layer = 2, n_embd = 48"));
+    CHECK(contains(other_model, "layers = 2, hidden = 32, heads = 4, vocab = 96, positions = 24, ln_eps = 1e-05"));
+    // config.json and the model agree, the tensors do not.
+    CHECK(contains(config_error("other_tensors", test::gpt2_config_json(wider), wider),
+                   "model.safetensors: tensor 'transformer.wte.weight' has shape [96, 32], but model 'wider'"));
+
+    CHECK(contains(config_error("twice", test::gpt2_config_json(kModel, ",\n  \"model_type\": \"llama\"")), "duplicate key \"model_type\""));
+    const auto replaced = [&](const std::string& from, const std::string& to) {
+        std::string c = test::gpt2_config_json(kModel);
+        c.replace(c.find(from), from.size(), to);
+        return c;
+    };
+    CHECK(contains(config_error("llama2", replaced("\"gpt2\"", "\"llama\"")), "model_type \"llama\" is not a GPT-2 model"));
+    CHECK(contains(config_error("relu", replaced("gelu_new", "relu")), "activation_function \"relu\" is not supported"));
+    CHECK(config_error("tanh", replaced("gelu_new", "gelu_pytorch_tanh")) == "loaded");
+    CHECK(contains(config_error("inner", replaced("\"n_inner\": null", "\"n_inner\": 100")), "n_inner = 100 is not supported"));
+    CHECK(config_error("inner4", replaced("\"n_inner\": null", "\"n_inner\": 128")) == "loaded");
+    CHECK(contains(config_error("string", replaced("\"n_layer\": 2", "\"n_layer\": \"2\"")), "\"n_layer\" must be an integer, got \"2\""));
+    CHECK(contains(config_error("zero", replaced("\"n_head\": 4", "\"n_head\": 0")), "\"n_head\" = 0 is out of range"));
+    CHECK(contains(config_error("heads", replaced("\"n_head\": 4", "\"n_head\": 5")), "not divisible by n_head = 5"));
+    CHECK(contains(config_error("eps", replaced("\"layer_norm_epsilon\": 9.99999975e-06", "\"layer_norm_epsilon\": -1")),
+                   "\"layer_norm_epsilon\" must be a positive number"));
+    CHECK(contains(config_error("bad_json", "{\"n_layer\": 2,}"), "config.json: config.json is not valid JSON"));
+    CHECK(contains(config_error("untied", replaced("\"n_inner\": null", "\"tie_word_embeddings\": false")),
+                   "there is no lm_head.weight, and config.json unties it from wte"));
+    CHECK(contains(config_error("scaled", replaced("\"n_inner\": null", "\"scale_attn_weights\": false")),
+                   "scale_attn_weights = false is not supported"));
+
+    fs::create_directories(tmp.file("empty_dir"));
+    CHECK(contains(load_error(tmp.file("empty_dir")), "empty_dir: the directory has no model.safetensors"));
+    fs::create_directories(tmp.file("no_config"));
+    write_file(tmp.file("no_config") + "/model.safetensors", tensors);
+    CHECK(contains(load_error(tmp.file("no_config")), "no_config: the directory has no config.json"));
+    CHECK(contains(load_error(tmp.file("missing")), "missing: no such file or directory"));
+}
+
+TEST_CASE("bad checkpoints exit with status 2 from the binary, and nothing is written", "[checkpoint][cli]") {
+    TempDir tmp;
+    const std::string good = test::safetensors_file(base_tensors());
+    const std::string config = test::gpt2_config_json(kModel);
+    auto overlapping = base_tensors();
+    test::assign_offsets(overlapping);
+    overlapping[3].offsets = overlapping[2].offsets;
+    overlapping[3].bytes = overlapping[2].bytes;
+    overlapping[3].shape = overlapping[2].shape;
+
+    const auto truncated = write_checkpoint_dir(tmp, "truncated", good.substr(0, good.size() / 2), config);
+    const auto overlap = write_checkpoint_dir(tmp, "overlap", test::safetensors_file(overlapping), config);
+    const auto good_dir = write_checkpoint_dir(tmp, "good", good, config);
+    const auto out = tmp.file("out.npy");
+
+    auto r = run_sweetspot("logits --weights '" + truncated + "' --tokens 1,2,3 -o '" + out + "'");
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "truncated/model.safetensors: tensor"));
+    CHECK(contains(r.output, "run past the end of the data section"));
+    r = run_sweetspot("logits --weights '" + overlap + "' --tokens 1,2,3 -o '" + out + "'");
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "overlap"));
+    r = run_sweetspot("logits --weights '" + good_dir + "' --model tiny --tokens 1,2,3 -o '" + out + "'");
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "but model 'tiny' has"));
+    r = run_sweetspot("logits --weights '" + good_dir + "' --tokens 1,2,96 -o '" + out + "'");
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "token 96 is outside the vocabulary"));
+    r = run_sweetspot("logits --tokens 1,2 -o '" + out + "'");
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "--model is needed with synthetic weights"));
+    CHECK_FALSE(fs::exists(out));
+
+    // A sweep naming a bad checkpoint is refused before anything runs.
+    write_file(tmp.file("m.toml"), "[[models]]\nname = \"ckpt_tiny\"\nlayers = 2\nhidden = 32\nheads = 4\nvocab = 96\n"
+                                   "positions = 24\n[defaults]\nmodel = \"ckpt_tiny\"\nseq = 8\n[[sweep]]\nweights = [\"" +
+                                       good_dir + "\", \"" + overlap + "\"]\n");
+    r = run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + tmp.file("m.db") + "'");
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "cell 1 (ckpt_tiny host baseline fp32 b1 s8, weights = \""));
+    CHECK(contains(r.output, "overlap"));
+    CHECK_FALSE(fs::exists(tmp.file("m.db")));
+    r = run_sweetspot("list '" + tmp.file("m.toml") + "'");
+    CHECK(r.exit_code == 2);
+}
+
+TEST_CASE("a sweep runs cells on checkpoint weights", "[checkpoint][cli]") {
+    TempDir tmp;
+    const auto dir = write_checkpoint_dir(tmp, "ckpt", test::safetensors_file(base_tensors({.dtype = "BF16"})),
+                                          test::gpt2_config_json(kModel));
+    write_file(tmp.file("m.toml"), "[[models]]\nname = \"ckpt_tiny\"\nlayers = 2\nhidden = 32\nheads = 4\nvocab = 96\n"
+                                   "positions = 24\n[defaults]\nmodel = \"ckpt_tiny\"\nseq = 8\nwarmups = 0\niterations = 1\n"
+                                   "weights = \"" + dir + "\"\n");
+    const auto list = run_sweetspot("list '" + tmp.file("m.toml") + "'");
+    INFO(list.output);
+    CHECK(list.exit_code == 0);
+    CHECK(contains(list.output, "yes"));
+    const auto run = run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + tmp.file("m.db") + "'");
+    INFO(run.output);
+    CHECK(run.exit_code == 0);
+    auto store = Store::open_read_only(tmp.file("m.db"));
+    auto st = store.db().prepare("SELECT status, weights, check_rel_err FROM cells");
+    REQUIRE(st.step());
+    CHECK(st.text(0) == "ok");
+    CHECK(st.text(1) == dir);
+    CHECK(st.real(2) < 1e-4);
+}
+
+TEST_CASE("sweetspot logits writes a valid .npy of the host forward", "[checkpoint][cli]") {
+    TempDir tmp;
+    const Units units = synthetic_units(kModel, 5);
+    const auto dir = write_checkpoint_dir(tmp, "ckpt", checkpoint_file(kModel, units, {.dtype = "F16"}),
+                                          test::gpt2_config_json(kModel));
+    const auto out = tmp.file("logits.npy");
+    const auto r = run_sweetspot("logits --weights '" + dir + "' --tokens 1,2,3,4,5 --tokens '90 0 7 7 23' -o '" + out + "'");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(contains(r.output, "float32 [2, 5, 96] logits"));
+
+    std::ifstream f(out, std::ios::binary);
+    const std::string file((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    REQUIRE(file.size() > 10);
+    CHECK(file.substr(0, 8) == std::string("\x93NUMPY\x01\x00", 8));
+    const std::size_t header_len = static_cast<unsigned char>(file[8]) | static_cast<std::size_t>(static_cast<unsigned char>(file[9])) << 8;
+    CHECK((10 + header_len) % 64 == 0);
+    const std::string header = file.substr(10, header_len);
+    CHECK(header.starts_with("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 5, 96), }"));
+    CHECK(header.ends_with("\n"));
+    const std::size_t n = 2 * 5 * 96;
+    REQUIRE(file.size() == 10 + header_len + n * sizeof(float));
+    std::vector<float> logits(n);
+    std::memcpy(logits.data(), file.data() + 10 + header_len, n * sizeof(float));
+
+    const Units expected = expected_units(kModel, units, {.dtype = "F16"});
+    UnitsSource direct(expected);
+    CHECK(logits == host_logits(kModel, direct, {1, 2, 3, 4, 5, 90, 0, 7, 7, 23}, 2));
+}
+
+TEST_CASE("npy headers and token lists", "[checkpoint]") {
+    const std::vector<std::int64_t> one = {3};
+    const auto h = npy_header(one);
+    CHECK(h.size() % 64 == 0);
+    CHECK(contains(h, "'shape': (3,), }"));
+    const std::vector<std::int64_t> two = {4, 5};
+    CHECK(contains(npy_header(two), "'shape': (4, 5), }"));
+
+    CHECK(parse_token_list("1,2, 3") == std::vector<std::int32_t>{1, 2, 3});
+    CHECK(parse_token_list("7") == std::vector<std::int32_t>{7});
+    CHECK_THROWS_AS(parse_token_list("1,x"), std::invalid_argument);
+    CHECK_THROWS_AS(parse_token_list("1;2"), std::invalid_argument);
+    CHECK_THROWS_AS(parse_token_list(""), std::invalid_argument);
+    CHECK_THROWS_AS(parse_token_list("99999999999"), std::invalid_argument);
+}
+
+// Every mutated file either loads (and then every unit converts) or is refused with a
+// CheckpointError: no crash, no other exception. Deterministic, so a failure reproduces.
+TEST_CASE("fuzzed safetensors headers load or are refused cleanly", "[checkpoint][fuzz]") {
+    const ModelConfig m{"fuzz", 2, 8, 2, 16, 8, 1e-5f};
+    const auto layout = WeightLayout::for_model(m);
+    const auto base_tensors = test::gpt2_tensors(layout, synthetic_units(m, 1), {.dtype = "F16", .attention_buffers = true});
+    const std::string base = test::safetensors_file(base_tensors);
+    std::mt19937_64 rng(20240611);
+    const auto uniform = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+    const std::string json_bytes = "{}[]\",:0123456789-+.eE \\ntfu";
+
+    const auto header_end = [](const std::string& f) {
+        std::uint64_t n = 0;
+        std::memcpy(&n, f.data(), 8);
+        return static_cast<std::size_t>(8 + n);
+    };
+    // Rewrites the header length after the header changed size, as a writer would.
+    const auto relength = [&](std::string f, std::size_t old_end) {
+        const std::size_t new_header = old_end - 8 + (f.size() - base.size());
+        return test::length_prefix(new_header) + f.substr(8);
+    };
+    const auto structured = [&]() {
+        auto t = base_tensors;
+        test::assign_offsets(t);
+        auto& victim = t[uniform(t.size())];
+        switch (uniform(5)) {
+            case 0: victim.offsets->first = rng() % 2 ? victim.offsets->first + uniform(64) - 32 : rng(); break;
+            case 1: victim.offsets->second = rng() % 2 ? victim.offsets->second + uniform(64) - 32 : rng(); break;
+            case 2: std::swap(victim.offsets, t[uniform(t.size())].offsets); break;
+            case 3: victim.dtype = std::vector<std::string>{"F32", "F16", "BF16", "I8", "F64", "X"}[uniform(6)]; break;
+            case 4:
+                if (victim.shape.empty()) victim.shape.push_back(static_cast<std::int64_t>(uniform(40)));
+                else victim.shape[uniform(victim.shape.size())] = static_cast<std::int64_t>(uniform(40));
+                break;
+        }
+        return test::safetensors_file(t);
+    };
+
+    int loaded = 0, refused = 0;
+    constexpr int kCases = 12000;
+    for (int i = 0; i < kCases; ++i) {
+        std::string f = base;
+        const std::size_t end = header_end(f);
+        std::string mutation;
+        switch (uniform(8)) {
+            case 0: {  // flip bits in the header
+                mutation = "bit flips";
+                for (std::size_t k = 0, n = 1 + uniform(4); k < n; ++k) f[8 + uniform(end - 8)] ^= static_cast<char>(1 << uniform(8));
+                break;
+            }
+            case 1: mutation = "truncation"; f.resize(uniform(f.size())); break;
+            case 2: {  // insert JSON-ish bytes into the header, keeping the length consistent
+                mutation = "insertion";
+                const std::size_t at = 8 + uniform(end - 8);
+                std::string ins;
+                for (std::size_t k = 0, n = 1 + uniform(6); k < n; ++k) ins += json_bytes[uniform(json_bytes.size())];
+                f.insert(at, ins);
+                f = relength(f, end);
+                break;
+            }
+            case 3: {  // delete a slice of the header
+                mutation = "deletion";
+                const std::size_t at = 8 + uniform(end - 8);
+                f.erase(at, std::min(1 + uniform(40), end - at));
+                f = relength(f, end);
+                break;
+            }
+            case 4: {  // copy a slice of the header elsewhere in it
+                mutation = "duplication";
+                const std::size_t from = 8 + uniform(end - 8);
+                const std::string slice = f.substr(from, std::min(1 + uniform(80), end - from));
+                f.insert(8 + uniform(end - 8), slice);
+                f = relength(f, end);
+                break;
+            }
+            case 5: {  // a wrong header length
+                mutation = "length field";
+                const std::uint64_t n = rng() % 2 ? end - 8 + uniform(32) - 16 : rng();
+                f = test::length_prefix(n) + f.substr(8);
+                break;
+            }
+            case 6: mutation = "offsets, dtype or shape"; f = structured(); break;
+            case 7: {  // the data may hold anything
+                mutation = "data bytes";
+                for (std::size_t k = 0; k < 8 && end < f.size(); ++k) f[end + uniform(f.size() - end)] = static_cast<char>(rng());
+                break;
+            }
+        }
+        try {
+            const auto tensors = parse_safetensors(std::as_bytes(std::span(f.data(), f.size())), "fuzz.safetensors");
+            Gpt2Weights weights(tensors, m, "fuzz.safetensors");
+            for (std::size_t u = 0; u < layout.units.size(); ++u) {
+                std::vector<float> buf(static_cast<std::size_t>(layout.units[u].numel));
+                weights.fill_unit(static_cast<int>(u), buf);
+            }
+            ++loaded;
+        } catch (const CheckpointError& e) {
+            if (!std::string(e.what()).starts_with("fuzz.safetensors: ")) FAIL("case " << i << " (" << mutation << "): " << e.what());
+            ++refused;
+        } catch (const std::exception& e) {
+            FAIL("case " << i << " (" << mutation << ") threw something other than CheckpointError: " << e.what());
+        }
+    }
+    CHECK(loaded + refused == kCases);
+    CHECK(loaded > 0);
+    CHECK(refused > kCases / 2);
+}
+
+TEST_CASE("fuzzed config.json files load or are refused cleanly", "[checkpoint][fuzz]") {
+    const std::string base = test::gpt2_config_json(kModel);
+    std::mt19937_64 rng(7);
+    int refused = 0;
+    for (int i = 0; i < 2000; ++i) {
+        std::string c = base;
+        for (std::size_t k = 0, n = 1 + rng() % 3; k < n; ++k) {
+            const std::size_t at = rng() % c.size();
+            if (rng() % 2) c[at] ^= static_cast<char>(1 << (rng() % 8));
+            else c.erase(at, 1 + rng() % 8);
+        }
+        try {
+            parse_gpt2_config(c, "config.json", "fuzz");
+        } catch (const CheckpointError&) {
+            ++refused;
+        } catch (const std::exception& e) {
+            FAIL("config case " << i << " threw something other than CheckpointError: " << e.what());
+        }
+    }
+    CHECK(refused > 0);
+}
