@@ -113,6 +113,8 @@ def skipped_section(skipped):
 
 
 def cells_section(cells):
+    if cells.empty:
+        return '<section id="cells"><h2>Cells</h2><p>The database has no cells.</p></section>'
     headings, rows = cell_table(cells)
     out = ['<section id="cells"><h2>Cells</h2><p>Every cell of the database; click a column heading to sort. '
            "Latencies are of the timed iterations; × bound is the median latency ÷ the cell's bound.</p>"

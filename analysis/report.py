@@ -91,6 +91,7 @@ def main(argv):
               "apt-get install " + " ".join(p for _, p in missing) + " (Debian 12).", file=sys.stderr)
         return EXIT_MISSING_MODULES
 
+    from figures import timeline
     from html_page import page
     from results_db import BadInput, ResultsDb
 
@@ -99,6 +100,8 @@ def main(argv):
         return EXIT_BAD_INPUT
     try:
         data = ReportData(ResultsDb(args.db), args.timeline_cell)
+        if args.timeline_cell is not None:
+            timeline.require_window(data.db, args.timeline_cell)
         os.makedirs(args.output, exist_ok=True)
         results = render_all(data, args.output)
     except (BadInput, OSError) as e:

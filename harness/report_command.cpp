@@ -26,6 +26,11 @@ constexpr int kExitBadInput = 2;
 constexpr int kScriptBadInput = 2;
 constexpr int kScriptMissingModules = 3;
 
+// Finds the modules without importing them (importing pandas takes a second; the script does it
+// anyway, and says what is missing if an installed module turns out broken).
+constexpr const char* kFindModules =
+    "import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in ('matplotlib', 'pandas')))";
+
 constexpr const char* kInstallHint =
     "Install them with scripts/install-deps.sh, or with: apt-get install python3 python3-matplotlib python3-pandas "
     "(Debian 12).";
@@ -122,7 +127,7 @@ int run_report(const ReportRequest& request, std::ostream& err) {
     std::optional<std::string> python;
     std::vector<std::string> started;
     for (const auto& candidate : interpreters()) {
-        const auto status = run_program({candidate, "-c", "import matplotlib, pandas"}, true);
+        const auto status = run_program({candidate, "-c", kFindModules}, true);
         if (!status) continue;
         started.push_back(candidate);
         if (*status == 0) {
@@ -135,7 +140,7 @@ int run_report(const ReportRequest& request, std::ostream& err) {
             err << "sweetspot report: python3 was not found (tried " << joined(interpreters())
                 << "); the report is drawn by Python with matplotlib and pandas. " << kInstallHint << "\n";
         else
-            err << "sweetspot report: " << joined(started) << " cannot import matplotlib and pandas, which draw the "
+            err << "sweetspot report: " << joined(started) << " cannot find matplotlib and pandas, which draw the "
                 << "report. " << kInstallHint << "\n";
         return kExitFailed;
     }

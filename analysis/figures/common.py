@@ -85,10 +85,13 @@ def varying(cells, exclude=()):
 
 def series_label(key, names):
     """"budget=50% prefetch=2" for a group's key over the parameters `names`."""
-    if not names:
-        return "all cells"
     values = key if isinstance(key, tuple) else (key,)
     return " ".join(f"{n}={value_text(v)}" for n, v in zip(names, values))
+
+
+def workload_label(cell):
+    """"gpt2_small fp32 1×1024": what a lone series measured, when nothing tells series apart."""
+    return f"{cell['model']} {cell['dtype']} {cell['batch']}×{cell['seq']}"
 
 
 def gigabytes(b):
@@ -101,6 +104,8 @@ def count_phrase(n, what):
 
 def require_gpu_cells(cells, what):
     """Skips a GPU-only figure on a database of host-backend cells, naming what the host backend lacks."""
-    if len(cells) == 0 or set(cells["backend"]) == {"host"}:
+    if len(cells) == 0:
+        raise Skip("the database has no cells.")
+    if set(cells["backend"]) == {"host"}:
         raise Skip(f"this database holds only host-backend cells (the CPU forward), which have no {what}; "
                    "the figure needs cells of the GPU backends.")

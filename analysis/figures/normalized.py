@@ -54,16 +54,18 @@ def render(data):
     table = normalized(ok)
     processors = sorted(table["processor"].unique())
     fig, axes = panel_grid(len(processors), width=6.0, max_cols=1)
-    variants = sorted(table["variant"].unique(), key=variant_sort_key)
+    # One colour per variant across panels.
+    colors = {v: plt.get_cmap("tab10")(i) for i, v in enumerate(sorted(table["variant"].unique(), key=variant_sort_key))}
     for ax, proc in zip(axes, processors):
         mine = table[table["processor"] == proc]
         models = sorted(mine["model"].unique())
+        variants = sorted(mine["variant"].unique(), key=variant_sort_key)
         width = 0.8 / len(variants)
         for i, variant in enumerate(variants):
             rows = mine[mine["variant"] == variant].set_index("model").reindex(models)
             x = np.arange(len(models)) + (i - (len(variants) - 1) / 2) * width
             err = [(rows["perf"] - rows["perf_lo"]).clip(lower=0), (rows["perf_hi"] - rows["perf"]).clip(lower=0)]
-            ax.bar(x, rows["perf"], width, yerr=err, capsize=3, color=plt.get_cmap("tab10")(i), label=variant,
+            ax.bar(x, rows["perf"], width, yerr=err, capsize=3, color=colors[variant], label=variant,
                    edgecolor="black", linewidth=0.5)
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(models)), models, rotation=20 if len(models) > 4 else 0)
@@ -72,10 +74,10 @@ def render(data):
         ax.set_title(proc)
         ax.legend(title="variant", loc="upper left", bbox_to_anchor=(1.01, 1.0), framealpha=0.85)
     fig.tight_layout()
-    return Drawn(fig, caption(data.cells, table, variants))
+    return Drawn(fig, caption(data.cells, table))
 
 
-def caption(cells, table, variants):
+def caption(cells, table):
     workloads = int(table[table["variant"] == "baseline"]["workloads"].sum())
     text = ("Forward performance of each fused-kernel variant relative to the baseline variant on the same workload "
             "(model, backend, dtype, batch, sequence length and every other parameter equal): baseline median latency "
@@ -83,7 +85,7 @@ def caption(cells, table, variants):
             "several workloads the bar is their geometric mean "
             f"({count_phrase(workloads, 'baseline workload')} in all). Error bars: the same ratio at the variant's "
             "90th and 10th percentile latency (the spread of the timed iterations).")
-    if variants == ["baseline"]:
+    if set(table["variant"]) == {"baseline"}:
         text += " Only the baseline variant has measurements in this database, so every bar is 1 and shows the spread."
     unmeasured = cells[(cells["variant"] != "baseline") & (cells["status"] != "ok")]
     if len(unmeasured):

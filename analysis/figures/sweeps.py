@@ -4,7 +4,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.ticker import NullLocator
 
-from figures.common import Skip, backends_in, panel_grid, series_label, value_text, varying
+from figures.common import Skip, backends_in, panel_grid, series_label, value_text, varying, workload_label
 from results_db import PARAMETERS, PROTOCOL
 
 # Lines beyond this many per panel are left out (the caption says how many): a legend longer
@@ -50,6 +50,8 @@ def labelled(groups, exclude):
     """(label, cells) per line: labels name the parameters that differ between lines, leaving out
     how cells were measured (iterations, seed...) unless only that tells two lines apart."""
     differing = varying(pd.concat(groups), exclude=exclude)
+    if not differing:
+        return [(workload_label(groups[0].iloc[0]), groups[0])]
     names = [n for n in differing if n not in PROTOCOL]
     labels = [series_label(tuple(g.iloc[0][n] for n in names), names) for g in groups]
     if len(set(labels)) < len(labels):

@@ -56,12 +56,17 @@ def richness(ev, begin, end):
     return (bool(um), len(layout(ev, begin, end)[0].rows), -sum(len(v) for v in ev.values()))
 
 
+def require_window(db, cell_id):
+    """Refuses a cell the user asked for that has no traced iteration to draw."""
+    found = windows(db) if db.has(*NEEDED) else {}
+    if cell_id not in found:
+        raise BadInput(f"cell {cell_id} has no '{ITERATION}' range: it needs trace_iterations > 0 and the cupti "
+                       "collector (cells with one: " + (", ".join(map(str, sorted(found))) or "none") + ")")
+
+
 def choose(db, data, found):
     """The cell to draw: the one asked for, or the richest traced cell (lowest id on ties)."""
     if data.timeline_cell is not None:
-        if data.timeline_cell not in found:
-            raise BadInput(f"cell {data.timeline_cell} has no '{ITERATION}' range: it needs trace_iterations > 0 and "
-                           "the cupti collector (cells with one: " + ", ".join(map(str, sorted(found))) + ")")
         return data.timeline_cell, events(db, data.timeline_cell, *found[data.timeline_cell])
     best = None
     for cell_id in sorted(found):
