@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The quick start: installs what is missing, builds, sweeps experiments/demo.toml on the host
-# backend (no GPU needed) into results/demo.db, and prints the summary.
+# backend (no GPU needed) into results/demo.db, prints the summary, and writes the report into
+# results/demo-report/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -11,4 +12,12 @@ status=0
 build/sweetspot run experiments/demo.toml --db results/demo.db || status=$?
 echo
 build/sweetspot summary results/demo.db
+echo
+rm -rf results/demo-report
+if build/sweetspot report results/demo.db -o results/demo-report; then
+    echo
+    echo "Report: $PWD/results/demo-report/index.html"
+else
+    status=$?
+fi
 exit $status

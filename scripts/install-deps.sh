@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(build-essential cmake ninja-build ccache pkg-config git
           libboost-program-options-dev libsqlite3-dev sqlite3 libtomlplusplus-dev libopenblas-dev nlohmann-json3-dev
-          python3 python3-matplotlib python3-pandas)
+          python3 python3-matplotlib python3-pandas chromium)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 catch2_v3() { installed catch2 && [[ "$(dpkg-query -W -f='${Version}' catch2)" == 3.* ]]; }
