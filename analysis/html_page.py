@@ -1,5 +1,6 @@
 """index.html of the report: self-contained (inline CSS and script, images as files beside it), with
 the run metadata, one section per figure, the figures not drawn and why, and the per-cell table."""
+import re
 from html import escape
 
 from bound import present
@@ -24,7 +25,7 @@ th[aria-sort="descending"]::after { content: " \\25BC"; }
 .wide { overflow-x: auto; }
 tr.status-failed td, tr.status-timeout td, tr.status-invalid td { background: #fde8e8; }
 tr.status-skipped td { color: #777; }
-td.reason { max-width: 30em; }
+td.reason { min-width: 20em; max-width: 40em; }
 pre { background: #f7f7f7; padding: 0.5em; overflow-x: auto; }
 """
 
@@ -96,11 +97,16 @@ def runs_section(runs):
     return "\n".join(out)
 
 
+def with_code(text):
+    """Escaped text, with `quoted` commands set as code."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(text))
+
+
 def figure_section(result):
     name = escape(result.name)
     return (f'<section id="fig-{name}"><h2>{escape(result.title)}</h2><figure>'
             f'<img src="{name}.png" alt="{escape(result.title)}">'
-            f"<figcaption>{escape(result.caption)}</figcaption></figure>"
+            f"<figcaption>{with_code(result.caption)}</figcaption></figure>"
             f'<p class="files">Files: <a href="{name}.png">{name}.png</a> · <a href="{name}.svg">{name}.svg</a></p>'
             "</section>")
 
@@ -108,7 +114,7 @@ def figure_section(result):
 def skipped_section(skipped):
     if not skipped:
         return ""
-    items = "".join(f"<li><strong>{escape(r.title)}</strong>: {escape(r.reason)}</li>" for r in skipped)
+    items = "".join(f"<li><strong>{escape(r.title)}</strong>: {with_code(r.reason)}</li>" for r in skipped)
     return f'<section id="not-drawn"><h2>Figures not drawn</h2><ul>{items}</ul></section>'
 
 

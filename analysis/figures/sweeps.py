@@ -2,7 +2,7 @@
 the other parameters that was measured at two or more values of the swept one."""
 import matplotlib.pyplot as plt
 import pandas as pd
-from matplotlib.ticker import NullLocator
+from matplotlib.ticker import MaxNLocator, NullLocator
 
 from figures.common import Skip, backends_in, panel_grid, series_label, value_text, varying, workload_label
 from results_db import PARAMETERS, PROTOCOL
@@ -88,6 +88,8 @@ def sweep_figure(cells, swept, y, y_lo, y_hi, y_label, *, fixed_out=(), referenc
         ax.set_title(backend)
         ax.set_xlabel(swept.label)
         ax.set_ylabel(y_label)
+        if swept.order is None and not swept.log and _whole_numbers(pd.concat([g for _, g in lines])[swept.column]):
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         if swept.log:
             ax.set_xscale("log", base=2)
             values = sorted(pd.concat([g for _, g in lines])[swept.column].unique())
@@ -108,3 +110,7 @@ def _spans_decades(values):
     """Values so far apart that a linear axis would flatten the small ones."""
     positive = values[values > 0]
     return len(positive) > 0 and positive.max() / positive.min() > 30
+
+
+def _whole_numbers(values):
+    return bool((values.astype(float) % 1 == 0).all())
