@@ -125,6 +125,19 @@ test::CommandResult report(const std::string& db, const std::string& dir, const 
     return run_sweetspot("report '" + db + "' -o '" + dir + "' " + extra);
 }
 
+struct Written {
+    test::CommandResult result;
+    std::string html;
+};
+
+// A report that must be written: the command's output and the page.
+Written written_report(const std::string& db, const std::string& dir) {
+    auto r = report(db, dir);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    return {std::move(r), read_file(dir + "/index.html")};
+}
+
 // --- synthetic GPU cells --------------------------------------------------------------------
 
 CellParams gpu_cell(const std::string& backend, int streams, const std::string& prefetch, double budget_percent) {
@@ -283,10 +296,8 @@ TEST_CASE("report of a host run, then of the same database with GPU cells", "[re
     {
         INFO("host cells alone: the CPU figures, and every GPU figure named with the reason");
         const auto dir = tmp.file("host-report");
-        const auto r = report(db, dir);
+        const auto [r, html] = written_report(db, dir);
         INFO(r.output);
-        REQUIRE(r.exit_code == 0);
-        const std::string html = read_file(dir + "/index.html");
         for (const auto* name : kHostFigures) check_figure(dir, name, html);
         for (const auto* name : kGpuFigures) {
             CHECK_THAT(r.output, ContainsSubstring(std::string(name) + ": not drawn: this database holds only host-backend"));
@@ -301,10 +312,8 @@ TEST_CASE("report of a host run, then of the same database with GPU cells", "[re
         INFO("with GPU cells: every figure, the timeline of the UM cell or of the cell asked for");
         add_gpu_cells(db);
         const auto dir = tmp.file("gpu-report");
-        const auto r = report(db, dir);
+        const auto [r, html] = written_report(db, dir);
         INFO(r.output);
-        REQUIRE(r.exit_code == 0);
-        const std::string html = read_file(dir + "/index.html");
         for (const auto* name : kHostFigures) check_figure(dir, name, html);
         for (const auto* name : kGpuFigures) check_figure(dir, name, html);
         CHECK_THAT(r.output, ContainsSubstring("peak_memory: not drawn"));
@@ -380,10 +389,7 @@ TEST_CASE("report says how to install python3, matplotlib and pandas when they a
 TEST_CASE("report of a database without cells draws nothing and says so", "[report]") {
     TempDir tmp;
     Store::open(tmp.file("empty.db"));
-    const auto dir = tmp.file("report");
-    const auto r = report(tmp.file("empty.db"), dir);
-    INFO(r.output);
-    REQUIRE(r.exit_code == 0);
+    const auto [r, html] = written_report(tmp.file("empty.db"), tmp.file("report"));
     CHECK_THAT(r.output, ContainsSubstring("0 of 9 figures drawn"));
-    CHECK_THAT(read_file(dir + "/index.html"), ContainsSubstring("Figures not drawn"));
+    CHECK_THAT(html, ContainsSubstring("Figures not drawn"));
 }
