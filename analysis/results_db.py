@@ -4,6 +4,7 @@ The file is opened read-only. Figures ask which tables and columns exist, becaus
 by older versions lack some (version 1 had no event tables at first) and some columns are still
 to come (predicted peak memory).
 """
+import pathlib
 import sqlite3
 
 import pandas as pd
@@ -33,14 +34,31 @@ class BadDatabase(BadInput):
     """The file is missing, unreadable, or not a sweetspot results database this report reads."""
 
 
+def connect(path):
+    """A read-only connection and the names of the tables and views.
+
+    A WAL database in a folder this user cannot write (a results folder copied read-only) cannot
+    be opened even read-only, since SQLite wants to create its -shm file; nobody can be writing to
+    it there either, so it is then read as immutable."""
+    uri = pathlib.Path(path).resolve().as_uri()
+    first_error = None
+    for options in ("mode=ro", "mode=ro&immutable=1"):
+        con = None
+        try:
+            con = sqlite3.connect(f"{uri}?{options}", uri=True)
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+            return con, tables
+        except sqlite3.Error as e:
+            first_error = first_error or e
+            if con is not None:
+                con.close()
+    raise BadDatabase(f"{path}: cannot read it as an SQLite database ({first_error})")
+
+
 class ResultsDb:
     def __init__(self, path):
         self.path = str(path)
-        try:
-            self.con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
-            self.tables = {r[0] for r in self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
-        except sqlite3.Error as e:
-            raise BadDatabase(f"{self.path}: cannot read it as an SQLite database ({e})") from e
+        self.con, self.tables = connect(self.path)
         if "schema_info" not in self.tables:
             raise BadDatabase(f"{self.path} is not a sweetspot results database (no schema_info table)")
         row = self.con.execute("SELECT version FROM schema_info").fetchone()

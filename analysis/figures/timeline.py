@@ -31,29 +31,46 @@ def windows(db):
     return {r.cell_id: (r.start, r.end) for r in df.itertuples()}
 
 
+# The events of a cell that overlap its window, as `sweetspot trace` selects them; parameters
+# (cell_id, window end, window start).
+KERNELS = 'FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE cell_id = ? AND start < ? AND "end" > ?'
+COPIES = 'FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE cell_id = ? AND start < ? AND "end" > ?'
+GPU_FAULTS = 'FROM CUDA_UM_GPU_PAGE_FAULT_EVENTS WHERE cell_id = ? AND start < ? AND "end" >= ?'
+CPU_FAULTS = "FROM CUDA_UM_CPU_PAGE_FAULT_EVENTS WHERE cell_id = ? AND start <= ? AND start >= ?"
+UM = "copyKind IN (11, 12)"
+
+
 def events(db, cell_id, begin, end):
     """Every event of the cell that overlaps [begin, end], as DataFrames by kind."""
     window = (cell_id, end, begin)
     return {
-        "kernels": db.query('SELECT start, "end", streamId FROM CUPTI_ACTIVITY_KIND_KERNEL '
-                            'WHERE cell_id = ? AND start < ? AND "end" > ?', window),
+        "kernels": db.query('SELECT start, "end", streamId ' + KERNELS, window),
         "copies": db.query('SELECT start, "end", streamId, copyKind, bytes, coalesce(migrationCause, 0) AS cause '
-                           'FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE cell_id = ? AND start < ? AND "end" > ?', window),
-        "gpu_faults": db.query('SELECT start, "end", numberOfPageFaults FROM CUDA_UM_GPU_PAGE_FAULT_EVENTS '
-                               'WHERE cell_id = ? AND start < ? AND "end" >= ?', window),
-        "cpu_faults": db.query("SELECT start FROM CUDA_UM_CPU_PAGE_FAULT_EVENTS "
-                               "WHERE cell_id = ? AND start <= ? AND start >= ?", window),
+                           + COPIES, window),
+        "gpu_faults": db.query('SELECT start, "end", numberOfPageFaults ' + GPU_FAULTS, window),
+        "cpu_faults": db.query("SELECT start " + CPU_FAULTS, window),
         "ranges": db.query('SELECT n.start, n."end", s.value AS text FROM NVTX_EVENTS n JOIN StringIds s '
                            'ON s.id = n.textId WHERE n.cell_id = ? AND n.start <= ? AND n."end" >= ? '
                            "AND n.start >= ? ORDER BY n.start", window + (begin,)),
     }
 
 
-def richness(ev, begin, end):
+def richness(db, cell_id, begin, end):
     """How much of the machinery an iteration shows, legibly: UM activity first, then the number of
-    tracks, then the fewest events (a thinner timeline reads better)."""
-    um = ev["copies"]["copyKind"].isin([11, 12]).any() or len(ev["gpu_faults"]) or len(ev["cpu_faults"])
-    return (bool(um), len(layout(ev, begin, end)[0].rows), -sum(len(v) for v in ev.values()))
+    tracks, then the fewest events (a thinner timeline reads better). Counted in SQL, since traced
+    cells of large models hold many events."""
+    window = (cell_id, end, begin)
+
+    def scalar(sql, params=window):
+        return db.con.execute(sql, params).fetchone()[0]
+
+    streams = scalar(f"SELECT count(*) FROM (SELECT streamId {KERNELS} UNION SELECT streamId {COPIES} AND NOT {UM})",
+                     window + window)
+    um_directions = scalar(f"SELECT count(DISTINCT copyKind) {COPIES} AND {UM}")
+    faults = [scalar(f"SELECT count(*) {GPU_FAULTS}"), scalar(f"SELECT count(*) {CPU_FAULTS}")]
+    events = scalar(f"SELECT count(*) {KERNELS}") + scalar(f"SELECT count(*) {COPIES}") + sum(faults)
+    tracks = streams + um_directions + sum(1 for n in faults if n)
+    return (bool(um_directions or any(faults)), tracks, -events)
 
 
 def require_window(db, cell_id):
@@ -68,13 +85,8 @@ def choose(db, data, found):
     """The cell to draw: the one asked for, or the richest traced cell (lowest id on ties)."""
     if data.timeline_cell is not None:
         return data.timeline_cell, events(db, data.timeline_cell, *found[data.timeline_cell])
-    best = None
-    for cell_id in sorted(found):
-        ev = events(db, cell_id, *found[cell_id])
-        score = richness(ev, *found[cell_id])
-        if best is None or score > best[0]:
-            best = (score, cell_id, ev)
-    return best[1:]
+    cell_id = max(sorted(found), key=lambda c: richness(db, c, *found[c]))
+    return cell_id, events(db, cell_id, *found[cell_id])
 
 
 def render(data):
