@@ -50,18 +50,24 @@ std::vector<int> choose_in_order(const std::vector<int>& order, std::span<const 
     return chosen;
 }
 
-// The largest r for which candidates round(k·m/r), k = 0..r-1, fit in `room`: resident units
-// spread evenly over the forward order, so the copy of each streamed unit can hide behind the
-// compute of the resident units before it. Since m/r >= 1 the picked indices are distinct.
+// The most resident units that fit in `room`, with the k streamed ones spread evenly over the
+// forward order and the last candidate among them: streamed unit j (1..k) is candidate
+// ceil(j·m/k) - 1. Each streamed copy then hides behind the compute of the resident units just
+// before it, and after the last copy completes only that one unit is left to compute. (Spreading
+// the resident units from the first candidate instead left up to m/k units of compute after the
+// last copy, which is exposed time whenever copies and compute are balanced; measured on an H100:
+// GPT-2 1.5B fp16 at 90 %, 3.3 ms of a 13.5 ms forward.) Since m/k >= 1 the indices are distinct.
 std::vector<int> choose_interleaved(const std::vector<int>& candidates, std::span<const std::int64_t> units,
                                     std::int64_t room) {
     const auto m = static_cast<std::int64_t>(candidates.size());
-    for (std::int64_t r = m; r >= 1; --r) {
+    for (std::int64_t k = 0; k < m; ++k) {
+        std::vector<bool> streamed(static_cast<std::size_t>(m), false);
+        for (std::int64_t j = 1; j <= k; ++j) streamed[static_cast<std::size_t>((j * m + k - 1) / k - 1)] = true;
         std::vector<int> chosen;
         std::int64_t bytes = 0;
-        for (std::int64_t k = 0; k < r; ++k) {
-            const auto index = (2 * k * m + r) / (2 * r);  // round(k·m/r), halves up
-            const int u = candidates[static_cast<std::size_t>(index)];
+        for (std::int64_t i = 0; i < m; ++i) {
+            if (streamed[static_cast<std::size_t>(i)]) continue;
+            const int u = candidates[static_cast<std::size_t>(i)];
             chosen.push_back(u);
             bytes += units[static_cast<std::size_t>(u)];
         }

@@ -175,6 +175,18 @@ TEST_CASE("interleaved spreads the resident units over the forward", "[backends]
         const auto p = plan_residency(units, 100 + 300, 1, ResidentPolicy::interleaved);
         CHECK(resident_indices(p) == std::vector<int>{0, 4, 8});
     }
+    SECTION("most fit: the streamed units are spread and the last unit is one of them") {
+        const auto units = equal_units(10, 100);
+        const auto p = plan_residency(units, 2 * 100 + 6 * 100, 2, ResidentPolicy::interleaved);
+        check_plan(p, units, 2 * 100 + 6 * 100, 2);
+        CHECK(resident_indices(p) == std::vector<int>{0, 1, 3, 5, 6, 8});
+        const auto q = plan_residency(equal_units(48, 100), 3 * 100 + 44 * 100, 3, ResidentPolicy::interleaved);
+        CHECK_FALSE(q.resident.back());
+        CHECK(q.streamed_units() == 4);
+        CHECK_FALSE(q.resident[11]);
+        CHECK_FALSE(q.resident[23]);
+        CHECK_FALSE(q.resident[35]);
+    }
 }
 
 TEST_CASE("GPT-2-like units: units larger than the slots stay resident, the policy picks among the blocks", "[backends]") {
