@@ -94,12 +94,9 @@ def workload_label(cell):
     return f"{cell['model']} {cell['dtype']} {cell['batch']}×{cell['seq']}"
 
 
-def gigabytes(b):
-    return b / 1e9
-
-
-def count_phrase(n, what):
-    return f"{n} {what}" + ("" if n == 1 else "s")
+def count_phrase(n, singular, plural=None):
+    """"1 cell", "3 cells"."""
+    return f"{n} {singular if n == 1 else plural or singular + 's'}"
 
 
 def require_gpu_cells(cells, what):

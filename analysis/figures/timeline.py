@@ -199,7 +199,7 @@ def caption(cell_id, cell, ev, asked):
     text = (f"The first traced iteration of cell {cell_id} ({cell['model']}, {cell['backend']}, {cell['dtype']}, "
             f"batch {cell['batch']} × seq {cell['seq']}, streams {cell['streams']}, prefetch {cell['prefetch']}, "
             f"budget {cell['budget']}), from its NVTX range: {count_phrase(len(ev['kernels']), 'kernel')} and "
-            f"{count_phrase(len(plain), 'copy' if len(plain) == 1 else 'copie')} on "
+            f"{count_phrase(len(plain), 'copy', 'copies')} on "
             f"{count_phrase(len(streams), 'stream')}, {count_phrase(len(um), 'UM migration')} "
             f"({um['bytes'].sum() / 1e6:.1f} MB), {count_phrase(len(ev['gpu_faults']), 'GPU page-fault group')}, "
             f"{count_phrase(len(ev['cpu_faults']), 'CPU page fault')}, under the NVTX layer and phase ranges. "
