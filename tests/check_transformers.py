@@ -83,12 +83,15 @@ def save(directory, args):
     torch.manual_seed(args.seed)
     config = GPT2Config(n_layer=args.layers, n_embd=args.hidden, n_head=args.heads, vocab_size=args.vocab,
                         n_positions=args.positions, layer_norm_epsilon=1e-5,
-                        tie_word_embeddings=not args.untied)
+                        tie_word_embeddings=not args.untied, bos_token_id=args.vocab - 1, eos_token_id=args.vocab - 1)
     model = GPT2LMHeadModel(config).eval()
     generator = torch.Generator().manual_seed(args.seed)
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.02 * torch.randn(p.shape, generator=generator))
+    # Stored in half precision, the reference is the forward on exactly the stored values in fp32,
+    # which is what sweetspot's fp32 cells compute with.
+    model = model.to(getattr(torch, args.store_dtype))
     try:
         model.save_pretrained(directory, safe_serialization=True)
     except TypeError:  # versions that always write safetensors may no longer take the argument
@@ -98,12 +101,12 @@ def save(directory, args):
 
     tokens = torch.randint(0, args.vocab, (args.batch, args.seq), generator=generator)
     with torch.no_grad():
-        logits = model(tokens).logits.float()
+        logits = model.float()(tokens).logits
     with open(os.path.join(directory, "tokens.json"), "w") as f:
         json.dump(tokens.tolist(), f)
     write_npy(os.path.join(directory, "reference.npy"), logits.flatten().tolist(), list(logits.shape))
-    print(f"saved to {directory}: transformers {__import__('transformers').__version__}, torch {torch.__version__}, "
-          f"logits {list(logits.shape)}")
+    print(f"saved to {directory}: {args.store_dtype} weights, transformers {__import__('transformers').__version__}, "
+          f"torch {torch.__version__}, logits {list(logits.shape)}")
 
 
 def gpu_visible():
@@ -158,6 +161,8 @@ def main():
     parser.add_argument("--sweetspot", help="the sweetspot binary (default: $SWEETSPOT_BINARY, else build/sweetspot)")
     parser.add_argument("--backends", help="comma-separated (default: host, and every GPU backend when a GPU is visible)")
     parser.add_argument("--untied", action="store_true", help="save lm_head.weight of its own instead of tying it to wte")
+    parser.add_argument("--store-dtype", choices=["float32", "float16", "bfloat16"], default="float32",
+                        help="dtype the checkpoint is saved in (the reference computes in fp32 on the stored values)")
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--heads", type=int, default=4)
