@@ -48,6 +48,12 @@ std::string in_quotes(std::string_view name) {
     return s;
 }
 
+// A tensor with the byte range its header entry gives, relative to the data section.
+struct Entry {
+    StoredTensor tensor;
+    std::uint64_t begin = 0, end = 0;
+};
+
 class HeaderReader {
 public:
     HeaderReader(const std::string& label, std::uint64_t data_size) : label_(label), data_size_(data_size) {}
@@ -62,7 +68,7 @@ public:
     }
 
     // One tensor entry: {"dtype": ..., "shape": [...], "data_offsets": [begin, end]}.
-    StoredTensor read_tensor(const std::string& name, const json& entry, std::uint64_t& begin, std::uint64_t& end) const {
+    Entry read_entry(const std::string& name, const json& entry) const {
         const std::string what = "tensor " + in_quotes(name);
         if (!entry.is_object()) fail(what + " must be an object with dtype, shape and data_offsets, got " + json_excerpt(entry));
         for (const auto& [key, value] : entry.items()) {
@@ -72,13 +78,14 @@ public:
         for (const char* key : {"dtype", "shape", "data_offsets"}) {
             if (!entry.contains(key)) fail(what + " has no \"" + key + "\"");
         }
-        StoredTensor t;
+        Entry e;
+        StoredTensor& t = e.tensor;
         t.name = name;
-        const DTypeInfo& dtype = read_dtype(what, entry["dtype"]);
+        const DTypeInfo& dtype = read_dtype(what, entry.at("dtype"));
         t.dtype = dtype.name;
         t.type = dtype.type;
 
-        const json& shape = entry["shape"];
+        const json& shape = entry.at("shape");
         if (!shape.is_array()) fail(what + ": \"shape\" must be an array of non-negative integers, got " + json_excerpt(shape));
         for (const json& d : shape) {
             const std::uint64_t dim = non_negative(what + ": shape", d);
@@ -91,11 +98,11 @@ public:
             t.shape.push_back(n);
         }
 
-        const json& offsets = entry["data_offsets"];
+        const json& offsets = entry.at("data_offsets");
         if (!offsets.is_array() || offsets.size() != 2)
             fail(what + ": \"data_offsets\" must be [begin, end], got " + json_excerpt(offsets));
-        begin = non_negative(what + ": data_offsets", offsets[0]);
-        end = non_negative(what + ": data_offsets", offsets[1]);
+        const std::uint64_t begin = non_negative(what + ": data_offsets", offsets[0]);
+        const std::uint64_t end = non_negative(what + ": data_offsets", offsets[1]);
         if (begin > end) fail(what + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] end before they begin");
         if (end > data_size_)
             fail(what + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
@@ -105,7 +112,9 @@ public:
         if (static_cast<std::uint64_t>(t.numel) > span || static_cast<std::uint64_t>(t.numel) * dtype.size != span)
             fail(what + ": " + std::to_string(span) + " bytes in data_offsets, but shape " + json_excerpt(shape) + " of " +
                  t.dtype + " needs " + std::to_string(t.numel) + " × " + std::to_string(dtype.size) + " bytes");
-        return t;
+        e.begin = begin;
+        e.end = end;
+        return e;
     }
 
 private:
@@ -124,11 +133,6 @@ private:
 
     const std::string& label_;
     std::uint64_t data_size_;
-};
-
-struct ByteRange {
-    std::uint64_t begin, end;
-    std::size_t tensor;  // index into the parsed tensors
 };
 
 }  // namespace
@@ -154,28 +158,28 @@ std::vector<StoredTensor> parse_safetensors(std::span<const std::byte> file, con
     HeaderReader reader(label, data.size());
     if (!header.is_object()) reader.fail("the header must be a JSON object, got " + json_excerpt(header));
 
-    std::vector<StoredTensor> tensors;
-    std::vector<ByteRange> ranges;
+    std::vector<Entry> entries;
     for (const auto& [name, entry] : header.items()) {
-        if (name == "__metadata__") {
-            reader.check_metadata(entry);
-            continue;
-        }
-        std::uint64_t begin = 0, end = 0;
-        StoredTensor t = reader.read_tensor(name, entry, begin, end);
-        t.bytes = data.subspan(begin, end - begin);
-        if (end > begin) ranges.push_back({begin, end, tensors.size()});
-        tensors.push_back(std::move(t));
+        if (name == "__metadata__") reader.check_metadata(entry);
+        else entries.push_back(reader.read_entry(name, entry));
     }
-    std::sort(ranges.begin(), ranges.end(), [](const ByteRange& a, const ByteRange& b) { return a.begin < b.begin; });
     // Sorted by start, a range overlaps an earlier one exactly when it starts before the previous one ends.
-    for (std::size_t i = 1; i < ranges.size(); ++i) {
-        const ByteRange& a = ranges[i - 1];
-        const ByteRange& b = ranges[i];
+    std::vector<const Entry*> by_start;
+    for (const auto& e : entries)
+        if (e.end > e.begin) by_start.push_back(&e);
+    std::sort(by_start.begin(), by_start.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
+    for (std::size_t i = 1; i < by_start.size(); ++i) {
+        const Entry& a = *by_start[i - 1];
+        const Entry& b = *by_start[i];
         if (b.begin < a.end)
-            reader.fail("tensors " + in_quotes(tensors[a.tensor].name) + " (bytes " + std::to_string(a.begin) + ".." +
-                        std::to_string(a.end) + ") and " + in_quotes(tensors[b.tensor].name) + " (bytes " +
-                        std::to_string(b.begin) + ".." + std::to_string(b.end) + ") overlap");
+            reader.fail("tensors " + in_quotes(a.tensor.name) + " (bytes " + std::to_string(a.begin) + ".." +
+                        std::to_string(a.end) + ") and " + in_quotes(b.tensor.name) + " (bytes " + std::to_string(b.begin) +
+                        ".." + std::to_string(b.end) + ") overlap");
+    }
+    std::vector<StoredTensor> tensors;
+    for (auto& e : entries) {
+        e.tensor.bytes = data.subspan(e.begin, e.end - e.begin);
+        tensors.push_back(std::move(e.tensor));
     }
     return tensors;
 }
