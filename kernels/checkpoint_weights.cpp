@@ -55,7 +55,6 @@ std::string read_small_file(const fs::path& path) {
     return text;
 }
 
-// The fields of config.json, each checked for its type and range.
 // "key", quoted as in the file. Built by appending: GCC 12 warns (falsely) on literal + temporary.
 std::string field(const char* key) {
     std::string s = "\"";
@@ -64,6 +63,7 @@ std::string field(const char* key) {
     return s;
 }
 
+// The fields of config.json, each checked for its type and range.
 class ConfigReader {
 public:
     ConfigReader(const json& config, const std::string& label) : config_(config), label_(label) {}
