@@ -1,7 +1,7 @@
 // Hugging Face GPT-2 checkpoints: safetensors fixtures written here load into exactly the units
-// they were made from, every kind of bad file is refused with a message naming the problem (and
-// exit code 2 from the binary), the header parser survives fuzzing, and `sweetspot logits`
-// writes a valid .npy of the host forward.
+// they were made from, files transformers wrote give its logits, every kind of bad file is
+// refused with a message naming the problem (and exit code 2 from the binary), the header parser
+// survives fuzzing, and `sweetspot logits` writes a valid .npy of the host forward.
 #include <catch2/catch_test_macros.hpp>
 
 #include <cstring>
@@ -452,6 +452,23 @@ TEST_CASE("sweetspot logits writes a valid .npy of the host forward", "[checkpoi
     const Units expected = expected_units(kModel, units, {.dtype = "F16"});
     UnitsSource direct(expected);
     CHECK(logits == host_logits(kModel, direct, {1, 2, 3, 4, 5, 90, 0, 7, 7, 23}, 2));
+}
+
+// Files transformers itself wrote (tests/data/checkpoints/README.md), compared with its own logits
+// by the same script that checks the GPU backends, here on the host backend.
+TEST_CASE("checkpoints written by transformers give transformers' logits", "[checkpoint][cli]") {
+    for (const std::string name : {"f32-tied", "f16-untied", "bf16-tied"}) {
+        INFO(name);
+        TempDir tmp;
+        const std::string dir = tmp.file(name);
+        fs::copy(test::source_path("tests/data/checkpoints/" + name), dir);
+        const auto r = test::run_command("python3 '" + test::source_path("tests/check_transformers.py") + "' --compare '" +
+                                         dir + "' --backends host --sweetspot '" + test::sweetspot_binary() + "'");
+        INFO(r.output);
+        CHECK(r.exit_code == 0);
+        CHECK(contains(r.output, "host"));
+        CHECK(contains(r.output, " ok"));
+    }
 }
 
 TEST_CASE("npy headers and token lists", "[checkpoint]") {

@@ -55,10 +55,9 @@ inline std::string source_path(const std::string& rel) {
     return env_or("SWEETSPOT_SOURCE_DIR", SWEETSPOT_SOURCE_DIR) + "/" + rel;
 }
 
-// Runs `args` (shell words, already quoted where needed) with the sweetspot binary in front.
-inline CommandResult run_sweetspot(const std::string& args) {
-    const std::string cmd = "'" + sweetspot_binary() + "' " + args + " 2>&1";
-    FILE* p = popen(cmd.c_str(), "r");
+// Runs the shell command `cmd` and collects its output.
+inline CommandResult run_command(const std::string& cmd) {
+    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
     if (!p) throw std::runtime_error("popen failed");
     CommandResult r;
     std::array<char, 4096> buf{};
@@ -68,5 +67,8 @@ inline CommandResult run_sweetspot(const std::string& args) {
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return r;
 }
+
+// Runs `args` (shell words, already quoted where needed) with the sweetspot binary in front.
+inline CommandResult run_sweetspot(const std::string& args) { return run_command("'" + sweetspot_binary() + "' " + args); }
 
 }  // namespace sweetspot::test
