@@ -189,7 +189,8 @@ std::string cell_unsupported_reason(const CellParams& c) {
 CellOutcome measure_cell(const CellParams& cell, const ExecuteOptions& options) {
 #ifdef SWEETSPOT_HAVE_CUDA
     if (uses_gpu(cell))
-        return measure_gpu_cell(cell, {options.allow_oversubscription, options.collect, options.tokens, options.logits});
+        return measure_gpu_cell(cell, {options.allow_oversubscription, options.collect, options.tokens, options.logits,
+                                       options.run_label});
 #endif
     return measure_host_cell(cell, options);
 }

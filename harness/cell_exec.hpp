@@ -33,6 +33,9 @@ struct ExecuteOptions {
     // and where the logits of the last iteration go.
     std::span<const std::int32_t> tokens = {};
     std::vector<float>* logits = nullptr;
+    // Text of the NVTX range the cell's ranges nest in: the run lives in the parent process, so
+    // each cell process opens it (Nsight Systems shows it around the cell).
+    std::string run_label = "run";
 };
 int execute_cell(const CellParams& cell, const std::string& scratch_db, const ExecuteOptions& options);
 

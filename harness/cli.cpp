@@ -282,13 +282,17 @@ int cmd_cell(const std::vector<std::string>& args) {
     cmd.options.add_options()
         ("scratch", po::value<std::string>()->required(), "database for this cell's outcome")
         ("cell", po::value<std::string>()->required(), "the cell's canonical text")
+        ("run-label", po::value<std::string>()->default_value("run"), "text of the NVTX range around the cell")
         ("allow-oversubscription", po::bool_switch(), "lift the managed-memory guard")
         ("collector", po::value<std::string>()->default_value("cupti"), "cupti or none");
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
     const auto cell = CellParams::from_canonical(vm["cell"].as<std::string>());
-    return execute_cell(cell, vm["scratch"].as<std::string>(),
-                        {vm["allow-oversubscription"].as<bool>(), collector_choice(vm["collector"].as<std::string>())});
+    ExecuteOptions options;
+    options.allow_oversubscription = vm["allow-oversubscription"].as<bool>();
+    options.collect = collector_choice(vm["collector"].as<std::string>());
+    options.run_label = vm["run-label"].as<std::string>();
+    return execute_cell(cell, vm["scratch"].as<std::string>(), options);
 }
 
 // GPU facts and the link probe, in their own process (started by `run`; not for direct use).

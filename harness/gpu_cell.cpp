@@ -31,6 +31,7 @@ std::int64_t device_used_bytes() {
 CellOutcome measure_gpu_cell(const CellParams& c, const GpuCellOptions& options) {
     const bool collect = options.collect && c.trace_iterations > 0;
     if (collect) prepare_nvtx_injection();  // before the first NVTX range of the process
+    const NvtxRange run_range(options.run_label);
     const NvtxRange cell_range("cell " + c.key());
     CellOutcome out;
     out.started_at = utc_timestamp();

@@ -4,6 +4,7 @@
 // the host forward.
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "harness/cell.hpp"
@@ -16,6 +17,7 @@ struct GpuCellOptions {
     bool collect = true;  // CUPTI collection in the traced iterations; false leaves CUPTI to another tool
     std::span<const std::int32_t> tokens = {};  // token ids to run; empty: the cell's random ones
     std::vector<float>* logits = nullptr;      // receives the logits of the last iteration
+    std::string run_label = "run";             // the NVTX range around the cell's
 };
 
 CellOutcome measure_gpu_cell(const CellParams& cell, const GpuCellOptions& options);

@@ -82,12 +82,12 @@ std::optional<CellOutcome> read_child_outcome(const std::string& scratch_db, con
 }
 
 CellOutcome run_cell_process(const CellParams& cell, const ScratchDir& scratch, double timeout_s,
-                             const RunOptions& options) {
+                             const RunOptions& options, const std::string& run_label) {
     const std::string db = scratch.file("cell.db"), log = scratch.file("cell.log");
     for (const auto* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix);
 
     ChildSpec spec;
-    spec.argv = {self_executable(), "_cell", "--scratch", db, "--cell", cell.canonical()};
+    spec.argv = {self_executable(), "_cell", "--scratch", db, "--cell", cell.canonical(), "--run-label", run_label};
     if (options.allow_oversubscription) spec.argv.push_back("--allow-oversubscription");
     if (!options.collect) spec.argv.insert(spec.argv.end(), {"--collector", "none"});
     spec.log_path = log;
@@ -167,6 +167,7 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
     info.matrix_text = matrix.text;
     info.cells_total = static_cast<int>(matrix.cells.size());
     const auto run_id = store.begin_run(info);
+    const std::string run_label = "run " + std::to_string(run_id) + " " + matrix.name;
 
     StopSignals signals;
     ScratchDir scratch;
@@ -189,7 +190,7 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
             o.reason = why;
             o.started_at = o.finished_at = utc_timestamp();
         } else {
-            o = run_cell_process(cell, scratch, timeout, options);
+            o = run_cell_process(cell, scratch, timeout, options, run_label);
             measured = true;
         }
         if (g_stop_requested.load()) {
