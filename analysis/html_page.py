@@ -5,6 +5,8 @@ from html import escape
 
 from bound import present
 from cell_table import cell_table
+from time_split import COLUMNS as SPLIT_COLUMNS
+from time_split import fmt
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px; padding: 0 1em; color: #222; }
@@ -118,6 +120,35 @@ def skipped_section(skipped):
     return f'<section id="not-drawn"><h2>Figures not drawn</h2><ul>{items}</ul></section>'
 
 
+def time_split_section(splits):
+    """One row per traced cell: (cell record, analysis/time_split.py's split of its traced iteration)."""
+    if not splits:
+        return ""
+    out = ['<section id="time-split"><h2>Where the time goes</h2><p>The first traced iteration of each traced cell, '
+           "from its kernel and copy records: how long the compute stream was busy, how long it waited while weights "
+           "were in flight (idle, link busy) or with nothing in flight, what crossed the host link and how fast, and "
+           "the link's idle time before the first and after the last transfer (head, tail). A link-bound forward "
+           "takes its transfers plus the tail.</p>"
+           '<div class="wide"><table class="sortable"><thead><tr>']
+    headings = [("cell", "num"), ("backend", "text"), ("model", "text"), ("dtype", "text"), ("budget", "text"),
+                ("prefetch", "text"), ("streams", "num"), ("timed ms", "num")] + [(h, "num") for h, _, _ in SPLIT_COLUMNS]
+    out += [f'<th data-type="{kind}">{escape(h)}</th>' for h, kind in headings]
+    out.append("</tr></thead><tbody>")
+    for cell, split in splits:
+        # (text, number to sort by) per column; text columns sort by their text.
+        values = [(str(cell["cell_id"]), cell["cell_id"])] + [(str(cell[k]), None) for k in
+                                                               ("backend", "model", "dtype", "budget", "prefetch")]
+        values += [(str(cell["streams"]), cell["streams"]), (fmt(cell["latency_median_ms"]), cell["latency_median_ms"])]
+        values += [(fmt(split[key], digits), split[key]) for _, key, digits in SPLIT_COLUMNS]
+        row = []
+        for (text, number), (_, kind) in zip(values, headings):
+            sort_value = f' data-v="{float(number)!r}"' if kind == "num" and number is not None else ""
+            row.append(f'<td class="{"num" if kind == "num" else ""}"{sort_value}>{escape(text)}</td>')
+        out.append("<tr>" + "".join(row) + "</tr>")
+    out.append("</tbody></table></div></section>")
+    return "\n".join(out)
+
+
 def cells_section(cells):
     if cells.empty:
         return '<section id="cells"><h2>Cells</h2><p>The database has no cells.</p></section>'
@@ -139,12 +170,14 @@ def cells_section(cells):
     return "\n".join(out)
 
 
-def page(db, runs, cells, drawn, skipped, generated_at):
+def page(db, runs, cells, drawn, skipped, splits, generated_at):
     counts = cells["status"].value_counts()
     status = ", ".join(f"{n} {s}" for s, n in counts.items())
     toc = "".join(f'<li><a href="#fig-{escape(r.name)}">{escape(r.title)}</a></li>' for r in drawn)
     if skipped:
         toc += '<li><a href="#not-drawn">Figures not drawn</a></li>'
+    if splits:
+        toc += '<li><a href="#time-split">Where the time goes</a></li>'
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -164,6 +197,7 @@ def page(db, runs, cells, drawn, skipped, generated_at):
 {runs_section(runs)}
 {"".join(figure_section(r) for r in drawn)}
 {skipped_section(skipped)}
+{time_split_section(splits)}
 {cells_section(cells)}
 <script>{SORT_SCRIPT}</script>
 </body>

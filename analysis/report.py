@@ -96,6 +96,7 @@ def main(argv):
     from figures import timeline
     from html_page import page
     from results_db import BadInput, ResultsDb
+    from time_split import time_split, traced_cells
 
     if not os.path.isfile(args.db):
         print(f"sweetspot report: no such database: {args.db}", file=sys.stderr)
@@ -109,11 +110,18 @@ def main(argv):
     except (BadInput, OSError) as e:
         print(f"sweetspot report: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    splits = []
+    if data.db.has("NVTX_EVENTS", "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"):
+        ok = data.ok.set_index("cell_id", drop=False)
+        for cell_id in traced_cells(data.db.con):
+            split = time_split(data.db.con, cell_id) if cell_id in ok.index else None
+            if split is not None:
+                splits.append((ok.loc[cell_id], split))
     generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     index = os.path.join(args.output, "index.html")
     with open(index, "w", encoding="utf-8") as f:
         f.write(page(data.db, data.runs, data.cells, [r for r in results if r.caption],
-                     [r for r in results if r.reason], generated))
+                     [r for r in results if r.reason], splits, generated))
     drawn = sum(1 for r in results if r.caption)
     print(f"report: {drawn} of {len(results)} figures drawn; {index}")
     return 0

@@ -305,6 +305,7 @@ TEST_CASE("report of a host run, then of the same database with GPU cells", "[re
         }
         CHECK_THAT(html, ContainsSubstring("Figures not drawn"));
         CHECK_THAT(html, ContainsSubstring("the host backend runs the baseline variant only"));  // the skipped cell
+        CHECK_THAT(html, !ContainsSubstring("id=\"time-split\""));  // nothing was traced
         check_in_browser(dir);
     }
 
@@ -321,6 +322,9 @@ TEST_CASE("report of a host run, then of the same database with GPU cells", "[re
         CHECK_THAT(html, ContainsSubstring("50.0"));                 // the link probe
         CHECK_THAT(html, ContainsSubstring("UM migration"));         // the timeline's caption counts them
         CHECK_THAT(html, ContainsSubstring("backend</th>"));         // the cell table
+        // Where the time goes: per layer 20 MiB cross the link in 50 us, 419.4 GB/s while busy.
+        CHECK_THAT(html, ContainsSubstring("id=\"time-split\""));
+        CHECK_THAT(html, ContainsSubstring(">419.4</td>"));
         check_in_browser(dir);
 
         const auto cell = traced_explicit_copy_cell(db);

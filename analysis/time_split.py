@@ -1,0 +1,124 @@
+"""Where the time of a traced iteration goes: compute, waiting for weights, and the host link.
+
+For one cell's first traced iteration (its NVTX range 'traced iteration 0'): how long the compute
+stream (the stream with the most kernels) was busy; how long it sat idle while a host-to-device
+copy or Unified Memory migration was running (waiting for weights) and while none was; how long
+the link carried such transfers, the rate it moved while busy, and how long it was idle before the
+first and after the last transfer. This is the evidence behind a cell's ratio to its bound: a
+link-bound forward takes streamed bytes / link rate + the compute left after the last copy (tail).
+"""
+import statistics
+
+HTOD_KINDS = (1, 11)  # CUPTI memcpy kind host-to-device, and Unified Memory host-to-device migrations
+ITERATION = "traced iteration 0"
+
+
+def union(intervals):
+    """Merged, sorted, non-overlapping [start, end] intervals."""
+    merged = []
+    for s, e in sorted(intervals):
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    return merged
+
+
+def length(intervals):
+    return sum(e - s for s, e in intervals)
+
+
+def overlap(a, b):
+    """Total length of the intersection of two merged interval lists."""
+    i = j = 0
+    total = 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def traced_cells(con):
+    """cell_ids that have a traced iteration range, in order."""
+    rows = con.execute(
+        "SELECT DISTINCT n.cell_id FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+        "WHERE COALESCE(n.text, s.value) = ? ORDER BY n.cell_id",
+        (ITERATION,),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def time_split(con, cell_id):
+    """The split of cell_id's first traced iteration (times in ms, bytes in GB), or None without one."""
+    window = con.execute(
+        "SELECT n.start, n.\"end\" FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+        "WHERE n.cell_id = ? AND COALESCE(n.text, s.value) = ?",
+        (cell_id, ITERATION),
+    ).fetchone()
+    if window is None:
+        return None
+    host_start, host_end = window
+    # GPU work enqueued inside the range may finish after the host leaves it; the next iteration's
+    # range starts later, so everything that starts before the host range ends belongs to it.
+    kernels = con.execute(
+        "SELECT start, \"end\", streamId FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE cell_id = ? AND start >= ? AND start < ?",
+        (cell_id, host_start, host_end),
+    ).fetchall()
+    copies = con.execute(
+        "SELECT start, \"end\", bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE cell_id = ? AND copyKind IN (?, ?) "
+        "AND start >= ? AND start < ?",
+        (cell_id, *HTOD_KINDS, host_start, host_end),
+    ).fetchall()
+    if not kernels:
+        return None
+    per_stream = {}
+    for _, _, stream in kernels:
+        per_stream[stream] = per_stream.get(stream, 0) + 1
+    compute_stream = max(per_stream, key=per_stream.get)
+    compute = union([(s, e) for s, e, st in kernels if st == compute_stream])
+    gpu_start = min([compute[0][0]] + [s for s, _, _ in copies])
+    gpu_end = max([compute[-1][1]] + [e for _, e, _ in copies])
+    idle = union([(a[1], b[0]) for a, b in zip(compute, compute[1:])] + [(gpu_start, compute[0][0])])
+    link = union([(s, e) for s, e, _ in copies])
+    link_busy = length(link)
+    moved = sum(b for _, _, b in copies)
+    waiting = overlap(idle, link)
+    large = [b / (e - s) for s, e, b in copies if e > s and b >= (1 << 20)]
+    return {
+        "traced_ms": (gpu_end - gpu_start) / 1e6,
+        "compute_busy_ms": length(compute) / 1e6,
+        "idle_waiting_ms": waiting / 1e6,
+        "idle_other_ms": (length(idle) - waiting) / 1e6,
+        "htod_gb": moved / 1e9,
+        "link_busy_ms": link_busy / 1e6,
+        "link_gbps": moved / link_busy if link_busy else None,
+        "copy_gbps_median": statistics.median(large) if large else None,
+        "link_idle_ms": (gpu_end - gpu_start - link_busy) / 1e6 if copies else None,
+        "head_ms": (link[0][0] - gpu_start) / 1e6 if link else None,
+        "tail_ms": (gpu_end - link[-1][1]) / 1e6 if link else None,
+    }
+
+
+# Heading, key and digits of each measured column, in display order.
+COLUMNS = [
+    ("traced ms", "traced_ms", 1),
+    ("compute busy ms", "compute_busy_ms", 1),
+    ("idle, link busy ms", "idle_waiting_ms", 1),
+    ("idle, link idle ms", "idle_other_ms", 1),
+    ("HtoD GB", "htod_gb", 2),
+    ("link busy ms", "link_busy_ms", 1),
+    ("GB/s while busy", "link_gbps", 1),
+    ("GB/s per copy (median)", "copy_gbps_median", 1),
+    ("link idle ms", "link_idle_ms", 1),
+    ("head ms", "head_ms", 1),
+    ("tail ms", "tail_ms", 1),
+]
+
+
+def fmt(value, digits=1):
+    return "-" if value is None else f"{value:.{digits}f}"
