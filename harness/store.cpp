@@ -318,6 +318,18 @@ SELECT c.cell_id,
 FROM cells c WHERE c.um_profiling IS NOT NULL;
 )sql";
 
+// Views added after version 2 was released, without a version change (no new data): a version-2
+// file from before them gets them when it is next opened for writing.
+constexpr const char* kLaterViewsSql = R"sql(
+CREATE VIEW IF NOT EXISTS um_sum AS
+SELECT m.cell_id, e.label AS operation, sum(m.bytes) AS total_bytes, count(*) AS count,
+       avg(m.bytes) AS avg_bytes, min(m.bytes) AS min_bytes, max(m.bytes) AS max_bytes,
+       sum(m."end" - m.start) AS total_ns
+FROM CUPTI_ACTIVITY_KIND_MEMCPY m JOIN ENUM_CUDA_MEMCPY_OPER e ON e.id = m.copyKind
+WHERE m.copyKind IN (11, 12)
+GROUP BY m.cell_id, m.copyKind;
+)sql";
+
 void configure_connection(Database& db) {
     db.exec("PRAGMA foreign_keys = ON");
 }
@@ -603,8 +615,9 @@ Store Store::open(const std::string& path) {
         ins.bind(1, kSchemaVersion).bind(2, utc_timestamp()).bind(3, std::string("sweetspot ") + kVersion).run();
         db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
     }
-    tx.commit();
     check_results_database(db);
+    db.exec(kLaterViewsSql);
+    tx.commit();
     return Store(std::move(db));
 }
 

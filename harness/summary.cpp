@@ -192,6 +192,18 @@ void print_cell_events(Store& store, std::int64_t cell_id, std::ostream& out) {
                  {{K::integer, "HtoD (bytes)"}, {K::integer, "HtoD migrations"}, {K::integer, "DtoH (bytes)"},
                   {K::integer, "DtoH migrations"}, {K::integer, "CPU page faults"}, {K::integer, "GPU page faults"}},
                  cell_id, out);
+    auto view = store.db().prepare("SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = 'um_sum'");
+    if (!view.step()) {
+        out << "\num_sum: this database predates the um_sum view; the um-traffic query of results/README.md gives the same numbers\n";
+        return;
+    }
+    print_report(store, "um_sum (Unified Memory migrations by direction)",
+                 "SELECT total_bytes, count, avg_bytes, min_bytes, max_bytes, total_ns, operation FROM um_sum"
+                 " WHERE cell_id = ? ORDER BY operation",
+                 {{K::integer, "Total (bytes)"}, {K::integer, "Count"}, {K::decimal, "Avg (bytes)"},
+                  {K::integer, "Min (bytes)"}, {K::integer, "Max (bytes)"}, {K::integer, "Total Time (ns)"},
+                  {K::text, "Operation"}},
+                 cell_id, out);
 }
 
 }  // namespace

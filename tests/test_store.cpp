@@ -554,7 +554,7 @@ TEST_CASE("results/README.md documents exactly the columns of every table", "[st
           "CUPTI_ACTIVITY_KIND_MEMCPY", "CUDA_UM_GPU_PAGE_FAULT_EVENTS", "CUDA_UM_CPU_PAGE_FAULT_EVENTS",
           "UM_COUNTER_EVENTS", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_OVERHEAD", "ENUM_CUDA_MEMCPY_OPER",
           "ENUM_CUDA_UNIF_MEM_MIGRATION", "ENUM_CUDA_UNIF_MEM_ACCESS_TYPE", "cuda_gpu_kern_sum", "nvtx_sum",
-          "um_total_sum"}) {
+          "um_total_sum", "um_sum"}) {
         INFO("table " << table);
         std::set<std::string> actual;
         auto st = s.db().prepare(std::string("SELECT name FROM pragma_table_info('") + table + "')");
@@ -670,12 +670,34 @@ TEST_CASE("summary --cell prints the documented per-cell reports", "[store][summ
     REQUIRE(um.step());
     CHECK(contains(text, um.text(4)));  // HtoD bytes
     CHECK(contains(text, um.text(5)));  // DtoH bytes
+    // um_sum: each direction's row of the documented um-traffic query, on one line of the summary.
+    CHECK(contains(text, "um_sum (Unified Memory migrations by direction)"));
+    auto traffic = s.db().prepare(queries.at("um-traffic"));
+    int directions = 0;
+    while (traffic.step()) {
+        if (traffic.int64(0) != 1) continue;
+        ++directions;
+        const auto direction = traffic.text(1), migrations = traffic.text(2), bytes = traffic.text(3);
+        INFO("um_sum: " << direction);
+        std::istringstream lines(text);
+        std::string line;
+        bool found = false;
+        while (std::getline(lines, line))
+            found = found || (contains(line, direction) && contains(line, " " + migrations + " ") && contains(line, bytes));
+        CHECK(found);
+    }
+    CHECK(directions == 2);
 
     CHECK(contains(cell_summary_text(s, 3), "No events were recorded for this cell"));
     s.db().exec("UPDATE cells SET um_profiling = 'CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED' WHERE cell_id = 2");
     const auto refused = cell_summary_text(s, 2);
     CHECK(contains(refused, "Unified Memory profiling: CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED"));
     CHECK(contains(refused, "um_total_sum: not recorded"));
+    // A version-2 file from before the um_sum view: the summary says so; opening it to write adds the view.
+    s.db().exec("DROP VIEW um_sum");
+    CHECK(contains(cell_summary_text(s, 1), "predates the um_sum view"));
+    auto reopened = Store::open(tmp.file("r.db"));
+    CHECK(contains(cell_summary_text(reopened, 1), "um_sum (Unified Memory migrations by direction)"));
     CHECK_THROWS_WITH(cell_summary_text(s, 99), "no cell 99 in " + tmp.file("r.db"));
 }
 
