@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # On a GPU machine, from the repository root with the binaries in .carry/bin (scripts/device/pack.sh):
 #   gpu_session.sh tests                      [gpu] tests of every binary
-#   gpu_session.sh sweep MATRIX [ARGS...]     `sweetspot run MATRIX ARGS...` into $OUT/<matrix name>.db, then its summary
+#   gpu_session.sh sweep MATRIX [ARGS...]     `sweetspot run MATRIX ARGS...` into <matrix name>.db under
+#                                             $SWEEP_DIR (default /tmp/sweetspot-sweeps; later sweeps of the
+#                                             same matrix add to it), exported to $OUT as one file, gzipped when
+#                                             large (scripts/device/export_db.py), with its summary
 # Logs and databases go to $OUT (or ./out). Prints a short result line per step.
 set -uo pipefail
 out=${OUT:-out}
@@ -23,10 +26,13 @@ sweep)
     matrix=$2
     shift 2
     name=$(basename "$matrix" .toml)
-    "$bin/sweetspot" run "$matrix" --db "$out/$name.db" "$@" > "$out/$name.log" 2>&1
+    sweeps=${SWEEP_DIR:-/tmp/sweetspot-sweeps}
+    mkdir -p "$sweeps"
+    "$bin/sweetspot" run "$matrix" --db "$sweeps/$name.db" "$@" >> "$out/$name.log" 2>&1
     echo "sweep $name: rc $? ($(grep -c '\] ok' "$out/$name.log") ok lines); $(tail -2 "$out/$name.log" | head -1)"
-    "$bin/sweetspot" summary "$out/$name.db" > "$out/$name-summary.txt" 2>&1
+    "$bin/sweetspot" summary "$sweeps/$name.db" > "$out/$name-summary.txt" 2>&1
     grep -vE "^\s*[0-9]+ .* ok " "$out/$name-summary.txt" | tail -25
+    python3 scripts/device/export_db.py "$out" "$sweeps/$name.db"
     ;;
 *)
     echo "usage: $0 tests | sweep MATRIX [ARGS...]" >&2
