@@ -4,7 +4,7 @@ import re
 from html import escape
 
 from bound import present
-from cell_table import cell_table
+from cell_table import Cell, cell_table
 from time_split import COLUMNS as SPLIT_COLUMNS
 from time_split import fmt
 
@@ -120,54 +120,50 @@ def skipped_section(skipped):
     return f'<section id="not-drawn"><h2>Figures not drawn</h2><ul>{items}</ul></section>'
 
 
+def sortable_table(headings, rows, row_class=None):
+    """A table the page's script sorts: headings are (text, "num" | "text"), rows lists of cell_table.Cell."""
+    out = ['<div class="wide"><table class="sortable"><thead><tr>']
+    out += [f'<th data-type="{kind}">{escape(h)}</th>' for h, kind in headings]
+    out.append("</tr></thead><tbody>")
+    for row in rows:
+        out.append(f'<tr class="{escape(row_class(row))}">' if row_class else "<tr>")
+        for (heading, kind), cell in zip(headings, row):
+            value = f' data-v="{float(cell.number)!r}"' if cell.number is not None else ""
+            css = "num" if kind == "num" else "reason" if heading == "reason" else ""
+            out.append(f'<td class="{css}"{value}>{escape(cell.text)}</td>')
+        out.append("</tr>")
+    out.append("</tbody></table></div>")
+    return "\n".join(out)
+
+
 def time_split_section(splits):
     """One row per traced cell: (cell record, analysis/time_split.py's split of its traced iteration)."""
     if not splits:
         return ""
-    out = ['<section id="time-split"><h2>Where the time goes</h2><p>The first traced iteration of each traced cell, '
-           "from its kernel and copy records: how long the compute stream was busy, how long it waited while weights "
-           "were in flight (idle, link busy) or with nothing in flight, what crossed the host link and how fast, and "
-           "the link's idle time before the first and after the last transfer (head, tail). A link-bound forward "
-           "takes its transfers plus the tail.</p>"
-           '<div class="wide"><table class="sortable"><thead><tr>']
     headings = [("cell", "num"), ("backend", "text"), ("model", "text"), ("dtype", "text"), ("budget", "text"),
                 ("prefetch", "text"), ("streams", "num"), ("timed ms", "num")] + [(h, "num") for h, _, _ in SPLIT_COLUMNS]
-    out += [f'<th data-type="{kind}">{escape(h)}</th>' for h, kind in headings]
-    out.append("</tr></thead><tbody>")
+    rows = []
     for cell, split in splits:
-        # (text, number to sort by) per column; text columns sort by their text.
-        values = [(str(cell["cell_id"]), cell["cell_id"])] + [(str(cell[k]), None) for k in
-                                                               ("backend", "model", "dtype", "budget", "prefetch")]
-        values += [(str(cell["streams"]), cell["streams"]), (fmt(cell["latency_median_ms"]), cell["latency_median_ms"])]
-        values += [(fmt(split[key], digits), split[key]) for _, key, digits in SPLIT_COLUMNS]
-        row = []
-        for (text, number), (_, kind) in zip(values, headings):
-            sort_value = f' data-v="{float(number)!r}"' if kind == "num" and number is not None else ""
-            row.append(f'<td class="{"num" if kind == "num" else ""}"{sort_value}>{escape(text)}</td>')
-        out.append("<tr>" + "".join(row) + "</tr>")
-    out.append("</tbody></table></div></section>")
-    return "\n".join(out)
+        row = [Cell(str(cell["cell_id"]), cell["cell_id"])]
+        row += [Cell(str(cell[k])) for k in ("backend", "model", "dtype", "budget", "prefetch")]
+        row += [Cell(str(cell["streams"]), cell["streams"]), Cell(fmt(cell["latency_median_ms"]), cell["latency_median_ms"])]
+        row += [Cell(fmt(split[key], digits), split[key]) for _, key, digits in SPLIT_COLUMNS]
+        rows.append(row)
+    return ('<section id="time-split"><h2>Where the time goes</h2><p>The first traced iteration of each traced cell, '
+            "from its kernel and copy records: how long the compute stream was busy, how long it waited while weights "
+            "were in flight (idle, link busy) or with nothing in flight, what crossed the host link and how fast, and "
+            "the link's idle time before the first and after the last transfer (head, tail). A link-bound forward "
+            "takes its transfers plus the tail.</p>" + sortable_table(headings, rows) + "</section>")
 
 
 def cells_section(cells):
     if cells.empty:
         return '<section id="cells"><h2>Cells</h2><p>The database has no cells.</p></section>'
     headings, rows = cell_table(cells)
-    out = ['<section id="cells"><h2>Cells</h2><p>Every cell of the database; click a column heading to sort. '
-           "Latencies are of the timed iterations; × bound is the median latency ÷ the cell's bound.</p>"
-           '<div class="wide"><table class="sortable"><thead><tr>']
-    out += [f'<th data-type="{kind}">{escape(h)}</th>' for h, kind in headings]
-    out.append("</tr></thead><tbody>")
     status_col = [h for h, _ in headings].index("status")
-    for row in rows:
-        out.append(f'<tr class="status-{escape(row[status_col].text)}">')
-        for (heading, kind), cell in zip(headings, row):
-            value = f' data-v="{float(cell.number)!r}"' if cell.number is not None else ""
-            css = "num" if kind == "num" else "reason" if heading == "reason" else ""
-            out.append(f'<td class="{css}"{value}>{escape(cell.text)}</td>')
-        out.append("</tr>")
-    out.append("</tbody></table></div></section>")
-    return "\n".join(out)
+    return ('<section id="cells"><h2>Cells</h2><p>Every cell of the database; click a column heading to sort. '
+            "Latencies are of the timed iterations; × bound is the median latency ÷ the cell's bound.</p>"
+            + sortable_table(headings, rows, lambda row: f"status-{row[status_col].text}") + "</section>")
 
 
 def page(db, runs, cells, drawn, skipped, splits, generated_at):
