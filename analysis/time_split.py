@@ -53,13 +53,18 @@ def traced_cells(con):
     return [r[0] for r in rows]
 
 
-def time_split(con, cell_id):
-    """The split of cell_id's first traced iteration (times in ms, bytes in GB), or None without one."""
-    window = con.execute(
+def traced_window(con, cell_id):
+    """(start, end) of cell_id's first traced iteration range on the host, or None."""
+    return con.execute(
         "SELECT n.start, n.\"end\" FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
         "WHERE n.cell_id = ? AND COALESCE(n.text, s.value) = ?",
         (cell_id, ITERATION),
     ).fetchone()
+
+
+def time_split(con, cell_id):
+    """The split of cell_id's first traced iteration (times in ms, bytes in GB), or None without one."""
+    window = traced_window(con, cell_id)
     if window is None:
         return None
     host_start, host_end = window
@@ -102,6 +107,72 @@ def time_split(con, cell_id):
         "head_ms": (link[0][0] - gpu_start) / 1e6 if link else None,
         "tail_ms": (gpu_end - link[-1][1]) / 1e6 if link else None,
     }
+
+
+def transfers(con, cell_id, gap_ns=20_000):
+    """The host-to-device transfers of cell_id's first traced iteration, one per burst (records less
+    than gap_ns apart: a UM prefetch arrives as many migration records), each with the host's NVTX
+    phase (acquire / compute / release, and its layer) open when the burst began. A host phase much
+    longer than its transfer shows the host held up in that call: the evidence that a prefetch call
+    blocks its thread, or that the host enqueued too late. Times in ms from the iteration's start;
+    None without a traced iteration."""
+    window = traced_window(con, cell_id)
+    if window is None:
+        return None
+    host_start, host_end = window
+    records = con.execute(
+        "SELECT start, \"end\", bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE cell_id = ? AND copyKind IN (?, ?) "
+        "AND start >= ? AND start < ? ORDER BY start",
+        (cell_id, *HTOD_KINDS, host_start, host_end),
+    ).fetchall()
+    ranges = con.execute(
+        "SELECT n.start, n.\"end\", COALESCE(n.text, s.value) FROM NVTX_EVENTS n LEFT JOIN StringIds s "
+        "ON s.id = n.textId WHERE n.cell_id = ? AND n.start >= ? AND n.start < ? ORDER BY n.start",
+        (cell_id, host_start, host_end),
+    ).fetchall()
+    phases = [r for r in ranges if r[2] in ("acquire", "compute", "release")]
+    layers = [r for r in ranges if r[2] in ("embedding", "head") or r[2].startswith("layer ")]
+    bursts = []
+    for s, e, b in records:
+        if bursts and s - bursts[-1][1] < gap_ns:
+            bursts[-1][1] = max(bursts[-1][1], e)
+            bursts[-1][2] += b
+        else:
+            bursts.append([s, e, b])
+
+    def open_at(candidates, t):
+        """The last of the ranges (sorted by start) open at time t."""
+        found = None
+        for s, e, text in candidates:
+            if s > t:
+                break
+            if e >= t:
+                found = (s, e, text)
+        return found
+
+    result = []
+    for s, e, b in bursts:
+        phase = open_at(phases, s)
+        layer = open_at(layers, s)
+        result.append({
+            "start_ms": (s - host_start) / 1e6,
+            "mb": b / 1e6,
+            "ms": (e - s) / 1e6,
+            "gbps": b / (e - s) if e > s else None,
+            "host_phase": f"{phase[2]} ({layer[2]})" if phase and layer else (phase[2] if phase else "-"),
+            "host_phase_ms": (phase[1] - phase[0]) / 1e6 if phase else None,
+        })
+    return result
+
+
+# Heading, key and digits of each column of transfers(), in display order.
+TRANSFER_COLUMNS = [
+    ("start ms", "start_ms", 3),
+    ("MB", "mb", 1),
+    ("transfer ms", "ms", 3),
+    ("GB/s", "gbps", 1),
+    ("host phase ms", "host_phase_ms", 3),
+]
 
 
 # Heading, key and digits of each measured column, in display order.

@@ -449,22 +449,25 @@ TEST_CASE("explicit-copy: a budget too small for the slots is refused", "[gpu][b
     CHECK_THROWS_WITH(backend->place(layout, fill_pattern), ContainsSubstring("3 streaming slot"));
 }
 
-TEST_CASE("explicit-copy: acquiring past the slots without releasing is refused, and the next forward works",
+TEST_CASE("streaming backends: acquiring past the slots without releasing is refused, and the next forward works",
           "[gpu][backends]") {
     require_gpu();
     const auto layout = WeightLayout::for_model(test_models()[2]);
     const auto units = unit_bytes(layout, DType::fp32);
-    CudaStream stream;
-    auto config = gpu_config("explicit-copy", 1, 1);
-    config.compute_stream = stream.get();
-    config.budget_bytes = minimum_streaming_budget(units, 2);  // everything streamed through 2 slots
-    auto backend = make_backend(config);
-    backend->place(layout, fill_pattern);
-    REQUIRE(backend->placement().streamed_units == static_cast<int>(units.size()));
-    backend->acquire(0);
-    backend->acquire(1);
-    CHECK_THROWS_AS(backend->acquire(2), std::logic_error);
-    run_forwards(*backend, layout, DType::fp32, stream.get());
+    for (const auto* name : {"explicit-copy", "uvm-prefetch"}) {
+        INFO(name);
+        CudaStream stream;
+        auto config = gpu_config(name, 1, 1);
+        config.compute_stream = stream.get();
+        config.budget_bytes = minimum_streaming_budget(units, 2);  // everything streamed through 2 slots
+        auto backend = make_backend(config);
+        backend->place(layout, fill_pattern);
+        REQUIRE(backend->placement().streamed_units == static_cast<int>(units.size()));
+        backend->acquire(0);
+        backend->acquire(1);
+        CHECK_THROWS_AS(backend->acquire(2), std::logic_error);
+        run_forwards(*backend, layout, DType::fp32, stream.get());
+    }
 }
 
 TEST_CASE("uvm: on demand, with and without LRU eviction, both eviction modes", "[gpu][backends]") {

@@ -333,6 +333,21 @@ TEST_CASE("report of a host run, then of the same database with GPU cells", "[re
         CHECK(asked.exit_code == 0);
         CHECK_THAT(read_file(tmp.file("asked") + "/index.html"),
                    ContainsSubstring("The first traced iteration of cell " + std::to_string(cell) + " "));
+        // The same cell's transfers: one 20 MiB copy per layer, each begun inside that layer's
+        // 60 us acquire, 400 us apart.
+        const auto script = "python3 '" + test::source_path("scripts/bench/timeline_stats.py") + "' '" + db + "'";
+        const auto listed = test::run_command(script + " --cell " + std::to_string(cell) + " --transfers --markdown");
+        INFO(listed.output);
+        CHECK(listed.exit_code == 0);
+        const char* starts[kLayers] = {"0.005", "0.405", "0.805", "1.205"};
+        for (int l = 0; l < kLayers; ++l) {
+            CHECK_THAT(listed.output, ContainsSubstring("| " + std::string(starts[l]) +
+                                                        " | 21.0 | 0.050 | 419.4 | 0.060 | acquire (layer " +
+                                                        std::to_string(l) + ") |"));
+        }
+        const auto untraced = test::run_command(script + " --cell 1 --transfers");
+        CHECK(untraced.exit_code == 1);
+        CHECK_THAT(untraced.output, ContainsSubstring("cell 1 has no traced iteration"));
         const auto missing = report(db, tmp.file("missing"), "--timeline-cell 999");
         CHECK(missing.exit_code == 2);
         CHECK_THAT(missing.output, ContainsSubstring("cell 999 has no 'traced iteration 0' range"));

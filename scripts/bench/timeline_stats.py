@@ -5,8 +5,11 @@ For every ok cell with a traced iteration in the sweetspot databases given, prin
 analysis/time_split.py computes (the report shows the same table): compute busy and idle time
 (idle while weights were in flight, and with the link idle), host-to-device traffic, link busy and
 idle time, the rate while busy, and the head and tail of the link's idle time.
+With --transfers, one cell's transfers instead: each host-to-device burst with the host's NVTX
+phase open when it began (analysis/time_split.py's transfers()).
 
 Usage: timeline_stats.py DB [DB ...] [--cell ID] [--markdown]
+       timeline_stats.py DB --cell ID --transfers [--markdown]
 """
 import argparse
 import pathlib
@@ -14,18 +17,54 @@ import sqlite3
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "analysis"))
-from time_split import COLUMNS, fmt, time_split  # noqa: E402
+from time_split import COLUMNS, TRANSFER_COLUMNS, fmt, time_split, transfers  # noqa: E402
 
 PARAMETERS = [("cell", "cell_id"), ("model", "model"), ("dtype", "dtype"), ("backend", "backend"),
               ("prefetch", "prefetch"), ("streams", "streams"), ("budget", "budget"), ("evict", "evict")]
+
+
+def print_table(headers, table, markdown):
+    if markdown:
+        print("| " + " | ".join(headers) + " |")
+        print("|" + "---|" * len(headers))
+        for line in table:
+            print("| " + " | ".join(line) + " |")
+    else:
+        widths = [max(len(h), *(len(line[i]) for line in table)) for i, h in enumerate(headers)]
+        print("  ".join(h.rjust(w) for h, w in zip(headers, widths)))
+        for line in table:
+            print("  ".join(v.rjust(w) for v, w in zip(line, widths)))
+
+
+def transfer_table(path, cell_id):
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    found = transfers(con, cell_id)
+    if found is None:
+        print(f"cell {cell_id} has no traced iteration in {path}", file=sys.stderr)
+        return None
+    headers = [h for h, _, _ in TRANSFER_COLUMNS] + ["host phase (layer)"]
+    return headers, [[fmt(t[k], d) for _, k, d in TRANSFER_COLUMNS] + [t["host_phase"]] for t in found]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("databases", nargs="+")
     parser.add_argument("--cell", type=int, help="only this cell (with one database)")
+    parser.add_argument("--transfers", action="store_true",
+                        help="list the cell's host-to-device transfers with the host phase of each (needs --cell)")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = parser.parse_args()
+    if args.transfers:
+        if args.cell is None or len(args.databases) != 1:
+            parser.error("--transfers needs one database and --cell")
+        found = transfer_table(args.databases[0], args.cell)
+        if found is None:
+            return 1
+        if not found[1]:
+            print(f"cell {args.cell}'s traced iteration has no host-to-device transfer", file=sys.stderr)
+            return 1
+        print_table(*found, args.markdown)
+        return 0
     headers = [h for h, _ in PARAMETERS] + ["timed ms"] + [h for h, _, _ in COLUMNS]
     table = []
     for path in args.databases:
@@ -44,16 +83,7 @@ def main():
     if not table:
         print("no traced cells found", file=sys.stderr)
         return 1
-    if args.markdown:
-        print("| " + " | ".join(headers) + " |")
-        print("|" + "---|" * len(headers))
-        for line in table:
-            print("| " + " | ".join(line) + " |")
-    else:
-        widths = [max(len(h), *(len(line[i]) for line in table)) for i, h in enumerate(headers)]
-        print("  ".join(h.rjust(w) for h, w in zip(headers, widths)))
-        for line in table:
-            print("  ".join(v.rjust(w) for v, w in zip(line, widths)))
+    print_table(headers, table, args.markdown)
     return 0
 
 
