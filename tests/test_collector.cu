@@ -7,7 +7,8 @@
 // same on both): kernels, NVTX ranges, prefetch-driven migrations, CPU faults and device-to-host
 // migrations are recorded exactly. Host-to-device migrations driven by GPU faults are not: with
 // the counters configured before the allocation and enabled after it (how cells use them) 70-83 %
-// of the bytes arrive, varying from run to run, and nothing more after later flushes, in either
+// of the bytes arrive, varying from run to run (and on one fresh machine none at all for the first
+// test's pass, 80 % for the next), and nothing more after later flushes, in either
 // counter scope; enabled before the allocation, 217 to 447 MB for 256 MiB; configured after the
 // allocation, none. GPU page-fault records arrive for pages that had been on the GPU and were
 // migrated back to the host (603-631 faults here, and in every uvm cell, whose residency is reset
