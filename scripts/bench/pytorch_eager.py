@@ -16,6 +16,7 @@ SHAPES = {  # name: (layers, hidden, heads, positions), vocab 50257 as in sweets
     "gpt2_small": (12, 768, 12, 1024),
     "gpt2_1.5b": (48, 1600, 25, 1024),
     "gpt3_6.7b": (32, 4096, 32, 2048),
+    "gpt3_13b": (40, 5120, 40, 2048),
 }
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
