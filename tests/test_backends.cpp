@@ -27,6 +27,7 @@
 #include "kernels/managed_memory.hpp"
 #include "kernels/model_config.hpp"
 #include "kernels/weight_layout.hpp"
+#include "gpu_test_support.hpp"
 #endif
 
 using namespace sweetspot;
@@ -288,16 +289,9 @@ TEST_CASE("backend availability says why a backend cannot run here", "[backends]
 }
 
 #ifdef SWEETSPOT_HAVE_CUDA
-namespace {
+using sweetspot::test::require_gpu;
 
-void require_gpu() {
-    int count = 0;
-    const cudaError_t status = cudaGetDeviceCount(&count);
-    if (status != cudaSuccess || count == 0) {
-        FAIL("this [gpu] test needs a CUDA GPU, and none is visible: "
-             << (status != cudaSuccess ? cudaGetErrorString(status) : "cudaGetDeviceCount found 0 devices"));
-    }
-}
+namespace {
 
 // Non-zero everywhere, different in every unit.
 float pattern(int unit, std::size_t i) { return static_cast<float>(unit + 1) + static_cast<float>(i % 251) / 256.0f; }

@@ -28,8 +28,10 @@
 #include "kernels/cuda_resources.hpp"
 #include "kernels/managed_memory.hpp"
 #include "kernels/nvtx.hpp"
+#include "gpu_test_support.hpp"
 
 using namespace sweetspot;
+using sweetspot::test::require_gpu;
 
 namespace {
 
@@ -45,10 +47,13 @@ __global__ void read_all(const std::uint32_t* data, std::int64_t n, std::uint32_
     if (acc == 0xFFFFFFFFu) *out = acc;  // keeps the loads; never true for the data below
 }
 
-void require_gpu() {
-    int count = 0;
-    const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess || count == 0) FAIL("a [gpu] test needs a visible GPU: " << cudaGetErrorString(err));
+// `launches` passes of read_all over the kBytes at `data`, waited for.
+void read_all_pages(const std::uint32_t* data, std::uint32_t* out, cudaStream_t stream, int launches = kLaunches) {
+    for (int i = 0; i < launches; ++i) {
+        read_all<<<528, 256, 0, stream>>>(data, kBytes / 4, out);
+        CUDA_CHECK_LAUNCH();
+    }
+    CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 CellEvents run_traced(const std::uint32_t* data, std::uint32_t* out, cudaStream_t stream) {
@@ -56,11 +61,7 @@ CellEvents run_traced(const std::uint32_t* data, std::uint32_t* out, cudaStream_
     collector.start();
     {
         const NvtxRange range("micro-workload");
-        for (int i = 0; i < kLaunches; ++i) {
-            read_all<<<528, 256, 0, stream>>>(data, kBytes / 4, out);
-            CUDA_CHECK_LAUNCH();
-        }
-        CUDA_CHECK(cudaStreamSynchronize(stream));
+        read_all_pages(data, out, stream);
     }
     return collector.finish();
 }
@@ -132,11 +133,7 @@ TEST_CASE("Unified Memory traffic of an allocation made while the collector runs
     const ManagedMemory managed(allocate_managed(kBytes, false));
     auto* data = reinterpret_cast<std::uint32_t*>(managed.get());
     std::memset(data, 0x5a, static_cast<std::size_t>(kBytes));
-    for (int i = 0; i < kLaunches; ++i) {
-        read_all<<<528, 256, 0, stream.get()>>>(data, kBytes / 4, reinterpret_cast<std::uint32_t*>(out.get()));
-        CUDA_CHECK_LAUNCH();
-    }
-    CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    read_all_pages(data, reinterpret_cast<std::uint32_t*>(out.get()), stream.get());
     const CellEvents e = collector.finish();
     WARN("allocated under collection: " << migrated(e, kUnifiedHtoD) << " bytes host to device, " << gpu_faults(e)
                                         << " GPU faults, " << e.cpu_page_faults.size() << " CPU faults");
@@ -158,11 +155,7 @@ TEST_CASE("Unified Memory traffic with the counters configured before the alloca
     auto* data = reinterpret_cast<std::uint32_t*>(managed.get());
     std::memset(data, 0x5a, static_cast<std::size_t>(kBytes));
     collector.start();
-    for (int i = 0; i < kLaunches; ++i) {
-        read_all<<<528, 256, 0, stream.get()>>>(data, kBytes / 4, reinterpret_cast<std::uint32_t*>(out.get()));
-        CUDA_CHECK_LAUNCH();
-    }
-    CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    read_all_pages(data, reinterpret_cast<std::uint32_t*>(out.get()), stream.get());
     const CellEvents e = collector.finish();
     WARN("configured before, enabled after the allocation: " << migrated(e, kUnifiedHtoD) << " bytes host to device, "
                                                               << gpu_faults(e) << " GPU faults");
@@ -211,8 +204,7 @@ TEST_CASE("GPU faults on managed memory migrated back to the host after a first 
     const DeviceMemory out = allocate_device(sizeof(std::uint32_t));
     auto* data = reinterpret_cast<std::uint32_t*>(managed.get());
     std::memset(data, 0x5a, static_cast<std::size_t>(kBytes));
-    read_all<<<528, 256, 0, stream.get()>>>(data, kBytes / 4, reinterpret_cast<std::uint32_t*>(out.get()));
-    CUDA_CHECK_LAUNCH();
+    read_all_pages(data, reinterpret_cast<std::uint32_t*>(out.get()), stream.get(), 1);  // a first GPU use
     CUDA_CHECK(cudaMemPrefetchAsync(data, static_cast<std::size_t>(kBytes), cudaMemLocation{cudaMemLocationTypeHost, 0},
                                     0, stream.get()));
     CUDA_CHECK(cudaStreamSynchronize(stream.get()));

@@ -24,8 +24,10 @@
 #include "kernels/model_config.hpp"
 #include "kernels/synthetic_weights.hpp"
 #include "kernels/weight_layout.hpp"
+#include "gpu_test_support.hpp"
 
 using namespace sweetspot;
+using sweetspot::test::require_gpu;
 
 namespace {
 
@@ -42,18 +44,6 @@ ModelConfig builtin(const char* name) {
 
 // Head dimension 130, as gpt3_13b_seed: neither a power of two nor a multiple of 32.
 ModelConfig head130_model() { return {"head130", 2, 520, 4, 1000, 128, 1e-5f}; }
-
-// First line of every [gpu] test.
-void require_gpu() {
-    int count = 0;
-    const cudaError_t status = cudaGetDeviceCount(&count);
-    if (status != cudaSuccess || count == 0) {
-        FAIL("this [gpu] test needs a CUDA device, but cudaGetDeviceCount reported "
-             << (status != cudaSuccess ? std::string(cudaGetErrorName(status)) + " (" + cudaGetErrorString(status) + ")"
-                                       : std::string("no device"))
-             << "; on a machine without a GPU run only the tests selected by \"~[gpu]\"");
-    }
-}
 
 class Stream {
 public:
