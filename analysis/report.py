@@ -10,7 +10,9 @@ import argparse
 import datetime
 import importlib
 import os
+import shutil
 import sys
+import tempfile
 
 sys.dont_write_bytecode = True  # keep the source tree free of __pycache__
 
@@ -42,6 +44,34 @@ class Result:
         self.title = module.TITLE
         self.caption = caption
         self.reason = reason
+
+
+class Staging:
+    """A folder beside the output where the report is drawn; publish() moves what is there into
+    the output folder. A report that fails leaves the output folder as it was (or absent)."""
+
+    def __init__(self, output):
+        self.output = output
+
+    def __enter__(self):
+        parent = os.path.dirname(os.path.abspath(self.output))
+        os.makedirs(parent, exist_ok=True)
+        self.path = tempfile.mkdtemp(prefix="." + os.path.basename(os.path.abspath(self.output)) + ".tmp-", dir=parent)
+        return self
+
+    def publish(self):
+        os.makedirs(self.output, exist_ok=True)
+        names = sorted(os.listdir(self.path))
+        # Refused before anything moves, so that the folder is never left half old, half new.
+        for name in names:
+            if os.path.isdir(os.path.join(self.output, name)):
+                raise IsADirectoryError(f"cannot write {os.path.join(self.output, name)}: it is a folder")
+        for name in names:
+            os.replace(os.path.join(self.path, name), os.path.join(self.output, name))
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.path, ignore_errors=True)
+        return False
 
 
 class ReportData:
@@ -105,23 +135,24 @@ def main(argv):
         data = ReportData(ResultsDb(args.db), args.timeline_cell)
         if args.timeline_cell is not None:
             timeline.require_window(data.db, args.timeline_cell)
-        os.makedirs(args.output, exist_ok=True)
-        results = render_all(data, args.output)
+        with Staging(args.output) as staging:
+            results = render_all(data, staging.path)
+            splits = []
+            if data.db.has("NVTX_EVENTS", "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"):
+                ok = data.ok.set_index("cell_id", drop=False)
+                for cell_id in traced_cells(data.db.con):
+                    split = time_split(data.db.con, cell_id) if cell_id in ok.index else None
+                    if split is not None:
+                        splits.append((ok.loc[cell_id], split))
+            generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+            with open(os.path.join(staging.path, "index.html"), "w", encoding="utf-8") as f:
+                f.write(page(data.db, data.runs, data.cells, [r for r in results if r.caption],
+                             [r for r in results if r.reason], splits, generated))
+            staging.publish()
     except (BadInput, OSError) as e:
         print(f"sweetspot report: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    splits = []
-    if data.db.has("NVTX_EVENTS", "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"):
-        ok = data.ok.set_index("cell_id", drop=False)
-        for cell_id in traced_cells(data.db.con):
-            split = time_split(data.db.con, cell_id) if cell_id in ok.index else None
-            if split is not None:
-                splits.append((ok.loc[cell_id], split))
-    generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     index = os.path.join(args.output, "index.html")
-    with open(index, "w", encoding="utf-8") as f:
-        f.write(page(data.db, data.runs, data.cells, [r for r in results if r.caption],
-                     [r for r in results if r.reason], splits, generated))
     drawn = sum(1 for r in results if r.caption)
     print(f"report: {drawn} of {len(results)} figures drawn; {index}")
     return 0

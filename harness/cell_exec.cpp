@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +13,7 @@
 #include "backends/backend.hpp"
 #include "backends/residency_plan.hpp"
 #include "harness/cell_weights.hpp"
+#include "harness/logits_check.hpp"
 #include "harness/store.hpp"
 #ifdef SWEETSPOT_HAVE_CUDA
 #include "harness/gpu_cell.hpp"
@@ -21,17 +21,9 @@
 #include "harness/system_info.hpp"
 #include "kernels/cpu_forward.hpp"
 #include "kernels/managed_memory.hpp"
-#include "kernels/reference_forward.hpp"
 
 namespace sweetspot {
 namespace {
-
-// The float64 reference runs as plain loops; above this many multiply-adds it would take
-// longer than the measurement itself, and the cell is stored as not checked.
-constexpr double kMaxReferenceFlops = 2e9;
-
-// Relative error (max |out - ref| / max |ref|) allowed for fp32 host output against float64.
-constexpr double kHostFp32Tolerance = 1e-4;
 
 [[noreturn]] void inject_fault(const std::string& fault) {
     std::fprintf(stderr, "debug_fault = \"%s\": failing on purpose\n", fault.c_str());
@@ -49,33 +41,6 @@ constexpr double kHostFp32Tolerance = 1e-4;
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Compares fp32 logits with the float64 reference of the same weights and tokens.
-void check_against_reference(const CellParams& c, const WeightLayout& layout, Backend& backend,
-                             const std::vector<std::int32_t>& tokens, const std::vector<float>& logits,
-                             CellOutcome& out) {
-    if (reference_forward_flops(c.model, c.batch, c.seq) > kMaxReferenceFlops) return;
-    std::vector<const float*> units;
-    for (std::size_t i = 0; i < layout.units.size(); ++i)
-        units.push_back(static_cast<const float*>(backend.acquire(static_cast<int>(i))));
-    const auto ref = reference_forward(c.model, layout, units, tokens, c.batch, c.seq);
-    for (std::size_t i = 0; i < layout.units.size(); ++i) backend.release(static_cast<int>(i));
-
-    double max_err = 0, max_ref = 0;
-    for (std::size_t i = 0; i < ref.size(); ++i) {
-        max_err = std::max(max_err, std::abs(static_cast<double>(logits[i]) - ref[i]));
-        max_ref = std::max(max_ref, std::abs(ref[i]));
-    }
-    out.check_reference = "float64 loops";
-    out.check_max_abs_err = max_err;
-    out.check_rel_err = max_ref > 0 ? max_err / max_ref : max_err;
-    out.check_tolerance = kHostFp32Tolerance;
-    if (*out.check_rel_err > kHostFp32Tolerance || !std::isfinite(*out.check_rel_err)) {
-        out.status = "invalid";
-        out.reason = "output differs from the float64 reference: relative error " + std::to_string(*out.check_rel_err) +
-                     " > tolerance " + std::to_string(kHostFp32Tolerance);
-    }
 }
 
 CellOutcome measure_host_cell(const CellParams& c, const ExecuteOptions& options) {
@@ -100,10 +65,9 @@ CellOutcome measure_host_cell(const CellParams& c, const ExecuteOptions& options
     for (int i = 0; i < c.warmups; ++i) out.warmup_ms.push_back(one_iteration());
     for (int i = 0; i < c.iterations; ++i) out.timed_ms.push_back(one_iteration());
 
-    out.status = "ok";
     const double median_ms = LatencyStats::of(out.timed_ms).median;
     out.tokens_per_s = static_cast<double>(tokens.size()) / (median_ms / 1000.0);
-    check_against_reference(c, layout, *backend, tokens, logits, out);
+    judge_output(logits, check_against_float64(c, layout, *backend, tokens, logits), out);
     if (options.logits != nullptr) *options.logits = logits;
 
     rusage ru{};

@@ -13,6 +13,7 @@
 #include "harness/gpu_probe.hpp"
 #include "harness/logits_command.hpp"
 #include "harness/matrix.hpp"
+#include "harness/output_file.hpp"
 #include "harness/report_command.hpp"
 #include "harness/runner.hpp"
 #include "harness/store.hpp"
@@ -114,8 +115,9 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
     opt.command_line = command_line;
     if (vm.count("timeout")) {
         opt.timeout_override_s = parse_duration_s(vm["timeout"].as<std::string>());
-        if (!opt.timeout_override_s)
-            throw po::error("--timeout expects a duration such as \"90s\", \"10m\" or a number of seconds");
+        if (!opt.timeout_override_s || *opt.timeout_override_s < kMinTimeoutS)
+            throw po::error("--timeout expects a duration of at least " + format_number(kMinTimeoutS) +
+                            " s such as \"90s\", \"10m\" or a number of seconds, got '" + vm["timeout"].as<std::string>() + "'");
     }
     std::cerr << "sweetspot: " << matrix.cells.size() << " cells from " << matrix.path << " -> " << opt.db_path << "\n";
     const RunTotals t = run_matrix(matrix, opt, std::cerr);
@@ -202,11 +204,13 @@ int cmd_trace(const std::vector<std::string>& args) {
     if (!parse(cmd, args, vm)) return kExitOk;
     auto store = Store::open_read_only(vm["db"].as<std::string>());
     const std::string path = vm["output"].as<std::string>();
-    std::ofstream out(path);
+    OutputFile file(path);
+    std::ofstream out(file.temp_path());
     if (!out) throw std::runtime_error("cannot write " + path);
     const auto t = write_trace(store, vm["cell"].as<std::int64_t>(), vm["iteration"].as<int>(), out);
     out.close();
     if (!out) throw std::runtime_error("writing " + path + " failed");
+    file.commit();
     std::cout << path << ": " << t.kernels << " kernels and " << t.copies << " copies on " << t.streams << " streams, "
               << t.migrations << " UM migrations, " << t.gpu_fault_groups << " GPU page-fault groups, " << t.cpu_faults
               << " CPU page faults, " << t.ranges << " NVTX ranges\n";

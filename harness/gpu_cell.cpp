@@ -88,15 +88,7 @@ CellOutcome measure_gpu_cell(const CellParams& c, const GpuCellOptions& options)
 
     const auto logits = forward.logits_to_host();
     if (options.logits != nullptr) *options.logits = logits;
-    const LogitsCheck check = check_against_host(c, layout, tokens, logits);
-    out.check_reference = check.reference;
-    out.check_max_abs_err = check.max_abs_err;
-    out.check_rel_err = check.rel_err;
-    out.check_tolerance = check.tolerance;
-    out.status = check.passed() ? "ok" : "invalid";
-    if (!check.passed())
-        out.reason = "logits differ from the " + check.reference + ": relative error " + std::to_string(check.rel_err) +
-                     " > tolerance " + std::to_string(check.tolerance);
+    judge_output(logits, check_against_host(c, layout, tokens, logits), out);
     out.finished_at = utc_timestamp();
     return out;
 }

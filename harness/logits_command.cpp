@@ -6,6 +6,7 @@
 #include "harness/cell.hpp"
 #include "harness/cell_exec.hpp"
 #include "harness/npy.hpp"
+#include "harness/output_file.hpp"
 #include "kernels/checkpoint_weights.hpp"
 
 namespace sweetspot {
@@ -95,7 +96,9 @@ int write_logits(const LogitsRequest& r, std::ostream& report) {
     const CellOutcome outcome = measure_cell(
         cell, {.allow_oversubscription = r.allow_oversubscription, .collect = false, .tokens = tokens, .logits = &logits});
     const std::vector<std::int64_t> shape = {batch, seq, model.vocab_size};
-    write_npy(r.output, logits, shape);
+    OutputFile file(r.output);
+    write_npy(file.temp_path(), logits, shape);
+    file.commit();
 
     report << r.output << ": float32 [" << batch << ", " << seq << ", " << model.vocab_size << "] logits of model '"
            << model.name << "' (weights " << r.weights << ") on backend " << r.backend << " in "

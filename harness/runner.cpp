@@ -7,10 +7,12 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 
 #include "harness/cell_exec.hpp"
 #include "harness/child_process.hpp"
+#include "harness/file_lock.hpp"
 #include "harness/gpu_probe.hpp"
 #include "harness/progress.hpp"
 #include "harness/store.hpp"
@@ -48,16 +50,44 @@ private:
     struct sigaction old_int_ {}, old_term_ {};
 };
 
-// A private scratch folder for the cell processes' results and logs, removed at the end.
+constexpr const char* kScratchPrefix = "sweetspot-";
+constexpr const char* kScratchLock = "lock";
+
+std::filesystem::path temp_root() {
+    const char* tmp = std::getenv("TMPDIR");
+    return tmp && *tmp ? tmp : "/tmp";
+}
+
+// Removes the scratch folders of sweeps that were killed before they could remove their own:
+// a folder whose lock file can be locked has no living owner.
+void remove_abandoned_scratch_dirs() {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(temp_root(), ec)) {
+        const auto name = entry.path().filename().string();
+        const auto lock_path = entry.path() / kScratchLock;
+        if (!name.starts_with(kScratchPrefix) || !std::filesystem::is_regular_file(lock_path, ec)) continue;
+        try {
+            if (auto lock = FileLock::try_lock(lock_path.string())) std::filesystem::remove_all(entry.path(), ec);
+        } catch (const std::system_error&) {
+            // Another user's folder, or one that vanished meanwhile: not ours to clean.
+        }
+    }
+}
+
+// A private scratch folder for the cell processes' results and logs, removed at the end. It holds
+// a locked file for as long as the sweep lives, so that a later sweep can tell it was abandoned.
 class ScratchDir {
 public:
     ScratchDir() {
-        const char* tmp = std::getenv("TMPDIR");
-        std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/sweetspot-XXXXXX";
+        std::string tmpl = (temp_root() / (std::string(kScratchPrefix) + "XXXXXX")).string();
         if (!mkdtemp(tmpl.data())) throw std::system_error(errno, std::generic_category(), "mkdtemp " + tmpl);
         path_ = tmpl;
+        const std::string lock_path = file(kScratchLock);
+        std::ofstream(lock_path).close();
+        lock_ = FileLock::try_lock(lock_path);
     }
     ~ScratchDir() {
+        lock_.reset();
         std::error_code ec;
         std::filesystem::remove_all(path_, ec);
     }
@@ -67,6 +97,7 @@ public:
 
 private:
     std::filesystem::path path_;
+    std::optional<FileLock> lock_;
 };
 
 constexpr std::size_t kStderrTailBytes = 4000;
@@ -81,8 +112,7 @@ std::optional<CellOutcome> read_child_outcome(const std::string& scratch_db, con
     }
 }
 
-CellOutcome run_cell_process(const CellParams& cell, const ScratchDir& scratch, double timeout_s,
-                             const RunOptions& options, const std::string& run_label) {
+CellOutcome run_cell_process(const CellParams& cell, const ScratchDir& scratch, const RunOptions& options, const std::string& run_label) {
     const std::string db = scratch.file("cell.db"), log = scratch.file("cell.log");
     for (const auto* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix);
 
@@ -91,7 +121,7 @@ CellOutcome run_cell_process(const CellParams& cell, const ScratchDir& scratch, 
     if (options.allow_oversubscription) spec.argv.push_back("--allow-oversubscription");
     if (!options.collect) spec.argv.insert(spec.argv.end(), {"--collector", "none"});
     spec.log_path = log;
-    spec.timeout_s = timeout_s;
+    spec.timeout_s = cell.timeout_s;
     const std::string started = utc_timestamp();
     const ChildResult r = run_child(spec, g_stop_requested);
 
@@ -100,7 +130,7 @@ CellOutcome run_cell_process(const CellParams& cell, const ScratchDir& scratch, 
     const bool clean_exit = r.exit_code == 0 && !r.signal && !r.timed_out;
     if (r.timed_out) {
         o.status = "timeout";
-        o.reason = "no result within the cell's timeout of " + fixed(timeout_s, 0) + " s; the cell process was killed";
+        o.reason = "no result within the cell's timeout of " + fixed(cell.timeout_s, 0) + " s; the cell process was killed";
     } else if (!clean_exit) {
         o.status = "failed";
         o.reason = reported && !reported->reason.empty() ? r.describe() + ": " + reported->reason : r.describe();
@@ -131,8 +161,9 @@ void count(RunTotals& t, const std::string& status) {
 int RunTotals::exit_code() const { return failed + timeout + invalid > 0 ? 1 : 0; }
 
 RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostream& progress_out) {
-    auto store = Store::open(options.db_path);
+    auto store = Store::open(options.db_path, Store::Access::exclusive);
     const auto done = store.ok_keys();
+    remove_abandoned_scratch_dirs();
 
     const auto sys = query_system_info();
     const bool any_gpu_cell = std::any_of(matrix.cells.begin(), matrix.cells.end(), uses_gpu);
@@ -174,13 +205,14 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
     Progress progress(static_cast<int>(matrix.cells.size()), progress_out);
     RunTotals totals;
     for (std::size_t i = 0; i < matrix.cells.size(); ++i) {
-        const CellParams& cell = matrix.cells[i];
+        // The timeout stored with the cell is the one it ran under.
+        CellParams cell = matrix.cells[i];
+        cell.timeout_s = options.timeout_override_s.value_or(cell.timeout_s);
         if (!options.rerun && done.count(cell.key())) {
             ++totals.resumed;
             progress.cell_done(cell.label(), "done", std::nullopt, "already ok in the database", false, 0);
             continue;
         }
-        const double timeout = options.timeout_override_s.value_or(cell.timeout_s);
         CellOutcome o;
         bool measured = false;
         std::string why = cell_unsupported_reason(cell);
@@ -190,7 +222,7 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
             o.reason = why;
             o.started_at = o.finished_at = utc_timestamp();
         } else {
-            o = run_cell_process(cell, scratch, timeout, options, run_label);
+            o = run_cell_process(cell, scratch, options, run_label);
             measured = true;
         }
         if (g_stop_requested.load()) {

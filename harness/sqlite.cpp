@@ -11,12 +11,37 @@ namespace {
     throw SqliteError(what + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
 }
 
+int open_flags(Database::Mode mode) {
+    switch (mode) {
+        case Database::Mode::read_only: return SQLITE_OPEN_READONLY;
+        case Database::Mode::read_only_immutable: return SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
+        case Database::Mode::read_write: return SQLITE_OPEN_READWRITE;
+        case Database::Mode::read_write_create: return SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    }
+    return SQLITE_OPEN_READONLY;
+}
+
+// "file:PATH?immutable=1" with the characters a URI gives a meaning to escaped.
+std::string immutable_uri(const std::string& path) {
+    std::string uri = "file:";
+    for (const char c : path) {
+        if (c == '%' || c == '?' || c == '#') {
+            static const char hex[] = "0123456789ABCDEF";
+            uri += '%';
+            uri += hex[(static_cast<unsigned char>(c) >> 4) & 0xF];
+            uri += hex[static_cast<unsigned char>(c) & 0xF];
+        } else {
+            uri += c;
+        }
+    }
+    return uri + "?immutable=1";
+}
+
 }  // namespace
 
 Database::Database(const std::string& path, Mode mode) : path_(path) {
-    const int flags = mode == Mode::read_only ? SQLITE_OPEN_READONLY
-                                              : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-    if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+    const std::string name = mode == Mode::read_only_immutable ? immutable_uri(path) : path;
+    if (sqlite3_open_v2(name.c_str(), &db_, open_flags(mode), nullptr) != SQLITE_OK) {
         std::string msg = "cannot open database '" + path + "': " + (db_ ? sqlite3_errmsg(db_) : "out of memory");
         sqlite3_close(db_);
         db_ = nullptr;

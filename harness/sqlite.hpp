@@ -21,7 +21,10 @@ class Statement;
 
 class Database {
 public:
-    enum class Mode { read_only, read_write_create };
+    // read_only_immutable: for a file that nobody can be writing, e.g. a WAL database in a folder
+    // this process cannot write, where SQLite could not create the shared-memory file a plain
+    // read-only connection needs.
+    enum class Mode { read_only, read_only_immutable, read_write, read_write_create };
     Database(const std::string& path, Mode mode);
     Database(Database&& other) noexcept;
     Database& operator=(Database&& other) noexcept;

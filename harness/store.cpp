@@ -1,5 +1,7 @@
 #include "harness/store.hpp"
 
+#include "harness/output_file.hpp"
+
 #include "harness/event_totals.hpp"
 #include "harness/system_info.hpp"
 #include "harness/version.hpp"
@@ -334,6 +336,15 @@ void configure_connection(Database& db) {
     db.exec("PRAGMA foreign_keys = ON");
 }
 
+bool can_read(Database& db) {
+    try {
+        db.prepare("SELECT count(*) FROM sqlite_master").step();
+        return true;
+    } catch (const SqliteError&) {
+        return false;
+    }
+}
+
 bool has_table(Database& db, const char* name) {
     auto st = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
     st.bind(1, name);
@@ -357,8 +368,13 @@ LatencyStats LatencyStats::of(std::vector<double> s) {
 }
 
 void check_results_database(Database& db) {
-    if (!has_table(db, "schema_info"))
-        throw std::runtime_error(db.path() + " is not a sweetspot results database (no schema_info table)");
+    bool ours = false;
+    try {
+        ours = has_table(db, "schema_info");
+    } catch (const SqliteError& e) {
+        throw std::runtime_error(db.path() + " is not a sweetspot results database (" + e.what() + ")");
+    }
+    if (!ours) throw std::runtime_error(db.path() + " is an SQLite database but not a sweetspot results database");
     auto st = db.prepare("SELECT version FROM schema_info");
     if (!st.step()) throw std::runtime_error(db.path() + ": schema_info is empty");
     const auto v = st.int64(0);
@@ -598,35 +614,73 @@ CellEvents load_events(Database& db, std::int64_t cell_id) {
 
 }  // namespace
 
-Store Store::open(const std::string& path) {
-    if (const auto dir = std::filesystem::path(path).parent_path(); !dir.empty())
-        std::filesystem::create_directories(dir);
-    Database db(path, Database::Mode::read_write_create);
-    db.exec("PRAGMA journal_mode = WAL");
-    configure_connection(db);
-    Transaction tx(db);
-    if (!has_table(db, "schema_info")) {
-        auto other = db.prepare("SELECT count(*) FROM sqlite_master");
-        other.step();
-        if (other.int64(0) != 0)
-            throw std::runtime_error(path + " is an SQLite database but not a sweetspot results database");
+namespace {
+
+// A new database: the schema is created under a temporary name and the file appears complete
+// or not at all. False when another process created `path` first.
+bool create_database(const std::string& path, bool replace_empty_file) {
+    OutputFile file(path);
+    {
+        Database db(file.temp_path(), Database::Mode::read_write_create);
+        db.exec("PRAGMA journal_mode = WAL");
+        Transaction tx(db);
         db.exec(kSchemaSql);
         auto ins = db.prepare("INSERT INTO schema_info (version, created_at, created_by) VALUES (?, ?, ?)");
         ins.bind(1, kSchemaVersion).bind(2, utc_timestamp()).bind(3, std::string("sweetspot ") + kVersion).run();
         db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+        db.exec(kLaterViewsSql);
+        tx.commit();
     }
+    if (replace_empty_file) {
+        file.commit();
+        return true;
+    }
+    return file.commit_if_absent();
+}
+
+}  // namespace
+
+Store Store::open(const std::string& path, Access access) {
+    namespace fs = std::filesystem;
+    if (const auto dir = fs::path(path).parent_path(); !dir.empty()) fs::create_directories(dir);
+    std::error_code ec;
+    const bool exists = fs::exists(path, ec);
+    if (!exists || fs::file_size(path, ec) == 0) create_database(path, exists);
+    // Checked on a read-only connection first: a file that is not ours, or of a schema version
+    // we do not know, is refused before anything (the WAL switch, a view) changes it.
+    {
+        Database probe(path, Database::Mode::read_only);
+        check_results_database(probe);
+    }
+    std::optional<FileLock> lock;
+    if (access == Access::exclusive) {
+        lock = FileLock::try_lock(path);
+        if (!lock)
+            throw std::runtime_error(path + " is being written by another sweetspot run; wait for it to finish, or give "
+                                            "this run another --db");
+    }
+    Database db(path, Database::Mode::read_write);
+    db.exec("PRAGMA journal_mode = WAL");
+    configure_connection(db);
+    Transaction tx(db);
     check_results_database(db);
     db.exec(kLaterViewsSql);
     tx.commit();
-    return Store(std::move(db));
+    return Store(std::move(db), std::move(lock));
 }
 
 Store Store::open_read_only(const std::string& path) {
     if (!std::filesystem::exists(path)) throw std::runtime_error("no such database: " + path);
     Database db(path, Database::Mode::read_only);
+    if (!can_read(db)) {
+        // A WAL database in a folder this process cannot write: SQLite cannot create the
+        // shared-memory file a reader needs. Nobody can be writing it from here either, so it
+        // is read as it stands. (A file that is not SQLite fails here too, and is named below.)
+        db = Database(path, Database::Mode::read_only_immutable);
+    }
     configure_connection(db);
     check_results_database(db);
-    return Store(std::move(db));
+    return Store(std::move(db), std::nullopt);
 }
 
 std::int64_t Store::begin_run(const RunInfo& r) {

@@ -10,6 +10,7 @@
 
 #include "harness/cell.hpp"
 #include "harness/events.hpp"
+#include "harness/file_lock.hpp"
 #include "harness/sqlite.hpp"
 
 namespace sweetspot {
@@ -59,8 +60,12 @@ struct CellOutcome {
 
 class Store {
 public:
-    // Creates the file and schema if missing; refuses a database of another schema version.
-    static Store open(const std::string& path);
+    // shared: any number of writers (SQLite serialises them); exclusive: this store is the only
+    // writer until it is closed (a sweep), and opening fails while another exclusive one is open.
+    enum class Access { shared, exclusive };
+    // Creates the file and schema if missing; refuses, without changing it, a file that is not a
+    // sweetspot database or is of another schema version.
+    static Store open(const std::string& path, Access access = Access::shared);
     // For reading only: the file must exist and be a sweetspot database.
     static Store open_read_only(const std::string& path);
 
@@ -80,8 +85,9 @@ public:
     Database& db() { return db_; }
 
 private:
-    explicit Store(Database db) : db_(std::move(db)) {}
+    Store(Database db, std::optional<FileLock> lock) : db_(std::move(db)), lock_(std::move(lock)) {}
     Database db_;
+    std::optional<FileLock> lock_;
 };
 
 // Checks that `path` is a sweetspot results database this version can read. Throws

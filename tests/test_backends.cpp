@@ -211,6 +211,26 @@ TEST_CASE("GPT-2-like units: units larger than the slots stay resident, the poli
     CHECK(last.resident[48]);
 }
 
+TEST_CASE("of two plans that stream the same bytes, the one using fewer device bytes wins", "[backends]") {
+    // Units 2, 3, 1, 2 bytes and a budget of 6 with one slot. Keeping the 3 resident streams
+    // 2 + 1 + 2 = 5 bytes through a 2-byte slot: 3 + 2 = 5 device bytes. Keeping the 2 and the 1
+    // streams 3 + 2 = 5 bytes too, but through a 3-byte slot: 2 + 1 + 3 = 6 device bytes.
+    const std::vector<std::int64_t> units = {2, 3, 1, 2};
+    const auto p = plan_residency(units, 6, 1, ResidentPolicy::interleaved);
+    CHECK(p.resident == std::vector<bool>{false, true, false, false});
+    CHECK(p.streamed_bytes == 5);
+    CHECK(p.slot_bytes == 2);
+    CHECK(p.device_bytes() == 5);
+
+    // Units 4, 3, 2, 2, budget 8, policy last: the 4 resident streams 3 + 2 + 2 = 7 bytes through
+    // a 3-byte slot (7 device bytes); the 3 resident would stream 4 + 2 + 2 = 8, and the two 2s
+    // resident stream 4 + 3 = 7 through a 4-byte slot (8 device bytes).
+    const auto last = plan_residency(std::vector<std::int64_t>{4, 3, 2, 2}, 8, 1, ResidentPolicy::last);
+    CHECK(last.resident == std::vector<bool>{true, false, false, false});
+    CHECK(last.streamed_bytes == 7);
+    CHECK(last.device_bytes() == 7);
+}
+
 TEST_CASE("every plan stays within its budget over a sweep of budgets", "[backends]") {
     for (const auto& units : {gpt2_like_units(), random_ish_units(20), equal_units(7, 33)}) {
         const auto total = total_of(units);

@@ -14,6 +14,8 @@
 #include "kernels/cpu_forward.hpp"
 #include "kernels/managed_memory.hpp"
 #include "kernels/synthetic_weights.hpp"
+#include "safetensors_fixture.hpp"
+#include "test_support.hpp"
 
 using namespace sweetspot;
 using Catch::Matchers::ContainsSubstring;
@@ -104,13 +106,78 @@ TEST_CASE("the logits check passes the host's own output and catches differences
     CHECK(same.rel_err == 0);
     CHECK(same.passed());
 
-    logits[logits.size() - 1] += 1.0f;  // the last position of the last sample: the full check sees it
-    const auto off = check_against_host(cell, layout, tokens, logits);
+    auto off_by_one = logits;
+    off_by_one.back() += 1.0f;  // the last position of the last sample: the full check sees it
+    const auto off = check_against_host(cell, layout, tokens, off_by_one);
     CHECK(off.max_abs_err >= 0.99);
     CHECK_FALSE(off.passed());
 
-    logits[0] = std::numeric_limits<float>::quiet_NaN();
-    CHECK_FALSE(check_against_host(cell, layout, tokens, logits).passed());
+    // One NaN in otherwise exact output, after an exact value, so a running maximum that skips
+    // NaN would report 0 and pass.
+    auto one_nan = logits;
+    one_nan[one_nan.size() / 2] = std::numeric_limits<float>::quiet_NaN();
+    const auto nan = check_against_host(cell, layout, tokens, one_nan);
+    CHECK(std::isnan(nan.max_abs_err));
+    CHECK_FALSE(nan.passed());
+}
+
+TEST_CASE("the error measure makes NaN the error instead of skipping it", "[checks]") {
+    ErrorMeasure exact;
+    exact.add(2.0, 2.0);
+    exact.add(-4.0, -4.0);
+    CHECK(exact.max_abs_err() == 0);
+    CHECK(exact.rel_err() == 0);
+
+    ErrorMeasure off;
+    off.add(1.5, 1.0);
+    off.add(-4.0, -4.0);
+    CHECK(off.max_abs_err() == 0.5);
+    CHECK(off.rel_err() == 0.125);  // 0.5 / max |ref| = 0.5 / 4
+
+    for (const double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+        ErrorMeasure before, after;
+        before.add(bad, 1.0);
+        before.add(1.0, 1.0);
+        after.add(1.0, 1.0);
+        after.add(bad, 1.0);
+        CHECK_FALSE(before.rel_err() <= 1e-4);
+        CHECK_FALSE(after.rel_err() <= 1e-4);
+    }
+}
+
+TEST_CASE("non-finite output fails a cell whatever its check says; a check outside tolerance makes it invalid", "[checks]") {
+    const std::vector<float> finite = {0.5f, -1.0f, 2.0f, 3.0f};
+    LogitsCheck passing{"test reference", 1e-6, 1e-6, 1e-4};
+    LogitsCheck failing{"test reference", 1.0, 0.5, 1e-4};
+
+    CellOutcome ok;
+    judge_output(finite, passing, ok);
+    CHECK(ok.status == "ok");
+    CHECK(ok.check_rel_err == 1e-6);
+    CHECK(ok.check_reference == "test reference");
+
+    CellOutcome unchecked;
+    judge_output(finite, std::nullopt, unchecked);
+    CHECK(unchecked.status == "ok");
+    CHECK_FALSE(unchecked.check_rel_err);
+
+    CellOutcome invalid;
+    judge_output(finite, failing, invalid);
+    CHECK(invalid.status == "invalid");
+    CHECK_THAT(invalid.reason, ContainsSubstring("relative error 0.5 > tolerance 0.0001"));
+
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity()}) {
+        auto logits = finite;
+        logits[2] = bad;
+        for (const auto& check : {std::optional<LogitsCheck>(passing), std::optional<LogitsCheck>()}) {
+            CellOutcome out;
+            judge_output(logits, check, out);
+            CHECK(out.status == "failed");
+            CHECK_THAT(out.reason, ContainsSubstring("1 non-finite values"));
+        }
+    }
+    CHECK(count_nonfinite(finite) == 0);
 }
 
 TEST_CASE("the logits check compares half-precision cells with the host on rounded weights", "[checks]") {
@@ -165,4 +232,37 @@ TEST_CASE("resident, evict and tf32 axes: parsed, keyed only when not default", 
                       "m.toml:2:8: error: 'tf32' must be true or false, got string \"yes\"");
     CHECK_THROWS_WITH(parse_matrix("[defaults]\nresident = \"middle\"\n", "m.toml"),
                       "m.toml:2:12: error: unknown resident 'middle'; expected one of: interleaved, first, last");
+}
+
+TEST_CASE("a host cell whose fp32 output is far from float64 is invalid, and logits exits 1", "[checks][cli]") {
+    // Embeddings of about 1e4 that differ only in their last few bits: the fp32 LayerNorm's mean
+    // carries an error as large as the deviations it subtracts, while float64 does not, so the
+    // output is finite and wrong, which only the tolerance can catch.
+    const ModelConfig model = *find_builtin_model("tiny");
+    const auto layout = WeightLayout::for_model(model);
+    std::vector<std::vector<float>> units;
+    for (std::size_t u = 0; u < layout.units.size(); ++u) {
+        auto& w = units.emplace_back(static_cast<std::size_t>(layout.units[u].numel));
+        fill_synthetic_unit(model, layout, static_cast<int>(u), 3, w);
+    }
+    const TensorSpec& wte = layout.units[0].tensors[embed_tensor::wte];
+    for (std::int64_t i = 0; i < wte.numel; ++i)
+        units[0][static_cast<std::size_t>(wte.offset + i)] = 1.0e4f + 0.0009765625f * static_cast<float>((i * 7) % 13);
+    test::TempDir dir;
+    test::write_file(dir.file("model.safetensors"), test::safetensors_file(test::gpt2_tensors(layout, units)));
+    test::write_file(dir.file("config.json"), test::gpt2_config_json(model));
+
+    const auto logits = test::run_sweetspot("logits --weights " + dir.file("model.safetensors") + " --model tiny --seq 8 -o " +
+                                            dir.file("out.npy"));
+    INFO(logits.output);
+    CHECK(logits.exit_code == 1);
+    CHECK_THAT(logits.output, ContainsSubstring("invalid: logits differ from the float64 loops"));
+
+    test::write_file(dir.file("m.toml"), "[defaults]\nmodel = \"tiny\"\nseq = 8\niterations = 1\nweights = \"" +
+                                             dir.file("model.safetensors") + "\"\n");
+    const auto run = test::run_sweetspot("run " + dir.file("m.toml") + " --db " + dir.file("r.db"));
+    INFO(run.output);
+    CHECK(run.exit_code == 1);
+    const auto summary = test::run_sweetspot("summary " + dir.file("r.db"));
+    CHECK_THAT(summary.output, ContainsSubstring("invalid"));
 }

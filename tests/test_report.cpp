@@ -380,6 +380,31 @@ TEST_CASE("report refuses bad input with exit code 2 and says what is missing", 
     CHECK(no_output.exit_code == 2);
 }
 
+TEST_CASE("a report that cannot be written leaves the output folder as it was", "[report]") {
+    TempDir tmp;
+    const auto db = tmp.file("r.db");
+    write_file(tmp.file("m.toml"), "[defaults]\nmodel = \"tiny\"\nseq = 8\niterations = 2\n");
+    REQUIRE(run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'").exit_code == 0);
+    const auto out = tmp.file("out");
+    std::filesystem::create_directories(out + "/normalized_performance.png");  // in the way of a figure
+    write_file(out + "/index.html", "the previous report");
+
+    const auto r = report(db, out);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, ContainsSubstring("normalized_performance.png: it is a folder"));
+    std::ifstream index(out + "/index.html");
+    std::string text((std::istreambuf_iterator<char>(index)), std::istreambuf_iterator<char>());
+    CHECK(text == "the previous report");
+    int entries = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(out)) ++entries;
+    CHECK(entries == 2);
+    for (const auto& e : std::filesystem::directory_iterator(tmp.file(""))) {
+        INFO(e.path());
+        CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
+    }
+}
+
 TEST_CASE("report says how to install python3, matplotlib and pandas when they are missing", "[report]") {
     TempDir tmp;
     Store::open(tmp.file("empty.db"));

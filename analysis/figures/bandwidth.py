@@ -8,16 +8,22 @@ NAME = "link_bandwidth"
 TITLE = "Achieved weight bandwidth vs the measured link"
 
 
+def points(ok):
+    """The GPU cells that streamed weights, with streamed_gb (x), achieved and attainable GB/s (y, at the
+    median latency and at the bound). Apart from drawing, so tests can check them."""
+    cells = ok[(ok["backend"] != "host") & (ok["streamed_bytes"].fillna(0) > 0)]
+    cells = cells.dropna(subset=["latency_median_ms"])
+    return cells.assign(streamed_gb=cells["streamed_bytes"] / 1e9,
+                        achieved=cells["streamed_bytes"] / (cells["latency_median_ms"] * 1e6),
+                        attainable=cells["streamed_bytes"] / (cells["bound_ms"] * 1e6))
+
+
 def render(data):
     require_gpu_cells(data.cells, "host link that weights stream over")
-    cells = data.ok[(data.ok["backend"] != "host") & (data.ok["streamed_bytes"].fillna(0) > 0)]
-    cells = cells.dropna(subset=["latency_median_ms"])
+    cells = points(data.ok)
     if cells.empty:
         raise Skip("no measured cell streamed weights over the host link (streamed_bytes > 0): only the "
                    "explicit-copy, uvm and uvm-prefetch backends under a budget do.")
-    cells = cells.assign(streamed_gb=cells["streamed_bytes"] / 1e9,
-                         achieved=cells["streamed_bytes"] / (cells["latency_median_ms"] * 1e6),
-                         attainable=cells["streamed_bytes"] / (cells["bound_ms"] * 1e6))
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for backend in backends_in(cells):
         mine = cells[cells["backend"] == backend]

@@ -9,11 +9,18 @@ TITLE = "Slowdown vs oversubscription"
 NOT_STREAMED = ("device", "host")
 
 
-def render(data):
-    require_gpu_cells(data.cells, "device budget to oversubscribe")
-    cells = data.ok[~data.ok["backend"].isin(NOT_STREAMED)].dropna(subset=["bound_ms"]).copy()
+def slowdown(ok):
+    """The points: streamed GPU cells with a known bound, with x_bound (median ÷ bound) and the error
+    bar ends lo and hi (10th and 90th percentile ÷ bound). Apart from drawing, so tests can check them."""
+    cells = ok[~ok["backend"].isin(NOT_STREAMED)].dropna(subset=["bound_ms"]).copy()
     cells["lo"] = cells["latency_p10_ms"] / cells["bound_ms"]
     cells["hi"] = cells["latency_p90_ms"] / cells["bound_ms"]
+    return cells
+
+
+def render(data):
+    require_gpu_cells(data.cells, "device budget to oversubscribe")
+    cells = slowdown(data.ok)
     fig, summary = sweep_figure(
         cells, Swept("oversubscription", "oversubscription (weight bytes ÷ budget bytes)"), "x_bound", "lo", "hi",
         "latency ÷ bound", fixed_out=("budget",), reference=(1.0, "bound"),

@@ -15,16 +15,22 @@ def predicted_column(columns):
     return next((c for c in columns if c.startswith("predicted") and "device" in c and c.endswith("bytes")), None)
 
 
+def compared(ok, predicted):
+    """The cells with both sides, and the relative error (predicted − measured) ÷ measured of each.
+    Apart from drawing, so tests can check them."""
+    cells = ok.dropna(subset=[predicted, MEASURED])
+    cells = cells[cells[MEASURED] > 0]
+    return cells, (cells[predicted] - cells[MEASURED]) / cells[MEASURED]
+
+
 def render(data):
     predicted = predicted_column(data.cells.columns)
     if predicted is None:
         raise Skip("this database has no predicted peak memory column (predicted_…device…_bytes in cells): the "
                    "memory estimator does not store its predictions yet.")
-    cells = data.ok.dropna(subset=[predicted, MEASURED])
-    cells = cells[cells[MEASURED] > 0]
+    cells, error = compared(data.ok, predicted)
     if cells.empty:
         raise Skip(f"no measured cell has both {predicted} and {MEASURED} (GPU cells record the measured side).")
-    error = (cells[predicted] - cells[MEASURED]) / cells[MEASURED]
     fig, (ax, err_ax) = plt.subplots(1, 2, figsize=(10.0, 4.2))
     for backend in backends_in(cells):
         mine = cells["backend"] == backend

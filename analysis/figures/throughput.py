@@ -6,13 +6,20 @@ NAME = "throughput_vs_batch"
 TITLE = "Throughput vs batch size"
 
 
-def render(data):
-    cells = data.ok.dropna(subset=["latency_median_ms"]).copy()
+def throughput(ok):
+    """The measured cells with tps (tokens/s at the median latency) and its error bar ends tps_lo and
+    tps_hi. Apart from drawing, so tests can check them."""
+    cells = ok.dropna(subset=["latency_median_ms"]).copy()
     tokens = cells["batch"] * cells["seq"] * 1e3
     cells["tps"] = tokens / cells["latency_median_ms"]
     # The slow end of the latency spread is the low end of throughput.
     cells["tps_lo"] = tokens / cells["latency_p90_ms"]
     cells["tps_hi"] = tokens / cells["latency_p10_ms"]
+    return cells
+
+
+def render(data):
+    cells = throughput(data.ok)
     fig, summary = sweep_figure(
         cells, Swept("batch", "batch size (sequences per forward)", log=True), "tps", "tps_lo", "tps_hi",
         "throughput (tokens/s)",

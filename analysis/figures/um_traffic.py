@@ -28,6 +28,13 @@ def cause_labels(db):
     return dict(zip(df["id"], df["label"]))
 
 
+def iterations_per_cell(db, cells, ids):
+    """What a cell's event totals are divided by: its traced iterations as stored, else as asked
+    (trace_iterations), else 1. cells is indexed by cell_id."""
+    traced = db.traced_iterations()
+    return {c: traced.get(c) or cells.loc[c, "trace_iterations"] or 1 for c in ids}
+
+
 def per_cell(db, ids, per_iteration):
     """Bytes per (cell, direction, cause) and GPU/CPU faults per cell, each per traced iteration."""
     migrations = db.query('SELECT cell_id, copyKind, coalesce(migrationCause, 0) AS cause, sum(bytes) AS bytes '
@@ -55,8 +62,7 @@ def render(data):
     if not ids:
         raise Skip("no cell has recorded events: events come from the traced iterations (trace_iterations > 0) of "
                    "GPU cells run with the cupti collector.")
-    traced = data.db.traced_iterations()
-    per_iteration = {c: traced.get(c) or cells.loc[c, "trace_iterations"] or 1 for c in ids}
+    per_iteration = iterations_per_cell(db, cells, ids)
     migrations, faults = per_cell(db, ids, per_iteration)
     fig = draw(cells, ids, migrations, faults, cause_labels(db))
     return Drawn(fig, caption(ids, migrations, faults, refused, cells))

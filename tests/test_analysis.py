@@ -1,0 +1,743 @@
+#!/usr/bin/env python3
+"""The numbers the report (analysis/) and scripts/bench/backends_table.py show, against values worked
+out by hand from small fixtures.
+
+Every expected value below is a literal computed on paper from the fixture's numbers (the comment
+beside it shows the arithmetic), never by calling the code under test: a test that re-derives its
+expectation with the same function passes whatever that function gets wrong. The fixtures are
+results databases written by the real binary (so the schema is the one harness/store.cpp writes),
+whose cells are then replaced with cells of chosen numbers; GPU cells cannot be measured here, and
+chosen numbers make the arithmetic checkable.
+
+The binary is $SWEETSPOT_BINARY (ctest sets it), else build/sweetspot; without either, the tests
+that need a database are skipped with a message. tests/test_report.cpp covers what this file does
+not repeat: that every figure is drawn as a valid PNG/SVG, the page loads in a browser, and
+time_split's link rate and transfers() rows on its synthetic trace.
+
+Run: python3 tests/test_analysis.py [-v] [TestClass.test_name], from any folder.
+"""
+import math
+import os
+import pathlib
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.dont_write_bytecode = True  # keep analysis/ free of __pycache__, as report.py does
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "analysis"))
+
+
+def _modules_or_reexec():
+    """matplotlib and pandas are Debian packages; a python3 earlier on PATH (pyenv, a virtualenv) may
+    lack them. Then rerun with $SWEETSPOT_PYTHON, else Debian's /usr/bin/python3, as `sweetspot
+    report` does (harness/report_command.cpp), rather than fail on an interpreter the user did not pick."""
+    try:
+        import matplotlib  # noqa: F401
+        import pandas  # noqa: F401
+        return
+    except ImportError as e:
+        missing = e
+    other = os.environ.get("SWEETSPOT_PYTHON") or "/usr/bin/python3"
+    if (not os.environ.get("SWEETSPOT_TEST_ANALYSIS_REEXEC") and os.access(other, os.X_OK)
+            and os.path.realpath(other) != os.path.realpath(sys.executable)):
+        os.environ["SWEETSPOT_TEST_ANALYSIS_REEXEC"] = "1"
+        os.execv(other, [other, str(pathlib.Path(__file__).resolve()), *sys.argv[1:]])
+    sys.exit(f"test_analysis.py: {sys.executable} cannot import matplotlib and pandas ({missing}); install them "
+             "with scripts/install-deps.sh (python3-matplotlib python3-pandas), or set SWEETSPOT_PYTHON.")
+
+
+_modules_or_reexec()
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+import bound  # noqa: E402
+import html_page  # noqa: E402
+import report  # noqa: E402
+import time_split  # noqa: E402
+from cell_table import cell_table  # noqa: E402
+from figures import bandwidth, normalized, oversubscription, peak_memory, throughput, timeline, um_traffic  # noqa: E402
+from figures.sweeps import Swept, series  # noqa: E402
+from results_db import ResultsDb  # noqa: E402
+
+BACKENDS_TABLE = REPO / "scripts" / "bench" / "backends_table.py"
+GB = 1_000_000_000
+GIB = 2**30
+
+# --- fixture databases ----------------------------------------------------------------------------
+
+TEMPLATE_MATRIX = """name = "test-analysis-template"
+[defaults]
+backend = "host"
+model = "tiny"
+warmups = 0
+iterations = 1
+batch = 1
+seq = 8
+"""
+
+_template = {}
+
+
+def sweetspot_binary():
+    """$SWEETSPOT_BINARY (which must then exist: ctest sets it), else build/sweetspot, else None."""
+    asked = os.environ.get("SWEETSPOT_BINARY")
+    if asked:
+        if not os.access(asked, os.X_OK):
+            raise AssertionError(f"SWEETSPOT_BINARY={asked} is not an executable file")
+        return asked
+    default = REPO / "build" / "sweetspot"
+    return str(default) if os.access(default, os.X_OK) else None
+
+
+def template_db():
+    """A database of one host cell, written once per process by the real binary."""
+    if "path" not in _template:
+        binary = sweetspot_binary()
+        if binary is None:
+            raise unittest.SkipTest("no sweetspot binary to write a fixture database with: build it (build/sweetspot) "
+                                    "or set SWEETSPOT_BINARY; ctest sets it")
+        folder = tempfile.mkdtemp(prefix="test_analysis_template_")
+        matrix = os.path.join(folder, "template.toml")
+        with open(matrix, "w") as f:
+            f.write(TEMPLATE_MATRIX)
+        path = os.path.join(folder, "template.db")
+        done = subprocess.run([binary, "run", matrix, "--db", path], capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise AssertionError(f"{binary} run failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+        _template["folder"] = folder
+        _template["path"] = path
+    return _template["path"]
+
+
+def tearDownModule():
+    if "folder" in _template:
+        shutil.rmtree(_template["folder"], ignore_errors=True)
+
+
+class FixtureDb:
+    """A copy of the template database with its cells removed, to which tests add runs, cells and
+    events with chosen numbers. Columns a test does not name keep the template cell's values."""
+
+    def __init__(self, folder, name="fixture.db"):
+        self.path = os.path.join(folder, name)
+        src = sqlite3.connect(template_db())
+        dst = sqlite3.connect(self.path)
+        src.backup(dst)
+        src.close()
+        self.con = dst
+        self.con.row_factory = sqlite3.Row
+        self.cell_template = dict(self.con.execute("SELECT * FROM cells").fetchone())
+        self.run_template = dict(self.con.execute("SELECT * FROM runs").fetchone())
+        self.con.execute("DELETE FROM iterations")
+        self.con.execute("DELETE FROM cells")
+        self.keys = 0
+        self.strings = {}
+
+    def insert(self, table, row):
+        names = list(row)
+        columns = ", ".join(f'"{n}"' for n in names)  # quoted: "end" is an SQL keyword
+        self.con.execute(f"INSERT INTO {table} ({columns}) VALUES ({', '.join('?' * len(names))})",
+                         [row[n] for n in names])
+        return self.con.execute("SELECT last_insert_rowid()").fetchone()[0]
+
+    def set_run(self, run_id=1, **fields):
+        for name, value in fields.items():
+            self.con.execute(f"UPDATE runs SET {name} = ? WHERE run_id = ?", (value, run_id))
+
+    def add_run(self, **fields):
+        row = dict(self.run_template, **fields)
+        del row["run_id"]
+        return self.insert("runs", row)
+
+    def add_cell(self, **fields):
+        self.keys += 1
+        row = dict(self.cell_template, cell_key=f"{self.keys:016x}", cell_index=self.keys, check_rel_err=None,
+                   **fields)
+        del row["cell_id"]
+        return self.insert("cells", row)
+
+    def string_id(self, text):
+        if text not in self.strings:
+            self.strings[text] = self.insert("StringIds", {"value": text})
+        return self.strings[text]
+
+    def add_kernel(self, cell_id, start, end, stream):
+        name = self.string_id("fixture_kernel")
+        self.insert("CUPTI_ACTIVITY_KIND_KERNEL", dict(
+            cell_id=cell_id, start=start, end=end, deviceId=0, contextId=1, streamId=stream, correlationId=0,
+            gridX=1, gridY=1, gridZ=1, blockX=1, blockY=1, blockZ=1, registersPerThread=0, staticSharedMemory=0,
+            dynamicSharedMemory=0, shortName=name, demangledName=name))
+
+    def add_copy(self, cell_id, start, end, kind, nbytes, cause=None, stream=0):
+        self.insert("CUPTI_ACTIVITY_KIND_MEMCPY", dict(
+            cell_id=cell_id, start=start, end=end, deviceId=0, contextId=1, streamId=stream, correlationId=0,
+            copyKind=kind, srcKind=0, dstKind=0, bytes=nbytes, migrationCause=cause))
+
+    def add_range(self, cell_id, start, end, text):
+        self.insert("NVTX_EVENTS", dict(cell_id=cell_id, start=start, end=end, textId=self.string_id(text),
+                                        globalTid=1, eventType=59))
+
+    def close(self):
+        self.con.commit()
+        self.con.close()
+
+
+def gpu_cell(db, backend, **fields):
+    """A GPU cell of the tiny model's fp32 1×8 baseline workload unless fields say otherwise."""
+    defaults = dict(backend=backend, model="tiny", variant="baseline", dtype="fp32", batch=1, seq=8, tf32=0,
+                    status="ok", reason=None, streams=1, prefetch="off", resident="interleaved", evict="migrate",
+                    trace_iterations=0, streamed_gbps=None)
+    return db.add_cell(**dict(defaults, **fields))
+
+
+def report_data(path):
+    return report.ReportData(ResultsDb(path), None)
+
+
+class DbTest(unittest.TestCase):
+    """A test class with one fixture database, built once by build(db)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.folder = tempfile.mkdtemp(prefix="test_analysis_")
+        try:
+            db = FixtureDb(cls.folder)
+            cls.ids = cls.build(db)
+            db.close()
+            cls.path = db.path
+        except BaseException:
+            shutil.rmtree(cls.folder, ignore_errors=True)
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.folder, ignore_errors=True)
+
+
+# --- analysis/bound.py ----------------------------------------------------------------------------
+
+def cell(backend="explicit-copy", streamed=6 * GB, gbps=25.0, latency=300.0, **workload):
+    c = dict(model="tiny", dtype="fp32", batch=1, seq=8, variant="baseline", tf32=0, backend=backend,
+             streamed_bytes=streamed, h2d_gbps=gbps, latency_median_ms=latency)
+    c.update(workload)
+    return c
+
+
+class BoundTest(unittest.TestCase):
+    """bound = max(streamed bytes ÷ pinned H2D bandwidth, the `device` latency of the same workload)."""
+
+    def test_link_ms_is_bytes_over_gbps(self):
+        self.assertAlmostEqual(bound.link_ms(cell(streamed=6 * GB, gbps=25.0)), 240.0)  # 6e9 B / 25e9 B/s
+        self.assertAlmostEqual(bound.link_ms(cell(streamed=1_500_000, gbps=12.5)), 0.12)  # 1.5e6 / 12.5e9 s
+        self.assertEqual(bound.link_ms(cell(streamed=0)), 0.0)
+
+    def test_link_ms_unknown_without_bandwidth_or_bytes(self):
+        for gbps in (None, float("nan"), 0.0):
+            self.assertIsNone(bound.link_ms(cell(gbps=gbps)), gbps)
+        for streamed in (None, float("nan")):
+            self.assertIsNone(bound.link_ms(cell(streamed=streamed)), streamed)
+
+    def test_bound_is_the_larger_term(self):
+        device = cell("device", streamed=0, latency=100.0)
+        cells = [device, cell(streamed=6 * GB), cell(streamed=2 * GB)]
+        ref = bound.device_latencies(cells)
+        self.assertAlmostEqual(bound.bound_ms(cell(streamed=6 * GB), ref), 240.0)  # link 240 > device 100
+        self.assertAlmostEqual(bound.bound_ms(cell(streamed=2 * GB), ref), 100.0)  # link 80 < device 100
+        self.assertAlmostEqual(bound.bound_ms(device, ref), 100.0)  # its own latency; link 0
+
+    def test_bound_with_one_term_missing(self):
+        ref = bound.device_latencies([cell("device", streamed=0, latency=100.0)])
+        self.assertAlmostEqual(bound.bound_ms(cell(streamed=6 * GB), {}), 240.0)  # no device cell: link
+        for gbps in (None, float("nan")):  # no link probe: device
+            self.assertAlmostEqual(bound.bound_ms(cell(streamed=6 * GB, gbps=gbps), ref), 100.0)
+        self.assertAlmostEqual(bound.bound_ms(cell(streamed=float("nan")), ref), 100.0)
+        self.assertIsNone(bound.bound_ms(cell(gbps=None), {}))
+        self.assertIsNone(bound.bound_ms(cell(gbps=float("nan")), {}))
+        nan_device = bound.device_latencies([cell("device", latency=float("nan"))])
+        self.assertAlmostEqual(bound.bound_ms(cell(streamed=2 * GB), nan_device), 80.0)  # NaN latency: link only
+
+    def test_reference_is_the_device_cell_of_the_same_workload(self):
+        # The device cell takes 1000 ms, far above the 240 ms link time: a wrong reference shows.
+        device = cell("device", streamed=0, latency=1000.0)
+        ref = bound.device_latencies([device])
+        self.assertAlmostEqual(bound.bound_ms(cell(), ref), 1000.0)
+        for other in (dict(dtype="fp16"), dict(batch=2), dict(seq=16), dict(variant="attn_ln"), dict(tf32=1),
+                      dict(model="tiny_odd")):
+            self.assertAlmostEqual(bound.bound_ms(cell(**other), ref), 240.0, msg=other)
+
+    def test_only_device_cells_are_references(self):
+        ref = bound.device_latencies([cell("explicit-copy", latency=1000.0), cell("uvm", latency=900.0),
+                                      cell("host", latency=800.0)])
+        self.assertEqual(ref, {})
+        ref = bound.device_latencies([cell("device", latency=50.0, dtype="fp16"), cell("device", latency=70.0)])
+        self.assertEqual(sorted(ref.values()), [50.0, 70.0])
+
+
+# --- the bound fixture: scripts/bench/backends_table.py and the report's bound columns --------------
+
+class BoundFixture(DbTest):
+    """One run with a 25 GB/s link probe. The fp32 1×8 workload has a device cell (100 ms); the
+    fp16 one has only an `invalid` device cell (500 ms), which must not serve as its reference."""
+
+    @classmethod
+    def build(cls, db):
+        db.set_run(h2d_gbps=25.0, d2h_gbps=24.0, gpu_name="Fixture GPU", gpu_memory_bytes=80 * GIB)
+        db.con.execute("ALTER TABLE cells ADD COLUMN predicted_peak_device_bytes INTEGER")
+        ids = {}
+        ids["device"] = gpu_cell(db, "device", budget="100%", budget_bytes=8 * GB, weight_bytes=8 * GB,
+                                 oversubscription=1.0, resident_bytes=8 * GB, streamed_bytes=0,
+                                 latency_median_ms=100.0, latency_p10_ms=95.0, latency_p90_ms=110.0)
+        # link 6e9 / 25e9 = 240 ms > device 100 ms: bound 240, 300 / 240 = 1.25
+        ids["copy25"] = gpu_cell(db, "explicit-copy", budget="25%", budget_bytes=2 * GB, weight_bytes=8 * GB,
+                                 oversubscription=4.0, resident_bytes=2 * GB, streamed_bytes=6 * GB,
+                                 latency_median_ms=300.0, latency_p10_ms=270.0, latency_p90_ms=330.0,
+                                 streamed_gbps=20.0, tokens_per_s=26.666, device_used_bytes=3 * GIB,
+                                 predicted_peak_device_bytes=int(3.03 * GIB))
+        # link 4e9 / 25e9 = 160 ms: bound 160, 240 / 160 = 1.5
+        ids["copy50"] = gpu_cell(db, "explicit-copy", budget="50%", budget_bytes=4 * GB, weight_bytes=8 * GB,
+                                 oversubscription=2.0, resident_bytes=4 * GB, streamed_bytes=4 * GB,
+                                 latency_median_ms=240.0, latency_p10_ms=200.0, latency_p90_ms=280.0)
+        # link 2e9 / 25e9 = 80 ms < device 100 ms: bound 100, 150 / 100 = 1.5
+        ids["prefetch75"] = gpu_cell(db, "uvm-prefetch", budget="75%", budget_bytes=6 * GB, weight_bytes=8 * GB,
+                                     oversubscription=8 / 6, resident_bytes=6 * GB, streamed_bytes=2 * GB,
+                                     latency_median_ms=150.0, latency_p10_ms=140.0, latency_p90_ms=180.0,
+                                     streamed_gbps=13.333, um_htod_bytes=40_000_000, device_used_bytes=2 * GIB,
+                                     predicted_peak_device_bytes=int(1.95 * GIB), trace_iterations=4)
+        # fp16: link 1e9 / 25e9 = 40 ms, no valid fp16 device cell: bound 40, 70 / 40 = 1.75
+        ids["fp16"] = gpu_cell(db, "explicit-copy", dtype="fp16", budget="75%", budget_bytes=3 * GB,
+                               weight_bytes=4 * GB, oversubscription=4 / 3, resident_bytes=3 * GB,
+                               streamed_bytes=1 * GB, latency_median_ms=70.0, latency_p10_ms=60.0, latency_p90_ms=80.0,
+                               trace_iterations=3)
+        ids["invalid_device_fp16"] = gpu_cell(
+            db, "device", dtype="fp16", status="invalid", reason="output outside tolerance", budget="100%",
+            budget_bytes=4 * GB, weight_bytes=4 * GB, oversubscription=1.0, resident_bytes=4 * GB, streamed_bytes=0,
+            latency_median_ms=500.0, latency_p10_ms=500.0, latency_p90_ms=500.0)
+        ids["failed"] = gpu_cell(db, "explicit-copy", status="failed", reason="crashed", budget="50%",
+                                 budget_bytes=4 * GB, weight_bytes=8 * GB, oversubscription=2.0, streams=2,
+                                 latency_median_ms=None, latency_p10_ms=None, latency_p90_ms=None)
+        ids["host"] = db.add_cell(backend="host", status="ok", latency_median_ms=5.0, latency_p10_ms=4.0,
+                                  latency_p90_ms=6.0)
+        cls.add_um_events(db, ids)
+        return ids
+
+    @classmethod
+    def add_um_events(cls, db, ids):
+        """prefetch75: 2 traced iterations stored (though trace_iterations says 4); fp16: none stored,
+        trace_iterations 3. Bytes and faults below are totals over those iterations."""
+        c = ids["prefetch75"]
+        for i in range(2):
+            db.insert("iterations", dict(cell_id=c, phase="traced", iteration=i, latency_ms=160.0))
+        db.add_copy(c, 10, 20, 11, 30_000_000, cause=2)   # host→device, page fault
+        db.add_copy(c, 30, 40, 11, 10_000_000, cause=2)
+        db.add_copy(c, 50, 60, 11, 6_000_000, cause=3)    # host→device, speculative prefetch
+        db.add_copy(c, 70, 80, 12, 8_000_000, cause=4)    # device→host, eviction
+        db.add_copy(c, 90, 99, 1, 99_000_000)             # an explicit copy: not UM traffic
+        for faults in (5, 7):
+            db.insert("CUDA_UM_GPU_PAGE_FAULT_EVENTS", dict(cell_id=c, start=1, end=2, deviceId=0, address=4096,
+                                                            numberOfPageFaults=faults, faultAccessType=1))
+        for t in range(3):
+            db.insert("CUDA_UM_CPU_PAGE_FAULT_EVENTS", dict(cell_id=c, start=t, address=8192))
+        db.insert("CUDA_UM_CPU_PAGE_FAULT_EVENTS", dict(cell_id=ids["fp16"], start=1, address=8192))
+
+
+class BackendsTableTest(BoundFixture):
+    """scripts/bench/backends_table.py: the table in docs/benchmarks.md."""
+
+    COLUMNS = ["model", "dtype", "b×s", "backend", "prefetch", "streams", "budget", "resident", "evict",
+               "streamed GB", "median ms", "p10–p90 ms", "bound ms", "× bound", "link GB/s", "rel err"]
+
+    # (backend, dtype, budget): streamed GB, median, p10–p90, bound ms, × bound, link GB/s
+    EXPECTED = {
+        ("device", "fp32", "100%"): ("0.00", "100.0", "95.0–110.0", "100.0", "1.00", "-"),
+        ("explicit-copy", "fp32", "25%"): ("6.00", "300.0", "270.0–330.0", "240.0", "1.25", "20.0"),
+        ("explicit-copy", "fp32", "50%"): ("4.00", "240.0", "200.0–280.0", "160.0", "1.50", "-"),
+        ("uvm-prefetch", "fp32", "75%"): ("2.00", "150.0", "140.0–180.0", "100.0", "1.50", "13.3"),
+        ("explicit-copy", "fp16", "75%"): ("1.00", "70.0", "60.0–80.0", "40.0", "1.75", "-"),
+    }
+    CHECKED = ["streamed GB", "median ms", "p10–p90 ms", "bound ms", "× bound", "link GB/s"]
+
+    def script(self, *args):
+        done = subprocess.run([sys.executable, str(BACKENDS_TABLE), *args], capture_output=True, text=True,
+                              timeout=120, cwd=tempfile.gettempdir())
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return done.stdout
+
+    def markdown_rows(self, out):
+        lines = out.splitlines()
+        self.assertEqual(lines[0], "| " + " | ".join(self.COLUMNS) + " |")
+        self.assertEqual(lines[1], "|" + "---|" * len(self.COLUMNS))
+        rows = [dict(zip(self.COLUMNS, line[2:-2].split(" | "))) for line in lines[2:]]
+        return {(r["backend"], r["dtype"], r["budget"]): r for r in rows}
+
+    def check(self, rows, expected):
+        self.assertEqual(sorted(rows), sorted(expected))  # host, failed and invalid cells are left out
+        for key, values in expected.items():
+            self.assertEqual([rows[key][c] for c in self.CHECKED], list(values), key)
+            self.assertEqual(rows[key]["b×s"], "1×8")
+            self.assertEqual(rows[key]["model"], "tiny")
+
+    def test_markdown(self):
+        self.check(self.markdown_rows(self.script(self.path, "--markdown")), self.EXPECTED)
+
+    def test_aligned_text(self):
+        lines = self.script(self.path).splitlines()
+        self.assertEqual(lines[0].split(), " ".join(self.COLUMNS).split())
+        rows = {}
+        for line in lines[1:]:
+            values = line.split()  # no value has a space
+            self.assertEqual(len(values), len(self.COLUMNS), line)
+            r = dict(zip(self.COLUMNS, values))
+            rows[(r["backend"], r["dtype"], r["budget"])] = r
+        self.check(rows, self.EXPECTED)
+
+    def test_device_cell_of_another_database_is_the_reference(self):
+        """A second database holding an ok fp16 device cell (50 ms): the fp16 cell's bound becomes
+        max(40, 50) = 50 ms and its ratio 70 / 50 = 1.40."""
+        db = FixtureDb(self.folder, "second.db")
+        db.set_run(h2d_gbps=None, gpu_name="Fixture GPU")
+        gpu_cell(db, "device", dtype="fp16", budget="100%", budget_bytes=4 * GB, weight_bytes=4 * GB,
+                 oversubscription=1.0, resident_bytes=4 * GB, streamed_bytes=0, latency_median_ms=50.0,
+                 latency_p10_ms=45.0, latency_p90_ms=55.0)
+        db.close()
+        expected = dict(self.EXPECTED)
+        expected[("explicit-copy", "fp16", "75%")] = ("1.00", "70.0", "60.0–80.0", "50.0", "1.40", "-")
+        expected[("device", "fp16", "100%")] = ("0.00", "50.0", "45.0–55.0", "50.0", "1.00", "-")
+        self.check(self.markdown_rows(self.script(self.path, db.path, "--markdown")), expected)
+
+
+class ReportBoundTest(BoundFixture):
+    """The report's bound_ms and x_bound columns (analysis/results_db.py), and the figures and table built on them."""
+
+    def cells(self):
+        return ResultsDb(self.path).cells().set_index("cell_id")
+
+    def test_bound_and_ratio(self):
+        cells = self.cells()
+        expected = {"device": (100.0, 1.0), "copy25": (240.0, 1.25), "copy50": (160.0, 1.5),
+                    "prefetch75": (100.0, 1.5), "fp16": (40.0, 1.75)}
+        for name, (bound_ms, x_bound) in expected.items():
+            self.assertAlmostEqual(cells.loc[self.ids[name], "bound_ms"], bound_ms, msg=name)
+            self.assertAlmostEqual(cells.loc[self.ids[name], "x_bound"], x_bound, msg=name)
+        for name in ("invalid_device_fp16", "failed", "host"):  # not measured GPU cells: no bound
+            self.assertTrue(math.isnan(cells.loc[self.ids[name], "bound_ms"]), name)
+            self.assertTrue(math.isnan(cells.loc[self.ids[name], "x_bound"]), name)
+
+    def test_no_link_probe_leaves_the_device_term(self):
+        """Without h2d_gbps (a run that did not probe the link) the bound is the device latency alone:
+        100 ms for every fp32 cell, none for fp16."""
+        db = FixtureDb(self.folder, "no_link.db")
+        db.set_run(h2d_gbps=None)
+        device = gpu_cell(db, "device", streamed_bytes=0, latency_median_ms=100.0)
+        copy = gpu_cell(db, "explicit-copy", streamed_bytes=6 * GB, latency_median_ms=300.0)
+        fp16 = gpu_cell(db, "explicit-copy", dtype="fp16", streamed_bytes=1 * GB, latency_median_ms=70.0)
+        db.close()
+        cells = ResultsDb(db.path).cells().set_index("cell_id")
+        self.assertAlmostEqual(cells.loc[device, "bound_ms"], 100.0)
+        self.assertAlmostEqual(cells.loc[copy, "bound_ms"], 100.0)
+        self.assertAlmostEqual(cells.loc[copy, "x_bound"], 3.0)  # 300 / 100
+        self.assertTrue(math.isnan(cells.loc[fp16, "bound_ms"]))
+
+    def test_slowdown_points(self):
+        """Slowdown figure: latency ÷ bound of the streamed cells at the median, p10 and p90."""
+        points = oversubscription.slowdown(report_data(self.path).ok).set_index("cell_id")
+        expected = {  # x_bound, lo = p10 / bound, hi = p90 / bound
+            "copy25": (1.25, 270 / 240, 330 / 240),       # 1.125, 1.375
+            "copy50": (1.5, 200 / 160, 280 / 160),        # 1.25, 1.75
+            "prefetch75": (1.5, 1.4, 1.8),                # 140/100, 180/100
+            "fp16": (1.75, 1.5, 2.0),                     # 60/40, 80/40
+        }
+        self.assertEqual(sorted(points.index), sorted(self.ids[n] for n in expected))  # no device, host cell
+        for name, values in expected.items():
+            got = tuple(points.loc[self.ids[name], ["x_bound", "lo", "hi"]])
+            for g, e in zip(got, values):
+                self.assertAlmostEqual(g, e, msg=name)
+
+    def test_slowdown_line_spans_the_budgets(self):
+        """The two fp32 explicit-copy budgets form one line over oversubscription 2 and 4 (budget is
+        fixed by the swept ratio, so it must not split the line); the fp16 cell is a different workload."""
+        points = oversubscription.slowdown(report_data(self.path).ok)
+        panels = series(points, Swept("oversubscription", "oversubscription"), ("budget",))
+        self.assertEqual([b for b, _ in panels], ["explicit-copy"])
+        (label, line), = panels[0][1]
+        line = line.sort_values("oversubscription")
+        self.assertEqual(list(line["oversubscription"]), [2.0, 4.0])
+        self.assertEqual(list(line["x_bound"]), [1.5, 1.25])
+        self.assertEqual(list(line["dtype"]), ["fp32", "fp32"])
+
+    def test_bandwidth_points(self):
+        """Link figure: streamed bytes ÷ median latency (achieved) and ÷ bound (attainable), in GB/s."""
+        points = bandwidth.points(report_data(self.path).ok).set_index("cell_id")
+        expected = {  # streamed GB, achieved, attainable
+            "copy25": (6.0, 20.0, 25.0),                  # 6e9 B / 300 ms, 6e9 / 240 ms
+            "copy50": (4.0, 4 / 0.24, 25.0),              # 16.67, 4e9 / 160 ms
+            "prefetch75": (2.0, 2 / 0.15, 20.0),          # 13.33, 2e9 / 100 ms (device-bound)
+            "fp16": (1.0, 1 / 0.07, 25.0),                # 14.29, 1e9 / 40 ms
+        }
+        self.assertEqual(sorted(points.index), sorted(self.ids[n] for n in expected))  # streamed_bytes > 0 only
+        for name, values in expected.items():
+            got = tuple(points.loc[self.ids[name], ["streamed_gb", "achieved", "attainable"]])
+            for g, e in zip(got, values):
+                self.assertAlmostEqual(g, e, msg=name)
+
+    def test_cell_table(self):
+        """The page's per-cell table: bound and ratio, and the columns shown in another unit than stored."""
+        cells = ResultsDb(self.path).cells()
+        headings, rows = cell_table(cells)
+        names = [h for h, _ in headings]
+        by_id = {r[names.index("cell")].text: dict(zip(names, r)) for r in rows}
+        copy25 = by_id[str(self.ids["copy25"])]
+        self.assertEqual(copy25["bound ms"].text, "240")
+        self.assertEqual(copy25["× bound"].text, "1.25")
+        self.assertEqual(copy25["weights ÷ budget"].text, "4.00")
+        self.assertEqual(copy25["link GB/s"].text, "20.0")
+        self.assertEqual(copy25["tokens/s"].text, "27")
+        self.assertEqual(copy25["device used MiB"].text, "3,072")  # 3 GiB / 2^20
+        self.assertEqual(copy25["device used MiB"].number, 3072)  # what the column sorts by
+        prefetch = by_id[str(self.ids["prefetch75"])]
+        self.assertEqual(prefetch["UM H→D MB"].text, "40.0")  # 40e6 B / 1e6
+        self.assertEqual(prefetch["× bound"].text, "1.50")
+        self.assertEqual(prefetch["weights ÷ budget"].text, "1.33")
+        self.assertEqual(by_id[str(self.ids["host"])]["bound ms"].text, "–")
+        self.assertIsNone(by_id[str(self.ids["host"])]["× bound"].number)
+
+    def test_peak_memory_error(self):
+        """Estimator figure: (predicted − measured) ÷ measured; the caption names the worst."""
+        data = report_data(self.path)
+        cells, error = peak_memory.compared(data.ok, "predicted_peak_device_bytes")
+        error = dict(zip(cells["cell_id"], error))
+        self.assertEqual(sorted(error), sorted([self.ids["copy25"], self.ids["prefetch75"]]))
+        self.assertAlmostEqual(error[self.ids["copy25"]], 0.01, places=6)       # 3.03 GiB vs 3 GiB
+        self.assertAlmostEqual(error[self.ids["prefetch75"]], -0.025, places=6)  # 1.95 GiB vs 2 GiB
+        drawn = peak_memory.render(data)
+        plt.close(drawn.figure)
+        self.assertIn("2 cells, worst error 2.50 %", drawn.caption)
+
+    def test_um_traffic_per_traced_iteration(self):
+        """UM figure: bytes by (direction, cause) and faults, divided by the traced iterations stored
+        (2 for prefetch75, although it asked for 4; fp16 stored none and asked for 3)."""
+        data = report_data(self.path)
+        cells = data.cells.set_index("cell_id")
+        c, f = self.ids["prefetch75"], self.ids["fp16"]
+        self.assertEqual(um_traffic.traced_cells(data.db), {c, f})
+        per_iteration = um_traffic.iterations_per_cell(data.db, cells, [c, f])
+        self.assertEqual(per_iteration, {c: 2, f: 3})
+        migrations, faults = um_traffic.per_cell(data.db, [c, f], per_iteration)
+        got = {(r.cell_id, r.copyKind, r.cause): r.bytes for r in migrations.itertuples()}
+        self.assertEqual(got, {(c, 11, 2): 20_000_000,   # (30e6 + 10e6) / 2
+                               (c, 11, 3): 3_000_000,    # 6e6 / 2
+                               (c, 12, 4): 4_000_000})   # 8e6 / 2; the explicit copy is left out
+        self.assertEqual(faults["GPU page faults"], [6.0, 0.0])  # (5 + 7) / 2
+        self.assertEqual(faults["CPU page faults"], [1.5, 1 / 3])  # 3 / 2, 1 / 3
+
+
+# --- the report's normalized and throughput figures -------------------------------------------------
+
+class NormalizedTest(DbTest):
+    """Performance ÷ baseline: baseline median latency ÷ the variant's, geometric mean over workloads.
+
+    GPU A, device backend, tiny fp32 seq 8:
+        batch 1: baseline 100 ms (p10 90, p90 125), attn_ln 80 ms (p10 50, p90 100)
+        batch 2: baseline 200 ms (p10 160, p90 250), attn_ln 50 ms (p10 40, p90 100)
+        batch 4: attn_ln only (10 ms): no baseline to compare with, left out
+    GPU B: attn_ln batch 1 at 10 ms with no baseline on GPU B: left out, not compared with GPU A's."""
+
+    @classmethod
+    def build(cls, db):
+        db.set_run(gpu_name="GPU A", h2d_gbps=25.0)
+        other = db.add_run(gpu_name="GPU B", h2d_gbps=25.0)
+        ids = {}
+
+        def add(name, variant, batch, median, p10, p90, **fields):
+            ids[name] = gpu_cell(db, "device", variant=variant, batch=batch, latency_median_ms=median,
+                                 latency_p10_ms=p10, latency_p90_ms=p90, streamed_bytes=0, **fields)
+
+        add("base1", "baseline", 1, 100.0, 90.0, 125.0)
+        add("fused1", "attn_ln", 1, 80.0, 50.0, 100.0)
+        add("base2", "baseline", 2, 200.0, 160.0, 250.0)
+        add("fused2", "attn_ln", 2, 50.0, 40.0, 100.0, iterations=7)  # another protocol, the same workload
+        add("fused4", "attn_ln", 4, 10.0, 10.0, 10.0)
+        add("fused_b", "attn_ln", 1, 10.0, 10.0, 10.0, run_id=other)
+        add("failed", "attn_ln", 2, None, None, None, status="failed", reason="crashed", streams=3)
+        return ids
+
+    def test_ratio_direction_and_geometric_mean(self):
+        table = normalized.normalized(report_data(self.path).ok)
+        self.assertEqual(set(table["processor"]), {"GPU A"})
+        rows = table.set_index("variant")
+        fused = rows.loc["attn_ln"]
+        self.assertAlmostEqual(fused["perf"], math.sqrt(5))       # 100/80 = 1.25, 200/50 = 4: sqrt(1.25 × 4)
+        self.assertAlmostEqual(fused["perf_lo"], math.sqrt(2))    # at p90: 100/100, 200/100
+        self.assertAlmostEqual(fused["perf_hi"], math.sqrt(10))   # at p10: 100/50, 200/40
+        self.assertEqual(fused["workloads"], 2)
+        base = rows.loc["baseline"]
+        self.assertAlmostEqual(base["perf"], 1.0)
+        self.assertAlmostEqual(base["perf_lo"], 0.8)                       # 100/125, 200/250
+        self.assertAlmostEqual(base["perf_hi"], math.sqrt(100 / 90 * 1.25))  # 100/90, 200/160
+        self.assertEqual(base["workloads"], 2)
+
+    def test_caption_counts_baseline_workloads(self):
+        drawn = normalized.render(report_data(self.path))
+        plt.close(drawn.figure)
+        self.assertIn("(2 baseline workloads in all)", drawn.caption)
+        self.assertIn("Not drawn: 1 cell of other variants that were not measured (crashed)", drawn.caption)
+
+    def test_throughput(self):
+        """Throughput figure: batch × seq ÷ latency, the low end at p90, the high end at p10."""
+        points = throughput.throughput(report_data(self.path).ok).set_index("cell_id")
+        base2 = points.loc[self.ids["base2"]]
+        self.assertAlmostEqual(base2["tps"], 80.0)      # 2 × 8 tokens / 0.200 s
+        self.assertAlmostEqual(base2["tps_lo"], 64.0)   # 16 / 0.250 s
+        self.assertAlmostEqual(base2["tps_hi"], 100.0)  # 16 / 0.160 s
+        self.assertAlmostEqual(points.loc[self.ids["fused4"], "tps"], 3200.0)  # 4 × 8 / 0.010 s
+        self.assertNotIn(self.ids["failed"], points.index)
+
+
+# --- analysis/time_split.py -----------------------------------------------------------------------
+
+MS = 1_000_000  # ns
+
+
+class TimeSplitTest(DbTest):
+    """One traced iteration, host range [0.9, 10] ms. Compute stream 7: kernels [1, 3], [4, 5],
+    [5.5, 6.5] ms; stream 9: one kernel [1.5, 1.8]. Host-to-device: explicit copies [1.2, 2.0] 20 MB
+    (25 GB/s), [3.0, 4.2] 12 MB (10 GB/s), [3.5, 3.7] 0.5 MB (under 1 MiB), and a UM migration
+    [5.6, 6.0] 2 MB (5 GB/s). Left out: a device-to-host migration, a copy begun before the range,
+    and a kernel begun after it.
+    A second cell starts with a copy: [1.0, 1.5] 10 MB (20 GB/s) before the kernels [1.5, 2.5] and
+    [3.0, 3.5] on stream 7, and [2.6, 2.9] 5 MB (16.67 GB/s) between them; host range [0.9, 5] ms."""
+
+    @classmethod
+    def build(cls, db):
+        db.set_run(h2d_gbps=25.0, gpu_name="Fixture GPU")
+        c = gpu_cell(db, "explicit-copy", trace_iterations=1, streamed_bytes=6 * GB, latency_median_ms=6.0)
+        db.add_range(c, round(0.9 * MS), 10 * MS, "traced iteration 0")
+        for s, e in ((1.0, 3.0), (4.0, 5.0), (5.5, 6.5)):
+            db.add_kernel(c, round(s * MS), round(e * MS), 7)
+        db.add_kernel(c, round(1.5 * MS), round(1.8 * MS), 9)
+        db.add_kernel(c, round(10.2 * MS), round(11 * MS), 7)
+        db.add_copy(c, round(1.2 * MS), round(2.0 * MS), 1, 20_000_000, stream=8)
+        db.add_copy(c, round(3.0 * MS), round(4.2 * MS), 1, 12_000_000, stream=8)
+        db.add_copy(c, round(3.5 * MS), round(3.7 * MS), 1, 500_000, stream=9)
+        db.add_copy(c, round(5.6 * MS), round(6.0 * MS), 11, 2_000_000, cause=3)
+        db.add_copy(c, round(6.0 * MS), round(7.5 * MS), 12, 5_000_000, cause=4)
+        db.add_copy(c, round(0.5 * MS), round(0.95 * MS), 1, 7_000_000, stream=8)
+        db.add_range(c, round(2.9 * MS), round(4.3 * MS), "acquire")
+        db.add_range(c, round(2.8 * MS), round(5.1 * MS), "layer 1")
+        first = gpu_cell(db, "explicit-copy", trace_iterations=1, streamed_bytes=6 * GB, latency_median_ms=2.5,
+                         budget="50%")
+        db.add_range(first, round(0.9 * MS), 5 * MS, "traced iteration 0")
+        db.add_kernel(first, round(1.5 * MS), round(2.5 * MS), 7)
+        db.add_kernel(first, round(3.0 * MS), round(3.5 * MS), 7)
+        db.add_copy(first, round(1.0 * MS), round(1.5 * MS), 1, 10_000_000, stream=8)
+        db.add_copy(first, round(2.6 * MS), round(2.9 * MS), 1, 5_000_000, stream=8)
+        return {"cell": c, "copy_first": first}
+
+    def split(self, name):
+        con = sqlite3.connect(self.path)
+        try:
+            return time_split.time_split(con, self.ids[name])
+        finally:
+            con.close()
+
+    def check(self, split, expected):
+        self.assertEqual(sorted(split), sorted(expected))
+        for key, value in expected.items():
+            self.assertAlmostEqual(split[key], value, places=9, msg=key)
+
+    def test_split(self):
+        self.check(self.split("cell"), {
+            "traced_ms": 5.5,          # first compute 1.0 to last activity 6.5
+            "compute_busy_ms": 4.0,    # 2 + 1 + 1 on stream 7 (the stream with the most kernels)
+            "idle_waiting_ms": 1.0,    # compute idle [3, 4] while [3, 4.2] copies
+            "idle_other_ms": 0.5,      # compute idle [5, 5.5] with the link idle
+            "htod_gb": 0.0345,         # 20 + 12 + 0.5 + 2 MB
+            "link_busy_ms": 2.4,       # [1.2, 2.0] + [3.0, 4.2] + [5.6, 6.0]
+            "link_gbps": 34.5 / 2.4,   # 14.375 GB/s while busy
+            "copy_gbps_median": 10.0,  # median of 25, 10, 5 (the 0.5 MB copy is too small to count)
+            "link_idle_ms": 3.1,       # 5.5 - 2.4
+            "head_ms": 0.2,            # 1.0 to the first copy at 1.2
+            "tail_ms": 0.5,            # the last copy ends at 6.0, compute at 6.5
+        })
+
+    def test_split_when_a_copy_comes_first(self):
+        """The iteration starts at the first copy, not the first kernel: the wait for it is idle time."""
+        self.check(self.split("copy_first"), {
+            "traced_ms": 2.5,             # the copy at 1.0 to the last kernel's end at 3.5
+            "compute_busy_ms": 1.5,       # 1.0 + 0.5
+            "idle_waiting_ms": 0.8,       # [1.0, 1.5] before the first kernel, [2.6, 2.9] between them
+            "idle_other_ms": 0.2,         # the rest of [2.5, 3.0]
+            "htod_gb": 0.015,             # 10 + 5 MB
+            "link_busy_ms": 0.8,          # 0.5 + 0.3
+            "link_gbps": 18.75,           # 15 MB / 0.8 ms
+            "copy_gbps_median": (20 + 50 / 3) / 2,  # median of 20 and 16.67 GB/s
+            "link_idle_ms": 1.7,          # 2.5 - 0.8
+            "head_ms": 0.0,               # the link is busy from the start
+            "tail_ms": 0.6,               # 2.9 to 3.5
+        })
+
+    def test_overlapping_copies_are_one_transfer(self):
+        """transfers(): the 0.5 MB copy inside the 12 MB one joins its burst (12.5 MB over 1.2 ms),
+        begun in the 1.4 ms acquire of layer 1."""
+        con = sqlite3.connect(self.path)
+        found = time_split.transfers(con, self.ids["cell"])
+        con.close()
+        self.assertEqual(len(found), 3)
+        burst = found[1]
+        self.assertAlmostEqual(burst["start_ms"], 2.1)  # 3.0 - 0.9
+        self.assertAlmostEqual(burst["mb"], 12.5)
+        self.assertAlmostEqual(burst["ms"], 1.2)
+        self.assertAlmostEqual(burst["gbps"], 12.5 / 1.2)
+        self.assertEqual(burst["host_phase"], "acquire (layer 1)")
+        self.assertAlmostEqual(burst["host_phase_ms"], 1.4)
+        self.assertAlmostEqual(found[2]["start_ms"], 4.7)  # the UM migration at 5.6
+        self.assertAlmostEqual(found[2]["mb"], 2.0)
+
+
+# --- small pure functions -------------------------------------------------------------------------
+
+class ShownValuesTest(unittest.TestCase):
+    """Numbers the page and the timeline print that no figure data above covers."""
+
+    def test_run_values(self):
+        self.assertEqual(html_page.run_value("gpu_memory_bytes", 80 * GIB), "80.0 GiB")
+        self.assertEqual(html_page.run_value("h2d_gbps", 24.96), "25.0")
+        self.assertEqual(html_page.run_value("d2h_gbps", float("nan")), "–")
+
+    def test_timeline_bars_in_ms_from_the_window(self):
+        tracks = timeline.Tracks(1 * MS, 11 * MS, ["stream 7"])  # a 10 ms window
+        tracks.add("stream 7", 3 * MS, round(3.5 * MS), "c")
+        tracks.add("stream 7", 4 * MS, 4 * MS + 1, "c")  # 1 ns: widened to 0.05 % of 10 ms
+        (s1, w1, _), (s2, w2, _) = tracks.rows["stream 7"]
+        self.assertAlmostEqual(s1, 2.0)
+        self.assertAlmostEqual(w1, 0.5)
+        self.assertAlmostEqual(s2, 3.0)
+        self.assertAlmostEqual(w2, 0.005)
+
+    def test_timeline_caption_um_megabytes(self):
+        import pandas as pd
+
+        ev = {
+            "kernels": pd.DataFrame({"start": [0], "end": [1], "streamId": [7]}),
+            "copies": pd.DataFrame({"start": [0, 2, 4], "end": [1, 3, 5], "streamId": [0, 0, 8],
+                                    "copyKind": [11, 12, 1], "bytes": [1_500_000, 2_500_000, 9_000_000],
+                                    "cause": [2, 4, 0]}),
+            "gpu_faults": pd.DataFrame({"start": [], "end": [], "numberOfPageFaults": []}),
+            "cpu_faults": pd.DataFrame({"start": []}),
+            "ranges": pd.DataFrame({"start": [], "end": [], "text": []}),
+        }
+        cell_row = dict(model="tiny", backend="uvm", dtype="fp32", batch=1, seq=8, streams=1, prefetch="off",
+                        budget="50%")
+        text = timeline.caption(3, cell_row, ev, asked=True)
+        self.assertIn("1 kernel and 1 copy on 2 streams, 2 UM migrations (4.0 MB)", text)  # 1.5 + 2.5 MB
+
+
+if __name__ == "__main__":
+    unittest.main()
