@@ -1,5 +1,6 @@
 // The cell runner, end to end through the sweetspot binary: each failure mode of a cell process
 // becomes a recorded status, the sweep goes on, and a killed sweep resumes without duplicates.
+#include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <map>
 #include <thread>
 
+#include "harness/sqlite.hpp"
 #include "harness/store.hpp"
 #include "test_support.hpp"
 
@@ -254,4 +256,24 @@ TEST_CASE("--rerun measures cells that are already ok again", "[runner]") {
     CHECK(cells.at(0).run_id == 3);
     CHECK(cells.at(1).run_id == 3);
     CHECK(scalar(db, "SELECT count(*) FROM runs") == 3);
+}
+
+TEST_CASE("tokens/s is batch x seq over the median of the timed iterations", "[runner]") {
+    TempDir tmp;
+    const auto db = tmp.file("r.db");
+    write_file(tmp.file("m.toml"), "[defaults]\nmodel = \"tiny\"\nbatch = 3\nseq = 20\nwarmups = 0\niterations = 4\n");
+    const auto r = run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+
+    std::vector<double> timed;
+    {
+        Database results(db, Database::Mode::read_only);
+        auto st = results.prepare("SELECT latency_ms FROM iterations WHERE phase = 'timed' ORDER BY latency_ms");
+        while (st.step()) timed.push_back(st.real(0));
+    }
+    REQUIRE(timed.size() == 4);
+    const double median_ms = (timed[1] + timed[2]) / 2;  // four sorted samples: the middle two
+    const double tokens_per_s = std::stod(scalar_text(db, "SELECT tokens_per_s FROM cells"));
+    CHECK(tokens_per_s == Catch::Approx(3 * 20 / (median_ms / 1000)).epsilon(1e-9));
 }

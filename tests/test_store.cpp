@@ -347,6 +347,28 @@ TEST_CASE("a cell and its iterations round-trip through the store", "[store]") {
     CHECK(st.text(11) == cell.canonical());
 }
 
+TEST_CASE("derived columns: oversubscription is weights over budget, streamed_gbps uses the median", "[store]") {
+    TempDir tmp;
+    auto s = Store::open(tmp.file("r.db"));
+    const auto run = s.begin_run(sample_run());
+    auto cell = tiny_cell(2, 16);
+    cell.backend = "explicit-copy";
+    cell.budget = *Budget::parse("25%");
+    auto o = ok_outcome(4.0);
+    o.timed_ms = {4.8, 4.0, 4.4, 3.6, 4.3};  // median 4.3; the mean (4.22) would give another rate
+    o.streamed_bytes = 301'000'000;
+    s.record_cell(run, 0, cell, o);
+
+    auto st = s.db().prepare("SELECT oversubscription, streamed_gbps, latency_median_ms FROM cells");
+    REQUIRE(st.step());
+    // A quarter of the weights as budget: the weights are 4 times the budget. The weights are a
+    // whole number of fp32 elements, so 25 % of their bytes is exact.
+    CHECK(st.real(0) == 4.0);
+    // 301e6 bytes in 4.3 ms: 301e6 / 4.3e-3 s = 7.0e10 B/s = 70 GB/s.
+    CHECK(st.real(1) == Catch::Approx(70.0).epsilon(1e-12));
+    CHECK(st.real(2) == Catch::Approx(4.3).epsilon(1e-12));
+}
+
 TEST_CASE("recording a key again replaces the row and its iterations", "[store]") {
     TempDir tmp;
     auto s = Store::open(tmp.file("r.db"));
