@@ -1,0 +1,142 @@
+// `sweetspot run` end to end on a GPU: the tiny models through every GPU backend and dtype, as a
+// user runs them. Checks each cell's status and logits check, the skip rules (with `list`
+// agreeing), the traced iterations' rows, and that `--collector none` records no events.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <map>
+#include <string>
+
+#include "gpu_test_support.hpp"
+#include "harness/sqlite.hpp"
+#include "test_support.hpp"
+
+using namespace sweetspot;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+constexpr const char* kMatrix = R"(name = "gpu-e2e"
+[defaults]
+batch = 2
+seq = 16
+warmups = 1
+iterations = 2
+trace_iterations = 1
+timeout = "3m"
+
+[[sweep]]
+name = "resident"
+model = ["tiny", "tiny_odd"]
+backend = "device"
+dtype = ["fp32", "fp16", "bf16"]
+
+[[sweep]]
+name = "streamed"
+model = ["tiny", "tiny_odd"]
+backend = ["explicit-copy", "uvm-prefetch"]
+dtype = ["fp32", "fp16", "bf16"]
+prefetch = ["jit", 1]
+budget = "60%"
+
+[[sweep]]
+name = "on-demand"
+model = ["tiny", "tiny_odd"]
+backend = "uvm"
+dtype = ["fp32", "bf16"]
+budget = "70%"
+evict = ["migrate", "read-mostly"]
+
+[[sweep]]
+name = "managed-activations"
+model = "tiny_odd"
+backend = "uvm-prefetch"
+prefetch = "jit"
+activations = "managed"
+
+[[sweep]]
+name = "cannot"
+model = "tiny"
+backend = ["device", "explicit-copy", "uvm"]
+budget = "1%"
+)";
+
+struct Cell {
+    std::string backend, status, reason;
+    bool checked_within_tolerance = false;
+    std::int64_t traced = 0, kernels = 0, phase_ranges = 0;
+};
+
+std::map<std::int64_t, Cell> read_cells(const std::string& db_path) {
+    Database db(db_path, Database::Mode::read_only);
+    std::map<std::int64_t, Cell> cells;
+    auto st = db.prepare(
+        "SELECT c.cell_id, c.backend, c.status, coalesce(c.reason, ''),"
+        " c.check_rel_err IS NOT NULL AND c.check_rel_err <= c.check_tolerance,"
+        " (SELECT count(*) FROM iterations i WHERE i.cell_id = c.cell_id AND i.phase = 'traced'),"
+        " (SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k WHERE k.cell_id = c.cell_id),"
+        " (SELECT count(*) FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId"
+        "   WHERE n.cell_id = c.cell_id AND coalesce(n.text, s.value) IN ('acquire', 'compute', 'release'))"
+        " FROM cells c");
+    while (st.step())
+        cells[st.int64(0)] = {st.text(1), st.text(2), st.text(3), st.int64(4) != 0, st.int64(5), st.int64(6), st.int64(7)};
+    return cells;
+}
+
+}  // namespace
+
+TEST_CASE("a sweep of the tiny models through every GPU backend and dtype", "[gpu][runner]") {
+    test::require_gpu();
+    test::TempDir tmp;
+    const auto matrix = tmp.file("m.toml"), db = tmp.file("r.db");
+    test::write_file(matrix, kMatrix);
+
+    const auto list = test::run_sweetspot("list '" + matrix + "'");
+    INFO(list.output);
+    REQUIRE(list.exit_code == 0);
+    int listed_no = 0;
+    for (std::size_t at = 0; (at = list.output.find(" no: ", at)) != std::string::npos; ++at) ++listed_no;
+    CHECK(listed_no == 3);
+
+    const auto run = test::run_sweetspot("run '" + matrix + "' --db '" + db + "'");
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    const auto cells = read_cells(db);
+    CHECK(cells.size() == 42);
+
+    int ok = 0, skipped = 0;
+    for (const auto& [id, c] : cells) {
+        INFO("cell " << id << " " << c.backend << ": " << c.status << " " << c.reason);
+        if (c.status == "skipped") {
+            ++skipped;
+            if (c.backend == "device") CHECK_THAT(c.reason, ContainsSubstring("smaller than the weights"));
+            if (c.backend == "explicit-copy") CHECK_THAT(c.reason, ContainsSubstring("cannot hold"));
+            if (c.backend == "uvm") CHECK_THAT(c.reason, ContainsSubstring("cannot hold the largest layer"));
+            continue;
+        }
+        ++ok;
+        CHECK(c.status == "ok");
+        CHECK(c.checked_within_tolerance);
+        CHECK(c.traced == 1);
+        CHECK(c.kernels > 0);
+        CHECK(c.phase_ranges > 0);
+    }
+    CHECK(ok == 39);
+    CHECK(skipped == listed_no);
+
+    // The same cells without CUPTI: traced iterations are still timed, but nothing is recorded.
+    const auto quiet_db = tmp.file("quiet.db");
+    const auto quiet = test::run_sweetspot("run '" + matrix + "' --db '" + quiet_db +
+                                           "' --collector none --only dtype=fp16 --only backend=explicit-copy,uvm-prefetch");
+    INFO(quiet.output);
+    REQUIRE(quiet.exit_code == 0);
+    const auto quiet_cells = read_cells(quiet_db);
+    CHECK(quiet_cells.size() == 8);
+    for (const auto& [id, c] : quiet_cells) {
+        INFO("cell " << id << " " << c.backend);
+        CHECK(c.status == "ok");
+        CHECK(c.traced == 1);
+        CHECK(c.kernels == 0);
+        CHECK(c.phase_ranges == 0);
+    }
+}
