@@ -238,6 +238,8 @@ Gpt2Config parse_gpt2_config(std::string_view json_text, const std::string& labe
 
 std::optional<ModelConfig> checkpoint_model(const std::string& path) {
     const auto files = locate_checkpoint(path);
+    // Checked first, so that a file that is no checkpoint at all is not reported as one without a config.json.
+    require_safetensors_start(files.tensors);
     if (!files.config) return std::nullopt;
     const auto label = files.config->string();
     return parse_gpt2_config(read_small_file(*files.config), label, path).model;

@@ -36,7 +36,7 @@ struct Gpt2Config {
 Gpt2Config parse_gpt2_config(std::string_view json_text, const std::string& label, const std::string& model_name);
 
 // The shape the checkpoint at `path` declares in its config.json (named after `path`), or
-// nullopt when it has none.
+// nullopt when it has none. A tensors file that is not safetensors at all is a CheckpointError.
 std::optional<ModelConfig> checkpoint_model(const std::string& path);
 
 // The parameters of one GPT-2 model of shape `model` found among `tensors`, named as in

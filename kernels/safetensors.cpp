@@ -40,6 +40,33 @@ constexpr std::array<DTypeInfo, 16> kDTypes = {{
     {"U64", 8, StoredType::other},
 }};
 
+constexpr std::size_t kLengthBytes = 8;
+
+std::string count_of(std::uint64_t n, const char* unit) {
+    return std::to_string(n) + " " + unit + (n == 1 ? "" : "s");
+}
+
+[[noreturn]] void not_safetensors(const std::string& label, const std::string& why) {
+    throw CheckpointError(label + ": not a safetensors file: " + why);
+}
+
+// The header length the first 8 bytes give, once the first bytes show the file may be safetensors.
+// Text, databases and most binary formats fail here: read as a length, their first 8 bytes give
+// far more than any header may have.
+std::uint64_t header_length(std::span<const std::byte> file, const std::string& label) {
+    if (file.size() < kLengthBytes)
+        not_safetensors(label, count_of(file.size(), "byte") +
+                                   ", fewer than the 8-byte header length a safetensors file begins with (is it truncated?)");
+    std::uint64_t n = 0;
+    std::memcpy(&n, file.data(), kLengthBytes);
+    if (n > kMaxSafetensorsHeaderBytes)
+        not_safetensors(label, "its first 8 bytes give a header length of " + std::to_string(n) + ", over the " +
+                                   std::to_string(kMaxSafetensorsHeaderBytes) + " bytes a safetensors header may have");
+    if (file.size() > kLengthBytes && file[kLengthBytes] != std::byte{'{'})
+        not_safetensors(label, "the header after the 8-byte length does not begin with '{'");
+    return n;
+}
+
 std::string in_quotes(std::string_view name) {
     constexpr std::size_t kMaxShown = 120;
     std::string s = "'";
@@ -135,53 +162,80 @@ private:
     std::uint64_t data_size_;
 };
 
+// Bytes of the data section after the last tensor. When they are as many leading spaces, the
+// header length is most likely short by that much: the data section then starts inside the
+// header's space padding, and every tensor would be read that many bytes early.
+std::string after_last_tensor(std::span<const std::byte> data, std::uint64_t end) {
+    const std::uint64_t extra = data.size() - end;
+    const std::string what = count_of(extra, "byte") + " after the last tensor's data (the data section has " +
+                             count_of(data.size(), "byte") + ", its tensors end at byte " + std::to_string(end) + ")";
+    const auto lead = data.first(static_cast<std::size_t>(extra));
+    if (std::all_of(lead.begin(), lead.end(), [](std::byte b) { return b == std::byte{' '}; }))
+        return what + "; the header length looks " + count_of(extra, "byte") +
+               " too small, as the data section begins with that many spaces of header padding";
+    return what + "; bytes were appended to the file, or its header length is too small";
+}
+
+// The reference reader's rule: the byte ranges tile the data section, so that each of its bytes
+// belongs to exactly one tensor. Sorted by start, each range must begin where the one before
+// ended. Empty tensors own no byte and are left out.
+void require_tiling(const std::vector<Entry>& entries, std::span<const std::byte> data, const HeaderReader& reader) {
+    std::vector<const Entry*> by_start;
+    for (const auto& e : entries)
+        if (e.end > e.begin) by_start.push_back(&e);
+    std::sort(by_start.begin(), by_start.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
+    const Entry* previous = nullptr;
+    std::uint64_t covered = 0;
+    for (const Entry* e : by_start) {
+        if (e->begin < covered)
+            reader.fail("tensors " + in_quotes(previous->tensor.name) + " (bytes " + std::to_string(previous->begin) + ".." +
+                        std::to_string(previous->end) + ") and " + in_quotes(e->tensor.name) + " (bytes " +
+                        std::to_string(e->begin) + ".." + std::to_string(e->end) + ") overlap");
+        if (e->begin > covered)
+            reader.fail("bytes " + std::to_string(covered) + ".." + std::to_string(e->begin) +
+                        " of the data section belong to no tensor (" +
+                        (previous ? "between " + in_quotes(previous->tensor.name) + " and " : "before ") +
+                        in_quotes(e->tensor.name) + ")");
+        covered = e->end;
+        previous = e;
+    }
+    if (covered == data.size()) return;
+    if (previous == nullptr)
+        reader.fail("the data section has " + count_of(data.size(), "byte") + ", but the header gives no tensor any of them");
+    reader.fail(after_last_tensor(data, covered));
+}
+
 }  // namespace
 
 std::vector<StoredTensor> parse_safetensors(std::span<const std::byte> file, const std::string& label) {
-    constexpr std::size_t kLengthBytes = 8;
-    if (file.size() < kLengthBytes)
-        throw CheckpointError(label + ": truncated: " + std::to_string(file.size()) +
-                              " bytes, but a safetensors file starts with an 8-byte header length");
-    std::uint64_t header_bytes = 0;
-    std::memcpy(&header_bytes, file.data(), kLengthBytes);
+    const std::uint64_t header_bytes = header_length(file, label);
     const std::uint64_t rest = file.size() - kLengthBytes;
     if (header_bytes > rest)
         throw CheckpointError(label + ": the header length " + std::to_string(header_bytes) + " runs past the end of the file (" +
-                              std::to_string(rest) + " bytes follow it); the file is truncated or not safetensors");
-    if (header_bytes > kMaxSafetensorsHeaderBytes)
-        throw CheckpointError(label + ": the header length " + std::to_string(header_bytes) + " is over the " +
-                              std::to_string(kMaxSafetensorsHeaderBytes) + " bytes a safetensors header may have");
+                              std::to_string(rest) + " bytes follow it); the file is truncated");
 
     const std::string_view text(reinterpret_cast<const char*>(file.data() + kLengthBytes), header_bytes);
     const json header = parse_strict_json(text, label, "the header");
     const auto data = file.subspan(kLengthBytes + header_bytes);
     HeaderReader reader(label, data.size());
-    if (!header.is_object()) reader.fail("the header must be a JSON object, got " + json_excerpt(header));
 
     std::vector<Entry> entries;
     for (const auto& [name, entry] : header.items()) {
         if (name == "__metadata__") reader.check_metadata(entry);
         else entries.push_back(reader.read_entry(name, entry));
     }
-    // Sorted by start, a range overlaps an earlier one exactly when it starts before the previous one ends.
-    std::vector<const Entry*> by_start;
-    for (const auto& e : entries)
-        if (e.end > e.begin) by_start.push_back(&e);
-    std::sort(by_start.begin(), by_start.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
-    for (std::size_t i = 1; i < by_start.size(); ++i) {
-        const Entry& a = *by_start[i - 1];
-        const Entry& b = *by_start[i];
-        if (b.begin < a.end)
-            reader.fail("tensors " + in_quotes(a.tensor.name) + " (bytes " + std::to_string(a.begin) + ".." +
-                        std::to_string(a.end) + ") and " + in_quotes(b.tensor.name) + " (bytes " + std::to_string(b.begin) +
-                        ".." + std::to_string(b.end) + ") overlap");
-    }
+    require_tiling(entries, data, reader);
     std::vector<StoredTensor> tensors;
     for (auto& e : entries) {
         e.tensor.bytes = data.subspan(e.begin, e.end - e.begin);
         tensors.push_back(std::move(e.tensor));
     }
     return tensors;
+}
+
+void require_safetensors_start(const std::filesystem::path& path) {
+    const MappedFile file(path);
+    header_length(file.bytes(), path.string());
 }
 
 MappedFile::MappedFile(const std::filesystem::path& path) {

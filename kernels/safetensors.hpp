@@ -29,11 +29,17 @@ struct StoredTensor {
 inline constexpr std::uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 
 // Checks the whole header of `file` (the complete file's bytes) before any tensor byte is looked
-// at: the header length fits the file, the header is strict JSON of the safetensors schema, every
-// dtype is known, shapes multiply without overflow, each tensor's byte range lies in the data
-// section, matches its dtype size × element count, and overlaps no other. Returns the tensors in
-// file order (their spans point into `file`), or throws CheckpointError naming `label`.
+// at: the file starts as safetensors does (see require_safetensors_start), the header length fits
+// the file, the header is strict JSON of the safetensors schema, every dtype is known, shapes
+// multiply without overflow, each tensor's byte range matches its dtype size × element count, and
+// the ranges tile the data section: no overlap, no gap, no byte after the last tensor. Returns the
+// tensors in file order (their spans point into `file`), or throws CheckpointError naming `label`.
 std::vector<StoredTensor> parse_safetensors(std::span<const std::byte> file, const std::string& label);
+
+// Throws CheckpointError "<path>: not a safetensors file: ..." when the file's first bytes rule it
+// out: fewer than the 8-byte header length, a header length over kMaxSafetensorsHeaderBytes, or a
+// header that does not open with '{' (the reference reader's rule). Cheap: it looks at 9 bytes.
+void require_safetensors_start(const std::filesystem::path& path);
 
 // A whole file mapped read-only, unmapped when the object goes.
 class MappedFile {

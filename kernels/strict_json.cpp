@@ -24,6 +24,10 @@ std::string_view without_tag(std::string_view what) {
 
 nlohmann::json parse_strict_json(std::string_view text, const std::string& label, const std::string& what) {
     using nlohmann::json;
+    // nlohmann's lexer takes a NUL byte for the end of the input and would leave whatever follows
+    // unread; JSON text never holds a raw one.
+    if (const auto nul = text.find('\0'); nul != std::string_view::npos)
+        throw CheckpointError(label + ": " + what + " is not valid JSON: a NUL byte at offset " + std::to_string(nul));
     // The keys seen so far in each object that is still open, innermost last.
     std::vector<std::set<std::string>> open_objects;
     const json::parser_callback_t check = [&](int depth, json::parse_event_t event, json& parsed) {

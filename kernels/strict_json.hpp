@@ -12,7 +12,7 @@ namespace sweetspot {
 inline constexpr int kMaxJsonDepth = 64;
 
 // Throws CheckpointError "<label>: <what> is not valid JSON: <detail>" for any syntax error,
-// invalid UTF-8, duplicate key, or nesting deeper than kMaxJsonDepth.
+// invalid UTF-8, NUL byte, duplicate key, or nesting deeper than kMaxJsonDepth.
 nlohmann::json parse_strict_json(std::string_view text, const std::string& label, const std::string& what);
 
 // A value as the file has it, cut short: a message must stay readable whatever the file holds.

@@ -51,6 +51,16 @@ inline void assign_offsets(std::vector<FixtureTensor>& tensors) {
     }
 }
 
+// Lays the tensors out back to back in their order, whatever offsets they had; `data` becomes
+// their bytes in that order.
+inline void lay_out(std::vector<FixtureTensor>& tensors, std::string& data) {
+    data.clear();
+    for (auto& t : tensors) {
+        t.offsets = {data.size(), data.size() + t.bytes.size()};
+        data += t.bytes;
+    }
+}
+
 // The JSON header; tensors must have their offsets assigned. Padded with spaces to a multiple of
 // 8 bytes, as the reference writer does.
 inline std::string safetensors_header(const std::vector<FixtureTensor>& tensors, const std::string& metadata = "") {

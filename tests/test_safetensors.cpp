@@ -216,15 +216,21 @@ TEST_CASE("malformed safetensors files are refused with a message naming the pro
         std::string what, file, message;
     };
     std::vector<Case> cases = {
-        {"empty file", "", "truncated: 0 bytes"},
-        {"truncated inside the header length", good.substr(0, 5), "truncated: 5 bytes"},
+        {"empty file", "", "not a safetensors file: 0 bytes"},
+        {"truncated inside the header length", good.substr(0, 5), "not a safetensors file: 5 bytes"},
         {"header length past the end", test::length_prefix(1 << 20) + good.substr(8), "runs past the end of the file"},
-        {"header length over the limit", test::length_prefix(std::uint64_t{1} << 40) + good.substr(8), "runs past the end"},
+        {"header length over the limit", test::length_prefix(std::uint64_t{1} << 40) + good.substr(8),
+         "not a safetensors file: its first 8 bytes give a header length of 1099511627776"},
+        {"text", "{\"n_layer\": 2, \"n_embd\": 32}\n", "not a safetensors file: its first 8 bytes give"},
         {"file cut inside the data", good.substr(0, good.size() - 10), "run past the end of the data section"},
         {"malformed JSON", with_header("{\"wte.weight\": {\"dtype\": "), "the header is not valid JSON"},
         {"trailing garbage after the JSON", with_header("{} x"), "the header is not valid JSON"},
+        // nlohmann's lexer would end the input at the NUL and never see what follows.
+        {"a NUL byte after the JSON", with_header(std::string("{}\0 x", 5)), "the header is not valid JSON: a NUL byte at offset 2"},
+        {"NUL padding", with_header(std::string("{}\0\0\0\0\0\0", 8)), "a NUL byte at offset 2"},
         {"invalid UTF-8", with_header("{\"w\xff\": 1}"), "the header is not valid JSON"},
-        {"header not an object", with_header("[1, 2]"), "the header must be a JSON object"},
+        {"header not an object", with_header("[1, 2]"), "not a safetensors file: the header after the 8-byte length does not begin with '{'"},
+        {"header after a space", with_header(" {}"), "does not begin with '{'"},
         {"duplicate tensor names",
          with_header(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
                      std::string(8, '\0')),
@@ -265,6 +271,46 @@ TEST_CASE("malformed safetensors files are refused with a message naming the pro
         INFO(message);
         CHECK(message.starts_with("fixture.safetensors: "));
         CHECK(contains(message, c.message));
+    }
+}
+
+// The safetensors reference reader's rule: the tensors' byte ranges tile the data section, from
+// its first byte to its last. Anything else means the header does not describe the file.
+TEST_CASE("bytes after the last tensor or between two tensors are refused", "[checkpoint]") {
+    const std::string good = test::safetensors_file(base_tensors());
+    CHECK(bytes_error(good + "xyz").starts_with("fixture.safetensors: 3 bytes after the last tensor's data"));
+    CHECK(bytes_error(good + std::string(1, '\0')).starts_with("fixture.safetensors: 1 byte after the last tensor's data"));
+
+    auto tensors = base_tensors();
+    test::assign_offsets(tensors);
+    constexpr std::uint64_t kHole = 4;
+    for (std::size_t i = 1; i < tensors.size(); ++i)
+        tensors[i].offsets = {tensors[i].offsets->first + kHole, tensors[i].offsets->second + kHole};
+    std::string data = tensors[0].bytes + std::string(kHole, '\0');
+    for (std::size_t i = 1; i < tensors.size(); ++i) data += tensors[i].bytes;
+    const std::string header = test::safetensors_header(tensors);
+    const auto message = bytes_error(test::length_prefix(header.size()) + header + data);
+    INFO(message);
+    const auto hole_at = std::to_string(tensors[0].bytes.size());
+    CHECK(contains(message, "bytes " + hole_at + ".." + std::to_string(tensors[0].bytes.size() + kHole) +
+                                " of the data section belong to no tensor"));
+}
+
+// A length a few bytes short still ends inside the header's space padding, so the JSON parses;
+// every tensor is then read a few bytes early, which gave NaN logits and exit code 0.
+TEST_CASE("a header length a few bytes short is refused although the header still parses", "[checkpoint]") {
+    auto tensors = base_tensors();
+    std::string data;
+    test::lay_out(tensors, data);
+    const std::string header = test::safetensors_header(tensors) + std::string(8, ' ');
+    REQUIRE(bytes_error(test::length_prefix(header.size()) + header + data) == "loaded");
+    for (const std::size_t k : {1, 2, 8}) {
+        INFO(k << " bytes short");
+        const auto message = bytes_error(test::length_prefix(header.size() - k) + header + data);
+        INFO(message);
+        CHECK(message.starts_with("fixture.safetensors: " + std::to_string(k) + (k == 1 ? " byte" : " bytes") +
+                                  " after the last tensor's data"));
+        CHECK(contains(message, "the header length looks " + std::to_string(k)));
     }
 }
 
@@ -343,6 +389,7 @@ TEST_CASE("config.json decides the shape, and a model or config of another GPT-2
     CHECK(contains(config_error("eps", replaced("\"layer_norm_epsilon\": 9.99999975e-06", "\"layer_norm_epsilon\": -1")),
                    "\"layer_norm_epsilon\" must be a positive number"));
     CHECK(contains(config_error("bad_json", "{\"n_layer\": 2,}"), "config.json: config.json is not valid JSON"));
+    CHECK(contains(config_error("nul", test::gpt2_config_json(kModel) + std::string("\0{", 2)), "a NUL byte at offset"));
     CHECK(contains(config_error("untied", replaced("\"n_inner\": null", "\"tie_word_embeddings\": false")),
                    "there is no lm_head.weight, and config.json unties it from wte"));
     CHECK(contains(config_error("scaled", replaced("\"n_inner\": null", "\"scale_attn_weights\": false")),
@@ -400,6 +447,53 @@ TEST_CASE("bad checkpoints exit with status 2 from the binary, and nothing is wr
     CHECK_FALSE(fs::exists(tmp.file("m.db")));
     r = run_sweetspot("list '" + tmp.file("m.toml") + "'");
     CHECK(r.exit_code == 2);
+}
+
+// Files that are not safetensors at all, or whose data the header does not describe, are refused
+// before the output is opened: an existing output keeps its bytes and a missing one stays missing.
+TEST_CASE("sweetspot logits refuses files that are not safetensors or not what their header says", "[checkpoint][cli]") {
+    TempDir tmp;
+    const std::string config = test::gpt2_config_json(kModel);
+    auto tensors = base_tensors();
+    std::string data;
+    test::lay_out(tensors, data);
+    const std::string header = test::safetensors_header(tensors) + std::string(8, ' ');
+    const std::string sqlite = std::string("SQLite format 3\0", 16) + std::string(4080, '\x01');
+
+    struct Case {
+        std::string what, weights, model, message;
+    };
+    const std::vector<Case> cases = {
+        {"trailing bytes", write_checkpoint_dir(tmp, "trailing", test::safetensors_file(base_tensors()) + "junk", config), "",
+         "trailing/model.safetensors: 4 bytes after the last tensor's data"},
+        {"header length one byte short",
+         write_checkpoint_dir(tmp, "short", test::length_prefix(header.size() - 1) + header + data, config), "",
+         "short/model.safetensors: 1 byte after the last tensor's data"},
+        {"an SQLite database", tmp.file("junk.db"), "", tmp.file("junk.db") + ": not a safetensors file"},
+        {"an SQLite database, with --model", tmp.file("junk.db"), "tiny", tmp.file("junk.db") + ": not a safetensors file"},
+        {"text", tmp.file("notes.txt"), "", tmp.file("notes.txt") + ": not a safetensors file"},
+    };
+    write_file(tmp.file("junk.db"), sqlite);
+    write_file(tmp.file("notes.txt"), "These are not the weights you are looking for.\n");
+    const std::string out = tmp.file("out.npy");
+    const std::string kept = "bytes that must survive";
+    for (const auto& c : cases) {
+        INFO(c.what);
+        const std::string args = "logits --weights '" + c.weights + "'" + (c.model.empty() ? "" : " --model " + c.model) +
+                                 " --tokens 1,2,3 --backend host -o '" + out + "'";
+        write_file(out, kept);
+        auto r = run_sweetspot(args);
+        INFO(r.output);
+        CHECK(r.exit_code == 2);
+        CHECK(contains(r.output, c.message));
+        std::ifstream f(out, std::ios::binary);
+        const bool unchanged = std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>()) == kept;
+        CHECK(unchanged);
+        fs::remove(out);
+        r = run_sweetspot(args);
+        CHECK(r.exit_code == 2);
+        CHECK_FALSE(fs::exists(out));
+    }
 }
 
 TEST_CASE("a sweep runs cells on checkpoint weights", "[checkpoint][cli]") {
