@@ -1,10 +1,12 @@
 #include "harness/cell.hpp"
 
+#include "kernels/checked_math.hpp"
 #include "kernels/weight_layout.hpp"
 
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <random>
 #include <stdexcept>
@@ -36,6 +38,66 @@ std::optional<Int> parse_int(std::string_view s) {
     return v;
 }
 
+// A non-negative decimal number as written, digits · 10^exponent, so that sizes and percentages
+// are resolved in integers: in doubles 2.01 · 1000 is 2009.99..., one byte short of "2.01KB".
+struct Decimal {
+    std::int64_t digits = 0;
+    int exponent = 0;
+};
+
+// "12", "1.5", ".5", "1e-05" (as format_number writes small numbers). At most 18 significant
+// digits, which fit an int64 exactly.
+std::optional<Decimal> parse_decimal(std::string_view s) {
+    Decimal d;
+    int significant = 0;
+    bool any_digit = false, after_point = false;
+    std::size_t i = 0;
+    for (; i < s.size(); ++i) {
+        const char c = s[i];
+        if (c == '.' && !after_point) {
+            after_point = true;
+            continue;
+        }
+        if (c < '0' || c > '9') break;
+        any_digit = true;
+        if (d.digits == 0 && c == '0') {
+            if (after_point) --d.exponent;
+            continue;
+        }
+        if (++significant > 18) return std::nullopt;
+        d.digits = d.digits * 10 + (c - '0');
+        if (after_point) --d.exponent;
+    }
+    if (!any_digit) return std::nullopt;
+    if (i < s.size()) {
+        if (s[i] != 'e' && s[i] != 'E') return std::nullopt;
+        std::string_view e = s.substr(i + 1);
+        if (!e.empty() && e.front() == '+') e.remove_prefix(1);
+        const auto shift = parse_int<int>(e);
+        if (!shift || *shift < -400 || *shift > 400) return std::nullopt;
+        d.exponent += *shift;
+    }
+    return d;
+}
+
+// floor(d · numerator / denominator), computed exactly; nothing when it does not fit an int64.
+// With numerator < 2^63 and denominator ≤ 100, every intermediate fits in 128 bits.
+std::optional<std::int64_t> floor_scaled(Decimal d, std::int64_t numerator, std::int64_t denominator) {
+    using Wide = __int128;
+    for (; d.exponent > 0; --d.exponent) {
+        const auto shifted = try_mul(d.digits, 10);
+        if (!shifted) return std::nullopt;
+        d.digits = *shifted;
+    }
+    const Wide top = static_cast<Wide>(d.digits) * numerator;  // < 2^126
+    Wide bottom = denominator;
+    if (d.exponent <= -37) return 0;  // then digits < 10^18, top < 10^37 ≤ bottom
+    for (; d.exponent < 0; ++d.exponent) bottom *= 10;  // ≤ 100 · 10^36 < 2^127
+    const Wide result = top / bottom;
+    if (result > std::numeric_limits<std::int64_t>::max()) return std::nullopt;
+    return static_cast<std::int64_t>(result);
+}
+
 }  // namespace
 
 std::string format_number(double v) {
@@ -57,7 +119,7 @@ std::optional<Prefetch> Prefetch::parse(std::string_view s) {
     if (s == "off") return Prefetch{};
     if (s == "jit") return Prefetch{Kind::jit, 0};
     auto d = parse_int<int>(s);
-    if (!d || *d < 1) return std::nullopt;
+    if (!d || *d < 1 || *d > AxisLimits::prefetch_depth) return std::nullopt;
     return Prefetch{Kind::depth, *d};
 }
 
@@ -74,29 +136,35 @@ std::optional<Budget> Budget::parse(std::string_view raw) {
         if (!v || *v <= 0 || *v > 100) return std::nullopt;
         return Budget{Kind::percent, *v};
     }
-    static const std::map<std::string, double> units = {
-        {"B", 1.0},           {"KB", 1e3},           {"MB", 1e6},           {"GB", 1e9},
-        {"TB", 1e12},         {"KiB", 1024.0},       {"MiB", 1048576.0},    {"GiB", 1073741824.0},
-        {"TiB", 1099511627776.0}};
+    static const std::map<std::string, std::int64_t> units = {
+        {"B", 1},           {"KB", 1'000},      {"MB", 1'000'000},  {"GB", 1'000'000'000}, {"TB", 1'000'000'000'000},
+        {"KiB", 1LL << 10}, {"MiB", 1LL << 20}, {"GiB", 1LL << 30}, {"TiB", 1LL << 40}};
     std::size_t i = 0;
     while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
-    auto v = parse_number(std::string_view(s).substr(0, i));
+    const auto number = parse_decimal(std::string_view(s).substr(0, i));
     const std::string unit = trim(std::string_view(s).substr(i));
-    double scale = 1.0;
+    std::int64_t scale = 1;
     if (!unit.empty()) {
         auto u = units.find(unit);
         if (u == units.end()) return std::nullopt;
         scale = u->second;
     }
-    if (!v || *v <= 0) return std::nullopt;
-    const double bytes = std::floor(*v * scale);
-    if (bytes < 1 || bytes > 9.0e18) return std::nullopt;
-    return Budget{Kind::bytes, bytes};
+    if (!number) return std::nullopt;
+    const auto bytes = floor_scaled(*number, scale, 1);
+    if (!bytes || *bytes < 1 || *bytes > AxisLimits::budget_bytes) return std::nullopt;
+    return Budget{Kind::bytes, static_cast<double>(*bytes)};
 }
 
 std::int64_t Budget::resolve(std::int64_t weight_bytes) const {
     if (kind == Kind::bytes) return static_cast<std::int64_t>(value);
-    return static_cast<std::int64_t>(std::floor(static_cast<double>(weight_bytes) * value / 100.0));
+    // From the text the cell is keyed by, so every process resolves the same percentage.
+    const auto percent = parse_decimal(format_number(value));
+    const auto bytes = percent && weight_bytes >= 0 ? floor_scaled(*percent, weight_bytes, 100) : std::nullopt;
+    if (!bytes) {
+        throw std::invalid_argument("a budget of " + text() + " of " + std::to_string(weight_bytes) +
+                                    " weight bytes is not a byte count");
+    }
+    return *bytes;
 }
 
 std::optional<double> parse_duration_s(std::string_view raw) {
@@ -117,7 +185,8 @@ std::optional<double> parse_duration_s(std::string_view raw) {
 
 std::int64_t CellParams::weight_bytes() const {
     // The layout's total, padding included: what the backends actually place, so "100%" holds it.
-    return WeightLayout::for_model(model).total_numel * static_cast<std::int64_t>(dtype_size(dtype));
+    return checked_mul(WeightLayout::total_numel_of(model), static_cast<std::int64_t>(dtype_size(dtype)),
+                       "the weight bytes of model '" + model.name + "'");
 }
 
 std::string CellParams::canonical() const {

@@ -21,7 +21,23 @@ inline const std::vector<std::string> kEvictNames = {"migrate", "read-mostly"};
 // Injected failures, so the harness's own crash handling can be tested end to end.
 inline const std::vector<std::string> kDebugFaultNames = {"none", "segfault", "abort", "hang", "exit"};
 
-// prefetch = "off" | "jit" | look-ahead depth in layers (an integer >= 1).
+// Bounds of the integer axes, far above any real sweep. They keep a cell's derived sizes from
+// overflowing (batch × seq × vocab logits, streaming slots = depth + 1) and its loops and
+// allocations from growing with a mistyped number.
+struct AxisLimits {
+    static constexpr int tokens = 1 << 20;  // batch × seq, tokens per forward
+    static constexpr int streams = 1024;
+    static constexpr int prefetch_depth = ModelLimits::layers;
+    static constexpr int iterations = 1'000'000;  // warmups, iterations, trace_iterations each
+    // 2^53 (8 PiB): every byte count up to it is exact in a double, as Budget stores it.
+    static constexpr std::int64_t budget_bytes = std::int64_t{1} << 53;
+    // Starting a cell process and building even the smallest model takes a good part of a
+    // second, so a shorter per-cell timeout could only time out.
+    static constexpr double min_timeout_s = 1.0;
+};
+
+// prefetch = "off" | "jit" | look-ahead depth in layers (an integer from 1 to
+// AxisLimits::prefetch_depth).
 struct Prefetch {
     enum class Kind { off, jit, depth } kind = Kind::off;
     int depth = 0;
@@ -31,14 +47,18 @@ struct Prefetch {
     bool operator==(const Prefetch&) const = default;
 };
 
-// budget = device bytes the backend may keep weights in: bytes, "12GiB"/"512MB", or "50%" of
-// the weights. Stored both as written and resolved to bytes.
+// budget = device bytes the backend may keep weights in: bytes, "12GiB"/"512MB" (decimal and
+// binary units), or "50%" of the weights. Sizes are exact ("2.01KB" is 2010 bytes, the fraction of
+// a byte dropped) and at most AxisLimits::budget_bytes.
 struct Budget {
     enum class Kind { bytes, percent } kind = Kind::percent;
     double value = 100.0;
 
     std::string text() const;
     static std::optional<Budget> parse(std::string_view s);
+    // Bytes, or the percentage of `weight_bytes` as text() spells it, rounded down, computed
+    // exactly (in integers, not doubles). Throws std::invalid_argument for negative weights or a
+    // percentage parse() does not give.
     std::int64_t resolve(std::int64_t weight_bytes) const;
     bool operator==(const Budget&) const = default;
 };
@@ -70,7 +90,9 @@ struct CellParams {
     double timeout_s = 600;  // not part of the key: it bounds the run, it does not change it
     std::string debug_fault = "none";
 
-    // Bytes of all weights in the cell's dtype as laid out (tensors aligned for the GPU).
+    // Bytes of all weights in the cell's dtype as laid out (tensors aligned for the GPU). Throws
+    // std::invalid_argument for a shape ModelConfig::validate refuses, std::overflow_error when
+    // the size does not fit in 64 bits.
     std::int64_t weight_bytes() const;
     std::int64_t budget_bytes() const { return budget.resolve(weight_bytes()); }
 
@@ -90,7 +112,8 @@ struct CellParams {
 };
 
 std::string fnv1a64_hex(std::string_view data);
-// Shortest exact-enough text of a number ("%.9g"), as used in canonical cell text.
+// Shortest exact-enough text of a number ("%.9g"), as used in canonical cell text and in
+// messages ("1e-300", where std::to_string says "0.000000").
 std::string format_number(double v);
 
 }  // namespace sweetspot

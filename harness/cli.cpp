@@ -108,15 +108,15 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
     if (vm.count("only")) keep_only(matrix, vm["only"].as<std::vector<std::string>>());
     require_loadable_weights(matrix.cells);
     RunOptions opt;
-    opt.db_path = vm.count("db") ? vm["db"].as<std::string>() : "results/" + matrix.name + ".db";
+    opt.db_path = vm.count("db") ? vm["db"].as<std::string>() : default_db_path(matrix);
     opt.rerun = vm["rerun"].as<bool>();
     opt.allow_oversubscription = vm["allow-oversubscription"].as<bool>();
     opt.collect = collector_choice(vm["collector"].as<std::string>());
     opt.command_line = command_line;
     if (vm.count("timeout")) {
         opt.timeout_override_s = parse_duration_s(vm["timeout"].as<std::string>());
-        if (!opt.timeout_override_s || *opt.timeout_override_s < kMinTimeoutS)
-            throw po::error("--timeout expects a duration of at least " + format_number(kMinTimeoutS) +
+        if (!opt.timeout_override_s || *opt.timeout_override_s < AxisLimits::min_timeout_s)
+            throw po::error("--timeout expects a duration of at least " + format_number(AxisLimits::min_timeout_s) +
                             " s such as \"90s\", \"10m\" or a number of seconds, got '" + vm["timeout"].as<std::string>() + "'");
     }
     std::cerr << "sweetspot: " << matrix.cells.size() << " cells from " << matrix.path << " -> " << opt.db_path << "\n";

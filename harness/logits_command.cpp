@@ -72,6 +72,9 @@ int write_logits(const LogitsRequest& r, std::ostream& report) {
     const int batch = given ? static_cast<int>(r.tokens.size()) : r.batch;
     const int seq = given ? static_cast<int>(r.tokens.front().size()) : r.seq;
     if (batch < 1 || seq < 1) throw std::invalid_argument("--batch and --seq must be at least 1");
+    if (static_cast<std::int64_t>(batch) * seq > AxisLimits::tokens)
+        throw std::invalid_argument(std::to_string(batch) + " sequences of " + std::to_string(seq) + " tokens are more than the " +
+                                    std::to_string(AxisLimits::tokens) + " tokens a forward may have");
     if (seq > model.max_positions)
         throw std::invalid_argument(std::to_string(seq) + " tokens per sequence, but model '" + model.name + "' allows " +
                                     std::to_string(model.max_positions));

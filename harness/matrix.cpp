@@ -2,9 +2,10 @@
 
 #include <toml++/toml.h>
 
+#include "kernels/checked_math.hpp"
+
 #include <algorithm>
 #include <cerrno>
-#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -23,21 +24,48 @@
 // built from them, so a value that passed its check cannot fail later.
 
 namespace sweetspot {
+
+std::string escape_controls(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (const char c : text) {
+        const auto byte = static_cast<unsigned char>(c);
+        if (byte >= 0x20 && byte != 0x7f) {
+            out += c;
+            continue;
+        }
+        switch (c) {
+            case '\0': out += "\\0"; break;
+            case '\n': out += "\\n"; break;
+            case '\r': out += "\\r"; break;
+            case '\t': out += "\\t"; break;
+            default: {
+                char hex[5];
+                std::snprintf(hex, sizeof hex, "\\x%02x", byte);
+                out += hex;
+            }
+        }
+    }
+    return out;
+}
+
 namespace {
 
 std::string position_text(const std::string& file, int line, int column) {
-    if (line <= 0) return file;
-    return file + ":" + std::to_string(line) + ":" + std::to_string(column);
+    if (line <= 0) return escape_controls(file);
+    return escape_controls(file) + ":" + std::to_string(line) + ":" + std::to_string(column);
 }
 
 }  // namespace
 
+// Messages quote keys, values and names from the file; escaping here, where every message
+// passes, keeps a stray ESC or NUL from reaching the terminal whatever the message quotes.
 MatrixError::MatrixError(std::string file, int line, int column, const std::string& message)
-    : std::runtime_error(position_text(file, line, column) + ": error: " + message),
+    : std::runtime_error(position_text(file, line, column) + ": error: " + escape_controls(message)),
       file_(std::move(file)),
       line_(line),
       column_(column),
-      message_(message) {}
+      message_(escape_controls(message)) {}
 
 namespace {
 
@@ -49,20 +77,14 @@ std::string join(const std::vector<std::string>& items) {
     return out;
 }
 
-// A string as TOML would write it, so that messages show blanks and line breaks.
+// A string as TOML would write it, so that messages show blanks, line breaks and control bytes.
 std::string in_quotes(std::string_view s) {
     std::string out = "\"";
-    for (char c : s) {
-        switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
-            default: out += c;
-        }
+    for (const char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
     }
-    return out + "\"";
+    return escape_controls(out + "\"");
 }
 
 // Optimal string alignment distance: insertions, deletions, substitutions and transpositions
@@ -95,6 +117,9 @@ std::string suggestion(std::string_view word, const std::vector<std::string>& ca
     const std::string* best = nullptr;
     std::size_t best_distance = 3;
     for (const auto& c : candidates) {
+        // Lengths that differ by three or more are three edits apart at least; skipping them
+        // keeps a mistyped 100 KB key from costing a 100 KB-row table per candidate.
+        if (std::max(word.size(), c.size()) - std::min(word.size(), c.size()) >= best_distance) continue;
         const std::size_t d = edit_distance(word, c);
         if (d < best_distance) {
             best = &c;
@@ -154,12 +179,14 @@ std::int64_t integer_at_least(std::string_view key, const toml::node& n, std::in
     return v->get();
 }
 
-double positive_number(std::string_view key, const toml::node& n) {
+// Checked before it becomes a float, where 1e-300 would silently be 0.
+float layer_norm_epsilon(const toml::node& n) {
     const auto v = n.value<double>();  // integers convert too
-    if (!n.is_number() || !v || !std::isfinite(*v) || *v <= 0) {
-        throw Invalid{key_text(key) + " must be a number > 0, got " + describe(n)};
+    if (!n.is_number() || !v || !(*v >= ModelLimits::min_ln_eps && *v <= ModelLimits::max_ln_eps)) {
+        throw Invalid{"'ln_eps' must be a number from " + format_number(ModelLimits::min_ln_eps) + " to " +
+                      format_number(ModelLimits::max_ln_eps) + ", got " + describe(n)};
     }
-    return *v;
+    return static_cast<float>(*v);
 }
 
 std::string any_string(std::string_view key, const toml::node& n) {
@@ -168,11 +195,17 @@ std::string any_string(std::string_view key, const toml::node& n) {
     return s->get();
 }
 
-// Names and paths end up in the line-based canonical text of a cell, hence one line.
+bool has_control_byte(std::string_view s) {
+    return std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
+
+// Names and paths end up in the line-based canonical text of a cell, in a cell process's command
+// line (where a NUL would cut them short) and on the terminal, hence one line, no control bytes.
 std::string single_line_string(std::string_view key, const toml::node& n) {
     std::string s = any_string(key, n);
-    if (s.empty() || s.find_first_of("\r\n") != std::string::npos) {
-        throw Invalid{key_text(key) + " must be a non-empty string on one line, got " + describe(n)};
+    if (s.empty() || has_control_byte(s)) {
+        throw Invalid{key_text(key) + " must be a non-empty string on one line, got " + describe(n) +
+                      (s.empty() ? "" : ", which has control characters")};
     }
     return s;
 }
@@ -190,7 +223,10 @@ std::string prefetch_text(const toml::node& n) {
     std::optional<Prefetch> p;
     if (const auto* i = n.as_integer()) p = Prefetch::parse(std::to_string(i->get()));
     if (const auto* s = n.as_string()) p = Prefetch::parse(s->get());
-    if (!p) throw Invalid{"'prefetch' must be \"off\", \"jit\" or a look-ahead depth >= 1, got " + describe(n)};
+    if (!p) {
+        throw Invalid{"'prefetch' must be \"off\", \"jit\" or a look-ahead depth >= 1, got " + describe(n) +
+                      "; the depth is at most " + std::to_string(AxisLimits::prefetch_depth)};
+    }
     return p->text();
 }
 
@@ -199,8 +235,9 @@ std::string budget_text(const toml::node& n) {
     if (const auto* i = n.as_integer()) b = Budget::parse(std::to_string(i->get()));
     if (const auto* s = n.as_string()) b = Budget::parse(s->get());
     if (!b) {
-        throw Invalid{"'budget' must be a byte count > 0, a size such as \"12GiB\" or \"512MB\", or a "
-                      "percentage of the weights in (0%, 100%] such as \"50%\", got " + describe(n)};
+        throw Invalid{"'budget' must be a byte count > 0, a size such as \"12GiB\" or \"512MB\", or a percentage "
+                      "of the weights in (0%, 100%] such as \"50%\", got " + describe(n) +
+                      "; a byte count or size is at most " + std::to_string(AxisLimits::budget_bytes) + " (8 PiB)"};
     }
     return b->text();
 }
@@ -209,9 +246,9 @@ std::string timeout_text(const toml::node& n) {
     std::optional<double> seconds;
     if (n.is_number()) seconds = n.value<double>();
     if (const auto* s = n.as_string()) seconds = parse_duration_s(s->get());
-    if (!seconds || !std::isfinite(*seconds) || *seconds <= 0) {
+    if (!seconds || !std::isfinite(*seconds) || *seconds < AxisLimits::min_timeout_s) {
         throw Invalid{"'timeout' must be a duration such as \"90s\", \"10m\" or \"1h\", or a number of "
-                      "seconds > 0, got " + describe(n)};
+                      "seconds of at least " + format_number(AxisLimits::min_timeout_s) + ", got " + describe(n)};
     }
     return format_number(*seconds);
 }
@@ -270,10 +307,10 @@ Axis enum_axis(std::string name, std::string fallback, const std::vector<std::st
             [field](CellParams& c, const std::string& v, const ModelCatalog&) { c.*field = v; }};
 }
 
-Axis int_axis(std::string name, int fallback, int min, int CellParams::*field) {
+Axis int_axis(std::string name, int fallback, int min, int max, int CellParams::*field) {
     return {name, std::to_string(fallback),
-            [name, min](const toml::node& n, const ModelCatalog&) {
-                return std::to_string(integer_at_least(name, n, min, INT_MAX));
+            [name, min, max](const toml::node& n, const ModelCatalog&) {
+                return std::to_string(integer_at_least(name, n, min, max));
             },
             [field](CellParams& c, const std::string& v, const ModelCatalog&) { c.*field = std::stoi(v); }};
 }
@@ -302,9 +339,9 @@ const std::vector<Axis>& axes() {
         enum_axis("backend", "host", kBackendNames, &CellParams::backend),
         {"dtype", "fp32", [](const toml::node& n, const ModelCatalog&) { return one_of("dtype", n, kDTypeNames); },
          [](CellParams& c, const std::string& v, const ModelCatalog&) { c.dtype = parse_dtype(v).value(); }},
-        int_axis("batch", 1, 1, &CellParams::batch),
-        int_axis("seq", 64, 1, &CellParams::seq),
-        int_axis("streams", 1, 0, &CellParams::streams),
+        int_axis("batch", 1, 1, AxisLimits::tokens, &CellParams::batch),
+        int_axis("seq", 64, 1, ModelLimits::positions, &CellParams::seq),
+        int_axis("streams", 1, 0, AxisLimits::streams, &CellParams::streams),
         {"prefetch", "off", [](const toml::node& n, const ModelCatalog&) { return prefetch_text(n); },
          [](CellParams& c, const std::string& v, const ModelCatalog&) { c.prefetch = Prefetch::parse(v).value(); }},
         {"budget", "100%", [](const toml::node& n, const ModelCatalog&) { return budget_text(n); },
@@ -317,9 +354,9 @@ const std::vector<Axis>& axes() {
         {"weights", "synthetic",
          [](const toml::node& n, const ModelCatalog&) { return single_line_string("weights", n); },
          [](CellParams& c, const std::string& v, const ModelCatalog&) { c.weights = v; }},
-        int_axis("warmups", 1, 0, &CellParams::warmups),
-        int_axis("iterations", 5, 1, &CellParams::iterations),
-        int_axis("trace_iterations", 0, 0, &CellParams::trace_iterations),
+        int_axis("warmups", 1, 0, AxisLimits::iterations, &CellParams::warmups),
+        int_axis("iterations", 5, 1, AxisLimits::iterations, &CellParams::iterations),
+        int_axis("trace_iterations", 0, 0, AxisLimits::iterations, &CellParams::trace_iterations),
         {"seed", "1",
          [](const toml::node& n, const ModelCatalog&) {
              return std::to_string(integer_at_least("seed", n, 0, std::numeric_limits<std::int64_t>::max()));
@@ -421,13 +458,26 @@ void for_each_combination(const Assignment& base, const std::vector<Setting>& se
     }
 }
 
-// A typo such as an extra list element in every axis should fail fast, not exhaust memory.
-constexpr double kMaxCellsPerSweep = 100000;
+// Cells a whole matrix may expand to, counted before exclusions and duplicates: a typo such as
+// an extra list element in every axis, or many sweeps, must fail fast, not exhaust memory
+// (`list` shows this many in a few seconds and about 100 MB).
+constexpr std::int64_t kMaxCells = 100000;
 
-double combination_count(const std::vector<Setting>& settings) {
-    double n = 1;
-    for (const auto& s : settings) n *= static_cast<double>(s.values.size());
+// Each cell is compared with every value of every exclusion that applies to it, so exclusions
+// are bounded too: with kMaxCells, about 10^8 comparisons at most.
+constexpr std::int64_t kMaxExclusionValues = 1000;
+
+// The number of combinations of the settings' values; nothing when it does not fit an int64.
+std::optional<std::int64_t> combination_count(const std::vector<Setting>& settings) {
+    std::optional<std::int64_t> n = 1;
+    for (const auto& s : settings) {
+        if (n) n = try_mul(*n, static_cast<std::int64_t>(s.values.size()));
+    }
     return n;
+}
+
+std::string count_text(std::optional<std::int64_t> n) {
+    return n ? std::to_string(*n) : "more than " + std::to_string(std::numeric_limits<std::int64_t>::max());
 }
 
 // A key and its value, for walking a table in the order it was written (toml::table is
@@ -451,10 +501,13 @@ const std::vector<std::string> kModelKeys = {"name", "base", "layers", "hidden",
 struct ShapeKey {
     const char* key;
     int ModelConfig::*field;
+    int max;
 };
-const ShapeKey kShapeKeys[] = {{"layers", &ModelConfig::n_layer},   {"hidden", &ModelConfig::n_embd},
-                               {"heads", &ModelConfig::n_head},     {"vocab", &ModelConfig::vocab_size},
-                               {"positions", &ModelConfig::max_positions}};
+const ShapeKey kShapeKeys[] = {{"layers", &ModelConfig::n_layer, ModelLimits::layers},
+                               {"hidden", &ModelConfig::n_embd, ModelLimits::hidden},
+                               {"heads", &ModelConfig::n_head, ModelLimits::hidden},
+                               {"vocab", &ModelConfig::vocab_size, ModelLimits::vocab},
+                               {"positions", &ModelConfig::max_positions, ModelLimits::positions}};
 const char* const kRequiredShapeKeys[] = {"layers", "hidden", "heads"};
 
 std::vector<std::string> sweep_keys() {
@@ -502,6 +555,7 @@ private:
     Setting read_setting(std::size_t axis, const toml::node& n) const;
     Value read_value(std::size_t axis, const toml::node& n) const;
 
+    void require_bounded(const std::vector<Sweep>& sweeps) const;
     void expand(Sweep& sweep, Matrix& m);
     CellParams build_cell(const Assignment& cell, const Sweep& sweep) const;
     void require_matched(const std::vector<Exclusion>& exclusions, const std::string& scope) const;
@@ -576,9 +630,40 @@ Matrix MatrixReader::read(std::string_view text) {
     }
     global_exclusions_ = read_exclusions(doc.get("exclude"), "exclude", "in [[exclude]]");
 
+    require_bounded(sweeps);
     for (auto& sweep : sweeps) expand(sweep, m);
     require_matched(global_exclusions_, "the matrix");
     return m;
+}
+
+void MatrixReader::require_bounded(const std::vector<Sweep>& sweeps) const {
+    std::int64_t values = 0;
+    const auto count_values = [&](const std::vector<Exclusion>& exclusions) {
+        for (const auto& e : exclusions) {
+            for (const auto& condition : e.conditions) values += static_cast<std::int64_t>(condition.values.size());
+            if (values > kMaxExclusionValues) {
+                fail(e.where, "the exclusions up to this one name " + std::to_string(values) + " values, more than the " +
+                                  std::to_string(kMaxExclusionValues) + " a matrix may have; narrow the sweeps instead");
+            }
+        }
+    };
+    for (const auto& sweep : sweeps) count_values(sweep.exclusions);
+    count_values(global_exclusions_);
+
+    std::int64_t total = 0;
+    for (const auto& sweep : sweeps) {
+        const auto count = combination_count(sweep.settings);
+        if (!count || *count > kMaxCells) {
+            fail(sweep.where, "sweep '" + sweep.name + "' expands to " + count_text(count) + " cells, more than the " +
+                                  std::to_string(kMaxCells) + " a matrix may have; split it or narrow its lists");
+        }
+        total += *count;  // each at most kMaxCells, so no overflow
+        if (total > kMaxCells) {
+            fail(sweep.where, "the sweeps up to '" + sweep.name + "' expand to " + std::to_string(total) +
+                                  " cells, more than the " + std::to_string(kMaxCells) +
+                                  " a matrix may have; split the matrix into several files or narrow its lists");
+        }
+    }
 }
 
 void MatrixReader::read_models(const toml::node* n) {
@@ -597,14 +682,12 @@ ModelConfig MatrixReader::read_model(const toml::table& t) const {
 
     ModelConfig m = model_start(t, name);
     m.name = name;
-    for (const auto& [key, field] : kShapeKeys) {
+    for (const auto& [key, field, max] : kShapeKeys) {
         if (const toml::node* v = t.get(key)) {
-            m.*field = static_cast<int>(checked(*v, [&] { return integer_at_least(key, *v, 1, INT_MAX); }));
+            m.*field = static_cast<int>(checked(*v, [&] { return integer_at_least(key, *v, 1, max); }));
         }
     }
-    if (const toml::node* v = t.get("ln_eps")) {
-        m.ln_eps = static_cast<float>(checked(*v, [&] { return positive_number("ln_eps", *v); }));
-    }
+    if (const toml::node* v = t.get("ln_eps")) m.ln_eps = checked(*v, [&] { return layer_norm_epsilon(*v); });
     if (const std::string why = m.validate(); !why.empty()) {
         fail(t.source(), "custom model is not a usable shape: " + why);
     }
@@ -699,11 +782,6 @@ Value MatrixReader::read_value(std::size_t axis, const toml::node& n) const {
 }
 
 void MatrixReader::expand(Sweep& sweep, Matrix& m) {
-    const double count = combination_count(sweep.settings);
-    if (count > kMaxCellsPerSweep) {
-        fail(sweep.where, "sweep '" + sweep.name + "' expands to " + format_number(count) + " cells, more than the " +
-                              format_number(kMaxCellsPerSweep) + " allowed; split it or narrow its lists");
-    }
     int kept = 0;
     for_each_combination(defaults_, sweep.settings, [&](const Assignment& cell) {
         const bool excluded_here = mark_matches(sweep.exclusions, cell);
@@ -722,7 +800,7 @@ void MatrixReader::expand(Sweep& sweep, Matrix& m) {
     });
     if (kept == 0) {
         fail(sweep.where, "sweep '" + sweep.name + "' has no cells left: exclusions removed all " +
-                              format_number(count) + " of them");
+                              count_text(combination_count(sweep.settings)) + " of them");
     }
     require_matched(sweep.exclusions, "sweep '" + sweep.name + "'");
 }
@@ -740,6 +818,20 @@ CellParams MatrixReader::build_cell(const Assignment& cell, const Sweep& sweep) 
                                                                        : sweep.where;
         fail(where, "'seq' = " + seq.text + " is longer than model '" + c.model.name + "' allows (" +
                         std::to_string(c.model.max_positions) + " positions)");
+    }
+    if (c.budget_bytes() < 1) {
+        const Value& budget = cell[*find_axis("budget")];
+        fail(has_position(budget.where) ? budget.where : sweep.where,
+             "'budget' = " + budget.text + " of the " + std::to_string(c.weight_bytes()) + " weight bytes of model '" +
+                 c.model.name + "' is less than a byte");
+    }
+    if (static_cast<std::int64_t>(c.batch) * c.seq > AxisLimits::tokens) {
+        const Value& batch = cell[*find_axis("batch")];
+        const Value& seq = cell[*find_axis("seq")];
+        fail(has_position(batch.where) ? batch.where : has_position(seq.where) ? seq.where : sweep.where,
+             "'batch' = " + batch.text + " with 'seq' = " + seq.text + " is " +
+                 std::to_string(static_cast<std::int64_t>(c.batch) * c.seq) + " tokens per forward, more than the " +
+                 std::to_string(AxisLimits::tokens) + " a cell may have");
     }
     return c;
 }
@@ -801,32 +893,80 @@ std::string canonical_filter_value(const std::string& axis, const std::string& v
     return value;
 }
 
+struct Filter {
+    std::string axis;
+    std::set<std::string> values;  // canonical
+};
+
+Filter parse_filter(const std::string& filter, const std::map<std::string, std::string>& known) {
+    const auto eq = filter.find('=');
+    Filter f{filter.substr(0, eq), {}};
+    if (eq == std::string::npos || !known.count(f.axis)) {
+        std::vector<std::string> names;
+        for (const auto& [k, v] : known) names.push_back(k);
+        throw std::invalid_argument("--only expects AXIS=VALUE[,VALUE...] with AXIS one of: " + join(names) +
+                                    "; got '" + escape_controls(filter) + "'");
+    }
+    std::istringstream list(filter.substr(eq + 1));
+    std::string v;
+    while (std::getline(list, v, ',')) f.values.insert(canonical_filter_value(f.axis, v));
+    return f;
+}
+
+// The distinct values `axis` has in `cells`, in the order they first appear.
+std::vector<std::string> values_of(const std::vector<CellParams>& cells, const std::string& axis) {
+    std::vector<std::string> values;
+    std::set<std::string> seen;
+    for (const auto& c : cells) {
+        std::string v = canonical_values(c).at(axis);
+        if (seen.insert(v).second) values.push_back(std::move(v));
+    }
+    return values;
+}
+
+// "1, 2 or 4"; the first twenty of a longer list and how many there are.
+std::string listing(const std::vector<std::string>& values) {
+    constexpr std::size_t kShown = 20;
+    if (values.size() > kShown) {
+        const std::vector<std::string> shown(values.begin(), values.begin() + kShown);
+        return join(shown) + ", ... (" + std::to_string(values.size()) + " values)";
+    }
+    if (values.size() == 1) return values.front();
+    const std::vector<std::string> all_but_last(values.begin(), values.end() - 1);
+    return join(all_but_last) + " or " + values.back();
+}
+
 }  // namespace
 
 void keep_only(Matrix& matrix, const std::vector<std::string>& filters) {
     if (filters.empty() || matrix.cells.empty()) return;
     const auto known = canonical_values(matrix.cells.front());
-    std::vector<std::pair<std::string, std::set<std::string>>> wanted;
-    for (const auto& f : filters) {
-        const auto eq = f.find('=');
-        const std::string axis = f.substr(0, eq);
-        if (eq == std::string::npos || !known.count(axis)) {
-            std::vector<std::string> names;
-            for (const auto& [k, v] : known) names.push_back(k);
-            throw std::invalid_argument("--only expects AXIS=VALUE[,VALUE...] with AXIS one of: " + join(names) +
-                                        "; got '" + f + "'");
+    for (std::size_t i = 0; i < filters.size(); ++i) {
+        const auto [axis, wanted] = parse_filter(filters[i], known);
+        std::vector<CellParams> kept;
+        for (const auto& c : matrix.cells) {
+            if (wanted.count(canonical_values(c).at(axis))) kept.push_back(c);
         }
-        std::set<std::string> values;
-        std::istringstream list(f.substr(eq + 1));
-        std::string v;
-        while (std::getline(list, v, ',')) values.insert(canonical_filter_value(axis, v));
-        wanted.emplace_back(axis, values);
+        if (kept.empty()) {
+            throw std::invalid_argument("--only " + escape_controls(filters[i]) + " matches no cell; " + axis +
+                                        (i == 0 ? " in this matrix is " : " in the cells the --only filters before it keep is ") +
+                                        escape_controls(listing(values_of(matrix.cells, axis))));
+        }
+        matrix.cells = std::move(kept);
     }
-    std::erase_if(matrix.cells, [&](const CellParams& c) {
-        const auto kv = canonical_values(c);
-        return !std::all_of(wanted.begin(), wanted.end(),
-                            [&](const auto& w) { return w.second.count(kv.at(w.first)) > 0; });
-    });
+}
+
+std::string default_db_path(const Matrix& matrix) {
+    constexpr std::size_t kMaxStem = 100;
+    std::string stem;
+    for (const char c : std::string_view(matrix.name).substr(0, kMaxStem)) {
+        const bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                          c == '_' || c == '-';
+        stem += safe ? c : '_';
+    }
+    if (stem.empty()) stem = "matrix";
+    if (stem.front() == '.') stem.front() = '_';  // neither hidden nor "." / ".."
+    return "results/" + stem + ".db";
 }
 
 }  // namespace sweetspot

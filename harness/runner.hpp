@@ -9,10 +9,6 @@
 
 namespace sweetspot {
 
-// The shortest per-cell timeout accepted: starting a cell process and building even the
-// smallest model takes a good part of a second, so anything shorter could only time out.
-inline constexpr double kMinTimeoutS = 1.0;
-
 struct RunOptions {
     std::string db_path;
     bool rerun = false;                      // measure cells that are already ok again

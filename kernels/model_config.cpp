@@ -1,38 +1,61 @@
 #include "kernels/model_config.hpp"
 
-#include <cmath>
+#include <cstdio>
+#include <tuple>
+
+#include "kernels/checked_math.hpp"
 
 namespace sweetspot {
+namespace {
+
+// A number as a message shows it: "1e-30", not std::to_string's "0.000000".
+std::string number_text(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+}
+
+}  // namespace
 
 std::int64_t ModelConfig::n_params() const {
+    const std::string what = "the parameter count of model '" + name + "'";
+    const auto mul = [&](std::int64_t a, std::int64_t b) { return checked_mul(a, b, what); };
+    const auto add = [&](std::int64_t a, std::int64_t b) { return checked_add(a, b, what); };
     const std::int64_t c = n_embd;
-    const std::int64_t v = vocab_size;
-    const std::int64_t p = max_positions;
-    const std::int64_t per_block = 2 * c                // ln_1
-                                   + 3 * c * c + 3 * c  // attn.c_attn
-                                   + c * c + c          // attn.c_proj
-                                   + 2 * c              // ln_2
-                                   + 4 * c * c + 4 * c  // mlp.c_fc
-                                   + 4 * c * c + c;     // mlp.c_proj
-    return v * c + p * c + n_layer * per_block + 2 * c + v * c;
+    const std::int64_t c_squared = mul(c, c);
+    // ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj: 12·c² weights, 13·c others.
+    const std::int64_t per_block = add(mul(12, c_squared), mul(13, c));
+    const std::int64_t embeddings = mul(add(vocab_size, max_positions), c);
+    const std::int64_t head = add(mul(2, c), mul(vocab_size, c));  // ln_f, lm_head
+    return add(add(embeddings, mul(n_layer, per_block)), head);
 }
 
 std::string ModelConfig::validate() const {
     const std::string model = "Model '" + name + "'";
-    const auto must_be_positive = [&](const char* field, int value) {
-        return model + " has " + field + " = " + std::to_string(value) + "; it must be positive.";
+    const auto out_of_range = [&](const char* field, int value, int max) -> std::string {
+        if (value <= 0) return model + " has " + field + " = " + std::to_string(value) + "; it must be positive.";
+        if (value > max) {
+            return model + " has " + field + " = " + std::to_string(value) + "; at most " + std::to_string(max) +
+                   " is supported.";
+        }
+        return {};
     };
-    if (n_layer <= 0) return must_be_positive("n_layer", n_layer);
-    if (n_embd <= 0) return must_be_positive("n_embd", n_embd);
-    if (n_head <= 0) return must_be_positive("n_head", n_head);
-    if (vocab_size <= 0) return must_be_positive("vocab_size", vocab_size);
-    if (max_positions <= 0) return must_be_positive("max_positions", max_positions);
+    for (const auto& [field, value, max] : {std::tuple{"n_layer", n_layer, ModelLimits::layers},
+                                            std::tuple{"n_embd", n_embd, ModelLimits::hidden},
+                                            std::tuple{"n_head", n_head, ModelLimits::hidden},
+                                            std::tuple{"vocab_size", vocab_size, ModelLimits::vocab},
+                                            std::tuple{"max_positions", max_positions, ModelLimits::positions}}) {
+        if (auto why = out_of_range(field, value, max); !why.empty()) return why;
+    }
     if (n_embd % n_head != 0) {
         return model + " has n_embd = " + std::to_string(n_embd) +
                ", which is not divisible by n_head = " + std::to_string(n_head) + ".";
     }
-    if (!(std::isfinite(ln_eps) && ln_eps > 0.0f)) {
-        return model + " has ln_eps = " + std::to_string(ln_eps) + "; it must be a positive finite number.";
+    constexpr auto min_eps = static_cast<float>(ModelLimits::min_ln_eps);
+    constexpr auto max_eps = static_cast<float>(ModelLimits::max_ln_eps);
+    if (!(ln_eps >= min_eps && ln_eps <= max_eps)) {
+        return model + " has ln_eps = " + number_text(ln_eps) + "; it must be a number between " +
+               number_text(ModelLimits::min_ln_eps) + " and " + number_text(ModelLimits::max_ln_eps) + ".";
     }
     return {};
 }

@@ -8,6 +8,21 @@
 
 namespace sweetspot {
 
+// The largest shapes accepted from any source (matrix files, checkpoints' config.json, cell
+// text). Far beyond any real model (GPT-3 175B: 96 layers, hidden 12288, 96 heads, 2048
+// positions), yet small enough that every derived size stays far from 64-bit overflow: all
+// weights of the largest shape take about 2^54 bytes in fp32.
+struct ModelLimits {
+    static constexpr int layers = 1 << 14;     // 16384
+    static constexpr int hidden = 1 << 17;     // 131072, also the most heads (heads divide hidden)
+    static constexpr int vocab = 1 << 24;      // 16777216
+    static constexpr int positions = 1 << 17;  // 131072
+    // Smaller epsilons vanish beside any variance a float activation has; larger ones are no
+    // longer a normalisation.
+    static constexpr double min_ln_eps = 1e-12;
+    static constexpr double max_ln_eps = 1.0;
+};
+
 struct ModelConfig {
     std::string name;
     int n_layer = 0;
@@ -18,7 +33,8 @@ struct ModelConfig {
     float ln_eps = 1e-5f;
 
     int head_dim() const { return n_embd / n_head; }
-    // Parameters of the untied GPT-2 layout (embeddings, blocks, final LN, lm_head).
+    // Parameters of the untied GPT-2 layout (embeddings, blocks, final LN, lm_head); throws
+    // std::overflow_error when they do not fit in 64 bits, which ModelLimits rules out.
     std::int64_t n_params() const;
     // Empty when the shape is usable; otherwise what is wrong, as a sentence.
     std::string validate() const;

@@ -42,7 +42,12 @@ struct WeightLayout {
     std::vector<UnitLayout> units;  // [embedding, block 0 .. block L-1, head]
     std::int64_t total_numel = 0;
 
+    // Both throw std::invalid_argument for a shape validate() refuses and std::overflow_error
+    // when a size does not fit in 64 bits.
     static WeightLayout for_model(const ModelConfig& m);
+    // for_model(m).total_numel without building a unit per block, so sizing a 16384-layer model
+    // costs what sizing a 2-layer one does (every cell a matrix lists is sized).
+    static std::int64_t total_numel_of(const ModelConfig& m);
     static int block_unit(int block) { return 1 + block; }
     int head_unit() const { return static_cast<int>(units.size()) - 1; }
 };

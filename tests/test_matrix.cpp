@@ -2,14 +2,19 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "harness/matrix.hpp"
+#include "kernels/checked_math.hpp"
+#include "kernels/weight_layout.hpp"
 #include "test_support.hpp"
 
 using namespace sweetspot;
@@ -370,4 +375,234 @@ TEST_CASE("unknown keys are reported in the order written", "[matrix]") {
 TEST_CASE("a sweep too large to be intended is refused", "[matrix]") {
     const std::string text = "[[sweep]]\nbatch = " + int_list(1, 400) + "\nseed = " + int_list(0, 400) + "\n";
     CHECK_THAT(error_of(text), ContainsSubstring("expands to 160000 cells"));
+}
+
+// ---- Hardening: found by fuzzing matrix files ----
+
+namespace {
+
+// The MatrixError parsing `text` throws; fails the test when it does not throw.
+MatrixError matrix_error(const std::string& text) {
+    try {
+        parse(text);
+    } catch (const MatrixError& e) {
+        return e;
+    }
+    FAIL("parsed without an error:\n" << text);
+    throw std::logic_error("FAIL returned");  // it throws; this only gives the function its return
+}
+
+bool has_control_byte(const std::string& s) {
+    return std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
+
+// What keep_only throws (std::invalid_argument), or "" when it does not.
+std::string keep_only_error(Matrix m, const std::vector<std::string>& filters) {
+    try {
+        keep_only(m, filters);
+    } catch (const std::invalid_argument& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("the whole matrix is capped, not only each sweep, before any cell is made", "[matrix]") {
+    // Three sweeps of 40 000 cells: each under the cap, together over it.
+    std::string text;
+    for (int i = 0; i < 3; ++i) text += "[[sweep]]\nbatch = " + int_list(1, 200) + "\nseed = " + int_list(0, 200) + "\n";
+    const MatrixError e = matrix_error(text);
+    CHECK(e.line() == 7);  // the sweep that takes the total over
+    CHECK(e.column() == 1);
+    CHECK_THAT(e.message(), ContainsSubstring("expand to 120000 cells") && ContainsSubstring("the 100000 a matrix may have"));
+
+    // A product past 2^63 is counted without wrapping.
+    std::string huge = "[[sweep]]\n";
+    for (const char* axis : {"batch", "warmups", "iterations", "seed", "timeout", "trace_iterations", "streams",
+                             "prefetch", "budget", "seq"}) {
+        huge += std::string(axis) + " = " + int_list(1, 100) + "\n";
+    }
+    CHECK_THAT(matrix_error(huge).message(), ContainsSubstring("expands to more than 9223372036854775807 cells"));
+}
+
+TEST_CASE("custom model dimensions are bounded, at the value, naming the key and the limit", "[matrix]") {
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"layers = 10000000", "'layers' = 10000000 is too large (at most 16384)"},
+        {"layers = 2147483647", "'layers' = 2147483647 is too large (at most 16384)"},
+        {"hidden = 2147483647", "'hidden' = 2147483647 is too large (at most 131072)"},
+        {"heads = 131073", "'heads' = 131073 is too large (at most 131072)"},
+        {"vocab = 16777217", "'vocab' = 16777217 is too large (at most 16777216)"},
+        {"positions = 131073", "'positions' = 131073 is too large (at most 131072)"},
+    };
+    for (const auto& [assignment, expected] : cases) {
+        INFO(assignment);
+        const MatrixError e = matrix_error("[[models]]\nname = \"big\"\nbase = \"tiny\"\n" + assignment + "\n");
+        CHECK(e.line() == 4);
+        CHECK(e.column() == static_cast<int>(assignment.find('=')) + 3);
+        CHECK(e.message() == expected);
+    }
+    // The shape that showed weights of "-94162856853504 B" and "runnable here: yes".
+    CHECK(matrix_error("[[models]]\nname = \"wide\"\nlayers = 1000\nhidden = 2147483647\nheads = 1\n").message() ==
+          "'hidden' = 2147483647 is too large (at most 131072)");
+    // The largest shape allowed is accepted, and sized exactly.
+    const Matrix m = parse("[[models]]\nname = \"largest\"\nlayers = 16384\nhidden = 131072\nheads = 1\n"
+                           "vocab = 16777216\npositions = 131072\n[defaults]\nmodel = \"largest\"\n");
+    REQUIRE(m.cells.size() == 1);
+    CHECK(m.cells[0].model.n_params() == 3'382'142'864'457'728);
+    CHECK(m.cells[0].weight_bytes() == 13'528'571'457'830'912);  // no padding: every size is a multiple of 128
+}
+
+TEST_CASE("integer axes are bounded where a huge value would overflow a size or a loop", "[matrix]") {
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"batch = 2000000", "'batch' = 2000000 is too large (at most 1048576)"},
+        {"seq = 2147483647", "'seq' = 2147483647 is too large (at most 131072)"},
+        {"streams = 5000", "'streams' = 5000 is too large (at most 1024)"},
+        {"iterations = 2147483647", "'iterations' = 2147483647 is too large (at most 1000000)"},
+        {"warmups = 1000001", "'warmups' = 1000001 is too large (at most 1000000)"},
+        {"trace_iterations = 1000001", "'trace_iterations' = 1000001 is too large (at most 1000000)"},
+        {"prefetch = 2147483647", "the depth is at most 16384"},
+        {"budget = 9007199254740993", "at most 9007199254740992 (8 PiB)"},
+        {"budget = \"8193TiB\"", "at most 9007199254740992 (8 PiB)"},
+    };
+    for (const auto& [assignment, expected] : cases) {
+        INFO(assignment);
+        const MatrixError e = matrix_error("[defaults]\n" + assignment + "\n");
+        CHECK(e.line() == 2);
+        CHECK_THAT(e.message(), ContainsSubstring(expected));
+    }
+    CHECK(parse("[defaults]\nbudget = \"8192TiB\"\n").cells[0].budget_bytes() == 9'007'199'254'740'992);
+
+    // batch × seq × vocab logits: a cell may run at most 2^20 tokens per forward.
+    const MatrixError tokens = matrix_error("[defaults]\nmodel = \"gpt2_small\"\nseq = 1024\n[[sweep]]\nbatch = [1, 2048]\n");
+    CHECK(tokens.line() == 5);
+    CHECK(tokens.message() ==
+          "'batch' = 2048 with 'seq' = 1024 is 2097152 tokens per forward, more than the 1048576 a cell may have");
+    CHECK(parse("[defaults]\nmodel = \"gpt2_small\"\nseq = 1024\nbatch = 1024\n").cells.size() == 1);
+}
+
+TEST_CASE("size arithmetic is checked: a shape never gives a wrapped, negative size", "[matrix]") {
+    const ModelConfig wide{"wide", 1000, 2147483647, 1, 50257, 1024, 1e-5f};
+    CHECK_THROWS_AS(wide.n_params(), std::overflow_error);
+    CHECK_THAT(wide.validate(), ContainsSubstring("n_embd = 2147483647; at most 131072 is supported."));
+    CellParams c;
+    c.model = wide;
+    CHECK_THROWS(c.weight_bytes());
+    CHECK_THROWS(c.budget_bytes());
+
+    for (const auto& builtin : builtin_models()) {  // sized without a unit per block, to the same total
+        INFO(builtin.name);
+        CHECK(WeightLayout::total_numel_of(builtin) == WeightLayout::for_model(builtin).total_numel);
+    }
+
+    CHECK(try_mul(std::int64_t{1} << 31, std::int64_t{1} << 31) == std::int64_t{1} << 62);
+    CHECK_FALSE(try_mul(std::int64_t{1} << 32, std::int64_t{1} << 31));
+    CHECK_FALSE(try_add(std::numeric_limits<std::int64_t>::max(), 1));
+    CHECK_THROWS_WITH(checked_mul(std::numeric_limits<std::int64_t>::max(), 2, "the weights of model 'x'"),
+                      ContainsSubstring("the weights of model 'x' overflows 64 bits"));
+    CHECK(checked_add(40, 2, "answer") == 42);
+}
+
+TEST_CASE("the default database is a safe file name directly inside results/", "[matrix]") {
+    const auto path_for = [](const std::string& name) {
+        Matrix m;
+        m.name = name;
+        return default_db_path(m);
+    };
+    CHECK(path_for("demo") == "results/demo.db");
+    CHECK(path_for("bench-13b_v1.2") == "results/bench-13b_v1.2.db");
+    CHECK(path_for("../../escaped") == "results/_._.._escaped.db");
+    CHECK(path_for("/tmp/abs") == "results/_tmp_abs.db");
+    CHECK(path_for(std::string("x\0y", 3)) == "results/x_y.db");
+    CHECK(path_for(".hidden") == "results/_hidden.db");
+    CHECK(path_for("..") == "results/_..db");
+    CHECK(path_for("") == "results/matrix.db");
+    CHECK(path_for("gr\xc3\xbc\xc3\x9f" "e") == "results/gr____e.db");  // "grüße": each UTF-8 byte replaced
+    CHECK(path_for(std::string(300, 'a')) == "results/" + std::string(100, 'a') + ".db");
+    CHECK(default_db_path(parse("name = \"../../escaped\"\n")) == "results/_._.._escaped.db");
+}
+
+TEST_CASE("--only with a value no cell has is an error listing the values there are", "[matrix]") {
+    const Matrix m = parse("[[sweep]]\nmodel = [\"tiny\", \"tiny_odd\"]\nbatch = [1, 2, 4]\n");
+    CHECK(keep_only_error(m, {"batch=16"}) == "--only batch=16 matches no cell; batch in this matrix is 1, 2 or 4");
+    CHECK(keep_only_error(m, {"model=nope"}) == "--only model=nope matches no cell; model in this matrix is tiny or tiny_odd");
+    CHECK(keep_only_error(m, {"model=tiny", "batch=2,4", "batch=1"}) ==
+          "--only batch=1 matches no cell; batch in the cells the --only filters before it keep is 2 or 4");
+    CHECK_THAT(keep_only_error(m, {"batch=\x1b[2J"}), ContainsSubstring("--only batch=\\x1b[2J matches no cell"));
+
+    Matrix partial = m;
+    keep_only(partial, {"batch=2,16", "model=tiny,nope"});  // some values match: fine
+    REQUIRE(partial.cells.size() == 1);
+    CHECK(partial.cells[0].batch == 2);
+    CHECK(partial.cells[0].model.name == "tiny");
+}
+
+TEST_CASE("messages escape the control bytes of keys, values and names", "[matrix]") {
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"[defaults]\n\"ba\\u001btch\" = 1\n", "unknown key 'ba\\x1btch' in [defaults]"},
+        {"[defaults]\n\"cut\\u0000here\" = 1\n", "unknown key 'cut\\0here' in [defaults]"},
+        {"[defaults]\n\"two\\nlines\" = 1\n", "unknown key 'two\\nlines' in [defaults]"},
+        {"[defaults]\nbackend = \"\\u001b[31mred\"\n", "got string \"\\x1b[31mred\", which has control characters"},
+        {"[defaults]\nbatch = \"\\u007f\"\n", "got string \"\\x7f\""},
+        {"name = \"x\\u0000y\"\n", "'name' must be a non-empty string on one line, got string \"x\\0y\""},
+        {"[[models]]\nname = \"m\\u001b\"\nbase = \"tiny\"\n", "got string \"m\\x1b\", which has control characters"},
+        {"[defaults]\nbatch = 1\x1b\n", ""},  // raw in the file: a TOML syntax error
+        {"[defaults]\nbatch = \"1\x01\"\n", ""},
+    };
+    for (const auto& [text, expected] : cases) {
+        INFO(text);
+        const MatrixError e = matrix_error(text);
+        CHECK_THAT(e.message(), ContainsSubstring(expected));
+        CHECK_FALSE(has_control_byte(e.message()));
+        CHECK_FALSE(has_control_byte(e.what()));
+    }
+    CHECK(escape_controls(std::string("a\0b\x1b\n\t\r\x7f\x1f~", 10)) == "a\\0b\\x1b\\n\\t\\r\\x7f\\x1f~");
+}
+
+TEST_CASE("ln_eps is refused where a float would lose it, and numbers print as written", "[matrix]") {
+    const MatrixError tiny = matrix_error("[[models]]\nname = \"m\"\nbase = \"tiny\"\nln_eps = 1e-300\n");
+    CHECK(tiny.line() == 4);
+    CHECK(tiny.column() == 10);
+    CHECK(tiny.message() == "'ln_eps' must be a number from 1e-12 to 1, got float 1e-300");
+    CHECK_THAT(matrix_error("[[models]]\nname = \"m\"\nbase = \"tiny\"\nln_eps = 2.0\n").message(),
+               ContainsSubstring("'ln_eps' must be a number from 1e-12 to 1"));
+    CHECK(parse("[[models]]\nname = \"m\"\nbase = \"tiny\"\nln_eps = 1e-12\n[defaults]\nmodel = \"m\"\n").cells[0].model.ln_eps ==
+          1e-12f);
+
+    ModelConfig m = *find_builtin_model("tiny");
+    m.ln_eps = 1e-30f;
+    CHECK(m.validate() == "Model 'tiny' has ln_eps = 1e-30; it must be a number between 1e-12 and 1.");
+}
+
+TEST_CASE("sizes in decimal and binary units are exact byte counts", "[matrix]") {
+    const std::vector<std::pair<std::string, std::int64_t>> sizes = {
+        {"512MB", 512'000'000},      {"12GB", 12'000'000'000},          {"512MiB", 536'870'912},
+        {"12GiB", 12'884'901'888},   {"1.5GB", 1'500'000'000},          {"100KB", 100'000},
+        {"100KiB", 102'400},         {"2.01KB", 2'010},                 {"4.35GB", 4'350'000'000},
+        {"1TB", 1'000'000'000'000},  {"1TiB", 1'099'511'627'776},       {"1.5 GiB", 1'610'612'736},
+        {"0.1KiB", 102},             {"12884901888", 12'884'901'888},   {"7B", 7},
+    };
+    for (const auto& [text, bytes] : sizes) {
+        INFO(text);
+        const auto b = Budget::parse(text);
+        REQUIRE(b);
+        CHECK(b->kind == Budget::Kind::bytes);
+        CHECK(b->resolve(1) == bytes);
+    }
+    CHECK_FALSE(Budget::parse("0.5B"));  // less than a byte
+
+    const auto half = Budget::parse("50%");
+    REQUIRE(half);
+    CHECK(half->resolve(1'000'001) == 500'000);
+    CHECK(half->resolve(18'014'398'509'481'986) == 9'007'199'254'740'993);  // 2^54 + 2: past a double's integers
+    CHECK(Budget::parse("12.5%")->resolve(1'000) == 125);
+    CHECK(Budget::parse("100%")->resolve(9'223'372'036'854'775'807) == 9'223'372'036'854'775'807);
+
+    // Through a matrix: model tiny in fp32 lays out 174 848 elements (tensors padded to 128).
+    const Matrix m = parse("[[sweep]]\nbudget = [\"50%\", \"512MB\", \"100KiB\"]\n");
+    REQUIRE(m.cells.size() == 3);
+    CHECK(m.cells[0].weight_bytes() == 699'392);
+    CHECK(m.cells[0].budget_bytes() == 349'696);
+    CHECK(m.cells[1].budget_bytes() == 512'000'000);
+    CHECK(m.cells[2].budget_bytes() == 102'400);
 }

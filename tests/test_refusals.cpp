@@ -103,6 +103,10 @@ TEST_CASE("trace and logits write their output only when they succeed", "[cli][r
     const auto bad_token = run_sweetspot("logits --model tiny --tokens 1,2,99999 -o " + quoted(tmp.file("keep.npy")));
     CHECK(bad_token.exit_code == 2);
     CHECK(read_bytes(tmp.file("keep.npy")) == "precious");
+    const auto too_many = run_sweetspot("logits --model tiny --batch 100000 --seq 100 -o " + quoted(tmp.file("keep.npy")));
+    CHECK(too_many.exit_code == 2);
+    CHECK_THAT(too_many.output, ContainsSubstring("more than the 1048576 tokens a forward may have"));
+    CHECK(read_bytes(tmp.file("keep.npy")) == "precious");
     const auto written = run_sweetspot("logits --model tiny --seq 4 -o " + quoted(tmp.file("keep.npy")));
     CHECK(written.exit_code == 0);
     CHECK(read_bytes(tmp.file("keep.npy")).starts_with("\x93NUMPY"));
