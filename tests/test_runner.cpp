@@ -92,9 +92,15 @@ std::int64_t cell_count_or_zero(const std::string& db) {
 // True while any process's command line contains `needle` (cell processes carry their
 // canonical text in argv).
 bool process_running_with(const std::string& needle) {
-    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-        std::ifstream f(entry.path() / "cmdline", std::ios::binary);
-        std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+        std::string cmdline;
+        try {
+            std::ifstream f(entry.path() / "cmdline", std::ios::binary);
+            cmdline.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+        } catch (const std::ios_base::failure&) {
+            continue;  // the process exited while its command line was read
+        }
         if (cmdline.find(needle) != std::string::npos && cmdline.find("_cell") != std::string::npos) return true;
     }
     return false;
