@@ -8,9 +8,9 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/dtype.hpp"
-#include "kernels/layer_source.hpp"
-#include "kernels/weight_layout.hpp"
+#include "kernels/model/dtype.hpp"
+#include "kernels/model/layer_source.hpp"
+#include "kernels/model/weight_layout.hpp"
 
 struct CUstream_st;  // cudaStream_t, without making this header depend on CUDA
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
-#include "kernels/cuda_resources.hpp"
+#include "kernels/compute/cuda_resources.hpp"
 #include "backends/residency_plan.hpp"
 #include "backends/unit_storage.hpp"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
-#include "kernels/cuda_resources.hpp"
+#include "kernels/compute/cuda_resources.hpp"
 #include "backends/unit_storage.hpp"
 
 namespace sweetspot {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "backends/backend.hpp"
-#include "kernels/dtype.hpp"
-#include "kernels/weight_layout.hpp"
+#include "kernels/model/dtype.hpp"
+#include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {
 

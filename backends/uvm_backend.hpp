@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
-#include "kernels/cuda_resources.hpp"
+#include "kernels/compute/cuda_resources.hpp"
 #include "backends/managed_weights.hpp"
 
 namespace sweetspot {

@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/dtype.hpp"
-#include "kernels/model_config.hpp"
-#include "kernels/weight_layout.hpp"
+#include "kernels/model/dtype.hpp"
+#include "kernels/model/model_config.hpp"
+#include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot::test {
 

@@ -5,7 +5,7 @@ out by hand from small fixtures.
 Every expected value below is a literal computed on paper from the fixture's numbers (the comment
 beside it shows the arithmetic), never by calling the code under test: a test that re-derives its
 expectation with the same function passes whatever that function gets wrong. The fixtures are
-results databases written by the real binary (so the schema is the one harness/store.cpp writes),
+results databases written by the real binary (so the schema is the one harness/store/store.cpp writes),
 whose cells are then replaced with cells of chosen numbers; GPU cells cannot be measured here, and
 chosen numbers make the arithmetic checkable.
 
@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO / "analysis"))
 def _modules_or_reexec():
     """matplotlib and pandas are Debian packages; a python3 earlier on PATH (pyenv, a virtualenv) may
     lack them. Then rerun with $SWEETSPOT_PYTHON, else Debian's /usr/bin/python3, as `sweetspot
-    report` does (harness/report_command.cpp), rather than fail on an interpreter the user did not pick."""
+    report` does (harness/cli/report_command.cpp), rather than fail on an interpreter the user did not pick."""
     try:
         import matplotlib  # noqa: F401
         import pandas  # noqa: F401

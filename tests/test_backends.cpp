@@ -21,12 +21,12 @@
 #ifdef SWEETSPOT_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "kernels/cuda_resources.hpp"
+#include "kernels/compute/cuda_resources.hpp"
 #include "backends/unit_storage.hpp"
-#include "kernels/dtype.hpp"
-#include "kernels/managed_memory.hpp"
-#include "kernels/model_config.hpp"
-#include "kernels/weight_layout.hpp"
+#include "kernels/model/dtype.hpp"
+#include "kernels/compute/managed_memory.hpp"
+#include "kernels/model/model_config.hpp"
+#include "kernels/model/weight_layout.hpp"
 #include "gpu_test_support.hpp"
 #endif
 

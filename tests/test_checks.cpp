@@ -8,12 +8,12 @@
 #include <cmath>
 #include <limits>
 
-#include "harness/gpu_probe.hpp"
-#include "harness/logits_check.hpp"
-#include "harness/matrix.hpp"
-#include "kernels/cpu_forward.hpp"
-#include "kernels/managed_memory.hpp"
-#include "kernels/synthetic_weights.hpp"
+#include "harness/measure/gpu_probe.hpp"
+#include "harness/measure/logits_check.hpp"
+#include "harness/matrix/matrix.hpp"
+#include "kernels/compute/cpu_forward.hpp"
+#include "kernels/compute/managed_memory.hpp"
+#include "kernels/model/synthetic_weights.hpp"
 #include "safetensors_fixture.hpp"
 #include "test_support.hpp"
 

@@ -22,12 +22,12 @@
 #include <cstdint>
 #include <cstring>
 
-#include "harness/cupti_collector.hpp"
-#include "harness/cupti_records.hpp"
-#include "kernels/cuda_check.hpp"
-#include "kernels/cuda_resources.hpp"
-#include "kernels/managed_memory.hpp"
-#include "kernels/nvtx.hpp"
+#include "harness/collect/cupti_collector.hpp"
+#include "harness/collect/cupti_records.hpp"
+#include "kernels/compute/cuda_check.hpp"
+#include "kernels/compute/cuda_resources.hpp"
+#include "kernels/compute/managed_memory.hpp"
+#include "kernels/compute/nvtx.hpp"
 #include "gpu_test_support.hpp"
 
 using namespace sweetspot;

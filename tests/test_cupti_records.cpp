@@ -2,7 +2,7 @@
 // tested without a GPU.
 #include <catch2/catch_test_macros.hpp>
 
-#include "harness/cupti_records.hpp"
+#include "harness/collect/cupti_records.hpp"
 
 using namespace sweetspot;
 

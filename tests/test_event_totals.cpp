@@ -3,7 +3,7 @@
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 
-#include "harness/event_totals.hpp"
+#include "harness/collect/event_totals.hpp"
 
 using namespace sweetspot;
 using Catch::Approx;

@@ -18,10 +18,10 @@
 #include <random>
 #include <set>
 
-#include "kernels/checkpoint_error.hpp"
-#include "kernels/checkpoint_weights.hpp"
-#include "kernels/safetensors.hpp"
-#include "kernels/synthetic_weights.hpp"
+#include "kernels/model/checkpoint_error.hpp"
+#include "kernels/model/checkpoint_weights.hpp"
+#include "kernels/model/safetensors.hpp"
+#include "kernels/model/synthetic_weights.hpp"
 #include "safetensors_fixture.hpp"
 #include "test_support.hpp"
 

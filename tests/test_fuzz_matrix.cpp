@@ -20,8 +20,8 @@
 #include <string_view>
 #include <vector>
 
-#include "harness/matrix.hpp"
-#include "harness/store.hpp"
+#include "harness/matrix/matrix.hpp"
+#include "harness/store/store.hpp"
 #include "test_support.hpp"
 
 using namespace sweetspot;

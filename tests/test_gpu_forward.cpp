@@ -1,4 +1,4 @@
-// The GPU forward (kernels/gpu_forward.hpp) against the CPU forward on the same weights, in
+// The GPU forward (kernels/compute/gpu_forward.hpp) against the CPU forward on the same weights, in
 // fp32, fp16 and bf16. Tests tagged [gpu] need a CUDA device; ctest runs them only under the
 // `gpu` label, so reaching one without a device is an error, not a skip.
 #include <cuda_runtime_api.h>
@@ -16,14 +16,14 @@
 
 #include <catch2/catch_test_macros.hpp>
 
-#include "kernels/cpu_forward.hpp"
-#include "kernels/cuda_check.hpp"
-#include "kernels/dtype.hpp"
-#include "kernels/gpu_forward.hpp"
-#include "kernels/layer_source.hpp"
-#include "kernels/model_config.hpp"
-#include "kernels/synthetic_weights.hpp"
-#include "kernels/weight_layout.hpp"
+#include "kernels/compute/cpu_forward.hpp"
+#include "kernels/compute/cuda_check.hpp"
+#include "kernels/model/dtype.hpp"
+#include "kernels/compute/gpu_forward.hpp"
+#include "kernels/model/layer_source.hpp"
+#include "kernels/model/model_config.hpp"
+#include "kernels/model/synthetic_weights.hpp"
+#include "kernels/model/weight_layout.hpp"
 #include "gpu_test_support.hpp"
 
 using namespace sweetspot;

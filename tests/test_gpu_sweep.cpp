@@ -8,7 +8,7 @@
 #include <string>
 
 #include "gpu_test_support.hpp"
-#include "harness/sqlite.hpp"
+#include "harness/store/sqlite.hpp"
 #include "test_support.hpp"
 
 using namespace sweetspot;

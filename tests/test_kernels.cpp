@@ -15,12 +15,12 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
-#include "kernels/cpu_forward.hpp"
-#include "kernels/dtype.hpp"
-#include "kernels/model_config.hpp"
-#include "kernels/reference_forward.hpp"
-#include "kernels/synthetic_weights.hpp"
-#include "kernels/weight_layout.hpp"
+#include "kernels/compute/cpu_forward.hpp"
+#include "kernels/model/dtype.hpp"
+#include "kernels/model/model_config.hpp"
+#include "kernels/compute/reference_forward.hpp"
+#include "kernels/model/synthetic_weights.hpp"
+#include "kernels/model/weight_layout.hpp"
 
 using namespace sweetspot;
 

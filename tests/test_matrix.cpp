@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "harness/matrix.hpp"
-#include "kernels/checked_math.hpp"
-#include "kernels/weight_layout.hpp"
+#include "harness/matrix/matrix.hpp"
+#include "kernels/model/checked_math.hpp"
+#include "kernels/model/weight_layout.hpp"
 #include "test_support.hpp"
 
 using namespace sweetspot;

@@ -13,8 +13,8 @@
 #include <sstream>
 #include <thread>
 
-#include "harness/file_lock.hpp"
-#include "harness/sqlite.hpp"
+#include "harness/system/file_lock.hpp"
+#include "harness/store/sqlite.hpp"
 #include "test_support.hpp"
 
 using namespace sweetspot;

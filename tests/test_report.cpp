@@ -11,8 +11,8 @@
 #include <fstream>
 #include <optional>
 
-#include "harness/store.hpp"
-#include "kernels/model_config.hpp"
+#include "harness/store/store.hpp"
+#include "kernels/model/model_config.hpp"
 #include "test_support.hpp"
 
 using namespace sweetspot;

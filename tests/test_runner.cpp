@@ -12,8 +12,8 @@
 #include <map>
 #include <thread>
 
-#include "harness/sqlite.hpp"
-#include "harness/store.hpp"
+#include "harness/store/sqlite.hpp"
+#include "harness/store/store.hpp"
 #include "test_support.hpp"
 
 using namespace sweetspot;

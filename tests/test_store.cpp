@@ -13,10 +13,10 @@
 #include <sstream>
 #include <tuple>
 
-#include "harness/event_totals.hpp"
-#include "harness/store.hpp"
-#include "harness/summary.hpp"
-#include "kernels/model_config.hpp"
+#include "harness/collect/event_totals.hpp"
+#include "harness/store/store.hpp"
+#include "harness/cli/summary.hpp"
+#include "kernels/model/model_config.hpp"
 #include "test_support.hpp"
 
 using namespace sweetspot;

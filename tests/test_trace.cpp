@@ -6,9 +6,9 @@
 
 #include <fstream>
 
-#include "harness/store.hpp"
-#include "harness/trace_export.hpp"
-#include "kernels/model_config.hpp"
+#include "harness/store/store.hpp"
+#include "harness/cli/trace_export.hpp"
+#include "kernels/model/model_config.hpp"
 #include "test_support.hpp"
 
 using namespace sweetspot;

@@ -1,0 +1,360 @@
+#include "harness/cli/cli.hpp"
+
+#include <boost/program_options.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "harness/measure/cell_exec.hpp"
+#include "harness/measure/cell_weights.hpp"
+#include "harness/measure/gpu_probe.hpp"
+#include "harness/cli/logits_command.hpp"
+#include "harness/matrix/matrix.hpp"
+#include "harness/system/output_file.hpp"
+#include "harness/cli/report_command.hpp"
+#include "harness/runner/runner.hpp"
+#include "harness/store/store.hpp"
+#include "harness/system/version.hpp"
+#include "harness/cli/summary.hpp"
+#include "harness/cli/table.hpp"
+#include "harness/system/format.hpp"
+#include "harness/cli/trace_export.hpp"
+
+namespace po = boost::program_options;
+
+namespace sweetspot {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitBadInput = 2;
+constexpr int kExitInterrupted = 130;
+
+constexpr const char* kUsage = R"(sweetspot - find the sweet spot between GPU memory and speed for transformer models
+
+usage: sweetspot <command> [options]
+
+commands:
+  run FILE        sweep an experiment matrix (TOML) into a results database (SQLite)
+  list FILE       show the cells a matrix expands to, without running them
+  summary DB      print the runs and a per-cell table of a results database
+  trace DB        write one traced iteration of a cell as a Perfetto/Chrome trace (JSON)
+  report DB       draw the figures (PNG, SVG) and an HTML page of a results database
+  logits          write the logits of token ids to a .npy file, to compare with other implementations
+
+Run 'sweetspot <command> --help' for a command's options.
+Matrix format: experiments/README.md. Database schema and example queries: results/README.md.
+Exit codes: 0 success, 1 a run finished with failed cells, 2 bad input, 130 interrupted.
+)";
+
+// A subcommand: its options, positional arguments and what runs it.
+struct Command {
+    std::string name, synopsis, description;
+    po::options_description options;
+    po::positional_options_description positional;
+};
+
+// Parses argv[first..]; prints help and returns false when --help was given.
+bool parse(Command& cmd, const std::vector<std::string>& args, po::variables_map& vm) {
+    cmd.options.add_options()("help,h", "show this help");
+    po::store(po::command_line_parser(args).options(cmd.options).positional(cmd.positional).run(), vm);
+    if (vm.count("help")) {
+        std::cout << "usage: sweetspot " << cmd.name << " " << cmd.synopsis << "\n\n" << cmd.description << "\n\n"
+                  << cmd.options;
+        return false;
+    }
+    po::notify(vm);
+    return true;
+}
+
+// --collector: true for cupti, false for none.
+bool collector_choice(const std::string& name) {
+    if (name == "cupti") return true;
+    if (name == "none") return false;
+    throw po::error("--collector expects cupti or none, got '" + name + "'");
+}
+
+std::string join_command_line(int argc, char** argv) {
+    std::string s;
+    for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+    return s;
+}
+
+int cmd_run(const std::vector<std::string>& args, const std::string& command_line) {
+    Command cmd{"run", "FILE [--db PATH] [--only AXIS=VALUE] [--rerun] [--timeout DURATION]",
+                "Runs every cell of the matrix FILE, each in its own process, and stores the results.\n"
+                "Cells already 'ok' in the database are skipped, so an interrupted sweep resumes\n"
+                "where it stopped. Progress (cell i/N, ETA) goes to stderr.",
+                po::options_description("options"), {}};
+    cmd.options.add_options()
+        ("matrix", po::value<std::string>()->required(), "experiment matrix (TOML)")
+        ("db", po::value<std::string>(), "results database (default: results/<matrix name>.db)")
+        ("rerun", po::bool_switch(), "measure cells again even if they are already ok in the database")
+        ("timeout", po::value<std::string>(), "per-cell timeout overriding the matrix (\"90s\", \"10m\", seconds)")
+        ("only", po::value<std::vector<std::string>>()->composing(),
+         "run only the cells with AXIS=VALUE[,VALUE...] (repeatable), e.g. --only model=gpt2_1.5b --only backend=uvm")
+        ("allow-oversubscription", po::bool_switch(),
+         "let UVM cells allocate more managed memory than the GPU has free. This can hang a shared GPU:\n"
+         "use it only on a machine that is yours alone; study oversubscription with the `budget` axis")
+        ("collector", po::value<std::string>()->default_value("cupti"),
+         "cupti: record kernels, copies, UM counters and NVTX ranges in each cell's traced iterations;\n"
+         "none: leave CUPTI alone, e.g. to run a cell under Nsight Systems (only one tool may use it)");
+    cmd.positional.add("matrix", 1);
+    po::variables_map vm;
+    if (!parse(cmd, args, vm)) return kExitOk;
+
+    Matrix matrix = load_matrix(vm["matrix"].as<std::string>());
+    if (vm.count("only")) keep_only(matrix, vm["only"].as<std::vector<std::string>>());
+    require_loadable_weights(matrix.cells);
+    RunOptions opt;
+    opt.db_path = vm.count("db") ? vm["db"].as<std::string>() : default_db_path(matrix);
+    opt.rerun = vm["rerun"].as<bool>();
+    opt.allow_oversubscription = vm["allow-oversubscription"].as<bool>();
+    opt.collect = collector_choice(vm["collector"].as<std::string>());
+    opt.command_line = command_line;
+    if (vm.count("timeout")) {
+        opt.timeout_override_s = parse_duration_s(vm["timeout"].as<std::string>());
+        if (!opt.timeout_override_s || *opt.timeout_override_s < AxisLimits::min_timeout_s)
+            throw po::error("--timeout expects a duration of at least " + format_number(AxisLimits::min_timeout_s) +
+                            " s such as \"90s\", \"10m\" or a number of seconds, got '" + vm["timeout"].as<std::string>() + "'");
+    }
+    std::cerr << "sweetspot: " << matrix.cells.size() << " cells from " << matrix.path << " -> " << opt.db_path << "\n";
+    const RunTotals t = run_matrix(matrix, opt, std::cerr);
+    std::cerr << "sweetspot: " << t.ok << " ok, " << t.failed << " failed, " << t.timeout << " timed out, " << t.invalid
+              << " invalid, " << t.skipped << " skipped, " << t.resumed << " already done"
+              << (t.interrupted ? "; interrupted, run the same command again to resume" : "") << "\n"
+              << "sweetspot: results in " << opt.db_path << " (sweetspot summary " << opt.db_path << ")\n";
+    return t.interrupted ? kExitInterrupted : t.exit_code();
+}
+
+int cmd_list(const std::vector<std::string>& args) {
+    Command cmd{"list", "FILE [--only AXIS=VALUE]", "Prints the cells the matrix FILE expands to, with their keys and weight sizes,\n"
+                                "and whether each can run in this build.",
+                po::options_description("options"), {}};
+    cmd.options.add_options()
+        ("matrix", po::value<std::string>()->required(), "experiment matrix (TOML)")
+        ("only", po::value<std::vector<std::string>>()->composing(), "only the cells with AXIS=VALUE[,VALUE...] (repeatable)");
+    cmd.positional.add("matrix", 1);
+    po::variables_map vm;
+    if (!parse(cmd, args, vm)) return kExitOk;
+
+    Matrix m = load_matrix(vm["matrix"].as<std::string>());
+    if (vm.count("only")) keep_only(m, vm["only"].as<std::vector<std::string>>());
+    require_loadable_weights(m.cells);
+    using A = TextTable::Align;
+    TextTable t;
+    t.add_column("#", A::right);
+    for (const char* h : {"key", "sweep", "model", "backend", "variant", "dtype"}) t.add_column(h);
+    for (const char* h : {"batch", "seq", "streams", "prefetch", "budget", "weights"}) t.add_column(h, A::right);
+    t.add_column("runnable here");
+    for (std::size_t i = 0; i < m.cells.size(); ++i) {
+        const auto& c = m.cells[i];
+        const auto why = cell_unsupported_reason(c);
+        t.add_row({std::to_string(i), c.key(), c.sweep, c.model.name, c.backend, c.variant, std::string(dtype_name(c.dtype)),
+                   std::to_string(c.batch), std::to_string(c.seq), std::to_string(c.streams), c.prefetch.text(),
+                   c.budget.kind == Budget::Kind::percent ? c.budget.text() : human_bytes(static_cast<double>(c.budget_bytes())),
+                   human_bytes(static_cast<double>(c.weight_bytes())), why.empty() ? "yes" : "no: " + why});
+    }
+    std::cout << m.name << " (" << m.path << "): " << m.cells.size() << " cells";
+    if (m.excluded) std::cout << ", " << m.excluded << " excluded";
+    if (m.duplicates) std::cout << ", " << m.duplicates << " duplicates dropped";
+    std::cout << "\n\n";
+    t.print(std::cout);
+    return kExitOk;
+}
+
+int cmd_summary(const std::vector<std::string>& args) {
+    Command cmd{"summary", "DB [--run ID | --cell ID]",
+                "Prints the runs stored in the results database DB and a table of its cells\n"
+                "(median / p10 / p90 latency, tokens/s, numerical check), then the cells\n"
+                "that are not ok with their reasons. With --cell, prints what was recorded in that\n"
+                "cell's traced iterations instead, in the form of the nsys stats reports\n"
+                "cuda_gpu_kern_sum, nvtx_sum and um_total_sum.",
+                po::options_description("options"), {}};
+    cmd.options.add_options()
+        ("db", po::value<std::string>()->required(), "results database")
+        ("run", po::value<std::int64_t>(), "only the cells measured by this run")
+        ("cell", po::value<std::int64_t>(), "kernels, NVTX ranges and Unified Memory totals of this cell (its cell_id)");
+    cmd.positional.add("db", 1);
+    po::variables_map vm;
+    if (!parse(cmd, args, vm)) return kExitOk;
+    auto store = Store::open_read_only(vm["db"].as<std::string>());
+    SummaryOptions opt;
+    if (vm.count("run")) opt.run_id = vm["run"].as<std::int64_t>();
+    if (vm.count("cell")) opt.cell_id = vm["cell"].as<std::int64_t>();
+    print_summary(store, opt, std::cout);
+    return kExitOk;
+}
+
+int cmd_trace(const std::vector<std::string>& args) {
+    Command cmd{"trace", "DB --cell ID [--iteration N] -o FILE",
+                "Writes one traced iteration of a cell as a Chrome/Perfetto trace (JSON; open it in\n"
+                "ui.perfetto.dev or chrome://tracing): a track per GPU stream, UM migrations and page\n"
+                "faults on their own tracks, the NVTX ranges nested. Times in us from the iteration start.\n"
+                "The cell needs trace_iterations > 0 and the cupti collector.",
+                po::options_description("options"), {}};
+    cmd.options.add_options()
+        ("db", po::value<std::string>()->required(), "results database")
+        ("cell", po::value<std::int64_t>()->required(), "cell_id (see `sweetspot summary`)")
+        ("iteration", po::value<int>()->default_value(0), "which traced iteration (0-based)")
+        ("output,o", po::value<std::string>()->required(), "trace file to write");
+    cmd.positional.add("db", 1);
+    po::variables_map vm;
+    if (!parse(cmd, args, vm)) return kExitOk;
+    auto store = Store::open_read_only(vm["db"].as<std::string>());
+    const std::string path = vm["output"].as<std::string>();
+    OutputFile file(path);
+    std::ofstream out(file.temp_path());
+    if (!out) throw std::runtime_error("cannot write " + path);
+    const auto t = write_trace(store, vm["cell"].as<std::int64_t>(), vm["iteration"].as<int>(), out);
+    out.close();
+    if (!out) throw std::runtime_error("writing " + path + " failed");
+    file.commit();
+    std::cout << path << ": " << t.kernels << " kernels and " << t.copies << " copies on " << t.streams << " streams, "
+              << t.migrations << " UM migrations, " << t.gpu_fault_groups << " GPU page-fault groups, " << t.cpu_faults
+              << " CPU page faults, " << t.ranges << " NVTX ranges\n";
+    return kExitOk;
+}
+
+int cmd_logits(const std::vector<std::string>& args) {
+    Command cmd{"logits", "--weights PATH [--model NAME] [--tokens IDS]... [--backend NAME] [--dtype T] -o FILE.npy",
+                "Runs one forward and writes its logits, float32 [batch, seq, vocab], to a NumPy .npy file,\n"
+                "so that other implementations (e.g. transformers) can be compared with ours. Each --tokens\n"
+                "is one sequence; without any, --batch sequences of --seq random ids from --seed are used.\n"
+                "The output is also checked against our own reference (exit code 1 when it fails).",
+                po::options_description("options"), {}};
+    cmd.options.add_options()
+        ("weights", po::value<std::string>()->default_value("synthetic"),
+         "a GPT-2 checkpoint: a .safetensors file or a directory with model.safetensors and config.json\n"
+         "(as save_pretrained writes it); or synthetic")
+        ("model", po::value<std::string>(), "a built-in model; default: the shape in the checkpoint's config.json")
+        ("tokens", po::value<std::vector<std::string>>()->composing(), "one sequence of token ids, e.g. 464,2068,7586 (repeatable)")
+        ("batch", po::value<int>()->default_value(1), "sequences of random ids, without --tokens")
+        ("seq", po::value<int>()->default_value(16), "random ids per sequence, without --tokens")
+        ("seed", po::value<std::uint64_t>()->default_value(1), "seed of the random ids and of synthetic weights")
+        ("backend", po::value<std::string>()->default_value("host"), "host, device, explicit-copy, uvm or uvm-prefetch")
+        ("dtype", po::value<std::string>()->default_value("fp32"), "fp32, fp16 or bf16 (GPU backends)")
+        ("tf32", po::bool_switch(), "fp32 GEMMs on TF32 tensor cores (GPU backends)")
+        ("allow-oversubscription", po::bool_switch(), "lift the managed-memory guard of the UVM backends")
+        ("output,o", po::value<std::string>()->required(), ".npy file to write");
+    po::variables_map vm;
+    if (!parse(cmd, args, vm)) return kExitOk;
+    LogitsRequest r;
+    r.weights = vm["weights"].as<std::string>();
+    if (vm.count("model")) r.model = vm["model"].as<std::string>();
+    if (vm.count("tokens"))
+        for (const auto& t : vm["tokens"].as<std::vector<std::string>>()) r.tokens.push_back(parse_token_list(t));
+    r.batch = vm["batch"].as<int>();
+    r.seq = vm["seq"].as<int>();
+    r.seed = vm["seed"].as<std::uint64_t>();
+    r.backend = vm["backend"].as<std::string>();
+    const auto dtype = parse_dtype(vm["dtype"].as<std::string>());
+    if (!dtype) throw po::error("--dtype expects fp32, fp16 or bf16");
+    r.dtype = *dtype;
+    r.tf32 = vm["tf32"].as<bool>();
+    r.allow_oversubscription = vm["allow-oversubscription"].as<bool>();
+    r.output = vm["output"].as<std::string>();
+    return write_logits(r, std::cout);
+}
+
+int cmd_report(const std::vector<std::string>& args) {
+    Command cmd{"report", "DB -o DIR [--timeline-cell ID]",
+                "Draws the figures of the results database DB into DIR, each as PNG and SVG, and writes\n"
+                "DIR/index.html (self-contained: run metadata, the figures with captions, a sortable table\n"
+                "of the cells). Figures the database has no data for are left out, saying why. Needs\n"
+                "python3 with matplotlib and pandas (scripts/install-deps.sh installs them).",
+                po::options_description("options"), {}};
+    cmd.options.add_options()
+        ("db", po::value<std::string>()->required(), "results database")
+        ("output,o", po::value<std::string>()->required(), "folder for the figures and index.html (created)")
+        ("timeline-cell", po::value<std::int64_t>(),
+         "cell_id whose first traced iteration the timeline shows (default: the traced cell with the most kinds of activity)");
+    cmd.positional.add("db", 1);
+    po::variables_map vm;
+    if (!parse(cmd, args, vm)) return kExitOk;
+    ReportRequest request{vm["db"].as<std::string>(), vm["output"].as<std::string>(), std::nullopt};
+    if (vm.count("timeline-cell")) request.timeline_cell = vm["timeline-cell"].as<std::int64_t>();
+    std::cout.flush();
+    return run_report(request, std::cerr);
+}
+
+// The cell's child process (started by `run`; not for direct use).
+int cmd_cell(const std::vector<std::string>& args) {
+    Command cmd{"_cell", "--scratch DB --cell TEXT", "Internal: measures one cell in this process.",
+                po::options_description("options"), {}};
+    cmd.options.add_options()
+        ("scratch", po::value<std::string>()->required(), "database for this cell's outcome")
+        ("cell", po::value<std::string>()->required(), "the cell's canonical text")
+        ("run-label", po::value<std::string>()->default_value("run"), "text of the NVTX range around the cell")
+        ("allow-oversubscription", po::bool_switch(), "lift the managed-memory guard")
+        ("collector", po::value<std::string>()->default_value("cupti"), "cupti or none");
+    po::variables_map vm;
+    if (!parse(cmd, args, vm)) return kExitOk;
+    const auto cell = CellParams::from_canonical(vm["cell"].as<std::string>());
+    ExecuteOptions options;
+    options.allow_oversubscription = vm["allow-oversubscription"].as<bool>();
+    options.collect = collector_choice(vm["collector"].as<std::string>());
+    options.run_label = vm["run-label"].as<std::string>();
+    return execute_cell(cell, vm["scratch"].as<std::string>(), options);
+}
+
+// GPU facts and the link probe, in their own process (started by `run`; not for direct use).
+int cmd_probe(const std::vector<std::string>& args) {
+    Command cmd{"_probe", "[--link]", "Internal: prints GPU facts as key=value lines.", po::options_description("options"), {}};
+    cmd.options.add_options()("link", po::bool_switch(), "also measure pinned host<->device bandwidth");
+    po::variables_map vm;
+    if (!parse(cmd, args, vm)) return kExitOk;
+#ifdef SWEETSPOT_HAVE_CUDA
+    const GpuFacts facts = measure_gpu_facts(vm["link"].as<bool>());
+#else
+    GpuFacts facts;
+    facts.note = "built without CUDA";
+#endif
+    std::cout << format_gpu_facts(facts);
+    return facts.name ? kExitOk : 1;
+}
+
+}  // namespace
+
+int cli_main(int argc, char** argv) {
+    if (argc < 2) {
+        std::cerr << kUsage;
+        return kExitBadInput;
+    }
+    const std::string command = argv[1];
+    if (command == "--help" || command == "-h" || command == "help") {
+        std::cout << kUsage;
+        return kExitOk;
+    }
+    if (command == "--version") {
+        std::cout << "sweetspot " << kVersion << " (" << git_revision() << ")\n";
+        return kExitOk;
+    }
+    const std::vector<std::string> args(argv + 2, argv + argc);
+    try {
+        if (command == "run") return cmd_run(args, join_command_line(argc, argv));
+        if (command == "list") return cmd_list(args);
+        if (command == "summary") return cmd_summary(args);
+        if (command == "trace") return cmd_trace(args);
+        if (command == "report") return cmd_report(args);
+        if (command == "logits") return cmd_logits(args);
+        if (command == "_cell") return cmd_cell(args);
+        if (command == "_probe") return cmd_probe(args);
+        std::cerr << "sweetspot: unknown command '" << command << "'\n\n" << kUsage;
+        return kExitBadInput;
+    } catch (const MatrixError& e) {
+        std::cerr << e.what() << "\n";
+        return kExitBadInput;
+    } catch (const po::error& e) {
+        std::cerr << "sweetspot " << command << ": " << e.what() << "\n"
+                  << "Run 'sweetspot " << command << " --help' for its options.\n";
+        return kExitBadInput;
+    } catch (const std::exception& e) {
+        std::cerr << "sweetspot " << command << ": error: " << e.what() << "\n";
+        return kExitBadInput;
+    }
+}
+
+}  // namespace sweetspot

@@ -1,0 +1,38 @@
+#pragma once
+// `sweetspot logits`: the logits of given token ids, written as a .npy file so that any other
+// implementation (transformers, a reference of one's own) can be compared with ours. The forward
+// runs through the same cell machinery as a sweep, on any backend.
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/model/dtype.hpp"
+
+namespace sweetspot {
+
+struct LogitsRequest {
+    std::string model;                 // a built-in model; empty: the one the checkpoint's config.json declares
+    std::string weights = "synthetic"; // or a checkpoint (a .safetensors file or a save_pretrained directory)
+    std::vector<std::vector<std::int32_t>> tokens;  // sequences of equal length; none: random ids
+    int batch = 1, seq = 16;           // shape of the random ids
+    std::uint64_t seed = 1;            // of the random ids and of synthetic weights
+    std::string backend = "host";
+    DType dtype = DType::fp32;
+    bool tf32 = false;
+    bool allow_oversubscription = false;
+    std::string output;                // the .npy file
+};
+
+// "464,2068,7586" (commas and/or spaces) → token ids; throws std::invalid_argument.
+std::vector<std::int32_t> parse_token_list(std::string_view text);
+
+// Runs one forward and writes its logits, float32 [batch, seq, vocab], to request.output; says
+// what it wrote on `report`. Returns 0, or 1 when the run's own numerical check (against the
+// float64 reference or the host forward) failed; the file is written either way. Bad input
+// (unknown model, tokens outside the vocabulary, a backend that cannot run here) throws
+// std::invalid_argument, a bad checkpoint CheckpointError.
+int write_logits(const LogitsRequest& request, std::ostream& report);
+
+}  // namespace sweetspot

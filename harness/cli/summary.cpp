@@ -1,0 +1,222 @@
+#include "harness/cli/summary.hpp"
+
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/cli/table.hpp"
+#include "harness/system/format.hpp"
+
+namespace sweetspot {
+namespace {
+
+void print_runs(Store& store, const SummaryOptions& opt, std::ostream& out) {
+    auto st = store.db().prepare(
+        "SELECT r.run_id, r.started_at, coalesce(r.finished_at, '-'), r.status, coalesce(r.matrix_name, ''),"
+        " coalesce(r.matrix_path, ''), coalesce(r.host, ''), coalesce(r.gpu_name, 'none'), r.cells_total,"
+        " (SELECT count(*) FROM cells c WHERE c.run_id = r.run_id)"
+        " FROM runs r WHERE ?1 IS NULL OR r.run_id = ?1 ORDER BY r.run_id");
+    st.bind(1, opt.run_id);
+    TextTable t;
+    for (const char* h : {"run", "started (UTC)", "finished (UTC)", "status", "matrix", "host", "GPU"}) t.add_column(h);
+    t.add_column("cells measured", TextTable::Align::right);
+    while (st.step()) {
+        t.add_row({st.text(0), st.text(1), st.text(2), st.text(3), st.text(4) + " (" + st.text(5) + ")", st.text(6),
+                   st.text(7), st.text(9) + " of " + st.text(8)});
+    }
+    out << "Runs\n";
+    t.print(out);
+}
+
+bool has_streaming_cells(Store& store, const SummaryOptions& opt) {
+    auto st = store.db().prepare(
+        "SELECT 1 FROM cells WHERE backend NOT IN ('host', 'device') AND (?1 IS NULL OR run_id = ?1) LIMIT 1");
+    st.bind(1, opt.run_id);
+    return st.step();
+}
+
+void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
+    const bool streaming = has_streaming_cells(store, opt);
+    auto st = store.db().prepare(
+        "SELECT cell_id, model, backend, variant, dtype, batch, seq, streams, prefetch, budget, resident, evict, status,"
+        " latency_median_ms, latency_p10_ms, latency_p90_ms, tokens_per_s, check_rel_err"
+        " FROM cells WHERE ?1 IS NULL OR run_id = ?1 ORDER BY cell_index, cell_id");
+    st.bind(1, opt.run_id);
+    using A = TextTable::Align;
+    TextTable t;
+    t.add_column("cell", A::right);
+    for (const char* h : {"model", "backend", "variant", "dtype"}) t.add_column(h);
+    t.add_column("batch", A::right);
+    t.add_column("seq", A::right);
+    if (streaming) {
+        t.add_column("streams", A::right);
+        t.add_column("prefetch", A::right);
+        t.add_column("budget", A::right);
+        t.add_column("resident");
+        t.add_column("evict");
+    }
+    t.add_column("status");
+    for (const char* h : {"median ms", "p10 ms", "p90 ms", "tokens/s", "rel err"}) t.add_column(h, A::right);
+    auto num = [&](int col, int decimals) { return st.is_null(col) ? std::string("-") : fixed(st.real(col), decimals); };
+    auto sci = [&](int col) {
+        if (st.is_null(col)) return std::string("-");
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.1e", st.real(col));
+        return std::string(buf);
+    };
+    std::map<std::string, int> by_status;
+    while (st.step()) {
+        std::vector<std::string> row = {st.text(0), st.text(1), st.text(2), st.text(3), st.text(4), st.text(5), st.text(6)};
+        if (streaming) {
+            row.push_back(st.text(7));
+            row.push_back(st.text(8));
+            row.push_back(st.text(9));
+            row.push_back(st.text(10));
+            row.push_back(st.text(11));
+        }
+        for (auto&& cell : {st.text(12), num(13, 3), num(14, 3), num(15, 3), num(16, 0), sci(17)}) row.push_back(cell);
+        t.add_row(std::move(row));
+        ++by_status[st.text(12)];
+    }
+    out << "\nCells\n";
+    if (t.empty()) {
+        out << "(no cells)\n";
+        return;
+    }
+    t.print(out);
+    out << "\n";
+    bool first = true;
+    for (const auto& [status, n] : by_status) {
+        out << (first ? "" : ", ") << n << " " << status;
+        first = false;
+    }
+    out << "\n";
+}
+
+void print_problems(Store& store, const SummaryOptions& opt, std::ostream& out) {
+    auto st = store.db().prepare(
+        "SELECT cell_id, status, coalesce(reason, '') FROM cells"
+        " WHERE status != 'ok' AND (?1 IS NULL OR run_id = ?1) ORDER BY cell_index, cell_id");
+    st.bind(1, opt.run_id);
+    TextTable t;
+    t.add_column("cell", TextTable::Align::right);
+    t.add_column("status");
+    t.add_column("reason");
+    while (st.step()) {
+        std::string reason = st.text(2);
+        if (const auto nl = reason.find('\n'); nl != std::string::npos) reason.resize(nl);
+        t.add_row({st.text(0), st.text(1), reason});
+    }
+    if (t.empty()) return;
+    out << "\nCells that are not ok (stderr tails: SELECT stderr_tail FROM cells WHERE cell_id = ...)\n";
+    t.print(out);
+}
+
+// One column of a per-cell report: its header and how its values are printed.
+struct ReportColumn {
+    enum class Kind { text, integer, decimal } kind;
+    const char* header;
+};
+
+// Prints the rows `sql` returns for `cell_id` (its only parameter) under `title`, in the column
+// order of `columns`. The SQL reads the views the results README documents, so the summary and
+// the documented queries give the same answers.
+void print_report(Store& store, const char* title, const char* sql, const std::vector<ReportColumn>& columns,
+                  std::int64_t cell_id, std::ostream& out) {
+    auto st = store.db().prepare(sql);
+    st.bind(1, cell_id);
+    TextTable t;
+    for (const auto& c : columns)
+        t.add_column(c.header, c.kind == ReportColumn::Kind::text ? TextTable::Align::left : TextTable::Align::right);
+    while (st.step()) {
+        std::vector<std::string> row;
+        for (std::size_t i = 0; i < columns.size(); ++i) {
+            const int col = static_cast<int>(i);
+            row.push_back(columns[i].kind == ReportColumn::Kind::decimal ? fixed(st.real(col), 1) : st.text(col));
+        }
+        t.add_row(std::move(row));
+    }
+    out << "\n" << title << "\n";
+    if (t.empty()) out << "(none)\n";
+    else t.print(out);
+}
+
+// The cell's parameters and event totals. Returns its um_profiling: nullopt when it has no events.
+std::optional<std::string> print_cell_header(Store& store, std::int64_t cell_id, std::ostream& out) {
+    auto st = store.db().prepare(
+        "SELECT model, backend, dtype, batch, seq, budget, prefetch, status, um_profiling, kernel_busy_ms, copy_ms,"
+        " copy_compute_overlap_ms, collector_overhead_ms, dropped_records FROM cells WHERE cell_id = ?");
+    st.bind(1, cell_id);
+    if (!st.step()) throw std::runtime_error("no cell " + std::to_string(cell_id) + " in " + store.db().path());
+    out << "Cell " << cell_id << ": " << st.text(0) << ", " << st.text(1) << ", " << st.text(2) << ", batch "
+        << st.text(3) << ", seq " << st.text(4) << ", budget " << st.text(5) << ", prefetch " << st.text(6)
+        << "; status " << st.text(7) << "\n";
+    if (st.is_null(8)) return std::nullopt;
+    out << "Traced iterations: kernels busy " << fixed(st.real(9), 3) << " ms, copies " << fixed(st.real(10), 3)
+        << " ms, overlapping " << fixed(st.real(11), 3) << " ms; collector overhead " << fixed(st.real(12), 3)
+        << " ms\n";
+    out << "Unified Memory profiling: " << st.text(8) << "\n";
+    if (st.int64(13) > 0)
+        out << "Warning: CUPTI dropped " << st.int64(13) << " records; the tables below are incomplete\n";
+    return st.text(8);
+}
+
+// Modelled on `nsys stats` reports of the same names.
+void print_cell_events(Store& store, std::int64_t cell_id, std::ostream& out) {
+    const auto um_profiling = print_cell_header(store, cell_id, out);
+    if (!um_profiling) {
+        out << "No events were recorded for this cell (no traced iterations, not a GPU cell, or --collector none).\n";
+        return;
+    }
+    using K = ReportColumn::Kind;
+    print_report(store, "cuda_gpu_kern_sum (kernels by name)",
+                 "SELECT time_percent, total_ns, instances, avg_ns, min_ns, max_ns, name FROM cuda_gpu_kern_sum"
+                 " WHERE cell_id = ? ORDER BY total_ns DESC, name",
+                 {{K::decimal, "Time (%)"}, {K::integer, "Total Time (ns)"}, {K::integer, "Instances"},
+                  {K::decimal, "Avg (ns)"}, {K::integer, "Min (ns)"}, {K::integer, "Max (ns)"}, {K::text, "Name"}},
+                 cell_id, out);
+    print_report(store, "nvtx_sum (NVTX ranges by text)",
+                 "SELECT time_percent, total_ns, instances, avg_ns, min_ns, max_ns, range FROM nvtx_sum"
+                 " WHERE cell_id = ? ORDER BY total_ns DESC, range",
+                 {{K::decimal, "Time (%)"}, {K::integer, "Total Time (ns)"}, {K::integer, "Instances"},
+                  {K::decimal, "Avg (ns)"}, {K::integer, "Min (ns)"}, {K::integer, "Max (ns)"}, {K::text, "Range"}},
+                 cell_id, out);
+    if (*um_profiling != "supported") {
+        out << "\num_total_sum: not recorded (Unified Memory profiling was not available)\n";
+        return;
+    }
+    print_report(store, "um_total_sum (Unified Memory totals)",
+                 "SELECT htod_bytes, htod_migrations, dtoh_bytes, dtoh_migrations, cpu_page_faults, gpu_page_faults"
+                 " FROM um_total_sum WHERE cell_id = ?",
+                 {{K::integer, "HtoD (bytes)"}, {K::integer, "HtoD migrations"}, {K::integer, "DtoH (bytes)"},
+                  {K::integer, "DtoH migrations"}, {K::integer, "CPU page faults"}, {K::integer, "GPU page faults"}},
+                 cell_id, out);
+    auto view = store.db().prepare("SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = 'um_sum'");
+    if (!view.step()) {
+        out << "\num_sum: this database predates the um_sum view; the um-traffic query of results/README.md gives the same numbers\n";
+        return;
+    }
+    print_report(store, "um_sum (Unified Memory migrations by direction)",
+                 "SELECT total_bytes, count, avg_bytes, min_bytes, max_bytes, total_ns, operation FROM um_sum"
+                 " WHERE cell_id = ? ORDER BY operation",
+                 {{K::integer, "Total (bytes)"}, {K::integer, "Count"}, {K::decimal, "Avg (bytes)"},
+                  {K::integer, "Min (bytes)"}, {K::integer, "Max (bytes)"}, {K::integer, "Total Time (ns)"},
+                  {K::text, "Operation"}},
+                 cell_id, out);
+}
+
+}  // namespace
+
+void print_summary(Store& store, const SummaryOptions& options, std::ostream& out) {
+    if (options.cell_id) {
+        print_cell_events(store, *options.cell_id, out);
+        return;
+    }
+    print_runs(store, options, out);
+    print_cells(store, options, out);
+    print_problems(store, options, out);
+}
+
+}  // namespace sweetspot

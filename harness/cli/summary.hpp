@@ -1,0 +1,19 @@
+#pragma once
+// `sweetspot summary`: the runs of a results database and a per-cell table, like `nsys stats`
+// gives for a report.
+#include <cstdint>
+#include <optional>
+#include <ostream>
+
+#include "harness/store/store.hpp"
+
+namespace sweetspot {
+
+struct SummaryOptions {
+    std::optional<std::int64_t> run_id;   // only the cells this run measured
+    std::optional<std::int64_t> cell_id;  // instead of runs and cells: this cell's kernels, NVTX ranges and UM totals
+};
+
+void print_summary(Store& store, const SummaryOptions& options, std::ostream& out);
+
+}  // namespace sweetspot

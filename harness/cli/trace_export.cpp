@@ -1,0 +1,184 @@
+#include "harness/cli/trace_export.hpp"
+
+#include <cstdio>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+namespace sweetspot {
+namespace {
+
+// Process ids of the two halves of the trace, and the fixed GPU tracks beside the streams.
+constexpr int kGpuPid = 1;
+constexpr int kCpuPid = 2;
+constexpr std::int64_t kMigrationsHtoDTid = 1000001;
+constexpr std::int64_t kMigrationsDtoHTid = 1000002;
+constexpr std::int64_t kGpuFaultsTid = 1000003;
+constexpr std::int64_t kCpuFaultsTid = 1000004;
+
+std::string json_string(const std::string& s) {
+    std::string out = "\"";
+    for (const char c : s) {
+        switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\t': out += "\\t"; break;
+            default:
+                if (static_cast<unsigned char>(c) < 0x20) {
+                    char buf[8];
+                    std::snprintf(buf, sizeof buf, "\\u%04x", c);
+                    out += buf;
+                } else {
+                    out += c;
+                }
+        }
+    }
+    return out + "\"";
+}
+
+std::string us(std::int64_t ns) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ns) / 1000.0);
+    return buf;
+}
+
+// Emits events as JSON array elements, comma-separated.
+class TraceWriter {
+public:
+    TraceWriter(std::ostream& out, std::int64_t origin_ns) : out_(out), origin_(origin_ns) { out_ << "{\"traceEvents\":[\n"; }
+    void finish() { out_ << "\n],\"displayTimeUnit\":\"ms\"}\n"; }
+
+    void track_name(int pid, std::int64_t tid, const std::string& name) {
+        element("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + std::to_string(pid) + ",\"tid\":" +
+                std::to_string(tid) + ",\"args\":{\"name\":" + json_string(name) + "}}");
+    }
+    void process_name(int pid, const std::string& name) {
+        element("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + std::to_string(pid) + ",\"args\":{\"name\":" +
+                json_string(name) + "}}");
+    }
+    void span(int pid, std::int64_t tid, const std::string& name, std::int64_t start, std::int64_t end,
+              const std::string& args_json) {
+        element("{\"ph\":\"X\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) + ",\"name\":" +
+                json_string(name) + ",\"ts\":" + us(start - origin_) + ",\"dur\":" + us(end - start) +
+                ",\"args\":{" + args_json + "}}");
+    }
+    void instant(int pid, std::int64_t tid, const std::string& name, std::int64_t at, const std::string& args_json) {
+        element("{\"ph\":\"i\",\"s\":\"t\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) +
+                ",\"name\":" + json_string(name) + ",\"ts\":" + us(at - origin_) + ",\"args\":{" + args_json + "}}");
+    }
+
+private:
+    void element(const std::string& e) {
+        out_ << (first_ ? "" : ",\n") << e;
+        first_ = false;
+    }
+    std::ostream& out_;
+    std::int64_t origin_;
+    bool first_ = true;
+};
+
+// The window of one traced iteration: its NVTX range, which closes only after the GPU finished
+// (the iteration waits for its stop event inside the range).
+std::pair<std::int64_t, std::int64_t> iteration_window(Store& store, std::int64_t cell_id, int iteration) {
+    auto st = store.db().prepare(
+        "SELECT n.start, n.\"end\" FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId"
+        " WHERE n.cell_id = ? AND s.value = ?");
+    st.bind(1, cell_id).bind(2, "traced iteration " + std::to_string(iteration));
+    if (!st.step())
+        throw std::runtime_error("cell " + std::to_string(cell_id) + " has no recorded 'traced iteration " +
+                                 std::to_string(iteration) + "' (was it run with trace_iterations > " +
+                                 std::to_string(iteration) + " and --collector cupti?)");
+    return {st.int64(0), st.int64(1)};
+}
+
+}  // namespace
+
+TraceSummary write_trace(Store& store, std::int64_t cell_id, int iteration, std::ostream& out) {
+    const auto [begin, end] = iteration_window(store, cell_id, iteration);
+    TraceSummary summary;
+    TraceWriter w(out, begin);
+    w.process_name(kGpuPid, "GPU");
+    w.process_name(kCpuPid, "CPU");
+    auto in_window = [&](Statement& st) { st.bind(1, cell_id).bind(2, end).bind(3, begin); };
+
+    std::set<std::int64_t> streams;
+    auto kernels = store.db().prepare(
+        "SELECT k.start, k.\"end\", k.streamId, s.value, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ"
+        " FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName"
+        " WHERE k.cell_id = ? AND k.start < ? AND k.\"end\" > ? ORDER BY k.start");
+    in_window(kernels);
+    while (kernels.step()) {
+        streams.insert(kernels.int64(2));
+        w.span(kGpuPid, kernels.int64(2), kernels.text(3), kernels.int64(0), kernels.int64(1),
+               "\"grid\":\"" + kernels.text(4) + "x" + kernels.text(5) + "x" + kernels.text(6) + "\",\"block\":\"" +
+                   kernels.text(7) + "x" + kernels.text(8) + "x" + kernels.text(9) + "\"");
+        ++summary.kernels;
+    }
+
+    auto copies = store.db().prepare(
+        "SELECT start, \"end\", streamId, copyKind, bytes, migrationCause FROM CUPTI_ACTIVITY_KIND_MEMCPY"
+        " WHERE cell_id = ? AND start < ? AND \"end\" > ? ORDER BY start");
+    in_window(copies);
+    while (copies.step()) {
+        const auto kind = copies.int64(3);
+        const std::string bytes = "\"bytes\":" + copies.text(4);
+        if (kind == 11 || kind == 12) {
+            w.span(kGpuPid, kind == 11 ? kMigrationsHtoDTid : kMigrationsDtoHTid,
+                   kind == 11 ? "UM migration HtoD" : "UM migration DtoH", copies.int64(0), copies.int64(1),
+                   bytes + ",\"migrationCause\":" + copies.text(5));
+            ++summary.migrations;
+        } else {
+            streams.insert(copies.int64(2));
+            w.span(kGpuPid, copies.int64(2), "memcpy kind " + std::to_string(kind), copies.int64(0), copies.int64(1),
+                   bytes);
+            ++summary.copies;
+        }
+    }
+
+    auto gpu_faults = store.db().prepare(
+        "SELECT start, \"end\", numberOfPageFaults, address FROM CUDA_UM_GPU_PAGE_FAULT_EVENTS"
+        " WHERE cell_id = ? AND start < ? AND \"end\" >= ? ORDER BY start");
+    in_window(gpu_faults);
+    while (gpu_faults.step()) {
+        w.span(kGpuPid, kGpuFaultsTid, "GPU page faults", gpu_faults.int64(0),
+               std::max(gpu_faults.int64(1), gpu_faults.int64(0) + 1),
+               "\"faults\":" + gpu_faults.text(2) + ",\"address\":" + gpu_faults.text(3));
+        ++summary.gpu_fault_groups;
+    }
+
+    auto cpu_faults = store.db().prepare(
+        "SELECT start, address FROM CUDA_UM_CPU_PAGE_FAULT_EVENTS WHERE cell_id = ? AND start <= ? AND start >= ?"
+        " ORDER BY start");
+    in_window(cpu_faults);
+    while (cpu_faults.step()) {
+        w.instant(kCpuPid, kCpuFaultsTid, "CPU page fault", cpu_faults.int64(0), "\"address\":" + cpu_faults.text(1));
+        ++summary.cpu_faults;
+    }
+
+    // Ranges inside the iteration (the iteration's own included), longest first at equal start
+    // so that viewers nest them as they were opened.
+    auto ranges = store.db().prepare(
+        "SELECT n.start, n.\"end\", s.value, n.globalTid FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId"
+        " WHERE n.cell_id = ? AND n.start <= ? AND n.\"end\" >= ? ORDER BY n.start, n.\"end\" DESC");
+    ranges.bind(1, cell_id).bind(2, end).bind(3, begin);
+    std::set<std::int64_t> threads;
+    while (ranges.step()) {
+        if (ranges.int64(0) < begin) continue;  // the enclosing cell range starts before the iteration
+        threads.insert(ranges.int64(3));
+        w.span(kCpuPid, ranges.int64(3), ranges.text(2), ranges.int64(0), ranges.int64(1), "");
+        ++summary.ranges;
+    }
+
+    for (const auto s : streams) w.track_name(kGpuPid, s, "stream " + std::to_string(s));
+    w.track_name(kGpuPid, kMigrationsHtoDTid, "UM migrations host→device");
+    w.track_name(kGpuPid, kMigrationsDtoHTid, "UM migrations device→host");
+    w.track_name(kGpuPid, kGpuFaultsTid, "GPU page faults");
+    for (const auto t : threads) w.track_name(kCpuPid, t, "NVTX (thread " + std::to_string(t) + ")");
+    w.track_name(kCpuPid, kCpuFaultsTid, "CPU page faults");
+    w.finish();
+    summary.streams = static_cast<int>(streams.size());
+    return summary;
+}
+
+}  // namespace sweetspot

@@ -1,0 +1,23 @@
+#pragma once
+// `sweetspot trace DB --cell ID`: one traced iteration of a cell as a Chrome / Perfetto trace
+// (JSON, loads in ui.perfetto.dev and chrome://tracing). Tracks: one per GPU stream (kernels and
+// copies), Unified Memory migrations host→device and device→host, GPU page-fault groups, and on
+// the CPU side the NVTX ranges (nested as they were opened) and CPU page faults. Timestamps are
+// microseconds from the start of the iteration.
+#include <cstdint>
+#include <ostream>
+
+#include "harness/store/store.hpp"
+
+namespace sweetspot {
+
+struct TraceSummary {
+    std::int64_t kernels = 0, copies = 0, migrations = 0, gpu_fault_groups = 0, cpu_faults = 0, ranges = 0;
+    int streams = 0;
+};
+
+// Writes traced iteration `iteration` (0-based) of cell `cell_id`. Throws std::runtime_error when
+// the cell or that iteration has no recorded events.
+TraceSummary write_trace(Store& store, std::int64_t cell_id, int iteration, std::ostream& out);
+
+}  // namespace sweetspot

@@ -1,0 +1,36 @@
+#pragma once
+// CUPTI activity records → sweetspot's plain event records (harness/collect/events.hpp). Pure: fed with
+// synthetic records, it is tested without a GPU.
+#include <cupti_activity.h>
+
+#include <cstdint>
+#include <unordered_map>
+
+#include "harness/collect/events.hpp"
+
+namespace sweetspot {
+
+class CuptiRecordReader {
+public:
+    // Adds what one record says; kinds sweetspot does not collect are ignored, and so are
+    // markers outside the `sweetspot` NVTX domain.
+    void add(const CUpti_Activity* record);
+    // Everything read so far; ranges whose end marker never came are dropped.
+    CellEvents take();
+
+private:
+    void add_kernel(const CUpti_ActivityKernel10& k);
+    void add_memcpy(const CUpti_ActivityMemcpy6& m);
+    void add_unified_memory(const CUpti_ActivityUnifiedMemoryCounter3& u);
+    void add_marker(const CUpti_ActivityMarker2& m);
+    void add_overhead(const CUpti_ActivityOverhead3& o);
+
+    CellEvents events_;
+    std::unordered_map<std::uint32_t, RangeRecord> open_ranges_;  // by marker id
+};
+
+// Nsight Systems' copyKind values for Unified Memory migrations.
+inline constexpr std::int32_t kUnifiedHtoD = 11;
+inline constexpr std::int32_t kUnifiedDtoH = 12;
+
+}  // namespace sweetspot

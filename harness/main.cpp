@@ -1,3 +1,0 @@
-#include "harness/cli.hpp"
-
-int main(int argc, char** argv) { return sweetspot::cli_main(argc, argv); }

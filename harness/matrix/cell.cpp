@@ -1,0 +1,316 @@
+#include "harness/matrix/cell.hpp"
+
+#include "kernels/model/checked_math.hpp"
+#include "kernels/model/weight_layout.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <random>
+#include <stdexcept>
+
+namespace sweetspot {
+namespace {
+
+std::string trim(std::string_view s) {
+    const auto b = s.find_first_not_of(" \t");
+    if (b == std::string_view::npos) return {};
+    const auto e = s.find_last_not_of(" \t");
+    return std::string(s.substr(b, e - b + 1));
+}
+
+std::optional<double> parse_number(std::string_view s) {
+    double v = 0;
+    const auto* end = s.data() + s.size();
+    auto [p, ec] = std::from_chars(s.data(), end, v);
+    if (ec != std::errc() || p != end || !std::isfinite(v)) return std::nullopt;
+    return v;
+}
+
+template <class Int>
+std::optional<Int> parse_int(std::string_view s) {
+    Int v{};
+    const auto* end = s.data() + s.size();
+    auto [p, ec] = std::from_chars(s.data(), end, v);
+    if (ec != std::errc() || p != end) return std::nullopt;
+    return v;
+}
+
+// A non-negative decimal number as written, digits · 10^exponent, so that sizes and percentages
+// are resolved in integers: in doubles 2.01 · 1000 is 2009.99..., one byte short of "2.01KB".
+struct Decimal {
+    std::int64_t digits = 0;
+    int exponent = 0;
+};
+
+// "12", "1.5", ".5", "1e-05" (as format_number writes small numbers). At most 18 significant
+// digits, which fit an int64 exactly.
+std::optional<Decimal> parse_decimal(std::string_view s) {
+    Decimal d;
+    int significant = 0;
+    bool any_digit = false, after_point = false;
+    std::size_t i = 0;
+    for (; i < s.size(); ++i) {
+        const char c = s[i];
+        if (c == '.' && !after_point) {
+            after_point = true;
+            continue;
+        }
+        if (c < '0' || c > '9') break;
+        any_digit = true;
+        if (d.digits == 0 && c == '0') {
+            if (after_point) --d.exponent;
+            continue;
+        }
+        if (++significant > 18) return std::nullopt;
+        d.digits = d.digits * 10 + (c - '0');
+        if (after_point) --d.exponent;
+    }
+    if (!any_digit) return std::nullopt;
+    if (i < s.size()) {
+        if (s[i] != 'e' && s[i] != 'E') return std::nullopt;
+        std::string_view e = s.substr(i + 1);
+        if (!e.empty() && e.front() == '+') e.remove_prefix(1);
+        const auto shift = parse_int<int>(e);
+        if (!shift || *shift < -400 || *shift > 400) return std::nullopt;
+        d.exponent += *shift;
+    }
+    return d;
+}
+
+// floor(d · numerator / denominator), computed exactly; nothing when it does not fit an int64.
+// With numerator < 2^63 and denominator ≤ 100, every intermediate fits in 128 bits.
+std::optional<std::int64_t> floor_scaled(Decimal d, std::int64_t numerator, std::int64_t denominator) {
+    using Wide = __int128;
+    for (; d.exponent > 0; --d.exponent) {
+        const auto shifted = try_mul(d.digits, 10);
+        if (!shifted) return std::nullopt;
+        d.digits = *shifted;
+    }
+    const Wide top = static_cast<Wide>(d.digits) * numerator;  // < 2^126
+    Wide bottom = denominator;
+    if (d.exponent <= -37) return 0;  // then digits < 10^18, top < 10^37 ≤ bottom
+    for (; d.exponent < 0; ++d.exponent) bottom *= 10;  // ≤ 100 · 10^36 < 2^127
+    const Wide result = top / bottom;
+    if (result > std::numeric_limits<std::int64_t>::max()) return std::nullopt;
+    return static_cast<std::int64_t>(result);
+}
+
+}  // namespace
+
+std::string format_number(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    return buf;
+}
+
+std::string Prefetch::text() const {
+    switch (kind) {
+        case Kind::off: return "off";
+        case Kind::jit: return "jit";
+        case Kind::depth: return std::to_string(depth);
+    }
+    return "off";
+}
+
+std::optional<Prefetch> Prefetch::parse(std::string_view s) {
+    if (s == "off") return Prefetch{};
+    if (s == "jit") return Prefetch{Kind::jit, 0};
+    auto d = parse_int<int>(s);
+    if (!d || *d < 1 || *d > AxisLimits::prefetch_depth) return std::nullopt;
+    return Prefetch{Kind::depth, *d};
+}
+
+std::string Budget::text() const {
+    if (kind == Kind::percent) return format_number(value) + "%";
+    return std::to_string(static_cast<std::int64_t>(value));
+}
+
+std::optional<Budget> Budget::parse(std::string_view raw) {
+    const std::string s = trim(raw);
+    if (s.empty()) return std::nullopt;
+    if (s.back() == '%') {
+        auto v = parse_number(trim(std::string_view(s).substr(0, s.size() - 1)));
+        if (!v || *v <= 0 || *v > 100) return std::nullopt;
+        return Budget{Kind::percent, *v};
+    }
+    static const std::map<std::string, std::int64_t> units = {
+        {"B", 1},           {"KB", 1'000},      {"MB", 1'000'000},  {"GB", 1'000'000'000}, {"TB", 1'000'000'000'000},
+        {"KiB", 1LL << 10}, {"MiB", 1LL << 20}, {"GiB", 1LL << 30}, {"TiB", 1LL << 40}};
+    std::size_t i = 0;
+    while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
+    const auto number = parse_decimal(std::string_view(s).substr(0, i));
+    const std::string unit = trim(std::string_view(s).substr(i));
+    std::int64_t scale = 1;
+    if (!unit.empty()) {
+        auto u = units.find(unit);
+        if (u == units.end()) return std::nullopt;
+        scale = u->second;
+    }
+    if (!number) return std::nullopt;
+    const auto bytes = floor_scaled(*number, scale, 1);
+    if (!bytes || *bytes < 1 || *bytes > AxisLimits::budget_bytes) return std::nullopt;
+    return Budget{Kind::bytes, static_cast<double>(*bytes)};
+}
+
+std::int64_t Budget::resolve(std::int64_t weight_bytes) const {
+    if (kind == Kind::bytes) return static_cast<std::int64_t>(value);
+    // From the text the cell is keyed by, so every process resolves the same percentage.
+    const auto percent = parse_decimal(format_number(value));
+    const auto bytes = percent && weight_bytes >= 0 ? floor_scaled(*percent, weight_bytes, 100) : std::nullopt;
+    if (!bytes) {
+        throw std::invalid_argument("a budget of " + text() + " of " + std::to_string(weight_bytes) +
+                                    " weight bytes is not a byte count");
+    }
+    return *bytes;
+}
+
+std::optional<double> parse_duration_s(std::string_view raw) {
+    const std::string s = trim(raw);
+    if (s.empty()) return std::nullopt;
+    double scale = 1.0;
+    std::string_view num = s;
+    switch (s.back()) {
+        case 's': scale = 1; num.remove_suffix(1); break;
+        case 'm': scale = 60; num.remove_suffix(1); break;
+        case 'h': scale = 3600; num.remove_suffix(1); break;
+        default: break;
+    }
+    auto v = parse_number(num);
+    if (!v || *v <= 0) return std::nullopt;
+    return *v * scale;
+}
+
+std::int64_t CellParams::weight_bytes() const {
+    // The layout's total, padding included: what the backends actually place, so "100%" holds it.
+    return checked_mul(WeightLayout::total_numel_of(model), static_cast<std::int64_t>(dtype_size(dtype)),
+                       "the weight bytes of model '" + model.name + "'");
+}
+
+std::string CellParams::canonical() const {
+    // std::map keeps the lines sorted by name, which is what makes the text canonical.
+    std::map<std::string, std::string> kv = {
+        {"activations", activations},
+        {"backend", backend},
+        {"batch", std::to_string(batch)},
+        {"budget", budget.text()},
+        {"dtype", std::string(dtype_name(dtype))},
+        {"iterations", std::to_string(iterations)},
+        {"mode", mode},
+        {"model", model.name},
+        {"model.ln_eps", format_number(model.ln_eps)},
+        {"model.max_positions", std::to_string(model.max_positions)},
+        {"model.n_embd", std::to_string(model.n_embd)},
+        {"model.n_head", std::to_string(model.n_head)},
+        {"model.n_layer", std::to_string(model.n_layer)},
+        {"model.vocab_size", std::to_string(model.vocab_size)},
+        {"prefetch", prefetch.text()},
+        {"seed", std::to_string(seed)},
+        {"seq", std::to_string(seq)},
+        {"streams", std::to_string(streams)},
+        {"trace_iterations", std::to_string(trace_iterations)},
+        {"variant", variant},
+        {"warmups", std::to_string(warmups)},
+        {"weights", weights},
+    };
+    if (debug_fault != "none") kv["debug_fault"] = debug_fault;
+    if (resident != "interleaved") kv["resident"] = resident;
+    if (evict != "migrate") kv["evict"] = evict;
+    if (tf32) kv["tf32"] = "true";
+    std::string out;
+    for (const auto& [k, v] : kv) out += k + "=" + v + "\n";
+    return out;
+}
+
+std::string fnv1a64_hex(std::string_view data) {
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    for (unsigned char c : data) {
+        h ^= c;
+        h *= 0x100000001b3ull;
+    }
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+    return buf;
+}
+
+std::string CellParams::key() const { return fnv1a64_hex(canonical()); }
+
+CellParams CellParams::from_canonical(std::string_view text) {
+    CellParams c;
+    auto bad = [](const std::string& what) { throw std::invalid_argument("cell text: " + what); };
+    auto need_int = [&](const std::string& k, const std::string& v) {
+        auto i = parse_int<long long>(v);
+        if (!i) bad("'" + k + "' is not an integer: " + v);
+        return *i;
+    };
+    while (!text.empty()) {
+        const auto nl = text.find('\n');
+        const std::string_view line = text.substr(0, nl);
+        text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
+        if (line.empty()) continue;
+        const auto eq = line.find('=');
+        if (eq == std::string_view::npos) bad("line without '=': " + std::string(line));
+        const std::string k(line.substr(0, eq)), v(line.substr(eq + 1));
+        if (k == "activations") c.activations = v;
+        else if (k == "backend") c.backend = v;
+        else if (k == "batch") c.batch = static_cast<int>(need_int(k, v));
+        else if (k == "budget") {
+            auto b = Budget::parse(v);
+            if (!b) bad("bad budget " + v);
+            c.budget = *b;
+        } else if (k == "debug_fault") c.debug_fault = v;
+        else if (k == "dtype") {
+            auto d = parse_dtype(v);
+            if (!d) bad("bad dtype " + v);
+            c.dtype = *d;
+        } else if (k == "iterations") c.iterations = static_cast<int>(need_int(k, v));
+        else if (k == "mode") c.mode = v;
+        else if (k == "model") c.model.name = v;
+        else if (k == "model.ln_eps") {
+            auto e = parse_number(v);
+            if (!e) bad("bad ln_eps " + v);
+            c.model.ln_eps = static_cast<float>(*e);
+        } else if (k == "model.max_positions") c.model.max_positions = static_cast<int>(need_int(k, v));
+        else if (k == "model.n_embd") c.model.n_embd = static_cast<int>(need_int(k, v));
+        else if (k == "model.n_head") c.model.n_head = static_cast<int>(need_int(k, v));
+        else if (k == "model.n_layer") c.model.n_layer = static_cast<int>(need_int(k, v));
+        else if (k == "model.vocab_size") c.model.vocab_size = static_cast<int>(need_int(k, v));
+        else if (k == "prefetch") {
+            auto p = Prefetch::parse(v);
+            if (!p) bad("bad prefetch " + v);
+            c.prefetch = *p;
+        } else if (k == "seed") c.seed = static_cast<std::uint64_t>(need_int(k, v));
+        else if (k == "resident") c.resident = v;
+        else if (k == "evict") c.evict = v;
+        else if (k == "tf32") c.tf32 = v == "true";
+        else if (k == "seq") c.seq = static_cast<int>(need_int(k, v));
+        else if (k == "streams") c.streams = static_cast<int>(need_int(k, v));
+        else if (k == "trace_iterations") c.trace_iterations = static_cast<int>(need_int(k, v));
+        else if (k == "variant") c.variant = v;
+        else if (k == "warmups") c.warmups = static_cast<int>(need_int(k, v));
+        else if (k == "weights") c.weights = v;
+        else bad("unknown name '" + k + "'");
+    }
+    if (const auto why = c.model.validate(); !why.empty()) bad(why);
+    return c;
+}
+
+std::vector<std::int32_t> CellParams::token_ids() const {
+    std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
+    std::vector<std::int32_t> tokens(static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq));
+    for (auto& t : tokens) t = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(model.vocab_size));
+    return tokens;
+}
+
+std::string CellParams::label() const {
+    std::string s = model.name + " " + backend + " " + variant + " " + std::string(dtype_name(dtype)) +
+                    " b" + std::to_string(batch) + " s" + std::to_string(seq);
+    if (backend != "host" && backend != "device") {
+        s += " streams=" + std::to_string(streams) + " prefetch=" + prefetch.text() + " budget=" + budget.text();
+    }
+    return s;
+}
+
+}  // namespace sweetspot

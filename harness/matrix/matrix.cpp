@@ -1,0 +1,972 @@
+#include "harness/matrix/matrix.hpp"
+
+#include <toml++/toml.h>
+
+#include "kernels/model/checked_math.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+
+// Every axis value is checked once, where it is written, and reduced to a normal form: the text
+// CellParams spells it in (budget "12GiB" -> "12884901888", timeout "10m" -> "600"). Exclusions
+// compare normal forms, so `prefetch = 2` excludes a sweep's `prefetch = "2"`, and cells are
+// built from them, so a value that passed its check cannot fail later.
+
+namespace sweetspot {
+
+std::string escape_controls(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (const char c : text) {
+        const auto byte = static_cast<unsigned char>(c);
+        if (byte >= 0x20 && byte != 0x7f) {
+            out += c;
+            continue;
+        }
+        switch (c) {
+            case '\0': out += "\\0"; break;
+            case '\n': out += "\\n"; break;
+            case '\r': out += "\\r"; break;
+            case '\t': out += "\\t"; break;
+            default: {
+                char hex[5];
+                std::snprintf(hex, sizeof hex, "\\x%02x", byte);
+                out += hex;
+            }
+        }
+    }
+    return out;
+}
+
+namespace {
+
+std::string position_text(const std::string& file, int line, int column) {
+    if (line <= 0) return escape_controls(file);
+    return escape_controls(file) + ":" + std::to_string(line) + ":" + std::to_string(column);
+}
+
+}  // namespace
+
+// Messages quote keys, values and names from the file; escaping here, where every message
+// passes, keeps a stray ESC or NUL from reaching the terminal whatever the message quotes.
+MatrixError::MatrixError(std::string file, int line, int column, const std::string& message)
+    : std::runtime_error(position_text(file, line, column) + ": error: " + escape_controls(message)),
+      file_(std::move(file)),
+      line_(line),
+      column_(column),
+      message_(escape_controls(message)) {}
+
+namespace {
+
+// ---- Message helpers ----
+
+std::string join(const std::vector<std::string>& items) {
+    std::string out;
+    for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+    return out;
+}
+
+// A string as TOML would write it, so that messages show blanks, line breaks and control bytes.
+std::string in_quotes(std::string_view s) {
+    std::string out = "\"";
+    for (const char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
+    }
+    return escape_controls(out + "\"");
+}
+
+// Optimal string alignment distance: insertions, deletions, substitutions and transpositions
+// of neighbours ("modle" is one edit from "model") each cost one.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+    for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+    for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+                d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    return d[a.size()][b.size()];
+}
+
+// True for "batchsize"/"batch" and "iter"/"iterations": a word that extends or truncates a
+// name is a likely typo too, though it can be many edits away.
+bool extends_or_truncates(std::string_view word, std::string_view name) {
+    const std::size_t shorter = std::min(word.size(), name.size());
+    return shorter >= 3 && word.substr(0, shorter) == name.substr(0, shorter);
+}
+
+// " (did you mean 'x'?)" for the closest candidate within two edits, else one that the word
+// extends or truncates, else nothing.
+std::string suggestion(std::string_view word, const std::vector<std::string>& candidates) {
+    const std::string* best = nullptr;
+    std::size_t best_distance = 3;
+    for (const auto& c : candidates) {
+        // Lengths that differ by three or more are three edits apart at least; skipping them
+        // keeps a mistyped 100 KB key from costing a 100 KB-row table per candidate.
+        if (std::max(word.size(), c.size()) - std::min(word.size(), c.size()) >= best_distance) continue;
+        const std::size_t d = edit_distance(word, c);
+        if (d < best_distance) {
+            best = &c;
+            best_distance = d;
+        }
+    }
+    for (const auto& c : candidates) {
+        if (!best && extends_or_truncates(word, c)) best = &c;
+    }
+    return best ? " (did you mean '" + *best + "'?)" : "";
+}
+
+std::string type_name(toml::node_type type) {
+    switch (type) {
+        case toml::node_type::string: return "string";
+        case toml::node_type::integer: return "integer";
+        case toml::node_type::floating_point: return "float";
+        case toml::node_type::boolean: return "boolean";
+        case toml::node_type::date: return "date";
+        case toml::node_type::time: return "time";
+        case toml::node_type::date_time: return "date-time";
+        case toml::node_type::array: return "array";
+        case toml::node_type::table: return "table";
+        case toml::node_type::none: break;
+    }
+    return "nothing";
+}
+
+// What was found, for "expected X, got Y": `string "two"`, `float 1.5`, `array`.
+std::string describe(const toml::node& n) {
+    if (n.is_array() || n.is_table()) return type_name(n.type());
+    if (const auto* s = n.as_string()) return "string " + in_quotes(s->get());
+    std::ostringstream text;
+    n.visit([&](const auto& value) { text << value; });
+    return type_name(n.type()) + " " + text.str();
+}
+
+// ---- Value checks: each returns the value it accepts or throws Invalid. ----
+
+// A value that fails its check; the reader, which knows where it was written, turns it into
+// a MatrixError at that position.
+struct Invalid {
+    std::string message;
+};
+
+std::string key_text(std::string_view key) { return "'" + std::string(key) + "'"; }
+
+std::int64_t integer_at_least(std::string_view key, const toml::node& n, std::int64_t min, std::int64_t max) {
+    const auto* v = n.as_integer();
+    if (!v || v->get() < min) {
+        throw Invalid{key_text(key) + " must be an integer >= " + std::to_string(min) + ", got " + describe(n)};
+    }
+    if (v->get() > max) {
+        throw Invalid{key_text(key) + " = " + std::to_string(v->get()) + " is too large (at most " +
+                      std::to_string(max) + ")"};
+    }
+    return v->get();
+}
+
+// Checked before it becomes a float, where 1e-300 would silently be 0.
+float layer_norm_epsilon(const toml::node& n) {
+    const auto v = n.value<double>();  // integers convert too
+    if (!n.is_number() || !v || !(*v >= ModelLimits::min_ln_eps && *v <= ModelLimits::max_ln_eps)) {
+        throw Invalid{"'ln_eps' must be a number from " + format_number(ModelLimits::min_ln_eps) + " to " +
+                      format_number(ModelLimits::max_ln_eps) + ", got " + describe(n)};
+    }
+    return static_cast<float>(*v);
+}
+
+std::string any_string(std::string_view key, const toml::node& n) {
+    const auto* s = n.as_string();
+    if (!s) throw Invalid{key_text(key) + " must be a string, got " + describe(n)};
+    return s->get();
+}
+
+bool has_control_byte(std::string_view s) {
+    return std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
+
+// Names and paths end up in the line-based canonical text of a cell, in a cell process's command
+// line (where a NUL would cut them short) and on the terminal, hence one line, no control bytes.
+std::string single_line_string(std::string_view key, const toml::node& n) {
+    std::string s = any_string(key, n);
+    if (s.empty() || has_control_byte(s)) {
+        throw Invalid{key_text(key) + " must be a non-empty string on one line, got " + describe(n) +
+                      (s.empty() ? "" : ", which has control characters")};
+    }
+    return s;
+}
+
+std::string one_of(std::string_view key, const toml::node& n, const std::vector<std::string>& names) {
+    std::string s = single_line_string(key, n);
+    if (std::find(names.begin(), names.end(), s) == names.end()) {
+        throw Invalid{"unknown " + std::string(key) + " '" + s + "'" + suggestion(s, names) +
+                      "; expected one of: " + join(names)};
+    }
+    return s;
+}
+
+std::string prefetch_text(const toml::node& n) {
+    std::optional<Prefetch> p;
+    if (const auto* i = n.as_integer()) p = Prefetch::parse(std::to_string(i->get()));
+    if (const auto* s = n.as_string()) p = Prefetch::parse(s->get());
+    if (!p) {
+        throw Invalid{"'prefetch' must be \"off\", \"jit\" or a look-ahead depth >= 1, got " + describe(n) +
+                      "; the depth is at most " + std::to_string(AxisLimits::prefetch_depth)};
+    }
+    return p->text();
+}
+
+std::string budget_text(const toml::node& n) {
+    std::optional<Budget> b;
+    if (const auto* i = n.as_integer()) b = Budget::parse(std::to_string(i->get()));
+    if (const auto* s = n.as_string()) b = Budget::parse(s->get());
+    if (!b) {
+        throw Invalid{"'budget' must be a byte count > 0, a size such as \"12GiB\" or \"512MB\", or a percentage "
+                      "of the weights in (0%, 100%] such as \"50%\", got " + describe(n) +
+                      "; a byte count or size is at most " + std::to_string(AxisLimits::budget_bytes) + " (8 PiB)"};
+    }
+    return b->text();
+}
+
+std::string timeout_text(const toml::node& n) {
+    std::optional<double> seconds;
+    if (n.is_number()) seconds = n.value<double>();
+    if (const auto* s = n.as_string()) seconds = parse_duration_s(s->get());
+    if (!seconds || !std::isfinite(*seconds) || *seconds < AxisLimits::min_timeout_s) {
+        throw Invalid{"'timeout' must be a duration such as \"90s\", \"10m\" or \"1h\", or a number of "
+                      "seconds of at least " + format_number(AxisLimits::min_timeout_s) + ", got " + describe(n)};
+    }
+    return format_number(*seconds);
+}
+
+// ---- Models: the built-ins and the file's [[models]] ----
+
+std::vector<std::string> model_names(const std::vector<ModelConfig>& models) {
+    std::vector<std::string> names;
+    for (const auto& m : models) names.push_back(m.name);
+    return names;
+}
+
+class ModelCatalog {
+public:
+    void add(ModelConfig model) { custom_.push_back(std::move(model)); }
+
+    bool has_custom(std::string_view name) const {
+        return std::any_of(custom_.begin(), custom_.end(), [&](const auto& m) { return m.name == name; });
+    }
+
+    // Throws Invalid, listing what exists, unless `name` is a built-in or custom model.
+    void require(const std::string& name) const {
+        if (has_custom(name) || find_builtin_model(name)) return;
+        std::vector<std::string> all = model_names(builtin_models());
+        const std::vector<std::string> custom = model_names(custom_);
+        all.insert(all.end(), custom.begin(), custom.end());
+        throw Invalid{"unknown model '" + name + "'" + suggestion(name, all) + "; built-in models: " +
+                      join(model_names(builtin_models())) +
+                      "; custom models: " + (custom.empty() ? "none" : join(custom))};
+    }
+
+    ModelConfig get(std::string_view name) const {
+        for (const auto& m : custom_) {
+            if (m.name == name) return m;
+        }
+        return find_builtin_model(name).value();
+    }
+
+private:
+    std::vector<ModelConfig> custom_;
+};
+
+// ---- Axes: the keys a [defaults], [[sweep]] or exclusion may set ----
+
+struct Axis {
+    std::string name;
+    std::string fallback;  // the built-in default, in normal form
+    std::function<std::string(const toml::node&, const ModelCatalog&)> normalize;  // throws Invalid
+    std::function<void(CellParams&, const std::string&, const ModelCatalog&)> apply;
+};
+
+Axis enum_axis(std::string name, std::string fallback, const std::vector<std::string>& names,
+               std::string CellParams::*field) {
+    return {name, std::move(fallback),
+            [name, &names](const toml::node& n, const ModelCatalog&) { return one_of(name, n, names); },
+            [field](CellParams& c, const std::string& v, const ModelCatalog&) { c.*field = v; }};
+}
+
+Axis int_axis(std::string name, int fallback, int min, int max, int CellParams::*field) {
+    return {name, std::to_string(fallback),
+            [name, min, max](const toml::node& n, const ModelCatalog&) {
+                return std::to_string(integer_at_least(name, n, min, max));
+            },
+            [field](CellParams& c, const std::string& v, const ModelCatalog&) { c.*field = std::stoi(v); }};
+}
+
+Axis bool_axis(std::string name, bool fallback, bool CellParams::*field) {
+    return {name, fallback ? "true" : "false",
+            [name](const toml::node& n, const ModelCatalog&) {
+                if (const auto* b = n.as_boolean()) return std::string(b->get() ? "true" : "false");
+                throw Invalid{"'" + name + "' must be true or false, got " + describe(n)};
+            },
+            [field](CellParams& c, const std::string& v, const ModelCatalog&) { c.*field = v == "true"; }};
+}
+
+const std::vector<std::string> kDTypeNames = {"fp32", "fp16", "bf16"};
+
+const std::vector<Axis>& axes() {
+    static const std::vector<Axis> list = {
+        {"model", "tiny",
+         [](const toml::node& n, const ModelCatalog& models) {
+             std::string name = single_line_string("model", n);
+             models.require(name);
+             return name;
+         },
+         [](CellParams& c, const std::string& v, const ModelCatalog& models) { c.model = models.get(v); }},
+        enum_axis("variant", "baseline", kVariantNames, &CellParams::variant),
+        enum_axis("backend", "host", kBackendNames, &CellParams::backend),
+        {"dtype", "fp32", [](const toml::node& n, const ModelCatalog&) { return one_of("dtype", n, kDTypeNames); },
+         [](CellParams& c, const std::string& v, const ModelCatalog&) { c.dtype = parse_dtype(v).value(); }},
+        int_axis("batch", 1, 1, AxisLimits::tokens, &CellParams::batch),
+        int_axis("seq", 64, 1, ModelLimits::positions, &CellParams::seq),
+        int_axis("streams", 1, 0, AxisLimits::streams, &CellParams::streams),
+        {"prefetch", "off", [](const toml::node& n, const ModelCatalog&) { return prefetch_text(n); },
+         [](CellParams& c, const std::string& v, const ModelCatalog&) { c.prefetch = Prefetch::parse(v).value(); }},
+        {"budget", "100%", [](const toml::node& n, const ModelCatalog&) { return budget_text(n); },
+         [](CellParams& c, const std::string& v, const ModelCatalog&) { c.budget = Budget::parse(v).value(); }},
+        enum_axis("activations", "device", kActivationNames, &CellParams::activations),
+        enum_axis("resident", "interleaved", kResidentNames, &CellParams::resident),
+        enum_axis("evict", "migrate", kEvictNames, &CellParams::evict),
+        bool_axis("tf32", false, &CellParams::tf32),
+        enum_axis("mode", "infer", kModeNames, &CellParams::mode),
+        {"weights", "synthetic",
+         [](const toml::node& n, const ModelCatalog&) { return single_line_string("weights", n); },
+         [](CellParams& c, const std::string& v, const ModelCatalog&) { c.weights = v; }},
+        int_axis("warmups", 1, 0, AxisLimits::iterations, &CellParams::warmups),
+        int_axis("iterations", 5, 1, AxisLimits::iterations, &CellParams::iterations),
+        int_axis("trace_iterations", 0, 0, AxisLimits::iterations, &CellParams::trace_iterations),
+        {"seed", "1",
+         [](const toml::node& n, const ModelCatalog&) {
+             return std::to_string(integer_at_least("seed", n, 0, std::numeric_limits<std::int64_t>::max()));
+         },
+         [](CellParams& c, const std::string& v, const ModelCatalog&) { c.seed = std::stoull(v); }},
+        {"timeout", "600", [](const toml::node& n, const ModelCatalog&) { return timeout_text(n); },
+         [](CellParams& c, const std::string& v, const ModelCatalog&) { c.timeout_s = std::stod(v); }},
+        enum_axis("debug_fault", "none", kDebugFaultNames, &CellParams::debug_fault),
+    };
+    return list;
+}
+
+std::vector<std::string> axis_names() {
+    std::vector<std::string> names;
+    for (const auto& a : axes()) names.push_back(a.name);
+    return names;
+}
+
+std::optional<std::size_t> find_axis(std::string_view name) {
+    for (std::size_t i = 0; i < axes().size(); ++i) {
+        if (axes()[i].name == name) return i;
+    }
+    return std::nullopt;
+}
+
+// ---- What the reader builds from the document ----
+
+bool has_position(const toml::source_region& where) { return where.begin.line > 0; }
+
+struct Value {
+    std::string text;            // normal form
+    toml::source_region where;   // no position for a built-in default
+};
+
+// The values one table gives one axis: one, or several for an array.
+struct Setting {
+    std::size_t axis;
+    std::vector<Value> values;
+};
+
+struct Exclusion {
+    std::vector<Setting> conditions;  // all must match; a condition matches any of its values
+    toml::source_region where;
+    int matched = 0;  // expanded cells it matched
+};
+
+struct Sweep {
+    std::string name;
+    toml::source_region where;
+    std::vector<Setting> settings;  // in the order written: the first varies slowest
+    std::vector<Exclusion> exclusions;
+};
+
+using Assignment = std::vector<Value>;  // one value per axis, indexed like axes()
+
+bool matches(const Exclusion& e, const Assignment& cell) {
+    return std::all_of(e.conditions.begin(), e.conditions.end(), [&](const Setting& s) {
+        return std::any_of(s.values.begin(), s.values.end(),
+                           [&](const Value& v) { return v.text == cell[s.axis].text; });
+    });
+}
+
+// Counts a match on every exclusion that matches, so that an exclusion shadowed by an earlier
+// one is not reported as matching nothing.
+bool mark_matches(std::vector<Exclusion>& exclusions, const Assignment& cell) {
+    bool any = false;
+    for (auto& e : exclusions) {
+        if (matches(e, cell)) {
+            ++e.matched;
+            any = true;
+        }
+    }
+    return any;
+}
+
+std::string exclusion_text(const Exclusion& e) {
+    std::vector<std::string> parts;
+    for (const auto& s : e.conditions) {
+        std::vector<std::string> values;
+        for (const auto& v : s.values) values.push_back(v.text);
+        const std::string list = values.size() == 1 ? values[0] : "[" + join(values) + "]";
+        parts.push_back(axes()[s.axis].name + " = " + list);
+    }
+    return "{ " + join(parts) + " }";
+}
+
+// Calls visit(cell) for each combination of the settings' values over `base`, the first
+// setting varying slowest.
+template <class Visit>
+void for_each_combination(const Assignment& base, const std::vector<Setting>& settings, Visit visit) {
+    std::vector<std::size_t> index(settings.size(), 0);
+    Assignment cell = base;
+    while (true) {
+        for (std::size_t i = 0; i < settings.size(); ++i) cell[settings[i].axis] = settings[i].values[index[i]];
+        visit(cell);
+        std::size_t i = settings.size();
+        while (i > 0 && ++index[i - 1] == settings[i - 1].values.size()) index[--i] = 0;
+        if (i == 0) return;
+    }
+}
+
+// Cells a whole matrix may expand to, counted before exclusions and duplicates: a typo such as
+// an extra list element in every axis, or many sweeps, must fail fast, not exhaust memory
+// (`list` shows this many in a few seconds and about 100 MB).
+constexpr std::int64_t kMaxCells = 100000;
+
+// Each cell is compared with every value of every exclusion that applies to it, so exclusions
+// are bounded too: with kMaxCells, about 10^8 comparisons at most.
+constexpr std::int64_t kMaxExclusionValues = 1000;
+
+// The number of combinations of the settings' values; nothing when it does not fit an int64.
+std::optional<std::int64_t> combination_count(const std::vector<Setting>& settings) {
+    std::optional<std::int64_t> n = 1;
+    for (const auto& s : settings) {
+        if (n) n = try_mul(*n, static_cast<std::int64_t>(s.values.size()));
+    }
+    return n;
+}
+
+std::string count_text(std::optional<std::int64_t> n) {
+    return n ? std::to_string(*n) : "more than " + std::to_string(std::numeric_limits<std::int64_t>::max());
+}
+
+// A key and its value, for walking a table in the order it was written (toml::table is
+// ordered by name).
+struct Entry {
+    const toml::key* key;
+    const toml::node* node;
+};
+
+std::vector<Entry> entries_in_file_order(const toml::table& t) {
+    std::vector<Entry> entries;
+    for (const auto& [k, v] : t) entries.push_back({&k, &v});
+    std::sort(entries.begin(), entries.end(),
+              [](const Entry& a, const Entry& b) { return a.key->source().begin < b.key->source().begin; });
+    return entries;
+}
+
+const std::vector<std::string> kTopLevelKeys = {"name", "description", "defaults", "models", "sweep", "exclude"};
+const std::vector<std::string> kModelKeys = {"name", "base", "layers", "hidden", "heads", "vocab", "positions", "ln_eps"};
+
+struct ShapeKey {
+    const char* key;
+    int ModelConfig::*field;
+    int max;
+};
+const ShapeKey kShapeKeys[] = {{"layers", &ModelConfig::n_layer, ModelLimits::layers},
+                               {"hidden", &ModelConfig::n_embd, ModelLimits::hidden},
+                               {"heads", &ModelConfig::n_head, ModelLimits::hidden},
+                               {"vocab", &ModelConfig::vocab_size, ModelLimits::vocab},
+                               {"positions", &ModelConfig::max_positions, ModelLimits::positions}};
+const char* const kRequiredShapeKeys[] = {"layers", "hidden", "heads"};
+
+std::vector<std::string> sweep_keys() {
+    std::vector<std::string> keys = {"name"};
+    for (const auto& a : axes()) keys.push_back(a.name);
+    keys.push_back("exclude");
+    return keys;
+}
+
+// ---- The reader ----
+
+class MatrixReader {
+public:
+    explicit MatrixReader(std::string_view path) : path_(path) {}
+    Matrix read(std::string_view text);
+
+private:
+    [[noreturn]] void fail(const toml::source_region& where, const std::string& message) const {
+        throw MatrixError(path_, static_cast<int>(where.begin.line), static_cast<int>(where.begin.column), message);
+    }
+
+    // Runs a value check, placing its complaint at the node.
+    template <class Check>
+    auto checked(const toml::node& n, Check check) const {
+        try {
+            return check();
+        } catch (const Invalid& e) {
+            fail(n.source(), e.message);
+        }
+    }
+
+    toml::table parse_toml(std::string_view text) const;
+    void check_keys(const toml::table& t, const std::vector<std::string>& known, const std::string& where) const;
+    std::vector<const toml::table*> tables(const toml::node* n, const std::string& key) const;
+    std::optional<std::string> optional_name(const toml::table& t) const;
+
+    void read_models(const toml::node* n);
+    ModelConfig read_model(const toml::table& t) const;
+    ModelConfig model_start(const toml::table& t, const std::string& name) const;
+
+    void read_defaults(const toml::node* n);
+    Sweep read_sweep(const toml::table& t, int number) const;
+    std::vector<Exclusion> read_exclusions(const toml::node* n, const std::string& key, const std::string& where) const;
+    Exclusion read_exclusion(const toml::table& t, const std::string& where) const;
+    Setting read_setting(std::size_t axis, const toml::node& n) const;
+    Value read_value(std::size_t axis, const toml::node& n) const;
+
+    void require_bounded(const std::vector<Sweep>& sweeps) const;
+    void expand(Sweep& sweep, Matrix& m);
+    CellParams build_cell(const Assignment& cell, const Sweep& sweep) const;
+    void require_matched(const std::vector<Exclusion>& exclusions, const std::string& scope) const;
+
+    std::string path_;
+    ModelCatalog models_;
+    Assignment defaults_;
+    std::vector<Exclusion> global_exclusions_;
+    std::set<std::string> seen_keys_;
+};
+
+toml::table MatrixReader::parse_toml(std::string_view text) const {
+    try {
+        return toml::parse(text, std::string_view(path_));
+    } catch (const toml::parse_error& e) {
+        fail(e.source(), "invalid TOML: " + std::string(e.description()));
+    }
+}
+
+void MatrixReader::check_keys(const toml::table& t, const std::vector<std::string>& known,
+                              const std::string& where) const {
+    for (const auto& [key, node] : entries_in_file_order(t)) {
+        const std::string name(key->str());
+        if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+        fail(key->source(), "unknown key '" + name + "' " + where + suggestion(name, known) +
+                                "; known keys: " + join(known));
+    }
+}
+
+// The tables of an array of tables ([[key]] or key = [{...}]); none when the key is absent.
+std::vector<const toml::table*> MatrixReader::tables(const toml::node* n, const std::string& key) const {
+    if (!n) return {};
+    const auto* array = n->as_array();
+    if (!array) {
+        fail(n->source(), key_text(key) + " must be an array of tables, such as [[" + key + "]] or " + key +
+                              " = [ { ... } ], got " + describe(*n));
+    }
+    if (array->empty()) fail(n->source(), key_text(key) + " is an empty array; leave it out or give at least one table");
+    std::vector<const toml::table*> out;
+    for (const auto& element : *array) {
+        const auto* t = element.as_table();
+        if (!t) fail(element.source(), "each entry of " + key_text(key) + " must be a table, got " + describe(element));
+        out.push_back(t);
+    }
+    return out;
+}
+
+std::optional<std::string> MatrixReader::optional_name(const toml::table& t) const {
+    const toml::node* n = t.get("name");
+    if (!n) return std::nullopt;
+    return checked(*n, [&] { return single_line_string("name", *n); });
+}
+
+Matrix MatrixReader::read(std::string_view text) {
+    const toml::table doc = parse_toml(text);
+    check_keys(doc, kTopLevelKeys, "at the top level");
+    Matrix m;
+    m.path = path_;
+    m.text = std::string(text);
+    m.name = optional_name(doc).value_or(std::filesystem::path(path_).stem().string());
+    if (const toml::node* d = doc.get("description")) m.description = checked(*d, [&] { return any_string("description", *d); });
+
+    read_models(doc.get("models"));
+    read_defaults(doc.get("defaults"));
+    std::vector<Sweep> sweeps;
+    for (const toml::table* t : tables(doc.get("sweep"), "sweep")) {
+        sweeps.push_back(read_sweep(*t, static_cast<int>(sweeps.size()) + 1));
+    }
+    if (sweeps.empty()) {
+        const toml::node* d = doc.get("defaults");
+        sweeps.push_back({"defaults", d ? d->source() : doc.source(), {}, {}});
+    }
+    global_exclusions_ = read_exclusions(doc.get("exclude"), "exclude", "in [[exclude]]");
+
+    require_bounded(sweeps);
+    for (auto& sweep : sweeps) expand(sweep, m);
+    require_matched(global_exclusions_, "the matrix");
+    return m;
+}
+
+void MatrixReader::require_bounded(const std::vector<Sweep>& sweeps) const {
+    std::int64_t values = 0;
+    const auto count_values = [&](const std::vector<Exclusion>& exclusions) {
+        for (const auto& e : exclusions) {
+            for (const auto& condition : e.conditions) values += static_cast<std::int64_t>(condition.values.size());
+            if (values > kMaxExclusionValues) {
+                fail(e.where, "the exclusions up to this one name " + std::to_string(values) + " values, more than the " +
+                                  std::to_string(kMaxExclusionValues) + " a matrix may have; narrow the sweeps instead");
+            }
+        }
+    };
+    for (const auto& sweep : sweeps) count_values(sweep.exclusions);
+    count_values(global_exclusions_);
+
+    std::int64_t total = 0;
+    for (const auto& sweep : sweeps) {
+        const auto count = combination_count(sweep.settings);
+        if (!count || *count > kMaxCells) {
+            fail(sweep.where, "sweep '" + sweep.name + "' expands to " + count_text(count) + " cells, more than the " +
+                                  std::to_string(kMaxCells) + " a matrix may have; split it or narrow its lists");
+        }
+        total += *count;  // each at most kMaxCells, so no overflow
+        if (total > kMaxCells) {
+            fail(sweep.where, "the sweeps up to '" + sweep.name + "' expand to " + std::to_string(total) +
+                                  " cells, more than the " + std::to_string(kMaxCells) +
+                                  " a matrix may have; split the matrix into several files or narrow its lists");
+        }
+    }
+}
+
+void MatrixReader::read_models(const toml::node* n) {
+    for (const toml::table* t : tables(n, "models")) models_.add(read_model(*t));
+}
+
+ModelConfig MatrixReader::read_model(const toml::table& t) const {
+    check_keys(t, kModelKeys, "in [[models]]");
+    const toml::node* name_node = t.get("name");
+    if (!name_node) fail(t.source(), "a [[models]] entry needs a 'name'");
+    const std::string name = *optional_name(t);
+    if (find_builtin_model(name)) {
+        fail(name_node->source(), "custom model '" + name + "' has the name of a built-in model; choose another name");
+    }
+    if (models_.has_custom(name)) fail(name_node->source(), "custom model '" + name + "' is defined twice");
+
+    ModelConfig m = model_start(t, name);
+    m.name = name;
+    for (const auto& [key, field, max] : kShapeKeys) {
+        if (const toml::node* v = t.get(key)) {
+            m.*field = static_cast<int>(checked(*v, [&] { return integer_at_least(key, *v, 1, max); }));
+        }
+    }
+    if (const toml::node* v = t.get("ln_eps")) m.ln_eps = checked(*v, [&] { return layer_norm_epsilon(*v); });
+    if (const std::string why = m.validate(); !why.empty()) {
+        fail(t.source(), "custom model is not a usable shape: " + why);
+    }
+    return m;
+}
+
+// The shape a custom model starts from: its base, or nothing, in which case the shape keys
+// without a sensible default must be given.
+ModelConfig MatrixReader::model_start(const toml::table& t, const std::string& name) const {
+    if (const toml::node* base = t.get("base")) {
+        return checked(*base, [&] {
+            const std::string base_name = single_line_string("base", *base);
+            auto m = find_builtin_model(base_name);
+            const std::vector<std::string> builtins = model_names(builtin_models());
+            if (!m) {
+                throw Invalid{"unknown base model '" + base_name + "'" + suggestion(base_name, builtins) +
+                              "; a base must be a built-in model: " + join(builtins)};
+            }
+            return *m;
+        });
+    }
+    for (const char* key : kRequiredShapeKeys) {
+        if (!t.get(key)) {
+            fail(t.source(), "custom model '" + name + "' needs '" + key +
+                                 "' (or a 'base' built-in model to start from)");
+        }
+    }
+    return ModelConfig{};
+}
+
+void MatrixReader::read_defaults(const toml::node* n) {
+    for (const auto& axis : axes()) defaults_.push_back({axis.fallback, {}});
+    if (!n) return;
+    const toml::table* t = n->as_table();
+    if (!t) fail(n->source(), "'defaults' must be a table ([defaults]), got " + describe(*n));
+    check_keys(*t, axis_names(), "in [defaults]");
+    for (const auto& [key, node] : entries_in_file_order(*t)) {
+        if (node->is_array()) {
+            fail(node->source(), "'" + std::string(key->str()) +
+                                     "' in [defaults] must be a single value, got array; lists belong in a [[sweep]]");
+        }
+        const std::size_t axis = *find_axis(key->str());
+        defaults_[axis] = read_value(axis, *node);
+    }
+}
+
+Sweep MatrixReader::read_sweep(const toml::table& t, int number) const {
+    check_keys(t, sweep_keys(), "in [[sweep]]");
+    Sweep sweep;
+    sweep.where = t.source();
+    sweep.name = optional_name(t).value_or("sweep" + std::to_string(number));
+    for (const auto& [key, node] : entries_in_file_order(t)) {
+        if (const auto axis = find_axis(key->str())) sweep.settings.push_back(read_setting(*axis, *node));
+    }
+    sweep.exclusions = read_exclusions(t.get("exclude"), "exclude", "in an exclusion of sweep '" + sweep.name + "'");
+    return sweep;
+}
+
+std::vector<Exclusion> MatrixReader::read_exclusions(const toml::node* n, const std::string& key,
+                                                     const std::string& where) const {
+    std::vector<Exclusion> out;
+    for (const toml::table* t : tables(n, key)) out.push_back(read_exclusion(*t, where));
+    return out;
+}
+
+Exclusion MatrixReader::read_exclusion(const toml::table& t, const std::string& where) const {
+    check_keys(t, axis_names(), where);
+    if (t.empty()) fail(t.source(), "an exclusion must name at least one key; an empty one would exclude every cell");
+    Exclusion e;
+    e.where = t.source();
+    for (const auto& [key, node] : entries_in_file_order(t)) e.conditions.push_back(read_setting(*find_axis(key->str()), *node));
+    return e;
+}
+
+Setting MatrixReader::read_setting(std::size_t axis, const toml::node& n) const {
+    const auto* array = n.as_array();
+    if (!array) return {axis, {read_value(axis, n)}};
+    const std::string& name = axes()[axis].name;
+    if (array->empty()) fail(n.source(), key_text(name) + " is an empty array; give at least one value");
+    Setting s{axis, {}};
+    for (const auto& element : *array) {
+        if (element.is_array()) {
+            fail(element.source(), key_text(name) + " must be a value or an array of values, got a nested array");
+        }
+        s.values.push_back(read_value(axis, element));
+    }
+    return s;
+}
+
+Value MatrixReader::read_value(std::size_t axis, const toml::node& n) const {
+    return {checked(n, [&] { return axes()[axis].normalize(n, models_); }), n.source()};
+}
+
+void MatrixReader::expand(Sweep& sweep, Matrix& m) {
+    int kept = 0;
+    for_each_combination(defaults_, sweep.settings, [&](const Assignment& cell) {
+        const bool excluded_here = mark_matches(sweep.exclusions, cell);
+        const bool excluded_globally = mark_matches(global_exclusions_, cell);
+        if (excluded_here || excluded_globally) {
+            ++m.excluded;
+            return;
+        }
+        ++kept;
+        CellParams c = build_cell(cell, sweep);
+        if (!seen_keys_.insert(c.key()).second) {
+            ++m.duplicates;
+            return;
+        }
+        m.cells.push_back(std::move(c));
+    });
+    if (kept == 0) {
+        fail(sweep.where, "sweep '" + sweep.name + "' has no cells left: exclusions removed all " +
+                              count_text(combination_count(sweep.settings)) + " of them");
+    }
+    require_matched(sweep.exclusions, "sweep '" + sweep.name + "'");
+}
+
+CellParams MatrixReader::build_cell(const Assignment& cell, const Sweep& sweep) const {
+    CellParams c;
+    c.sweep = sweep.name;
+    for (std::size_t i = 0; i < axes().size(); ++i) axes()[i].apply(c, cell[i].text, models_);
+    if (c.seq > c.model.max_positions) {
+        // Blame the seq value, else (seq left at its default) the model that is too short.
+        const Value& seq = cell[*find_axis("seq")];
+        const Value& model = cell[*find_axis("model")];
+        const toml::source_region& where = has_position(seq.where)     ? seq.where
+                                           : has_position(model.where) ? model.where
+                                                                       : sweep.where;
+        fail(where, "'seq' = " + seq.text + " is longer than model '" + c.model.name + "' allows (" +
+                        std::to_string(c.model.max_positions) + " positions)");
+    }
+    if (c.budget_bytes() < 1) {
+        const Value& budget = cell[*find_axis("budget")];
+        fail(has_position(budget.where) ? budget.where : sweep.where,
+             "'budget' = " + budget.text + " of the " + std::to_string(c.weight_bytes()) + " weight bytes of model '" +
+                 c.model.name + "' is less than a byte");
+    }
+    if (static_cast<std::int64_t>(c.batch) * c.seq > AxisLimits::tokens) {
+        const Value& batch = cell[*find_axis("batch")];
+        const Value& seq = cell[*find_axis("seq")];
+        fail(has_position(batch.where) ? batch.where : has_position(seq.where) ? seq.where : sweep.where,
+             "'batch' = " + batch.text + " with 'seq' = " + seq.text + " is " +
+                 std::to_string(static_cast<std::int64_t>(c.batch) * c.seq) + " tokens per forward, more than the " +
+                 std::to_string(AxisLimits::tokens) + " a cell may have");
+    }
+    return c;
+}
+
+void MatrixReader::require_matched(const std::vector<Exclusion>& exclusions, const std::string& scope) const {
+    for (const auto& e : exclusions) {
+        if (e.matched > 0) continue;
+        fail(e.where, "exclusion " + exclusion_text(e) + " matches no cell of " + scope +
+                          "; is a value misspelled or left over from an earlier version of the sweep?");
+    }
+}
+
+// fopen rather than ifstream: its failure reliably leaves the reason in errno.
+struct FileCloser {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+};
+
+std::string read_file(const std::string& path) {
+    const auto cannot_read = [&] { return MatrixError(path, 0, 0, std::string("cannot read matrix file: ") + std::strerror(errno)); };
+    std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
+    if (!f) throw cannot_read();
+    std::string text;
+    char buf[1 << 16];
+    while (const std::size_t n = std::fread(buf, 1, sizeof buf, f.get())) text.append(buf, n);
+    if (std::ferror(f.get())) throw cannot_read();
+    return text;
+}
+
+}  // namespace
+
+Matrix parse_matrix(std::string_view text, std::string_view path_for_messages) {
+    return MatrixReader(path_for_messages).read(text);
+}
+
+Matrix load_matrix(const std::string& path) { return parse_matrix(read_file(path), path); }
+
+namespace {
+
+// name -> value of every keyed parameter, defaults included for the axes canonical() omits.
+std::map<std::string, std::string> canonical_values(const CellParams& c) {
+    std::map<std::string, std::string> kv = {{"debug_fault", "none"}, {"resident", "interleaved"},
+                                             {"evict", "migrate"}, {"tf32", "false"}};
+    std::istringstream lines(c.canonical());
+    std::string line;
+    while (std::getline(lines, line)) {
+        const auto eq = line.find('=');
+        kv[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+    return kv;
+}
+
+// The canonical spelling of a filter value, so "budget=12GiB" matches a cell written "12 GiB".
+std::string canonical_filter_value(const std::string& axis, const std::string& value) {
+    if (axis == "budget") {
+        if (auto b = Budget::parse(value)) return b->text();
+    } else if (axis == "prefetch") {
+        if (auto p = Prefetch::parse(value)) return p->text();
+    }
+    return value;
+}
+
+struct Filter {
+    std::string axis;
+    std::set<std::string> values;  // canonical
+};
+
+Filter parse_filter(const std::string& filter, const std::map<std::string, std::string>& known) {
+    const auto eq = filter.find('=');
+    Filter f{filter.substr(0, eq), {}};
+    if (eq == std::string::npos || !known.count(f.axis)) {
+        std::vector<std::string> names;
+        for (const auto& [k, v] : known) names.push_back(k);
+        throw std::invalid_argument("--only expects AXIS=VALUE[,VALUE...] with AXIS one of: " + join(names) +
+                                    "; got '" + escape_controls(filter) + "'");
+    }
+    std::istringstream list(filter.substr(eq + 1));
+    std::string v;
+    while (std::getline(list, v, ',')) f.values.insert(canonical_filter_value(f.axis, v));
+    return f;
+}
+
+// The distinct values `axis` has in `cells`, in the order they first appear.
+std::vector<std::string> values_of(const std::vector<CellParams>& cells, const std::string& axis) {
+    std::vector<std::string> values;
+    std::set<std::string> seen;
+    for (const auto& c : cells) {
+        std::string v = canonical_values(c).at(axis);
+        if (seen.insert(v).second) values.push_back(std::move(v));
+    }
+    return values;
+}
+
+// "1, 2 or 4"; the first twenty of a longer list and how many there are.
+std::string listing(const std::vector<std::string>& values) {
+    constexpr std::size_t kShown = 20;
+    if (values.size() > kShown) {
+        const std::vector<std::string> shown(values.begin(), values.begin() + kShown);
+        return join(shown) + ", ... (" + std::to_string(values.size()) + " values)";
+    }
+    if (values.size() == 1) return values.front();
+    const std::vector<std::string> all_but_last(values.begin(), values.end() - 1);
+    return join(all_but_last) + " or " + values.back();
+}
+
+}  // namespace
+
+void keep_only(Matrix& matrix, const std::vector<std::string>& filters) {
+    if (filters.empty() || matrix.cells.empty()) return;
+    const auto known = canonical_values(matrix.cells.front());
+    for (std::size_t i = 0; i < filters.size(); ++i) {
+        const auto [axis, wanted] = parse_filter(filters[i], known);
+        std::vector<CellParams> kept;
+        for (const auto& c : matrix.cells) {
+            if (wanted.count(canonical_values(c).at(axis))) kept.push_back(c);
+        }
+        if (kept.empty()) {
+            throw std::invalid_argument("--only " + escape_controls(filters[i]) + " matches no cell; " + axis +
+                                        (i == 0 ? " in this matrix is " : " in the cells the --only filters before it keep is ") +
+                                        escape_controls(listing(values_of(matrix.cells, axis))));
+        }
+        matrix.cells = std::move(kept);
+    }
+}
+
+std::string default_db_path(const Matrix& matrix) {
+    constexpr std::size_t kMaxStem = 100;
+    std::string stem;
+    for (const char c : std::string_view(matrix.name).substr(0, kMaxStem)) {
+        const bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                          c == '_' || c == '-';
+        stem += safe ? c : '_';
+    }
+    if (stem.empty()) stem = "matrix";
+    if (stem.front() == '.') stem.front() = '_';  // neither hidden nor "." / ".."
+    return "results/" + stem + ".db";
+}
+
+}  // namespace sweetspot

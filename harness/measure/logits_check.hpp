@@ -1,0 +1,60 @@
+#pragma once
+// The numerical check stored with every cell, and the verdict it gives: a cell's logits against
+// a reference forward on the same weights (the fp32 host forward for GPU cells, float64 loops
+// for host cells). Every path ends in judge_output, so a NaN cannot pass on one path and fail on
+// another.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "harness/matrix/cell.hpp"
+#include "harness/store/store.hpp"
+#include "kernels/model/layer_source.hpp"
+#include "kernels/model/weight_layout.hpp"
+
+namespace sweetspot {
+
+struct LogitsCheck {
+    std::string reference;  // what was compared, for the cells table
+    double max_abs_err = 0, rel_err = 0, tolerance = 0;
+    bool passed() const { return rel_err <= tolerance; }  // false for NaN too
+};
+
+// The largest |out − ref| and |ref| over the pairs it is given. std::max(err, NaN) keeps err, so
+// a plain running maximum would let NaN output pass; here a NaN difference becomes the error.
+class ErrorMeasure {
+public:
+    void add(double out, double ref);
+    double max_abs_err() const { return max_abs_err_; }
+    // max |out − ref| / max |ref|, or the absolute error when the reference is all zero.
+    double rel_err() const { return max_ref_ > 0 ? max_abs_err_ / max_ref_ : max_abs_err_; }
+
+private:
+    double max_abs_err_ = 0, max_ref_ = 0;
+};
+
+// How many values are NaN or infinite.
+std::size_t count_nonfinite(std::span<const float> values);
+
+// Relative error (max |out − ref| / max |ref|) allowed for a GPU cell of this dtype.
+double gpu_tolerance(DType dtype, bool tf32);
+
+// Compares `logits` [batch, seq, vocab] with the host forward. The whole output is recomputed
+// when that is cheap; otherwise the first positions of sample 0, which by causality depend only
+// on those tokens, so the comparison is exact in kind, only shorter.
+LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layout,
+                               std::span<const std::int32_t> tokens, std::span<const float> logits);
+
+// Compares fp32 host logits with float64 loops over the same weights (acquired from `weights`);
+// nullopt when the model is too large for the loops to finish in reasonable time.
+std::optional<LogitsCheck> check_against_float64(const CellParams& cell, const WeightLayout& layout, LayerSource& weights,
+                                                 std::span<const std::int32_t> tokens, std::span<const float> logits);
+
+// Stores `check` in the outcome and sets its status: `failed` when any logit is NaN or infinite
+// (whether or not a reference was computed: such output is wrong whatever it is compared with),
+// `invalid` when the check is outside its tolerance, `ok` otherwise.
+void judge_output(std::span<const float> logits, const std::optional<LogitsCheck>& check, CellOutcome& out);
+
+}  // namespace sweetspot

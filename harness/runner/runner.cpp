@@ -1,0 +1,242 @@
+#include "harness/runner/runner.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+
+#include "harness/measure/cell_exec.hpp"
+#include "harness/system/child_process.hpp"
+#include "harness/system/file_lock.hpp"
+#include "harness/measure/gpu_probe.hpp"
+#include "harness/runner/progress.hpp"
+#include "harness/store/store.hpp"
+#include "harness/system/version.hpp"
+#include "harness/system/system_info.hpp"
+#include "harness/system/format.hpp"
+
+namespace sweetspot {
+namespace {
+
+// The only process-wide mutable state of the runner: signal handlers can do nothing else.
+std::atomic<bool> g_stop_requested{false};
+
+extern "C" void request_stop(int) { g_stop_requested.store(true); }
+
+// Installs the stop handlers for the duration of a sweep and restores the previous ones.
+class StopSignals {
+public:
+    StopSignals() {
+        g_stop_requested.store(false);
+        struct sigaction sa {};
+        sa.sa_handler = request_stop;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_int_);
+        sigaction(SIGTERM, &sa, &old_term_);
+    }
+    ~StopSignals() {
+        sigaction(SIGINT, &old_int_, nullptr);
+        sigaction(SIGTERM, &old_term_, nullptr);
+    }
+    StopSignals(const StopSignals&) = delete;
+    StopSignals& operator=(const StopSignals&) = delete;
+
+private:
+    struct sigaction old_int_ {}, old_term_ {};
+};
+
+constexpr const char* kScratchPrefix = "sweetspot-";
+constexpr const char* kScratchLock = "lock";
+
+std::filesystem::path temp_root() {
+    const char* tmp = std::getenv("TMPDIR");
+    return tmp && *tmp ? tmp : "/tmp";
+}
+
+// Removes the scratch folders of sweeps that were killed before they could remove their own:
+// a folder whose lock file can be locked has no living owner.
+void remove_abandoned_scratch_dirs() {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(temp_root(), ec)) {
+        const auto name = entry.path().filename().string();
+        const auto lock_path = entry.path() / kScratchLock;
+        if (!name.starts_with(kScratchPrefix) || !std::filesystem::is_regular_file(lock_path, ec)) continue;
+        try {
+            if (auto lock = FileLock::try_lock(lock_path.string())) std::filesystem::remove_all(entry.path(), ec);
+        } catch (const std::system_error&) {
+            // Another user's folder, or one that vanished meanwhile: not ours to clean.
+        }
+    }
+}
+
+// A private scratch folder for the cell processes' results and logs, removed at the end. It holds
+// a locked file for as long as the sweep lives, so that a later sweep can tell it was abandoned.
+class ScratchDir {
+public:
+    ScratchDir() {
+        std::string tmpl = (temp_root() / (std::string(kScratchPrefix) + "XXXXXX")).string();
+        if (!mkdtemp(tmpl.data())) throw std::system_error(errno, std::generic_category(), "mkdtemp " + tmpl);
+        path_ = tmpl;
+        const std::string lock_path = file(kScratchLock);
+        std::ofstream(lock_path).close();
+        lock_ = FileLock::try_lock(lock_path);
+    }
+    ~ScratchDir() {
+        lock_.reset();
+        std::error_code ec;
+        std::filesystem::remove_all(path_, ec);
+    }
+    ScratchDir(const ScratchDir&) = delete;
+    ScratchDir& operator=(const ScratchDir&) = delete;
+    std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+private:
+    std::filesystem::path path_;
+    std::optional<FileLock> lock_;
+};
+
+constexpr std::size_t kStderrTailBytes = 4000;
+
+std::optional<CellOutcome> read_child_outcome(const std::string& scratch_db, const std::string& key) {
+    if (!std::filesystem::exists(scratch_db)) return std::nullopt;
+    try {
+        auto store = Store::open_read_only(scratch_db);
+        return store.load_outcome(key);
+    } catch (const std::exception&) {
+        return std::nullopt;  // the child died while writing: nothing it said can be trusted
+    }
+}
+
+CellOutcome run_cell_process(const CellParams& cell, const ScratchDir& scratch, const RunOptions& options, const std::string& run_label) {
+    const std::string db = scratch.file("cell.db"), log = scratch.file("cell.log");
+    for (const auto* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix);
+
+    ChildSpec spec;
+    spec.argv = {self_executable(), "_cell", "--scratch", db, "--cell", cell.canonical(), "--run-label", run_label};
+    if (options.allow_oversubscription) spec.argv.push_back("--allow-oversubscription");
+    if (!options.collect) spec.argv.insert(spec.argv.end(), {"--collector", "none"});
+    spec.log_path = log;
+    spec.timeout_s = cell.timeout_s;
+    const std::string started = utc_timestamp();
+    const ChildResult r = run_child(spec, g_stop_requested);
+
+    const auto reported = read_child_outcome(db, cell.key());
+    CellOutcome o = reported.value_or(CellOutcome{});
+    const bool clean_exit = r.exit_code == 0 && !r.signal && !r.timed_out;
+    if (r.timed_out) {
+        o.status = "timeout";
+        o.reason = "no result within the cell's timeout of " + fixed(cell.timeout_s, 0) + " s; the cell process was killed";
+    } else if (!clean_exit) {
+        o.status = "failed";
+        o.reason = reported && !reported->reason.empty() ? r.describe() + ": " + reported->reason : r.describe();
+    } else if (!reported) {
+        o.status = "failed";
+        o.reason = "the cell process exited without writing a result";
+    }
+    o.started_at = started;
+    o.finished_at = utc_timestamp();
+    o.wall_s = r.wall_s;
+    o.exit_code = r.exit_code;
+    o.signal = r.signal;
+    o.stderr_tail = file_tail(log, kStderrTailBytes);
+    if (!o.peak_host_rss_bytes) o.peak_host_rss_bytes = r.peak_rss_bytes;
+    return o;
+}
+
+void count(RunTotals& t, const std::string& status) {
+    if (status == "ok") ++t.ok;
+    else if (status == "failed") ++t.failed;
+    else if (status == "timeout") ++t.timeout;
+    else if (status == "skipped") ++t.skipped;
+    else if (status == "invalid") ++t.invalid;
+}
+
+}  // namespace
+
+int RunTotals::exit_code() const { return failed + timeout + invalid > 0 ? 1 : 0; }
+
+RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostream& progress_out) {
+    auto store = Store::open(options.db_path, Store::Access::exclusive);
+    const auto done = store.ok_keys();
+    remove_abandoned_scratch_dirs();
+
+    const auto sys = query_system_info();
+    const bool any_gpu_cell = std::any_of(matrix.cells.begin(), matrix.cells.end(), uses_gpu);
+    GpuFacts gpu;
+    if (any_gpu_cell) {
+        progress_out << "sweetspot: probing the GPU and the host link (pinned 1 GiB copies)\n";
+        gpu = probe_gpu_in_child(true);
+        if (gpu.h2d_gbps)
+            progress_out << "sweetspot: " << gpu.name.value_or("GPU") << ", pinned host->device " << fixed(*gpu.h2d_gbps, 1)
+                         << " GB/s, device->host " << fixed(gpu.d2h_gbps.value_or(0), 1) << " GB/s\n";
+        else
+            progress_out << "sweetspot: no GPU measurement (" << gpu.note << "); GPU cells will be skipped\n";
+    }
+    RunInfo info;
+    info.started_at = utc_timestamp();
+    info.host = sys.host;
+    info.os = sys.os;
+    info.cpu_model = sys.cpu_model;
+    info.cpu_count = sys.cpu_count;
+    info.gpu_name = gpu.name;
+    info.gpu_driver = gpu.driver;
+    info.cuda_runtime = gpu.runtime;
+    info.gpu_memory_bytes = gpu.memory_bytes;
+    info.h2d_gbps = gpu.h2d_gbps;
+    info.d2h_gbps = gpu.d2h_gbps;
+    info.sweetspot_version = kVersion;
+    info.git_revision = git_revision();
+    info.command_line = options.command_line;
+    info.matrix_path = matrix.path;
+    info.matrix_name = matrix.name;
+    info.matrix_hash = matrix.hash();
+    info.matrix_text = matrix.text;
+    info.cells_total = static_cast<int>(matrix.cells.size());
+    const auto run_id = store.begin_run(info);
+    const std::string run_label = "run " + std::to_string(run_id) + " " + matrix.name;
+
+    StopSignals signals;
+    ScratchDir scratch;
+    Progress progress(static_cast<int>(matrix.cells.size()), progress_out);
+    RunTotals totals;
+    for (std::size_t i = 0; i < matrix.cells.size(); ++i) {
+        // The timeout stored with the cell is the one it ran under.
+        CellParams cell = matrix.cells[i];
+        cell.timeout_s = options.timeout_override_s.value_or(cell.timeout_s);
+        if (!options.rerun && done.count(cell.key())) {
+            ++totals.resumed;
+            progress.cell_done(cell.label(), "done", std::nullopt, "already ok in the database", false, 0);
+            continue;
+        }
+        CellOutcome o;
+        bool measured = false;
+        std::string why = cell_unsupported_reason(cell);
+        if (why.empty() && uses_gpu(cell) && !gpu.name) why = "no GPU visible to sweetspot (" + gpu.note + ")";
+        if (!why.empty()) {
+            o.status = "skipped";
+            o.reason = why;
+            o.started_at = o.finished_at = utc_timestamp();
+        } else {
+            o = run_cell_process(cell, scratch, options, run_label);
+            measured = true;
+        }
+        if (g_stop_requested.load()) {
+            totals.interrupted = true;
+            break;
+        }
+        store.record_cell(run_id, static_cast<int>(i), cell, o);
+        count(totals, o.status);
+        std::optional<double> median;
+        if (!o.timed_ms.empty()) median = LatencyStats::of(o.timed_ms).median;
+        progress.cell_done(cell.label(), o.status, median, o.status == "ok" ? "" : o.reason, measured, o.wall_s.value_or(0));
+    }
+    store.finish_run(run_id, totals.interrupted ? "interrupted" : "finished");
+    return totals;
+}
+
+}  // namespace sweetspot

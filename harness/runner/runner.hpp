@@ -1,0 +1,32 @@
+#pragma once
+// Sweeping a matrix: each cell in its own child process with a timeout, every outcome
+// committed as one transaction, cells already `ok` in the database skipped (resume).
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "harness/matrix/matrix.hpp"
+
+namespace sweetspot {
+
+struct RunOptions {
+    std::string db_path;
+    bool rerun = false;                      // measure cells that are already ok again
+    std::optional<double> timeout_override_s;
+    bool allow_oversubscription = false;     // lifts the managed-memory guard (your own GPU only)
+    bool collect = true;                     // CUPTI in traced iterations; false: `--collector none`
+    std::string command_line;
+};
+
+struct RunTotals {
+    int ok = 0, failed = 0, timeout = 0, skipped = 0, invalid = 0;
+    int resumed = 0;   // already ok in the database, not run again
+    bool interrupted = false;
+    // 0 when every cell is ok or skipped, 1 when one failed, timed out or was invalid.
+    int exit_code() const;
+};
+
+// SIGINT and SIGTERM stop the sweep after killing the running cell; completed cells stay.
+RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostream& progress);
+
+}  // namespace sweetspot

@@ -1,0 +1,158 @@
+#include "harness/store/sqlite.hpp"
+
+#include <sqlite3.h>
+
+#include <utility>
+
+namespace sweetspot {
+namespace {
+
+[[noreturn]] void fail(sqlite3* db, const std::string& what) {
+    throw SqliteError(what + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
+}
+
+int open_flags(Database::Mode mode) {
+    switch (mode) {
+        case Database::Mode::read_only: return SQLITE_OPEN_READONLY;
+        case Database::Mode::read_only_immutable: return SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
+        case Database::Mode::read_write: return SQLITE_OPEN_READWRITE;
+        case Database::Mode::read_write_create: return SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    }
+    return SQLITE_OPEN_READONLY;
+}
+
+// "file:PATH?immutable=1" with the characters a URI gives a meaning to escaped.
+std::string immutable_uri(const std::string& path) {
+    std::string uri = "file:";
+    for (const char c : path) {
+        if (c == '%' || c == '?' || c == '#') {
+            static const char hex[] = "0123456789ABCDEF";
+            uri += '%';
+            uri += hex[(static_cast<unsigned char>(c) >> 4) & 0xF];
+            uri += hex[static_cast<unsigned char>(c) & 0xF];
+        } else {
+            uri += c;
+        }
+    }
+    return uri + "?immutable=1";
+}
+
+}  // namespace
+
+Database::Database(const std::string& path, Mode mode) : path_(path) {
+    const std::string name = mode == Mode::read_only_immutable ? immutable_uri(path) : path;
+    if (sqlite3_open_v2(name.c_str(), &db_, open_flags(mode), nullptr) != SQLITE_OK) {
+        std::string msg = "cannot open database '" + path + "': " + (db_ ? sqlite3_errmsg(db_) : "out of memory");
+        sqlite3_close(db_);
+        db_ = nullptr;
+        throw SqliteError(msg);
+    }
+    sqlite3_extended_result_codes(db_, 1);
+    // Readers (a user's query, `summary`) may run while a sweep writes.
+    sqlite3_busy_timeout(db_, 10000);
+}
+
+Database::Database(Database&& other) noexcept
+    : db_(std::exchange(other.db_, nullptr)), path_(std::move(other.path_)) {}
+
+Database& Database::operator=(Database&& other) noexcept {
+    if (this != &other) {
+        sqlite3_close(db_);
+        db_ = std::exchange(other.db_, nullptr);
+        path_ = std::move(other.path_);
+    }
+    return *this;
+}
+
+Database::~Database() { sqlite3_close(db_); }
+
+void Database::exec(const std::string& sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+        std::string msg = err ? err : sqlite3_errmsg(db_);
+        sqlite3_free(err);
+        throw SqliteError(path_ + ": " + msg);
+    }
+}
+
+Statement Database::prepare(std::string_view sql) { return Statement(db_, sql); }
+
+std::int64_t Database::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }
+
+Statement::Statement(sqlite3* db, std::string_view sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr) != SQLITE_OK)
+        fail(db, "cannot prepare \"" + std::string(sql.substr(0, 80)) + "\"");
+}
+
+Statement::Statement(Statement&& other) noexcept : db_(other.db_), stmt_(std::exchange(other.stmt_, nullptr)) {}
+
+Statement::~Statement() { sqlite3_finalize(stmt_); }
+
+Statement& Statement::bind(int i, std::int64_t v) {
+    if (sqlite3_bind_int64(stmt_, i, v) != SQLITE_OK) fail(db_, "bind");
+    return *this;
+}
+
+Statement& Statement::bind(int i, double v) {
+    if (sqlite3_bind_double(stmt_, i, v) != SQLITE_OK) fail(db_, "bind");
+    return *this;
+}
+
+Statement& Statement::bind(int i, std::string_view v) {
+    if (sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT) != SQLITE_OK)
+        fail(db_, "bind");
+    return *this;
+}
+
+Statement& Statement::bind_null(int i) {
+    if (sqlite3_bind_null(stmt_, i) != SQLITE_OK) fail(db_, "bind");
+    return *this;
+}
+
+bool Statement::step() {
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    fail(db_, "step");
+}
+
+void Statement::run() {
+    while (step()) {
+    }
+}
+
+void Statement::reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+}
+
+int Statement::column_count() const { return sqlite3_column_count(stmt_); }
+std::string Statement::column_name(int i) const { return sqlite3_column_name(stmt_, i); }
+bool Statement::is_null(int i) const { return sqlite3_column_type(stmt_, i) == SQLITE_NULL; }
+std::int64_t Statement::int64(int i) const { return sqlite3_column_int64(stmt_, i); }
+double Statement::real(int i) const { return sqlite3_column_double(stmt_, i); }
+
+std::string Statement::text(int i) const {
+    const auto* p = sqlite3_column_text(stmt_, i);
+    return p ? std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(sqlite3_column_bytes(stmt_, i)))
+             : std::string();
+}
+
+Transaction::Transaction(Database& db) : db_(db) { db_.exec("BEGIN IMMEDIATE"); }
+
+Transaction::~Transaction() {
+    if (!done_) {
+        try {
+            db_.exec("ROLLBACK");
+        } catch (const SqliteError&) {
+            // The connection is already broken; nothing was committed, which is the point.
+        }
+    }
+}
+
+void Transaction::commit() {
+    db_.exec("COMMIT");
+    done_ = true;
+}
+
+}  // namespace sweetspot

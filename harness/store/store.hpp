@@ -1,0 +1,97 @@
+#pragma once
+// The results database: runs, cells, per-iteration latencies (schema documented in
+// results/README.md). One transaction per cell, WAL journal, so a killed sweep leaves complete
+// cells or none and readers can query while a sweep writes.
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "harness/matrix/cell.hpp"
+#include "harness/collect/events.hpp"
+#include "harness/system/file_lock.hpp"
+#include "harness/store/sqlite.hpp"
+
+namespace sweetspot {
+
+// 1: runs, cells, iterations. 2: GPU placement columns, CUPTI event tables, per-cell event totals.
+inline constexpr int kSchemaVersion = 2;
+
+struct RunInfo {
+    std::string started_at;  // ISO 8601 UTC
+    std::string host, os, cpu_model;
+    int cpu_count = 0;
+    std::string sweetspot_version, git_revision, command_line;
+    std::string matrix_path, matrix_name, matrix_hash, matrix_text;
+    int cells_total = 0;
+    std::optional<std::string> gpu_name, gpu_driver, cuda_runtime;
+    std::optional<std::int64_t> gpu_memory_bytes;
+    // Pinned host<->device bandwidth measured at the start of the run (GB/s, 1e9 bytes).
+    std::optional<double> h2d_gbps, d2h_gbps;
+};
+
+struct LatencyStats {
+    double median = 0, p10 = 0, p90 = 0, min = 0, max = 0, mean = 0;
+    // Percentiles by linear interpolation between order statistics. Requires a non-empty sample.
+    static LatencyStats of(std::vector<double> samples_ms);
+};
+
+// What measuring a cell produced. The child process fills the measurements; the parent adds
+// what only it can see (exit status, timeout, stderr tail, wall time).
+struct CellOutcome {
+    std::string status = "failed";  // ok | failed | timeout | skipped | invalid
+    std::string reason;
+    std::string stderr_tail;
+    std::optional<int> exit_code, signal;
+    std::string started_at, finished_at;
+    std::optional<double> wall_s, init_s;
+    std::vector<double> warmup_ms, timed_ms;
+    std::vector<double> traced_ms;     // the traced iterations (collection on), stored as phase 'traced'
+    std::optional<CellEvents> events;  // what the collector recorded in the traced iterations
+    std::optional<double> tokens_per_s;
+    std::optional<std::string> check_reference;
+    std::optional<double> check_max_abs_err, check_rel_err, check_tolerance;
+    std::optional<std::int64_t> peak_host_rss_bytes, activation_bytes;
+    // GPU backends: where the weights went, and the device memory in use after the first
+    // iteration (CUDA context included).
+    std::optional<std::int64_t> resident_bytes, streamed_bytes, device_weight_bytes, device_used_bytes;
+};
+
+class Store {
+public:
+    // shared: any number of writers (SQLite serialises them); exclusive: this store is the only
+    // writer until it is closed (a sweep), and opening fails while another exclusive one is open.
+    enum class Access { shared, exclusive };
+    // Creates the file and schema if missing; refuses, without changing it, a file that is not a
+    // sweetspot database or is of another schema version.
+    static Store open(const std::string& path, Access access = Access::shared);
+    // For reading only: the file must exist and be a sweetspot database.
+    static Store open_read_only(const std::string& path);
+
+    std::int64_t begin_run(const RunInfo& info);
+    void finish_run(std::int64_t run_id, const std::string& status);
+
+    // Keys of cells whose status is ok (resume skips them).
+    std::set<std::string> ok_keys();
+
+    // Writes one cell and its iterations in one transaction, replacing an earlier row with the
+    // same key. Returns the new cell_id.
+    std::int64_t record_cell(std::int64_t run_id, int cell_index, const CellParams& cell, const CellOutcome& outcome);
+    // The outcome stored for `key` (the child process hands its measurements to the parent this
+    // way, through a scratch database); nullopt when there is no such cell.
+    std::optional<CellOutcome> load_outcome(const std::string& key);
+
+    Database& db() { return db_; }
+
+private:
+    Store(Database db, std::optional<FileLock> lock) : db_(std::move(db)), lock_(std::move(lock)) {}
+    Database db_;
+    std::optional<FileLock> lock_;
+};
+
+// Checks that `path` is a sweetspot results database this version can read. Throws
+// std::runtime_error with a message for the user otherwise.
+void check_results_database(Database& db);
+
+}  // namespace sweetspot

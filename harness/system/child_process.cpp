@@ -1,0 +1,116 @@
+#include "harness/system/child_process.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+
+namespace sweetspot {
+namespace {
+
+// In the forked child: only async-signal-safe calls until exec.
+[[noreturn]] void exec_child(const ChildSpec& spec, pid_t parent, char* const* argv) {
+    setpgid(0, 0);
+    // Die with the parent: a SIGKILLed sweep must not leave cells running on the GPU.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    const int fd = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+    }
+    const int null_in = open("/dev/null", O_RDONLY);
+    if (null_in >= 0) dup2(null_in, STDIN_FILENO);
+    for (const auto& [k, v] : spec.extra_env) setenv(k.c_str(), v.c_str(), 1);
+    execv(argv[0], argv);
+    const char msg[] = "sweetspot: cannot execute the cell process\n";
+    (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+    _exit(127);
+}
+
+}  // namespace
+
+std::string ChildResult::describe() const {
+    if (timed_out) return "timed out after " + std::to_string(static_cast<long>(wall_s)) + " s";
+    if (interrupted) return "interrupted";
+    if (signal) return "killed by signal " + std::to_string(*signal) + " (" + strsignal(*signal) + ")";
+    if (exit_code) return "exited with status " + std::to_string(*exit_code);
+    return "ended for an unknown reason";
+}
+
+ChildResult run_child(const ChildSpec& spec, const std::atomic<bool>& stop) {
+    if (spec.argv.empty()) throw std::invalid_argument("run_child: empty argv");
+    std::vector<char*> argv;
+    for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+
+    const pid_t parent = getpid();
+    const auto t0 = std::chrono::steady_clock::now();
+    const pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+    if (pid == 0) exec_child(spec, parent, argv.data());
+    // Also set the group from this side, so a kill below cannot race the child's own setpgid.
+    setpgid(pid, pid);
+
+    ChildResult r;
+    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+    int status = 0;
+    rusage usage{};
+    auto poll_interval = std::chrono::milliseconds(1);
+    for (;;) {
+        const pid_t w = wait4(pid, &status, WNOHANG, &usage);
+        if (w == pid) break;
+        if (w < 0 && errno != EINTR) throw std::runtime_error(std::string("wait4 failed: ") + std::strerror(errno));
+        const bool late = elapsed() > spec.timeout_s;
+        if (late || stop.load()) {
+            r.timed_out = late;
+            r.interrupted = !late;
+            kill(-pid, SIGKILL);
+            while (wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
+            }
+            break;
+        }
+        // Short cells should not pay a fixed polling delay; long ones need no fast polling.
+        std::this_thread::sleep_for(poll_interval);
+        poll_interval = std::min(poll_interval * 2, std::chrono::milliseconds(50));
+    }
+    // Whatever the child left running in its group goes with it.
+    kill(-pid, SIGKILL);
+    r.wall_s = elapsed();
+    r.peak_rss_bytes = usage.ru_maxrss * 1024L;
+    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+    return r;
+}
+
+std::string file_tail(const std::string& path, std::size_t max_bytes) {
+    std::ifstream f(path, std::ios::binary | std::ios::ate);
+    if (!f) return {};
+    const auto size = static_cast<std::size_t>(f.tellg());
+    const std::size_t start = size > max_bytes ? size - max_bytes : 0;
+    f.seekg(static_cast<std::streamoff>(start));
+    std::string s(size - start, '\0');
+    f.read(s.data(), static_cast<std::streamsize>(s.size()));
+    if (start > 0) {
+        if (const auto nl = s.find('\n'); nl != std::string::npos) s.erase(0, nl + 1);
+    }
+    return s;
+}
+
+std::string self_executable() {
+    char buf[4096];
+    const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) throw std::runtime_error("cannot find the sweetspot executable (/proc/self/exe)");
+    return std::string(buf, static_cast<std::size_t>(n));
+}
+
+}  // namespace sweetspot

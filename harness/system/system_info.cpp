@@ -1,0 +1,48 @@
+#include "harness/system/system_info.hpp"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+namespace sweetspot {
+namespace {
+
+std::string cpu_model_name() {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(f, line)) {
+        if (line.rfind("model name", 0) == 0) {
+            const auto colon = line.find(':');
+            if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+        }
+    }
+    return "unknown";
+}
+
+}  // namespace
+
+SystemInfo query_system_info() {
+    SystemInfo info;
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) == 0) info.host = host;
+    utsname u{};
+    if (uname(&u) == 0) info.os = std::string(u.sysname) + " " + u.release + " " + u.machine;
+    info.cpu_model = cpu_model_name();
+    info.cpu_count = static_cast<int>(std::thread::hardware_concurrency());
+    return info;
+}
+
+std::string utc_timestamp() {
+    const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+}  // namespace sweetspot

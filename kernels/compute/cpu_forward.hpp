@@ -1,0 +1,36 @@
+#pragma once
+// GPT-2 forward on the CPU in fp32 with OpenBLAS: the host backend's compute and the numerical
+// reference for every GPU backend.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/model/layer_source.hpp"
+#include "kernels/model/weight_layout.hpp"
+
+namespace sweetspot {
+
+class CpuForward {
+public:
+    CpuForward(const ModelConfig& model, const WeightLayout& layout, int batch, int seq);
+
+    // tokens: [batch, seq] ids < vocab; logits: [batch, seq, vocab]. Units are acquired in
+    // order embedding, blocks, head and released right after use.
+    void run(LayerSource& weights, std::span<const std::int32_t> tokens, std::span<float> logits);
+
+    std::int64_t activation_bytes() const;
+
+private:
+    // One per kind of unit; each reads its weights from `unit` and updates the buffers.
+    void embed(const float* unit, std::span<const std::int32_t> tokens);
+    void block(const float* unit, const UnitLayout& unit_layout);
+    void head(const float* unit, std::span<float> logits);
+
+    ModelConfig model_;
+    WeightLayout layout_;
+    int batch_, seq_;
+    // Activation buffers, reused every call.
+    std::vector<float> x_, ln_, qkv_, att_, y_, fc_, scores_;
+};
+
+}  // namespace sweetspot

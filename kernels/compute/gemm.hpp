@@ -1,0 +1,50 @@
+#pragma once
+// A thin cuBLAS wrapper with a ROW-MAJOR interface: the forward thinks in row-major [rows, cols]
+// activations and nn.Linear weights [out, in]; the one place that turns that into cuBLAS's
+// column-major calls is gemm.cpp (the derivation is written there, once).
+//
+// Inputs, outputs and the compute are in the cell's dtype with fp32 accumulation
+// (CUBLAS_COMPUTE_32F for every dtype, so fp32 is true fp32; CUBLAS_COMPUTE_32F_FAST_TF32 only
+// when tf32 is asked for). alpha and beta are floats. Everything runs on the stream given to the
+// constructor, with a workspace this object allocates (so it is accounted in workspace_bytes).
+#include <cublas_api.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/model/dtype.hpp"
+
+namespace sweetspot {
+
+class Gemm {
+public:
+    Gemm(DType dtype, cudaStream_t stream, bool tf32);
+    ~Gemm();
+    Gemm(const Gemm&) = delete;
+    Gemm& operator=(const Gemm&) = delete;
+
+    // y[rows, out] = x[rows, in] · wᵀ, w row-major [out, in] (nn.Linear without its bias).
+    // All three contiguous.
+    void linear(void* y, const void* x, const void* w, int rows, int in, int out);
+
+    // For each of `batch` problems p (pointers advanced by p·stride_*, in elements), row-major:
+    //   c[m, n] = alpha · a[m, k] · op(b) + beta · c
+    // with op(b) = bᵀ where b is stored [n, k] (trans_b), or op(b) = b stored [k, n] (!trans_b).
+    // lda, ldb, ldc are row strides in elements (row-major leading dimensions).
+    void batched(bool trans_b, int m, int n, int k, float alpha, const void* a, int lda, std::int64_t stride_a,
+                 const void* b, int ldb, std::int64_t stride_b, float beta, void* c, int ldc, std::int64_t stride_c,
+                 int batch);
+
+    std::int64_t workspace_bytes() const { return workspace_bytes_; }
+
+private:
+    void destroy() noexcept;
+
+    DType dtype_;
+    bool tf32_;
+    cublasHandle_t handle_ = nullptr;
+    void* workspace_ = nullptr;
+    std::int64_t workspace_bytes_ = 0;
+};
+
+}  // namespace sweetspot

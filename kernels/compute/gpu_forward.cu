@@ -1,0 +1,318 @@
+// The baseline GPU forward: one kernel per op (gpu_kernels.cuh) and cuBLAS for every matrix
+// product (gemm.hpp), attention materialising the [seq, seq] scores of every (batch, head).
+// The math is exactly CpuForward's (kernels/compute/cpu_forward.cpp), in the cell's dtype with fp32
+// accumulation.
+#include "kernels/compute/gpu_forward.hpp"
+
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/compute/cuda_check.hpp"
+#include "kernels/compute/cuda_resources.hpp"
+#include "kernels/compute/gemm.hpp"
+#include "kernels/compute/gpu_kernels.cuh"
+#include "kernels/compute/managed_memory.hpp"
+#include "kernels/compute/nvtx.hpp"
+
+namespace sweetspot {
+
+namespace {
+
+std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
+
+// Every activation buffer starts on this many bytes inside the one allocation.
+constexpr std::int64_t kBufferAlignBytes = 256;
+
+std::int64_t align_up(std::int64_t n, std::int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+}  // namespace
+
+struct GpuForward::Impl {
+    ModelConfig model;
+    WeightLayout layout;
+    DType dtype;
+    int batch;
+    int seq;
+    cudaStream_t stream;
+    GpuForwardOptions options;
+
+    // All activations live in one allocation (cudaMalloc, or managed memory when asked), carved
+    // into the buffers below; elements are of the dtype except tokens.
+    DeviceMemory arena;  // cudaFree frees managed memory too
+    std::int64_t arena_bytes = 0;
+    void* x = nullptr;       // [B·T, C] residual stream
+    void* ln = nullptr;      // [B·T, C] layernorm output
+    void* qkv = nullptr;     // [B·T, 3C] q | k | v per row, head h at columns h·hd of each
+    void* scores = nullptr;  // [B, H, T, T] attention scores, then probabilities in place
+    void* att = nullptr;     // [B·T, C] attention output, head h at columns h·hd
+    void* fc = nullptr;      // [B·T, 4C] MLP hidden
+    void* y = nullptr;       // [B·T, C] sub-layer output before the residual add
+    void* logits = nullptr;  // [B·T, V]
+    std::int32_t* tokens = nullptr;  // [B·T]
+    bool tokens_set = false;
+
+    std::unique_ptr<Gemm> gemm;
+
+    Impl(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_, int batch_, int seq_,
+         cudaStream_t stream_, const GpuForwardOptions& options_);
+
+    std::int64_t rows() const { return static_cast<std::int64_t>(batch) * seq; }
+
+    template <class T>
+    void run(LayerSource& weights);
+    template <class T>
+    void block(const T* unit, const UnitLayout& unit_layout);
+    template <class T>
+    void attention();
+};
+
+GpuForward::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_, int batch_, int seq_,
+                       cudaStream_t stream_, const GpuForwardOptions& options_)
+    : model(model_), layout(layout_), dtype(dtype_), batch(batch_), seq(seq_), stream(stream_), options(options_) {
+    // Every argument is checked before the first CUDA call, so a bad request fails the same way
+    // with or without a GPU.
+    if (const auto why = model.validate(); !why.empty()) throw std::invalid_argument(why);
+    require_layout_for(model, layout, "GpuForward");
+    if (batch < 1) {
+        throw std::invalid_argument("GpuForward: batch must be at least 1, got " + std::to_string(batch) + ".");
+    }
+    if (seq < 1 || seq > model.max_positions) {
+        throw std::invalid_argument("GpuForward: seq must be between 1 and " + std::to_string(model.max_positions) +
+                                    " (the max_positions of model '" + model.name + "'), got " + std::to_string(seq) +
+                                    ".");
+    }
+    // cuBLAS takes int dimensions and the softmax launches one block per score row.
+    if (rows() * model.n_head > INT_MAX) {
+        throw std::invalid_argument("GpuForward: batch × seq × n_head = " + std::to_string(rows() * model.n_head) +
+                                    " is too large (at most " + std::to_string(INT_MAX) + ").");
+    }
+
+    const std::int64_t c = model.n_embd;
+    const std::int64_t esize = static_cast<std::int64_t>(dtype_size(dtype));
+    const std::int64_t score_elems = static_cast<std::int64_t>(batch) * model.n_head * seq * seq;
+    // Offsets of every buffer in the arena, in bytes.
+    std::int64_t bytes = 0;
+    const auto carve = [&](std::int64_t buffer_bytes) {
+        const std::int64_t offset = bytes;
+        bytes = align_up(bytes + buffer_bytes, kBufferAlignBytes);
+        return offset;
+    };
+    const std::int64_t x_off = carve(rows() * c * esize);
+    const std::int64_t ln_off = carve(rows() * c * esize);
+    const std::int64_t qkv_off = carve(rows() * 3 * c * esize);
+    const std::int64_t scores_off = carve(score_elems * esize);
+    const std::int64_t att_off = carve(rows() * c * esize);
+    const std::int64_t fc_off = carve(rows() * 4 * c * esize);
+    const std::int64_t y_off = carve(rows() * c * esize);
+    const std::int64_t logits_off = carve(rows() * model.vocab_size * esize);
+    const std::int64_t tokens_off = carve(rows() * static_cast<std::int64_t>(sizeof(std::int32_t)));
+
+    if (options.managed_activations) {
+        arena = ManagedMemory(allocate_managed(bytes, options.allow_oversubscription));
+    } else {
+        arena = allocate_device(bytes);
+    }
+    arena_bytes = bytes;
+    char* base = reinterpret_cast<char*>(arena.get());
+    x = base + x_off;
+    ln = base + ln_off;
+    qkv = base + qkv_off;
+    scores = base + scores_off;
+    att = base + att_off;
+    fc = base + fc_off;
+    y = base + y_off;
+    logits = base + logits_off;
+    tokens = reinterpret_cast<std::int32_t*>(base + tokens_off);
+
+    gemm = std::make_unique<Gemm>(dtype, stream, options.tf32);
+}
+
+template <class T>
+void GpuForward::Impl::run(LayerSource& weights) {
+    const auto tensor = [](const T* unit, const UnitLayout& u, int t) {
+        return unit + u.tensors[as_size(t)].offset;
+    };
+    // Each unit is held only while its kernels are enqueued, inside NVTX ranges that show where
+    // the host spends its time: waiting for the backend, enqueuing kernels, handing back.
+    const auto with_unit = [&](int unit, const std::string& name, const auto& compute) {
+        const NvtxRange layer(name);
+        const T* p = nullptr;
+        {
+            const NvtxRange phase("acquire");
+            p = static_cast<const T*>(weights.acquire(unit));
+        }
+        if (p == nullptr) {
+            throw std::runtime_error("GpuForward: the layer source returned no pointer for unit " +
+                                     std::to_string(unit) + ".");
+        }
+        {
+            const NvtxRange phase("compute");
+            compute(p, layout.units[as_size(unit)]);
+        }
+        const NvtxRange phase("release");
+        weights.release(unit);
+    };
+    const int c = model.n_embd;
+
+    with_unit(0, "embedding", [&](const T* unit, const UnitLayout& u) {
+        gpu::launch_embedding<T>(static_cast<T*>(x), tokens, tensor(unit, u, embed_tensor::wte),
+                                 tensor(unit, u, embed_tensor::wpe), batch, seq, c, stream);
+    });
+    for (int l = 0; l < model.n_layer; ++l) {
+        with_unit(WeightLayout::block_unit(l), "layer " + std::to_string(l),
+                  [&](const T* unit, const UnitLayout& u) { block<T>(unit, u); });
+    }
+    // Head: logits = ln_f(x) · lm_headᵀ (no bias).
+    with_unit(layout.head_unit(), "head", [&](const T* unit, const UnitLayout& u) {
+        gpu::launch_layernorm<T>(static_cast<T*>(ln), static_cast<const T*>(x), tensor(unit, u, head_tensor::lnf_w),
+                                 tensor(unit, u, head_tensor::lnf_b), static_cast<int>(rows()), c, model.ln_eps,
+                                 stream);
+        gemm->linear(logits, ln, tensor(unit, u, head_tensor::lm_head), static_cast<int>(rows()), c,
+                     model.vocab_size);
+    });
+}
+
+// Pre-LN block: x += c_proj(attn(ln_1(x))); x += mlp_c_proj(gelu(c_fc(ln_2(x)))).
+template <class T>
+void GpuForward::Impl::block(const T* unit, const UnitLayout& unit_layout) {
+    const auto w = [&](int t) { return unit + unit_layout.tensors[as_size(t)].offset; };
+    const int bt = static_cast<int>(rows());
+    const int c = model.n_embd;
+    T* const x_ = static_cast<T*>(x);
+    T* const ln_ = static_cast<T*>(ln);
+    T* const qkv_ = static_cast<T*>(qkv);
+    T* const fc_ = static_cast<T*>(fc);
+    T* const y_ = static_cast<T*>(y);
+
+    // Attention sub-layer.
+    gpu::launch_layernorm<T>(ln_, x_, w(block_tensor::ln1_w), w(block_tensor::ln1_b), bt, c, model.ln_eps, stream);
+    gemm->linear(qkv_, ln_, w(block_tensor::qkv_w), bt, c, 3 * c);
+    gpu::launch_add_bias<T>(qkv_, w(block_tensor::qkv_b), bt, 3 * c, stream);
+    attention<T>();
+    gemm->linear(y_, att, w(block_tensor::proj_w), bt, c, c);
+    gpu::launch_add_bias<T>(y_, w(block_tensor::proj_b), bt, c, stream);
+    gpu::launch_residual_add<T>(x_, y_, rows() * c, stream);
+
+    // MLP sub-layer.
+    gpu::launch_layernorm<T>(ln_, x_, w(block_tensor::ln2_w), w(block_tensor::ln2_b), bt, c, model.ln_eps, stream);
+    gemm->linear(fc_, ln_, w(block_tensor::fc_w), bt, c, 4 * c);
+    gpu::launch_add_bias<T>(fc_, w(block_tensor::fc_b), bt, 4 * c, stream);
+    gpu::launch_gelu_tanh<T>(fc_, rows() * 4 * c, stream);
+    gemm->linear(y_, fc_, w(block_tensor::fc_proj_w), bt, 4 * c, c);
+    gpu::launch_add_bias<T>(y_, w(block_tensor::fc_proj_b), bt, c, stream);
+    gpu::launch_residual_add<T>(x_, y_, rows() * c, stream);
+}
+
+// Causal multi-head attention from qkv [B·T, 3C] into att [B·T, C], with no transposes or
+// copies: each head is addressed in place through leading dimensions and batch strides.
+//
+// In row-major terms, for batch b and head h (hd = C / H):
+//   Q_h = qkv + b·T·3C + h·hd        [T, hd], row stride 3C
+//   K_h = Q_h + C                    [T, hd], row stride 3C
+//   V_h = Q_h + 2C                   [T, hd], row stride 3C
+//   S_h = scores + (b·H + h)·T·T     [T, T],  row stride T
+//   O_h = att + b·T·C + h·hd         [T, hd], row stride C
+// so stepping h → h + 1 moves Q, K, V and O by hd elements and S by T·T: ONE strided-batched
+// GEMM over the H heads per batch b (b's stride T·3C is not a multiple of hd, hence the host
+// loop over b). Gemm::batched takes row-major operands; its column-major translation is derived
+// in gemm.cpp. The products:
+//   S_h = (1/sqrt(hd)) · Q_h · K_hᵀ   batched(trans_b = true,  m = T, n = T,  k = hd)
+//   P_h = causal_softmax(S_h)         in place, one launch over all B·H·T rows
+//   O_h = P_h · V_h                   batched(trans_b = false, m = T, n = hd, k = T)
+// The scale 1/sqrt(hd) is folded into the QKᵀ GEMM's alpha (applied in fp32 before the scores
+// are rounded to T, which also keeps fp16 scores further from overflow), as CpuForward does; the
+// softmax kernel applies no scale. Masked entries are exact zeros, so P·V over full rows is
+// exactly the causal product.
+template <class T>
+void GpuForward::Impl::attention() {
+    const int c = model.n_embd;
+    const int h = model.n_head;
+    const int hd = model.head_dim();
+    const std::int64_t ld_qkv = 3 * static_cast<std::int64_t>(c);
+    const std::int64_t score_stride = static_cast<std::int64_t>(seq) * seq;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const T* const qkv_ = static_cast<const T*>(qkv);
+    T* const scores_ = static_cast<T*>(scores);
+    T* const att_ = static_cast<T*>(att);
+
+    for (int b = 0; b < batch; ++b) {
+        const T* q = qkv_ + static_cast<std::int64_t>(b) * seq * ld_qkv;
+        const T* k = q + c;
+        T* s = scores_ + static_cast<std::int64_t>(b) * h * score_stride;
+        gemm->batched(/*trans_b=*/true, seq, seq, hd, scale, q, static_cast<int>(ld_qkv), hd, k,
+                      static_cast<int>(ld_qkv), hd, 0.0f, s, seq, score_stride, h);
+    }
+    gpu::launch_causal_softmax<T>(scores_, static_cast<std::int64_t>(batch) * h * seq, seq, stream);
+    for (int b = 0; b < batch; ++b) {
+        const T* v = qkv_ + static_cast<std::int64_t>(b) * seq * ld_qkv + 2 * c;
+        const T* p = scores_ + static_cast<std::int64_t>(b) * h * score_stride;
+        T* o = att_ + static_cast<std::int64_t>(b) * seq * c;
+        gemm->batched(/*trans_b=*/false, seq, hd, seq, 1.0f, p, seq, score_stride, v, static_cast<int>(ld_qkv), hd,
+                      0.0f, o, c, hd, h);
+    }
+}
+
+GpuForward::GpuForward(const ModelConfig& model, const WeightLayout& layout, DType dtype, int batch, int seq,
+                       cudaStream_t stream, const GpuForwardOptions& options)
+    : impl_(std::make_unique<Impl>(model, layout, dtype, batch, seq, stream, options)) {}
+
+GpuForward::~GpuForward() = default;
+
+void GpuForward::set_tokens(std::span<const std::int32_t> ids) {
+    Impl& s = *impl_;
+    if (static_cast<std::int64_t>(ids.size()) != s.rows()) {
+        throw std::invalid_argument("GpuForward: expected " + std::to_string(s.rows()) +
+                                    " tokens (batch × seq), got " + std::to_string(ids.size()) + ".");
+    }
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        if (ids[i] < 0 || ids[i] >= s.model.vocab_size) {
+            throw std::invalid_argument("GpuForward: token " + std::to_string(ids[i]) + " at index " +
+                                        std::to_string(i) + " is outside the vocabulary of model '" + s.model.name +
+                                        "' (" + std::to_string(s.model.vocab_size) + " tokens).");
+        }
+    }
+    // On the stream, so a forward still in flight reads the old ids; then wait, so the upload is
+    // synchronous as promised.
+    CUDA_CHECK(cudaMemcpyAsync(s.tokens, ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice, s.stream));
+    CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    s.tokens_set = true;
+}
+
+void GpuForward::run(LayerSource& weights) {
+    Impl& s = *impl_;
+    if (!s.tokens_set) throw std::logic_error("GpuForward::run: set_tokens was never called.");
+    switch (s.dtype) {
+        case DType::fp32: s.run<float>(weights); break;
+        case DType::fp16: s.run<__half>(weights); break;
+        case DType::bf16: s.run<__nv_bfloat16>(weights); break;
+    }
+}
+
+std::vector<float> GpuForward::logits_to_host() {
+    Impl& s = *impl_;
+    const std::size_t n = as_size(s.rows() * s.model.vocab_size);
+    std::vector<float> out(n);
+    // The conversion of half types to fp32 is done on the host (dtype.hpp's exact conversions)
+    // so no fp32 copy of the [B·T, V] logits ever takes device memory.
+    if (s.dtype == DType::fp32) {
+        CUDA_CHECK(cudaMemcpyAsync(out.data(), s.logits, n * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
+        CUDA_CHECK(cudaStreamSynchronize(s.stream));
+        return out;
+    }
+    std::vector<std::uint16_t> bits(n);
+    CUDA_CHECK(cudaMemcpyAsync(bits.data(), s.logits, n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost, s.stream));
+    CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    for (std::size_t i = 0; i < n; ++i) {
+        out[i] = s.dtype == DType::fp16 ? fp16_bits_to_float(bits[i]) : bf16_bits_to_float(bits[i]);
+    }
+    return out;
+}
+
+std::int64_t GpuForward::activation_bytes() const { return impl_->arena_bytes; }
+
+std::int64_t GpuForward::workspace_bytes() const { return impl_->gemm->workspace_bytes(); }
+
+}  // namespace sweetspot

@@ -1,0 +1,51 @@
+#pragma once
+// GPT-2 forward on the GPU (the `baseline` variant: one kernel per op, attention materialising
+// the [seq, seq] scores), in fp32, fp16 or bf16, built from the kernels in gpu_kernels.cuh and
+// cuBLAS. Weights come from a LayerSource (a backend) as device-accessible pointers in the
+// cell's dtype, laid out as WeightLayout says; the forward never knows where they live.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kernels/model/dtype.hpp"
+#include "kernels/model/layer_source.hpp"
+#include "kernels/model/weight_layout.hpp"
+
+namespace sweetspot {
+
+struct GpuForwardOptions {
+    bool tf32 = false;                 // fp32 GEMMs on TF32 tensor cores; off = true fp32
+    bool managed_activations = false;  // activations in managed memory (the seed's PyTorch-UVM)
+    bool allow_oversubscription = false;
+};
+
+class GpuForward {
+public:
+    // Allocates activations, the cuBLAS handle and its workspace; everything is enqueued on
+    // `stream` (owned by the caller).
+    GpuForward(const ModelConfig& model, const WeightLayout& layout, DType dtype, int batch, int seq,
+               cudaStream_t stream, const GpuForwardOptions& options);
+    ~GpuForward();
+    GpuForward(const GpuForward&) = delete;
+    GpuForward& operator=(const GpuForward&) = delete;
+
+    // Uploads token ids [batch, seq] (synchronously; once per cell).
+    void set_tokens(std::span<const std::int32_t> tokens);
+    // Enqueues one forward on the stream and returns without synchronizing. Units are acquired
+    // in order embedding, blocks, head, each released as soon as its kernels are enqueued.
+    void run(LayerSource& weights);
+    // Synchronizes the stream and returns the logits [batch, seq, vocab] as fp32.
+    std::vector<float> logits_to_host();
+
+    std::int64_t activation_bytes() const;  // activations, scores and logits
+    std::int64_t workspace_bytes() const;   // cuBLAS workspace
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sweetspot

@@ -1,0 +1,251 @@
+// The baseline kernels: one per op, llm.c style. Loads and stores are in T (float, __half or
+// __nv_bfloat16); every sum, exp and tanh is in fp32, so the half types only lose precision
+// where a value is stored, as PyTorch's autocast-free half models do.
+#include "kernels/compute/gpu_kernels.cuh"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "kernels/compute/cuda_check.hpp"
+
+namespace sweetspot::gpu {
+
+namespace {
+
+constexpr int kWarp = 32;
+// Threads per block of the element-wise kernels and the softmax.
+constexpr int kBlock = 256;
+// Element-wise grids are capped (each thread then strides over the rest): plenty of blocks to
+// fill an H100, and no grid-size limit to think about for B·T·vocab sized buffers.
+constexpr std::int64_t kMaxElementwiseBlocks = 65536;
+
+// ---- T <-> fp32 --------------------------------------------------------------------------
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <class T>
+__device__ __forceinline__ T from_f32(float v) {
+    if constexpr (std::is_same_v<T, float>) {
+        return v;
+    } else if constexpr (std::is_same_v<T, __half>) {
+        return __float2half_rn(v);
+    } else {
+        static_assert(std::is_same_v<T, __nv_bfloat16>);
+        return __float2bfloat16_rn(v);
+    }
+}
+
+// ---- reductions --------------------------------------------------------------------------
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, offset);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, offset));
+    return v;
+}
+
+// Reduces v over the whole block and returns the result to every thread. blockDim.x must be a
+// multiple of 32 (at most 1024). `shared` holds one float per warp; the trailing barrier lets
+// the caller reduce again with the same array straight away.
+template <bool IsMax>
+__device__ float block_reduce(float v, float* shared) {
+    const int lane = static_cast<int>(threadIdx.x) % kWarp;
+    const int warp = static_cast<int>(threadIdx.x) / kWarp;
+    const int n_warps = static_cast<int>(blockDim.x) / kWarp;
+    v = IsMax ? warp_max(v) : warp_sum(v);
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    const float identity = IsMax ? -INFINITY : 0.0f;
+    float r = lane < n_warps ? shared[lane] : identity;
+    r = IsMax ? warp_max(r) : warp_sum(r);  // every warp reduces the partials: all threads get it
+    __syncthreads();
+    return r;
+}
+
+int elementwise_blocks(std::int64_t n) {
+    return static_cast<int>(std::min((n + kBlock - 1) / kBlock, kMaxElementwiseBlocks));
+}
+
+// ---- kernels -------------------------------------------------------------------------------
+
+// x[row, i] = wte[tokens[row], i] + wpe[row % seq, i], one thread per element (grid-stride).
+// Rows are (batch, position) pairs, so consecutive threads read consecutive elements of one
+// embedding row: coalesced gathers without a per-row launch.
+template <class T>
+__global__ void embedding_kernel(T* x, const std::int32_t* tokens, const T* wte, const T* wpe, std::int64_t bt,
+                                 int seq, int c) {
+    const std::int64_t n = bt * c;
+    for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < n;
+         idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        const std::int64_t row = idx / c;
+        const std::int64_t i = idx % c;
+        const std::int64_t tok = tokens[row];
+        const std::int64_t pos = row % seq;
+        x[idx] = from_f32<T>(to_f32(wte[tok * c + i]) + to_f32(wpe[pos * c + i]));
+    }
+}
+
+// One warp per row (llm.c layernorm_forward_kernel3): rows are short (c ≤ a few thousand),
+// so a warp-shuffle reduction needs no shared memory and no block barrier. Two passes in fp32,
+// mean then centred squares, as the CPU reference: no E[x²] − E[x]² cancellation. The row is
+// re-read from global memory (L1/L2 hits) instead of being held in registers, so any c works.
+template <class T>
+__global__ void layernorm_kernel(T* out, const T* in, const T* w, const T* b, int rows, int c, float eps) {
+    const int warps_per_block = static_cast<int>(blockDim.x) / kWarp;
+    const int row = static_cast<int>(blockIdx.x) * warps_per_block + static_cast<int>(threadIdx.x) / kWarp;
+    const int lane = static_cast<int>(threadIdx.x) % kWarp;
+    if (row >= rows) return;  // the whole warp leaves together, so the shuffles stay full-mask
+    const T* x = in + static_cast<std::int64_t>(row) * c;
+    T* y = out + static_cast<std::int64_t>(row) * c;
+
+    float sum = 0.0f;
+    for (int i = lane; i < c; i += kWarp) sum += to_f32(x[i]);
+    const float mean = warp_sum(sum) / static_cast<float>(c);
+
+    float sq = 0.0f;
+    for (int i = lane; i < c; i += kWarp) {
+        const float d = to_f32(x[i]) - mean;
+        sq += d * d;
+    }
+    const float var = warp_sum(sq) / static_cast<float>(c);
+    const float rstd = 1.0f / sqrtf(var + eps);
+
+    for (int i = lane; i < c; i += kWarp) {
+        y[i] = from_f32<T>((to_f32(x[i]) - mean) * rstd * to_f32(w[i]) + to_f32(b[i]));
+    }
+}
+
+// y[r, j] += bias[j]. A separate pass after the GEMM (baseline: no epilogue fusion); the bias
+// row is tiny and stays in L1/L2 while every row reads it.
+template <class T>
+__global__ void add_bias_kernel(T* y, const T* bias, std::int64_t rows, std::int64_t cols) {
+    const std::int64_t n = rows * cols;
+    for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < n;
+         idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        y[idx] = from_f32<T>(to_f32(y[idx]) + to_f32(bias[idx % cols]));
+    }
+}
+
+// GPT-2's tanh-approximated GELU, in place on the MLP's [B·T, 4C] activations: no extra buffer.
+template <class T>
+__global__ void gelu_tanh_kernel(T* x, std::int64_t n) {
+    const float sqrt_2_over_pi = 0.7978845608028654f;
+    for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < n;
+         idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        const float v = to_f32(x[idx]);
+        x[idx] = from_f32<T>(0.5f * v * (1.0f + tanhf(sqrt_2_over_pi * (v + 0.044715f * v * v * v))));
+    }
+}
+
+// x += y: the residual stream absorbs a sub-layer's output in place.
+template <class T>
+__global__ void residual_add_kernel(T* x, const T* y, std::int64_t n) {
+    for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < n;
+         idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        x[idx] = from_f32<T>(to_f32(x[idx]) + to_f32(y[idx]));
+    }
+}
+
+// One block per score row [B·H·T rows, T columns], in place. Row r is query position
+// i = r % seq; only columns 0..i are read. Three sweeps over the row (max, sum of exp, write),
+// all in fp32 from the stored T values; exp(v − max) cannot overflow. Columns after i are
+// written as exact zeros, so the following P·V GEMM over the full row adds nothing for them.
+// The scores arrive already scaled by 1/sqrt(head_dim) (folded into the QKᵀ GEMM's alpha).
+template <class T>
+__global__ void causal_softmax_kernel(T* scores, int seq) {
+    __shared__ float shared[kWarp];
+    const std::int64_t r = blockIdx.x;
+    const int i = static_cast<int>(r % seq);
+    T* row = scores + r * seq;
+
+    float row_max = -INFINITY;
+    for (int j = static_cast<int>(threadIdx.x); j <= i; j += static_cast<int>(blockDim.x)) {
+        row_max = fmaxf(row_max, to_f32(row[j]));
+    }
+    row_max = block_reduce<true>(row_max, shared);
+
+    float sum = 0.0f;
+    for (int j = static_cast<int>(threadIdx.x); j <= i; j += static_cast<int>(blockDim.x)) {
+        sum += expf(to_f32(row[j]) - row_max);
+    }
+    sum = block_reduce<false>(sum, shared);
+    const float inv_sum = 1.0f / sum;
+
+    // Every read of the row above happened before the barriers in block_reduce, so writing in
+    // place cannot change what another thread reads.
+    for (int j = static_cast<int>(threadIdx.x); j < seq; j += static_cast<int>(blockDim.x)) {
+        row[j] = j <= i ? from_f32<T>(expf(to_f32(row[j]) - row_max) * inv_sum) : from_f32<T>(0.0f);
+    }
+}
+
+}  // namespace
+
+// ---- launchers -----------------------------------------------------------------------------
+
+template <class T>
+void launch_embedding(T* x, const std::int32_t* tokens, const T* wte, const T* wpe, int batch, int seq, int c,
+                      cudaStream_t stream) {
+    const std::int64_t bt = static_cast<std::int64_t>(batch) * seq;
+    if (bt * c == 0) return;
+    embedding_kernel<T><<<elementwise_blocks(bt * c), kBlock, 0, stream>>>(x, tokens, wte, wpe, bt, seq, c);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void launch_layernorm(T* out, const T* in, const T* w, const T* b, int rows, int c, float eps, cudaStream_t stream) {
+    if (rows == 0) return;
+    const int warps_per_block = kBlock / kWarp;
+    const int blocks = (rows + warps_per_block - 1) / warps_per_block;
+    layernorm_kernel<T><<<blocks, kBlock, 0, stream>>>(out, in, w, b, rows, c, eps);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void launch_add_bias(T* y, const T* bias, std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+    if (rows * cols == 0) return;
+    add_bias_kernel<T><<<elementwise_blocks(rows * cols), kBlock, 0, stream>>>(y, bias, rows, cols);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void launch_gelu_tanh(T* x, std::int64_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    gelu_tanh_kernel<T><<<elementwise_blocks(n), kBlock, 0, stream>>>(x, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void launch_residual_add(T* x, const T* y, std::int64_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    residual_add_kernel<T><<<elementwise_blocks(n), kBlock, 0, stream>>>(x, y, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void launch_causal_softmax(T* scores, std::int64_t rows, int seq, cudaStream_t stream) {
+    if (rows == 0) return;
+    // rows = B·H·T ≤ 2^31 − 1 for every shape the harness runs (gridDim.x's limit).
+    causal_softmax_kernel<T><<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(scores, seq);
+    CUDA_CHECK_LAUNCH();
+}
+
+// ---- explicit instantiations: fp32, fp16, bf16 ----------------------------------------------
+#define SWEETSPOT_INSTANTIATE_KERNELS(T)                                                                        \
+    template void launch_embedding<T>(T*, const std::int32_t*, const T*, const T*, int, int, int, cudaStream_t); \
+    template void launch_layernorm<T>(T*, const T*, const T*, const T*, int, int, float, cudaStream_t);          \
+    template void launch_add_bias<T>(T*, const T*, std::int64_t, std::int64_t, cudaStream_t);                    \
+    template void launch_gelu_tanh<T>(T*, std::int64_t, cudaStream_t);                                           \
+    template void launch_residual_add<T>(T*, const T*, std::int64_t, cudaStream_t);                              \
+    template void launch_causal_softmax<T>(T*, std::int64_t, int, cudaStream_t);
+
+SWEETSPOT_INSTANTIATE_KERNELS(float)
+SWEETSPOT_INSTANTIATE_KERNELS(__half)
+SWEETSPOT_INSTANTIATE_KERNELS(__nv_bfloat16)
+
+#undef SWEETSPOT_INSTANTIATE_KERNELS
+
+}  // namespace sweetspot::gpu

@@ -1,0 +1,21 @@
+#pragma once
+// Independent float64 forward written as plain loops (no BLAS, no shared code with
+// CpuForward): the yardstick the fp32 host forward is tested against, and the check stored for
+// host-backend cells whose model is small enough.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/model/weight_layout.hpp"
+
+namespace sweetspot {
+
+// units[i] points at unit i's fp32 weights. Returns logits [batch, seq, vocab].
+std::vector<double> reference_forward(const ModelConfig& model, const WeightLayout& layout,
+                                      std::span<const float* const> units,
+                                      std::span<const std::int32_t> tokens, int batch, int seq);
+
+// Multiply-adds of reference_forward, to decide whether running it is affordable.
+double reference_forward_flops(const ModelConfig& model, int batch, int seq);
+
+}  // namespace sweetspot

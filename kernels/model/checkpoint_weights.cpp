@@ -1,0 +1,357 @@
+#include "kernels/model/checkpoint_weights.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "kernels/model/checkpoint_error.hpp"
+#include "kernels/model/dtype.hpp"
+#include "kernels/compute/parallel_for.hpp"
+#include "kernels/model/strict_json.hpp"
+
+namespace sweetspot {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Far beyond any GPT-2, and small enough that the layout's element counts cannot overflow.
+constexpr std::int64_t kMaxLayers = 1 << 14;
+constexpr std::int64_t kMaxWidth = 1 << 17;         // n_embd, n_head, n_positions
+constexpr std::int64_t kMaxVocab = 1 << 24;
+constexpr std::uintmax_t kMaxConfigBytes = 16 << 20;
+
+constexpr std::string_view kPrefix = "transformer.";
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+std::string shape_summary(const ModelConfig& m) {
+    std::ostringstream s;
+    s << "n_layer = " << m.n_layer << ", n_embd = " << m.n_embd << ", n_head = " << m.n_head
+      << ", vocab_size = " << m.vocab_size << ", n_positions = " << m.max_positions
+      << ", layer_norm_epsilon = " << m.ln_eps;
+    return s.str();
+}
+
+std::string read_small_file(const fs::path& path) {
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    if (ec) throw CheckpointError(path.string() + ": cannot read: " + ec.message());
+    if (size > kMaxConfigBytes)
+        throw CheckpointError(path.string() + ": " + std::to_string(size) + " bytes is too large for a config.json");
+    std::ifstream in(path, std::ios::binary);
+    std::string text(static_cast<std::size_t>(size), '\0');
+    if (!in.read(text.data(), static_cast<std::streamsize>(size)))
+        throw CheckpointError(path.string() + ": cannot read: " + std::strerror(errno));
+    return text;
+}
+
+// "key", quoted as in the file. Built by appending: GCC 12 warns (falsely) on literal + temporary.
+std::string field(const char* key) {
+    std::string s = "\"";
+    s += key;
+    s += '"';
+    return s;
+}
+
+// The fields of config.json, each checked for its type and range.
+class ConfigReader {
+public:
+    ConfigReader(const json& config, const std::string& label) : config_(config), label_(label) {}
+
+    [[noreturn]] void fail(const std::string& message) const { throw CheckpointError(label_ + ": " + message); }
+
+    const json* find(const char* key) const {
+        const auto it = config_.find(key);
+        return it == config_.end() || it->is_null() ? nullptr : &*it;
+    }
+
+    int integer(const char* key, int fallback, std::int64_t max) const {
+        const json* v = find(key);
+        if (v == nullptr) return fallback;
+        if (!v->is_number_integer()) fail(field(key) + " must be an integer, got " + json_excerpt(*v));
+        const auto n = v->get<std::int64_t>();
+        if (n < 1 || n > max)
+            fail(field(key) + " = " + std::to_string(n) + " is out of range (1 to " + std::to_string(max) + ")");
+        return static_cast<int>(n);
+    }
+
+    bool boolean(const char* key, bool fallback) const {
+        const json* v = find(key);
+        if (v == nullptr) return fallback;
+        if (!v->is_boolean()) fail(field(key) + " must be true or false, got " + json_excerpt(*v));
+        return v->get<bool>();
+    }
+
+    std::string string(const char* key, const std::string& fallback) const {
+        const json* v = find(key);
+        if (v == nullptr) return fallback;
+        if (!v->is_string()) fail(field(key) + " must be a string, got " + json_excerpt(*v));
+        return v->get<std::string>();
+    }
+
+    float positive_number(const char* key, float fallback) const {
+        const json* v = find(key);
+        if (v == nullptr) return fallback;
+        if (!v->is_number()) fail(field(key) + " must be a number, got " + json_excerpt(*v));
+        const auto x = static_cast<float>(v->get<double>());
+        if (!(std::isfinite(x) && x > 0.0f)) fail(field(key) + " must be a positive number, got " + json_excerpt(*v));
+        return x;
+    }
+
+private:
+    const json& config_;
+    const std::string& label_;
+};
+
+void require_same_shape(const ModelConfig& declared, const ModelConfig& model, const std::string& config_label) {
+    const bool same = declared.n_layer == model.n_layer && declared.n_embd == model.n_embd &&
+                      declared.n_head == model.n_head && declared.vocab_size == model.vocab_size &&
+                      declared.max_positions == model.max_positions && declared.ln_eps == model.ln_eps;
+    if (same) return;
+    std::ostringstream eps;
+    eps << declared.ln_eps;
+    throw CheckpointError(config_label + ": the checkpoint is a model of " + shape_summary(declared) + ", but model '" +
+                          model.name + "' has " + shape_summary(model) +
+                          "; use a model of the checkpoint's shape (in a matrix: a [[models]] entry with layers = " +
+                          std::to_string(declared.n_layer) + ", hidden = " + std::to_string(declared.n_embd) +
+                          ", heads = " + std::to_string(declared.n_head) + ", vocab = " +
+                          std::to_string(declared.vocab_size) + ", positions = " +
+                          std::to_string(declared.max_positions) + ", ln_eps = " + eps.str() + ")");
+}
+
+// Non-parameter buffers older transformers versions saved with each block (the causal mask and
+// the value masked positions are filled with); our forward builds the mask itself.
+bool is_attention_buffer(std::string_view name) {
+    if (name.starts_with(kPrefix)) name.remove_prefix(kPrefix.size());
+    if (!name.starts_with("h.")) return false;
+    name.remove_prefix(2);
+    const auto digits = name.find_first_not_of("0123456789");
+    if (digits == 0 || digits == std::string_view::npos) return false;
+    name.remove_prefix(digits);
+    return name == ".attn.bias" || name == ".attn.masked_bias";
+}
+
+// The weights GPT-2 computes with through Conv1D (x · W + b, W stored [in, out]).
+bool is_conv1d_weight(const UnitLayout& unit, int tensor) {
+    return unit.kind == UnitKind::block && (tensor == block_tensor::qkv_w || tensor == block_tensor::proj_w ||
+                                            tensor == block_tensor::fc_w || tensor == block_tensor::fc_proj_w);
+}
+
+template <class T>
+T load(const std::byte* base, std::int64_t index) {
+    T v;
+    std::memcpy(&v, base + index * static_cast<std::int64_t>(sizeof(T)), sizeof(T));
+    return v;
+}
+
+// dst[k] = element k of the tensor as our layout orders it; `value(i)` reads stored element i.
+// Large tensors are split over the host's cores; each output element is written exactly once.
+template <class Value>
+void convert(std::span<float> dst, const std::vector<std::int64_t>& stored_shape, bool transpose, const Value& value) {
+    const auto n = static_cast<std::int64_t>(dst.size());
+    if (!transpose) {
+        parallel_for(n, [&](std::int64_t begin, std::int64_t end) {
+            for (std::int64_t k = begin; k < end; ++k) dst[static_cast<std::size_t>(k)] = value(k);
+        });
+        return;
+    }
+    // Stored [in, out], wanted [out, in]: dst[o·in + i] = stored[i·out + o]. Walking dst in order
+    // reads stored columns, whose neighbouring rows stay in cache for the next output row.
+    const std::int64_t in = stored_shape[0], out = stored_shape[1];
+    parallel_for(n, [&](std::int64_t begin, std::int64_t end) {
+        std::int64_t o = begin / in, i = begin % in;
+        for (std::int64_t k = begin; k < end; ++k) {
+            dst[static_cast<std::size_t>(k)] = value(i * out + o);
+            if (++i == in) {
+                i = 0;
+                ++o;
+            }
+        }
+    });
+}
+
+}  // namespace
+
+CheckpointFiles locate_checkpoint(const std::string& path) {
+    const fs::path p(path);
+    std::error_code ec;
+    const auto status = fs::status(p, ec);
+    if (path.empty() || !fs::exists(status))
+        throw CheckpointError(path + ": no such file or directory (weights must be \"synthetic\", a .safetensors file, or a "
+                                     "directory with model.safetensors and config.json)");
+    if (fs::is_directory(status)) {
+        CheckpointFiles files{p / "model.safetensors", p / "config.json"};
+        if (!fs::exists(files.tensors)) {
+            const bool sharded = fs::exists(p / "model.safetensors.index.json");
+            throw CheckpointError(path + ": the directory has no model.safetensors" +
+                                  std::string(sharded ? " (sharded checkpoints, model.safetensors.index.json, are not supported)" : ""));
+        }
+        if (!fs::exists(*files.config)) throw CheckpointError(path + ": the directory has no config.json");
+        return files;
+    }
+    CheckpointFiles files{p, std::nullopt};
+    if (const auto beside = p.parent_path() / "config.json"; fs::exists(beside)) files.config = beside;
+    return files;
+}
+
+Gpt2Config parse_gpt2_config(std::string_view json_text, const std::string& label, const std::string& model_name) {
+    const json config = parse_strict_json(json_text, label, "config.json");
+    if (!config.is_object()) throw CheckpointError(label + ": config.json must be a JSON object");
+    const ConfigReader r(config, label);
+    if (const auto type = r.string("model_type", "gpt2"); type != "gpt2")
+        r.fail("model_type \"" + type + "\" is not a GPT-2 model (only model_type \"gpt2\" can be loaded)");
+    Gpt2Config out;
+    ModelConfig& m = out.model;
+    m.name = model_name;
+    // GPT2Config's defaults (GPT-2 small).
+    m.n_layer = r.integer("n_layer", 12, kMaxLayers);
+    m.n_embd = r.integer("n_embd", 768, kMaxWidth);
+    m.n_head = r.integer("n_head", 12, kMaxWidth);
+    m.vocab_size = r.integer("vocab_size", 50257, kMaxVocab);
+    m.max_positions = r.integer("n_positions", 1024, kMaxWidth);
+    m.ln_eps = r.positive_number("layer_norm_epsilon", 1e-5f);
+    out.tie_word_embeddings = r.boolean("tie_word_embeddings", true);
+    if (const auto why = m.validate(); !why.empty()) r.fail(why);
+
+    // Our forward is GPT-2's: tanh-approximated GELU, attention scaled by 1/sqrt(head_dim), an
+    // MLP of width 4·n_embd, no cross-attention.
+    if (const auto act = r.string("activation_function", "gelu_new"); act != "gelu_new" && act != "gelu_pytorch_tanh")
+        r.fail("activation_function \"" + act + "\" is not supported (only the tanh GELU: gelu_new, gelu_pytorch_tanh)");
+    if (!r.boolean("scale_attn_weights", true)) r.fail("scale_attn_weights = false is not supported");
+    if (r.boolean("scale_attn_by_inverse_layer_idx", false)) r.fail("scale_attn_by_inverse_layer_idx = true is not supported");
+    if (r.boolean("add_cross_attention", false)) r.fail("add_cross_attention = true is not supported");
+    if (const int inner = r.integer("n_inner", 4 * m.n_embd, 4 * kMaxWidth); inner != 4 * m.n_embd)
+        r.fail("n_inner = " + std::to_string(inner) + " is not supported (the MLP must be 4 × n_embd = " +
+               std::to_string(4 * m.n_embd) + " wide)");
+    return out;
+}
+
+std::optional<ModelConfig> checkpoint_model(const std::string& path) {
+    const auto files = locate_checkpoint(path);
+    // Checked first, so that a file that is no checkpoint at all is not reported as one without a config.json.
+    require_safetensors_start(files.tensors);
+    if (!files.config) return std::nullopt;
+    const auto label = files.config->string();
+    return parse_gpt2_config(read_small_file(*files.config), label, path).model;
+}
+
+Gpt2Weights::Gpt2Weights(std::span<const StoredTensor> tensors, const ModelConfig& model, const std::string& label,
+                         bool tie_word_embeddings)
+    : layout_(WeightLayout::for_model(model)) {
+    const auto fail = [&](const std::string& message) { return CheckpointError(label + ": " + message); };
+    std::unordered_map<std::string_view, std::size_t> by_name;
+    for (std::size_t i = 0; i < tensors.size(); ++i) by_name.emplace(tensors[i].name, i);
+    std::vector<bool> used(tensors.size(), false);
+    const auto exact = [&](const std::string& name) -> const StoredTensor* {
+        const auto it = by_name.find(name);
+        if (it == by_name.end()) return nullptr;
+        used[it->second] = true;
+        return &tensors[it->second];
+    };
+    // GPT2LMHeadModel saves the body under "transformer."; a bare GPT2Model without it.
+    const auto body = [&](const std::string& name) -> const StoredTensor* {
+        const StoredTensor* prefixed = exact(std::string(kPrefix) + name);
+        const StoredTensor* bare = exact(name);
+        if (prefixed != nullptr && bare != nullptr)
+            throw fail("both '" + std::string(kPrefix) + name + "' and '" + name + "' are present; which one is meant?");
+        return prefixed != nullptr ? prefixed : bare;
+    };
+
+    for (const UnitLayout& unit : layout_.units) {
+        auto& sources = sources_.emplace_back();
+        for (std::size_t t = 0; t < unit.tensors.size(); ++t) {
+            const TensorSpec& spec = unit.tensors[t];
+            const int tensor = static_cast<int>(t);
+            const bool lm_head = unit.kind == UnitKind::head && tensor == head_tensor::lm_head;
+            const StoredTensor* stored = lm_head ? exact(spec.name) : body(spec.name);
+            if (stored == nullptr && lm_head) {
+                if (!tie_word_embeddings)
+                    throw fail("there is no lm_head.weight, and config.json unties it from wte (tie_word_embeddings = false)");
+                stored = body("wte.weight");  // tied: GPT-2 computes the logits with wte
+            }
+            if (stored == nullptr)
+                throw fail("missing tensor '" + std::string(kPrefix) + spec.name + "' (or '" + spec.name + "') of model '" +
+                           model.name + "'");
+            const bool conv1d = is_conv1d_weight(unit, tensor);
+            const std::vector<std::int64_t> want = conv1d ? std::vector{spec.shape[1], spec.shape[0]} : spec.shape;
+            if (stored->shape != want)
+                throw fail("tensor '" + stored->name + "' has shape " + shape_text(stored->shape) + ", but model '" +
+                           model.name + "' (" + shape_summary(model) + ") needs " + shape_text(want) +
+                           (conv1d ? " (Conv1D weights are stored [in, out])" : ""));
+            if (stored->type == StoredType::other)
+                throw fail("tensor '" + stored->name + "' has dtype " + stored->dtype +
+                           "; weights can be loaded from F32, F16 and BF16 only");
+            sources.push_back({*stored, conv1d});
+        }
+    }
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        if (used[i] || is_attention_buffer(tensors[i].name)) continue;
+        throw fail("unexpected tensor '" + tensors[i].name + "': not a parameter of a GPT-2 model with " +
+                   shape_summary(model) + " (is the checkpoint another model, or config.json not its own?)");
+    }
+}
+
+void Gpt2Weights::fill_unit(int unit, std::span<float> out) const {
+    if (unit < 0 || unit >= static_cast<int>(layout_.units.size()))
+        throw std::invalid_argument("Gpt2Weights::fill_unit: no unit " + std::to_string(unit));
+    const UnitLayout& u = layout_.units[static_cast<std::size_t>(unit)];
+    if (static_cast<std::int64_t>(out.size()) != u.numel)
+        throw std::invalid_argument("Gpt2Weights::fill_unit: unit " + std::to_string(unit) + " has " +
+                                    std::to_string(u.numel) + " elements but the buffer has " + std::to_string(out.size()));
+    std::int64_t filled_to = 0;  // everything before this is written; gaps up to the next tensor are padding
+    for (std::size_t t = 0; t < u.tensors.size(); ++t) {
+        const TensorSpec& spec = u.tensors[t];
+        const Source& src = sources_[static_cast<std::size_t>(unit)][t];
+        std::fill(out.begin() + filled_to, out.begin() + spec.offset, 0.0f);
+        const auto dst = out.subspan(static_cast<std::size_t>(spec.offset), static_cast<std::size_t>(spec.numel));
+        const std::byte* bytes = src.tensor.bytes.data();
+        switch (src.tensor.type) {
+            case StoredType::f32:
+                if (!src.transpose) {
+                    std::memcpy(dst.data(), bytes, dst.size_bytes());
+                } else {
+                    convert(dst, src.tensor.shape, true, [&](std::int64_t i) { return load<float>(bytes, i); });
+                }
+                break;
+            case StoredType::f16:
+                convert(dst, src.tensor.shape, src.transpose,
+                        [&](std::int64_t i) { return fp16_bits_to_float(load<std::uint16_t>(bytes, i)); });
+                break;
+            case StoredType::bf16:
+                convert(dst, src.tensor.shape, src.transpose,
+                        [&](std::int64_t i) { return bf16_bits_to_float(load<std::uint16_t>(bytes, i)); });
+                break;
+            case StoredType::other: throw std::logic_error("Gpt2Weights: a tensor of an unsupported dtype was bound");
+        }
+        filled_to = spec.offset + spec.numel;
+    }
+    std::fill(out.begin() + filled_to, out.end(), 0.0f);
+}
+
+Gpt2Checkpoint Gpt2Checkpoint::open(const std::string& path, const ModelConfig& model) {
+    const auto files = locate_checkpoint(path);
+    bool tie = true;
+    if (files.config) {
+        // The shape is compared first: a checkpoint of another model fails on it with the clearest message.
+        const auto label = files.config->string();
+        const auto declared = parse_gpt2_config(read_small_file(*files.config), label, path);
+        require_same_shape(declared.model, model, label);
+        tie = declared.tie_word_embeddings;
+    }
+    MappedFile file(files.tensors);
+    const auto label = files.tensors.string();
+    Gpt2Weights weights(parse_safetensors(file.bytes(), label), model, label, tie);
+    return Gpt2Checkpoint(std::move(file), std::move(weights));
+}
+
+}  // namespace sweetspot

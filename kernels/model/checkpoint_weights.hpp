@@ -1,0 +1,82 @@
+#pragma once
+// Hugging Face GPT-2 checkpoints, as GPT2LMHeadModel.save_pretrained writes them: config.json
+// gives the shape, model.safetensors the parameters. Each parameter is matched to its place in our
+// WeightLayout and converted to fp32 one unit at a time, straight from the mapped file.
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kernels/model/model_config.hpp"
+#include "kernels/model/safetensors.hpp"
+#include "kernels/model/weight_layout.hpp"
+
+namespace sweetspot {
+
+// `path` is a .safetensors file (a config.json beside it is used when there is one) or a
+// directory holding model.safetensors and config.json. Throws CheckpointError when neither.
+struct CheckpointFiles {
+    std::filesystem::path tensors;
+    std::optional<std::filesystem::path> config;
+};
+CheckpointFiles locate_checkpoint(const std::string& path);
+
+struct Gpt2Config {
+    ModelConfig model;
+    bool tie_word_embeddings = true;  // lm_head is wte unless the checkpoint stores its own
+};
+
+// Reads a GPT-2 config.json. Fields that are absent take GPT2Config's defaults, as transformers
+// does. Settings under which transformers computes another function than our forward (another
+// activation, unscaled or layer-scaled attention, cross-attention, an MLP width other than
+// 4·n_embd, another model_type) are refused with a CheckpointError naming `label`.
+Gpt2Config parse_gpt2_config(std::string_view json_text, const std::string& label, const std::string& model_name);
+
+// The shape the checkpoint at `path` declares in its config.json (named after `path`), or
+// nullopt when it has none. A tensors file that is not safetensors at all is a CheckpointError.
+std::optional<ModelConfig> checkpoint_model(const std::string& path);
+
+// The parameters of one GPT-2 model of shape `model` found among `tensors`, named as in
+// GPT2LMHeadModel (with or without the "transformer." prefix). Conv1D weights are stored
+// [in, out] and transposed into the layout's nn.Linear [out, in]. Attention-mask buffers are
+// ignored; a missing, mis-shaped, non-float or unexpected tensor is a CheckpointError naming
+// `label`. The tensors' bytes must outlive this object.
+class Gpt2Weights {
+public:
+    Gpt2Weights(std::span<const StoredTensor> tensors, const ModelConfig& model, const std::string& label,
+                bool tie_word_embeddings = true);
+
+    const WeightLayout& layout() const { return layout_; }
+    // Writes unit `unit` of layout() into `out` (unit.numel fp32 elements, padding zeroed).
+    void fill_unit(int unit, std::span<float> out) const;
+
+private:
+    struct Source {
+        StoredTensor tensor;
+        bool transpose = false;  // stored [in, out], wanted [out, in]
+    };
+    WeightLayout layout_;
+    std::vector<std::vector<Source>> sources_;  // [unit][tensor], in the layout's order
+};
+
+// A checkpoint on disk, mapped for as long as the object lives.
+class Gpt2Checkpoint {
+public:
+    // Opens the checkpoint at `path` and checks it holds every parameter of `model`. When the
+    // checkpoint has a config.json, its shape must be `model`'s (the cell names the model; the
+    // file must be that model). Reads the header only; tensor bytes are read by fill_unit.
+    static Gpt2Checkpoint open(const std::string& path, const ModelConfig& model);
+
+    void fill_unit(int unit, std::span<float> out) const { weights_.fill_unit(unit, out); }
+
+private:
+    Gpt2Checkpoint(MappedFile file, Gpt2Weights weights) : file_(std::move(file)), weights_(std::move(weights)) {}
+
+    MappedFile file_;  // weights_ points into its mapping, which a move does not relocate
+    Gpt2Weights weights_;
+};
+
+}  // namespace sweetspot

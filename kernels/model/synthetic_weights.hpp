@@ -1,0 +1,20 @@
+#pragma once
+// Seeded synthetic weights with GPT-2's initialisation, bit-identical on every machine.
+#include <cstdint>
+#include <span>
+
+#include "kernels/model/weight_layout.hpp"
+
+namespace sweetspot {
+
+// Fill unit `unit` of `layout` (fp32, unit.numel elements, padding zeroed). Linear and
+// embedding weights ~ N(0, 0.02), residual projections (attn c_proj, mlp c_proj) scaled by
+// 1/sqrt(2·n_layer) as in GPT-2; LayerNorm weights 1 + N(0, 0.02) and every bias N(0, 0.02),
+// so that no parameter is zero and every term of the forward is exercised by numerical checks.
+// Depends only on (seed, unit, tensor, element index): units can be filled in any order.
+// The normal deviates are Irwin–Hall sums of four uniforms (kernels/model/synthetic_weights.cpp), so
+// they are bounded at ±2·sqrt(3) standard deviations.
+void fill_synthetic_unit(const ModelConfig& model, const WeightLayout& layout, int unit,
+                         std::uint64_t seed, std::span<float> out);
+
+}  // namespace sweetspot

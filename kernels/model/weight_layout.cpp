@@ -1,0 +1,123 @@
+#include "kernels/model/weight_layout.hpp"
+
+#include <optional>
+#include <stdexcept>
+#include <utility>
+
+#include "kernels/model/checked_math.hpp"
+
+namespace sweetspot {
+
+namespace {
+
+// n rounded up to the tensor alignment, or nothing when that does not fit in 64 bits.
+std::optional<std::int64_t> round_up(std::int64_t n) {
+    const auto end = try_add(n, kTensorAlignElems - 1);
+    if (!end) return std::nullopt;
+    return *end / kTensorAlignElems * kTensorAlignElems;
+}
+
+// Appends a tensor at the next aligned offset of `unit`; unit.numel tracks the unpadded end
+// until finish_unit pads it. Sizes are checked: a shape that validate() did not bound (or a bound
+// that is wrong) must fail here rather than lay out tensors at wrapped offsets.
+void add_tensor(UnitLayout& unit, const ModelConfig& m, std::string name, std::vector<std::int64_t> shape) {
+    const auto fits = [&](std::optional<std::int64_t> v) {
+        if (!v) throw std::overflow_error("the size of tensor '" + name + "' of model '" + m.name + "' overflows 64 bits");
+        return *v;
+    };
+    std::int64_t numel = 1;
+    for (const auto d : shape) numel = fits(try_mul(numel, d));
+    TensorSpec t;
+    t.offset = fits(round_up(unit.numel));
+    t.numel = numel;
+    unit.numel = fits(try_add(t.offset, t.numel));
+    t.name = std::move(name);
+    t.shape = std::move(shape);
+    unit.tensors.push_back(std::move(t));
+}
+
+// Padding the unit keeps the next unit aligned too when a backend packs units back to back.
+void finish_unit(UnitLayout& unit) {
+    const auto padded = round_up(unit.numel);
+    if (!padded) throw std::overflow_error("a weight unit of " + std::to_string(unit.numel) + " elements overflows 64 bits");
+    unit.numel = *padded;
+}
+
+UnitLayout make_embedding_unit(const ModelConfig& m) {
+    UnitLayout u;
+    u.kind = UnitKind::embedding;
+    add_tensor(u, m, "wte.weight", {m.vocab_size, m.n_embd});
+    add_tensor(u, m, "wpe.weight", {m.max_positions, m.n_embd});
+    finish_unit(u);
+    return u;
+}
+
+UnitLayout make_block_unit(const ModelConfig& m, int block) {
+    const std::int64_t c = m.n_embd;
+    const std::string p = "h." + std::to_string(block) + ".";
+    UnitLayout u;
+    u.kind = UnitKind::block;
+    u.block = block;
+    // Same order as block_tensor.
+    add_tensor(u, m, p + "ln_1.weight", {c});
+    add_tensor(u, m, p + "ln_1.bias", {c});
+    add_tensor(u, m, p + "attn.c_attn.weight", {3 * c, c});
+    add_tensor(u, m, p + "attn.c_attn.bias", {3 * c});
+    add_tensor(u, m, p + "attn.c_proj.weight", {c, c});
+    add_tensor(u, m, p + "attn.c_proj.bias", {c});
+    add_tensor(u, m, p + "ln_2.weight", {c});
+    add_tensor(u, m, p + "ln_2.bias", {c});
+    add_tensor(u, m, p + "mlp.c_fc.weight", {4 * c, c});
+    add_tensor(u, m, p + "mlp.c_fc.bias", {4 * c});
+    add_tensor(u, m, p + "mlp.c_proj.weight", {c, 4 * c});
+    add_tensor(u, m, p + "mlp.c_proj.bias", {c});
+    finish_unit(u);
+    return u;
+}
+
+UnitLayout make_head_unit(const ModelConfig& m) {
+    UnitLayout u;
+    u.kind = UnitKind::head;
+    add_tensor(u, m, "ln_f.weight", {m.n_embd});
+    add_tensor(u, m, "ln_f.bias", {m.n_embd});
+    add_tensor(u, m, "lm_head.weight", {m.vocab_size, m.n_embd});
+    finish_unit(u);
+    return u;
+}
+
+std::string total_what(const ModelConfig& m) { return "the weight elements of model '" + m.name + "'"; }
+
+}  // namespace
+
+WeightLayout WeightLayout::for_model(const ModelConfig& m) {
+    if (const auto why = m.validate(); !why.empty()) throw std::invalid_argument(why);
+    WeightLayout layout;
+    layout.units.reserve(static_cast<std::size_t>(m.n_layer) + 2);
+    layout.units.push_back(make_embedding_unit(m));
+    for (int i = 0; i < m.n_layer; ++i) layout.units.push_back(make_block_unit(m, i));
+    layout.units.push_back(make_head_unit(m));
+    const std::string what = total_what(m);
+    for (const auto& u : layout.units) layout.total_numel = checked_add(layout.total_numel, u.numel, what);
+    return layout;
+}
+
+std::int64_t WeightLayout::total_numel_of(const ModelConfig& m) {
+    if (const auto why = m.validate(); !why.empty()) throw std::invalid_argument(why);
+    const std::string what = total_what(m);
+    const std::int64_t blocks = checked_mul(m.n_layer, make_block_unit(m, 0).numel, what);
+    return checked_add(checked_add(make_embedding_unit(m).numel, blocks, what), make_head_unit(m).numel, what);
+}
+
+void require_layout_for(const ModelConfig& model, const WeightLayout& layout, const std::string& who) {
+    const WeightLayout expected = WeightLayout::for_model(model);
+    bool same = layout.units.size() == expected.units.size();
+    for (std::size_t u = 0; same && u < layout.units.size(); ++u) {
+        const auto& got = layout.units[u].tensors;
+        const auto& want = expected.units[u].tensors;
+        same = got.size() == want.size();
+        for (std::size_t t = 0; same && t < got.size(); ++t) same = got[t].shape == want[t].shape;
+    }
+    if (!same) throw std::invalid_argument(who + ": the weight layout was not made for model '" + model.name + "'.");
+}
+
+}  // namespace sweetspot

@@ -1,0 +1,60 @@
+#pragma once
+// How a model's parameters are cut into units (embedding, one per block, head) and where each
+// tensor sits inside its unit. A unit is what a backend moves as one piece; its tensors are
+// contiguous so one copy or one prefetch moves the whole layer. Matrices are row-major
+// [out, in] (as nn.Linear), so y = x · Wᵀ.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/model/model_config.hpp"
+
+namespace sweetspot {
+
+enum class UnitKind { embedding, block, head };
+
+// Tensor indices inside each unit kind.
+namespace embed_tensor { enum : int { wte, wpe, count }; }
+namespace block_tensor {
+enum : int { ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b, count };
+}
+namespace head_tensor { enum : int { lnf_w, lnf_b, lm_head, count }; }
+
+// Every tensor starts on a multiple of this many elements (512 bytes in fp32) so GPU kernels
+// and cuBLAS get aligned pointers whatever the hidden size.
+inline constexpr std::int64_t kTensorAlignElems = 128;
+
+struct TensorSpec {
+    std::string name;             // GPT-2 style name, e.g. "h.3.attn.c_attn.weight"
+    std::vector<std::int64_t> shape;
+    std::int64_t offset = 0;      // in elements from the start of the unit
+    std::int64_t numel = 0;
+};
+
+struct UnitLayout {
+    UnitKind kind = UnitKind::block;
+    int block = -1;               // block index for UnitKind::block, else -1
+    std::vector<TensorSpec> tensors;
+    std::int64_t numel = 0;       // padded size of the unit in elements
+};
+
+struct WeightLayout {
+    std::vector<UnitLayout> units;  // [embedding, block 0 .. block L-1, head]
+    std::int64_t total_numel = 0;
+
+    // Both throw std::invalid_argument for a shape validate() refuses and std::overflow_error
+    // when a size does not fit in 64 bits.
+    static WeightLayout for_model(const ModelConfig& m);
+    // for_model(m).total_numel without building a unit per block, so sizing a 16384-layer model
+    // costs what sizing a 2-layer one does (every cell a matrix lists is sized).
+    static std::int64_t total_numel_of(const ModelConfig& m);
+    static int block_unit(int block) { return 1 + block; }
+    int head_unit() const { return static_cast<int>(units.size()) - 1; }
+};
+
+// A forward reads tensors by the layout's offsets, so a layout made for another shape would read
+// the wrong bytes without crashing: throws std::invalid_argument, naming `who`, unless `layout`
+// has the shapes WeightLayout::for_model(model) gives.
+void require_layout_for(const ModelConfig& model, const WeightLayout& layout, const std::string& who);
+
+}  // namespace sweetspot
