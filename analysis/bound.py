@@ -1,4 +1,4 @@
-"""The bound of a cell (product brief §10), shared by the report and scripts/bench/backends_table.py.
+"""The bound of a cell, shared by the report and scripts/bench/backends_table.py.
 
     bound = max(streamed_bytes / measured pinned H2D bandwidth, `device` latency of the same workload)
 

@@ -9,7 +9,7 @@ from results_db import PARAMETERS, PROTOCOL
 NAME = "normalized_performance"
 TITLE = "Performance normalized to baseline"
 
-# The variants in the order of the seed's report (product brief §2); others follow by name.
+# The fusion variants in the order the UM-layerfusion report showed them; others follow by name.
 VARIANT_ORDER = ["baseline", "dropout_ln", "attn_ln", "ffn_ln", "attn_proj", "all"]
 WORKLOAD = [p for p in PARAMETERS if p != "variant" and p not in PROTOCOL] + ["processor"]
 

@@ -20,6 +20,7 @@
 #include "harness/system/version.hpp"
 #include "harness/cli/summary.hpp"
 #include "harness/cli/table.hpp"
+#include "harness/system/exit_codes.hpp"
 #include "harness/system/format.hpp"
 #include "harness/cli/trace_export.hpp"
 
@@ -27,10 +28,6 @@ namespace po = boost::program_options;
 
 namespace sweetspot {
 namespace {
-
-constexpr int kExitOk = 0;
-constexpr int kExitBadInput = 2;
-constexpr int kExitInterrupted = 130;
 
 constexpr const char* kUsage = R"(sweetspot - find the sweet spot between GPU memory and speed for transformer models
 
@@ -313,7 +310,7 @@ int cmd_probe(const std::vector<std::string>& args) {
     facts.note = "built without CUDA";
 #endif
     std::cout << format_gpu_facts(facts);
-    return facts.name ? kExitOk : 1;
+    return facts.name ? kExitOk : kExitFailed;
 }
 
 }  // namespace

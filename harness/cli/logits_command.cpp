@@ -6,6 +6,7 @@
 #include "harness/matrix/cell.hpp"
 #include "harness/measure/cell_exec.hpp"
 #include "harness/cli/npy.hpp"
+#include "harness/system/exit_codes.hpp"
 #include "harness/system/output_file.hpp"
 #include "kernels/model/checkpoint_weights.hpp"
 
@@ -111,9 +112,9 @@ int write_logits(const LogitsRequest& r, std::ostream& report) {
                << " (tolerance " << outcome.check_tolerance.value_or(0) << ")\n";
     if (outcome.status != "ok") {
         report << "sweetspot logits: " << outcome.status << ": " << outcome.reason << "\n";
-        return 1;
+        return kExitFailed;
     }
-    return 0;
+    return kExitOk;
 }
 
 }  // namespace sweetspot

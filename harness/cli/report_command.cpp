@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "harness/system/child_process.hpp"
+#include "harness/system/exit_codes.hpp"
 
 extern char** environ;
 
@@ -19,10 +20,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
-constexpr int kExitBadInput = 2;
 // analysis/report.py's own exit codes.
+constexpr int kScriptOk = 0;
 constexpr int kScriptBadInput = 2;
 constexpr int kScriptMissingModules = 3;
 
@@ -156,7 +155,7 @@ int run_report(const ReportRequest& request, std::ostream& err) {
         return kExitFailed;
     }
     switch (*status) {
-        case kExitOk: return kExitOk;
+        case kScriptOk: return kExitOk;
         case kScriptBadInput: return kExitBadInput;
         case kScriptMissingModules: return kExitFailed;  // the script said what is missing
         default:

@@ -1,6 +1,7 @@
 #include "harness/cli/trace_export.hpp"
 
-#include <cstdio>
+#include <nlohmann/json.hpp>
+
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -16,61 +17,35 @@ constexpr std::int64_t kMigrationsDtoHTid = 1000002;
 constexpr std::int64_t kGpuFaultsTid = 1000003;
 constexpr std::int64_t kCpuFaultsTid = 1000004;
 
-std::string json_string(const std::string& s) {
-    std::string out = "\"";
-    for (const char c : s) {
-        switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\t': out += "\\t"; break;
-            default:
-                if (static_cast<unsigned char>(c) < 0x20) {
-                    char buf[8];
-                    std::snprintf(buf, sizeof buf, "\\u%04x", c);
-                    out += buf;
-                } else {
-                    out += c;
-                }
-        }
-    }
-    return out + "\"";
-}
+// Microseconds from the trace's origin, as the trace format counts time.
+double us(std::int64_t ns, std::int64_t origin_ns) { return static_cast<double>(ns - origin_ns) / 1000.0; }
 
-std::string us(std::int64_t ns) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ns) / 1000.0);
-    return buf;
-}
-
-// Emits events as JSON array elements, comma-separated.
+// Emits events as JSON array elements, comma-separated; nlohmann::json does the escaping.
 class TraceWriter {
 public:
+    using json = nlohmann::json;
     TraceWriter(std::ostream& out, std::int64_t origin_ns) : out_(out), origin_(origin_ns) { out_ << "{\"traceEvents\":[\n"; }
     void finish() { out_ << "\n],\"displayTimeUnit\":\"ms\"}\n"; }
 
     void track_name(int pid, std::int64_t tid, const std::string& name) {
-        element("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + std::to_string(pid) + ",\"tid\":" +
-                std::to_string(tid) + ",\"args\":{\"name\":" + json_string(name) + "}}");
+        element({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
     }
     void process_name(int pid, const std::string& name) {
-        element("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + std::to_string(pid) + ",\"args\":{\"name\":" +
-                json_string(name) + "}}");
+        element({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", name}}}});
     }
-    void span(int pid, std::int64_t tid, const std::string& name, std::int64_t start, std::int64_t end,
-              const std::string& args_json) {
-        element("{\"ph\":\"X\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) + ",\"name\":" +
-                json_string(name) + ",\"ts\":" + us(start - origin_) + ",\"dur\":" + us(end - start) +
-                ",\"args\":{" + args_json + "}}");
+    void span(int pid, std::int64_t tid, const std::string& name, std::int64_t start, std::int64_t end, json args) {
+        element({{"ph", "X"}, {"pid", pid}, {"tid", tid}, {"name", name}, {"ts", us(start, origin_)},
+                 {"dur", us(end, start)}, {"args", std::move(args)}});
     }
-    void instant(int pid, std::int64_t tid, const std::string& name, std::int64_t at, const std::string& args_json) {
-        element("{\"ph\":\"i\",\"s\":\"t\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) +
-                ",\"name\":" + json_string(name) + ",\"ts\":" + us(at - origin_) + ",\"args\":{" + args_json + "}}");
+    void instant(int pid, std::int64_t tid, const std::string& name, std::int64_t at, json args) {
+        element({{"ph", "i"}, {"s", "t"}, {"pid", pid}, {"tid", tid}, {"name", name}, {"ts", us(at, origin_)},
+                 {"args", std::move(args)}});
     }
 
 private:
-    void element(const std::string& e) {
-        out_ << (first_ ? "" : ",\n") << e;
+    void element(const json& e) {
+        // Invalid UTF-8 in a kernel name or range text is replaced, not a reason to lose the trace.
+        out_ << (first_ ? "" : ",\n") << e.dump(-1, ' ', false, json::error_handler_t::replace);
         first_ = false;
     }
     std::ostream& out_;
@@ -111,8 +86,8 @@ TraceSummary write_trace(Store& store, std::int64_t cell_id, int iteration, std:
     while (kernels.step()) {
         streams.insert(kernels.int64(2));
         w.span(kGpuPid, kernels.int64(2), kernels.text(3), kernels.int64(0), kernels.int64(1),
-               "\"grid\":\"" + kernels.text(4) + "x" + kernels.text(5) + "x" + kernels.text(6) + "\",\"block\":\"" +
-                   kernels.text(7) + "x" + kernels.text(8) + "x" + kernels.text(9) + "\"");
+               {{"grid", kernels.text(4) + "x" + kernels.text(5) + "x" + kernels.text(6)},
+                {"block", kernels.text(7) + "x" + kernels.text(8) + "x" + kernels.text(9)}});
         ++summary.kernels;
     }
 
@@ -122,16 +97,16 @@ TraceSummary write_trace(Store& store, std::int64_t cell_id, int iteration, std:
     in_window(copies);
     while (copies.step()) {
         const auto kind = copies.int64(3);
-        const std::string bytes = "\"bytes\":" + copies.text(4);
+        const std::int64_t bytes = copies.int64(4);
         if (kind == 11 || kind == 12) {
             w.span(kGpuPid, kind == 11 ? kMigrationsHtoDTid : kMigrationsDtoHTid,
                    kind == 11 ? "UM migration HtoD" : "UM migration DtoH", copies.int64(0), copies.int64(1),
-                   bytes + ",\"migrationCause\":" + copies.text(5));
+                   {{"bytes", bytes}, {"migrationCause", copies.int64(5)}});
             ++summary.migrations;
         } else {
             streams.insert(copies.int64(2));
             w.span(kGpuPid, copies.int64(2), "memcpy kind " + std::to_string(kind), copies.int64(0), copies.int64(1),
-                   bytes);
+                   {{"bytes", bytes}});
             ++summary.copies;
         }
     }
@@ -143,7 +118,7 @@ TraceSummary write_trace(Store& store, std::int64_t cell_id, int iteration, std:
     while (gpu_faults.step()) {
         w.span(kGpuPid, kGpuFaultsTid, "GPU page faults", gpu_faults.int64(0),
                std::max(gpu_faults.int64(1), gpu_faults.int64(0) + 1),
-               "\"faults\":" + gpu_faults.text(2) + ",\"address\":" + gpu_faults.text(3));
+               {{"faults", gpu_faults.int64(2)}, {"address", gpu_faults.int64(3)}});
         ++summary.gpu_fault_groups;
     }
 
@@ -152,7 +127,7 @@ TraceSummary write_trace(Store& store, std::int64_t cell_id, int iteration, std:
         " ORDER BY start");
     in_window(cpu_faults);
     while (cpu_faults.step()) {
-        w.instant(kCpuPid, kCpuFaultsTid, "CPU page fault", cpu_faults.int64(0), "\"address\":" + cpu_faults.text(1));
+        w.instant(kCpuPid, kCpuFaultsTid, "CPU page fault", cpu_faults.int64(0), {{"address", cpu_faults.int64(1)}});
         ++summary.cpu_faults;
     }
 
@@ -166,7 +141,7 @@ TraceSummary write_trace(Store& store, std::int64_t cell_id, int iteration, std:
     while (ranges.step()) {
         if (ranges.int64(0) < begin) continue;  // the enclosing cell range starts before the iteration
         threads.insert(ranges.int64(3));
-        w.span(kCpuPid, ranges.int64(3), ranges.text(2), ranges.int64(0), ranges.int64(1), "");
+        w.span(kCpuPid, ranges.int64(3), ranges.text(2), ranges.int64(0), ranges.int64(1), nlohmann::json::object());
         ++summary.ranges;
     }
 

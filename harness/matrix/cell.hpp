@@ -105,7 +105,7 @@ struct CellParams {
     std::string key() const;
     // Inverse of canonical(); throws std::invalid_argument on malformed text.
     static CellParams from_canonical(std::string_view text);
-    // The cell's input: batch × seq random token ids from the seed (as the seed projects used).
+    // The cell's input: batch × seq random token ids drawn from `seed`, as cuda-uvm-gpt2 fed its model.
     std::vector<std::int32_t> token_ids() const;
     // One line for progress output: "gpt2_small host fp32 b1 s64".
     std::string label() const;

@@ -13,6 +13,7 @@
 #include "backends/backend.hpp"
 #include "backends/residency_plan.hpp"
 #include "harness/measure/cell_weights.hpp"
+#include "harness/system/exit_codes.hpp"
 #include "harness/measure/logits_check.hpp"
 #include "harness/store/store.hpp"
 #ifdef SWEETSPOT_HAVE_CUDA
@@ -162,7 +163,7 @@ CellOutcome measure_cell(const CellParams& cell, const ExecuteOptions& options) 
 int execute_cell(const CellParams& cell, const std::string& scratch_db, const ExecuteOptions& options) {
     if (cell.debug_fault != "none") inject_fault(cell.debug_fault);
     CellOutcome out;
-    int code = 0;
+    int code = kExitOk;
     std::string why = cell_unsupported_reason(cell);
     if (why.empty() && uses_gpu(cell)) why = backend_unavailable_reason(cell.backend);
     if (!why.empty()) {
@@ -182,7 +183,7 @@ int execute_cell(const CellParams& cell, const std::string& scratch_db, const Ex
             out = CellOutcome{};
             out.status = "failed";
             out.reason = e.what();
-            code = 1;
+            code = kExitFailed;
         }
     }
     write_outcome(scratch_db, cell, out);

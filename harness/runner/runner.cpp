@@ -12,6 +12,7 @@
 
 #include "harness/measure/cell_exec.hpp"
 #include "harness/system/child_process.hpp"
+#include "harness/system/exit_codes.hpp"
 #include "harness/system/file_lock.hpp"
 #include "harness/measure/gpu_probe.hpp"
 #include "harness/runner/progress.hpp"
@@ -158,7 +159,7 @@ void count(RunTotals& t, const std::string& status) {
 
 }  // namespace
 
-int RunTotals::exit_code() const { return failed + timeout + invalid > 0 ? 1 : 0; }
+int RunTotals::exit_code() const { return failed + timeout + invalid > 0 ? kExitFailed : kExitOk; }
 
 RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostream& progress_out) {
     auto store = Store::open(options.db_path, Store::Access::exclusive);

@@ -1,5 +1,6 @@
 #pragma once
-// Decoder-transformer shapes: the built-in models of the product brief and user-declared ones.
+// Decoder-transformer shapes: the built-in models (GPT-2 small to GPT-3 13B, and tiny test models)
+// and user-declared ones.
 #include <cstdint>
 #include <optional>
 #include <string>
