@@ -1,5 +1,6 @@
 // The compute layer: model shapes, weight layout, synthetic weights, dtype conversions, and the
-// fp32 CPU forward checked against the independent float64 reference.
+// fp32 CPU forward checked against the independent float64 reference; each CPU operation checked
+// on its own against values worked out by hand (their GPU kernels: test_kernel_ops.cpp).
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -13,9 +14,11 @@
 #include <vector>
 
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_floating_point.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include "kernels/compute/cpu_forward.hpp"
+#include "kernels/compute/cpu_ops.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/compute/reference_forward.hpp"
@@ -490,6 +493,158 @@ TEST_CASE("bf16 and fp16: every value round-trips, every midpoint rounds to even
 }
 
 // ---------------------------------------------------------------------------------------------
+// CPU operations (cpu_ops.hpp), on inputs small enough to work out by hand. They are the
+// references of the GPU kernels, so each is pinned here on its own, not only through the forward.
+
+namespace {
+
+using Catch::Matchers::WithinAbs;
+
+// ln 3 as a float: a softmax over scores {0, ln 3} is {1/4, 3/4}.
+const float kLn3 = std::log(3.0f);
+
+void check_all_near(const std::vector<float>& got, const std::vector<float>& want, double tolerance) {
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        INFO("element " << i);
+        CHECK_THAT(got[i], WithinAbs(want[i], tolerance));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("cpu::embedding adds the token's row of wte and the position's row of wpe", "[kernels]") {
+    // wte [3 tokens, 2], wpe [3 positions, 2]; batch 2 × seq 2, so position 2 is never read and
+    // sample 1 reads positions 0 and 1 again (not 2 and 3).
+    const std::vector<float> wte = {1, 2, 10, 20, 100, 200};
+    const std::vector<float> wpe = {0.5f, 0.25f, 3, 4, 999, 999};
+    const std::vector<std::int32_t> tokens = {2, 0, 1, 1};
+    std::vector<float> x(8, -1.0f);
+    cpu::embedding(x.data(), tokens.data(), wte.data(), wpe.data(), 2, 2, 2);
+    CHECK(x == std::vector<float>{100.5f, 200.25f, 4, 6, 10.5f, 20.25f, 13, 24});
+}
+
+TEST_CASE("cpu::layernorm normalises each row with the biased variance, then scales and shifts", "[kernels]") {
+    // Row [1, 2, 3, 4]: mean 2.5, variance (2.25 + 0.25 + 0.25 + 2.25) / 4 = 1.25, so with
+    // eps 1e-5 the row becomes (x − 2.5) / sqrt(1.25001).
+    const std::vector<float> ones(4, 1.0f), zeros(4, 0.0f);
+    const std::vector<float> row = {1, 2, 3, 4};
+    std::vector<float> out(4);
+    cpu::layernorm(out.data(), row.data(), ones.data(), zeros.data(), 1, 4, 1e-5f);
+    check_all_near(out, {-1.3416354f, -0.4472118f, 0.4472118f, 1.3416354f}, 1e-6);
+
+    // eps 1 makes the square roots exact: row 0 has var + eps = 2.25 (rstd 2/3), row 1
+    // [10, 10, 10, 14] mean 11, variance (1 + 1 + 1 + 9) / 4 = 3, var + eps = 4 (rstd 1/2).
+    // Normalised: [−1, −1/3, 1/3, 1] and [−0.5, −0.5, −0.5, 1.5]; then · w + b.
+    const std::vector<float> two_rows = {1, 2, 3, 4, 10, 10, 10, 14};
+    const std::vector<float> w = {2, 1, 1, 0.5f};
+    const std::vector<float> b = {0, 1, -1, 0.25f};
+    std::vector<float> out2(8);
+    cpu::layernorm(out2.data(), two_rows.data(), w.data(), b.data(), 2, 4, 1.0f);
+    check_all_near(out2, {-2, 1 - 1.0f / 3, -1 + 1.0f / 3, 0.75f, -1, 0.5f, -1.5f, 1.0f}, 1e-6);
+}
+
+TEST_CASE("cpu::linear is x · wᵀ plus the bias, or without one", "[kernels]") {
+    // x [2, 3], w [2 outputs, 3 inputs] as nn.Linear.
+    const std::vector<float> x = {1, 2, 3, 4, 5, 6};
+    const std::vector<float> w = {1, 0, -1, 0.5f, 0.5f, 0.5f};
+    const std::vector<float> bias = {10, -10};
+    std::vector<float> out(4, -1.0f);
+    cpu::linear(out.data(), x.data(), w.data(), bias.data(), 2, 3, 2);
+    CHECK(out == std::vector<float>{8, -7, 8, -2.5f});
+    cpu::linear(out.data(), x.data(), w.data(), nullptr, 2, 3, 2);
+    CHECK(out == std::vector<float>{-2, 3, -2, 7.5f});
+}
+
+TEST_CASE("cpu::add_bias adds the bias to every row, cpu::residual_add adds element-wise", "[kernels]") {
+    std::vector<float> y = {1, 2, 3, 4, 5, 6};
+    const std::vector<float> bias = {10, 20, 30};
+    cpu::add_bias(y.data(), bias.data(), 2, 3);
+    CHECK(y == std::vector<float>{11, 22, 33, 14, 25, 36});
+
+    std::vector<float> x = {1, 2, 3};
+    const std::vector<float> sub_layer = {0.5f, -2, 10};
+    cpu::residual_add(x.data(), sub_layer.data(), 3);
+    CHECK(x == std::vector<float>{1.5f, 0, 13});
+}
+
+TEST_CASE("cpu::gelu_tanh is GPT-2's tanh approximation, not the erf GELU", "[kernels]") {
+    // 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))) in double. The erf GELU differs by 1.5e-4 at
+    // 1 and 4e-4 at −3, far beyond the tolerance.
+    std::vector<float> x = {0, 1, -1, 2, -3, 10, -10};
+    cpu::gelu_tanh(x.data(), static_cast<std::int64_t>(x.size()));
+    check_all_near(x, {0.0f, 0.8411920f, -0.1588080f, 1.9545977f, -0.0036374f, 10.0f, 0.0f}, 1e-6);
+    CHECK(x[0] == 0.0f);
+}
+
+TEST_CASE("cpu::causal_softmax: row i is a softmax over columns 0..i and exact zeros after", "[kernels]") {
+    // Two (batch, head) blocks of seq 3: rows 3..5 are positions 0..2 again.
+    const float big = 1000.0f;  // exp(1000) overflows: only the max subtraction keeps it finite
+    std::vector<float> scores = {
+        5,   100,            100,             // position 0: the masked 100s must not count
+        0,   kLn3,           7,               // {1, 3} / 4
+        big, big,            big,             // equal scores
+        -7,  1,              2,               // position 0 again
+        2,   2,              -50,             // {1, 1} / 2
+        0,   std::log(2.0f), std::log(5.0f),  // {1, 2, 5} / 8
+    };
+    cpu::causal_softmax(scores.data(), 6, 3);
+    const float third = 1.0f / 3;
+    check_all_near(scores,
+                   {1, 0, 0, 0.25f, 0.75f, 0, third, third, third, 1, 0, 0, 0.5f, 0.5f, 0, 0.125f, 0.25f, 0.625f},
+                   1e-6);
+    for (const std::size_t masked : {1u, 2u, 5u, 10u, 11u, 14u}) {
+        INFO("element " << masked);
+        CHECK(scores[masked] == 0.0f);  // exact, so ·V over the full row adds nothing for them
+    }
+}
+
+TEST_CASE("cpu::attention: per head, causal softmax(q·kᵀ / sqrt(hd)) · v", "[kernels]") {
+    // batch 2, seq 2, c 8, 2 heads of hd 4 (scale 1/2). qkv row (b, t) is [q | k | v], 8 each.
+    const int batch = 2, seq = 2, c = 8, n_head = 2, hd = 4;
+    std::vector<float> qkv(static_cast<std::size_t>(batch * seq * 3 * c), 0.0f);
+    enum Part { q = 0, k = 1, v = 2 };
+    const auto at = [&](int b, int t, Part part, int h, int i) -> float& {
+        return qkv[static_cast<std::size_t>((b * seq + t) * 3 * c + part * c + h * hd + i)];
+    };
+    // Sample 0, head 0: position 1 scores {0, 0.5·(ln 3 + ln 3)} = {0, ln 3} → weights {1/4, 3/4}.
+    // Position 0's query would favour position 1 (score 5) if the mask let it.
+    at(0, 0, q, 0, 0) = 5;
+    at(0, 0, q, 0, 1) = 5;
+    at(0, 1, q, 0, 0) = kLn3;
+    at(0, 1, q, 0, 1) = kLn3;
+    at(0, 1, k, 0, 0) = 1;
+    at(0, 1, k, 0, 1) = 1;
+    // Sample 1, head 1: position 1 scores {0, 0.5 · 2 ln 3} → {1/4, 3/4}. Every other
+    // (sample, head) has zero q and k: equal scores, weights {1/2, 1/2}.
+    at(1, 1, q, 1, 0) = 2 * kLn3;
+    at(1, 1, k, 1, 0) = 1;
+    for (int b = 0; b < batch; ++b) {
+        for (int t = 0; t < seq; ++t) {
+            for (int col = 0; col < c; ++col) {
+                at(b, t, v, col / hd, col % hd) = static_cast<float>(100 * b + 10 * t + col + 1);
+            }
+        }
+    }
+
+    std::vector<float> out(static_cast<std::size_t>(batch * seq * c), -1.0f);
+    std::vector<float> scores(static_cast<std::size_t>(seq * seq));
+    cpu::attention(out.data(), scores.data(), qkv.data(), batch, seq, c, n_head);
+
+    std::vector<float> want(out.size());
+    for (int b = 0; b < batch; ++b) {
+        for (int col = 0; col < c; ++col) {
+            const int h = col / hd;
+            const float w1 = (b == 0 && h == 0) || (b == 1 && h == 1) ? 0.75f : 0.5f;
+            const float v0 = at(b, 0, v, h, col % hd), v1 = at(b, 1, v, h, col % hd);
+            want[static_cast<std::size_t>((b * seq + 0) * c + col)] = v0;  // position 0 sees only itself
+            want[static_cast<std::size_t>((b * seq + 1) * c + col)] = (1 - w1) * v0 + w1 * v1;
+        }
+    }
+    check_all_near(out, want, 1e-4);
+}
+
+// ---------------------------------------------------------------------------------------------
 // CPU forward
 
 TEST_CASE("CpuForward matches the float64 reference", "[kernels]") {
@@ -613,13 +768,15 @@ TEST_CASE("CpuForward and reference_forward reject bad arguments", "[kernels]") 
     CHECK(source.events.empty());
 }
 
-TEST_CASE("reference_forward_flops counts the forward's multiply-adds", "[kernels]") {
+TEST_CASE("reference_forward_macs counts the forward's multiply-adds", "[kernels]") {
+    // tiny: 2 layers, c 64, vocab 512; batch 2 × seq 3 = 6 tokens. Linear layers 12c² per token
+    // and layer: 6 · 2 · 12 · 4096 = 589,824. Attention: position t scores and mixes t + 1
+    // positions, hd per head each, so 2 · (1 + 2 + 3) · c per sample and layer: 2 · 2 · 12 · 64 =
+    // 3,072. lm_head: 6 · 512 · 64 = 196,608. Flops would be twice the sum.
+    CHECK(reference_forward_macs(builtin("tiny"), 2, 3) == 589'824.0 + 3'072.0 + 196'608.0);
+
     const auto m = builtin("gpt2_small");
-    // One multiply-add per matrix weight and token, plus attention's, which is small at seq 1.
-    const double per_token = reference_forward_flops(m, 1, 1);
     const double weights = 12.0 * m.n_layer * 768.0 * 768.0 + 50257.0 * 768.0;
-    CHECK(per_token >= weights);
-    CHECK(per_token < weights * 1.01);
-    CHECK(reference_forward_flops(m, 4, 64) > 4 * 64 * weights);
-    CHECK(reference_forward_flops(m, 2, 64) == 2 * reference_forward_flops(m, 1, 64));
+    CHECK(reference_forward_macs(m, 1, 1) == weights + 2.0 * m.n_layer * 768.0);
+    CHECK(reference_forward_macs(m, 2, 64) == 2 * reference_forward_macs(m, 1, 64));
 }

@@ -19,7 +19,7 @@ constexpr int kPrefixPositions = 16;
 
 // The float64 reference runs as plain loops; above this many multiply-adds it would take
 // longer than the measurement itself, and the cell is stored as not checked.
-constexpr double kMaxFloat64Flops = 2e9;
+constexpr double kMaxFloat64Macs = 2e9;
 
 // Relative error (max |out - ref| / max |ref|) allowed for fp32 host output against float64.
 constexpr double kHostFp32Tolerance = 1e-4;
@@ -106,7 +106,7 @@ LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layou
 
 std::optional<LogitsCheck> check_against_float64(const CellParams& cell, const WeightLayout& layout, LayerSource& weights,
                                                  std::span<const std::int32_t> tokens, std::span<const float> logits) {
-    if (reference_forward_flops(cell.model, cell.batch, cell.seq) > kMaxFloat64Flops) return std::nullopt;
+    if (reference_forward_macs(cell.model, cell.batch, cell.seq) > kMaxFloat64Macs) return std::nullopt;
     std::vector<const float*> units;
     for (std::size_t i = 0; i < layout.units.size(); ++i)
         units.push_back(static_cast<const float*>(weights.acquire(static_cast<int>(i))));

@@ -1,6 +1,6 @@
 #pragma once
-// GPT-2 forward on the CPU in fp32 with OpenBLAS: the host backend's compute and the numerical
-// reference for every GPU backend.
+// GPT-2 forward on the CPU in fp32 with OpenBLAS, built from the operations of cpu_ops.hpp: the
+// host backend's compute and the numerical reference for every GPU backend.
 #include <cstdint>
 #include <span>
 #include <vector>

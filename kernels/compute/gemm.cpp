@@ -22,7 +22,8 @@ cudaDataType data_type(DType dtype) {
 
 }  // namespace
 
-Gemm::Gemm(DType dtype, cudaStream_t stream, bool tf32) : dtype_(dtype), tf32_(tf32 && dtype == DType::fp32) {
+Gemm::Gemm(DType dtype, cudaStream_t stream, bool tf32)
+    : dtype_(dtype), stream_(stream), tf32_(tf32 && dtype == DType::fp32) {
     try {
         CUBLAS_CHECK(cublasCreate(&handle_));
         // cublasSetStream resets the handle to cuBLAS's own workspace pool, so the stream is set

@@ -36,11 +36,15 @@ public:
                  int batch);
 
     std::int64_t workspace_bytes() const { return workspace_bytes_; }
+    DType dtype() const { return dtype_; }
+    // Work that must be ordered with the products (a kernel between two GEMMs) goes here too.
+    cudaStream_t stream() const { return stream_; }
 
 private:
     void destroy() noexcept;
 
     DType dtype_;
+    cudaStream_t stream_;
     bool tf32_;
     cublasHandle_t handle_ = nullptr;
     void* workspace_ = nullptr;

@@ -1,11 +1,11 @@
 // The baseline GPU forward: one kernel per op (gpu_kernels.cuh) and cuBLAS for every matrix
-// product (gemm.hpp), attention materialising the [seq, seq] scores of every (batch, head).
+// product (gemm.hpp), attention materialising the [seq, seq] scores of every (batch, head)
+// (gpu_attention.hpp).
 // The math is exactly CpuForward's (kernels/compute/cpu_forward.cpp), in the cell's dtype with fp32
 // accumulation.
 #include "kernels/compute/gpu_forward.hpp"
 
 #include <climits>
-#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -13,6 +13,7 @@
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/cuda_resources.hpp"
 #include "kernels/compute/gemm.hpp"
+#include "kernels/compute/gpu_attention.hpp"
 #include "kernels/compute/gpu_kernels.cuh"
 #include "kernels/compute/managed_memory.hpp"
 #include "kernels/compute/nvtx.hpp"
@@ -65,8 +66,6 @@ struct GpuForward::Impl {
     void run(LayerSource& weights);
     template <class T>
     void block(const T* unit, const UnitLayout& unit_layout);
-    template <class T>
-    void attention();
 };
 
 GpuForward::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_, int batch_, int seq_,
@@ -191,7 +190,7 @@ void GpuForward::Impl::block(const T* unit, const UnitLayout& unit_layout) {
     gpu::launch_layernorm<T>(ln_, x_, w(block_tensor::ln1_w), w(block_tensor::ln1_b), bt, c, model.ln_eps, stream);
     gemm->linear(qkv_, ln_, w(block_tensor::qkv_w), bt, c, 3 * c);
     gpu::launch_add_bias<T>(qkv_, w(block_tensor::qkv_b), bt, 3 * c, stream);
-    attention<T>();
+    gpu::attention<T>(*gemm, static_cast<T*>(att), static_cast<T*>(scores), qkv_, batch, seq, c, model.n_head);
     gemm->linear(y_, att, w(block_tensor::proj_w), bt, c, c);
     gpu::launch_add_bias<T>(y_, w(block_tensor::proj_b), bt, c, stream);
     gpu::launch_residual_add<T>(x_, y_, rows() * c, stream);
@@ -204,55 +203,6 @@ void GpuForward::Impl::block(const T* unit, const UnitLayout& unit_layout) {
     gemm->linear(y_, fc_, w(block_tensor::fc_proj_w), bt, 4 * c, c);
     gpu::launch_add_bias<T>(y_, w(block_tensor::fc_proj_b), bt, c, stream);
     gpu::launch_residual_add<T>(x_, y_, rows() * c, stream);
-}
-
-// Causal multi-head attention from qkv [B·T, 3C] into att [B·T, C], with no transposes or
-// copies: each head is addressed in place through leading dimensions and batch strides.
-//
-// In row-major terms, for batch b and head h (hd = C / H):
-//   Q_h = qkv + b·T·3C + h·hd        [T, hd], row stride 3C
-//   K_h = Q_h + C                    [T, hd], row stride 3C
-//   V_h = Q_h + 2C                   [T, hd], row stride 3C
-//   S_h = scores + (b·H + h)·T·T     [T, T],  row stride T
-//   O_h = att + b·T·C + h·hd         [T, hd], row stride C
-// so stepping h → h + 1 moves Q, K, V and O by hd elements and S by T·T: ONE strided-batched
-// GEMM over the H heads per batch b (b's stride T·3C is not a multiple of hd, hence the host
-// loop over b). Gemm::batched takes row-major operands; its column-major translation is derived
-// in gemm.cpp. The products:
-//   S_h = (1/sqrt(hd)) · Q_h · K_hᵀ   batched(trans_b = true,  m = T, n = T,  k = hd)
-//   P_h = causal_softmax(S_h)         in place, one launch over all B·H·T rows
-//   O_h = P_h · V_h                   batched(trans_b = false, m = T, n = hd, k = T)
-// The scale 1/sqrt(hd) is folded into the QKᵀ GEMM's alpha (applied in fp32 before the scores
-// are rounded to T, which also keeps fp16 scores further from overflow), as CpuForward does; the
-// softmax kernel applies no scale. Masked entries are exact zeros, so P·V over full rows is
-// exactly the causal product.
-template <class T>
-void GpuForward::Impl::attention() {
-    const int c = model.n_embd;
-    const int h = model.n_head;
-    const int hd = model.head_dim();
-    const std::int64_t ld_qkv = 3 * static_cast<std::int64_t>(c);
-    const std::int64_t score_stride = static_cast<std::int64_t>(seq) * seq;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    const T* const qkv_ = static_cast<const T*>(qkv);
-    T* const scores_ = static_cast<T*>(scores);
-    T* const att_ = static_cast<T*>(att);
-
-    for (int b = 0; b < batch; ++b) {
-        const T* q = qkv_ + static_cast<std::int64_t>(b) * seq * ld_qkv;
-        const T* k = q + c;
-        T* s = scores_ + static_cast<std::int64_t>(b) * h * score_stride;
-        gemm->batched(/*trans_b=*/true, seq, seq, hd, scale, q, static_cast<int>(ld_qkv), hd, k,
-                      static_cast<int>(ld_qkv), hd, 0.0f, s, seq, score_stride, h);
-    }
-    gpu::launch_causal_softmax<T>(scores_, static_cast<std::int64_t>(batch) * h * seq, seq, stream);
-    for (int b = 0; b < batch; ++b) {
-        const T* v = qkv_ + static_cast<std::int64_t>(b) * seq * ld_qkv + 2 * c;
-        const T* p = scores_ + static_cast<std::int64_t>(b) * h * score_stride;
-        T* o = att_ + static_cast<std::int64_t>(b) * seq * c;
-        gemm->batched(/*trans_b=*/false, seq, hd, seq, 1.0f, p, seq, score_stride, v, static_cast<int>(ld_qkv), hd,
-                      0.0f, o, c, hd, h);
-    }
 }
 
 GpuForward::GpuForward(const ModelConfig& model, const WeightLayout& layout, DType dtype, int batch, int seq,

@@ -14,8 +14,24 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <type_traits>
+
+#include "kernels/model/dtype.hpp"
 
 namespace sweetspot::gpu {
+
+// The DType that storage type T is, for what speaks DType (Gemm, the conversions in dtype.hpp).
+template <class T>
+constexpr DType dtype_of() {
+    if constexpr (std::is_same_v<T, float>) {
+        return DType::fp32;
+    } else if constexpr (std::is_same_v<T, __half>) {
+        return DType::fp16;
+    } else {
+        static_assert(std::is_same_v<T, __nv_bfloat16>, "T is float, __half or __nv_bfloat16");
+        return DType::bf16;
+    }
+}
 
 // x[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]. x [batch·seq, c]; tokens [batch·seq] (ids
 // checked on the host); wte [vocab, c]; wpe [max_positions, c].

@@ -181,7 +181,7 @@ std::vector<double> reference_forward(const ModelConfig& model, const WeightLayo
     return logits;
 }
 
-double reference_forward_flops(const ModelConfig& model, int batch, int seq) {
+double reference_forward_macs(const ModelConfig& model, int batch, int seq) {
     const double c = model.n_embd;
     const double tokens = static_cast<double>(batch) * seq;
     // Linear layers: qkv 3c², proj c², fc 4c², fc_proj 4c² per token and layer.

@@ -15,7 +15,8 @@ std::vector<double> reference_forward(const ModelConfig& model, const WeightLayo
                                       std::span<const float* const> units,
                                       std::span<const std::int32_t> tokens, int batch, int seq);
 
-// Multiply-adds of reference_forward, to decide whether running it is affordable.
-double reference_forward_flops(const ModelConfig& model, int batch, int seq);
+// Multiply-adds of reference_forward (one per weight and token, plus attention's; flops are
+// twice this), to decide whether running it is affordable.
+double reference_forward_macs(const ModelConfig& model, int batch, int seq);
 
 }  // namespace sweetspot

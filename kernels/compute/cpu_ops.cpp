@@ -1,0 +1,120 @@
+#include "kernels/compute/cpu_ops.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+namespace sweetspot::cpu {
+
+namespace {
+
+std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
+
+}  // namespace
+
+void embedding(float* x, const std::int32_t* tokens, const float* wte, const float* wpe, int batch, int seq, int c) {
+    const std::size_t width = as_size(c);
+    for (int b = 0; b < batch; ++b) {
+        for (int t = 0; t < seq; ++t) {
+            const std::size_t row = as_size(b) * as_size(seq) + as_size(t);
+            const float* tok = wte + as_size(tokens[row]) * width;
+            const float* pos = wpe + as_size(t) * width;
+            float* out = x + row * width;
+            for (std::size_t i = 0; i < width; ++i) out[i] = tok[i] + pos[i];
+        }
+    }
+}
+
+// Two passes (mean, then centred squares) avoid the cancellation of E[x²] − E[x]².
+void layernorm(float* out, const float* in, const float* w, const float* b, int rows, int c, float eps) {
+    for (int r = 0; r < rows; ++r) {
+        const float* x = in + as_size(r) * as_size(c);
+        float* y = out + as_size(r) * as_size(c);
+        float mean = 0.0f;
+        for (int i = 0; i < c; ++i) mean += x[i];
+        mean /= static_cast<float>(c);
+        float var = 0.0f;
+        for (int i = 0; i < c; ++i) {
+            const float d = x[i] - mean;
+            var += d * d;
+        }
+        var /= static_cast<float>(c);
+        const float rstd = 1.0f / std::sqrt(var + eps);
+        for (int i = 0; i < c; ++i) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
+    }
+}
+
+// The bias is copied into every row first and the product accumulated onto it (beta = 1), so
+// one sgemm does the whole layer.
+void linear(float* out, const float* in, const float* w, const float* bias, int rows, int in_dim, int out_dim) {
+    if (bias != nullptr) {
+        for (int r = 0; r < rows; ++r) std::copy(bias, bias + out_dim, out + as_size(r) * as_size(out_dim));
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, out_dim, in_dim, 1.0f, in, in_dim, w, in_dim,
+                bias != nullptr ? 1.0f : 0.0f, out, out_dim);
+}
+
+void add_bias(float* y, const float* bias, std::int64_t rows, std::int64_t cols) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+        float* row = y + as_size(r) * as_size(cols);
+        for (std::int64_t j = 0; j < cols; ++j) row[j] += bias[j];
+    }
+}
+
+void gelu_tanh(float* x, std::int64_t n) {
+    const float sqrt_2_over_pi = 0.7978845608028654f;
+    for (std::int64_t i = 0; i < n; ++i) {
+        const float v = x[i];
+        x[i] = 0.5f * v * (1.0f + std::tanh(sqrt_2_over_pi * (v + 0.044715f * v * v * v)));
+    }
+}
+
+void residual_add(float* x, const float* y, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+// Subtracting the row max first means exp cannot overflow. The masked columns are written as
+// zeros rather than skipped, so the ·V product that follows may run over the full row.
+void causal_softmax(float* scores, std::int64_t rows, int seq) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const int i = static_cast<int>(r % seq);
+        float* row = scores + as_size(r) * as_size(seq);
+        float max = row[0];
+        for (int j = 1; j <= i; ++j) max = std::max(max, row[j]);
+        float sum = 0.0f;
+        for (int j = 0; j <= i; ++j) {
+            row[j] = std::exp(row[j] - max);
+            sum += row[j];
+        }
+        const float inv_sum = 1.0f / sum;
+        for (int j = 0; j <= i; ++j) row[j] *= inv_sum;
+        std::fill(row + i + 1, row + seq, 0.0f);
+    }
+}
+
+// The heads are read and written in place through the leading dimensions, so nothing is
+// transposed or copied.
+void attention(float* out, float* scores, const float* qkv, int batch, int seq, int c, int n_head) {
+    const int hd = c / n_head;
+    const int ld_qkv = 3 * c;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    for (int b = 0; b < batch; ++b) {
+        for (int h = 0; h < n_head; ++h) {
+            const float* q = qkv + as_size(b) * as_size(seq) * as_size(ld_qkv) + as_size(h) * as_size(hd);
+            const float* k = q + c;
+            const float* v = q + 2 * c;
+            float* o = out + as_size(b) * as_size(seq) * as_size(c) + as_size(h) * as_size(hd);
+            // The full [seq, seq] product is computed and the upper triangle masked: simpler than
+            // a triangular product and cheap next to the linear layers.
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hd, scale, q, ld_qkv, k, ld_qkv, 0.0f,
+                        scores, seq);
+            causal_softmax(scores, seq, seq);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, hd, seq, 1.0f, scores, seq, v, ld_qkv, 0.0f,
+                        o, c);
+        }
+    }
+}
+
+}  // namespace sweetspot::cpu

@@ -1,0 +1,43 @@
+#pragma once
+// The operations of the fp32 CPU forward, one plain function each with explicit shapes, so each
+// can be checked on its own: against values worked out by hand (tests/test_kernels.cpp) and as
+// the reference of its GPU kernel (tests/test_kernel_ops.cpp). CpuForward is built from them.
+//
+// All buffers are fp32, row-major and contiguous unless a leading dimension says otherwise.
+// Shapes are trusted: the callers (CpuForward, the tests) check them once.
+#include <cstdint>
+
+namespace sweetspot::cpu {
+
+// x[b·seq + t, :] = wte[tokens[b·seq + t], :] + wpe[t, :]. x [batch·seq, c]; tokens [batch·seq]
+// ids < vocab; wte [vocab, c]; wpe [≥ seq, c].
+void embedding(float* x, const std::int32_t* tokens, const float* wte, const float* wpe, int batch, int seq, int c);
+
+// out[r, :] = (in[r, :] − mean) / sqrt(var + eps) · w + b for each of `rows` rows of `c`, with
+// the biased variance as in nn.LayerNorm. out and in must not alias.
+void layernorm(float* out, const float* in, const float* w, const float* b, int rows, int c, float eps);
+
+// out[rows, out_dim] = in[rows, in_dim] · wᵀ + bias, w row-major [out_dim, in_dim] as nn.Linear.
+// bias may be null (lm_head). The bias is the GEMM's starting accumulator, not a pass after it.
+void linear(float* out, const float* in, const float* w, const float* bias, int rows, int in_dim, int out_dim);
+
+// y[r, j] += bias[j] for y [rows, cols]: a bias added after the product, as the GPU forward does.
+void add_bias(float* y, const float* bias, std::int64_t rows, std::int64_t cols);
+
+// x = gelu(x) in place over n elements, GPT-2's tanh approximation.
+void gelu_tanh(float* x, std::int64_t n);
+
+// x += y over n elements (the residual stream).
+void residual_add(float* x, const float* y, std::int64_t n);
+
+// In place over `rows` rows of length `seq`, row r being query position i = r % seq of some
+// (batch, head): softmax over columns 0..i, exact zeros after (the causal mask). No scale: the
+// 1/sqrt(head_dim) is applied to the scores before, as the GPU forward folds it into QKᵀ.
+void causal_softmax(float* scores, std::int64_t rows, int seq);
+
+// Causal multi-head attention. qkv [batch·seq, 3c] holds q, k and v side by side in each row,
+// head h at columns h·hd of each (hd = c / n_head); out [batch·seq, c] gets head h at columns
+// h·hd. Per (batch, head): softmax(q·kᵀ / sqrt(hd), causal) · v. scores is a [seq, seq] scratch.
+void attention(float* out, float* scores, const float* qkv, int batch, int seq, int c, int n_head);
+
+}  // namespace sweetspot::cpu

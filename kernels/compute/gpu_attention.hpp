@@ -1,0 +1,22 @@
+#pragma once
+// Causal multi-head attention on the GPU, the baseline way: cuBLAS for QKᵀ and P·V with the
+// causal softmax kernel between them, the [seq, seq] scores of every (batch, head) materialised.
+// The GPU counterpart of cpu::attention (cpu_ops.hpp), on its own so a test can run it alone.
+//
+// T is float, __half or __nv_bfloat16 (explicit instantiations in gpu_attention.cpp); plain C++
+// can include this header.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/compute/gemm.hpp"
+
+namespace sweetspot::gpu {
+
+// out [batch·seq, c] from qkv [batch·seq, 3c] (q | k | v in each row, head h at columns h·hd of
+// each, hd = c / n_head), head h written at columns h·hd of out. scores [batch, n_head, seq, seq]
+// is scratch and is left holding the probabilities. Enqueued on gemm's stream; gemm must be of
+// T's dtype (checked). batch·n_head·seq must fit the softmax's grid (GpuForward checks it).
+template <class T>
+void attention(Gemm& gemm, T* out, T* scores, const T* qkv, int batch, int seq, int c, int n_head);
+
+}  // namespace sweetspot::gpu
