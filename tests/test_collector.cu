@@ -1,19 +1,12 @@
-// The CUPTI collector on a GPU, with a managed-memory workload whose traffic is known: a kernel
-// reading 256 MiB of managed memory first touched on the host must migrate ~256 MiB host to
-// device and fault on demand; after a full prefetch it must neither migrate nor fault; the host
-// reading the pages back must fault on the CPU and migrate them device to host.
+// The CUPTI collector on a GPU, with managed-memory and copy workloads whose traffic is known.
+// The tests assert what the driver delivers exactly: kernels, NVTX ranges, pinned copies,
+// prefetch-driven migrations, the CPU faults and device-to-host migrations of the host reading
+// pages back, and GPU page-fault records for pages that had been on the GPU before.
 //
-// What the H100 and H200 VMs used so far show (driver 580.159.04, CUDA 13.0, 2026-11-22; the
-// same on both): kernels, NVTX ranges, prefetch-driven migrations, CPU faults and device-to-host
-// migrations are recorded exactly. Host-to-device migrations driven by GPU faults are not: with
-// the counters configured before the allocation and enabled after it (how cells use them) 70-83 %
-// of the bytes arrive, varying from run to run (and on one fresh machine none at all for the first
-// test's pass, 80 % for the next), and nothing more after later flushes, in either
-// counter scope; enabled before the allocation, 217 to 447 MB for 256 MiB; configured after the
-// allocation, none. GPU page-fault records arrive for pages that had been on the GPU and were
-// migrated back to the host (603-631 faults here, and in every uvm cell, whose residency is reset
-// that way), never for the first GPU touch of pages that were only ever on the host. The cases
-// that depend on these are [!mayfail]: reported, not failing the run.
+// What it does not deliver exactly is measured, not asserted: the host-to-device migrations that
+// GPU faults drive. On the H100 and H200 VMs (driver 580.159.04, CUDA 13.0) 0-90 % of the bytes
+// were reported, varying from run to run and with when the counters were configured and enabled
+// (docs/benchmarks.md, "Fault-driven migrations"). The last test prints those numbers.
 
 #include <catch2/catch_test_macros.hpp>
 
@@ -21,6 +14,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "harness/collect/cupti_collector.hpp"
 #include "harness/collect/cupti_records.hpp"
@@ -79,88 +73,90 @@ std::int64_t gpu_faults(const CellEvents& e) {
     return n;
 }
 
+// Managed memory first touched on the host, as cells place their weights.
+struct HostTouched {
+    ManagedMemory managed;
+    std::uint32_t* data;
+    HostTouched() : managed(allocate_managed(kBytes, false)), data(reinterpret_cast<std::uint32_t*>(managed.get())) {
+        std::memset(data, 0x5a, static_cast<std::size_t>(kBytes));
+    }
+};
+
+void prefetch(const std::uint32_t* data, cudaMemLocation to, cudaStream_t stream) {
+    CUDA_CHECK(cudaMemPrefetchAsync(data, static_cast<std::size_t>(kBytes), to, 0, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+cudaMemLocation on_device() { return cudaMemLocation{cudaMemLocationTypeDevice, current_device()}; }
+
+int kernels_named(const CellEvents& e, const std::string& name) {
+    int n = 0;
+    for (const auto& k : e.kernels) n += k.name.find(name) != std::string::npos;
+    return n;
+}
+
 }  // namespace
 
-TEST_CASE("the collector records kernels, NVTX ranges and known Unified Memory traffic", "[gpu][collector][!mayfail]") {
+TEST_CASE("the collector records every kernel and the NVTX ranges around them", "[gpu][collector]") {
     require_gpu();
     prepare_nvtx_injection();
     CUDA_CHECK(cudaFree(nullptr));  // the runtime must be up before UM counters are enabled
     const CudaStream stream;
-    const ManagedMemory managed(allocate_managed(kBytes, false));
     const DeviceMemory out = allocate_device(sizeof(std::uint32_t));
-    auto* data = reinterpret_cast<std::uint32_t*>(managed.get());
-    std::memset(data, 0x5a, static_cast<std::size_t>(kBytes));  // first touch on the host
+    const HostTouched weights;
+    const CellEvents e = run_traced(weights.data, reinterpret_cast<std::uint32_t*>(out.get()), stream.get());
+    INFO("UM profiling: " << (e.um_supported ? "supported" : e.um_note));
+    CHECK(e.um_supported);
+    CHECK(e.dropped_records == 0);
+    CHECK(kernels_named(e, "read_all") == kLaunches);
+    int ranges = 0;
+    for (const auto& r : e.ranges) ranges += r.text == "micro-workload" && r.end_ns > r.start_ns;
+    CHECK(ranges == 1);
+}
 
-    const CellEvents on_demand = run_traced(data, reinterpret_cast<std::uint32_t*>(out.get()), stream.get());
-    INFO("UM profiling: " << (on_demand.um_supported ? "supported" : on_demand.um_note));
-    REQUIRE(on_demand.um_supported);
-    CHECK(on_demand.dropped_records == 0);
-    const auto htod = migrated(on_demand, kUnifiedHtoD);
-    WARN("on demand: " << htod << " bytes host to device in " << on_demand.memcpys.size() << " records, "
-                       << gpu_faults(on_demand) << " GPU faults in " << on_demand.gpu_page_faults.size()
-                       << " groups, " << on_demand.cpu_page_faults.size() << " CPU faults");
-    CHECK(htod >= kBytes * 95 / 100);
-    CHECK(htod <= kBytes * 105 / 100);
-    CHECK(gpu_faults(on_demand) > 0);
-    int launches = 0;
-    for (const auto& k : on_demand.kernels) launches += k.name.find("read_all") != std::string::npos;
-    CHECK(launches == kLaunches);
-    bool range_seen = false;
-    for (const auto& r : on_demand.ranges) range_seen |= r.text == "micro-workload" && r.end_ns > r.start_ns;
-    CHECK(range_seen);
-
-    // Resident after a full prefetch: the same kernels neither migrate nor fault.
-    int device = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaMemPrefetchAsync(data, static_cast<std::size_t>(kBytes),
-                                    cudaMemLocation{cudaMemLocationTypeDevice, device}, 0, stream.get()));
+TEST_CASE("pinned copies are recorded with their exact size and direction", "[gpu][collector]") {
+    require_gpu();
+    prepare_nvtx_injection();
+    CUDA_CHECK(cudaFree(nullptr));
+    const CudaStream stream;
+    constexpr std::int64_t kCopyBytes = std::int64_t{48} << 20;
+    const PinnedHostMemory host = allocate_pinned(kCopyBytes);
+    const DeviceMemory device = allocate_device(kCopyBytes);
+    std::memset(host.get(), 0x3c, static_cast<std::size_t>(kCopyBytes));
+    CuptiCollector collector;
+    collector.start();
+    CUDA_CHECK(cudaMemcpyAsync(device.get(), host.get(), kCopyBytes, cudaMemcpyHostToDevice, stream.get()));
+    CUDA_CHECK(cudaMemcpyAsync(host.get(), device.get(), kCopyBytes / 2, cudaMemcpyDeviceToHost, stream.get()));
     CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-    const CellEvents resident = run_traced(data, reinterpret_cast<std::uint32_t*>(out.get()), stream.get());
-    WARN("after prefetch: " << migrated(resident, kUnifiedHtoD) << " bytes host to device, " << gpu_faults(resident)
-                            << " GPU faults");
-    CHECK(migrated(resident, kUnifiedHtoD) < kBytes / 100);
-    CHECK(gpu_faults(resident) <= gpu_faults(on_demand) / 100);
+    const CellEvents e = collector.finish();
+    CHECK(e.dropped_records == 0);
+    REQUIRE(e.memcpys.size() == 2);
+    constexpr std::int32_t kHtoD = 1, kDtoH = 2;  // CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, _DTOH
+    CHECK(e.memcpys[0].copy_kind == kHtoD);
+    CHECK(e.memcpys[0].bytes == kCopyBytes);
+    CHECK(e.memcpys[1].copy_kind == kDtoH);
+    CHECK(e.memcpys[1].bytes == kCopyBytes / 2);
 }
 
-TEST_CASE("Unified Memory traffic of an allocation made while the collector runs", "[gpu][collector][!mayfail]") {
+TEST_CASE("prefetch-driven migrations are recorded in full, and prefetched memory neither migrates nor faults",
+          "[gpu][collector]") {
     require_gpu();
     prepare_nvtx_injection();
     CUDA_CHECK(cudaFree(nullptr));
     const CudaStream stream;
     const DeviceMemory out = allocate_device(sizeof(std::uint32_t));
-    CuptiCollector collector;
+    CuptiCollector collector;  // configured before the allocation, as a cell does
+    const HostTouched weights;
     collector.start();
-    const ManagedMemory managed(allocate_managed(kBytes, false));
-    auto* data = reinterpret_cast<std::uint32_t*>(managed.get());
-    std::memset(data, 0x5a, static_cast<std::size_t>(kBytes));
-    read_all_pages(data, reinterpret_cast<std::uint32_t*>(out.get()), stream.get());
+    prefetch(weights.data, on_device(), stream.get());
     const CellEvents e = collector.finish();
-    WARN("allocated under collection: " << migrated(e, kUnifiedHtoD) << " bytes host to device, " << gpu_faults(e)
-                                        << " GPU faults, " << e.cpu_page_faults.size() << " CPU faults");
-    CHECK(migrated(e, kUnifiedHtoD) >= kBytes * 95 / 100);
-    CHECK(gpu_faults(e) > 0);
-}
+    CHECK(e.dropped_records == 0);
+    CHECK(migrated(e, kUnifiedHtoD) == kBytes);
 
-// How cells use the collector: configured before the managed allocation, started only for the
-// traced iterations (so the timed ones run without collection).
-TEST_CASE("Unified Memory traffic with the counters configured before the allocation, enabled after",
-          "[gpu][collector][!mayfail]") {
-    require_gpu();
-    prepare_nvtx_injection();
-    CUDA_CHECK(cudaFree(nullptr));
-    const CudaStream stream;
-    const DeviceMemory out = allocate_device(sizeof(std::uint32_t));
-    CuptiCollector collector;
-    const ManagedMemory managed(allocate_managed(kBytes, false));
-    auto* data = reinterpret_cast<std::uint32_t*>(managed.get());
-    std::memset(data, 0x5a, static_cast<std::size_t>(kBytes));
-    collector.start();
-    read_all_pages(data, reinterpret_cast<std::uint32_t*>(out.get()), stream.get());
-    const CellEvents e = collector.finish();
-    WARN("configured before, enabled after the allocation: " << migrated(e, kUnifiedHtoD) << " bytes host to device, "
-                                                              << gpu_faults(e) << " GPU faults");
-    CHECK(migrated(e, kUnifiedHtoD) >= kBytes * 95 / 100);
-    CHECK(gpu_faults(e) > 0);
+    const CellEvents resident = run_traced(weights.data, reinterpret_cast<std::uint32_t*>(out.get()), stream.get());
+    CHECK(kernels_named(resident, "read_all") == kLaunches);
+    CHECK(migrated(resident, kUnifiedHtoD) == 0);
+    CHECK(gpu_faults(resident) == 0);
 }
 
 // The host reading managed pages that live on the GPU: CPU faults (one record each, the value a
@@ -171,22 +167,15 @@ TEST_CASE("the collector records CPU faults and device-to-host migrations when t
     prepare_nvtx_injection();
     CUDA_CHECK(cudaFree(nullptr));
     const CudaStream stream;
-    const ManagedMemory managed(allocate_managed(kBytes, false));
-    auto* data = reinterpret_cast<std::uint32_t*>(managed.get());
-    std::memset(data, 0x5a, static_cast<std::size_t>(kBytes));
-    int device = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaMemPrefetchAsync(data, static_cast<std::size_t>(kBytes),
-                                    cudaMemLocation{cudaMemLocationTypeDevice, device}, 0, stream.get()));
-    CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    const HostTouched weights;
+    const std::uint32_t* data = weights.data;
+    prefetch(data, on_device(), stream.get());
     CuptiCollector collector;
     collector.start();
     std::uint64_t sum = 0;
     for (std::int64_t i = 0; i < kBytes / 4; i += 1024) sum += data[i];  // one word per 4 KiB page
     const CellEvents e = collector.finish();
     CHECK(sum == static_cast<std::uint64_t>(kBytes / 4096) * 0x5a5a5a5au);
-    WARN("host read-back: " << migrated(e, kUnifiedDtoH) << " bytes device to host, " << e.cpu_page_faults.size()
-                            << " CPU faults");
     CHECK(e.dropped_records == 0);
     CHECK(migrated(e, kUnifiedDtoH) >= kBytes * 95 / 100);
     CHECK(migrated(e, kUnifiedDtoH) <= kBytes * 105 / 100);
@@ -194,23 +183,55 @@ TEST_CASE("the collector records CPU faults and device-to-host migrations when t
 }
 
 // How a uvm cell's iterations see their weights: on the GPU once, migrated back to the host by
-// the residency reset, then faulted in again by the kernels.
-TEST_CASE("GPU faults on managed memory migrated back to the host after a first GPU use", "[gpu][collector][!mayfail]") {
+// the residency reset, then faulted in again by the kernels. Fault records arrive for such pages.
+TEST_CASE("GPU faults are recorded for pages that were on the GPU before", "[gpu][collector]") {
     require_gpu();
     prepare_nvtx_injection();
     CUDA_CHECK(cudaFree(nullptr));
     const CudaStream stream;
-    const ManagedMemory managed(allocate_managed(kBytes, false));
     const DeviceMemory out = allocate_device(sizeof(std::uint32_t));
-    auto* data = reinterpret_cast<std::uint32_t*>(managed.get());
-    std::memset(data, 0x5a, static_cast<std::size_t>(kBytes));
-    read_all_pages(data, reinterpret_cast<std::uint32_t*>(out.get()), stream.get(), 1);  // a first GPU use
-    CUDA_CHECK(cudaMemPrefetchAsync(data, static_cast<std::size_t>(kBytes), cudaMemLocation{cudaMemLocationTypeHost, 0},
-                                    0, stream.get()));
-    CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-    const CellEvents e = run_traced(data, reinterpret_cast<std::uint32_t*>(out.get()), stream.get());
-    WARN("re-faulted after migrating back: " << migrated(e, kUnifiedHtoD) << " bytes host to device, " << gpu_faults(e)
-                                             << " GPU faults in " << e.gpu_page_faults.size() << " groups");
+    const HostTouched weights;
+    read_all_pages(weights.data, reinterpret_cast<std::uint32_t*>(out.get()), stream.get(), 1);  // a first GPU use
+    prefetch(weights.data, cudaMemLocation{cudaMemLocationTypeHost, 0}, stream.get());
+    const CellEvents e = run_traced(weights.data, reinterpret_cast<std::uint32_t*>(out.get()), stream.get());
+    CHECK(e.dropped_records == 0);
     CHECK(gpu_faults(e) > 0);
-    CHECK(migrated(e, kUnifiedHtoD) >= kBytes * 95 / 100);
+    CHECK(kernels_named(e, "read_all") == kLaunches);
+}
+
+// The measurement the tests above leave out: how many of the bytes that GPU faults migrate host
+// to device the driver reports, with the counters configured and enabled at the three moments a
+// user of CUPTI might choose. Printed for docs/benchmarks.md; asserted is only what is exact.
+TEST_CASE("fault-driven host-to-device migrations: the share of the bytes reported", "[gpu][collector]") {
+    require_gpu();
+    prepare_nvtx_injection();
+    CUDA_CHECK(cudaFree(nullptr));
+    const CudaStream stream;
+    const DeviceMemory out = allocate_device(sizeof(std::uint32_t));
+    auto* sink = reinterpret_cast<std::uint32_t*>(out.get());
+    const auto report = [](const char* when, const CellEvents& e) {
+        WARN("fault-driven migrations, " << when << ": " << migrated(e, kUnifiedHtoD) << " of " << kBytes
+                                         << " bytes reported (" << 100 * migrated(e, kUnifiedHtoD) / kBytes << " %), "
+                                         << gpu_faults(e) << " GPU faults in " << e.gpu_page_faults.size() << " groups");
+        CHECK(e.dropped_records == 0);
+        CHECK(kernels_named(e, "read_all") == kLaunches);
+    };
+    {
+        const HostTouched weights;  // the collector configured after the allocation
+        report("configured after the allocation", run_traced(weights.data, sink, stream.get()));
+    }
+    {
+        CuptiCollector collector;  // configured before the allocation, enabled after: how cells do it
+        const HostTouched weights;
+        collector.start();
+        read_all_pages(weights.data, sink, stream.get());
+        report("configured before, enabled after the allocation", collector.finish());
+    }
+    {
+        CuptiCollector collector;
+        collector.start();  // enabled before the allocation
+        const HostTouched weights;
+        read_all_pages(weights.data, sink, stream.get());
+        report("enabled before the allocation", collector.finish());
+    }
 }

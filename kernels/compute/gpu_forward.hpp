@@ -18,7 +18,7 @@ namespace sweetspot {
 
 struct GpuForwardOptions {
     bool tf32 = false;                 // fp32 GEMMs on TF32 tensor cores; off = true fp32
-    bool managed_activations = false;  // activations in managed memory (the seed's PyTorch-UVM)
+    bool managed_activations = false;  // activations in managed memory, as cuda-uvm-gpt2's PyTorch had them
     bool allow_oversubscription = false;
 };
 
