@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "backends/backend_registry.hpp"
 #include "backends/host_backend.hpp"
 
 #ifdef SWEETSPOT_HAVE_CUDA
@@ -15,10 +16,6 @@
 
 namespace sweetspot {
 namespace {
-
-bool is_gpu_backend(std::string_view name) {
-    return name == "device" || name == "explicit-copy" || name == "uvm" || name == "uvm-prefetch";
-}
 
 // Empty when a GPU is usable, otherwise why not.
 std::string gpu_unavailable_reason() {
@@ -48,12 +45,11 @@ void check_config(const BackendConfig& config) {
 }  // namespace
 
 std::string backend_unavailable_reason(std::string_view name) {
-    if (name == "host") return {};
-    if (is_gpu_backend(name)) {
-        if (auto why = gpu_unavailable_reason(); !why.empty()) return "backend '" + std::string(name) + "' needs a GPU: " + why;
-        return {};
-    }
-    return "unknown backend '" + std::string(name) + "'";
+    const BackendTraits* traits = find_backend(name);
+    if (!traits) return "unknown backend '" + std::string(name) + "'";
+    if (!traits->needs_gpu) return {};
+    if (auto why = gpu_unavailable_reason(); !why.empty()) return "backend '" + std::string(name) + "' needs a GPU: " + why;
+    return {};
 }
 
 std::unique_ptr<Backend> make_backend(const BackendConfig& config) {

@@ -19,14 +19,15 @@ namespace sweetspot {
 // Which units a budget-limited backend keeps on the device for the whole cell.
 enum class ResidentPolicy { first, last, interleaved };
 // How the UVM backends evict a unit: migrate it back to the host, or drop the GPU's read-only
-// duplicate of a cudaMemAdviseSetReadMostly range (nearly free; product brief §12).
+// duplicate of a cudaMemAdviseSetReadMostly range (about 5 ms for 2 GiB on an H100, against
+// 160-250 ms to migrate it).
 enum class UvmEvict { migrate, read_mostly };
 
 struct BackendConfig {
     std::string name = "host";
     DType dtype = DType::fp32;
     int streams = 1;                 // copy / prefetch streams (0: use the compute stream)
-    int prefetch_depth = 0;          // 0: off, -1: just in time (the seed), n: look-ahead in units
+    int prefetch_depth = 0;          // 0: off, -1: just in time (as cuda-uvm-gpt2), n: look-ahead in units
     std::int64_t budget_bytes = 0;   // device bytes the weights may occupy (slots included)
     ResidentPolicy resident = ResidentPolicy::interleaved;
     UvmEvict evict = UvmEvict::migrate;

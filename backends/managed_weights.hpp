@@ -1,6 +1,6 @@
 #pragma once
 // The weights of the two UVM backends: one managed allocation holding every unit, first touched
-// on the host (as the seed did), in the cell's dtype, plus the migrations and hints the backends
+// on the host (as cuda-uvm-gpt2 did), in the cell's dtype, plus the migrations and hints the backends
 // apply per unit. Each unit starts on a 2 MiB boundary because the UVM driver migrates and
 // tracks residency in 2 MiB chunks: units that shared a chunk would move together.
 #include <cuda_runtime_api.h>
@@ -24,7 +24,6 @@ public:
     int units() const { return static_cast<int>(unit_bytes_.size()); }
     std::int64_t unit_bytes(int unit) const { return unit_bytes_[static_cast<std::size_t>(unit)]; }
     const void* unit_pointer(int unit) const { return memory_.get() + packed_.offsets[static_cast<std::size_t>(unit)]; }
-    std::int64_t allocation_bytes() const { return packed_.total_bytes; }
 
     // Stream-ordered migrations of one unit (cudaMemPrefetchAsync).
     void prefetch_to_device(int unit, cudaStream_t stream) const;

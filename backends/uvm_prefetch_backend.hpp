@@ -1,7 +1,7 @@
 #pragma once
 // `uvm-prefetch`: weights in managed memory (first touched on the host) brought to the GPU by
 // cudaMemPrefetchAsync on the prefetch streams (round-robin; streams = 0 uses the compute stream).
-//   prefetch -1 (jit, the seed's behaviour): acquire prefetches the unit itself and returns at once.
+//   prefetch -1 (jit, cuda-uvm-gpt2's behaviour): acquire prefetches the unit itself and returns at once.
 //   prefetch n >= 1: the next n streamed units of the forward are prefetched ahead of the one
 //     being computed; acquire makes the compute stream wait for the unit's prefetch.
 //   prefetch 0 (off): no prefetch of streamed units — plain on-demand faulting as in `uvm` — but
@@ -9,9 +9,9 @@
 // With a budget below the weights, a residency plan with S = n + 1 slots' worth of room (1 for
 // jit and off) keeps its resident units on the device for the whole cell; each streamed unit is
 // evicted after use (migrated back, or its read-only duplicate dropped) before the prefetch that
-// would otherwise exceed the budget: streamed unit k is brought in only after unit k - S left.
-// With a budget that holds everything nothing is evicted during a forward, and reset_residency()
-// sends every unit back to the host so that each forward streams all weights.
+// would otherwise exceed the budget: streamed unit k is brought in only after unit k - S left (a
+// SlotRing of S slots). With a budget that holds everything every unit is resident: prefetched
+// once in place() and never evicted.
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -19,10 +19,12 @@
 #include "backends/backend.hpp"
 #include "kernels/compute/cuda_resources.hpp"
 #include "backends/managed_weights.hpp"
+#include "backends/slot_ring.hpp"
+#include "backends/slot_streams.hpp"
 
 namespace sweetspot {
 
-class UvmPrefetchBackend final : public Backend {
+class UvmPrefetchBackend final : public Backend, private SlotRing::Device {
 public:
     explicit UvmPrefetchBackend(const BackendConfig& config);
 
@@ -38,31 +40,22 @@ public:
     PlacementStats placement() const override { return stats_; }
 
 private:
-    cudaStream_t compute_stream() const { return config_.compute_stream; }
-    cudaStream_t prefetch_stream(int seq) const;
     bool look_ahead() const { return config_.prefetch_depth >= 1; }
-    bool budget_limited() const { return slots_ > 0; }
-    void check_unit(int unit) const;
-    bool make_room_for(int seq, bool host_wait_allowed);
-    void evict_next();
-    void issue_next_prefetch();
-    void issue_prefetches_through(int last_seq, bool host_wait_allowed);
-    void wait_for_room_on_compute(int seq) const;
+    // SlotRing::Device: the prefetches and evictions of the streamed units, and their events.
+    void fetch(const SlotRing::Entry& entry) override;
+    void await_fetch(const SlotRing::Entry& entry) override;
+    void mark_released(const SlotRing::Entry& entry) override { slot_streams_.mark_released(entry.slot); }
+    void vacate(const SlotRing::Entry& entry) override;
+    bool vacate_waits_on_host() const override { return config_.evict == UvmEvict::read_mostly; }
+    void wait_for_eviction(const SlotRing::Entry& entry, cudaStream_t stream) const;
 
     BackendConfig config_;
-    std::vector<CudaStream> prefetch_streams_;
+    SlotStreams slot_streams_;
     CudaStream evict_stream_;
+    SlotRing ring_;
     std::optional<ManagedWeights> weights_;
-    std::vector<bool> resident_;
-    int slots_ = 0;  // streaming slots of the plan; 0 when the budget holds every unit
     PlacementStats stats_;
-
-    std::vector<int> streamed_;     // streamed units in forward order; index = sequence number
-    std::vector<int> seq_of_unit_;  // sequence number of each streamed unit, -1 if resident
-    std::vector<CudaEvent> prefetched_, released_, evicted_;  // per unit
-
-    // Streamed units of the current forward prefetched / acquired / released / evicted.
-    int issued_ = 0, acquired_ = 0, released_count_ = 0, evicted_count_ = 0;
+    std::vector<CudaEvent> evicted_;  // per slot: after its last unit's migration back to the host
 };
 
 }  // namespace sweetspot

@@ -5,7 +5,7 @@ out by hand from small fixtures.
 Every expected value below is a literal computed on paper from the fixture's numbers (the comment
 beside it shows the arithmetic), never by calling the code under test: a test that re-derives its
 expectation with the same function passes whatever that function gets wrong. The fixtures are
-results databases written by the real binary (so the schema is the one harness/store/store.cpp writes),
+results databases written by the real binary (so the schema is the one harness/store/schema.sql defines),
 whose cells are then replaced with cells of chosen numbers; GPU cells cannot be measured here, and
 chosen numbers make the arithmetic checkable.
 

@@ -1,15 +1,17 @@
-// Backends: the residency plan and backend availability (pure, every machine), and on a GPU every
-// GPU backend's acquire/release protocol: what the compute stream sees through the pointer that
-// acquire returns must be exactly the unit's weights, in every iteration, whatever the budget,
-// look-ahead, stream count and eviction mode.
+// Backends: the residency plan, the slot ring's bookkeeping and backend availability (pure, every
+// machine), and on a GPU every GPU backend's acquire/release protocol: what the compute stream
+// sees through the pointer that acquire returns must be exactly the unit's weights, in every
+// iteration, whatever the budget, look-ahead, stream count and eviction mode.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch_test_macros.hpp>
@@ -17,6 +19,7 @@
 
 #include "backends/backend.hpp"
 #include "backends/residency_plan.hpp"
+#include "backends/slot_ring.hpp"
 
 #ifdef SWEETSPOT_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -276,6 +279,239 @@ TEST_CASE("slot counts follow the prefetch depth", "[backends]") {
     CHECK(streaming_slots(0) == 1);
     CHECK(streaming_slots(1) == 2);
     CHECK(streaming_slots(4) == 5);
+}
+
+namespace {
+
+// The ring's protocol as the device sees it: every step it is asked for, as "step uU #SEQ @SLOT"
+// (unit U, its sequence number among the streamed units, its slot).
+class LoggingDevice final : public SlotRing::Device {
+public:
+    explicit LoggingDevice(bool vacate_waits_on_host = false) : vacate_waits_on_host_(vacate_waits_on_host) {}
+
+    // The steps since the last call.
+    std::vector<std::string> steps() { return std::exchange(log_, {}); }
+
+    void fetch(const SlotRing::Entry& e) override { note("fetch", e); }
+    void await_fetch(const SlotRing::Entry& e) override { note("await", e); }
+    void mark_released(const SlotRing::Entry& e) override { note("release", e); }
+    void vacate(const SlotRing::Entry& e) override { note("vacate", e); }
+    bool vacate_waits_on_host() const override { return vacate_waits_on_host_; }
+
+private:
+    void note(const char* step, const SlotRing::Entry& e) {
+        log_.push_back(std::string(step) + " u" + std::to_string(e.unit) + " #" + std::to_string(e.seq) + " @" +
+                       std::to_string(e.slot));
+    }
+
+    bool vacate_waits_on_host_;
+    std::vector<std::string> log_;
+};
+
+std::string slots_busy(int slots) { return "while all " + std::to_string(slots) + " slots are busy"; }
+
+using Steps = std::vector<std::string>;
+const std::optional<int> kResident = std::nullopt;
+
+}  // namespace
+
+TEST_CASE("slot ring: streamed units are numbered in forward order and take the slots in turn", "[backends]") {
+    // Units 0 and 3 resident; 1, 2, 4, 5, 6 streamed as #0..#4 through 2 slots, look-ahead 1.
+    SlotRing ring("test ring", slots_busy);
+    ring.place({true, false, false, true, false, false, false}, 2, 1);
+    CHECK(ring.slots() == 2);
+    CHECK(ring.streamed_units() == 5);
+    CHECK(ring.sequence_of(0) == -1);
+    CHECK(ring.sequence_of(1) == 0);
+    CHECK(ring.sequence_of(2) == 1);
+    CHECK(ring.sequence_of(3) == -1);
+    CHECK(ring.sequence_of(6) == 4);
+    CHECK(ring.unit_at(2) == 4);
+
+    LoggingDevice device;
+    // The first acquire starts the look-ahead although unit 0 is resident: #0 and #1 fill both slots.
+    CHECK(ring.acquire(0, device) == kResident);
+    CHECK(device.steps() == Steps{"fetch u1 #0 @0", "fetch u2 #1 @1"});
+    ring.release(0, device);
+    CHECK(device.steps().empty());
+
+    CHECK(ring.acquire(1, device) == 0);
+    CHECK(device.steps() == Steps{"await u1 #0 @0"});
+    // Releasing #0 frees slot 0 for #2, one ahead of #1.
+    ring.release(1, device);
+    CHECK(device.steps() == Steps{"release u1 #0 @0", "vacate u1 #0 @0", "fetch u4 #2 @0"});
+
+    CHECK(ring.acquire(2, device) == 1);
+    ring.release(2, device);
+    CHECK(device.steps() == Steps{"await u2 #1 @1", "release u2 #1 @1", "vacate u2 #1 @1", "fetch u5 #3 @1"});
+
+    CHECK(ring.acquire(3, device) == kResident);
+    ring.release(3, device);
+    CHECK(device.steps().empty());
+
+    CHECK(ring.acquire(4, device) == 0);
+    ring.release(4, device);
+    CHECK(device.steps() == Steps{"await u4 #2 @0", "release u4 #2 @0", "vacate u4 #2 @0", "fetch u6 #4 @0"});
+    // Nothing is left to fetch: the look-ahead does not wrap into the next forward.
+    CHECK(ring.acquire(5, device) == 1);
+    ring.release(5, device);
+    CHECK(ring.acquire(6, device) == 0);
+    ring.release(6, device);
+    CHECK(device.steps() == Steps{"await u5 #3 @1", "release u5 #3 @1", "await u6 #4 @0", "release u6 #4 @0"});
+}
+
+TEST_CASE("slot ring: a look-ahead of n keeps n fetches ahead of the unit being computed", "[backends]") {
+    SlotRing ring("test ring", slots_busy);
+    ring.place(std::vector<bool>(6, false), 3, 2);
+    LoggingDevice device;
+    CHECK(ring.acquire(0, device) == 0);
+    CHECK(device.steps() == Steps{"fetch u0 #0 @0", "fetch u1 #1 @1", "fetch u2 #2 @2", "await u0 #0 @0"});
+    ring.release(0, device);
+    CHECK(device.steps() == Steps{"release u0 #0 @0", "vacate u0 #0 @0", "fetch u3 #3 @0"});
+    CHECK(ring.acquire(1, device) == 1);
+    CHECK(ring.acquire(2, device) == 2);
+    CHECK(device.steps() == Steps{"await u1 #1 @1", "await u2 #2 @2"});
+    ring.release(1, device);
+    CHECK(device.steps() == Steps{"release u1 #1 @1", "vacate u1 #1 @1", "fetch u4 #4 @1"});
+}
+
+TEST_CASE("slot ring: the look-ahead counts from the oldest unit not released, whatever slots are spare",
+          "[backends]") {
+    // The backends give a look-ahead of n exactly n + 1 slots; with more, the depth still bounds it.
+    SlotRing ring("test ring", slots_busy);
+    ring.place(std::vector<bool>(5, false), 3, 1);
+    LoggingDevice device;
+    CHECK(ring.acquire(0, device) == 0);
+    CHECK(ring.acquire(1, device) == 1);
+    CHECK(device.steps() == Steps{"fetch u0 #0 @0", "fetch u1 #1 @1", "await u0 #0 @0", "await u1 #1 @1"});
+    ring.release(0, device);
+    CHECK(device.steps() == Steps{"release u0 #0 @0", "fetch u2 #2 @2"});
+}
+
+TEST_CASE("slot ring: jit and off fetch a unit when it is acquired, through one slot", "[backends]") {
+    for (const int depth : {-1, 0}) {
+        INFO("prefetch depth " << depth);
+        SlotRing ring("test ring", slots_busy);
+        ring.place(std::vector<bool>(3, false), 1, depth);
+        LoggingDevice device;
+        CHECK(ring.acquire(0, device) == 0);
+        CHECK(device.steps() == Steps{"fetch u0 #0 @0", "await u0 #0 @0"});
+        // No look-ahead: a release fetches nothing.
+        ring.release(0, device);
+        CHECK(device.steps() == Steps{"release u0 #0 @0"});
+        CHECK(ring.acquire(1, device) == 0);
+        CHECK(device.steps() == Steps{"vacate u0 #0 @0", "fetch u1 #1 @0", "await u1 #1 @0"});
+    }
+}
+
+TEST_CASE("slot ring: acquiring past the slots without releasing is refused, and the slot is reused after a release",
+          "[backends]") {
+    SECTION("one slot") {
+        SlotRing ring("test ring", slots_busy);
+        ring.place(std::vector<bool>(3, false), 1, -1);
+        LoggingDevice device;
+        ring.acquire(0, device);
+        device.steps();
+        CHECK_THROWS_WITH(ring.acquire(1, device), "test ring: unit 1 acquired while all 1 slots are busy");
+        CHECK(device.steps().empty());
+    }
+    SECTION("two slots with look-ahead") {
+        SlotRing ring("test ring", slots_busy);
+        ring.place(std::vector<bool>(4, false), 2, 1);
+        LoggingDevice device;
+        CHECK(ring.acquire(0, device) == 0);
+        CHECK(ring.acquire(1, device) == 1);
+        CHECK(device.steps() == Steps{"fetch u0 #0 @0", "fetch u1 #1 @1", "await u0 #0 @0", "await u1 #1 @1"});
+        CHECK_THROWS_AS(ring.acquire(2, device), std::logic_error);
+        CHECK_THROWS_WITH(ring.acquire(2, device), "test ring: unit 2 acquired while all 2 slots are busy");
+        CHECK(device.steps().empty());
+        ring.release(0, device);
+        CHECK(device.steps() == Steps{"release u0 #0 @0", "vacate u0 #0 @0", "fetch u2 #2 @0"});
+        CHECK(ring.acquire(2, device) == 0);
+        CHECK(device.steps() == Steps{"await u2 #2 @0"});
+    }
+}
+
+TEST_CASE("slot ring: acquire and release out of forward order, twice, or of no unit are refused", "[backends]") {
+    SlotRing ring("test ring", slots_busy);
+    LoggingDevice device;
+    CHECK_THROWS_WITH(ring.acquire(0, device), "test ring: no unit 0");  // before place()
+    ring.place({false, true, false, false}, 2, 1);
+    CHECK_THROWS_AS(ring.acquire(-1, device), std::out_of_range);
+    CHECK_THROWS_WITH(ring.acquire(4, device), "test ring: no unit 4");
+    CHECK_THROWS_WITH(ring.release(4, device), "test ring: no unit 4");
+
+    const std::string acquired_out_of_order =
+        " acquired out of forward order; streamed units are acquired once each, in order, and reset_residency() starts "
+        "every forward";
+    const std::string released_out_of_order = " released out of forward order or without being acquired";
+    CHECK_THROWS_WITH(ring.acquire(2, device), "test ring: unit 2" + acquired_out_of_order);
+    CHECK_THROWS_WITH(ring.release(0, device), "test ring: unit 0" + released_out_of_order);
+    CHECK_NOTHROW(ring.release(1, device));  // resident: nothing to hand back
+    CHECK(ring.acquire(0, device) == 0);
+    CHECK_THROWS_WITH(ring.acquire(0, device), "test ring: unit 0" + acquired_out_of_order);
+    CHECK_THROWS_WITH(ring.release(2, device), "test ring: unit 2" + released_out_of_order);
+    ring.release(0, device);
+    CHECK_THROWS_WITH(ring.release(0, device), "test ring: unit 0" + released_out_of_order);
+    CHECK(device.steps() == Steps{"fetch u0 #0 @0", "fetch u2 #1 @1", "await u0 #0 @0", "release u0 #0 @0",
+                                  "vacate u0 #0 @0", "fetch u3 #2 @0"});
+
+    ring.clear();
+    CHECK_THROWS_WITH(ring.acquire(0, device), "test ring: no unit 0");
+}
+
+TEST_CASE("slot ring: every forward starts again at the first streamed unit", "[backends]") {
+    SlotRing ring("test ring", slots_busy);
+    ring.place(std::vector<bool>(3, false), 2, 1);
+    LoggingDevice device;
+    ring.acquire(0, device);
+    ring.release(0, device);
+    ring.acquire(1, device);
+    device.steps();
+    // An aborted forward: unit 1 was never released.
+    ring.start_forward();
+    CHECK(ring.acquire(0, device) == 0);
+    CHECK(device.steps() == Steps{"fetch u0 #0 @0", "fetch u1 #1 @1", "await u0 #0 @0"});
+    // A new placement starts a forward too.
+    ring.place(std::vector<bool>(3, false), 1, 0);
+    CHECK(ring.acquire(0, device) == 0);
+    CHECK(device.steps() == Steps{"fetch u0 #0 @0", "await u0 #0 @0"});
+}
+
+TEST_CASE("slot ring: a vacate that waits on the host is left to a later release or acquire, not to the look-ahead "
+          "right after its release",
+          "[backends]") {
+    SlotRing ring("test ring", slots_busy);
+    ring.place(std::vector<bool>(4, false), 2, 1);
+    LoggingDevice device(true);
+    CHECK(ring.acquire(0, device) == 0);
+    CHECK(device.steps() == Steps{"fetch u0 #0 @0", "fetch u1 #1 @1", "await u0 #0 @0"});
+    // Unit 0's kernels were just enqueued: the look-ahead does not wait for them.
+    ring.release(0, device);
+    CHECK(device.steps() == Steps{"release u0 #0 @0"});
+    CHECK(ring.acquire(1, device) == 1);
+    CHECK(device.steps() == Steps{"await u1 #1 @1"});
+    // The next release vacates unit 0, released one unit earlier, but not unit 1.
+    ring.release(1, device);
+    CHECK(device.steps() == Steps{"release u1 #1 @1", "vacate u0 #0 @0", "fetch u2 #2 @0"});
+    CHECK(ring.acquire(2, device) == 0);
+    CHECK(device.steps() == Steps{"await u2 #2 @0"});
+    // An acquire that needs the slot waits for unit 1's kernels rather than be refused.
+    CHECK(ring.acquire(3, device) == 1);
+    CHECK(device.steps() == Steps{"vacate u1 #1 @1", "fetch u3 #3 @1", "await u3 #3 @1"});
+}
+
+TEST_CASE("slot ring: every unit resident needs no slot", "[backends]") {
+    SlotRing ring("test ring", slots_busy);
+    ring.place(std::vector<bool>(3, true), 0, 2);
+    CHECK(ring.streamed_units() == 0);
+    LoggingDevice device;
+    for (int u = 0; u < 3; ++u) {
+        CHECK(ring.acquire(u, device) == kResident);
+        ring.release(u, device);
+    }
+    CHECK(device.steps().empty());
+    CHECK_THROWS_AS(ring.place({true, false}, 0, 2), std::logic_error);
 }
 
 TEST_CASE("backend availability says why a backend cannot run here", "[backends]") {

@@ -3,6 +3,10 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "harness/store/sqlite.hpp"
 
 #include "test_support.hpp"
 
@@ -97,4 +101,54 @@ batch = [1, 2, 3]
     CHECK(contains(summary.output, "median ms"));
     CHECK(contains(summary.output, "tokens/s"));
     CHECK(contains(summary.output, "3 ok"));
+}
+
+TEST_CASE("list's 'runnable here' agrees with what run then does, cell for cell", "[cli]") {
+    // Host cells that run and that cannot (fp16, a fused variant), and GPU cells that run only
+    // where a GPU is visible, one of them with a budget no backend can honour.
+    TempDir tmp;
+    write_file(tmp.file("m.toml"), R"([defaults]
+model = "tiny"
+seq = 8
+warmups = 0
+iterations = 1
+[[sweep]]
+backend = "host"
+dtype = ["fp32", "fp16"]
+[[sweep]]
+backend = "host"
+variant = "attn_ln"
+[[sweep]]
+backend = ["device", "uvm"]
+budget = ["100%", "1%"]
+)");
+    const auto list = run_sweetspot("list '" + tmp.file("m.toml") + "'");
+    INFO(list.output);
+    REQUIRE(list.exit_code == 0);
+    std::map<int, bool> listed;  // cell index -> runnable here
+    std::istringstream lines(list.output);
+    for (std::string line; std::getline(lines, line);) {
+        std::istringstream words(line);
+        int index = -1;
+        if (!(words >> index)) continue;
+        listed[index] = contains(line, " yes");
+    }
+    REQUIRE(listed.size() == 7);
+
+    const auto db = tmp.file("r.db");
+    const auto run = run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'");
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    sweetspot::Database results(db, sweetspot::Database::Mode::read_only);
+    auto st = results.prepare("SELECT cell_index, status FROM cells");
+    int rows = 0;
+    while (st.step()) {
+        ++rows;
+        INFO("cell " << st.int64(0) << ": " << st.text(1));
+        CHECK(listed.at(static_cast<int>(st.int64(0))) == (st.text(1) != "skipped"));
+    }
+    CHECK(rows == 7);
+    CHECK(listed.at(0));        // host fp32
+    CHECK_FALSE(listed.at(1));  // host fp16
+    CHECK_FALSE(listed.at(2));  // host fused variant
 }

@@ -1,12 +1,13 @@
 // The CUPTI collector on a GPU, with managed-memory and copy workloads whose traffic is known.
-// The tests assert what the driver delivers exactly: kernels, NVTX ranges, pinned copies,
-// prefetch-driven migrations, the CPU faults and device-to-host migrations of the host reading
-// pages back, and GPU page-fault records for pages that had been on the GPU before.
+// The tests assert what the driver delivers exactly: kernels, NVTX ranges, pinned copies, no
+// traffic for memory already prefetched, the CPU faults and device-to-host migrations of the host
+// reading pages back.
 //
-// What it does not deliver exactly is measured, not asserted: the host-to-device migrations that
-// GPU faults drive. On the H100 and H200 VMs (driver 580.159.04, CUDA 13.0) 0-90 % of the bytes
-// were reported, varying from run to run and with when the counters were configured and enabled
-// (docs/benchmarks.md, "Fault-driven migrations"). The last test prints those numbers.
+// What it does not deliver exactly is measured, not asserted: the host-to-device migrations of
+// managed memory, driven by GPU faults or by prefetches, and GPU page-fault records. On the H100
+// and H200 VMs (driver 580.159.04, CUDA 13.0) 0-90 % of the fault-driven bytes were reported,
+// varying from run to run and with when the counters were configured and enabled
+// (docs/benchmarks.md, "Fault-driven migrations"); the tests print what they see.
 
 #include <catch2/catch_test_macros.hpp>
 
@@ -138,8 +139,7 @@ TEST_CASE("pinned copies are recorded with their exact size and direction", "[gp
     CHECK(e.memcpys[1].bytes == kCopyBytes / 2);
 }
 
-TEST_CASE("prefetch-driven migrations are recorded in full, and prefetched memory neither migrates nor faults",
-          "[gpu][collector]") {
+TEST_CASE("memory prefetched to the GPU neither migrates nor faults when kernels read it", "[gpu][collector]") {
     require_gpu();
     prepare_nvtx_injection();
     CUDA_CHECK(cudaFree(nullptr));
@@ -151,7 +151,8 @@ TEST_CASE("prefetch-driven migrations are recorded in full, and prefetched memor
     prefetch(weights.data, on_device(), stream.get());
     const CellEvents e = collector.finish();
     CHECK(e.dropped_records == 0);
-    CHECK(migrated(e, kUnifiedHtoD) == kBytes);
+    // Not exact either: 483,590,144 bytes reported for these 268,435,456 on the H100 (2026-11-23).
+    WARN("prefetch-driven migrations: " << migrated(e, kUnifiedHtoD) << " of " << kBytes << " bytes reported");
 
     const CellEvents resident = run_traced(weights.data, reinterpret_cast<std::uint32_t*>(out.get()), stream.get());
     CHECK(kernels_named(resident, "read_all") == kLaunches);
@@ -183,8 +184,9 @@ TEST_CASE("the collector records CPU faults and device-to-host migrations when t
 }
 
 // How a uvm cell's iterations see their weights: on the GPU once, migrated back to the host by
-// the residency reset, then faulted in again by the kernels. Fault records arrive for such pages.
-TEST_CASE("GPU faults are recorded for pages that were on the GPU before", "[gpu][collector]") {
+// the residency reset, then faulted in again by the kernels. Fault records arrived for such pages
+// in some runs (599-631 faults) and not in others (none on the H100, 2026-11-23): measured.
+TEST_CASE("pages that were on the GPU before: kernels recorded, faults measured", "[gpu][collector]") {
     require_gpu();
     prepare_nvtx_injection();
     CUDA_CHECK(cudaFree(nullptr));
@@ -195,8 +197,9 @@ TEST_CASE("GPU faults are recorded for pages that were on the GPU before", "[gpu
     prefetch(weights.data, cudaMemLocation{cudaMemLocationTypeHost, 0}, stream.get());
     const CellEvents e = run_traced(weights.data, reinterpret_cast<std::uint32_t*>(out.get()), stream.get());
     CHECK(e.dropped_records == 0);
-    CHECK(gpu_faults(e) > 0);
     CHECK(kernels_named(e, "read_all") == kLaunches);
+    WARN("re-faulted after migrating back: " << gpu_faults(e) << " GPU faults in " << e.gpu_page_faults.size()
+                                             << " groups, " << migrated(e, kUnifiedHtoD) << " bytes host to device");
 }
 
 // The measurement the tests above leave out: how many of the bytes that GPU faults migrate host

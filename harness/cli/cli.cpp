@@ -148,7 +148,7 @@ int cmd_list(const std::vector<std::string>& args) {
     t.add_column("runnable here");
     for (std::size_t i = 0; i < m.cells.size(); ++i) {
         const auto& c = m.cells[i];
-        const auto why = cell_unsupported_reason(c);
+        const auto why = cell_unavailable_reason(c);
         t.add_row({std::to_string(i), c.key(), c.sweep, c.model.name, c.backend, c.variant, std::string(dtype_name(c.dtype)),
                    std::to_string(c.batch), std::to_string(c.seq), std::to_string(c.streams), c.prefetch.text(),
                    c.budget.kind == Budget::Kind::percent ? c.budget.text() : human_bytes(static_cast<double>(c.budget_bytes())),

@@ -92,9 +92,8 @@ int write_logits(const LogitsRequest& r, std::ostream& report) {
     }
 
     const CellParams cell = logits_cell(r, model, batch, seq);
-    std::string why = cell_unsupported_reason(cell);
-    if (why.empty() && uses_gpu(cell)) why = backend_unavailable_reason(cell.backend);
-    if (!why.empty()) throw std::invalid_argument(cell.label() + ": " + why);
+    if (const std::string why = cell_unavailable_reason(cell); !why.empty())
+        throw std::invalid_argument(cell.label() + ": " + why);
 
     std::vector<float> logits;
     const CellOutcome outcome = measure_cell(

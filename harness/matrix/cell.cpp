@@ -307,7 +307,7 @@ std::vector<std::int32_t> CellParams::token_ids() const {
 std::string CellParams::label() const {
     std::string s = model.name + " " + backend + " " + variant + " " + std::string(dtype_name(dtype)) +
                     " b" + std::to_string(batch) + " s" + std::to_string(seq);
-    if (backend != "host" && backend != "device") {
+    if (const BackendTraits* traits = find_backend(backend); traits && traits->runs_under_budget) {
         s += " streams=" + std::to_string(streams) + " prefetch=" + prefetch.text() + " budget=" + budget.text();
     }
     return s;

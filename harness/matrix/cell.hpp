@@ -6,13 +6,14 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/backend_registry.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/model_config.hpp"
 
 namespace sweetspot {
 
 // The names each enumerated axis accepts, in the order the docs list them.
-inline const std::vector<std::string> kBackendNames = {"device", "explicit-copy", "uvm", "uvm-prefetch", "host"};
+inline const std::vector<std::string> kBackendNames = backend_names();
 inline const std::vector<std::string> kVariantNames = {"baseline", "dropout_ln", "attn_ln", "ffn_ln", "attn_proj", "all"};
 inline const std::vector<std::string> kActivationNames = {"device", "managed"};
 inline const std::vector<std::string> kModeNames = {"infer", "train"};

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "backends/backend.hpp"
+#include "backends/backend_registry.hpp"
 #include "backends/residency_plan.hpp"
 #include "harness/measure/cell_weights.hpp"
 #include "harness/system/exit_codes.hpp"
@@ -88,7 +89,7 @@ void write_outcome(const std::string& scratch_db, const CellParams& c, const Cel
 
 }  // namespace
 
-bool uses_gpu(const CellParams& c) { return c.backend != "host"; }
+bool uses_gpu(const CellParams& c) { return find_backend(c.backend)->needs_gpu; }
 
 BackendConfig backend_config(const CellParams& c) {
     BackendConfig b;
@@ -106,49 +107,25 @@ BackendConfig backend_config(const CellParams& c) {
     return b;
 }
 
-#ifdef SWEETSPOT_HAVE_CUDA
-namespace {
-
-// Whether the budget can hold what the backend needs to stream, decided by the same planner
-// the backend uses, so an impossible cell is reported before any process or GPU is involved.
-std::string budget_unusable_reason(const CellParams& c) {
-    const auto bytes = unit_bytes(WeightLayout::for_model(c.model), c.dtype);
-    const auto config = backend_config(c);
-    if (c.backend == "uvm") {
-        const auto largest = *std::max_element(bytes.begin(), bytes.end());
-        if (config.budget_bytes >= largest) return {};
-        return "a budget of " + std::to_string(config.budget_bytes) + " bytes cannot hold the largest layer (" +
-               std::to_string(largest) + " bytes), which uvm must fault in whole";
-    }
-    if (c.backend != "explicit-copy" && c.backend != "uvm-prefetch") return {};
-    try {
-        plan_residency(bytes, config.budget_bytes, streaming_slots(config.prefetch_depth), config.resident);
-    } catch (const std::invalid_argument& e) {
-        return e.what();
-    }
-    return {};
-}
-
-}  // namespace
-#endif
-
 std::string cell_unsupported_reason(const CellParams& c) {
     if (c.mode != "infer") return "mode '" + c.mode + "' is not implemented in this version of sweetspot";
-    if (c.backend == "host") {
-        if (c.dtype != DType::fp32) return "the host backend computes in fp32 only";
-        if (c.variant != "baseline") return "the host backend runs the baseline variant only (fusions are GPU kernels)";
-        if (c.activations != "device") return "activations = \"managed\" needs a GPU backend";
-        return {};
-    }
+    const BackendTraits& backend = *find_backend(c.backend);
+    if (!backend.computes_in(c.dtype))
+        return "the " + c.backend + " backend does not compute in " + std::string(dtype_name(c.dtype));
+    if (!backend.gpu_forward && c.variant != "baseline")
+        return "the " + c.backend + " backend runs the baseline variant only (fusions are GPU kernels)";
+    if (!backend.gpu_forward && c.activations != "device") return "activations = \"managed\" needs a GPU backend";
 #ifndef SWEETSPOT_HAVE_CUDA
-    return "this sweetspot was built without CUDA, so backend '" + c.backend + "' is not available";
-#else
-    if (c.variant != "baseline") return "variant '" + c.variant + "' is not implemented yet (the GPU forward runs baseline)";
-    if (c.backend == "device" && c.budget_bytes() < c.weight_bytes())
-        return "the device backend keeps all weights resident, and the budget (" + std::to_string(c.budget_bytes()) +
-               " bytes) is smaller than the weights (" + std::to_string(c.weight_bytes()) + " bytes)";
-    return budget_unusable_reason(c);
+    if (backend.needs_gpu) return "this sweetspot was built without CUDA, so backend '" + c.backend + "' is not available";
 #endif
+    if (c.variant != "baseline") return "variant '" + c.variant + "' is not implemented yet (the GPU forward runs baseline)";
+    return backend.cannot_honour(backend_config(c), unit_bytes(WeightLayout::for_model(c.model), c.dtype));
+}
+
+std::string cell_unavailable_reason(const CellParams& c) {
+    std::string why = cell_unsupported_reason(c);
+    if (why.empty() && uses_gpu(c)) why = backend_unavailable_reason(c.backend);
+    return why;
 }
 
 CellOutcome measure_cell(const CellParams& cell, const ExecuteOptions& options) {
@@ -164,9 +141,7 @@ int execute_cell(const CellParams& cell, const std::string& scratch_db, const Ex
     if (cell.debug_fault != "none") inject_fault(cell.debug_fault);
     CellOutcome out;
     int code = kExitOk;
-    std::string why = cell_unsupported_reason(cell);
-    if (why.empty() && uses_gpu(cell)) why = backend_unavailable_reason(cell.backend);
-    if (!why.empty()) {
+    if (const std::string why = cell_unavailable_reason(cell); !why.empty()) {
         out.status = "skipped";
         out.reason = why;
     } else {

@@ -16,6 +16,9 @@ namespace sweetspot {
 // backend cannot honour, no CUDA), or empty. Decided without touching a GPU, so the runner
 // skips such cells without starting a process.
 std::string cell_unsupported_reason(const CellParams& cell);
+// cell_unsupported_reason, then whether this machine has what the cell's backend needs (a GPU):
+// what `list` shows as "runnable here" and what decides whether `run` measures the cell.
+std::string cell_unavailable_reason(const CellParams& cell);
 
 // The backend's view of a cell (no stream yet; the GPU cell adds it).
 BackendConfig backend_config(const CellParams& cell);

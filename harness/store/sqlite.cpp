@@ -127,7 +127,6 @@ void Statement::reset() {
 }
 
 int Statement::column_count() const { return sqlite3_column_count(stmt_); }
-std::string Statement::column_name(int i) const { return sqlite3_column_name(stmt_, i); }
 bool Statement::is_null(int i) const { return sqlite3_column_type(stmt_, i) == SQLITE_NULL; }
 std::int64_t Statement::int64(int i) const { return sqlite3_column_int64(stmt_, i); }
 double Statement::real(int i) const { return sqlite3_column_double(stmt_, i); }

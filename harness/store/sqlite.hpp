@@ -71,7 +71,6 @@ public:
     void reset();
 
     int column_count() const;
-    std::string column_name(int i) const;
     bool is_null(int i) const;
     std::int64_t int64(int i) const;
     double real(int i) const;

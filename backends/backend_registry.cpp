@@ -1,0 +1,75 @@
+#include "backends/backend_registry.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+#include "backends/residency_plan.hpp"
+
+namespace sweetspot {
+namespace {
+
+// A function, not a global: the registry may be built during another file's static
+// initialisation (the matrix reader's list of names), before a global here would exist.
+std::vector<DType> all_dtypes() { return {DType::fp32, DType::fp16, DType::bf16}; }
+
+std::int64_t total_of(std::span<const std::int64_t> unit_bytes) {
+    return std::accumulate(unit_bytes.begin(), unit_bytes.end(), std::int64_t{0});
+}
+
+std::string nothing_to_refuse(const BackendConfig&, std::span<const std::int64_t>) { return {}; }
+
+std::string device_cannot_honour(const BackendConfig& config, std::span<const std::int64_t> unit_bytes) {
+    const std::int64_t weights = total_of(unit_bytes);
+    if (config.budget_bytes >= weights) return {};
+    return "the device backend keeps all weights resident, and the budget (" + std::to_string(config.budget_bytes) +
+           " bytes) is smaller than the weights (" + std::to_string(weights) + " bytes)";
+}
+
+// Decided by the same planner the backend places with, so an impossible cell is reported before
+// any process or GPU is involved.
+std::string streaming_cannot_honour(const BackendConfig& config, std::span<const std::int64_t> unit_bytes) {
+    try {
+        plan_residency(unit_bytes, config.budget_bytes, streaming_slots(config.prefetch_depth), config.resident);
+    } catch (const std::invalid_argument& e) {
+        return e.what();
+    }
+    return {};
+}
+
+std::string on_demand_cannot_honour(const BackendConfig& config, std::span<const std::int64_t> unit_bytes) {
+    const auto largest = *std::max_element(unit_bytes.begin(), unit_bytes.end());
+    if (config.budget_bytes >= largest) return {};
+    return "a budget of " + std::to_string(config.budget_bytes) + " bytes cannot hold the largest layer (" +
+           std::to_string(largest) + " bytes), which uvm must fault in whole";
+}
+
+}  // namespace
+
+bool BackendTraits::computes_in(DType dtype) const { return std::find(dtypes.begin(), dtypes.end(), dtype) != dtypes.end(); }
+
+const std::vector<BackendTraits>& backend_registry() {
+    static const std::vector<BackendTraits> registry = {
+        // name, needs_gpu, runs_under_budget, streams_weights, dtypes, gpu_forward, cannot_honour
+        {"device", true, false, false, all_dtypes(), true, device_cannot_honour},
+        {"explicit-copy", true, true, true, all_dtypes(), true, streaming_cannot_honour},
+        {"uvm", true, true, false, all_dtypes(), true, on_demand_cannot_honour},
+        {"uvm-prefetch", true, true, true, all_dtypes(), true, streaming_cannot_honour},
+        {"host", false, false, false, {DType::fp32}, false, nothing_to_refuse},
+    };
+    return registry;
+}
+
+const BackendTraits* find_backend(std::string_view name) {
+    for (const auto& b : backend_registry())
+        if (b.name == name) return &b;
+    return nullptr;
+}
+
+std::vector<std::string> backend_names() {
+    std::vector<std::string> names;
+    for (const auto& b : backend_registry()) names.push_back(b.name);
+    return names;
+}
+
+}  // namespace sweetspot
