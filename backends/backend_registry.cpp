@@ -50,12 +50,12 @@ bool BackendTraits::computes_in(DType dtype) const { return std::find(dtypes.beg
 
 const std::vector<BackendTraits>& backend_registry() {
     static const std::vector<BackendTraits> registry = {
-        // name, needs_gpu, runs_under_budget, streams_weights, dtypes, gpu_forward, cannot_honour
-        {"device", true, false, false, all_dtypes(), true, device_cannot_honour},
-        {"explicit-copy", true, true, true, all_dtypes(), true, streaming_cannot_honour},
-        {"uvm", true, true, false, all_dtypes(), true, on_demand_cannot_honour},
-        {"uvm-prefetch", true, true, true, all_dtypes(), true, streaming_cannot_honour},
-        {"host", false, false, false, {DType::fp32}, false, nothing_to_refuse},
+        // name, needs_gpu, runs_under_budget, dtypes, cannot_honour
+        {"device", true, false, all_dtypes(), device_cannot_honour},
+        {"explicit-copy", true, true, all_dtypes(), streaming_cannot_honour},
+        {"uvm", true, true, all_dtypes(), on_demand_cannot_honour},
+        {"uvm-prefetch", true, true, all_dtypes(), streaming_cannot_honour},
+        {"host", false, false, {DType::fp32}, nothing_to_refuse},
     };
     return registry;
 }

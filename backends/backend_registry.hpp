@@ -4,7 +4,6 @@
 // honoured) and never spells a backend's name itself.
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -16,16 +15,13 @@ namespace sweetspot {
 
 struct BackendTraits {
     std::string name;
+    // Places weights for the GPU forward (with its fused variants and managed activations); the
+    // others feed the CPU forward, which has neither.
     bool needs_gpu = true;
     // Runs with a budget below the weights, streaming or evicting units (its streams, prefetch
     // and budget then shape the measurement).
     bool runs_under_budget = false;
-    // Keeps within such a budget by streaming units through device slots.
-    bool streams_weights = false;
     std::vector<DType> dtypes;
-    // Runs the GPU forward, with its fused variants and managed activations; the host backend
-    // runs the CPU forward, which has neither.
-    bool gpu_forward = true;
     // Why this backend cannot honour `config` for units of these sizes (in the config's dtype),
     // decided on the CPU without touching a GPU; empty when it can.
     std::function<std::string(const BackendConfig& config, std::span<const std::int64_t> unit_bytes)> cannot_honour;

@@ -15,8 +15,9 @@
 // further resident units among the others until the rest of the budget is used. Each candidate
 // satisfies resident + S·slot_bytes <= budget because the real slot size (the largest unit left
 // streamed) is at most t. The candidate that streams the fewest bytes wins: those bytes bound
-// the forward at the link rate (docs/benchmarks.md, "Bound"). So with GPT-2's large embedding and head, a generous budget
-// keeps both resident whatever the policy, and the policy decides among the blocks.
+// the forward at the link rate (docs/benchmarks.md, "Bound"). So with GPT-2's large embedding
+// and head, a generous budget keeps both resident whatever the policy, and the policy decides
+// among the blocks.
 namespace sweetspot {
 namespace {
 

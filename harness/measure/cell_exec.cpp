@@ -112,9 +112,9 @@ std::string cell_unsupported_reason(const CellParams& c) {
     const BackendTraits& backend = *find_backend(c.backend);
     if (!backend.computes_in(c.dtype))
         return "the " + c.backend + " backend does not compute in " + std::string(dtype_name(c.dtype));
-    if (!backend.gpu_forward && c.variant != "baseline")
+    if (!backend.needs_gpu && c.variant != "baseline")
         return "the " + c.backend + " backend runs the baseline variant only (fusions are GPU kernels)";
-    if (!backend.gpu_forward && c.activations != "device") return "activations = \"managed\" needs a GPU backend";
+    if (!backend.needs_gpu && c.activations != "device") return "activations = \"managed\" needs a GPU backend";
 #ifndef SWEETSPOT_HAVE_CUDA
     if (backend.needs_gpu) return "this sweetspot was built without CUDA, so backend '" + c.backend + "' is not available";
 #endif
