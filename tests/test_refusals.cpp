@@ -49,17 +49,21 @@ void make_results_db(const TempDir& tmp, const std::string& db) {
 TEST_CASE("run refuses a database that is not its own without changing a byte of it", "[cli][refusal]") {
     TempDir tmp;
     write_file(tmp.file("m.toml"), kTinyMatrix);
+    // `run` into `db` exits 2 saying `says`, and the file is byte for byte what it was.
+    const auto refused_unchanged = [&](const std::string& db, const std::string& says) {
+        const auto before = read_bytes(db);
+        const auto r = run_sweetspot("run " + quoted(tmp.file("m.toml")) + " --db " + quoted(db));
+        CHECK(r.exit_code == 2);
+        CHECK_THAT(r.output, ContainsSubstring(says));
+        CHECK(read_bytes(db) == before);  // the journal mode byte of the header too
+    };
 
     SECTION("an SQLite database of another program") {
         {
             Database other(tmp.file("other.db"), Database::Mode::read_write_create);
             other.exec("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT); INSERT INTO notes (text) VALUES ('keep me')");
         }
-        const auto before = read_bytes(tmp.file("other.db"));
-        const auto r = run_sweetspot("run " + quoted(tmp.file("m.toml")) + " --db " + quoted(tmp.file("other.db")));
-        CHECK(r.exit_code == 2);
-        CHECK_THAT(r.output, ContainsSubstring("is an SQLite database but not a sweetspot results database"));
-        CHECK(read_bytes(tmp.file("other.db")) == before);  // the journal mode byte of the header too
+        refused_unchanged(tmp.file("other.db"), "is an SQLite database but not a sweetspot results database");
         CHECK_FALSE(std::filesystem::exists(tmp.file("other.db-wal")));
     }
     SECTION("a results database of an unknown schema version") {
@@ -68,17 +72,11 @@ TEST_CASE("run refuses a database that is not its own without changing a byte of
             Database db(tmp.file("future.db"), Database::Mode::read_write);
             db.exec("UPDATE schema_info SET version = 99");
         }
-        const auto before = read_bytes(tmp.file("future.db"));
-        const auto r = run_sweetspot("run " + quoted(tmp.file("m.toml")) + " --db " + quoted(tmp.file("future.db")));
-        CHECK(r.exit_code == 2);
-        CHECK_THAT(r.output, ContainsSubstring("schema version 99"));
-        CHECK(read_bytes(tmp.file("future.db")) == before);
+        refused_unchanged(tmp.file("future.db"), "schema version 99");
     }
     SECTION("a file that is not SQLite at all, named in the message") {
         write_file(tmp.file("junk.db"), std::string(3000, 'j'));
-        const auto r = run_sweetspot("run " + quoted(tmp.file("m.toml")) + " --db " + quoted(tmp.file("junk.db")));
-        CHECK(r.exit_code == 2);
-        CHECK_THAT(r.output, ContainsSubstring(tmp.file("junk.db")));
+        refused_unchanged(tmp.file("junk.db"), tmp.file("junk.db"));
         CHECK(read_bytes(tmp.file("junk.db")) == std::string(3000, 'j'));
         const auto s = run_sweetspot("summary " + quoted(tmp.file("junk.db")));
         CHECK(s.exit_code == 2);
