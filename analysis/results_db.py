@@ -20,7 +20,13 @@ RUN_COLUMNS = ("h2d_gbps", "d2h_gbps", "gpu_name", "cpu_model", "host")
 
 # The parameters that define a measurement (results/README.md, `cells`), in the order labels use.
 PARAMETERS = ("model", "variant", "backend", "dtype", "batch", "seq", "streams", "prefetch", "budget", "resident",
-              "evict", "tf32", "activations", "mode", "weights", "warmups", "iterations", "trace_iterations", "seed")
+              "evict", "tf32", "activations", "mode", "weights", "warmups", "iterations", "trace_iterations", "seed",
+              "debug_fault")
+# The model's shape: part of what a cell measures, but labels name the model instead. Two models
+# of one name differ only when a matrix redefined a custom model between runs.
+MODEL_SHAPE = ("n_layer", "n_embd", "n_head", "vocab_size", "max_positions")
+# Bounds a cell's run and changes nothing it measures.
+RUN_LIMITS = ("timeout_s",)
 # Of those, the ones that say how a cell was measured rather than what: cells that differ only in
 # these measure the same workload.
 PROTOCOL = ("warmups", "iterations", "trace_iterations", "seed")

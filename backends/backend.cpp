@@ -34,35 +34,40 @@ std::string gpu_unavailable_reason() {
 }
 
 void check_config(const BackendConfig& config) {
+    const std::string name(enum_name(config.backend));
     if (config.streams < 0)
-        throw std::invalid_argument("backend '" + config.name + "': streams must be >= 0, got " + std::to_string(config.streams));
+        throw std::invalid_argument("backend '" + name + "': streams must be >= 0, got " + std::to_string(config.streams));
     if (config.prefetch_depth < -1) {
-        throw std::invalid_argument("backend '" + config.name + "': prefetch depth must be -1 (jit), 0 (off) or a look-ahead >= 1, got " +
+        throw std::invalid_argument("backend '" + name + "': prefetch depth must be -1 (jit), 0 (off) or a look-ahead >= 1, got " +
                                     std::to_string(config.prefetch_depth));
     }
 }
 
 }  // namespace
 
-std::string backend_unavailable_reason(std::string_view name) {
-    const BackendTraits* traits = find_backend(name);
-    if (!traits) return "unknown backend '" + std::string(name) + "'";
-    if (!traits->needs_gpu) return {};
-    if (auto why = gpu_unavailable_reason(); !why.empty()) return "backend '" + std::string(name) + "' needs a GPU: " + why;
+std::string backend_unavailable_reason(BackendId backend) {
+    if (!backend_traits(backend).needs_gpu) return {};
+    if (auto why = gpu_unavailable_reason(); !why.empty())
+        return "backend '" + std::string(enum_name(backend)) + "' needs a GPU: " + why;
     return {};
 }
 
 std::unique_ptr<Backend> make_backend(const BackendConfig& config) {
-    if (auto why = backend_unavailable_reason(config.name); !why.empty()) throw std::runtime_error(why);
+    if (auto why = backend_unavailable_reason(config.backend); !why.empty()) throw std::runtime_error(why);
     check_config(config);
-    if (config.name == "host") return std::make_unique<HostBackend>();
+    switch (config.backend) {
+        case BackendId::host: return std::make_unique<HostBackend>();
 #ifdef SWEETSPOT_HAVE_CUDA
-    if (config.name == "device") return std::make_unique<DeviceBackend>(config);
-    if (config.name == "explicit-copy") return std::make_unique<ExplicitCopyBackend>(config);
-    if (config.name == "uvm") return std::make_unique<UvmBackend>(config);
-    if (config.name == "uvm-prefetch") return std::make_unique<UvmPrefetchBackend>(config);
+        case BackendId::device: return std::make_unique<DeviceBackend>(config);
+        case BackendId::explicit_copy: return std::make_unique<ExplicitCopyBackend>(config);
+        case BackendId::uvm: return std::make_unique<UvmBackend>(config);
+        case BackendId::uvm_prefetch: return std::make_unique<UvmPrefetchBackend>(config);
+#else
+        default: break;
 #endif
-    throw std::logic_error("make_backend: backend '" + config.name + "' is available but not constructed");
+    }
+    throw std::logic_error("make_backend: backend '" + std::string(enum_name(config.backend)) +
+                           "' is available but not constructed");
 }
 
 }  // namespace sweetspot

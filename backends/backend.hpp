@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "kernels/model/dtype.hpp"
+#include "kernels/model/named_enum.hpp"
 #include "kernels/model/layer_source.hpp"
 #include "kernels/model/weight_layout.hpp"
 
@@ -16,15 +17,37 @@ struct CUstream_st;  // cudaStream_t, without making this header depend on CUDA
 
 namespace sweetspot {
 
+// The backends; backend_registry.hpp says what each can do.
+enum class BackendId { device, explicit_copy, uvm, uvm_prefetch, host };
+template <>
+struct EnumNames<BackendId> {
+    static constexpr std::array<EnumName<BackendId>, 5> list = {{{BackendId::device, "device"},
+                                                                 {BackendId::explicit_copy, "explicit-copy"},
+                                                                 {BackendId::uvm, "uvm"},
+                                                                 {BackendId::uvm_prefetch, "uvm-prefetch"},
+                                                                 {BackendId::host, "host"}}};
+};
+
 // Which units a budget-limited backend keeps on the device for the whole cell.
-enum class ResidentPolicy { first, last, interleaved };
+enum class ResidentPolicy { interleaved, first, last };
+template <>
+struct EnumNames<ResidentPolicy> {
+    static constexpr std::array<EnumName<ResidentPolicy>, 3> list = {
+        {{ResidentPolicy::interleaved, "interleaved"}, {ResidentPolicy::first, "first"}, {ResidentPolicy::last, "last"}}};
+};
+
 // How the UVM backends evict a unit: migrate it back to the host, or drop the GPU's read-only
 // duplicate of a cudaMemAdviseSetReadMostly range (about 5 ms for 2 GiB on an H100, against
 // 160-250 ms to migrate it).
 enum class UvmEvict { migrate, read_mostly };
+template <>
+struct EnumNames<UvmEvict> {
+    static constexpr std::array<EnumName<UvmEvict>, 2> list = {
+        {{UvmEvict::migrate, "migrate"}, {UvmEvict::read_mostly, "read-mostly"}}};
+};
 
 struct BackendConfig {
-    std::string name = "host";
+    BackendId backend = BackendId::host;
     DType dtype = DType::fp32;
     int streams = 1;                 // copy / prefetch streams (0: use the compute stream)
     int prefetch_depth = 0;          // 0: off, -1: just in time (as cuda-uvm-gpt2), n: look-ahead in units
@@ -59,8 +82,8 @@ public:
     virtual PlacementStats placement() const = 0;
 };
 
-// Empty when backend `name` can run in this build and on this machine; otherwise why not.
-std::string backend_unavailable_reason(std::string_view name);
+// Empty when `backend` can run in this build and on this machine; otherwise why not.
+std::string backend_unavailable_reason(BackendId backend);
 // Throws std::runtime_error when the backend is unavailable here.
 std::unique_ptr<Backend> make_backend(const BackendConfig& config);
 

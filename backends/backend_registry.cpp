@@ -50,26 +50,22 @@ bool BackendTraits::computes_in(DType dtype) const { return std::find(dtypes.beg
 
 const std::vector<BackendTraits>& backend_registry() {
     static const std::vector<BackendTraits> registry = {
-        // name, needs_gpu, runs_under_budget, dtypes, cannot_honour
-        {"device", true, false, all_dtypes(), device_cannot_honour},
-        {"explicit-copy", true, true, all_dtypes(), streaming_cannot_honour},
-        {"uvm", true, true, all_dtypes(), on_demand_cannot_honour},
-        {"uvm-prefetch", true, true, all_dtypes(), streaming_cannot_honour},
-        {"host", false, false, {DType::fp32}, nothing_to_refuse},
+        // id, needs_gpu, runs_under_budget, dtypes, cannot_honour
+        {BackendId::device, true, false, all_dtypes(), device_cannot_honour},
+        {BackendId::explicit_copy, true, true, all_dtypes(), streaming_cannot_honour},
+        {BackendId::uvm, true, true, all_dtypes(), on_demand_cannot_honour},
+        {BackendId::uvm_prefetch, true, true, all_dtypes(), streaming_cannot_honour},
+        {BackendId::host, false, false, {DType::fp32}, nothing_to_refuse},
     };
     return registry;
 }
 
-const BackendTraits* find_backend(std::string_view name) {
-    for (const auto& b : backend_registry())
-        if (b.name == name) return &b;
-    return nullptr;
-}
-
-std::vector<std::string> backend_names() {
-    std::vector<std::string> names;
-    for (const auto& b : backend_registry()) names.push_back(b.name);
-    return names;
+const BackendTraits& backend_traits(BackendId backend) {
+    const auto& registry = backend_registry();
+    const auto found = std::find_if(registry.begin(), registry.end(), [&](const auto& b) { return b.id == backend; });
+    if (found == registry.end())
+        throw std::logic_error("backend '" + std::string(enum_name(backend)) + "' has no entry in the registry");
+    return *found;
 }
 
 }  // namespace sweetspot

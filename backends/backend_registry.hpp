@@ -14,7 +14,7 @@
 namespace sweetspot {
 
 struct BackendTraits {
-    std::string name;
+    BackendId id;
     // Places weights for the GPU forward (with its fused variants and managed activations); the
     // others feed the CPU forward, which has neither.
     bool needs_gpu = true;
@@ -29,10 +29,8 @@ struct BackendTraits {
     bool computes_in(DType dtype) const;
 };
 
-// Every backend, in the order the docs list them.
+// Every backend, in the order of BackendId.
 const std::vector<BackendTraits>& backend_registry();
-// nullptr for a name no backend has.
-const BackendTraits* find_backend(std::string_view name);
-std::vector<std::string> backend_names();
+const BackendTraits& backend_traits(BackendId backend);
 
 }  // namespace sweetspot

@@ -1,7 +1,8 @@
 #include "backends/residency_plan.hpp"
 
+#include "kernels/model/number_text.hpp"
+
 #include <algorithm>
-#include <cstdio>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -20,13 +21,6 @@
 // among the blocks.
 namespace sweetspot {
 namespace {
-
-std::string bytes_text(std::int64_t bytes) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%lld bytes (%.1f MiB)", static_cast<long long>(bytes),
-                  static_cast<double>(bytes) / (1024.0 * 1024.0));
-    return buf;
-}
 
 std::int64_t sum_of(std::span<const std::int64_t> v) { return std::accumulate(v.begin(), v.end(), std::int64_t{0}); }
 

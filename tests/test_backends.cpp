@@ -515,16 +515,16 @@ TEST_CASE("slot ring: every unit resident needs no slot", "[backends]") {
 }
 
 TEST_CASE("backend availability says why a backend cannot run here", "[backends]") {
-    CHECK(backend_unavailable_reason("host").empty());
-    CHECK_THAT(backend_unavailable_reason("nvlink-magic"), ContainsSubstring("unknown backend"));
+    CHECK(backend_unavailable_reason(BackendId::host).empty());
 #ifdef SWEETSPOT_HAVE_CUDA
     int count = 0;
     const bool gpu = cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
     (void)cudaGetLastError();
 #endif
-    for (const char* name : {"device", "explicit-copy", "uvm", "uvm-prefetch"}) {
+    for (const BackendId backend : {BackendId::device, BackendId::explicit_copy, BackendId::uvm, BackendId::uvm_prefetch}) {
+        const std::string name(enum_name(backend));
         INFO(name);
-        const auto why = backend_unavailable_reason(name);
+        const auto why = backend_unavailable_reason(backend);
 #ifdef SWEETSPOT_HAVE_CUDA
         if (gpu) {
             CHECK(why.empty());
@@ -536,7 +536,7 @@ TEST_CASE("backend availability says why a backend cannot run here", "[backends]
 #endif
         CHECK_THAT(why, ContainsSubstring(name));
         BackendConfig config;
-        config.name = name;
+        config.backend = backend;
         CHECK_THROWS_AS(make_backend(config), std::runtime_error);
     }
     BackendConfig bad;
@@ -575,7 +575,7 @@ std::int64_t test_budget(const BackendConfig& config, const std::vector<std::int
     const auto total = total_of(units);
     if (percent >= 100) return total;
     const std::int64_t wanted = total * percent / 100;
-    const std::int64_t minimum = config.name == "uvm" ? *std::max_element(units.begin(), units.end())
+    const std::int64_t minimum = config.backend == BackendId::uvm ? *std::max_element(units.begin(), units.end())
                                                       : minimum_streaming_budget(units, streaming_slots(config.prefetch_depth));
     return std::max(wanted, minimum);
 }
@@ -623,11 +623,11 @@ void check_placement(const Backend& backend, const BackendConfig& config, std::i
     const auto s = backend.placement();
     CHECK(s.resident_bytes + s.streamed_bytes == total);
     CHECK(s.device_weight_bytes <= config.budget_bytes);
-    if (config.name == "uvm") {
+    if (config.backend == BackendId::uvm) {
         CHECK(s.streamed_bytes == total);
         CHECK(s.device_weight_bytes == std::min(config.budget_bytes, total));
     }
-    if (config.name == "device" || (config.name == "explicit-copy" && config.budget_bytes >= total)) CHECK(s.streamed_bytes == 0);
+    if (config.backend == BackendId::device || (config.backend == BackendId::explicit_copy && config.budget_bytes >= total)) CHECK(s.streamed_bytes == 0);
 }
 
 // Every test model in fp32 and fp16 through `base` at `percent` of the weights as budget.
@@ -641,7 +641,7 @@ void check_backend(const BackendConfig& base, int percent) {
             config.dtype = dtype;
             config.compute_stream = stream.get();
             config.budget_bytes = test_budget(config, units, percent);
-            INFO(config.name << ": model " << model.name << ", " << dtype_name(dtype) << ", budget " << percent << "% -> "
+            INFO(enum_name(config.backend) << ": model " << model.name << ", " << enum_name(dtype) << ", budget " << percent << "% -> "
                              << config.budget_bytes << " of " << total_of(units) << " bytes, prefetch "
                              << config.prefetch_depth << ", streams " << config.streams << ", evict "
                              << (config.evict == UvmEvict::migrate ? "migrate" : "read_mostly") << ", policy "
@@ -656,7 +656,7 @@ void check_backend(const BackendConfig& base, int percent) {
 
 BackendConfig gpu_config(const char* name, int prefetch_depth, int streams) {
     BackendConfig c;
-    c.name = name;
+    c.backend = parse_enum<BackendId>(name).value();
     c.prefetch_depth = prefetch_depth;
     c.streams = streams;
     return c;

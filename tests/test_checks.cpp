@@ -54,7 +54,7 @@ std::vector<float> host_logits(const CellParams& cell, const WeightLayout& layou
 CellParams tiny_cell(DType dtype) {
     CellParams c;
     c.model = *find_builtin_model("tiny");
-    c.backend = "device";
+    c.backend = BackendId::device;
     c.dtype = dtype;
     c.batch = 2;
     c.seq = 12;
@@ -68,8 +68,8 @@ TEST_CASE("the managed-memory guard refuses requests above free memory minus the
     CHECK(managed_refusal(10 * GiB, 12 * GiB, false).empty());
     CHECK(managed_refusal(11 * GiB, 12 * GiB, false).empty());  // exactly the margin left
     const auto why = managed_refusal(11 * GiB + 1, 12 * GiB, false);
-    CHECK_THAT(why, ContainsSubstring("refusing to allocate 11.00 GiB of managed memory"));
-    CHECK_THAT(why, ContainsSubstring("12.00 GiB free"));
+    CHECK_THAT(why, ContainsSubstring("refusing to allocate 11.0 GiB of managed memory"));
+    CHECK_THAT(why, ContainsSubstring("12.0 GiB free"));
     CHECK_THAT(why, ContainsSubstring("budget"));
     CHECK_THAT(why, ContainsSubstring("--allow-oversubscription"));
     CHECK(managed_refusal(100 * GiB, 12 * GiB, true).empty());
@@ -152,18 +152,18 @@ TEST_CASE("non-finite output fails a cell whatever its check says; a check outsi
 
     CellOutcome ok;
     judge_output(finite, passing, ok);
-    CHECK(ok.status == "ok");
+    CHECK(ok.status == CellStatus::ok);
     CHECK(ok.check_rel_err == 1e-6);
     CHECK(ok.check_reference == "test reference");
 
     CellOutcome unchecked;
     judge_output(finite, std::nullopt, unchecked);
-    CHECK(unchecked.status == "ok");
+    CHECK(unchecked.status == CellStatus::ok);
     CHECK_FALSE(unchecked.check_rel_err);
 
     CellOutcome invalid;
     judge_output(finite, failing, invalid);
-    CHECK(invalid.status == "invalid");
+    CHECK(invalid.status == CellStatus::invalid);
     CHECK_THAT(invalid.reason, ContainsSubstring("relative error 0.5 > tolerance 0.0001"));
 
     for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
@@ -173,7 +173,7 @@ TEST_CASE("non-finite output fails a cell whatever its check says; a check outsi
         for (const auto& check : {std::optional<LogitsCheck>(passing), std::optional<LogitsCheck>()}) {
             CellOutcome out;
             judge_output(logits, check, out);
-            CHECK(out.status == "failed");
+            CHECK(out.status == CellStatus::failed);
             CHECK_THAT(out.reason, ContainsSubstring("1 non-finite values"));
         }
     }
@@ -194,7 +194,7 @@ TEST_CASE("the logits check compares half-precision cells with the host on round
 TEST_CASE("large cells are checked on a prefix of sample 0, exact by causality", "[checks]") {
     CellParams cell;
     cell.model = ModelConfig{"wide", 8, 1024, 8, 512, 1024, 1e-5f};  // ~1e8 parameters, small vocab
-    cell.backend = "device";
+    cell.backend = BackendId::device;
     cell.batch = 2;
     cell.seq = 1024;  // 2 · 1e8 · 2048 flops: above the full-check limit
     const auto layout = WeightLayout::for_model(cell.model);
@@ -221,9 +221,9 @@ TEST_CASE("resident, evict and tf32 axes: parsed, keyed only when not default", 
         "[defaults]\nmodel = \"tiny\"\n[[sweep]]\nresident = [\"first\", \"last\"]\nevict = \"read-mostly\"\ntf32 = true\n",
         "m.toml");
     REQUIRE(m.cells.size() == 2);
-    CHECK(m.cells[0].resident == "first");
-    CHECK(m.cells[1].resident == "last");
-    CHECK(m.cells[0].evict == "read-mostly");
+    CHECK(m.cells[0].resident == ResidentPolicy::first);
+    CHECK(m.cells[1].resident == ResidentPolicy::last);
+    CHECK(m.cells[0].evict == UvmEvict::read_mostly);
     CHECK(m.cells[0].tf32);
     CHECK(m.cells[0].key() != base.key());
     CHECK(CellParams::from_canonical(m.cells[1].canonical()).key() == m.cells[1].key());

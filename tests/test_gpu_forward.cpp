@@ -214,7 +214,7 @@ void check_against_cpu(const ModelConfig& m, int batch, int seq, const GpuForwar
     Stream stream;
 
     for (const DType dtype : dtypes) {
-        INFO("model " << m.name << ", dtype " << dtype_name(dtype) << ", batch " << batch << ", seq " << seq
+        INFO("model " << m.name << ", dtype " << enum_name(dtype) << ", batch " << batch << ", seq " << seq
                       << (options.tf32 ? ", tf32" : "") << (options.managed_activations ? ", managed activations" : ""));
         const DtypeUnits weights = in_dtype(units, dtype);
         const std::vector<float> want = run_cpu(m, layout, weights.rounded, tokens, batch, seq);
@@ -233,7 +233,7 @@ void check_against_cpu(const ModelConfig& m, int batch, int seq, const GpuForwar
 
         const double err = relative_error(first, want);
         const double tol = tolerance_of(dtype);
-        WARN(m.name << " " << dtype_name(dtype) << (options.tf32 ? " tf32" : "")
+        WARN(m.name << " " << enum_name(dtype) << (options.tf32 ? " tf32" : "")
                     << (options.managed_activations ? " managed" : "") << ": relative error max|gpu-cpu|/max|cpu| = "
                     << err << " (tolerance " << tol << ")");
         CHECK(err < tol);

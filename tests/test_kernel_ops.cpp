@@ -186,7 +186,7 @@ TEMPLATE_TEST_CASE("launch_embedding matches cpu::embedding", "[gpu]", float, __
     };
     // seq 1; batch > 1 (sample 1 must restart at position 0); c 75, not a multiple of 8 or 32.
     for (const Shape s : {Shape{1, 1, 75, 50, 16}, Shape{3, 13, 75, 50, 16}, Shape{2, 7, 768, 100, 8}}) {
-        INFO(dtype_name(dtype) << " batch " << s.batch << " seq " << s.seq << " c " << s.c);
+        INFO(enum_name(dtype) << " batch " << s.batch << " seq " << s.seq << " c " << s.c);
         const std::size_t rows = as_size(s.batch) * as_size(s.seq);
         const std::size_t c = as_size(s.c);
         const auto wte = random_values(as_size(s.vocab) * c, dtype, kSeed, 0.01f, 1.0f, Sign::either);
@@ -221,7 +221,7 @@ TEMPLATE_TEST_CASE("launch_layernorm matches cpu::layernorm", "[gpu]", float, __
     // One row; more rows than the 8 warps of one block; c 75 (a partial last warp-stride),
     // GPT-2 small's 768 and 1.5B's 1600.
     for (const Shape s : {Shape{1, 75}, Shape{13, 75}, Shape{5, 768}, Shape{3, 1600}}) {
-        INFO(dtype_name(dtype) << " rows " << s.rows << " c " << s.c);
+        INFO(enum_name(dtype) << " rows " << s.rows << " c " << s.c);
         const std::size_t n = as_size(s.rows) * as_size(s.c);
         // Positive inputs: the mean is far from zero, so a kernel that does not subtract it fails.
         const auto in = random_values(n, dtype, kSeed, 0.5f, 3.0f, Sign::positive);
@@ -248,7 +248,7 @@ TEMPLATE_TEST_CASE("launch_add_bias matches cpu::add_bias", "[gpu]", float, __ha
     };
     // One row; qkv's 3c = 225; past the grid cap (each thread then adds to several rows).
     for (const Shape s : {Shape{1, 75}, Shape{6, 225}, Shape{kPastGridCap / 75, 75}}) {
-        INFO(dtype_name(dtype) << " rows " << s.rows << " cols " << s.cols);
+        INFO(enum_name(dtype) << " rows " << s.rows << " cols " << s.cols);
         const std::size_t n = as_size(s.rows) * as_size(s.cols);
         auto y = random_values(n, dtype, kSeed, 0.01f, 2.0f, Sign::either);
         const auto bias = random_values(as_size(s.cols), dtype, kSeed + 1, 0.01f, 1.0f, Sign::either);
@@ -267,7 +267,7 @@ TEMPLATE_TEST_CASE("launch_gelu_tanh matches cpu::gelu_tanh", "[gpu]", float, __
     constexpr DType dtype = gpu::dtype_of<T>();
     const CudaStream stream;
     for (const std::int64_t n : {std::int64_t{1}, std::int64_t{4 * 75 * 7}, kPastGridCap}) {
-        INFO(dtype_name(dtype) << " n " << n);
+        INFO(enum_name(dtype) << " n " << n);
         // ±6 reaches both tails, where tanh saturates and GELU tends to x and to 0.
         auto x = random_values(as_size(n), dtype, kSeed, 0.01f, 6.0f, Sign::either);
 
@@ -285,7 +285,7 @@ TEMPLATE_TEST_CASE("launch_residual_add matches cpu::residual_add", "[gpu]", flo
     constexpr DType dtype = gpu::dtype_of<T>();
     const CudaStream stream;
     for (const std::int64_t n : {std::int64_t{1}, std::int64_t{13 * 75}, kPastGridCap}) {
-        INFO(dtype_name(dtype) << " n " << n);
+        INFO(enum_name(dtype) << " n " << n);
         auto x = random_values(as_size(n), dtype, kSeed, 0.01f, 4.0f, Sign::either);
         const auto y = random_values(as_size(n), dtype, kSeed + 1, 0.01f, 1.0f, Sign::either);
 
@@ -310,7 +310,7 @@ TEMPLATE_TEST_CASE("launch_causal_softmax matches cpu::causal_softmax", "[gpu]",
     // seq 1 (a single column, always 1); 13; 300, longer than the kernel's 256 threads; scores
     // near 94, whose exp overflows fp32, so only a kernel that subtracts the row max passes.
     for (const Shape s : {Shape{6, 1, 0.0f}, Shape{6, 13, 0.0f}, Shape{2, 300, 0.0f}, Shape{4, 37, 90.0f}}) {
-        INFO(dtype_name(dtype) << " blocks " << s.blocks << " seq " << s.seq << " offset " << s.offset);
+        INFO(enum_name(dtype) << " blocks " << s.blocks << " seq " << s.seq << " offset " << s.offset);
         const std::int64_t rows = static_cast<std::int64_t>(s.blocks) * s.seq;
         const std::size_t n = as_size(rows) * as_size(s.seq);
         auto scores = random_values(n, dtype, kSeed, 0.01f, 4.0f, Sign::either);
@@ -349,7 +349,7 @@ TEMPLATE_TEST_CASE("gpu::attention matches cpu::attention", "[gpu]", float, __ha
     // seq 1; head dim 25 with c 75 (odd leading dimensions 225 and 75) and batch > 1; a longer
     // sequence; head dim 130 as gpt3_13b_seed.
     for (const Shape s : {Shape{1, 1, 75, 3}, Shape{2, 13, 75, 3}, Shape{3, 64, 75, 3}, Shape{2, 17, 520, 4}}) {
-        INFO(dtype_name(dtype) << " batch " << s.batch << " seq " << s.seq << " c " << s.c << " heads " << s.n_head
+        INFO(enum_name(dtype) << " batch " << s.batch << " seq " << s.seq << " c " << s.c << " heads " << s.n_head
                                << " (head dim " << s.c / s.n_head << ")");
         const std::size_t rows = as_size(s.batch) * as_size(s.seq);
         const std::size_t c = as_size(s.c);

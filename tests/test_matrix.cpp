@@ -152,7 +152,7 @@ TEST_CASE("sweeps expand as a cartesian product, the first axis written varying 
     CHECK(m.duplicates == 0);
     std::vector<std::string> order;
     for (const auto& c : m.cells) {
-        order.push_back(std::string(dtype_name(c.dtype)) + " b" + std::to_string(c.batch) + " " + c.model.name);
+        order.push_back(std::string(enum_name(c.dtype)) + " b" + std::to_string(c.batch) + " " + c.model.name);
     }
     const std::vector<std::string> expected = {
         "fp32 b1 tiny", "fp32 b1 tiny_odd", "fp32 b2 tiny", "fp32 b2 tiny_odd", "fp32 b4 tiny", "fp32 b4 tiny_odd",
@@ -183,7 +183,7 @@ TEST_CASE("sweep values override [defaults], which override the built-in default
     CHECK(inherited.sweep == "inherit");
     CHECK(inherited.batch == 4);
     for (const auto& c : m.cells) {
-        CHECK(c.backend == "uvm");
+        CHECK(c.backend == BackendId::uvm);
         CHECK(c.seq == 32);
         CHECK(c.budget == Budget{Budget::Kind::percent, 50});
         CHECK(c.timeout_s == 90);
@@ -206,9 +206,9 @@ TEST_CASE("per-sweep and global exclusions remove cells and are counted", "[matr
     CHECK(m.excluded == 6);
     CHECK(m.duplicates == 0);
     for (const auto& c : m.cells) {
-        CHECK_FALSE((c.backend == "host" && c.batch == 2));
+        CHECK_FALSE((c.backend == BackendId::host && c.batch == 2));
         CHECK_FALSE((c.dtype == DType::fp16 && c.batch == 1));
-        CHECK_FALSE((c.dtype == DType::bf16 && (c.variant == "attn_ln" || c.variant == "ffn_ln")));
+        CHECK_FALSE((c.dtype == DType::bf16 && (c.variant == Variant::attn_ln || c.variant == Variant::ffn_ln)));
     }
 }
 
@@ -461,9 +461,9 @@ TEST_CASE("integer axes are bounded where a huge value would overflow a size or 
         {"iterations = 2147483647", "'iterations' = 2147483647 is too large (at most 1000000)"},
         {"warmups = 1000001", "'warmups' = 1000001 is too large (at most 1000000)"},
         {"trace_iterations = 1000001", "'trace_iterations' = 1000001 is too large (at most 1000000)"},
-        {"prefetch = 2147483647", "the depth is at most 16384"},
-        {"budget = 9007199254740993", "at most 9007199254740992 (8 PiB)"},
-        {"budget = \"8193TiB\"", "at most 9007199254740992 (8 PiB)"},
+        {"prefetch = 2147483647", "a look-ahead depth from 1 to 16384"},
+        {"budget = 9007199254740993", "from 1 byte to 9007199254740992 (8 PiB)"},
+        {"budget = \"8193TiB\"", "from 1 byte to 9007199254740992 (8 PiB)"},
     };
     for (const auto& [assignment, expected] : cases) {
         INFO(assignment);

@@ -143,7 +143,7 @@ Written written_report(const std::string& db, const std::string& dir) {
 CellParams gpu_cell(const std::string& backend, int streams, const std::string& prefetch, double budget_percent) {
     CellParams c;
     c.model = *find_builtin_model("gpt2_small");
-    c.backend = backend;
+    c.backend = parse_enum<BackendId>(backend).value();
     c.batch = 1;
     c.seq = 1024;
     c.streams = streams;
@@ -156,11 +156,11 @@ CellParams gpu_cell(const std::string& backend, int streams, const std::string& 
 // A measured outcome: latencies around `median_ms`, and the weights that cross the link.
 CellOutcome measured(const CellParams& c, double median_ms) {
     CellOutcome o;
-    o.status = "ok";
+    o.status = CellStatus::ok;
     o.timed_ms = {median_ms * 0.98, median_ms, median_ms * 1.01, median_ms * 1.05};
     o.tokens_per_s = c.batch * c.seq / median_ms * 1e3;
     const auto weights = c.weight_bytes();
-    o.resident_bytes = c.backend == "uvm" ? 0 : c.budget_bytes();
+    o.resident_bytes = c.backend == BackendId::uvm ? 0 : c.budget_bytes();
     o.streamed_bytes = weights - *o.resident_bytes;
     o.device_used_bytes = c.budget_bytes() + (std::int64_t{1} << 29);
     return o;
@@ -242,7 +242,7 @@ void add_gpu_cells(const std::string& db) {
     const auto device = gpu_cell("device", 1, "off", 100);
     record(device, measured(device, device_ms));
     auto fused = device;
-    fused.variant = "attn_ln";
+    fused.variant = Variant::attn_ln;
     record(fused, measured(fused, device_ms * 0.8));
 
     for (const auto& [backend, slowdown] : {std::pair{"explicit-copy", 1.03}, std::pair{"uvm-prefetch", 1.2}}) {

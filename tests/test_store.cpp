@@ -35,7 +35,7 @@ CellParams tiny_cell(int batch, int seq) {
 
 CellOutcome ok_outcome(double base_ms) {
     CellOutcome o;
-    o.status = "ok";
+    o.status = CellStatus::ok;
     o.started_at = "2026-11-22T10:00:00Z";
     o.finished_at = "2026-11-22T10:00:01Z";
     o.wall_s = 1.0;
@@ -224,7 +224,7 @@ void fill_fixture(Store& s) {
     s.record_cell(run, 1, tiny_cell(2, 16), traced);
     s.record_cell(run, 2, tiny_cell(4, 32), ok_outcome(9.0));
     CellOutcome failed;
-    failed.status = "failed";
+    failed.status = CellStatus::failed;
     failed.reason = "killed by signal 11 (Segmentation fault)";
     failed.stderr_tail = "debug_fault = \"segfault\": failing on purpose\n";
     failed.signal = 11;
@@ -320,7 +320,7 @@ TEST_CASE("a cell and its iterations round-trip through the store", "[store]") {
 
     const auto out = s.load_outcome(cell.key());
     REQUIRE(out);
-    CHECK(out->status == "ok");
+    CHECK(out->status == CellStatus::ok);
     CHECK(out->timed_ms == in.timed_ms);
     CHECK(out->warmup_ms == in.warmup_ms);
     CHECK(out->check_rel_err == in.check_rel_err);
@@ -352,7 +352,7 @@ TEST_CASE("derived columns: oversubscription is weights over budget, streamed_gb
     auto s = Store::open(tmp.file("r.db"));
     const auto run = s.begin_run(sample_run());
     auto cell = tiny_cell(2, 16);
-    cell.backend = "explicit-copy";
+    cell.backend = BackendId::explicit_copy;
     cell.budget = *Budget::parse("25%");
     auto o = ok_outcome(4.0);
     o.timed_ms = {4.8, 4.0, 4.4, 3.6, 4.3};  // median 4.3; the mean (4.22) would give another rate
@@ -375,7 +375,7 @@ TEST_CASE("recording a key again replaces the row and its iterations", "[store]"
     const auto run = s.begin_run(sample_run());
     const auto cell = tiny_cell(1, 16);
     CellOutcome failed;
-    failed.status = "failed";
+    failed.status = CellStatus::failed;
     failed.reason = "first try";
     s.record_cell(run, 0, cell, failed);
     s.record_cell(run, 0, cell, ok_outcome(2.0));
@@ -389,7 +389,7 @@ TEST_CASE("a cell whose write fails leaves nothing behind", "[store]") {
     auto s = Store::open(tmp.file("r.db"));
     const auto run = s.begin_run(sample_run());
     auto bad = ok_outcome(2.0);
-    bad.status = "bogus";  // violates the CHECK constraint after the iterations are prepared
+    bad.status = static_cast<CellStatus>(99);  // violates the CHECK constraint after the iterations are prepared
     CHECK_THROWS_AS(s.record_cell(run, 0, tiny_cell(1, 16), bad), SqliteError);
     CHECK(count_rows(s, "cells") == 0);
     CHECK(count_rows(s, "iterations") == 0);

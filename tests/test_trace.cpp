@@ -70,10 +70,10 @@ std::int64_t stored_cell(Store& store) {
     const auto run = store.begin_run(RunInfo{});
     CellParams cell;
     cell.model = *find_builtin_model("tiny");
-    cell.backend = "uvm";
+    cell.backend = BackendId::uvm;
     cell.trace_iterations = 2;
     CellOutcome o;
-    o.status = "ok";
+    o.status = CellStatus::ok;
     o.timed_ms = {1.0};
     o.events = fixture_events();
     return store.record_cell(run, 0, cell, o);

@@ -4,14 +4,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from figures.common import Drawn, Skip, count_phrase, panel_grid
-from results_db import PARAMETERS, PROTOCOL
+from results_db import MODEL_SHAPE, PARAMETERS, PROTOCOL
 
 NAME = "normalized_performance"
 TITLE = "Performance normalized to baseline"
 
 # The fusion variants in the order the UM-layerfusion report showed them; others follow by name.
 VARIANT_ORDER = ["baseline", "dropout_ln", "attn_ln", "ffn_ln", "attn_proj", "all"]
-WORKLOAD = [p for p in PARAMETERS if p != "variant" and p not in PROTOCOL] + ["processor"]
+WORKLOAD = [p for p in PARAMETERS if p != "variant" and p not in PROTOCOL] + list(MODEL_SHAPE) + ["processor"]
 
 
 def processor(cell):

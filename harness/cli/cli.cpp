@@ -20,8 +20,9 @@
 #include "harness/system/version.hpp"
 #include "harness/cli/summary.hpp"
 #include "harness/cli/table.hpp"
+#include "harness/cli/cell_list.hpp"
 #include "harness/system/exit_codes.hpp"
-#include "harness/system/format.hpp"
+#include "kernels/model/number_text.hpp"
 #include "harness/cli/trace_export.hpp"
 
 namespace po = boost::program_options;
@@ -54,6 +55,21 @@ struct Command {
 };
 
 // Parses argv[first..]; prints help and returns false when --help was given.
+// "a, b or c"
+std::string alternatives(const std::vector<std::string>& names) {
+    std::string out;
+    for (std::size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+    return out;
+}
+
+// The value of an option that names one of the values of enumeration E.
+template <class E>
+E enum_option(const po::variables_map& vm, const char* name) {
+    const auto value = parse_enum<E>(vm[name].as<std::string>());
+    if (!value) throw po::error(std::string("--") + name + " expects " + alternatives(enum_names<E>()));
+    return *value;
+}
+
 bool parse(Command& cmd, const std::vector<std::string>& args, po::variables_map& vm) {
     cmd.options.add_options()("help,h", "show this help");
     po::store(po::command_line_parser(args).options(cmd.options).positional(cmd.positional).run(), vm);
@@ -140,25 +156,11 @@ int cmd_list(const std::vector<std::string>& args) {
     Matrix m = load_matrix(vm["matrix"].as<std::string>());
     if (vm.count("only")) keep_only(m, vm["only"].as<std::vector<std::string>>());
     require_loadable_weights(m.cells);
-    using A = TextTable::Align;
-    TextTable t;
-    t.add_column("#", A::right);
-    for (const char* h : {"key", "sweep", "model", "backend", "variant", "dtype"}) t.add_column(h);
-    for (const char* h : {"batch", "seq", "streams", "prefetch", "budget", "weights"}) t.add_column(h, A::right);
-    t.add_column("runnable here");
-    for (std::size_t i = 0; i < m.cells.size(); ++i) {
-        const auto& c = m.cells[i];
-        const auto why = cell_unavailable_reason(c);
-        t.add_row({std::to_string(i), c.key(), c.sweep, c.model.name, c.backend, c.variant, std::string(dtype_name(c.dtype)),
-                   std::to_string(c.batch), std::to_string(c.seq), std::to_string(c.streams), c.prefetch.text(),
-                   c.budget.kind == Budget::Kind::percent ? c.budget.text() : human_bytes(static_cast<double>(c.budget_bytes())),
-                   human_bytes(static_cast<double>(c.weight_bytes())), why.empty() ? "yes" : "no: " + why});
-    }
     std::cout << m.name << " (" << m.path << "): " << m.cells.size() << " cells";
     if (m.excluded) std::cout << ", " << m.excluded << " excluded";
     if (m.duplicates) std::cout << ", " << m.duplicates << " duplicates dropped";
     std::cout << "\n\n";
-    t.print(std::cout);
+    print_cell_list(m.cells, std::cout);
     return kExitOk;
 }
 
@@ -231,8 +233,8 @@ int cmd_logits(const std::vector<std::string>& args) {
         ("batch", po::value<int>()->default_value(1), "sequences of random ids, without --tokens")
         ("seq", po::value<int>()->default_value(16), "random ids per sequence, without --tokens")
         ("seed", po::value<std::uint64_t>()->default_value(1), "seed of the random ids and of synthetic weights")
-        ("backend", po::value<std::string>()->default_value("host"), "host, device, explicit-copy, uvm or uvm-prefetch")
-        ("dtype", po::value<std::string>()->default_value("fp32"), "fp32, fp16 or bf16 (GPU backends)")
+        ("backend", po::value<std::string>()->default_value("host"), alternatives(enum_names<BackendId>()).c_str())
+        ("dtype", po::value<std::string>()->default_value("fp32"), (alternatives(enum_names<DType>()) + " (GPU backends)").c_str())
         ("tf32", po::bool_switch(), "fp32 GEMMs on TF32 tensor cores (GPU backends)")
         ("allow-oversubscription", po::bool_switch(), "lift the managed-memory guard of the UVM backends")
         ("output,o", po::value<std::string>()->required(), ".npy file to write");
@@ -246,10 +248,8 @@ int cmd_logits(const std::vector<std::string>& args) {
     r.batch = vm["batch"].as<int>();
     r.seq = vm["seq"].as<int>();
     r.seed = vm["seed"].as<std::uint64_t>();
-    r.backend = vm["backend"].as<std::string>();
-    const auto dtype = parse_dtype(vm["dtype"].as<std::string>());
-    if (!dtype) throw po::error("--dtype expects fp32, fp16 or bf16");
-    r.dtype = *dtype;
+    r.backend = enum_option<BackendId>(vm, "backend");
+    r.dtype = enum_option<DType>(vm, "dtype");
     r.tf32 = vm["tf32"].as<bool>();
     r.allow_oversubscription = vm["allow-oversubscription"].as<bool>();
     r.output = vm["output"].as<std::string>();
@@ -290,7 +290,7 @@ int cmd_cell(const std::vector<std::string>& args) {
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
     const auto cell = CellParams::from_canonical(vm["cell"].as<std::string>());
-    ExecuteOptions options;
+    MeasureOptions options;
     options.allow_oversubscription = vm["allow-oversubscription"].as<bool>();
     options.collect = collector_choice(vm["collector"].as<std::string>());
     options.run_label = vm["run-label"].as<std::string>();

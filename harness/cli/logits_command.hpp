@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/backend.hpp"
 #include "kernels/model/dtype.hpp"
 
 namespace sweetspot {
@@ -18,7 +19,7 @@ struct LogitsRequest {
     std::vector<std::vector<std::int32_t>> tokens;  // sequences of equal length; none: random ids
     int batch = 1, seq = 16;           // shape of the random ids
     std::uint64_t seed = 1;            // of the random ids and of synthetic weights
-    std::string backend = "host";
+    BackendId backend = BackendId::host;
     DType dtype = DType::fp32;
     bool tf32 = false;
     bool allow_oversubscription = false;

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "harness/cli/table.hpp"
-#include "harness/system/format.hpp"
+#include "harness/matrix/axes.hpp"
+#include "harness/store/sql_values.hpp"
+#include "kernels/model/number_text.hpp"
 
 namespace sweetspot {
 namespace {
@@ -30,33 +32,43 @@ void print_runs(Store& store, const SummaryOptions& opt, std::ostream& out) {
     t.print(out);
 }
 
-bool has_streaming_cells(Store& store, const SummaryOptions& opt) {
-    auto st = store.db().prepare(
-        "SELECT 1 FROM cells WHERE backend NOT IN ('host', 'device') AND (?1 IS NULL OR run_id = ?1) LIMIT 1");
-    st.bind(1, opt.run_id);
-    return st.step();
+// The summary's rule (axes.hpp) for one axis, decided on the stored cells.
+bool summary_shows(Store& store, const SummaryOptions& opt, const Axis& axis) {
+    const std::string column(axis.column);
+    const std::string in_run = "(?1 IS NULL OR run_id = ?1)";
+    switch (axis.in_summary) {
+        case Axis::Shown::always: return true;
+        case Axis::Shown::never: return false;
+        case Axis::Shown::when_set: {
+            auto st = store.db().prepare("SELECT 1 FROM cells WHERE " + in_run + " AND " + column + " IS NOT ?2 LIMIT 1");
+            st.bind(1, opt.run_id);
+            bind_sql(st, 2, axis_column_value(axis, axis.default_text));
+            return st.step();
+        }
+        case Axis::Shown::when_varies: {
+            auto st = store.db().prepare("SELECT count(DISTINCT " + column + ") > 1 FROM cells WHERE " + in_run);
+            st.bind(1, opt.run_id);
+            return st.step() && st.int64(0) != 0;
+        }
+    }
+    return false;
 }
 
 void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
-    const bool streaming = has_streaming_cells(store, opt);
-    auto st = store.db().prepare(
-        "SELECT cell_id, model, backend, variant, dtype, batch, seq, streams, prefetch, budget, resident, evict, status,"
-        " latency_median_ms, latency_p10_ms, latency_p90_ms, tokens_per_s, check_rel_err"
-        " FROM cells WHERE ?1 IS NULL OR run_id = ?1 ORDER BY cell_index, cell_id");
+    std::vector<const Axis*> shown;
+    for (const Axis& axis : axes())
+        if (axis.column_type != Axis::Column::none && summary_shows(store, opt, axis)) shown.push_back(&axis);
+    std::string columns;
+    for (const Axis* axis : shown) columns += ", " + std::string(axis->column);
+    auto st = store.db().prepare("SELECT cell_id, status, latency_median_ms, latency_p10_ms, latency_p90_ms, tokens_per_s, "
+                                 "check_rel_err" + columns +
+                                 " FROM cells WHERE ?1 IS NULL OR run_id = ?1 ORDER BY cell_index, cell_id");
     st.bind(1, opt.run_id);
     using A = TextTable::Align;
     TextTable t;
     t.add_column("cell", A::right);
-    for (const char* h : {"model", "backend", "variant", "dtype"}) t.add_column(h);
-    t.add_column("batch", A::right);
-    t.add_column("seq", A::right);
-    if (streaming) {
-        t.add_column("streams", A::right);
-        t.add_column("prefetch", A::right);
-        t.add_column("budget", A::right);
-        t.add_column("resident");
-        t.add_column("evict");
-    }
+    for (const Axis* axis : shown)
+        t.add_column(std::string(axis->name), axis->column_type == Axis::Column::text ? A::left : A::right);
     t.add_column("status");
     for (const char* h : {"median ms", "p10 ms", "p90 ms", "tokens/s", "rel err"}) t.add_column(h, A::right);
     auto num = [&](int col, int decimals) { return st.is_null(col) ? std::string("-") : fixed(st.real(col), decimals); };
@@ -66,19 +78,18 @@ void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
         std::snprintf(buf, sizeof buf, "%.1e", st.real(col));
         return std::string(buf);
     };
+    constexpr int kFirstAxis = 7;
     std::map<std::string, int> by_status;
     while (st.step()) {
-        std::vector<std::string> row = {st.text(0), st.text(1), st.text(2), st.text(3), st.text(4), st.text(5), st.text(6)};
-        if (streaming) {
-            row.push_back(st.text(7));
-            row.push_back(st.text(8));
-            row.push_back(st.text(9));
-            row.push_back(st.text(10));
-            row.push_back(st.text(11));
+        std::vector<std::string> row = {st.text(0)};
+        for (std::size_t i = 0; i < shown.size(); ++i) {
+            const int col = kFirstAxis + static_cast<int>(i);
+            const bool boolean = shown[i]->written == Axis::Written::boolean;
+            row.push_back(boolean ? (st.int64(col) != 0 ? "true" : "false") : st.text(col));
         }
-        for (auto&& cell : {st.text(12), num(13, 3), num(14, 3), num(15, 3), num(16, 0), sci(17)}) row.push_back(cell);
+        for (auto&& cell : {st.text(1), num(2, 3), num(3, 3), num(4, 3), num(5, 0), sci(6)}) row.push_back(cell);
         t.add_row(std::move(row));
-        ++by_status[st.text(12)];
+        ++by_status[st.text(1)];
     }
     out << "\nCells\n";
     if (t.empty()) {

@@ -1,9 +1,10 @@
 #include "harness/matrix/cell.hpp"
 
+#include "backends/backend_registry.hpp"
+#include "harness/matrix/axes.hpp"
 #include "kernels/model/checked_math.hpp"
 #include "kernels/model/weight_layout.hpp"
 
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -19,23 +20,6 @@ std::string trim(std::string_view s) {
     if (b == std::string_view::npos) return {};
     const auto e = s.find_last_not_of(" \t");
     return std::string(s.substr(b, e - b + 1));
-}
-
-std::optional<double> parse_number(std::string_view s) {
-    double v = 0;
-    const auto* end = s.data() + s.size();
-    auto [p, ec] = std::from_chars(s.data(), end, v);
-    if (ec != std::errc() || p != end || !std::isfinite(v)) return std::nullopt;
-    return v;
-}
-
-template <class Int>
-std::optional<Int> parse_int(std::string_view s) {
-    Int v{};
-    const auto* end = s.data() + s.size();
-    auto [p, ec] = std::from_chars(s.data(), end, v);
-    if (ec != std::errc() || p != end) return std::nullopt;
-    return v;
 }
 
 // A non-negative decimal number as written, digits · 10^exponent, so that sizes and percentages
@@ -73,9 +57,9 @@ std::optional<Decimal> parse_decimal(std::string_view s) {
         if (s[i] != 'e' && s[i] != 'E') return std::nullopt;
         std::string_view e = s.substr(i + 1);
         if (!e.empty() && e.front() == '+') e.remove_prefix(1);
-        const auto shift = parse_int<int>(e);
+        const auto shift = parse_integer(e);
         if (!shift || *shift < -400 || *shift > 400) return std::nullopt;
-        d.exponent += *shift;
+        d.exponent += static_cast<int>(*shift);
     }
     return d;
 }
@@ -100,12 +84,6 @@ std::optional<std::int64_t> floor_scaled(Decimal d, std::int64_t numerator, std:
 
 }  // namespace
 
-std::string format_number(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.9g", v);
-    return buf;
-}
-
 std::string Prefetch::text() const {
     switch (kind) {
         case Kind::off: return "off";
@@ -118,9 +96,9 @@ std::string Prefetch::text() const {
 std::optional<Prefetch> Prefetch::parse(std::string_view s) {
     if (s == "off") return Prefetch{};
     if (s == "jit") return Prefetch{Kind::jit, 0};
-    auto d = parse_int<int>(s);
+    auto d = parse_integer(s);
     if (!d || *d < 1 || *d > AxisLimits::prefetch_depth) return std::nullopt;
-    return Prefetch{Kind::depth, *d};
+    return Prefetch{Kind::depth, static_cast<int>(*d)};
 }
 
 std::string Budget::text() const {
@@ -132,7 +110,7 @@ std::optional<Budget> Budget::parse(std::string_view raw) {
     const std::string s = trim(raw);
     if (s.empty()) return std::nullopt;
     if (s.back() == '%') {
-        auto v = parse_number(trim(std::string_view(s).substr(0, s.size() - 1)));
+        auto v = parse_finite_number(trim(std::string_view(s).substr(0, s.size() - 1)));
         if (!v || *v <= 0 || *v > 100) return std::nullopt;
         return Budget{Kind::percent, *v};
     }
@@ -178,7 +156,7 @@ std::optional<double> parse_duration_s(std::string_view raw) {
         case 'h': scale = 3600; num.remove_suffix(1); break;
         default: break;
     }
-    auto v = parse_number(num);
+    auto v = parse_finite_number(num);
     if (!v || *v <= 0) return std::nullopt;
     return *v * scale;
 }
@@ -191,36 +169,15 @@ std::int64_t CellParams::weight_bytes() const {
 
 std::string CellParams::canonical() const {
     // std::map keeps the lines sorted by name, which is what makes the text canonical.
-    std::map<std::string, std::string> kv = {
-        {"activations", activations},
-        {"backend", backend},
-        {"batch", std::to_string(batch)},
-        {"budget", budget.text()},
-        {"dtype", std::string(dtype_name(dtype))},
-        {"iterations", std::to_string(iterations)},
-        {"mode", mode},
-        {"model", model.name},
-        {"model.ln_eps", format_number(model.ln_eps)},
-        {"model.max_positions", std::to_string(model.max_positions)},
-        {"model.n_embd", std::to_string(model.n_embd)},
-        {"model.n_head", std::to_string(model.n_head)},
-        {"model.n_layer", std::to_string(model.n_layer)},
-        {"model.vocab_size", std::to_string(model.vocab_size)},
-        {"prefetch", prefetch.text()},
-        {"seed", std::to_string(seed)},
-        {"seq", std::to_string(seq)},
-        {"streams", std::to_string(streams)},
-        {"trace_iterations", std::to_string(trace_iterations)},
-        {"variant", variant},
-        {"warmups", std::to_string(warmups)},
-        {"weights", weights},
-    };
-    if (debug_fault != "none") kv["debug_fault"] = debug_fault;
-    if (resident != "interleaved") kv["resident"] = resident;
-    if (evict != "migrate") kv["evict"] = evict;
-    if (tf32) kv["tf32"] = "true";
+    std::map<std::string_view, std::string> lines;
+    for (const Axis& axis : axes()) {
+        if (axis.keyed == Axis::Keyed::no) continue;
+        std::string value = axis.get(*this);
+        if (axis.keyed == Axis::Keyed::unless_default && value == axis.default_text) continue;
+        lines.emplace(axis.name, std::move(value));
+    }
     std::string out;
-    for (const auto& [k, v] : kv) out += k + "=" + v + "\n";
+    for (const auto& [name, value] : lines) out.append(name).append("=").append(value).append("\n");
     return out;
 }
 
@@ -240,11 +197,6 @@ std::string CellParams::key() const { return fnv1a64_hex(canonical()); }
 CellParams CellParams::from_canonical(std::string_view text) {
     CellParams c;
     auto bad = [](const std::string& what) { throw std::invalid_argument("cell text: " + what); };
-    auto need_int = [&](const std::string& k, const std::string& v) {
-        auto i = parse_int<long long>(v);
-        if (!i) bad("'" + k + "' is not an integer: " + v);
-        return *i;
-    };
     while (!text.empty()) {
         const auto nl = text.find('\n');
         const std::string_view line = text.substr(0, nl);
@@ -252,46 +204,12 @@ CellParams CellParams::from_canonical(std::string_view text) {
         if (line.empty()) continue;
         const auto eq = line.find('=');
         if (eq == std::string_view::npos) bad("line without '=': " + std::string(line));
-        const std::string k(line.substr(0, eq)), v(line.substr(eq + 1));
-        if (k == "activations") c.activations = v;
-        else if (k == "backend") c.backend = v;
-        else if (k == "batch") c.batch = static_cast<int>(need_int(k, v));
-        else if (k == "budget") {
-            auto b = Budget::parse(v);
-            if (!b) bad("bad budget " + v);
-            c.budget = *b;
-        } else if (k == "debug_fault") c.debug_fault = v;
-        else if (k == "dtype") {
-            auto d = parse_dtype(v);
-            if (!d) bad("bad dtype " + v);
-            c.dtype = *d;
-        } else if (k == "iterations") c.iterations = static_cast<int>(need_int(k, v));
-        else if (k == "mode") c.mode = v;
-        else if (k == "model") c.model.name = v;
-        else if (k == "model.ln_eps") {
-            auto e = parse_number(v);
-            if (!e) bad("bad ln_eps " + v);
-            c.model.ln_eps = static_cast<float>(*e);
-        } else if (k == "model.max_positions") c.model.max_positions = static_cast<int>(need_int(k, v));
-        else if (k == "model.n_embd") c.model.n_embd = static_cast<int>(need_int(k, v));
-        else if (k == "model.n_head") c.model.n_head = static_cast<int>(need_int(k, v));
-        else if (k == "model.n_layer") c.model.n_layer = static_cast<int>(need_int(k, v));
-        else if (k == "model.vocab_size") c.model.vocab_size = static_cast<int>(need_int(k, v));
-        else if (k == "prefetch") {
-            auto p = Prefetch::parse(v);
-            if (!p) bad("bad prefetch " + v);
-            c.prefetch = *p;
-        } else if (k == "seed") c.seed = static_cast<std::uint64_t>(need_int(k, v));
-        else if (k == "resident") c.resident = v;
-        else if (k == "evict") c.evict = v;
-        else if (k == "tf32") c.tf32 = v == "true";
-        else if (k == "seq") c.seq = static_cast<int>(need_int(k, v));
-        else if (k == "streams") c.streams = static_cast<int>(need_int(k, v));
-        else if (k == "trace_iterations") c.trace_iterations = static_cast<int>(need_int(k, v));
-        else if (k == "variant") c.variant = v;
-        else if (k == "warmups") c.warmups = static_cast<int>(need_int(k, v));
-        else if (k == "weights") c.weights = v;
-        else bad("unknown name '" + k + "'");
+        const std::string_view name = line.substr(0, eq), value = line.substr(eq + 1);
+        const Axis* axis = find_axis(name);
+        if (!axis || axis->keyed == Axis::Keyed::no) bad("unknown name '" + std::string(name) + "'");
+        const auto normal = axis->normalize(value);
+        if (!normal) bad("'" + std::string(name) + "' must be " + axis->expects + ", got '" + std::string(value) + "'");
+        axis->set(c, *normal);
     }
     if (const auto why = c.model.validate(); !why.empty()) bad(why);
     return c;
@@ -305,9 +223,9 @@ std::vector<std::int32_t> CellParams::token_ids() const {
 }
 
 std::string CellParams::label() const {
-    std::string s = model.name + " " + backend + " " + variant + " " + std::string(dtype_name(dtype)) +
-                    " b" + std::to_string(batch) + " s" + std::to_string(seq);
-    if (const BackendTraits* traits = find_backend(backend); traits && traits->runs_under_budget) {
+    std::string s = model.name + " " + std::string(enum_name(backend)) + " " + std::string(enum_name(variant)) + " " +
+                    std::string(enum_name(dtype)) + " b" + std::to_string(batch) + " s" + std::to_string(seq);
+    if (backend_traits(backend).runs_under_budget) {
         s += " streams=" + std::to_string(streams) + " prefetch=" + prefetch.text() + " budget=" + budget.text();
     }
     return s;

@@ -6,21 +6,40 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/backend_registry.hpp"
+#include "backends/backend.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/model_config.hpp"
+#include "kernels/model/named_enum.hpp"
+#include "kernels/model/number_text.hpp"
+#include "kernels/model/variant.hpp"
 
 namespace sweetspot {
 
-// The names each enumerated axis accepts, in the order the docs list them.
-inline const std::vector<std::string> kBackendNames = backend_names();
-inline const std::vector<std::string> kVariantNames = {"baseline", "dropout_ln", "attn_ln", "ffn_ln", "attn_proj", "all"};
-inline const std::vector<std::string> kActivationNames = {"device", "managed"};
-inline const std::vector<std::string> kModeNames = {"infer", "train"};
-inline const std::vector<std::string> kResidentNames = {"interleaved", "first", "last"};
-inline const std::vector<std::string> kEvictNames = {"migrate", "read-mostly"};
+// Where the GPU forward keeps its activations: device memory, or managed memory (which then
+// competes with managed weights for the device).
+enum class Activations { device, managed };
+template <>
+struct EnumNames<Activations> {
+    static constexpr std::array<EnumName<Activations>, 2> list = {
+        {{Activations::device, "device"}, {Activations::managed, "managed"}}};
+};
+
+enum class Mode { infer, train };
+template <>
+struct EnumNames<Mode> {
+    static constexpr std::array<EnumName<Mode>, 2> list = {{{Mode::infer, "infer"}, {Mode::train, "train"}}};
+};
+
 // Injected failures, so the harness's own crash handling can be tested end to end.
-inline const std::vector<std::string> kDebugFaultNames = {"none", "segfault", "abort", "hang", "exit"};
+enum class DebugFault { none, segfault, abort, hang, exit };
+template <>
+struct EnumNames<DebugFault> {
+    static constexpr std::array<EnumName<DebugFault>, 5> list = {{{DebugFault::none, "none"},
+                                                                  {DebugFault::segfault, "segfault"},
+                                                                  {DebugFault::abort, "abort"},
+                                                                  {DebugFault::hang, "hang"},
+                                                                  {DebugFault::exit, "exit"}}};
+};
 
 // Bounds of the integer axes, far above any real sweep. They keep a cell's derived sizes from
 // overflowing (batch × seq × vocab logits, streaming slots = depth + 1) and its loops and
@@ -67,29 +86,31 @@ struct Budget {
 // "90s", "10m", "1h", "1.5m", or a plain number of seconds.
 std::optional<double> parse_duration_s(std::string_view s);
 
+// A cell's parameters. The initialisers are the axes' defaults (what a matrix leaves unset);
+// harness/matrix/axes.hpp declares how each is written, keyed, stored and shown.
 struct CellParams {
     std::string sweep;  // the sweep that produced the cell; cosmetic, not part of the key
-    ModelConfig model;
-    std::string variant = "baseline";
-    std::string backend = "host";
+    ModelConfig model = find_builtin_model("tiny").value();
+    Variant variant = Variant::baseline;
+    BackendId backend = BackendId::host;
     DType dtype = DType::fp32;
     int batch = 1;
     int seq = 64;
     int streams = 1;
     Prefetch prefetch;
     Budget budget;
-    std::string activations = "device";
-    std::string resident = "interleaved";  // which layers a budget keeps on the device
-    std::string evict = "migrate";         // how the UVM backends evict a layer
-    bool tf32 = false;                     // fp32 GEMMs on TF32 tensor cores
-    std::string mode = "infer";
+    Activations activations = Activations::device;
+    ResidentPolicy resident = ResidentPolicy::interleaved;  // which layers a budget keeps on the device
+    UvmEvict evict = UvmEvict::migrate;                     // how the UVM backends evict a layer
+    bool tf32 = false;                                      // fp32 GEMMs on TF32 tensor cores
+    Mode mode = Mode::infer;
     std::string weights = "synthetic";  // or a path to a .safetensors checkpoint
     int warmups = 1;
     int iterations = 5;
     int trace_iterations = 0;
     std::uint64_t seed = 1;
     double timeout_s = 600;  // not part of the key: it bounds the run, it does not change it
-    std::string debug_fault = "none";
+    DebugFault debug_fault = DebugFault::none;
 
     // Bytes of all weights in the cell's dtype as laid out (tensors aligned for the GPU). Throws
     // std::invalid_argument for a shape ModelConfig::validate refuses, std::overflow_error when
@@ -97,10 +118,8 @@ struct CellParams {
     std::int64_t weight_bytes() const;
     std::int64_t budget_bytes() const { return budget.resolve(weight_bytes()); }
 
-    // Sorted "name=value" lines of everything that defines the measurement, the model's
-    // shape included (so redefining a custom model changes the key). Axes added after the
-    // first release appear only when they differ from their default, so keys of cells that do
-    // not use them stay what they were.
+    // Sorted "name=value" lines of every keyed axis (axes.hpp), the model's shape included (so
+    // redefining a custom model changes the key).
     std::string canonical() const;
     // 16 hex digits: FNV-1a 64 of canonical().
     std::string key() const;
@@ -113,8 +132,5 @@ struct CellParams {
 };
 
 std::string fnv1a64_hex(std::string_view data);
-// Shortest exact-enough text of a number ("%.9g"), as used in canonical cell text and in
-// messages ("1e-300", where std::to_string says "0.000000").
-std::string format_number(double v);
 
 }  // namespace sweetspot

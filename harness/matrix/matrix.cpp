@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 
+#include "harness/matrix/axes.hpp"
 #include "kernels/model/checked_math.hpp"
 
 #include <algorithm>
@@ -219,40 +220,6 @@ std::string one_of(std::string_view key, const toml::node& n, const std::vector<
     return s;
 }
 
-std::string prefetch_text(const toml::node& n) {
-    std::optional<Prefetch> p;
-    if (const auto* i = n.as_integer()) p = Prefetch::parse(std::to_string(i->get()));
-    if (const auto* s = n.as_string()) p = Prefetch::parse(s->get());
-    if (!p) {
-        throw Invalid{"'prefetch' must be \"off\", \"jit\" or a look-ahead depth >= 1, got " + describe(n) +
-                      "; the depth is at most " + std::to_string(AxisLimits::prefetch_depth)};
-    }
-    return p->text();
-}
-
-std::string budget_text(const toml::node& n) {
-    std::optional<Budget> b;
-    if (const auto* i = n.as_integer()) b = Budget::parse(std::to_string(i->get()));
-    if (const auto* s = n.as_string()) b = Budget::parse(s->get());
-    if (!b) {
-        throw Invalid{"'budget' must be a byte count > 0, a size such as \"12GiB\" or \"512MB\", or a percentage "
-                      "of the weights in (0%, 100%] such as \"50%\", got " + describe(n) +
-                      "; a byte count or size is at most " + std::to_string(AxisLimits::budget_bytes) + " (8 PiB)"};
-    }
-    return b->text();
-}
-
-std::string timeout_text(const toml::node& n) {
-    std::optional<double> seconds;
-    if (n.is_number()) seconds = n.value<double>();
-    if (const auto* s = n.as_string()) seconds = parse_duration_s(s->get());
-    if (!seconds || !std::isfinite(*seconds) || *seconds < AxisLimits::min_timeout_s) {
-        throw Invalid{"'timeout' must be a duration such as \"90s\", \"10m\" or \"1h\", or a number of "
-                      "seconds of at least " + format_number(AxisLimits::min_timeout_s) + ", got " + describe(n)};
-    }
-    return format_number(*seconds);
-}
-
 // ---- Models: the built-ins and the file's [[models]] ----
 
 std::vector<std::string> model_names(const std::vector<ModelConfig>& models) {
@@ -291,95 +258,55 @@ private:
     std::vector<ModelConfig> custom_;
 };
 
-// ---- Axes: the keys a [defaults], [[sweep]] or exclusion may set ----
+// ---- Axes: the keys a [defaults], [[sweep]] or exclusion may set (harness/matrix/axes.hpp) ----
 
-struct Axis {
-    std::string name;
-    std::string fallback;  // the built-in default, in normal form
-    std::function<std::string(const toml::node&, const ModelCatalog&)> normalize;  // throws Invalid
-    std::function<void(CellParams&, const std::string&, const ModelCatalog&)> apply;
-};
-
-Axis enum_axis(std::string name, std::string fallback, const std::vector<std::string>& names,
-               std::string CellParams::*field) {
-    return {name, std::move(fallback),
-            [name, &names](const toml::node& n, const ModelCatalog&) { return one_of(name, n, names); },
-            [field](CellParams& c, const std::string& v, const ModelCatalog&) { c.*field = v; }};
+// The index of each axis in axes(); an Assignment holds one value per axis in that order.
+std::optional<std::size_t> axis_index(std::string_view name) {
+    const Axis* axis = find_axis(name);
+    if (!axis || !axis->in_matrix()) return std::nullopt;
+    return static_cast<std::size_t>(axis - axes().data());
 }
 
-Axis int_axis(std::string name, int fallback, int min, int max, int CellParams::*field) {
-    return {name, std::to_string(fallback),
-            [name, min, max](const toml::node& n, const ModelCatalog&) {
-                return std::to_string(integer_at_least(name, n, min, max));
-            },
-            [field](CellParams& c, const std::string& v, const ModelCatalog&) { c.*field = std::stoi(v); }};
-}
+std::size_t index_of(std::string_view name) { return axis_index(name).value(); }
 
-Axis bool_axis(std::string name, bool fallback, bool CellParams::*field) {
-    return {name, fallback ? "true" : "false",
-            [name](const toml::node& n, const ModelCatalog&) {
-                if (const auto* b = n.as_boolean()) return std::string(b->get() ? "true" : "false");
-                throw Invalid{"'" + name + "' must be true or false, got " + describe(n)};
-            },
-            [field](CellParams& c, const std::string& v, const ModelCatalog&) { c.*field = v == "true"; }};
-}
-
-const std::vector<std::string> kDTypeNames = {"fp32", "fp16", "bf16"};
-
-const std::vector<Axis>& axes() {
-    static const std::vector<Axis> list = {
-        {"model", "tiny",
-         [](const toml::node& n, const ModelCatalog& models) {
-             std::string name = single_line_string("model", n);
-             models.require(name);
-             return name;
-         },
-         [](CellParams& c, const std::string& v, const ModelCatalog& models) { c.model = models.get(v); }},
-        enum_axis("variant", "baseline", kVariantNames, &CellParams::variant),
-        enum_axis("backend", "host", kBackendNames, &CellParams::backend),
-        {"dtype", "fp32", [](const toml::node& n, const ModelCatalog&) { return one_of("dtype", n, kDTypeNames); },
-         [](CellParams& c, const std::string& v, const ModelCatalog&) { c.dtype = parse_dtype(v).value(); }},
-        int_axis("batch", 1, 1, AxisLimits::tokens, &CellParams::batch),
-        int_axis("seq", 64, 1, ModelLimits::positions, &CellParams::seq),
-        int_axis("streams", 1, 0, AxisLimits::streams, &CellParams::streams),
-        {"prefetch", "off", [](const toml::node& n, const ModelCatalog&) { return prefetch_text(n); },
-         [](CellParams& c, const std::string& v, const ModelCatalog&) { c.prefetch = Prefetch::parse(v).value(); }},
-        {"budget", "100%", [](const toml::node& n, const ModelCatalog&) { return budget_text(n); },
-         [](CellParams& c, const std::string& v, const ModelCatalog&) { c.budget = Budget::parse(v).value(); }},
-        enum_axis("activations", "device", kActivationNames, &CellParams::activations),
-        enum_axis("resident", "interleaved", kResidentNames, &CellParams::resident),
-        enum_axis("evict", "migrate", kEvictNames, &CellParams::evict),
-        bool_axis("tf32", false, &CellParams::tf32),
-        enum_axis("mode", "infer", kModeNames, &CellParams::mode),
-        {"weights", "synthetic",
-         [](const toml::node& n, const ModelCatalog&) { return single_line_string("weights", n); },
-         [](CellParams& c, const std::string& v, const ModelCatalog&) { c.weights = v; }},
-        int_axis("warmups", 1, 0, AxisLimits::iterations, &CellParams::warmups),
-        int_axis("iterations", 5, 1, AxisLimits::iterations, &CellParams::iterations),
-        int_axis("trace_iterations", 0, 0, AxisLimits::iterations, &CellParams::trace_iterations),
-        {"seed", "1",
-         [](const toml::node& n, const ModelCatalog&) {
-             return std::to_string(integer_at_least("seed", n, 0, std::numeric_limits<std::int64_t>::max()));
-         },
-         [](CellParams& c, const std::string& v, const ModelCatalog&) { c.seed = std::stoull(v); }},
-        {"timeout", "600", [](const toml::node& n, const ModelCatalog&) { return timeout_text(n); },
-         [](CellParams& c, const std::string& v, const ModelCatalog&) { c.timeout_s = std::stod(v); }},
-        enum_axis("debug_fault", "none", kDebugFaultNames, &CellParams::debug_fault),
-    };
-    return list;
-}
-
-std::vector<std::string> axis_names() {
-    std::vector<std::string> names;
-    for (const auto& a : axes()) names.push_back(a.name);
-    return names;
-}
-
-std::optional<std::size_t> find_axis(std::string_view name) {
-    for (std::size_t i = 0; i < axes().size(); ++i) {
-        if (axes()[i].name == name) return i;
+// A value as the matrix wrote it, checked against what the axis accepts, in normal form.
+std::string normal_value(const Axis& axis, const toml::node& n, const ModelCatalog& models) {
+    const auto must_be = [&] { return Invalid{key_text(axis.name) + " must be " + axis.expects + ", got " + describe(n)}; };
+    std::string text;
+    switch (axis.written) {
+        case Axis::Written::integer:
+            text = std::to_string(integer_at_least(axis.name, n, axis.min, axis.max));
+            break;
+        case Axis::Written::boolean:
+            if (const auto* b = n.as_boolean()) text = b->get() ? "true" : "false";
+            else throw must_be();
+            break;
+        case Axis::Written::text:
+            text = single_line_string(axis.name, n);
+            break;
+        case Axis::Written::choice:
+            text = one_of(axis.name, n, axis.choices);
+            break;
+        case Axis::Written::model:
+            text = single_line_string(axis.name, n);
+            models.require(text);
+            break;
+        case Axis::Written::integer_or_string:
+            if (const auto* i = n.as_integer()) text = std::to_string(i->get());
+            else if (const auto* s = n.as_string()) text = s->get();
+            else throw must_be();
+            break;
+        case Axis::Written::number_or_string:
+            if (const auto* s = n.as_string()) text = s->get();
+            else if (n.is_number()) text = format_number(*n.value<double>());
+            else throw must_be();
+            break;
+        case Axis::Written::not_in_matrix:
+            throw std::logic_error("axis '" + std::string(axis.name) + "' is not read from a matrix");
     }
-    return std::nullopt;
+    auto normal = axis.normalize(text);
+    if (!normal) throw must_be();
+    return std::move(*normal);
 }
 
 // ---- What the reader builds from the document ----
@@ -410,7 +337,7 @@ struct Sweep {
     std::vector<Exclusion> exclusions;
 };
 
-using Assignment = std::vector<Value>;  // one value per axis, indexed like axes()
+using Assignment = std::vector<Value>;  // one value per axis, indexed like axes() (matrix axes only used)
 
 bool matches(const Exclusion& e, const Assignment& cell) {
     return std::all_of(e.conditions.begin(), e.conditions.end(), [&](const Setting& s) {
@@ -438,7 +365,7 @@ std::string exclusion_text(const Exclusion& e) {
         std::vector<std::string> values;
         for (const auto& v : s.values) values.push_back(v.text);
         const std::string list = values.size() == 1 ? values[0] : "[" + join(values) + "]";
-        parts.push_back(axes()[s.axis].name + " = " + list);
+        parts.push_back(std::string(axes()[s.axis].name) + " = " + list);
     }
     return "{ " + join(parts) + " }";
 }
@@ -512,7 +439,7 @@ const char* const kRequiredShapeKeys[] = {"layers", "hidden", "heads"};
 
 std::vector<std::string> sweep_keys() {
     std::vector<std::string> keys = {"name"};
-    for (const auto& a : axes()) keys.push_back(a.name);
+    for (std::string& name : matrix_axis_names()) keys.push_back(std::move(name));
     keys.push_back("exclude");
     return keys;
 }
@@ -719,17 +646,17 @@ ModelConfig MatrixReader::model_start(const toml::table& t, const std::string& n
 }
 
 void MatrixReader::read_defaults(const toml::node* n) {
-    for (const auto& axis : axes()) defaults_.push_back({axis.fallback, {}});
+    for (const auto& axis : axes()) defaults_.push_back({axis.default_text, {}});
     if (!n) return;
     const toml::table* t = n->as_table();
     if (!t) fail(n->source(), "'defaults' must be a table ([defaults]), got " + describe(*n));
-    check_keys(*t, axis_names(), "in [defaults]");
+    check_keys(*t, matrix_axis_names(), "in [defaults]");
     for (const auto& [key, node] : entries_in_file_order(*t)) {
         if (node->is_array()) {
             fail(node->source(), "'" + std::string(key->str()) +
                                      "' in [defaults] must be a single value, got array; lists belong in a [[sweep]]");
         }
-        const std::size_t axis = *find_axis(key->str());
+        const std::size_t axis = index_of(key->str());
         defaults_[axis] = read_value(axis, *node);
     }
 }
@@ -740,7 +667,7 @@ Sweep MatrixReader::read_sweep(const toml::table& t, int number) const {
     sweep.where = t.source();
     sweep.name = optional_name(t).value_or("sweep" + std::to_string(number));
     for (const auto& [key, node] : entries_in_file_order(t)) {
-        if (const auto axis = find_axis(key->str())) sweep.settings.push_back(read_setting(*axis, *node));
+        if (const auto axis = axis_index(key->str())) sweep.settings.push_back(read_setting(*axis, *node));
     }
     sweep.exclusions = read_exclusions(t.get("exclude"), "exclude", "in an exclusion of sweep '" + sweep.name + "'");
     return sweep;
@@ -754,18 +681,18 @@ std::vector<Exclusion> MatrixReader::read_exclusions(const toml::node* n, const 
 }
 
 Exclusion MatrixReader::read_exclusion(const toml::table& t, const std::string& where) const {
-    check_keys(t, axis_names(), where);
+    check_keys(t, matrix_axis_names(), where);
     if (t.empty()) fail(t.source(), "an exclusion must name at least one key; an empty one would exclude every cell");
     Exclusion e;
     e.where = t.source();
-    for (const auto& [key, node] : entries_in_file_order(t)) e.conditions.push_back(read_setting(*find_axis(key->str()), *node));
+    for (const auto& [key, node] : entries_in_file_order(t)) e.conditions.push_back(read_setting(index_of(key->str()), *node));
     return e;
 }
 
 Setting MatrixReader::read_setting(std::size_t axis, const toml::node& n) const {
     const auto* array = n.as_array();
     if (!array) return {axis, {read_value(axis, n)}};
-    const std::string& name = axes()[axis].name;
+    const std::string_view name = axes()[axis].name;
     if (array->empty()) fail(n.source(), key_text(name) + " is an empty array; give at least one value");
     Setting s{axis, {}};
     for (const auto& element : *array) {
@@ -778,7 +705,7 @@ Setting MatrixReader::read_setting(std::size_t axis, const toml::node& n) const 
 }
 
 Value MatrixReader::read_value(std::size_t axis, const toml::node& n) const {
-    return {checked(n, [&] { return axes()[axis].normalize(n, models_); }), n.source()};
+    return {checked(n, [&] { return normal_value(axes()[axis], n, models_); }), n.source()};
 }
 
 void MatrixReader::expand(Sweep& sweep, Matrix& m) {
@@ -808,11 +735,13 @@ void MatrixReader::expand(Sweep& sweep, Matrix& m) {
 CellParams MatrixReader::build_cell(const Assignment& cell, const Sweep& sweep) const {
     CellParams c;
     c.sweep = sweep.name;
-    for (std::size_t i = 0; i < axes().size(); ++i) axes()[i].apply(c, cell[i].text, models_);
+    for (std::size_t i = 0; i < axes().size(); ++i)
+        if (axes()[i].in_matrix()) axes()[i].set(c, cell[i].text);
+    c.model = models_.get(c.model.name);
     if (c.seq > c.model.max_positions) {
         // Blame the seq value, else (seq left at its default) the model that is too short.
-        const Value& seq = cell[*find_axis("seq")];
-        const Value& model = cell[*find_axis("model")];
+        const Value& seq = cell[index_of("seq")];
+        const Value& model = cell[index_of("model")];
         const toml::source_region& where = has_position(seq.where)     ? seq.where
                                            : has_position(model.where) ? model.where
                                                                        : sweep.where;
@@ -820,14 +749,14 @@ CellParams MatrixReader::build_cell(const Assignment& cell, const Sweep& sweep) 
                         std::to_string(c.model.max_positions) + " positions)");
     }
     if (c.budget_bytes() < 1) {
-        const Value& budget = cell[*find_axis("budget")];
+        const Value& budget = cell[index_of("budget")];
         fail(has_position(budget.where) ? budget.where : sweep.where,
              "'budget' = " + budget.text + " of the " + std::to_string(c.weight_bytes()) + " weight bytes of model '" +
                  c.model.name + "' is less than a byte");
     }
     if (static_cast<std::int64_t>(c.batch) * c.seq > AxisLimits::tokens) {
-        const Value& batch = cell[*find_axis("batch")];
-        const Value& seq = cell[*find_axis("seq")];
+        const Value& batch = cell[index_of("batch")];
+        const Value& seq = cell[index_of("seq")];
         fail(has_position(batch.where) ? batch.where : has_position(seq.where) ? seq.where : sweep.where,
              "'batch' = " + batch.text + " with 'seq' = " + seq.text + " is " +
                  std::to_string(static_cast<std::int64_t>(c.batch) * c.seq) + " tokens per forward, more than the " +
@@ -870,55 +799,33 @@ Matrix load_matrix(const std::string& path) { return parse_matrix(read_file(path
 
 namespace {
 
-// name -> value of every keyed parameter, defaults included for the axes canonical() omits.
-std::map<std::string, std::string> canonical_values(const CellParams& c) {
-    std::map<std::string, std::string> kv = {{"debug_fault", "none"}, {"resident", "interleaved"},
-                                             {"evict", "migrate"}, {"tf32", "false"}};
-    std::istringstream lines(c.canonical());
-    std::string line;
-    while (std::getline(lines, line)) {
-        const auto eq = line.find('=');
-        kv[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-    return kv;
-}
-
-// The canonical spelling of a filter value, so "budget=12GiB" matches a cell written "12 GiB".
-std::string canonical_filter_value(const std::string& axis, const std::string& value) {
-    if (axis == "budget") {
-        if (auto b = Budget::parse(value)) return b->text();
-    } else if (axis == "prefetch") {
-        if (auto p = Prefetch::parse(value)) return p->text();
-    }
-    return value;
-}
-
 struct Filter {
-    std::string axis;
-    std::set<std::string> values;  // canonical
+    const Axis* axis;
+    std::set<std::string> values;  // normal form, or as written when not a value of the axis
 };
 
-Filter parse_filter(const std::string& filter, const std::map<std::string, std::string>& known) {
+Filter parse_filter(const std::string& filter) {
     const auto eq = filter.find('=');
-    Filter f{filter.substr(0, eq), {}};
-    if (eq == std::string::npos || !known.count(f.axis)) {
+    const Axis* axis = eq == std::string::npos ? nullptr : find_axis(std::string_view(filter).substr(0, eq));
+    if (!axis) {
         std::vector<std::string> names;
-        for (const auto& [k, v] : known) names.push_back(k);
+        for (const Axis& a : axes()) names.emplace_back(a.name);
         throw std::invalid_argument("--only expects AXIS=VALUE[,VALUE...] with AXIS one of: " + join(names) +
                                     "; got '" + escape_controls(filter) + "'");
     }
+    Filter f{axis, {}};
     std::istringstream list(filter.substr(eq + 1));
     std::string v;
-    while (std::getline(list, v, ',')) f.values.insert(canonical_filter_value(f.axis, v));
+    while (std::getline(list, v, ',')) f.values.insert(axis->normalize(v).value_or(v));
     return f;
 }
 
 // The distinct values `axis` has in `cells`, in the order they first appear.
-std::vector<std::string> values_of(const std::vector<CellParams>& cells, const std::string& axis) {
+std::vector<std::string> values_of(const std::vector<CellParams>& cells, const Axis& axis) {
     std::vector<std::string> values;
     std::set<std::string> seen;
     for (const auto& c : cells) {
-        std::string v = canonical_values(c).at(axis);
+        std::string v = axis.get(c);
         if (seen.insert(v).second) values.push_back(std::move(v));
     }
     return values;
@@ -940,17 +847,17 @@ std::string listing(const std::vector<std::string>& values) {
 
 void keep_only(Matrix& matrix, const std::vector<std::string>& filters) {
     if (filters.empty() || matrix.cells.empty()) return;
-    const auto known = canonical_values(matrix.cells.front());
     for (std::size_t i = 0; i < filters.size(); ++i) {
-        const auto [axis, wanted] = parse_filter(filters[i], known);
+        const auto [axis, wanted] = parse_filter(filters[i]);
         std::vector<CellParams> kept;
         for (const auto& c : matrix.cells) {
-            if (wanted.count(canonical_values(c).at(axis))) kept.push_back(c);
+            if (wanted.count(axis->get(c))) kept.push_back(c);
         }
         if (kept.empty()) {
-            throw std::invalid_argument("--only " + escape_controls(filters[i]) + " matches no cell; " + axis +
+            throw std::invalid_argument("--only " + escape_controls(filters[i]) + " matches no cell; " +
+                                        std::string(axis->name) +
                                         (i == 0 ? " in this matrix is " : " in the cells the --only filters before it keep is ") +
-                                        escape_controls(listing(values_of(matrix.cells, axis))));
+                                        escape_controls(listing(values_of(matrix.cells, *axis))));
         }
         matrix.cells = std::move(kept);
     }

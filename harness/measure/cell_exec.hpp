@@ -1,13 +1,12 @@
 #pragma once
-// Measuring one cell, inside the cell's own child process: build the model, let the backend
-// place the weights, warm up, time the iterations, check the output against the reference.
-#include <cstdint>
-#include <span>
+// Running one cell inside its own child process: whether it can run here, the backend's view of
+// it, the measurement (measurement.hpp) with its outcome written for the parent, and the faults
+// injected to test the harness.
 #include <string>
-#include <vector>
 
 #include "backends/backend.hpp"
 #include "harness/matrix/cell.hpp"
+#include "harness/measure/measurement.hpp"
 #include "harness/store/store.hpp"
 
 namespace sweetspot {
@@ -29,21 +28,10 @@ bool uses_gpu(const CellParams& cell);
 // Runs the cell and writes its outcome (status ok, invalid, skipped or failed with the reason)
 // into the database at `scratch_db`. Returns the process exit code: 0 when an outcome was
 // written, 1 when the measurement failed.
-struct ExecuteOptions {
-    bool allow_oversubscription = false;  // lifts the managed-memory guard
-    bool collect = true;                  // CUPTI in traced iterations (`--collector cupti`)
-    // For `sweetspot logits`: token ids (batch × seq) to run instead of the cell's random ones,
-    // and where the logits of the last iteration go.
-    std::span<const std::int32_t> tokens = {};
-    std::vector<float>* logits = nullptr;
-    // Text of the NVTX range the cell's ranges nest in: the run lives in the parent process, so
-    // each cell process opens it (Nsight Systems shows it around the cell).
-    std::string run_label = "run";
-};
-int execute_cell(const CellParams& cell, const std::string& scratch_db, const ExecuteOptions& options);
+int execute_cell(const CellParams& cell, const std::string& scratch_db, const MeasureOptions& options);
 
 // Measures a runnable cell (cell_unsupported_reason is empty) in this process, on the host or the
 // GPU as its backend says, and returns its outcome; throws when the measurement fails.
-CellOutcome measure_cell(const CellParams& cell, const ExecuteOptions& options);
+CellOutcome measure_cell(const CellParams& cell, const MeasureOptions& options);
 
 }  // namespace sweetspot

@@ -2,16 +2,13 @@
 
 #include <cuda_runtime_api.h>
 
-#include <chrono>
 #include <optional>
 #include <string>
 
 #include "backends/backend.hpp"
+#include "harness/collect/cupti_collector.hpp"
 #include "harness/measure/cell_exec.hpp"
 #include "harness/measure/cell_weights.hpp"
-#include "harness/collect/cupti_collector.hpp"
-#include "harness/measure/logits_check.hpp"
-#include "harness/system/system_info.hpp"
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/cuda_resources.hpp"
 #include "kernels/compute/gpu_forward.hpp"
@@ -26,71 +23,101 @@ std::int64_t device_used_bytes() {
     return static_cast<std::int64_t>(total_bytes - free_bytes);
 }
 
-}  // namespace
-
-CellOutcome measure_gpu_cell(const CellParams& c, const GpuCellOptions& options) {
+// CUPTI's NVTX injection must be in place before the process's first NVTX range.
+bool prepared_for_collection(const CellParams& c, const MeasureOptions& options) {
     const bool collect = options.collect && c.trace_iterations > 0;
-    if (collect) prepare_nvtx_injection();  // before the first NVTX range of the process
-    const NvtxRange run_range(options.run_label);
-    const NvtxRange cell_range("cell " + c.key());
-    CellOutcome out;
-    out.started_at = utc_timestamp();
-    const auto t_init = std::chrono::steady_clock::now();
-    const auto layout = WeightLayout::for_model(c.model);
-    const CudaStream compute;
-    // Configured before anything is placed: UM counters do not see earlier managed allocations.
-    std::optional<CuptiCollector> collector;
-    if (collect) collector.emplace();
+    if (collect) prepare_nvtx_injection();
+    return collect;
+}
 
+BackendConfig gpu_backend_config(const CellParams& c, const MeasureOptions& options, const CudaStream& compute) {
     BackendConfig config = backend_config(c);
     config.allow_oversubscription = options.allow_oversubscription;
     config.compute_stream = compute.get();
-    auto backend = make_backend(config);
-    backend->place(layout, make_unit_filler(c, layout));
-    GpuForwardOptions forward_options;
-    forward_options.tf32 = c.tf32;
-    forward_options.managed_activations = c.activations == "managed";
-    forward_options.allow_oversubscription = options.allow_oversubscription;
-    GpuForward forward(c.model, layout, c.dtype, c.batch, c.seq, compute.get(), forward_options);
-    const auto tokens = options.tokens.empty() ? c.token_ids() : std::vector(options.tokens.begin(), options.tokens.end());
-    forward.set_tokens(tokens);
-    CUDA_CHECK(cudaStreamSynchronize(compute.get()));
-    out.init_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_init).count();
-    out.activation_bytes = forward.activation_bytes() + forward.workspace_bytes();
+    return config;
+}
 
-    const CudaEvent start(CudaEvent::Timing::on), stop(CudaEvent::Timing::on);
-    auto one_iteration = [&](const std::string& label) {
-        const NvtxRange iteration(label);
-        backend->reset_residency();
-        start.record(compute.get());
-        forward.run(*backend);
-        stop.record(compute.get());
-        stop.synchronize();
-        if (!out.device_used_bytes) out.device_used_bytes = device_used_bytes();
-        return static_cast<double>(stop.ms_since(start));
-    };
-    for (int i = 0; i < c.warmups; ++i) out.warmup_ms.push_back(one_iteration("warmup " + std::to_string(i)));
-    for (int i = 0; i < c.iterations; ++i) out.timed_ms.push_back(one_iteration("iteration " + std::to_string(i)));
-    // Traced iterations run after the timed ones, so collection never perturbs the latencies
-    // that are reported; their own latencies show what tracing costs.
-    if (c.trace_iterations > 0) {
-        if (collector) collector->start();
-        for (int i = 0; i < c.trace_iterations; ++i)
-            out.traced_ms.push_back(one_iteration("traced iteration " + std::to_string(i)));
-        if (collector) out.events = collector->finish();
+GpuForwardOptions forward_options(const CellParams& c, const MeasureOptions& options) {
+    GpuForwardOptions f;
+    f.tf32 = c.tf32;
+    f.managed_activations = c.activations == Activations::managed;
+    f.allow_oversubscription = options.allow_oversubscription;
+    return f;
+}
+
+// Members in construction order: the NVTX ranges open first (and close last), the collector is
+// configured before anything is placed (UM counters do not see earlier managed allocations).
+class GpuCellForward final : public CellForward {
+public:
+    GpuCellForward(const CellParams& c, std::span<const std::int32_t> tokens, const MeasureOptions& options)
+        : cell_(c),
+          collect_(prepared_for_collection(c, options)),
+          run_range_(options.run_label),
+          cell_range_("cell " + c.key()),
+          layout_(WeightLayout::for_model(c.model)),
+          tokens_(tokens.begin(), tokens.end()) {
+        if (collect_) collector_.emplace();
+        backend_ = make_backend(gpu_backend_config(c, options, compute_));
+        backend_->place(layout_, make_unit_filler(c, layout_));
+        forward_.emplace(c.model, layout_, c.dtype, c.batch, c.seq, compute_.get(), forward_options(c, options));
+        forward_->set_tokens(tokens_);
+        CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
     }
 
-    const PlacementStats placed = backend->placement();
-    out.resident_bytes = placed.resident_bytes;
-    out.streamed_bytes = placed.streamed_bytes;
-    out.device_weight_bytes = placed.device_weight_bytes;
-    out.tokens_per_s = static_cast<double>(tokens.size()) / (LatencyStats::of(out.timed_ms).median / 1000.0);
+    std::int64_t activation_bytes() const override { return forward_->activation_bytes() + forward_->workspace_bytes(); }
 
-    const auto logits = forward.logits_to_host();
-    if (options.logits != nullptr) *options.logits = logits;
-    judge_output(logits, check_against_host(c, layout, tokens, logits), out);
-    out.finished_at = utc_timestamp();
-    return out;
+    double iteration_ms(const std::string& label) override {
+        const NvtxRange iteration(label);
+        backend_->reset_residency();
+        start_.record(compute_.get());
+        forward_->run(*backend_);
+        stop_.record(compute_.get());
+        stop_.synchronize();
+        if (!device_used_) device_used_ = device_used_bytes();
+        return static_cast<double>(stop_.ms_since(start_));
+    }
+
+    void start_collection() override {
+        if (collector_) collector_->start();
+    }
+    std::optional<CellEvents> finish_collection() override {
+        if (!collector_) return std::nullopt;
+        return collector_->finish();
+    }
+
+    std::vector<float> logits() override { return forward_->logits_to_host(); }
+
+    std::optional<LogitsCheck> check(std::span<const float> logits) override {
+        return check_against_host(cell_, layout_, tokens_, logits);
+    }
+
+    void add_placement(CellOutcome& out) const override {
+        const PlacementStats placed = backend_->placement();
+        out.resident_bytes = placed.resident_bytes;
+        out.streamed_bytes = placed.streamed_bytes;
+        out.device_weight_bytes = placed.device_weight_bytes;
+        out.device_used_bytes = device_used_;
+    }
+
+private:
+    const CellParams& cell_;
+    bool collect_;
+    NvtxRange run_range_, cell_range_;
+    WeightLayout layout_;
+    std::vector<std::int32_t> tokens_;
+    CudaStream compute_;
+    std::optional<CuptiCollector> collector_;
+    std::unique_ptr<Backend> backend_;
+    std::optional<GpuForward> forward_;
+    CudaEvent start_{CudaEvent::Timing::on}, stop_{CudaEvent::Timing::on};
+    std::optional<std::int64_t> device_used_;
+};
+
+}  // namespace
+
+std::unique_ptr<CellForward> make_gpu_forward(const CellParams& cell, std::span<const std::int32_t> tokens,
+                                              const MeasureOptions& options) {
+    return std::make_unique<GpuCellForward>(cell, tokens, options);
 }
 
 }  // namespace sweetspot

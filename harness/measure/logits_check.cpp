@@ -131,15 +131,15 @@ void judge_output(std::span<const float> logits, const std::optional<LogitsCheck
         out.check_tolerance = check->tolerance;
     }
     if (const std::size_t bad = count_nonfinite(logits); bad > 0) {
-        out.status = "failed";
+        out.status = CellStatus::failed;
         out.reason = "the output has " + std::to_string(bad) + " non-finite values (NaN or infinity) among its " +
                      std::to_string(logits.size()) + " logits";
     } else if (check && !check->passed()) {
-        out.status = "invalid";
+        out.status = CellStatus::invalid;
         out.reason = "logits differ from the " + check->reference + ": relative error " + format_number(check->rel_err) +
                      " > tolerance " + format_number(check->tolerance);
     } else {
-        out.status = "ok";
+        out.status = CellStatus::ok;
         out.reason.clear();
     }
 }

@@ -19,7 +19,7 @@
 #include "harness/store/store.hpp"
 #include "harness/system/version.hpp"
 #include "harness/system/system_info.hpp"
-#include "harness/system/format.hpp"
+#include "kernels/model/number_text.hpp"
 
 namespace sweetspot {
 namespace {
@@ -130,13 +130,13 @@ CellOutcome run_cell_process(const CellParams& cell, const ScratchDir& scratch, 
     CellOutcome o = reported.value_or(CellOutcome{});
     const bool clean_exit = r.exit_code == 0 && !r.signal && !r.timed_out;
     if (r.timed_out) {
-        o.status = "timeout";
+        o.status = CellStatus::timeout;
         o.reason = "no result within the cell's timeout of " + fixed(cell.timeout_s, 0) + " s; the cell process was killed";
     } else if (!clean_exit) {
-        o.status = "failed";
+        o.status = CellStatus::failed;
         o.reason = reported && !reported->reason.empty() ? r.describe() + ": " + reported->reason : r.describe();
     } else if (!reported) {
-        o.status = "failed";
+        o.status = CellStatus::failed;
         o.reason = "the cell process exited without writing a result";
     }
     o.started_at = started;
@@ -149,12 +149,14 @@ CellOutcome run_cell_process(const CellParams& cell, const ScratchDir& scratch, 
     return o;
 }
 
-void count(RunTotals& t, const std::string& status) {
-    if (status == "ok") ++t.ok;
-    else if (status == "failed") ++t.failed;
-    else if (status == "timeout") ++t.timeout;
-    else if (status == "skipped") ++t.skipped;
-    else if (status == "invalid") ++t.invalid;
+void count(RunTotals& t, CellStatus status) {
+    switch (status) {
+        case CellStatus::ok: ++t.ok; break;
+        case CellStatus::failed: ++t.failed; break;
+        case CellStatus::timeout: ++t.timeout; break;
+        case CellStatus::skipped: ++t.skipped; break;
+        case CellStatus::invalid: ++t.invalid; break;
+    }
 }
 
 }  // namespace
@@ -219,7 +221,7 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
         std::string why = cell_unsupported_reason(cell);
         if (why.empty() && uses_gpu(cell) && !gpu.name) why = "no GPU visible to sweetspot (" + gpu.note + ")";
         if (!why.empty()) {
-            o.status = "skipped";
+            o.status = CellStatus::skipped;
             o.reason = why;
             o.started_at = o.finished_at = utc_timestamp();
         } else {
@@ -234,7 +236,7 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
         count(totals, o.status);
         std::optional<double> median;
         if (!o.timed_ms.empty()) median = LatencyStats::of(o.timed_ms).median;
-        progress.cell_done(cell.label(), o.status, median, o.status == "ok" ? "" : o.reason, measured, o.wall_s.value_or(0));
+        progress.cell_done(cell.label(), std::string(enum_name(o.status)), median, o.status == CellStatus::ok ? "" : o.reason, measured, o.wall_s.value_or(0));
     }
     store.finish_run(run_id, totals.interrupted ? "interrupted" : "finished");
     return totals;

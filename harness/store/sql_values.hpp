@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "harness/matrix/axes.hpp"
 #include "harness/store/sqlite.hpp"
 
 namespace sweetspot {
@@ -27,12 +28,18 @@ SqlValue sql(const std::optional<T>& v) {
     return v ? sql(*v) : SqlValue{};
 }
 
-using Row = std::vector<std::pair<const char*, SqlValue>>;
+using Row = std::vector<std::pair<std::string_view, SqlValue>>;
 
 // "INSERT INTO table (a, b) VALUES (?, ?)": one placeholder per column, bound in column order.
-std::string insert_sql(const std::string& table, const std::vector<const char*>& columns);
+std::string insert_sql(const std::string& table, const std::vector<std::string_view>& columns);
 
 void insert_row(Database& db, const std::string& table, const Row& values);
+// Binds one value (NULL for std::monostate) to placeholder `index`.
+void bind_sql(Statement& st, int index, const SqlValue& value);
+
+// A value of `axis` in normal form as its `cells` column holds it (booleans as 0 / 1); NULL for
+// an axis without a column.
+SqlValue axis_column_value(const Axis& axis, const std::string& normal);
 
 // Integers of any width go to SQLite as int64; unsigned 64-bit addresses keep their bit pattern.
 template <class T>

@@ -1,6 +1,7 @@
 #include "harness/store/store.hpp"
 
 #include "harness/collect/event_totals.hpp"
+#include "harness/matrix/axes.hpp"
 #include "harness/store/event_tables.hpp"
 #include "harness/store/schema.hpp"
 #include "harness/store/sql_values.hpp"
@@ -69,6 +70,12 @@ void check_results_database(Database& db) {
 }
 
 namespace {
+
+// Every axis that has a `cells` column, in the column's type.
+void append_parameters(Row& row, const CellParams& c) {
+    for (const Axis& axis : axes())
+        if (axis.column_type != Axis::Column::none) row.emplace_back(axis.column, axis_column_value(axis, axis.get(c)));
+}
 
 // The per-cell totals and the collector's verdict on UM profiling, as `cells` columns.
 void append_event_totals(Row& row, const CellEvents& e) {
@@ -199,20 +206,10 @@ std::int64_t Store::record_cell(std::int64_t run_id, int cell_index, const CellP
 
     Row row = {
         {"run_id", sql(run_id)}, {"cell_key", sql(key)}, {"cell_index", sql(cell_index)}, {"sweep", sql(c.sweep)},
-        {"status", sql(o.status)}, {"reason", sql(o.reason)},
-        {"model", sql(c.model.name)}, {"n_layer", sql(c.model.n_layer)}, {"n_embd", sql(c.model.n_embd)},
-        {"n_head", sql(c.model.n_head)}, {"vocab_size", sql(c.model.vocab_size)},
-        {"max_positions", sql(c.model.max_positions)}, {"n_params", sql(c.model.n_params())},
-        {"variant", sql(c.variant)}, {"backend", sql(c.backend)}, {"dtype", sql(dtype_name(c.dtype))},
-        {"batch", sql(c.batch)}, {"seq", sql(c.seq)}, {"streams", sql(c.streams)},
-        {"prefetch", sql(c.prefetch.text())}, {"budget", sql(c.budget.text())}, {"budget_bytes", sql(budget_bytes)},
-        {"weight_bytes", sql(weight_bytes)},
+        {"status", sql(enum_name(o.status))}, {"reason", sql(o.reason)}, {"n_params", sql(c.model.n_params())},
+        {"budget_bytes", sql(budget_bytes)}, {"weight_bytes", sql(weight_bytes)},
         {"oversubscription", sql(static_cast<double>(weight_bytes) / static_cast<double>(budget_bytes))},
-        {"resident", sql(c.resident)}, {"evict", sql(c.evict)}, {"tf32", sql(c.tf32 ? 1 : 0)},
-        {"activations", sql(c.activations)}, {"mode", sql(c.mode)}, {"weights", sql(c.weights)},
-        {"warmups", sql(c.warmups)}, {"iterations", sql(c.iterations)},
-        {"trace_iterations", sql(c.trace_iterations)}, {"seed", sql(static_cast<std::int64_t>(c.seed))},
-        {"timeout_s", sql(c.timeout_s)}, {"debug_fault", sql(c.debug_fault)}, {"canonical", sql(c.canonical())},
+        {"canonical", sql(c.canonical())},
         {"started_at", sql(o.started_at)}, {"finished_at", sql(o.finished_at)}, {"wall_s", sql(o.wall_s)},
         {"init_s", sql(o.init_s)}, {"exit_code", sql(o.exit_code)}, {"signal", sql(o.signal)},
         {"stderr_tail", sql(o.stderr_tail)},
@@ -227,6 +224,7 @@ std::int64_t Store::record_cell(std::int64_t run_id, int cell_index, const CellP
         {"check_rel_err", sql(o.check_rel_err)}, {"check_tolerance", sql(o.check_tolerance)},
         {"peak_host_rss_bytes", sql(o.peak_host_rss_bytes)}, {"activation_bytes", sql(o.activation_bytes)},
     };
+    append_parameters(row, c);
     if (o.events) append_event_totals(row, *o.events);
     insert_row(db_, "cells", row);
     const std::int64_t cell_id = db_.last_insert_rowid();
@@ -257,7 +255,7 @@ std::optional<CellOutcome> Store::load_outcome(const std::string& key) {
     auto opt_int = [&](int i) { return st.is_null(i) ? std::nullopt : std::optional<std::int64_t>(st.int64(i)); };
     CellOutcome o;
     const auto cell_id = st.int64(0);
-    o.status = st.text(1);
+    o.status = parse_enum<CellStatus>(st.text(1)).value();
     o.reason = st.text(2);
     o.init_s = opt_real(3);
     o.tokens_per_s = opt_real(4);

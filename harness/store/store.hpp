@@ -31,6 +31,17 @@ struct RunInfo {
     std::optional<double> h2d_gbps, d2h_gbps;
 };
 
+// What became of a cell.
+enum class CellStatus { ok, failed, timeout, skipped, invalid };
+template <>
+struct EnumNames<CellStatus> {
+    static constexpr std::array<EnumName<CellStatus>, 5> list = {{{CellStatus::ok, "ok"},
+                                                                  {CellStatus::failed, "failed"},
+                                                                  {CellStatus::timeout, "timeout"},
+                                                                  {CellStatus::skipped, "skipped"},
+                                                                  {CellStatus::invalid, "invalid"}}};
+};
+
 struct LatencyStats {
     double median = 0, p10 = 0, p90 = 0, min = 0, max = 0, mean = 0;
     // Percentiles by linear interpolation between order statistics. Requires a non-empty sample.
@@ -40,7 +51,7 @@ struct LatencyStats {
 // What measuring a cell produced. The child process fills the measurements; the parent adds
 // what only it can see (exit status, timeout, stderr tail, wall time).
 struct CellOutcome {
-    std::string status = "failed";  // ok | failed | timeout | skipped | invalid
+    CellStatus status = CellStatus::failed;
     std::string reason;
     std::string stderr_tail;
     std::optional<int> exit_code, signal;

@@ -32,8 +32,8 @@ namespace sweetspot::gpu {
 template <class T>
 void attention(Gemm& gemm, T* out, T* scores, const T* qkv, int batch, int seq, int c, int n_head) {
     if (gemm.dtype() != dtype_of<T>()) {
-        throw std::invalid_argument("gpu::attention: the Gemm computes in " + std::string(dtype_name(gemm.dtype())) +
-                                    ", the buffers hold " + std::string(dtype_name(dtype_of<T>())) + ".");
+        throw std::invalid_argument("gpu::attention: the Gemm computes in " + std::string(enum_name(gemm.dtype())) +
+                                    ", the buffers hold " + std::string(enum_name(dtype_of<T>())) + ".");
     }
     const int hd = c / n_head;
     const std::int64_t ld_qkv = 3 * static_cast<std::int64_t>(c);

@@ -1,26 +1,17 @@
 #include "kernels/compute/managed_memory.hpp"
 
-#include <cstdio>
+#include "kernels/model/number_text.hpp"
 
 #ifdef SWEETSPOT_HAVE_CUDA
 #include "kernels/compute/cuda_check.hpp"
 #endif
 
 namespace sweetspot {
-namespace {
-
-std::string gib(std::int64_t bytes) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / static_cast<double>(std::int64_t{1} << 30));
-    return buf;
-}
-
-}  // namespace
 
 std::string managed_refusal(std::int64_t request_bytes, std::int64_t free_bytes, bool allow_oversubscription) {
     if (allow_oversubscription || request_bytes + kManagedMarginBytes <= free_bytes) return {};
-    return "refusing to allocate " + gib(request_bytes) + " of managed memory: the GPU has " + gib(free_bytes) +
-           " free and sweetspot keeps a margin of " + gib(kManagedMarginBytes) +
+    return "refusing to allocate " + human_bytes(static_cast<double>(request_bytes)) + " of managed memory: the GPU has " + human_bytes(static_cast<double>(free_bytes)) +
+           " free and sweetspot keeps a margin of " + human_bytes(static_cast<double>(kManagedMarginBytes)) +
            " (oversubscribed managed memory can hang a shared GPU). Study oversubscription with the `budget` axis, "
            "or pass --allow-oversubscription on a machine that is yours alone";
 }

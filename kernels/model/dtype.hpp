@@ -7,27 +7,19 @@
 #include <span>
 #include <string_view>
 
+#include "kernels/model/named_enum.hpp"
+
 namespace sweetspot {
 
 enum class DType { fp32, fp16, bf16 };
 
+template <>
+struct EnumNames<DType> {
+    static constexpr std::array<EnumName<DType>, 3> list = {{
+        {DType::fp32, "fp32"}, {DType::fp16, "fp16"}, {DType::bf16, "bf16"}}};
+};
+
 constexpr std::size_t dtype_size(DType t) { return t == DType::fp32 ? 4 : 2; }
-
-constexpr std::string_view dtype_name(DType t) {
-    switch (t) {
-        case DType::fp32: return "fp32";
-        case DType::fp16: return "fp16";
-        case DType::bf16: return "bf16";
-    }
-    return "?";
-}
-
-constexpr std::optional<DType> parse_dtype(std::string_view s) {
-    if (s == "fp32") return DType::fp32;
-    if (s == "fp16") return DType::fp16;
-    if (s == "bf16") return DType::bf16;
-    return std::nullopt;
-}
 
 // Round-to-nearest-even conversions used when synthetic or loaded fp32 weights are stored in
 // a half-precision cell; bit-exact on every machine so weights are identical everywhere.

@@ -1,0 +1,61 @@
+#include "harness/cli/cell_list.hpp"
+
+#include <set>
+#include <string>
+
+#include "harness/cli/table.hpp"
+#include "harness/matrix/axes.hpp"
+#include "harness/measure/cell_exec.hpp"
+
+namespace sweetspot {
+namespace {
+
+TextTable::Align align_of(const Axis& axis) {
+    return axis.column_type == Axis::Column::integer || axis.column_type == Axis::Column::real ||
+                   axis.written == Axis::Written::integer_or_string
+               ? TextTable::Align::right
+               : TextTable::Align::left;
+}
+
+// "tiny: 2 layers, hidden 64, 2 heads, vocab 512, 128 positions, ln_eps 1e-05 (built in)"
+std::string shape_line(const ModelConfig& m) {
+    return m.name + ": " + std::to_string(m.n_layer) + " layers, hidden " + std::to_string(m.n_embd) + ", " +
+           std::to_string(m.n_head) + " heads, vocab " + std::to_string(m.vocab_size) + ", " +
+           std::to_string(m.max_positions) + " positions, ln_eps " + format_number(m.ln_eps) + ", " +
+           human_bytes(static_cast<double>(m.n_params()) * 4) + " of fp32 parameters" +
+           (find_builtin_model(m.name) ? " (built in)" : " (the matrix's [[models]])");
+}
+
+}  // namespace
+
+void print_cell_list(const std::vector<CellParams>& cells, std::ostream& out) {
+    std::vector<const Axis*> shown;
+    for (const Axis& axis : axes())
+        if (shows_axis(axis, axis.in_list, cells)) shown.push_back(&axis);
+
+    using A = TextTable::Align;
+    TextTable t;
+    t.add_column("#", A::right);
+    t.add_column("key");
+    t.add_column("sweep");
+    for (const Axis* axis : shown) t.add_column(std::string(axis->name), align_of(*axis));
+    t.add_column("weight bytes", A::right);
+    t.add_column("runnable here");
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+        const CellParams& c = cells[i];
+        std::vector<std::string> row = {std::to_string(i), c.key(), c.sweep};
+        for (const Axis* axis : shown) row.push_back(axis->shown_text(c));
+        const std::string why = cell_unavailable_reason(c);
+        row.push_back(human_bytes(static_cast<double>(c.weight_bytes())));
+        row.push_back(why.empty() ? "yes" : "no: " + why);
+        t.add_row(std::move(row));
+    }
+    t.print(out);
+
+    std::set<std::string> seen;
+    out << "\nmodels\n";
+    for (const CellParams& c : cells)
+        if (seen.insert(c.model.name).second) out << "  " << shape_line(c.model) << "\n";
+}
+
+}  // namespace sweetspot

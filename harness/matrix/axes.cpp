@@ -1,0 +1,279 @@
+#include "harness/matrix/axes.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+namespace sweetspot {
+namespace {
+
+std::string join(const std::vector<std::string>& items) {
+    std::string out;
+    for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+    return out;
+}
+
+bool is_single_line(std::string_view s) {
+    return !s.empty() &&
+           std::none_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
+
+// The fields shared by every axis; the makers below fill in how values are read and written.
+Axis axis_named(std::string_view name, Axis::Written written, Axis::Column column_type) {
+    Axis a;
+    a.name = name;
+    a.written = written;
+    a.column = name;
+    a.column_type = column_type;
+    return a;
+}
+
+Axis with_default(Axis a) {
+    a.default_text = a.get(CellParams{});
+    return a;
+}
+
+template <class Int>
+Axis integer_axis(std::string_view name, std::int64_t min, std::int64_t max, Int CellParams::*field) {
+    Axis a = axis_named(name, Axis::Written::integer, Axis::Column::integer);
+    a.min = min;
+    a.max = max;
+    a.expects = "an integer from " + std::to_string(min) + " to " + std::to_string(max);
+    a.normalize = [min, max](std::string_view text) -> std::optional<std::string> {
+        const auto v = parse_integer(text);
+        if (!v || *v < min || *v > max) return std::nullopt;
+        return std::to_string(*v);
+    };
+    a.get = [field](const CellParams& c) { return std::to_string(c.*field); };
+    a.set = [field](CellParams& c, const std::string& v) { c.*field = static_cast<Int>(*parse_integer(v)); };
+    return with_default(std::move(a));
+}
+
+template <class E>
+Axis choice_axis(std::string_view name, E CellParams::*field) {
+    Axis a = axis_named(name, Axis::Written::choice, Axis::Column::text);
+    a.choices = enum_names<E>();
+    a.expects = "one of: " + join(a.choices);
+    a.normalize = [](std::string_view text) -> std::optional<std::string> {
+        if (!parse_enum<E>(text)) return std::nullopt;
+        return std::string(text);
+    };
+    a.get = [field](const CellParams& c) { return std::string(enum_name(c.*field)); };
+    a.set = [field](CellParams& c, const std::string& v) { c.*field = *parse_enum<E>(v); };
+    return with_default(std::move(a));
+}
+
+// A line of the model's shape in the cell text ("model.n_layer"): not written in a matrix (the
+// model's name brings it), but keyed, so redefining a custom model changes its cells' keys.
+Axis shape_axis(std::string_view name, std::string_view column, int max, int ModelConfig::*field) {
+    Axis a = axis_named(name, Axis::Written::not_in_matrix, Axis::Column::integer);
+    a.column = column;
+    a.in_list = a.in_summary = Axis::Shown::never;  // `list` prints each model's shape below its table
+    a.min = 1;
+    a.max = max;
+    a.expects = "an integer from 1 to " + std::to_string(max);
+    a.normalize = [max](std::string_view text) -> std::optional<std::string> {
+        const auto v = parse_integer(text);
+        if (!v || *v < 1 || *v > max) return std::nullopt;
+        return std::to_string(*v);
+    };
+    a.get = [field](const CellParams& c) { return std::to_string(c.model.*field); };
+    a.set = [field](CellParams& c, const std::string& v) { c.model.*field = static_cast<int>(*parse_integer(v)); };
+    return with_default(std::move(a));
+}
+
+Axis model_axis() {
+    Axis a = axis_named("model", Axis::Written::model, Axis::Column::text);
+    a.in_list = a.in_summary = Axis::Shown::always;
+    a.expects = "a model name on one line";
+    a.normalize = [](std::string_view text) -> std::optional<std::string> {
+        if (!is_single_line(text)) return std::nullopt;
+        return std::string(text);
+    };
+    a.get = [](const CellParams& c) { return c.model.name; };
+    // The name only: the matrix reader brings the shape from its model catalogue, cell text from
+    // its shape lines.
+    a.set = [](CellParams& c, const std::string& v) { c.model.name = v; };
+    return with_default(std::move(a));
+}
+
+Axis ln_eps_axis() {
+    Axis a = axis_named("model.ln_eps", Axis::Written::not_in_matrix, Axis::Column::none);
+    a.column = {};
+    a.in_list = a.in_summary = Axis::Shown::never;
+    a.expects = "a number from " + format_number(ModelLimits::min_ln_eps) + " to " + format_number(ModelLimits::max_ln_eps);
+    a.normalize = [](std::string_view text) -> std::optional<std::string> {
+        const auto v = parse_finite_number(text);
+        if (!v || *v < ModelLimits::min_ln_eps || *v > ModelLimits::max_ln_eps) return std::nullopt;
+        return format_number(static_cast<float>(*v));
+    };
+    a.get = [](const CellParams& c) { return format_number(c.model.ln_eps); };
+    a.set = [](CellParams& c, const std::string& v) { c.model.ln_eps = static_cast<float>(*parse_finite_number(v)); };
+    return with_default(std::move(a));
+}
+
+Axis prefetch_axis() {
+    Axis a = axis_named("prefetch", Axis::Written::integer_or_string, Axis::Column::text);
+    a.expects = "\"off\", \"jit\" or a look-ahead depth from 1 to " + std::to_string(AxisLimits::prefetch_depth);
+    a.normalize = [](std::string_view text) -> std::optional<std::string> {
+        const auto p = Prefetch::parse(text);
+        if (!p) return std::nullopt;
+        return p->text();
+    };
+    a.get = [](const CellParams& c) { return c.prefetch.text(); };
+    a.set = [](CellParams& c, const std::string& v) { c.prefetch = *Prefetch::parse(v); };
+    return with_default(std::move(a));
+}
+
+Axis budget_axis() {
+    Axis a = axis_named("budget", Axis::Written::integer_or_string, Axis::Column::text);
+    a.expects = "a byte count or a size such as \"12GiB\" or \"512MB\", from 1 byte to " +
+                std::to_string(AxisLimits::budget_bytes) +
+                " (8 PiB), or a percentage of the weights in (0%, 100%] such as \"50%\"";
+    a.normalize = [](std::string_view text) -> std::optional<std::string> {
+        const auto b = Budget::parse(text);
+        if (!b) return std::nullopt;
+        return b->text();
+    };
+    a.get = [](const CellParams& c) { return c.budget.text(); };
+    a.set = [](CellParams& c, const std::string& v) { c.budget = *Budget::parse(v); };
+    a.display = [](const CellParams& c) {
+        return c.budget.kind == Budget::Kind::percent ? c.budget.text()
+                                                      : human_bytes(static_cast<double>(c.budget_bytes()));
+    };
+    return with_default(std::move(a));
+}
+
+Axis tf32_axis() {
+    Axis a = axis_named("tf32", Axis::Written::boolean, Axis::Column::integer);
+    a.keyed = Axis::Keyed::unless_default;
+    a.expects = "true or false";
+    a.normalize = [](std::string_view text) -> std::optional<std::string> {
+        if (text != "true" && text != "false") return std::nullopt;
+        return std::string(text);
+    };
+    a.get = [](const CellParams& c) { return std::string(c.tf32 ? "true" : "false"); };
+    a.set = [](CellParams& c, const std::string& v) { c.tf32 = v == "true"; };
+    return with_default(std::move(a));
+}
+
+Axis weights_axis() {
+    Axis a = axis_named("weights", Axis::Written::text, Axis::Column::text);
+    a.expects = "\"synthetic\" or the path of a .safetensors checkpoint, on one line";
+    a.normalize = [](std::string_view text) -> std::optional<std::string> {
+        if (!is_single_line(text)) return std::nullopt;
+        return std::string(text);
+    };
+    a.get = [](const CellParams& c) { return c.weights; };
+    a.set = [](CellParams& c, const std::string& v) { c.weights = v; };
+    return with_default(std::move(a));
+}
+
+// Bounds the run, does not change it: not keyed. Its column holds the timeout the cell ran
+// under (a run's --timeout replaces the matrix's).
+Axis timeout_axis() {
+    Axis a = axis_named("timeout", Axis::Written::number_or_string, Axis::Column::real);
+    a.column = "timeout_s";
+    a.keyed = Axis::Keyed::no;
+    a.in_list = Axis::Shown::when_varies;
+    a.in_summary = Axis::Shown::never;
+    a.expects = "a duration such as \"90s\", \"10m\" or \"1h\", or a number of seconds of at least " +
+                format_number(AxisLimits::min_timeout_s);
+    a.normalize = [](std::string_view text) -> std::optional<std::string> {
+        const auto seconds = parse_duration_s(text);
+        if (!seconds || !std::isfinite(*seconds) || *seconds < AxisLimits::min_timeout_s) return std::nullopt;
+        return format_number(*seconds);
+    };
+    a.get = [](const CellParams& c) { return format_number(c.timeout_s); };
+    a.set = [](CellParams& c, const std::string& v) { c.timeout_s = *parse_finite_number(v); };
+    return with_default(std::move(a));
+}
+
+Axis shown(Axis a, Axis::Shown in_list, Axis::Shown in_summary) {
+    a.in_list = in_list;
+    a.in_summary = in_summary;
+    return a;
+}
+
+Axis keyed(Axis a, Axis::Keyed rule) {
+    a.keyed = rule;
+    return a;
+}
+
+std::vector<Axis> make_axes() {
+    using S = Axis::Shown;
+    using K = Axis::Keyed;
+    constexpr std::int64_t max_seed = std::numeric_limits<std::int64_t>::max();
+    return {
+        model_axis(),
+        shape_axis("model.n_layer", "n_layer", ModelLimits::layers, &ModelConfig::n_layer),
+        shape_axis("model.n_embd", "n_embd", ModelLimits::hidden, &ModelConfig::n_embd),
+        shape_axis("model.n_head", "n_head", ModelLimits::hidden, &ModelConfig::n_head),
+        shape_axis("model.vocab_size", "vocab_size", ModelLimits::vocab, &ModelConfig::vocab_size),
+        shape_axis("model.max_positions", "max_positions", ModelLimits::positions, &ModelConfig::max_positions),
+        ln_eps_axis(),
+        shown(choice_axis("variant", &CellParams::variant), S::always, S::always),
+        shown(choice_axis("backend", &CellParams::backend), S::always, S::always),
+        shown(choice_axis("dtype", &CellParams::dtype), S::always, S::always),
+        shown(integer_axis("batch", 1, AxisLimits::tokens, &CellParams::batch), S::always, S::always),
+        shown(integer_axis("seq", 1, ModelLimits::positions, &CellParams::seq), S::always, S::always),
+        integer_axis("streams", 0, AxisLimits::streams, &CellParams::streams),
+        prefetch_axis(),
+        budget_axis(),
+        choice_axis("activations", &CellParams::activations),
+        keyed(choice_axis("resident", &CellParams::resident), K::unless_default),
+        keyed(choice_axis("evict", &CellParams::evict), K::unless_default),
+        tf32_axis(),
+        choice_axis("mode", &CellParams::mode),
+        weights_axis(),
+        shown(integer_axis("warmups", 0, AxisLimits::iterations, &CellParams::warmups), S::when_varies, S::when_varies),
+        shown(integer_axis("iterations", 1, AxisLimits::iterations, &CellParams::iterations), S::when_varies,
+              S::when_varies),
+        shown(integer_axis("trace_iterations", 0, AxisLimits::iterations, &CellParams::trace_iterations),
+              S::when_varies, S::when_varies),
+        shown(integer_axis("seed", 0, max_seed, &CellParams::seed), S::when_varies, S::when_varies),
+        timeout_axis(),
+        keyed(choice_axis("debug_fault", &CellParams::debug_fault), K::unless_default),
+    };
+}
+
+}  // namespace
+
+const std::vector<Axis>& axes() {
+    static const std::vector<Axis> list = make_axes();
+    return list;
+}
+
+const Axis* find_axis(std::string_view name) {
+    for (const Axis& a : axes())
+        if (a.name == name) return &a;
+    return nullptr;
+}
+
+std::vector<std::string> matrix_axis_names() {
+    std::vector<std::string> names;
+    for (const Axis& a : axes())
+        if (a.in_matrix()) names.emplace_back(a.name);
+    return names;
+}
+
+bool shows_axis(const Axis& axis, Axis::Shown rule, const std::vector<CellParams>& cells) {
+    switch (rule) {
+        case Axis::Shown::always: return true;
+        case Axis::Shown::never: return false;
+        case Axis::Shown::when_set:
+            return std::any_of(cells.begin(), cells.end(), [&](const CellParams& c) { return axis.get(c) != axis.default_text; });
+        case Axis::Shown::when_varies: {
+            std::set<std::string> values;
+            for (const auto& c : cells) {
+                values.insert(axis.get(c));
+                if (values.size() > 1) return true;
+            }
+            return false;
+        }
+    }
+    return false;
+}
+
+}  // namespace sweetspot

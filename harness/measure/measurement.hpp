@@ -1,0 +1,59 @@
+#pragma once
+// Measuring one cell, the same way on every backend: warm-up iterations, timed iterations, traced
+// iterations (collection on), latency statistics, the logits check. What differs between the
+// host and the GPU (how a forward runs and is timed, what is collected, what the output is checked
+// against) sits behind CellForward, one implementation per path.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "harness/collect/events.hpp"
+#include "harness/matrix/cell.hpp"
+#include "harness/measure/logits_check.hpp"
+#include "harness/store/store.hpp"
+
+namespace sweetspot {
+
+struct MeasureOptions {
+    bool allow_oversubscription = false;  // lifts the managed-memory guard
+    bool collect = true;                  // CUPTI in traced iterations (`--collector cupti`)
+    // For `sweetspot logits`: token ids (batch × seq) to run instead of the cell's random ones,
+    // and where the logits of the last iteration go.
+    std::span<const std::int32_t> tokens = {};
+    std::vector<float>* logits = nullptr;
+    // Text of the NVTX range the cell's ranges nest in: the run lives in the parent process, so
+    // each cell process opens it (Nsight Systems shows it around the cell).
+    std::string run_label = "run";
+};
+
+// A cell's model with its weights placed, ready to run forwards on the cell's tokens.
+class CellForward {
+public:
+    virtual ~CellForward() = default;
+    // Bytes of activations (and workspace) the forward allocated.
+    virtual std::int64_t activation_bytes() const = 0;
+    // One forward from the cell's starting residency; its latency in ms, timed as the path can
+    // time it exactly (CUDA events on the GPU, the steady clock on the host). `label` names the
+    // iteration for profilers.
+    virtual double iteration_ms(const std::string& label) = 0;
+    // Around the traced iterations: the GPU path records CUPTI events, the host path nothing.
+    virtual void start_collection() {}
+    virtual std::optional<CellEvents> finish_collection() { return std::nullopt; }
+    // The logits of the last forward, and how they compare with the path's reference.
+    virtual std::vector<float> logits() = 0;
+    virtual std::optional<LogitsCheck> check(std::span<const float> logits) = 0;
+    // What the path knows once the iterations are done (where the weights went, device memory).
+    virtual void add_placement(CellOutcome& out) const = 0;
+};
+
+// The token ids a cell runs: `options.tokens`, else the cell's random ones.
+std::vector<std::int32_t> cell_tokens(const CellParams& cell, const MeasureOptions& options);
+
+// Runs the cell's iterations through `forward` and fills `out` with what they measured.
+void measure_iterations(const CellParams& cell, std::size_t token_count, CellForward& forward,
+                        const MeasureOptions& options, CellOutcome& out);
+
+}  // namespace sweetspot

@@ -1,0 +1,199 @@
+// The axis registry: each axis declared once, and everything derived from it (canonical text,
+// --only, the cells columns, list, summary, analysis/, the docs) agrees with it.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "backends/backend_registry.hpp"
+#include "harness/cli/cell_list.hpp"
+#include "harness/matrix/axes.hpp"
+#include "harness/matrix/matrix.hpp"
+#include "harness/store/store.hpp"
+#include "test_support.hpp"
+
+using namespace sweetspot;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+std::string read_text(const std::string& path) {
+    std::ifstream f(path);
+    REQUIRE(f);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+
+// A value of `axis` other than its default, in normal form.
+std::string other_value(const Axis& axis) {
+    switch (axis.written) {
+        case Axis::Written::choice:
+            for (const auto& c : axis.choices)
+                if (c != axis.default_text) return c;
+            break;
+        case Axis::Written::integer: {
+            const auto v = *parse_integer(axis.default_text);
+            return std::to_string(v < axis.max ? v + 1 : v - 1);
+        }
+        case Axis::Written::boolean: return axis.default_text == "true" ? "false" : "true";
+        case Axis::Written::model: return "tiny_odd";
+        default:
+            for (const char* candidate : {"jit", "50%", "60", "other.safetensors"}) {
+                const auto v = axis.normalize(candidate);
+                if (v && *v != axis.default_text) return *v;
+            }
+    }
+    FAIL("no second value for axis " << axis.name);
+    return {};
+}
+
+CellParams with_value(const Axis& axis, const std::string& value) {
+    CellParams c;
+    axis.set(c, value);
+    if (axis.written == Axis::Written::model) c.model = find_builtin_model(value).value();
+    return c;
+}
+
+// The printed row of each cell, without its index and key (which always differ).
+std::vector<std::string> list_rows(const std::vector<CellParams>& cells) {
+    std::ostringstream out;
+    print_cell_list(cells, out);
+    std::istringstream lines(out.str());
+    std::vector<std::string> rows;
+    std::string line;
+    std::getline(lines, line);  // header
+    std::getline(lines, line);  // rule
+    for (std::size_t i = 0; i < cells.size() && std::getline(lines, line); ++i) {
+        rows.push_back(std::regex_replace(line, std::regex("^ *[0-9]+ +[0-9a-f]{16}"), ""));
+    }
+    return rows;
+}
+
+}  // namespace
+
+TEST_CASE("every axis is declared once, with a default its own parser accepts", "[axes]") {
+    std::set<std::string_view> names;
+    for (const Axis& axis : axes()) {
+        INFO(axis.name);
+        CHECK(names.insert(axis.name).second);
+        REQUIRE(axis.normalize);
+        REQUIRE(axis.get);
+        REQUIRE(axis.set);
+        CHECK(axis.normalize(axis.default_text) == axis.default_text);
+        CHECK_FALSE(axis.expects.empty());
+        CHECK(find_axis(axis.name) == &axis);
+        if (axis.in_matrix()) {
+            // Setting a value and reading it back gives the value: get and set agree.
+            const std::string other = other_value(axis);
+            CHECK(axis.get(with_value(axis, other)) == other);
+        }
+    }
+}
+
+TEST_CASE("every enumerated axis accepts exactly its enumeration's names", "[axes]") {
+    CHECK(find_axis("backend")->choices == enum_names<BackendId>());
+    CHECK(find_axis("variant")->choices == enum_names<Variant>());
+    CHECK(find_axis("dtype")->choices == enum_names<DType>());
+    CHECK(find_axis("resident")->choices == enum_names<ResidentPolicy>());
+    CHECK(find_axis("evict")->choices == enum_names<UvmEvict>());
+    CHECK(find_axis("activations")->choices == enum_names<Activations>());
+    CHECK(find_axis("mode")->choices == enum_names<Mode>());
+    CHECK(find_axis("debug_fault")->choices == enum_names<DebugFault>());
+    for (const BackendId b : {BackendId::device, BackendId::explicit_copy, BackendId::uvm, BackendId::uvm_prefetch,
+                              BackendId::host}) {
+        CHECK(backend_traits(b).id == b);
+        CHECK(parse_enum<BackendId>(enum_name(b)) == b);
+    }
+    CHECK_FALSE(parse_enum<BackendId>("nvlink-magic"));
+}
+
+TEST_CASE("a cell's text round-trips through its parser for a non-default value of every axis", "[axes]") {
+    for (const Axis& axis : axes()) {
+        if (!axis.in_matrix() || axis.keyed == Axis::Keyed::no) continue;
+        INFO(axis.name);
+        const CellParams c = with_value(axis, other_value(axis));
+        const CellParams back = CellParams::from_canonical(c.canonical());
+        CHECK(back.canonical() == c.canonical());
+        CHECK(back.key() != CellParams{}.key());
+        CHECK_THAT(c.canonical(), ContainsSubstring(std::string(axis.name) + "="));
+    }
+    CHECK_THROWS_WITH(CellParams::from_canonical(CellParams{}.canonical() + "backend=nvlink\n"),
+                      ContainsSubstring("'backend' must be one of: device, explicit-copy, uvm, uvm-prefetch, host"));
+}
+
+TEST_CASE("list prints a column for every axis in which two cells differ", "[axes]") {
+    for (const Axis& axis : axes()) {
+        if (!axis.in_matrix() || axis.in_list == Axis::Shown::never) continue;
+        INFO(axis.name);
+        const std::vector<CellParams> cells = {CellParams{}, with_value(axis, other_value(axis))};
+        const auto rows = list_rows(cells);
+        REQUIRE(rows.size() == 2);
+        CHECK(rows[0] != rows[1]);
+    }
+    // Every axis a matrix sets can tell two cells apart, so none may be hidden from list.
+    for (const Axis& axis : axes())
+        if (axis.in_matrix()) CHECK(axis.in_list != Axis::Shown::never);
+}
+
+TEST_CASE("list tells apart every two cells of the shipped matrices, and names each model's shape", "[axes]") {
+    for (const auto& entry : std::filesystem::directory_iterator(test::source_path("experiments"))) {
+        if (entry.path().extension() != ".toml") continue;
+        INFO(entry.path());
+        const Matrix m = load_matrix(entry.path().string());
+        const auto rows = list_rows(m.cells);
+        CHECK(std::set<std::string>(rows.begin(), rows.end()).size() == m.cells.size());
+    }
+    const Matrix bench = load_matrix(test::source_path("experiments/bench-backends.toml"));
+    std::ostringstream out;
+    print_cell_list(bench.cells, out);
+    CHECK_THAT(out.str(), ContainsSubstring("resident"));
+    CHECK_THAT(out.str(), ContainsSubstring("evict"));
+    CHECK_THAT(out.str(), ContainsSubstring("gpt2_1.5b: 48 layers, hidden 1600, 25 heads"));
+
+    const Matrix custom = parse_matrix(R"(
+[[models]]
+name = "narrow"
+base = "gpt2_small"
+hidden = 384
+heads = 6
+
+[defaults]
+model = "narrow"
+)",
+                                       "custom.toml");
+    std::ostringstream custom_out;
+    print_cell_list(custom.cells, custom_out);
+    CHECK_THAT(custom_out.str(), ContainsSubstring("narrow: 12 layers, hidden 384, 6 heads"));
+    CHECK_THAT(custom_out.str(), ContainsSubstring("(the matrix's [[models]])"));
+}
+
+TEST_CASE("analysis/ knows every parameter column the registry declares", "[axes]") {
+    const std::string py = read_text(test::source_path("analysis/results_db.py"));
+    std::set<std::string> known;
+    for (const char* tuple : {"PARAMETERS", "MODEL_SHAPE", "RUN_LIMITS"}) {
+        const std::regex declared(std::string("\n") + tuple + R"( = \(([^)]*)\))");
+        std::smatch m;
+        REQUIRE(std::regex_search(py, m, declared));
+        const std::string body = m[1];
+        const std::regex quoted(R"re("([a-z_0-9]+)")re");
+        for (auto it = std::sregex_iterator(body.begin(), body.end(), quoted); it != std::sregex_iterator(); ++it)
+            known.insert((*it)[1]);
+    }
+    std::set<std::string> columns;
+    for (const Axis& axis : axes())
+        if (axis.column_type != Axis::Column::none) columns.emplace(axis.column);
+    CHECK(known == columns);
+}
+
+TEST_CASE("the matrix format documents every axis a matrix may set", "[axes]") {
+    const std::string doc = read_text(test::source_path("experiments/README.md"));
+    for (const std::string& name : matrix_axis_names()) {
+        INFO(name);
+        CHECK_THAT(doc, ContainsSubstring("| `" + name + "` |"));
+    }
+}
