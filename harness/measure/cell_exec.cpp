@@ -11,6 +11,7 @@
 
 #include "backends/backend.hpp"
 #include "backends/backend_registry.hpp"
+#include "backends/residency_plan.hpp"
 #include "harness/measure/host_cell.hpp"
 #include "harness/measure/measurement.hpp"
 #include "harness/store/store.hpp"
