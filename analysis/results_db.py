@@ -13,15 +13,15 @@ from bound import bound_ms, device_latencies
 
 # Versions this report reads: it names every column it needs and skips a figure whose columns a
 # file lacks, so an older file cannot be misread.
-READABLE_SCHEMA_VERSIONS = (1, 2)
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 
 # What the report takes from a cell's run (absent from the oldest files: filled with NULL).
 RUN_COLUMNS = ("h2d_gbps", "d2h_gbps", "gpu_name", "cpu_model", "host")
 
 # The parameters that define a measurement (results/README.md, `cells`), in the order labels use.
 PARAMETERS = ("model", "variant", "backend", "dtype", "batch", "seq", "streams", "prefetch", "budget", "resident",
-              "evict", "tf32", "activations", "mode", "weights", "warmups", "iterations", "trace_iterations", "seed",
-              "debug_fault")
+              "evict", "tf32", "dropout", "activations", "mode", "weights", "warmups", "iterations",
+              "trace_iterations", "seed", "debug_fault")
 # The model's shape: part of what a cell measures, but labels name the model instead. Two models
 # of one name differ only when a matrix redefined a custom model between runs.
 MODEL_SHAPE = ("n_layer", "n_embd", "n_head", "vocab_size", "max_positions")

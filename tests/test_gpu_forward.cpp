@@ -161,9 +161,9 @@ std::vector<std::int32_t> make_tokens(const ModelConfig& m, int batch, int seq) 
 }
 
 std::vector<float> run_cpu(const ModelConfig& m, const WeightLayout& layout, const std::vector<std::vector<float>>& units,
-                           const std::vector<std::int32_t>& tokens, int batch, int seq) {
+                           const std::vector<std::int32_t>& tokens, int batch, int seq, const Dropout& dropout = {}) {
     HostSource source(units);
-    CpuForward forward(m, layout, batch, seq);
+    CpuForward forward(m, layout, batch, seq, dropout);
     std::vector<float> logits(tokens.size() * as_size(m.vocab_size));
     forward.run(source, tokens, logits);
     return logits;
@@ -295,6 +295,63 @@ TEST_CASE("GpuForward matches CpuForward: head_dim 130", "[gpu][kernels]") {
 TEST_CASE("GpuForward matches CpuForward: gpt2_small", "[gpu][kernels]") {
     require_gpu();
     check_against_cpu(builtin("gpt2_small"), 2, 64);
+}
+
+// A model of two heads of `head_dim`, long enough for seq 777.
+ModelConfig two_heads(int head_dim) {
+    ModelConfig m = builtin("tiny");
+    m.name = "heads of " + std::to_string(head_dim);
+    m.n_head = 2;
+    m.n_embd = 2 * head_dim;
+    m.max_positions = 1024;
+    return m;
+}
+
+TEST_CASE("the residual_ln and softmax fusions compute baseline's logits bit for bit, with and without dropout",
+          "[gpu][kernels]") {
+    require_gpu();
+    struct Case {
+        ModelConfig model;
+        int batch, seq;
+    };
+    for (const Case& k : {Case{two_heads(25), 2, 1}, Case{two_heads(25), 1, 777}, Case{two_heads(80), 2, 77},
+                          Case{builtin("tiny_odd"), 2, 33}}) {
+        const WeightLayout layout = WeightLayout::for_model(k.model);
+        const auto units = synthetic_units(k.model, layout);
+        const auto tokens = make_tokens(k.model, k.batch, k.seq);
+        Stream stream;
+        for (const DType dtype : kAllDtypes) {
+            const DtypeUnits weights = in_dtype(units, dtype);
+            for (const float p : {0.0f, 0.1f}) {
+                INFO(k.model.name << " " << enum_name(dtype) << " batch " << k.batch << " seq " << k.seq << " dropout " << p);
+                const Dropout dropout{p, 5};
+                const std::vector<float> want = run_cpu(k.model, layout, weights.rounded, tokens, k.batch, k.seq, dropout);
+                std::vector<float> baseline_logits;
+                int baseline_launches = 0;
+                for (const char* name : {"baseline", "dropout_ln", "attn_ln", "residual_ln+softmax", "softmax"}) {
+                    INFO("variant " << name);
+                    GpuForwardOptions options;
+                    options.variant = *Variant::parse(name);
+                    options.dropout = dropout;
+                    DeviceSource source(weights);
+                    GpuForward forward(k.model, layout, dtype, k.batch, k.seq, stream.get(), options);
+                    forward.set_tokens(tokens);
+                    forward.run(source);
+                    const std::vector<float> logits = forward.logits_to_host();
+                    CHECK_FALSE(all_zero(logits));
+                    if (options.variant.is_baseline()) {
+                        baseline_logits = logits;
+                        baseline_launches = forward.launches_per_forward();
+                        CHECK(relative_error(logits, want) < tolerance(dtype));
+                        continue;
+                    }
+                    CHECK(bit_identical(logits, baseline_logits));
+                    // Each fusion replaces two or three kernels by one, in every layer.
+                    CHECK(forward.launches_per_forward() < baseline_launches);
+                }
+            }
+        }
+    }
 }
 
 TEST_CASE("GpuForward with TF32 GEMMs stays close to fp32", "[gpu][kernels]") {

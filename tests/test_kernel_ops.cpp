@@ -297,7 +297,8 @@ TEMPLATE_TEST_CASE("launch_residual_add matches cpu::residual_add", "[gpu]", flo
     }
 }
 
-TEMPLATE_TEST_CASE("launch_causal_softmax matches cpu::causal_softmax", "[gpu]", float, __half, __nv_bfloat16) {
+TEMPLATE_TEST_CASE("mask + softmax (baseline) and the fused causal softmax match cpu::causal_softmax", "[gpu]", float,
+                   __half, __nv_bfloat16) {
     require_gpu();
     using T = TestType;
     constexpr DType dtype = gpu::dtype_of<T>();
@@ -317,12 +318,17 @@ TEMPLATE_TEST_CASE("launch_causal_softmax matches cpu::causal_softmax", "[gpu]",
         for (float& v : scores) v += s.offset;
         round_through_dtype(scores, dtype);
 
-        const DeviceArray<T> d_scores(scores, stream.get());
-        gpu::launch_causal_softmax<T>(d_scores.get(), rows, s.seq, stream.get());
+        const DeviceArray<T> d_scores(scores, stream.get()), d_fused(scores, stream.get());
+        gpu::launch_causal_mask<T>(d_scores.get(), rows, s.seq, stream.get());
+        gpu::launch_softmax<T>(d_scores.get(), rows, s.seq, stream.get());
         const auto got = d_scores.to_host(stream.get());
+        gpu::launch_causal_softmax_dropout<T>(d_fused.get(), rows, s.seq, Dropout{}, 0, stream.get());
+        const auto fused = d_fused.to_host(stream.get());
 
         cpu::causal_softmax(scores.data(), rows, s.seq);
         check_close(got, scores, store_tolerance(dtype));
+        // The fusion computes the same numbers: the masked columns add exp(−inf) = 0 to the sums.
+        CHECK(fused == got);
         // The masked columns must be exact zeros: P·V runs over the full row.
         std::size_t masked_nonzero = 0;
         for (std::int64_t r = 0; r < rows; ++r) {
@@ -331,6 +337,115 @@ TEMPLATE_TEST_CASE("launch_causal_softmax matches cpu::causal_softmax", "[gpu]",
             }
         }
         CHECK(masked_nonzero == 0);
+    }
+}
+
+// Dropout with p = 0.25 on both sides: the masks are drawn from the same counters, so the kept
+// elements and their scale agree exactly; only the store to T rounds.
+Dropout test_dropout(int seq, int positions) { return Dropout{0.25f, 42}.for_shape(seq, positions); }
+
+TEMPLATE_TEST_CASE("launch_dropout and launch_dropout_probabilities match cpu::dropout_rows and "
+                   "cpu::dropout_probabilities",
+                   "[gpu]", float, __half, __nv_bfloat16) {
+    require_gpu();
+    using T = TestType;
+    constexpr DType dtype = gpu::dtype_of<T>();
+    const CudaStream stream;
+    struct Shape {
+        int seq, positions;
+        std::int64_t rows;
+        int width;
+    };
+    for (const Shape s : {Shape{1, 1, 3, 25}, Shape{13, 40, 26, 77}, Shape{7, 7, 70, 7}}) {
+        INFO(enum_name(dtype) << " seq " << s.seq << " rows " << s.rows << " width " << s.width);
+        const Dropout d = test_dropout(s.seq, s.positions);
+        const auto n = as_size(s.rows) * as_size(s.width);
+        auto x = random_values(n, dtype, kSeed, 0.01f, 1.0f, Sign::either);
+        auto p = x;
+        const DeviceArray<T> d_x(x, stream.get());
+        gpu::launch_dropout<T>(d_x.get(), s.rows, s.width, d, 3, stream.get());
+        cpu::dropout_rows(x.data(), s.rows, s.width, d, 3);
+        const auto got = d_x.to_host(stream.get());
+        check_close(got, x, store_tolerance(dtype));
+        const auto zeros = std::count(got.begin(), got.end(), 0.0f);
+        CHECK(zeros == std::count(x.begin(), x.end(), 0.0f));
+        CHECK(zeros > 0);  // p = 0.25 over these sizes drops something
+
+        // Probabilities are rows of seq: reuse the values as [rows·width / seq, seq].
+        const std::int64_t prob_rows = static_cast<std::int64_t>(n) / s.seq;
+        p.resize(as_size(prob_rows) * as_size(s.seq));
+        const DeviceArray<T> d_p(p, stream.get());
+        gpu::launch_dropout_probabilities<T>(d_p.get(), prob_rows, d, 5, stream.get());
+        cpu::dropout_probabilities(p.data(), 0, prob_rows, d, 5);
+        check_close(d_p.to_host(stream.get()), p, store_tolerance(dtype));
+    }
+}
+
+TEMPLATE_TEST_CASE("the fused causal softmax with dropout matches cpu::causal_softmax then cpu::dropout_probabilities",
+                   "[gpu]", float, __half, __nv_bfloat16) {
+    require_gpu();
+    using T = TestType;
+    constexpr DType dtype = gpu::dtype_of<T>();
+    const CudaStream stream;
+    for (const int seq : {1, 25, 300}) {
+        INFO(enum_name(dtype) << " seq " << seq);
+        const std::int64_t rows = 3 * static_cast<std::int64_t>(seq);
+        const Dropout d = test_dropout(seq, 512);
+        auto scores = random_values(as_size(rows) * as_size(seq), dtype, kSeed, 0.01f, 4.0f, Sign::either);
+        const DeviceArray<T> d_fused(scores, stream.get()), d_parts(scores, stream.get());
+        gpu::launch_causal_softmax_dropout<T>(d_fused.get(), rows, seq, d, 7, stream.get());
+        gpu::launch_causal_mask<T>(d_parts.get(), rows, seq, stream.get());
+        gpu::launch_softmax<T>(d_parts.get(), rows, seq, stream.get());
+        gpu::launch_dropout_probabilities<T>(d_parts.get(), rows, d, 7, stream.get());
+        const auto fused = d_fused.to_host(stream.get());
+        CHECK(fused == d_parts.to_host(stream.get()));  // one kernel, the same numbers as three
+
+        cpu::causal_softmax(scores.data(), rows, seq);
+        cpu::dropout_probabilities(scores.data(), 0, rows, d, 7);
+        check_close(fused, scores, 2.0 * store_tolerance(dtype));
+    }
+}
+
+TEMPLATE_TEST_CASE("launch_residual_layernorm matches dropout, residual add and layernorm, on the CPU and on the GPU",
+                   "[gpu]", float, __half, __nv_bfloat16) {
+    require_gpu();
+    using T = TestType;
+    constexpr DType dtype = gpu::dtype_of<T>();
+    const CudaStream stream;
+    struct Shape {
+        int batch, seq, c;
+    };
+    // c 25 and 77 (not multiples of the warp or of 8), a single position, GPT-2 small's 768.
+    for (const Shape s : {Shape{1, 1, 25}, Shape{2, 13, 77}, Shape{3, 40, 768}}) {
+        for (const float p : {0.0f, 0.25f}) {
+            INFO(enum_name(dtype) << " batch " << s.batch << " seq " << s.seq << " c " << s.c << " p " << p);
+            const int rows = s.batch * s.seq;
+            const auto n = as_size(rows) * as_size(s.c);
+            const Dropout d = Dropout{p, 9}.for_shape(s.seq, 64);
+            auto x = random_values(n, dtype, kSeed, 0.01f, 2.0f, Sign::either);
+            auto y = random_values(n, dtype, kSeed + 1, 0.01f, 2.0f, Sign::either);
+            const auto w = random_values(as_size(s.c), dtype, kSeed + 2, 0.5f, 1.5f, Sign::positive);
+            const auto b = random_values(as_size(s.c), dtype, kSeed + 3, 0.01f, 0.5f, Sign::either);
+
+            const DeviceArray<T> fx(x, stream.get()), fy(y, stream.get()), px(x, stream.get()), py(y, stream.get());
+            const DeviceArray<T> dw(w, stream.get()), db(b, stream.get());
+            const DeviceArray<T> f_out(std::vector<float>(n, 1.0f), stream.get()), p_out(std::vector<float>(n, 1.0f), stream.get());
+            gpu::launch_residual_layernorm<T>(f_out.get(), fx.get(), fy.get(), d, 2, dw.get(), db.get(), rows, s.c, kEps,
+                                              stream.get());
+            gpu::launch_dropout<T>(py.get(), rows, s.c, d, 2, stream.get());
+            gpu::launch_residual_add<T>(px.get(), py.get(), static_cast<std::int64_t>(n), stream.get());
+            gpu::launch_layernorm<T>(p_out.get(), px.get(), dw.get(), db.get(), rows, s.c, kEps, stream.get());
+            const auto got = f_out.to_host(stream.get());
+            // The fused kernel rounds where the three kernels store: the same numbers, x included.
+            CHECK(got == p_out.to_host(stream.get()));
+            CHECK(fx.to_host(stream.get()) == px.to_host(stream.get()));
+
+            cpu::dropout_rows(y.data(), rows, s.c, d, 2);
+            cpu::residual_add(x.data(), y.data(), static_cast<std::int64_t>(n));
+            std::vector<float> want(n);
+            cpu::layernorm(want.data(), x.data(), w.data(), b.data(), rows, s.c, kEps);
+            check_close(got, want, 4.0 * store_tolerance(dtype));
+        }
     }
 }
 

@@ -672,6 +672,73 @@ TEST_CASE("CpuForward matches the float64 reference", "[kernels]") {
     }
 }
 
+TEST_CASE("dropout masks: the kept fraction and the scale, the same on every path, independent of the run's length",
+          "[kernels]") {
+    const Dropout d = Dropout{0.1f, 7}.for_shape(64, 128);
+    std::size_t dropped = 0, n = 0;
+    for (std::uint64_t e = 0; e < 100000; ++e, ++n) {
+        const float f = d.factor(3, e);
+        CHECK((f == 0.0f || f == 1.0f / 0.9f));
+        dropped += f == 0.0f;
+    }
+    CHECK(std::abs(static_cast<double>(dropped) / static_cast<double>(n) - 0.1) < 0.005);
+    CHECK(Dropout{}.factor(3, 5) == 1.0f);  // p = 0: nothing dropped
+    // Other sites and seeds draw other masks.
+    std::size_t same_site = 0, same_seed = 0;
+    const Dropout other_seed = Dropout{0.5f, 8}.for_shape(64, 128), half = Dropout{0.5f, 7}.for_shape(64, 128);
+    for (std::uint64_t e = 0; e < 1000; ++e) {
+        same_site += (half.factor(3, e) == 0.0f) == (half.factor(4, e) == 0.0f);
+        same_seed += (half.factor(3, e) == 0.0f) == (other_seed.factor(3, e) == 0.0f);
+    }
+    CHECK(same_site < 600);
+    CHECK(same_seed < 600);
+    // Row 1 of a run of seq 5 is (batch 0, position 1), as row 1 of a run of seq 64 is.
+    const Dropout short_run = Dropout{0.1f, 7}.for_shape(5, 128);
+    for (std::uint64_t i = 0; i < 50; ++i) CHECK(short_run.row_factor(2, 1, 50, i) == d.row_factor(2, 1, 50, i));
+    // Row 6 of seq 5 is (batch 1, position 1); in seq 64 that is row 65.
+    for (std::uint64_t i = 0; i < 50; ++i) CHECK(short_run.row_factor(2, 6, 50, i) == d.row_factor(2, 65, 50, i));
+}
+
+TEST_CASE("CpuForward with dropout matches the float64 reference with the same masks", "[kernels]") {
+    const Dropout dropout{0.2f, 11};
+    for (const char* name : {"tiny", "tiny_odd"}) {
+        const int batch = 2, seq = 13;
+        INFO(name);
+        const auto m = builtin(name);
+        const auto layout = WeightLayout::for_model(m);
+        RecordingSource source(m, layout, kSeed);
+        const auto tokens = make_tokens(m, batch, seq);
+        CpuForward forward(m, layout, batch, seq, dropout);
+        std::vector<float> got(tokens.size() * static_cast<std::size_t>(m.vocab_size));
+        forward.run(source, tokens, got);
+        const auto want = reference_forward(m, layout, source.pointers(), tokens, batch, seq, dropout);
+        double max_err = 0.0, max_ref = 0.0;
+        for (std::size_t i = 0; i < got.size(); ++i) {
+            max_err = std::max(max_err, std::abs(static_cast<double>(got[i]) - want[i]));
+            max_ref = std::max(max_ref, std::abs(want[i]));
+        }
+        CHECK(max_ref > 0.1);
+        CHECK(max_err / max_ref < 1e-5);
+        // Dropout changed the output: the masks were applied.
+        const auto without = run_cpu(m, source, tokens, batch, seq);
+        double moved = 0.0;
+        for (std::size_t i = 0; i < got.size(); ++i) moved = std::max(moved, std::abs(double(got[i]) - without[i]));
+        CHECK(moved > 0.01 * max_ref);
+        // A run over the first 5 positions of sample 0 draws the same masks: by causality its
+        // logits are the whole run's first 5 positions.
+        const std::vector<std::int32_t> prefix(tokens.begin(), tokens.begin() + 5);
+        CpuForward short_forward(m, layout, 1, 5, dropout);
+        std::vector<float> short_logits(5 * static_cast<std::size_t>(m.vocab_size));
+        short_forward.run(source, prefix, short_logits);
+        double prefix_err = 0.0;
+        for (int t = 0; t < 5; ++t) {
+            const auto a = logit_row(got, m, seq, 0, t), b = logit_row(short_logits, m, 5, 0, t);
+            for (std::size_t v = 0; v < a.size(); ++v) prefix_err = std::max(prefix_err, std::abs(double(a[v]) - b[v]));
+        }
+        CHECK(prefix_err < 1e-4 * max_ref);
+    }
+}
+
 TEST_CASE("CpuForward acquires and releases every unit once, in order", "[kernels]") {
     const auto m = builtin("tiny_odd");
     const auto layout = WeightLayout::for_model(m);

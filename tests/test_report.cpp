@@ -242,7 +242,7 @@ void add_gpu_cells(const std::string& db) {
     const auto device = gpu_cell("device", 1, "off", 100);
     record(device, measured(device, device_ms));
     auto fused = device;
-    fused.variant = Variant::attn_ln;
+    fused.variant = *Variant::parse("attn_ln");
     record(fused, measured(fused, device_ms * 0.8));
 
     for (const auto& [backend, slowdown] : {std::pair{"explicit-copy", 1.03}, std::pair{"uvm-prefetch", 1.2}}) {

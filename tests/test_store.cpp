@@ -3,6 +3,7 @@
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -307,7 +308,45 @@ TEST_CASE("opening again keeps the data; read-only opening checks the file", "[s
         db.exec("UPDATE schema_info SET version = 99");
     }
     CHECK_THROWS_WITH(Store::open_read_only(path),
-                      path + " has schema version 99; this sweetspot reads version " + std::to_string(kSchemaVersion));
+                      path + " has schema version 99; this sweetspot reads versions 2 to " + std::to_string(kSchemaVersion));
+}
+
+TEST_CASE("a version-2 database is read as it is and upgraded when a run writes to it", "[store]") {
+    TempDir tmp;
+    const auto path = tmp.file("v2.db");
+    {
+        auto s = Store::open(path);
+        RunInfo info;
+        info.started_at = "2026-01-01T00:00:00Z";
+        s.record_cell(s.begin_run(info), 0, tiny_cell(2, 8), ok_outcome(1.0));
+        // What version 2 was: these two columns did not exist.
+        s.db().exec("ALTER TABLE cells DROP COLUMN dropout; ALTER TABLE cells DROP COLUMN launches_per_forward;"
+                    "UPDATE schema_info SET version = 2; PRAGMA user_version = 2");
+    }
+    {
+        auto r = Store::open_read_only(path);
+        std::ostringstream out;
+        print_summary(r, SummaryOptions{}, out);
+        CHECK_THAT(out.str(), Catch::Matchers::ContainsSubstring("1 ok"));
+        auto v = r.db().prepare("SELECT version FROM schema_info");
+        REQUIRE(v.step());
+        CHECK(v.int64(0) == 2);  // reading changed nothing
+    }
+    auto s = Store::open(path);
+    auto v = s.db().prepare("SELECT version, (SELECT dropout FROM cells), (SELECT count(*) FROM cells) FROM schema_info");
+    REQUIRE(v.step());
+    CHECK(v.int64(0) == kSchemaVersion);
+    CHECK(v.real(1) == 0.0);
+    CHECK(v.int64(2) == 1);
+    RunInfo info;
+    info.started_at = "2026-01-02T00:00:00Z";
+    const auto run = s.begin_run(info);
+    CellParams dropped = tiny_cell(2, 8);
+    dropped.dropout = 0.1;
+    s.record_cell(run, 1, dropped, ok_outcome(1.0));
+    auto d = s.db().prepare("SELECT dropout FROM cells WHERE cell_index = 1");
+    REQUIRE(d.step());
+    CHECK(d.real(0) == Catch::Approx(0.1));
 }
 
 TEST_CASE("a cell and its iterations round-trip through the store", "[store]") {

@@ -28,9 +28,10 @@ def normalized(ok):
     """Per (processor, model, variant): geometric means over workloads of baseline ÷ variant latency
     at the median, 90th and 10th percentile, and the number of workloads."""
     cells = ok.assign(processor=ok.apply(processor, axis=1))
-    base = (cells[cells["variant"] == "baseline"].groupby(WORKLOAD, dropna=False)["latency_median_ms"].median()
+    workload = [p for p in WORKLOAD if p in cells]  # older files lack the columns of later axes
+    base = (cells[cells["variant"] == "baseline"].groupby(workload, dropna=False)["latency_median_ms"].median()
             .rename("baseline_ms").reset_index())
-    paired = cells.merge(base, on=WORKLOAD)
+    paired = cells.merge(base, on=workload)
     paired["perf"] = paired["baseline_ms"] / paired["latency_median_ms"]
     paired["perf_lo"] = paired["baseline_ms"] / paired["latency_p90_ms"]
     paired["perf_hi"] = paired["baseline_ms"] / paired["latency_p10_ms"]

@@ -1,5 +1,6 @@
 #include "harness/cli/cell_list.hpp"
 
+#include <cstdio>
 #include <set>
 #include <string>
 
@@ -17,11 +18,13 @@ TextTable::Align align_of(const Axis& axis) {
                : TextTable::Align::left;
 }
 
-// "tiny: 2 layers, hidden 64, 2 heads, vocab 512, 128 positions, ln_eps 1e-05 (built in)"
+// "tiny: 2 layers, hidden 64, 2 heads, vocab 512, 128 positions, ln_eps 1e-05, ... (built in)"
 std::string shape_line(const ModelConfig& m) {
+    char eps[32];
+    std::snprintf(eps, sizeof eps, "%g", static_cast<double>(m.ln_eps));  // the float's shortest form, not 9.99999975e-06
     return m.name + ": " + std::to_string(m.n_layer) + " layers, hidden " + std::to_string(m.n_embd) + ", " +
            std::to_string(m.n_head) + " heads, vocab " + std::to_string(m.vocab_size) + ", " +
-           std::to_string(m.max_positions) + " positions, ln_eps " + format_number(m.ln_eps) + ", " +
+           std::to_string(m.max_positions) + " positions, ln_eps " + eps + ", " +
            human_bytes(static_cast<double>(m.n_params()) * 4) + " of fp32 parameters" +
            (find_builtin_model(m.name) ? " (built in)" : " (the matrix's [[models]])");
 }

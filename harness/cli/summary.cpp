@@ -2,6 +2,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -54,10 +55,22 @@ bool summary_shows(Store& store, const SummaryOptions& opt, const Axis& axis) {
     return false;
 }
 
+std::set<std::string> cell_columns(Store& store) {
+    std::set<std::string> columns;
+    auto st = store.db().prepare("SELECT name FROM pragma_table_info('cells')");
+    while (st.step()) columns.insert(st.text(0));
+    return columns;
+}
+
 void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
+    // An older database lacks the columns of later axes; its cells had those axes' defaults.
+    const std::set<std::string> present = cell_columns(store);
     std::vector<const Axis*> shown;
-    for (const Axis& axis : axes())
-        if (axis.column_type != Axis::Column::none && summary_shows(store, opt, axis)) shown.push_back(&axis);
+    for (const Axis& axis : axes()) {
+        if (axis.column_type != Axis::Column::none && present.count(std::string(axis.column)) &&
+            summary_shows(store, opt, axis))
+            shown.push_back(&axis);
+    }
     std::string columns;
     for (const Axis* axis : shown) columns += ", " + std::string(axis->column);
     auto st = store.db().prepare("SELECT cell_id, status, latency_median_ms, latency_p10_ms, latency_p90_ms, tokens_per_s, "

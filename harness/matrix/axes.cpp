@@ -145,6 +145,45 @@ Axis budget_axis() {
     return with_default(std::move(a));
 }
 
+// A preset or fusions joined by '+'; list shows what a preset stands for.
+Axis variant_axis() {
+    Axis a = axis_named("variant", Axis::Written::choice, Axis::Column::text);
+    for (const auto& preset : kVariantPresets) a.choices.emplace_back(preset.name);
+    std::string fusions;
+    for (const std::string& f : enum_names<Fusion>()) fusions += (fusions.empty() ? "" : ", ") + f;
+    a.expects = "a preset (" + join(a.choices) + ") or fusions joined by '+' (" + fusions + ")";
+    a.normalize = [](std::string_view text) -> std::optional<std::string> {
+        const auto v = Variant::parse(text);
+        if (!v) return std::nullopt;
+        return v->text();
+    };
+    a.get = [](const CellParams& c) { return c.variant.text(); };
+    a.set = [](CellParams& c, const std::string& v) { c.variant = *Variant::parse(v); };
+    a.display = [](const CellParams& c) {
+        return c.variant.is_baseline() ? c.variant.text() : c.variant.text() == c.variant.fusions_text()
+                                                                 ? c.variant.text()
+                                                                 : c.variant.text() + " (" + c.variant.fusions_text() + ")";
+    };
+    return with_default(std::move(a));
+}
+
+// The probability of dropping an element at each of GPT-2's dropouts (embeddings, attention
+// probabilities, both residual branches); 0 is eval mode. Keyed only when set, so cells from
+// before the axis keep their keys.
+Axis dropout_axis() {
+    Axis a = axis_named("dropout", Axis::Written::number_or_string, Axis::Column::real);
+    a.keyed = Axis::Keyed::unless_default;
+    a.expects = "a probability from 0 up to (not including) 1";
+    a.normalize = [](std::string_view text) -> std::optional<std::string> {
+        const auto p = parse_finite_number(text);
+        if (!p || *p < 0 || *p >= 1) return std::nullopt;
+        return format_number(*p);
+    };
+    a.get = [](const CellParams& c) { return format_number(c.dropout); };
+    a.set = [](CellParams& c, const std::string& v) { c.dropout = *parse_finite_number(v); };
+    return with_default(std::move(a));
+}
+
 Axis tf32_axis() {
     Axis a = axis_named("tf32", Axis::Written::boolean, Axis::Column::integer);
     a.keyed = Axis::Keyed::unless_default;
@@ -213,7 +252,7 @@ std::vector<Axis> make_axes() {
         shape_axis("model.vocab_size", "vocab_size", ModelLimits::vocab, &ModelConfig::vocab_size),
         shape_axis("model.max_positions", "max_positions", ModelLimits::positions, &ModelConfig::max_positions),
         ln_eps_axis(),
-        shown(choice_axis("variant", &CellParams::variant), S::always, S::always),
+        shown(variant_axis(), S::always, S::always),
         shown(choice_axis("backend", &CellParams::backend), S::always, S::always),
         shown(choice_axis("dtype", &CellParams::dtype), S::always, S::always),
         shown(integer_axis("batch", 1, AxisLimits::tokens, &CellParams::batch), S::always, S::always),
@@ -225,6 +264,7 @@ std::vector<Axis> make_axes() {
         keyed(choice_axis("resident", &CellParams::resident), K::unless_default),
         keyed(choice_axis("evict", &CellParams::evict), K::unless_default),
         tf32_axis(),
+        dropout_axis(),
         choice_axis("mode", &CellParams::mode),
         weights_axis(),
         shown(integer_axis("warmups", 0, AxisLimits::iterations, &CellParams::warmups), S::when_varies, S::when_varies),

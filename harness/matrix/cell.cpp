@@ -223,7 +223,7 @@ std::vector<std::int32_t> CellParams::token_ids() const {
 }
 
 std::string CellParams::label() const {
-    std::string s = model.name + " " + std::string(enum_name(backend)) + " " + std::string(enum_name(variant)) + " " +
+    std::string s = model.name + " " + std::string(enum_name(backend)) + " " + variant.text() + " " +
                     std::string(enum_name(dtype)) + " b" + std::to_string(batch) + " s" + std::to_string(seq);
     if (backend_traits(backend).runs_under_budget) {
         s += " streams=" + std::to_string(streams) + " prefetch=" + prefetch.text() + " budget=" + budget.text();

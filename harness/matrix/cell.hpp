@@ -91,7 +91,7 @@ std::optional<double> parse_duration_s(std::string_view s);
 struct CellParams {
     std::string sweep;  // the sweep that produced the cell; cosmetic, not part of the key
     ModelConfig model = find_builtin_model("tiny").value();
-    Variant variant = Variant::baseline;
+    Variant variant;  // baseline
     BackendId backend = BackendId::host;
     DType dtype = DType::fp32;
     int batch = 1;
@@ -103,6 +103,7 @@ struct CellParams {
     ResidentPolicy resident = ResidentPolicy::interleaved;  // which layers a budget keeps on the device
     UvmEvict evict = UvmEvict::migrate;                     // how the UVM backends evict a layer
     bool tf32 = false;                                      // fp32 GEMMs on TF32 tensor cores
+    double dropout = 0;                                     // probability at each dropout site
     Mode mode = Mode::infer;
     std::string weights = "synthetic";  // or a path to a .safetensors checkpoint
     int warmups = 1;

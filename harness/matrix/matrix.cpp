@@ -211,15 +211,6 @@ std::string single_line_string(std::string_view key, const toml::node& n) {
     return s;
 }
 
-std::string one_of(std::string_view key, const toml::node& n, const std::vector<std::string>& names) {
-    std::string s = single_line_string(key, n);
-    if (std::find(names.begin(), names.end(), s) == names.end()) {
-        throw Invalid{"unknown " + std::string(key) + " '" + s + "'" + suggestion(s, names) +
-                      "; expected one of: " + join(names)};
-    }
-    return s;
-}
-
 // ---- Models: the built-ins and the file's [[models]] ----
 
 std::vector<std::string> model_names(const std::vector<ModelConfig>& models) {
@@ -285,7 +276,11 @@ std::string normal_value(const Axis& axis, const toml::node& n, const ModelCatal
             text = single_line_string(axis.name, n);
             break;
         case Axis::Written::choice:
-            text = one_of(axis.name, n, axis.choices);
+            text = single_line_string(axis.name, n);
+            if (!axis.normalize(text)) {
+                throw Invalid{"unknown " + std::string(axis.name) + " '" + text + "'" + suggestion(text, axis.choices) +
+                              "; expected " + axis.expects};
+            }
             break;
         case Axis::Written::model:
             text = single_line_string(axis.name, n);

@@ -75,15 +75,18 @@ std::string cell_unsupported_reason(const CellParams& c) {
     const BackendTraits& backend = backend_traits(c.backend);
     if (!backend.computes_in(c.dtype))
         return "the " + backend_name + " backend does not compute in " + std::string(enum_name(c.dtype));
-    if (!backend.needs_gpu && c.variant != Variant::baseline)
+    if (!backend.needs_gpu && !c.variant.is_baseline())
         return "the " + backend_name + " backend runs the baseline variant only (fusions are GPU kernels)";
     if (!backend.needs_gpu && c.activations != Activations::device)
         return "activations = \"managed\" needs a GPU backend";
 #ifndef SWEETSPOT_HAVE_CUDA
     if (backend.needs_gpu) return "this sweetspot was built without CUDA, so backend '" + backend_name + "' is not available";
 #endif
-    if (c.variant != Variant::baseline)
-        return "variant '" + std::string(enum_name(c.variant)) + "' is not implemented yet (the GPU forward runs baseline)";
+    for (const Fusion f : {Fusion::mlp_epilogue, Fusion::flash_attention, Fusion::proj_epilogue}) {
+        if (c.variant.has(f))
+            return "variant '" + c.variant.text() + "' needs fusion '" + std::string(enum_name(f)) +
+                   "', which this version of sweetspot does not have yet";
+    }
     return backend.cannot_honour(backend_config(c), unit_bytes(WeightLayout::for_model(c.model), c.dtype));
 }
 

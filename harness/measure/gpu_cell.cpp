@@ -42,6 +42,8 @@ GpuForwardOptions forward_options(const CellParams& c, const MeasureOptions& opt
     f.tf32 = c.tf32;
     f.managed_activations = c.activations == Activations::managed;
     f.allow_oversubscription = options.allow_oversubscription;
+    f.variant = c.variant;
+    f.dropout = cell_dropout(c);
     return f;
 }
 
@@ -97,6 +99,7 @@ public:
         out.streamed_bytes = placed.streamed_bytes;
         out.device_weight_bytes = placed.device_weight_bytes;
         out.device_used_bytes = device_used_;
+        out.launches_per_forward = forward_->launches_per_forward();
     }
 
 private:

@@ -8,5 +8,7 @@ namespace sweetspot {
 extern const char* const kSchemaSql;
 // later_views.sql: views added without a version change, run on every open for writing.
 extern const char* const kLaterViewsSql;
+// upgrade_v2.sql: turns a version-2 database into the current version, when a run writes to it.
+extern const char* const kUpgradeV2Sql;
 
 }  // namespace sweetspot

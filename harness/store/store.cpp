@@ -53,7 +53,7 @@ LatencyStats LatencyStats::of(std::vector<double> s) {
     return {q(0.5), q(0.1), q(0.9), s.front(), s.back(), sum / static_cast<double>(s.size())};
 }
 
-void check_results_database(Database& db) {
+int check_results_database(Database& db) {
     bool ours = false;
     try {
         ours = has_table(db, "schema_info");
@@ -64,9 +64,10 @@ void check_results_database(Database& db) {
     auto st = db.prepare("SELECT version FROM schema_info");
     if (!st.step()) throw std::runtime_error(db.path() + ": schema_info is empty");
     const auto v = st.int64(0);
-    if (v != kSchemaVersion)
-        throw std::runtime_error(db.path() + " has schema version " + std::to_string(v) + "; this sweetspot reads version " +
-                                 std::to_string(kSchemaVersion));
+    if (v < kOldestReadableSchemaVersion || v > kSchemaVersion)
+        throw std::runtime_error(db.path() + " has schema version " + std::to_string(v) + "; this sweetspot reads versions " +
+                                 std::to_string(kOldestReadableSchemaVersion) + " to " + std::to_string(kSchemaVersion));
+    return static_cast<int>(v);
 }
 
 namespace {
@@ -139,7 +140,7 @@ Store Store::open(const std::string& path, Access access) {
     db.exec("PRAGMA journal_mode = WAL");
     configure_connection(db);
     Transaction tx(db);
-    check_results_database(db);
+    if (check_results_database(db) == 2) db.exec(kUpgradeV2Sql);
     db.exec(kLaterViewsSql);
     tx.commit();
     return Store(std::move(db), std::move(lock));
@@ -223,6 +224,7 @@ std::int64_t Store::record_cell(std::int64_t run_id, int cell_index, const CellP
         {"check_reference", sql(o.check_reference)}, {"check_max_abs_err", sql(o.check_max_abs_err)},
         {"check_rel_err", sql(o.check_rel_err)}, {"check_tolerance", sql(o.check_tolerance)},
         {"peak_host_rss_bytes", sql(o.peak_host_rss_bytes)}, {"activation_bytes", sql(o.activation_bytes)},
+        {"launches_per_forward", sql(o.launches_per_forward)},
     };
     append_parameters(row, c);
     if (o.events) append_event_totals(row, *o.events);
@@ -248,7 +250,8 @@ std::optional<CellOutcome> Store::load_outcome(const std::string& key) {
     auto st = db_.prepare(
         "SELECT cell_id, status, reason, init_s, tokens_per_s, check_reference, check_max_abs_err, check_rel_err,"
         " check_tolerance, peak_host_rss_bytes, activation_bytes, resident_bytes, streamed_bytes,"
-        " device_weight_bytes, device_used_bytes, um_profiling, dropped_records FROM cells WHERE cell_key = ?");
+        " device_weight_bytes, device_used_bytes, um_profiling, dropped_records, launches_per_forward"
+        " FROM cells WHERE cell_key = ?");
     st.bind(1, key);
     if (!st.step()) return std::nullopt;
     auto opt_real = [&](int i) { return st.is_null(i) ? std::nullopt : std::optional<double>(st.real(i)); };
@@ -269,6 +272,7 @@ std::optional<CellOutcome> Store::load_outcome(const std::string& key) {
     o.streamed_bytes = opt_int(12);
     o.device_weight_bytes = opt_int(13);
     o.device_used_bytes = opt_int(14);
+    o.launches_per_forward = opt_int(17);
     // um_profiling is set exactly when the cell's events were recorded.
     if (!st.is_null(15)) {
         o.events = load_events(db_, cell_id);

@@ -16,7 +16,10 @@
 namespace sweetspot {
 
 // 1: runs, cells, iterations. 2: GPU placement columns, CUPTI event tables, per-cell event totals.
-inline constexpr int kSchemaVersion = 2;
+// 3: cells.dropout and cells.launches_per_forward.
+inline constexpr int kSchemaVersion = 3;
+// The oldest version this sweetspot reads; a run that writes to one upgrades it first.
+inline constexpr int kOldestReadableSchemaVersion = 2;
 
 struct RunInfo {
     std::string started_at;  // ISO 8601 UTC
@@ -64,6 +67,7 @@ struct CellOutcome {
     std::optional<std::string> check_reference;
     std::optional<double> check_max_abs_err, check_rel_err, check_tolerance;
     std::optional<std::int64_t> peak_host_rss_bytes, activation_bytes;
+    std::optional<std::int64_t> launches_per_forward;  // kernels and GEMMs a GPU forward enqueues
     // GPU backends: where the weights went, and the device memory in use after the first
     // iteration (CUDA context included).
     std::optional<std::int64_t> resident_bytes, streamed_bytes, device_weight_bytes, device_used_bytes;
@@ -101,8 +105,8 @@ private:
     std::optional<FileLock> lock_;
 };
 
-// Checks that `path` is a sweetspot results database this version can read. Throws
-// std::runtime_error with a message for the user otherwise.
-void check_results_database(Database& db);
+// Checks that `db` is a sweetspot results database this version can read and returns its schema
+// version. Throws std::runtime_error with a message for the user otherwise.
+int check_results_database(Database& db);
 
 }  // namespace sweetspot

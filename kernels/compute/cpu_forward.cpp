@@ -17,8 +17,8 @@ const float* tensor_ptr(const float* unit, const UnitLayout& unit_layout, int te
 
 }  // namespace
 
-CpuForward::CpuForward(const ModelConfig& model, const WeightLayout& layout, int batch, int seq)
-    : model_(model), layout_(layout), batch_(batch), seq_(seq) {
+CpuForward::CpuForward(const ModelConfig& model, const WeightLayout& layout, int batch, int seq, const Dropout& dropout)
+    : model_(model), layout_(layout), batch_(batch), seq_(seq), dropout_(dropout.for_shape(seq, model.max_positions)) {
     if (const auto why = model.validate(); !why.empty()) throw std::invalid_argument(why);
     require_layout_for(model, layout, "CpuForward");
     if (batch < 1) {
@@ -70,7 +70,7 @@ void CpuForward::run(LayerSource& weights, std::span<const std::int32_t> tokens,
     weights.release(0);
     for (int l = 0; l < model_.n_layer; ++l) {
         const int unit = WeightLayout::block_unit(l);
-        block(static_cast<const float*>(weights.acquire(unit)), layout_.units[as_size(unit)]);
+        block(l, static_cast<const float*>(weights.acquire(unit)), layout_.units[as_size(unit)]);
         weights.release(unit);
     }
     const int head_unit = layout_.head_unit();
@@ -83,10 +83,12 @@ void CpuForward::embed(const float* unit, std::span<const std::int32_t> tokens) 
     const UnitLayout& u = layout_.units[0];
     cpu::embedding(x_.data(), tokens.data(), tensor_ptr(unit, u, embed_tensor::wte),
                    tensor_ptr(unit, u, embed_tensor::wpe), batch_, seq_, model_.n_embd);
+    cpu::dropout_rows(x_.data(), static_cast<std::int64_t>(batch_) * seq_, model_.n_embd, dropout_,
+                      Dropout::site_word(DropoutSite::embedding, 0));
 }
 
 // Pre-LN block: x += proj(attn(ln_1(x))); x += c_proj(gelu(c_fc(ln_2(x)))).
-void CpuForward::block(const float* unit, const UnitLayout& unit_layout) {
+void CpuForward::block(int layer, const float* unit, const UnitLayout& unit_layout) {
     const auto w = [&](int tensor) { return tensor_ptr(unit, unit_layout, tensor); };
     const int bt = batch_ * seq_;
     const int c = model_.n_embd;
@@ -94,14 +96,17 @@ void CpuForward::block(const float* unit, const UnitLayout& unit_layout) {
 
     cpu::layernorm(ln_.data(), x_.data(), w(block_tensor::ln1_w), w(block_tensor::ln1_b), bt, c, model_.ln_eps);
     cpu::linear(qkv_.data(), ln_.data(), w(block_tensor::qkv_w), w(block_tensor::qkv_b), bt, c, 3 * c);
-    cpu::attention(att_.data(), scores_.data(), qkv_.data(), batch_, seq_, c, model_.n_head);
+    cpu::attention(att_.data(), scores_.data(), qkv_.data(), batch_, seq_, c, model_.n_head, dropout_,
+                   Dropout::site_word(DropoutSite::attention_probs, layer));
     cpu::linear(y_.data(), att_.data(), w(block_tensor::proj_w), w(block_tensor::proj_b), bt, c, c);
+    cpu::dropout_rows(y_.data(), bt, c, dropout_, Dropout::site_word(DropoutSite::attention_residual, layer));
     cpu::residual_add(x_.data(), y_.data(), residual_elems);
 
     cpu::layernorm(ln_.data(), x_.data(), w(block_tensor::ln2_w), w(block_tensor::ln2_b), bt, c, model_.ln_eps);
     cpu::linear(fc_.data(), ln_.data(), w(block_tensor::fc_w), w(block_tensor::fc_b), bt, c, 4 * c);
     cpu::gelu_tanh(fc_.data(), static_cast<std::int64_t>(fc_.size()));
     cpu::linear(y_.data(), fc_.data(), w(block_tensor::fc_proj_w), w(block_tensor::fc_proj_b), bt, 4 * c, c);
+    cpu::dropout_rows(y_.data(), bt, c, dropout_, Dropout::site_word(DropoutSite::mlp_residual, layer));
     cpu::residual_add(x_.data(), y_.data(), residual_elems);
 }
 

@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/compute/dropout.hpp"
 #include "kernels/model/layer_source.hpp"
 #include "kernels/model/weight_layout.hpp"
 
@@ -12,7 +13,8 @@ namespace sweetspot {
 
 class CpuForward {
 public:
-    CpuForward(const ModelConfig& model, const WeightLayout& layout, int batch, int seq);
+    // With `dropout` active, GPT-2's dropouts apply their masks (dropout.hpp).
+    CpuForward(const ModelConfig& model, const WeightLayout& layout, int batch, int seq, const Dropout& dropout = {});
 
     // tokens: [batch, seq] ids < vocab; logits: [batch, seq, vocab]. Units are acquired in
     // order embedding, blocks, head and released right after use.
@@ -23,12 +25,13 @@ public:
 private:
     // One per kind of unit; each reads its weights from `unit` and updates the buffers.
     void embed(const float* unit, std::span<const std::int32_t> tokens);
-    void block(const float* unit, const UnitLayout& unit_layout);
+    void block(int layer, const float* unit, const UnitLayout& unit_layout);
     void head(const float* unit, std::span<float> logits);
 
     ModelConfig model_;
     WeightLayout layout_;
     int batch_, seq_;
+    Dropout dropout_;
     // Activation buffers, reused every call.
     std::vector<float> x_, ln_, qkv_, att_, y_, fc_, scores_;
 };

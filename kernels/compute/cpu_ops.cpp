@@ -75,6 +75,23 @@ void residual_add(float* x, const float* y, std::int64_t n) {
     for (std::int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
+void dropout_rows(float* x, std::int64_t rows, int width, const Dropout& d, std::uint32_t site) {
+    if (!d.active()) return;
+    for (std::int64_t r = 0; r < rows; ++r)
+        for (int i = 0; i < width; ++i)
+            x[as_size(r) * as_size(width) + as_size(i)] *= d.row_factor(site, static_cast<std::uint64_t>(r),
+                                                                        static_cast<std::uint64_t>(width),
+                                                                        static_cast<std::uint64_t>(i));
+}
+
+void dropout_probabilities(float* p, std::int64_t first_row, std::int64_t rows, const Dropout& d, std::uint32_t site) {
+    if (!d.active()) return;
+    const auto seq = static_cast<std::size_t>(d.seq);
+    for (std::int64_t r = 0; r < rows; ++r)
+        for (std::size_t j = 0; j < seq; ++j)
+            p[as_size(r) * seq + j] *= d.probability_factor(site, static_cast<std::uint64_t>(first_row + r), j);
+}
+
 // Subtracting the row max first means exp cannot overflow. The masked columns are written as
 // zeros rather than skipped, so the ·V product that follows may run over the full row.
 void causal_softmax(float* scores, std::int64_t rows, int seq) {
@@ -96,7 +113,8 @@ void causal_softmax(float* scores, std::int64_t rows, int seq) {
 
 // The heads are read and written in place through the leading dimensions, so nothing is
 // transposed or copied.
-void attention(float* out, float* scores, const float* qkv, int batch, int seq, int c, int n_head) {
+void attention(float* out, float* scores, const float* qkv, int batch, int seq, int c, int n_head,
+               const Dropout& probs_dropout, std::uint32_t probs_site) {
     const int hd = c / n_head;
     const int ld_qkv = 3 * c;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -111,6 +129,8 @@ void attention(float* out, float* scores, const float* qkv, int batch, int seq, 
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hd, scale, q, ld_qkv, k, ld_qkv, 0.0f,
                         scores, seq);
             causal_softmax(scores, seq, seq);
+            dropout_probabilities(scores, (static_cast<std::int64_t>(b) * n_head + h) * seq, seq,
+                                  probs_dropout.for_shape(seq, probs_dropout.positions), probs_site);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, hd, seq, 1.0f, scores, seq, v, ld_qkv, 0.0f,
                         o, c);
         }

@@ -7,6 +7,8 @@
 // Shapes are trusted: the callers (CpuForward, the tests) check them once.
 #include <cstdint>
 
+#include "kernels/compute/dropout.hpp"
+
 namespace sweetspot::cpu {
 
 // x[b·seq + t, :] = wte[tokens[b·seq + t], :] + wpe[t, :]. x [batch·seq, c]; tokens [batch·seq]
@@ -30,6 +32,14 @@ void gelu_tanh(float* x, std::int64_t n);
 // x += y over n elements (the residual stream).
 void residual_add(float* x, const float* y, std::int64_t n);
 
+// Dropout in place on a [rows, width] activation whose row r is (batch, position) r of a run of
+// d.seq positions (dropout.hpp numbers the elements). Nothing when d is inactive.
+void dropout_rows(float* x, std::int64_t rows, int width, const Dropout& d, std::uint32_t site);
+
+// Dropout in place on `rows` rows of attention probabilities of length d.seq, the first being
+// row `first_row` of the run's [batch·heads·seq, seq] probabilities.
+void dropout_probabilities(float* p, std::int64_t first_row, std::int64_t rows, const Dropout& d, std::uint32_t site);
+
 // In place over `rows` rows of length `seq`, row r being query position i = r % seq of some
 // (batch, head): softmax over columns 0..i, exact zeros after (the causal mask). No scale: the
 // 1/sqrt(head_dim) is applied to the scores before, as the GPU forward folds it into QKᵀ.
@@ -37,7 +47,10 @@ void causal_softmax(float* scores, std::int64_t rows, int seq);
 
 // Causal multi-head attention. qkv [batch·seq, 3c] holds q, k and v side by side in each row,
 // head h at columns h·hd of each (hd = c / n_head); out [batch·seq, c] gets head h at columns
-// h·hd. Per (batch, head): softmax(q·kᵀ / sqrt(hd), causal) · v. scores is a [seq, seq] scratch.
-void attention(float* out, float* scores, const float* qkv, int batch, int seq, int c, int n_head);
+// h·hd. Per (batch, head): dropout(softmax(q·kᵀ / sqrt(hd), causal)) · v, the dropout mask over
+// the probabilities drawn at `probs_site` (probs_dropout.positions is the model's; its seq is
+// this call's). scores is a [seq, seq] scratch.
+void attention(float* out, float* scores, const float* qkv, int batch, int seq, int c, int n_head,
+               const Dropout& probs_dropout = {}, std::uint32_t probs_site = 0);
 
 }  // namespace sweetspot::cpu

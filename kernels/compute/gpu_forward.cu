@@ -1,6 +1,9 @@
-// The baseline GPU forward: one kernel per op (gpu_kernels.cuh) and cuBLAS for every matrix
-// product (gemm.hpp), attention materialising the [seq, seq] scores of every (batch, head)
-// (gpu_attention.hpp).
+// The GPU forward: one kernel per op (gpu_kernels.cuh) and cuBLAS for every matrix product
+// (gemm.hpp), attention materialising the [seq, seq] scores of every (batch, head)
+// (gpu_attention.hpp); the variant's fusions replace groups of those kernels. With `residual_ln`,
+// the residual add of a sub-layer is deferred into the kernel of the LayerNorm that follows it,
+// which for the MLP is the next unit's ln_1 (or the head's ln_f): the sub-layer's output waits in
+// `y` until then.
 // The math is exactly CpuForward's (kernels/compute/cpu_forward.cpp), in the cell's dtype with fp32
 // accumulation.
 #include "kernels/compute/gpu_forward.hpp"
@@ -56,6 +59,9 @@ struct GpuForward::Impl {
     bool tokens_set = false;
 
     std::unique_ptr<Gemm> gemm;
+    int launches = 0;  // kernels and GEMMs enqueued by the forward in progress
+    // The layer whose MLP output waits in y for its residual add (residual_ln), or -1.
+    int pending_mlp_layer = -1;
 
     Impl(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_, int batch_, int seq_,
          cudaStream_t stream_, const GpuForwardOptions& options_);
@@ -65,12 +71,20 @@ struct GpuForward::Impl {
     template <class T>
     void run(LayerSource& weights);
     template <class T>
-    void block(const T* unit, const UnitLayout& unit_layout);
+    void block(int layer, const T* unit, const UnitLayout& unit_layout);
+    // out = LayerNorm(x) with w, b; first the residual add waiting in y, if any (residual_ln).
+    template <class T>
+    void layernorm_after_pending(T* out, const T* w, const T* b);
+    // x += dropout(y) at `site`, then out = LayerNorm(x): fused, or three baseline kernels.
+    template <class T>
+    void residual_then_layernorm(T* out, std::uint32_t site, const T* w, const T* b);
+    bool fused(Fusion f) const { return options.variant.has(f); }
 };
 
 GpuForward::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_, int batch_, int seq_,
                        cudaStream_t stream_, const GpuForwardOptions& options_)
     : model(model_), layout(layout_), dtype(dtype_), batch(batch_), seq(seq_), stream(stream_), options(options_) {
+    options.dropout = options.dropout.for_shape(seq, model.max_positions);
     // Every argument is checked before the first CUDA call, so a bad request fails the same way
     // with or without a GPU.
     if (const auto why = model.validate(); !why.empty()) throw std::invalid_argument(why);
@@ -130,7 +144,38 @@ GpuForward::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_, D
 }
 
 template <class T>
+void GpuForward::Impl::residual_then_layernorm(T* out, std::uint32_t site, const T* w, const T* b) {
+    T* const x_ = static_cast<T*>(x);
+    T* const y_ = static_cast<T*>(y);
+    const int bt = static_cast<int>(rows());
+    const int c = model.n_embd;
+    if (fused(Fusion::residual_ln)) {
+        gpu::launch_residual_layernorm<T>(out, x_, y_, options.dropout, site, w, b, bt, c, model.ln_eps, stream);
+        launches += 1;
+        return;
+    }
+    gpu::launch_dropout<T>(y_, rows(), c, options.dropout, site, stream);
+    gpu::launch_residual_add<T>(x_, y_, rows() * c, stream);
+    gpu::launch_layernorm<T>(out, x_, w, b, bt, c, model.ln_eps, stream);
+    launches += options.dropout.active() ? 3 : 2;
+}
+
+template <class T>
+void GpuForward::Impl::layernorm_after_pending(T* out, const T* w, const T* b) {
+    if (pending_mlp_layer >= 0) {
+        residual_then_layernorm<T>(out, Dropout::site_word(DropoutSite::mlp_residual, pending_mlp_layer), w, b);
+        pending_mlp_layer = -1;
+        return;
+    }
+    gpu::launch_layernorm<T>(out, static_cast<const T*>(x), w, b, static_cast<int>(rows()), model.n_embd,
+                             model.ln_eps, stream);
+    launches += 1;
+}
+
+template <class T>
 void GpuForward::Impl::run(LayerSource& weights) {
+    launches = 0;
+    pending_mlp_layer = -1;
     const auto tensor = [](const T* unit, const UnitLayout& u, int t) {
         return unit + u.tensors[as_size(t)].offset;
     };
@@ -159,50 +204,66 @@ void GpuForward::Impl::run(LayerSource& weights) {
     with_unit(0, "embedding", [&](const T* unit, const UnitLayout& u) {
         gpu::launch_embedding<T>(static_cast<T*>(x), tokens, tensor(unit, u, embed_tensor::wte),
                                  tensor(unit, u, embed_tensor::wpe), batch, seq, c, stream);
+        gpu::launch_dropout<T>(static_cast<T*>(x), rows(), c, options.dropout,
+                               Dropout::site_word(DropoutSite::embedding, 0), stream);
+        launches += options.dropout.active() ? 2 : 1;
     });
     for (int l = 0; l < model.n_layer; ++l) {
         with_unit(WeightLayout::block_unit(l), "layer " + std::to_string(l),
-                  [&](const T* unit, const UnitLayout& u) { block<T>(unit, u); });
+                  [&](const T* unit, const UnitLayout& u) { block<T>(l, unit, u); });
     }
     // Head: logits = ln_f(x) · lm_headᵀ (no bias).
     with_unit(layout.head_unit(), "head", [&](const T* unit, const UnitLayout& u) {
-        gpu::launch_layernorm<T>(static_cast<T*>(ln), static_cast<const T*>(x), tensor(unit, u, head_tensor::lnf_w),
-                                 tensor(unit, u, head_tensor::lnf_b), static_cast<int>(rows()), c, model.ln_eps,
-                                 stream);
+        layernorm_after_pending<T>(static_cast<T*>(ln), tensor(unit, u, head_tensor::lnf_w),
+                                   tensor(unit, u, head_tensor::lnf_b));
         gemm->linear(logits, ln, tensor(unit, u, head_tensor::lm_head), static_cast<int>(rows()), c,
                      model.vocab_size);
+        launches += 1;
     });
 }
 
-// Pre-LN block: x += c_proj(attn(ln_1(x))); x += mlp_c_proj(gelu(c_fc(ln_2(x)))).
+// Pre-LN block: x += drop(c_proj(attn(ln_1(x)))); x += drop(mlp_c_proj(gelu(c_fc(ln_2(x))))).
 template <class T>
-void GpuForward::Impl::block(const T* unit, const UnitLayout& unit_layout) {
+void GpuForward::Impl::block(int layer, const T* unit, const UnitLayout& unit_layout) {
     const auto w = [&](int t) { return unit + unit_layout.tensors[as_size(t)].offset; };
     const int bt = static_cast<int>(rows());
     const int c = model.n_embd;
-    T* const x_ = static_cast<T*>(x);
     T* const ln_ = static_cast<T*>(ln);
     T* const qkv_ = static_cast<T*>(qkv);
     T* const fc_ = static_cast<T*>(fc);
     T* const y_ = static_cast<T*>(y);
 
     // Attention sub-layer.
-    gpu::launch_layernorm<T>(ln_, x_, w(block_tensor::ln1_w), w(block_tensor::ln1_b), bt, c, model.ln_eps, stream);
+    layernorm_after_pending<T>(ln_, w(block_tensor::ln1_w), w(block_tensor::ln1_b));
     gemm->linear(qkv_, ln_, w(block_tensor::qkv_w), bt, c, 3 * c);
     gpu::launch_add_bias<T>(qkv_, w(block_tensor::qkv_b), bt, 3 * c, stream);
-    gpu::attention<T>(*gemm, static_cast<T*>(att), static_cast<T*>(scores), qkv_, batch, seq, c, model.n_head);
+    gpu::AttentionOptions attention_options;
+    attention_options.fused_softmax = fused(Fusion::softmax);
+    attention_options.dropout = options.dropout;
+    attention_options.dropout_site = Dropout::site_word(DropoutSite::attention_probs, layer);
+    launches += 2 + gpu::attention<T>(*gemm, static_cast<T*>(att), static_cast<T*>(scores), qkv_, batch, seq, c,
+                                      model.n_head, attention_options);
     gemm->linear(y_, att, w(block_tensor::proj_w), bt, c, c);
     gpu::launch_add_bias<T>(y_, w(block_tensor::proj_b), bt, c, stream);
-    gpu::launch_residual_add<T>(x_, y_, rows() * c, stream);
+    launches += 2;
 
-    // MLP sub-layer.
-    gpu::launch_layernorm<T>(ln_, x_, w(block_tensor::ln2_w), w(block_tensor::ln2_b), bt, c, model.ln_eps, stream);
+    // MLP sub-layer, after the attention's residual add.
+    residual_then_layernorm<T>(ln_, Dropout::site_word(DropoutSite::attention_residual, layer), w(block_tensor::ln2_w),
+                               w(block_tensor::ln2_b));
     gemm->linear(fc_, ln_, w(block_tensor::fc_w), bt, c, 4 * c);
     gpu::launch_add_bias<T>(fc_, w(block_tensor::fc_b), bt, 4 * c, stream);
     gpu::launch_gelu_tanh<T>(fc_, rows() * 4 * c, stream);
     gemm->linear(y_, fc_, w(block_tensor::fc_proj_w), bt, 4 * c, c);
     gpu::launch_add_bias<T>(y_, w(block_tensor::fc_proj_b), bt, c, stream);
-    gpu::launch_residual_add<T>(x_, y_, rows() * c, stream);
+    launches += 5;
+    // The MLP's residual add: deferred into the next LayerNorm's kernel when fused.
+    if (fused(Fusion::residual_ln)) {
+        pending_mlp_layer = layer;
+        return;
+    }
+    gpu::launch_dropout<T>(y_, rows(), c, options.dropout, Dropout::site_word(DropoutSite::mlp_residual, layer), stream);
+    gpu::launch_residual_add<T>(static_cast<T*>(x), y_, rows() * c, stream);
+    launches += options.dropout.active() ? 2 : 1;
 }
 
 GpuForward::GpuForward(const ModelConfig& model, const WeightLayout& layout, DType dtype, int batch, int seq,
@@ -264,5 +325,7 @@ std::vector<float> GpuForward::logits_to_host() {
 std::int64_t GpuForward::activation_bytes() const { return impl_->arena_bytes; }
 
 std::int64_t GpuForward::workspace_bytes() const { return impl_->gemm->workspace_bytes(); }
+
+int GpuForward::launches_per_forward() const { return impl_->launches; }
 
 }  // namespace sweetspot

@@ -1,7 +1,6 @@
 #pragma once
-// GPT-2 forward on the GPU (the `baseline` variant: one kernel per op, attention materialising
-// the [seq, seq] scores), in fp32, fp16 or bf16, built from the kernels in gpu_kernels.cuh and
-// cuBLAS. Weights come from a LayerSource (a backend) as device-accessible pointers in the
+// GPT-2 forward on the GPU in fp32, fp16 or bf16, built from the kernels in gpu_kernels.cuh and
+// cuBLAS: one kernel per op (`baseline`), or with a variant's fusions in their place. Weights come from a LayerSource (a backend) as device-accessible pointers in the
 // cell's dtype, laid out as WeightLayout says; the forward never knows where they live.
 #include <cuda_runtime_api.h>
 
@@ -10,7 +9,9 @@
 #include <span>
 #include <vector>
 
+#include "kernels/compute/dropout.hpp"
 #include "kernels/model/dtype.hpp"
+#include "kernels/model/variant.hpp"
 #include "kernels/model/layer_source.hpp"
 #include "kernels/model/weight_layout.hpp"
 
@@ -20,6 +21,8 @@ struct GpuForwardOptions {
     bool tf32 = false;                 // fp32 GEMMs on TF32 tensor cores; off = true fp32
     bool managed_activations = false;  // activations in managed memory, as cuda-uvm-gpt2's PyTorch had them
     bool allow_oversubscription = false;
+    Variant variant;  // which fusions replace baseline kernels (those the forward has: residual_ln, softmax)
+    Dropout dropout;  // GPT-2's dropouts, with the masks every forward draws (dropout.hpp)
 };
 
 class GpuForward {
@@ -42,6 +45,8 @@ public:
 
     std::int64_t activation_bytes() const;  // activations, scores and logits
     std::int64_t workspace_bytes() const;   // cuBLAS workspace
+    // Kernels and GEMMs the last forward enqueued (what a fusion saves in launches).
+    int launches_per_forward() const;
 
 private:
     struct Impl;

@@ -150,26 +150,57 @@ __global__ void residual_add_kernel(T* x, const T* y, std::int64_t n) {
     }
 }
 
-// One block per score row [B·H·T rows, T columns], in place. Row r is query position
-// i = r % seq; only columns 0..i are read. Three sweeps over the row (max, sum of exp, write),
-// all in fp32 from the stored T values; exp(v − max) cannot overflow. Columns after i are
-// written as exact zeros, so the following P·V GEMM over the full row adds nothing for them.
-// The scores arrive already scaled by 1/sqrt(head_dim) (folded into the QKᵀ GEMM's alpha).
+// Each element times its dropout factor at `site` (0 or 1 / (1 − p)): the baseline's dropout, a
+// pass of its own after the op it follows. x is [rows, width]: activations (kProbabilities false,
+// row = b·seq + t) or attention probabilities (true, row = (b·H + h)·seq + t, width = seq).
+template <class T, bool kProbabilities>
+__global__ void dropout_kernel(T* x, std::int64_t rows, int width, Dropout d, std::uint32_t site) {
+    const std::int64_t n = rows * width;
+    for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < n;
+         idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        const auto row = static_cast<std::uint64_t>(idx / width), col = static_cast<std::uint64_t>(idx % width);
+        const float f = kProbabilities ? d.probability_factor(site, row, col)
+                                       : d.row_factor(site, row, static_cast<std::uint64_t>(width), col);
+        x[idx] = from_f32<T>(to_f32(x[idx]) * f);
+    }
+}
+
+// The causal mask on its own (baseline): scores[r, j] = −inf for j > r % seq, in place, so the
+// plain softmax that follows gives those columns exact zeros.
 template <class T>
-__global__ void causal_softmax_kernel(T* scores, int seq) {
+__global__ void causal_mask_kernel(T* scores, std::int64_t rows, int seq) {
+    const std::int64_t n = rows * seq;
+    for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < n;
+         idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        const std::int64_t r = idx / seq;
+        if (idx % seq > r % seq) scores[idx] = from_f32<T>(-INFINITY);
+    }
+}
+
+// One block per score row [B·H·T rows, T columns], in place. Three sweeps over the row (max,
+// sum of exp, write), all in fp32 from the stored T values; exp(v − max) cannot overflow. The
+// scores arrive already scaled by 1/sqrt(head_dim) (folded into the QKᵀ GEMM's alpha).
+// kFused (the `softmax` fusion): the causal mask and the attention dropout happen here too. Row
+// r is query position i = r % seq; only columns 0..i are read, the columns after i are written
+// as exact zeros (so the P·V GEMM over the full row adds nothing for them), and each kept
+// probability is scaled by its dropout factor. Otherwise (baseline) the row was masked by
+// causal_mask_kernel and the dropout is a pass of its own: the softmax runs over every column,
+// where the masked −inf give exp(−inf) = 0, so both forms compute the same numbers.
+template <class T, bool kFused>
+__global__ void softmax_kernel(T* scores, int seq, Dropout d, std::uint32_t site) {
     __shared__ float shared[kWarp];
     const std::int64_t r = blockIdx.x;
-    const int i = static_cast<int>(r % seq);
+    const int last = kFused ? static_cast<int>(r % seq) : seq - 1;
     T* row = scores + r * seq;
 
     float row_max = -INFINITY;
-    for (int j = static_cast<int>(threadIdx.x); j <= i; j += static_cast<int>(blockDim.x)) {
+    for (int j = static_cast<int>(threadIdx.x); j <= last; j += static_cast<int>(blockDim.x)) {
         row_max = fmaxf(row_max, to_f32(row[j]));
     }
     row_max = block_reduce<true>(row_max, shared);
 
     float sum = 0.0f;
-    for (int j = static_cast<int>(threadIdx.x); j <= i; j += static_cast<int>(blockDim.x)) {
+    for (int j = static_cast<int>(threadIdx.x); j <= last; j += static_cast<int>(blockDim.x)) {
         sum += expf(to_f32(row[j]) - row_max);
     }
     sum = block_reduce<false>(sum, shared);
@@ -178,7 +209,57 @@ __global__ void causal_softmax_kernel(T* scores, int seq) {
     // Every read of the row above happened before the barriers in block_reduce, so writing in
     // place cannot change what another thread reads.
     for (int j = static_cast<int>(threadIdx.x); j < seq; j += static_cast<int>(blockDim.x)) {
-        row[j] = j <= i ? from_f32<T>(expf(to_f32(row[j]) - row_max) * inv_sum) : from_f32<T>(0.0f);
+        if (j > last) {
+            row[j] = from_f32<T>(0.0f);
+            continue;
+        }
+        const T p = from_f32<T>(expf(to_f32(row[j]) - row_max) * inv_sum);
+        // Fused, the probability is rounded to T before its dropout, as the separate pass sees it.
+        row[j] = kFused && d.active()
+                     ? from_f32<T>(to_f32(p) * d.probability_factor(site, static_cast<std::uint64_t>(r),
+                                                                     static_cast<std::uint64_t>(j)))
+                     : p;
+    }
+}
+
+// The `residual_ln` fusion, one warp per row: x += dropout(y) on the residual stream, then
+// out = LayerNorm(x) · w + b, in one pass instead of three kernels (dropout, residual add,
+// LayerNorm) and two round trips of x and y through memory. Each step rounds to T where the
+// separate kernels store, so the result is the same bit for bit.
+template <class T>
+__global__ void residual_layernorm_kernel(T* out, T* x, const T* y, Dropout d, std::uint32_t site, const T* w,
+                                          const T* b, int rows, int c, float eps) {
+    const int warps_per_block = static_cast<int>(blockDim.x) / kWarp;
+    const int row = static_cast<int>(blockIdx.x) * warps_per_block + static_cast<int>(threadIdx.x) / kWarp;
+    const int lane = static_cast<int>(threadIdx.x) % kWarp;
+    if (row >= rows) return;  // the whole warp leaves together, so the shuffles stay full-mask
+    T* xr = x + static_cast<std::int64_t>(row) * c;
+    const T* yr = y + static_cast<std::int64_t>(row) * c;
+    T* o = out + static_cast<std::int64_t>(row) * c;
+
+    float sum = 0.0f;
+    for (int i = lane; i < c; i += kWarp) {
+        const float f = d.row_factor(site, static_cast<std::uint64_t>(row), static_cast<std::uint64_t>(c),
+                                     static_cast<std::uint64_t>(i));
+        // __fmul_rn / __fadd_rn: rounded separately, as the separate kernels do, never contracted
+        // into one fused multiply-add (which would round once and differ in the last bit).
+        const float dropped = d.active() ? to_f32(from_f32<T>(__fmul_rn(to_f32(yr[i]), f))) : to_f32(yr[i]);
+        const T v = from_f32<T>(__fadd_rn(to_f32(xr[i]), dropped));
+        xr[i] = v;
+        sum += to_f32(v);
+    }
+    const float mean = warp_sum(sum) / static_cast<float>(c);
+
+    float sq = 0.0f;
+    for (int i = lane; i < c; i += kWarp) {
+        const float dv = to_f32(xr[i]) - mean;
+        sq += dv * dv;
+    }
+    const float var = warp_sum(sq) / static_cast<float>(c);
+    const float rstd = 1.0f / sqrtf(var + eps);
+
+    for (int i = lane; i < c; i += kWarp) {
+        o[i] = from_f32<T>((to_f32(xr[i]) - mean) * rstd * to_f32(w[i]) + to_f32(b[i]));
     }
 }
 
@@ -226,10 +307,49 @@ void launch_residual_add(T* x, const T* y, std::int64_t n, cudaStream_t stream) 
 }
 
 template <class T>
-void launch_causal_softmax(T* scores, std::int64_t rows, int seq, cudaStream_t stream) {
+void launch_dropout(T* x, std::int64_t rows, int width, const Dropout& d, std::uint32_t site, cudaStream_t stream) {
+    if (rows * width == 0 || !d.active()) return;
+    dropout_kernel<T, false><<<elementwise_blocks(rows * width), kBlock, 0, stream>>>(x, rows, width, d, site);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void launch_dropout_probabilities(T* p, std::int64_t rows, const Dropout& d, std::uint32_t site, cudaStream_t stream) {
+    if (rows == 0 || !d.active()) return;
+    dropout_kernel<T, true><<<elementwise_blocks(rows * d.seq), kBlock, 0, stream>>>(p, rows, d.seq, d, site);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void launch_causal_mask(T* scores, std::int64_t rows, int seq, cudaStream_t stream) {
+    if (rows == 0) return;
+    causal_mask_kernel<T><<<elementwise_blocks(rows * seq), kBlock, 0, stream>>>(scores, rows, seq);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void launch_softmax(T* scores, std::int64_t rows, int seq, cudaStream_t stream) {
     if (rows == 0) return;
     // rows = B·H·T ≤ 2^31 − 1 for every shape the harness runs (gridDim.x's limit).
-    causal_softmax_kernel<T><<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(scores, seq);
+    softmax_kernel<T, false><<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(scores, seq, Dropout{}, 0);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void launch_causal_softmax_dropout(T* scores, std::int64_t rows, int seq, const Dropout& d, std::uint32_t site,
+                                   cudaStream_t stream) {
+    if (rows == 0) return;
+    softmax_kernel<T, true><<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(scores, seq, d, site);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void launch_residual_layernorm(T* out, T* x, const T* y, const Dropout& d, std::uint32_t site, const T* w, const T* b,
+                               int rows, int c, float eps, cudaStream_t stream) {
+    if (rows == 0) return;
+    const int warps_per_block = kBlock / kWarp;
+    const int blocks = (rows + warps_per_block - 1) / warps_per_block;
+    residual_layernorm_kernel<T><<<blocks, kBlock, 0, stream>>>(out, x, y, d, site, w, b, rows, c, eps);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -240,7 +360,14 @@ void launch_causal_softmax(T* scores, std::int64_t rows, int seq, cudaStream_t s
     template void launch_add_bias<T>(T*, const T*, std::int64_t, std::int64_t, cudaStream_t);                    \
     template void launch_gelu_tanh<T>(T*, std::int64_t, cudaStream_t);                                           \
     template void launch_residual_add<T>(T*, const T*, std::int64_t, cudaStream_t);                              \
-    template void launch_causal_softmax<T>(T*, std::int64_t, int, cudaStream_t);
+    template void launch_dropout<T>(T*, std::int64_t, int, const Dropout&, std::uint32_t, cudaStream_t);         \
+    template void launch_dropout_probabilities<T>(T*, std::int64_t, const Dropout&, std::uint32_t, cudaStream_t); \
+    template void launch_causal_mask<T>(T*, std::int64_t, int, cudaStream_t);                                    \
+    template void launch_softmax<T>(T*, std::int64_t, int, cudaStream_t);                                        \
+    template void launch_causal_softmax_dropout<T>(T*, std::int64_t, int, const Dropout&, std::uint32_t,         \
+                                                   cudaStream_t);                                                \
+    template void launch_residual_layernorm<T>(T*, T*, const T*, const Dropout&, std::uint32_t, const T*,        \
+                                               const T*, int, int, float, cudaStream_t);
 
 SWEETSPOT_INSTANTIATE_KERNELS(float)
 SWEETSPOT_INSTANTIATE_KERNELS(__half)

@@ -1,6 +1,8 @@
 #pragma once
-// The element-wise and row-wise kernels of the GPU forward (the `baseline` variant: one kernel
-// per op, nothing fused). Each launcher enqueues one kernel on `stream` and checks the launch.
+// The element-wise and row-wise kernels of the GPU forward: the `baseline` variant's, one kernel
+// per op, and the fused kernels the variants put in their place (each computes what the kernels
+// it replaces compute, bit for bit). Each launcher enqueues one kernel on `stream` and checks the
+// launch.
 //
 // T is the activation and weight type: float, __half or __nv_bfloat16 (explicit instantiations
 // in gpu_kernels.cu). Inside every kernel the math is fp32; only loads and stores are in T.
@@ -16,6 +18,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/compute/dropout.hpp"
 #include "kernels/model/dtype.hpp"
 
 namespace sweetspot::gpu {
@@ -56,10 +59,37 @@ void launch_gelu_tanh(T* x, std::int64_t n, cudaStream_t stream);
 template <class T>
 void launch_residual_add(T* x, const T* y, std::int64_t n, cudaStream_t stream);
 
-// In place over `rows` rows of length `seq`, row r being query position r % seq of some
-// (batch, head): softmax over columns 0 .. r % seq, exact zeros after (the causal mask).
+// Dropout in place on a [rows, width] activation, row r being (batch, position) r of a run of
+// d.seq positions (dropout.hpp numbers the elements); nothing when d is inactive.
+template <class T>
+void launch_dropout(T* x, std::int64_t rows, int width, const Dropout& d, std::uint32_t site, cudaStream_t stream);
+
+// Dropout in place on attention probabilities [rows, d.seq], row r = (b·H + h)·seq + t.
+template <class T>
+void launch_dropout_probabilities(T* p, std::int64_t rows, const Dropout& d, std::uint32_t site, cudaStream_t stream);
+
+// Score rows [rows, seq], row r being query position r % seq of some (batch, head): columns after
+// r % seq become −inf (the causal mask, in place).
+template <class T>
+void launch_causal_mask(T* scores, std::int64_t rows, int seq, cudaStream_t stream);
+
+// Softmax over each whole row of `rows` rows of length `seq`, in place (−inf columns give 0).
 // The 1/sqrt(head_dim) scale is NOT applied here: the forward folds it into the QKᵀ GEMM.
 template <class T>
-void launch_causal_softmax(T* scores, std::int64_t rows, int seq, cudaStream_t stream);
+void launch_softmax(T* scores, std::int64_t rows, int seq, cudaStream_t stream);
+
+// The `softmax` fusion: causal mask, softmax and attention dropout in one kernel, in place. Row r
+// is query position i = r % seq: softmax over columns 0 .. i, exact zeros after, then each
+// probability times its dropout factor (d.seq must be seq).
+template <class T>
+void launch_causal_softmax_dropout(T* scores, std::int64_t rows, int seq, const Dropout& d, std::uint32_t site,
+                                   cudaStream_t stream);
+
+// The `residual_ln` fusion: x += dropout(y) (row r being (batch, position) r of a run of d.seq
+// positions), then out = LayerNorm(x) with w, b, for each of `rows` rows of `c`. out must not
+// alias x or y.
+template <class T>
+void launch_residual_layernorm(T* out, T* x, const T* y, const Dropout& d, std::uint32_t site, const T* w, const T* b,
+                               int rows, int c, float eps, cudaStream_t stream);
 
 }  // namespace sweetspot::gpu

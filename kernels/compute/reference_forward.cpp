@@ -22,15 +22,23 @@ TensorView tensor_of(const float* unit, const UnitLayout& unit_layout, int tenso
     return {unit + unit_layout.tensors[static_cast<std::size_t>(tensor)].offset};
 }
 
-// The model's dimensions as unsigned sizes, for indexing without casts.
+// The model's dimensions as unsigned sizes, for indexing without casts, and where in the batch
+// the sequence being computed sits (dropout masks are indexed over the whole batch).
 struct Dims {
     std::size_t c, n_head, hd, vocab;
     double eps;
+    Dropout dropout;
+    std::size_t sequence = 0;
 };
 
-Dims dims_of(const ModelConfig& m) {
+Dims dims_of(const ModelConfig& m, const Dropout& dropout) {
     return {static_cast<std::size_t>(m.n_embd), static_cast<std::size_t>(m.n_head),
-            static_cast<std::size_t>(m.head_dim()), static_cast<std::size_t>(m.vocab_size), m.ln_eps};
+            static_cast<std::size_t>(m.head_dim()), static_cast<std::size_t>(m.vocab_size), m.ln_eps, dropout};
+}
+
+// The dropout factor of element i of a [seq, c] tensor of the current sequence at `site`.
+double row_dropout(const Dims& d, std::size_t seq, std::uint32_t site, std::size_t i) {
+    return d.dropout.row_factor(site, d.sequence * seq + i / d.c, d.c, i % d.c);
 }
 
 Rows layer_norm(const Rows& x, std::size_t width, TensorView gamma, TensorView beta, double eps) {
@@ -64,7 +72,7 @@ Rows dense(const Rows& x, std::size_t in_dim, std::size_t out_dim, TensorView w,
 }
 
 // qkv: [seq, 3c] with q | k | v in each row, head h at columns h·hd of each. Returns [seq, c].
-Rows causal_self_attention(const Rows& qkv, const Dims& d) {
+Rows causal_self_attention(const Rows& qkv, const Dims& d, std::uint32_t probs_site) {
     const std::size_t seq = qkv.size() / (3 * d.c);
     const auto q = [&](std::size_t t, std::size_t col) { return qkv[t * 3 * d.c + col]; };
     const auto k = [&](std::size_t t, std::size_t col) { return qkv[t * 3 * d.c + d.c + col]; };
@@ -86,6 +94,9 @@ Rows causal_self_attention(const Rows& qkv, const Dims& d) {
                 weight[s] = std::exp(weight[s] - max_score);
                 total += weight[s];
             }
+            // Attention dropout on the probabilities [batch, head, t, s].
+            const std::uint64_t row = (d.sequence * d.n_head + h) * seq + t;
+            for (std::size_t s = 0; s <= t; ++s) weight[s] *= d.dropout.probability_factor(probs_site, row, s);
             for (std::size_t i = 0; i < d.hd; ++i) {
                 double acc = 0.0;
                 for (std::size_t s = 0; s <= t; ++s) acc += weight[s] / total * v(s, col0 + i);
@@ -101,28 +112,30 @@ double gelu_tanh(double x) {
     return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / pi) * (x + 0.044715 * x * x * x)));
 }
 
-void transformer_block(Rows& x, const Dims& d, const float* unit, const UnitLayout& ul) {
+void transformer_block(Rows& x, const Dims& d, int layer, const float* unit, const UnitLayout& ul) {
+    const std::size_t seq = x.size() / d.c;
     const auto t = [&](int tensor) { return tensor_of(unit, ul, tensor); };
     const TensorView qkv_b = t(block_tensor::qkv_b), proj_b = t(block_tensor::proj_b);
     const TensorView fc_b = t(block_tensor::fc_b), fc_proj_b = t(block_tensor::fc_proj_b);
 
     const Rows h1 = layer_norm(x, d.c, t(block_tensor::ln1_w), t(block_tensor::ln1_b), d.eps);
     const Rows qkv = dense(h1, d.c, 3 * d.c, t(block_tensor::qkv_w), &qkv_b);
-    const Rows attn = causal_self_attention(qkv, d);
+    const Rows attn = causal_self_attention(qkv, d, Dropout::site_word(DropoutSite::attention_probs, layer));
     const Rows proj = dense(attn, d.c, d.c, t(block_tensor::proj_w), &proj_b);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
+    const std::uint32_t attn_site = Dropout::site_word(DropoutSite::attention_residual, layer);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += proj[i] * row_dropout(d, seq, attn_site, i);
 
     const Rows h2 = layer_norm(x, d.c, t(block_tensor::ln2_w), t(block_tensor::ln2_b), d.eps);
     Rows fc = dense(h2, d.c, 4 * d.c, t(block_tensor::fc_w), &fc_b);
     for (double& a : fc) a = gelu_tanh(a);
     const Rows mlp = dense(fc, 4 * d.c, d.c, t(block_tensor::fc_proj_w), &fc_proj_b);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] += mlp[i];
+    const std::uint32_t mlp_site = Dropout::site_word(DropoutSite::mlp_residual, layer);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += mlp[i] * row_dropout(d, seq, mlp_site, i);
 }
 
 // Logits [seq, vocab] of one sequence.
 Rows forward_one_sequence(const ModelConfig& m, const WeightLayout& layout, std::span<const float* const> units,
-                          std::span<const std::int32_t> tokens) {
-    const Dims d = dims_of(m);
+                          std::span<const std::int32_t> tokens, const Dims& d) {
     const TensorView wte = tensor_of(units[0], layout.units[0], embed_tensor::wte);
     const TensorView wpe = tensor_of(units[0], layout.units[0], embed_tensor::wpe);
     Rows x(tokens.size() * d.c);
@@ -130,10 +143,12 @@ Rows forward_one_sequence(const ModelConfig& m, const WeightLayout& layout, std:
         const auto tok = static_cast<std::size_t>(tokens[t]);
         for (std::size_t i = 0; i < d.c; ++i) x[t * d.c + i] = wte[tok * d.c + i] + wpe[t * d.c + i];
     }
+    const std::uint32_t embedding_site = Dropout::site_word(DropoutSite::embedding, 0);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] *= row_dropout(d, tokens.size(), embedding_site, i);
 
     for (int l = 0; l < m.n_layer; ++l) {
         const auto u = static_cast<std::size_t>(WeightLayout::block_unit(l));
-        transformer_block(x, d, units[u], layout.units[u]);
+        transformer_block(x, d, l, units[u], layout.units[u]);
     }
 
     const auto hu = static_cast<std::size_t>(layout.head_unit());
@@ -169,13 +184,15 @@ void check_arguments(const ModelConfig& m, const WeightLayout& layout, std::span
 
 std::vector<double> reference_forward(const ModelConfig& model, const WeightLayout& layout,
                                       std::span<const float* const> units, std::span<const std::int32_t> tokens,
-                                      int batch, int seq) {
+                                      int batch, int seq, const Dropout& dropout) {
     check_arguments(model, layout, units, tokens, batch, seq);
+    Dims d = dims_of(model, dropout.for_shape(seq, model.max_positions));
     const auto seq_len = static_cast<std::size_t>(seq);
     std::vector<double> logits;
     logits.reserve(tokens.size() * static_cast<std::size_t>(model.vocab_size));
     for (std::size_t b = 0; b < static_cast<std::size_t>(batch); ++b) {
-        const Rows out = forward_one_sequence(model, layout, units, tokens.subspan(b * seq_len, seq_len));
+        d.sequence = b;
+        const Rows out = forward_one_sequence(model, layout, units, tokens.subspan(b * seq_len, seq_len), d);
         logits.insert(logits.end(), out.begin(), out.end());
     }
     return logits;

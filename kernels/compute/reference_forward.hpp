@@ -6,14 +6,17 @@
 #include <span>
 #include <vector>
 
+#include "kernels/compute/dropout.hpp"
 #include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {
 
-// units[i] points at unit i's fp32 weights. Returns logits [batch, seq, vocab].
+// units[i] points at unit i's fp32 weights. Returns logits [batch, seq, vocab]. With `dropout`
+// active, every dropout of GPT-2 applies its mask (dropout.hpp), as every other forward does.
 std::vector<double> reference_forward(const ModelConfig& model, const WeightLayout& layout,
                                       std::span<const float* const> units,
-                                      std::span<const std::int32_t> tokens, int batch, int seq);
+                                      std::span<const std::int32_t> tokens, int batch, int seq,
+                                      const Dropout& dropout = {});
 
 // Multiply-adds of reference_forward (one per weight and token, plus attention's; flops are
 // twice this), to decide whether running it is affordable.

@@ -1,20 +1,71 @@
 #pragma once
 // Which fused form of the transformer block a cell computes. Every variant computes the same
-// function as `baseline`; they differ in which neighbouring operations one kernel does together.
+// function as `baseline` (one kernel per operation); a variant is a set of fusions, each of which
+// makes neighbouring operations one kernel. Presets name the sets the layer-fusion study measured.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
 #include "kernels/model/named_enum.hpp"
 
 namespace sweetspot {
 
-enum class Variant { baseline, dropout_ln, attn_ln, ffn_ln, attn_proj, all };
+enum class Fusion : std::uint8_t {
+    residual_ln,      // residual add + dropout + the next LayerNorm in one kernel
+    softmax,          // causal mask + softmax + attention dropout in one kernel
+    mlp_epilogue,     // the MLP's bias + GELU and its second bias in the GEMMs' epilogues
+    flash_attention,  // QKᵀ, mask, online softmax and ·V in one kernel, no [seq, seq] buffer
+    proj_epilogue,    // the attention projection's bias and residual add in its GEMM's epilogue
+};
 
 template <>
-struct EnumNames<Variant> {
-    static constexpr std::array<EnumName<Variant>, 6> list = {{{Variant::baseline, "baseline"},
-                                                              {Variant::dropout_ln, "dropout_ln"},
-                                                              {Variant::attn_ln, "attn_ln"},
-                                                              {Variant::ffn_ln, "ffn_ln"},
-                                                              {Variant::attn_proj, "attn_proj"},
-                                                              {Variant::all, "all"}}};
+struct EnumNames<Fusion> {
+    static constexpr std::array<EnumName<Fusion>, 5> list = {{{Fusion::residual_ln, "residual_ln"},
+                                                             {Fusion::softmax, "softmax"},
+                                                             {Fusion::mlp_epilogue, "mlp_epilogue"},
+                                                             {Fusion::flash_attention, "flash_attention"},
+                                                             {Fusion::proj_epilogue, "proj_epilogue"}}};
 };
+
+class Variant {
+public:
+    constexpr Variant() = default;
+    constexpr Variant(std::initializer_list<Fusion> fusions) {
+        for (const Fusion f : fusions) bits_ |= bit(f);
+    }
+
+    constexpr bool has(Fusion f) const { return (bits_ & bit(f)) != 0; }
+    constexpr bool is_baseline() const { return bits_ == 0; }
+    constexpr bool operator==(const Variant&) const = default;
+
+    // The preset's name when the set is a preset ("attn_ln"), else the fusions joined by '+' in
+    // the order Fusion declares them ("residual_ln+mlp_epilogue"): one text per set.
+    std::string text() const;
+    // The fusions joined by '+' ("residual_ln+softmax"), or "none" for baseline.
+    std::string fusions_text() const;
+    // A preset name, or fusion names joined by '+' in any order; nothing for anything else.
+    static std::optional<Variant> parse(std::string_view text);
+
+private:
+    static constexpr std::uint8_t bit(Fusion f) { return static_cast<std::uint8_t>(1u << static_cast<unsigned>(f)); }
+    std::uint8_t bits_ = 0;
+};
+
+struct VariantPreset {
+    std::string_view name;
+    Variant variant;
+};
+
+// The presets, in the order the docs list them: baseline, dropout_ln, attn_ln, ffn_ln, attn_proj, all.
+inline constexpr std::array<VariantPreset, 6> kVariantPresets = {{
+    {"baseline", {}},
+    {"dropout_ln", {Fusion::residual_ln}},
+    {"attn_ln", {Fusion::residual_ln, Fusion::softmax}},
+    {"ffn_ln", {Fusion::residual_ln, Fusion::mlp_epilogue}},
+    {"attn_proj", {Fusion::flash_attention, Fusion::proj_epilogue}},
+    {"all", {Fusion::residual_ln, Fusion::softmax, Fusion::mlp_epilogue, Fusion::flash_attention, Fusion::proj_epilogue}},
+}};
 
 }  // namespace sweetspot

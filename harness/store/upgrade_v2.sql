@@ -1,0 +1,6 @@
+-- Version 2 to 3: the dropout axis and the kernel launches of a forward. Cells measured before
+-- had no dropout; their launch count was not recorded.
+ALTER TABLE cells ADD COLUMN dropout REAL NOT NULL DEFAULT 0;
+ALTER TABLE cells ADD COLUMN launches_per_forward INTEGER;
+UPDATE schema_info SET version = 3;
+PRAGMA user_version = 3;
