@@ -490,6 +490,43 @@ TEMPLATE_TEST_CASE("gpu::attention matches cpu::attention", "[gpu]", float, __ha
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// GEMM epilogues (gemm.hpp): cuBLASLt adds the bias, GELU or the residual before its one rounding
+
+TEMPLATE_TEST_CASE("Gemm::linear_fused matches cpu::linear with the bias, GELU and residual after it", "[gpu]", float,
+                   __half, __nv_bfloat16) {
+    require_gpu();
+    using T = TestType;
+    constexpr DType dtype = gpu::dtype_of<T>();
+    const CudaStream stream;
+    Gemm gemm(dtype, stream.get(), /*tf32=*/false);
+    struct Shape {
+        int rows, in, out;
+    };
+    // out 25 and 77 (not multiples of 8), a single row, GPT-2 small's MLP.
+    for (const Shape s : {Shape{1, 64, 25}, Shape{33, 50, 77}, Shape{128, 768, 3072}}) {
+        for (const auto epilogue : {Gemm::Epilogue::bias, Gemm::Epilogue::bias_gelu, Gemm::Epilogue::bias_residual}) {
+            INFO(enum_name(dtype) << " rows " << s.rows << " in " << s.in << " out " << s.out << " epilogue "
+                                  << static_cast<int>(epilogue));
+            const auto x = random_values(as_size(s.rows) * as_size(s.in), dtype, kSeed, 0.01f, 1.0f, Sign::either);
+            const auto w = random_values(as_size(s.out) * as_size(s.in), dtype, kSeed + 1, 0.01f, 0.1f, Sign::either);
+            const auto bias = random_values(as_size(s.out), dtype, kSeed + 2, 0.01f, 0.5f, Sign::either);
+            auto y = random_values(as_size(s.rows) * as_size(s.out), dtype, kSeed + 3, 0.01f, 1.0f, Sign::either);
+
+            const DeviceArray<T> d_x(x, stream.get()), d_w(w, stream.get()), d_b(bias, stream.get()), d_y(y, stream.get());
+            gemm.linear_fused(d_y.get(), d_x.get(), d_w.get(), d_b.get(), s.rows, s.in, s.out, epilogue);
+            const auto got = d_y.to_host(stream.get());
+
+            std::vector<float> want(y.size());
+            cpu::linear(want.data(), x.data(), w.data(), bias.data(), s.rows, s.in, s.out);
+            if (epilogue == Gemm::Epilogue::bias_gelu) cpu::gelu_tanh(want.data(), static_cast<std::int64_t>(want.size()));
+            if (epilogue == Gemm::Epilogue::bias_residual) cpu::residual_add(want.data(), y.data(), static_cast<std::int64_t>(want.size()));
+            // One rounding of the result to T, the products summed in another order (≤ 768 terms).
+            check_close(got, want, store_tolerance(dtype) + 1e-5);
+        }
+    }
+}
+
 TEST_CASE("gpu::attention refuses a Gemm of another dtype", "[gpu]") {
     require_gpu();
     const CudaStream stream;

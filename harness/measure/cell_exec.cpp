@@ -82,11 +82,9 @@ std::string cell_unsupported_reason(const CellParams& c) {
 #ifndef SWEETSPOT_HAVE_CUDA
     if (backend.needs_gpu) return "this sweetspot was built without CUDA, so backend '" + backend_name + "' is not available";
 #endif
-    for (const Fusion f : {Fusion::mlp_epilogue, Fusion::flash_attention, Fusion::proj_epilogue}) {
-        if (c.variant.has(f))
-            return "variant '" + c.variant.text() + "' needs fusion '" + std::string(enum_name(f)) +
-                   "', which this version of sweetspot does not have yet";
-    }
+    if (c.variant.has(Fusion::flash_attention))
+        return "variant '" + c.variant.text() + "' needs fusion 'flash_attention', which this version of sweetspot "
+               "does not have yet";
     return backend.cannot_honour(backend_config(c), unit_bytes(WeightLayout::for_model(c.model), c.dtype));
 }
 

@@ -2,6 +2,9 @@
 
 #include <cublas_v2.h>
 
+#include <stdexcept>
+#include <string>
+
 #include "kernels/compute/cuda_check.hpp"
 
 namespace sweetspot {
@@ -34,6 +37,7 @@ Gemm::Gemm(DType dtype, cudaStream_t stream, bool tf32)
         CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_, static_cast<std::size_t>(kWorkspaceBytes)));
         // Default math = no TF32 for fp32 data: fp32 GEMMs are true fp32 unless tf32 was asked.
         CUBLAS_CHECK(cublasSetMathMode(handle_, tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+        CUBLAS_CHECK(cublasLtCreate(&lt_));
     } catch (...) {
         destroy();
         throw;
@@ -44,6 +48,14 @@ Gemm::~Gemm() { destroy(); }
 
 void Gemm::destroy() noexcept {
     // Errors are ignored: nothing can be done about them in a destructor.
+    for (auto& [shape, plan] : lt_plans_) {
+        if (plan.desc != nullptr) (void)cublasLtMatmulDescDestroy(plan.desc);
+        for (cublasLtMatrixLayout_t layout : {plan.w, plan.x, plan.y})
+            if (layout != nullptr) (void)cublasLtMatrixLayoutDestroy(layout);
+    }
+    lt_plans_.clear();
+    if (lt_ != nullptr) (void)cublasLtDestroy(lt_);
+    lt_ = nullptr;
     if (handle_ != nullptr) (void)cublasDestroy(handle_);
     if (workspace_ != nullptr) (void)cudaFree(workspace_);
     handle_ = nullptr;
@@ -86,6 +98,61 @@ void Gemm::batched(bool trans_b, int m, int n, int k, float alpha, const void* a
                                                 type, lda, stride_a, &beta, c, type, ldc, stride_c, batch, compute,
                                                 CUBLAS_GEMM_DEFAULT));
     }
+}
+
+// The same row-major to column-major reading as linear above: cuBLASLt computes the column-major
+// y' [out, rows] = op(W') [out, in] · x' [in, rows], W' being w's memory read column-major
+// ([in, out], ld in, transposed by the op), x' x's ([in, rows], ld in) and y' y's ([out, rows],
+// ld out). The bias is per row of y', i.e. per output feature, as the epilogue adds it.
+Gemm::LtPlan& Gemm::lt_plan(int rows, int in, int out, Epilogue epilogue) {
+    const auto key = std::make_tuple(rows, in, out, epilogue);
+    if (const auto found = lt_plans_.find(key); found != lt_plans_.end()) return found->second;
+    LtPlan& plan = lt_plans_[key];  // destroy() frees whatever part of it is made
+    const cudaDataType type = data_type(dtype_);
+    const cublasComputeType_t compute = tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, compute, CUDA_R_32F));
+    const cublasOperation_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof keep));
+    const cublasLtEpilogue_t lt_epilogue =
+        epilogue == Epilogue::bias_gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt_epilogue, sizeof lt_epilogue));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.w, type, in, out, in));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.x, type, in, rows, in));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.y, type, out, rows, out));
+
+    cublasLtMatmulPreference_t preference = nullptr;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+    const std::size_t workspace = static_cast<std::size_t>(workspace_bytes_);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t status = [&] {
+        const cublasStatus_t set = cublasLtMatmulPreferenceSetAttribute(
+            preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace);
+        if (set != CUBLAS_STATUS_SUCCESS) return set;
+        return cublasLtMatmulAlgoGetHeuristic(lt_, plan.desc, plan.w, plan.x, plan.y, plan.y, preference, 1, &result,
+                                              &found);
+    }();
+    (void)cublasLtMatmulPreferenceDestroy(preference);
+    CUBLAS_CHECK(status);
+    if (found == 0) {
+        throw std::runtime_error("cuBLASLt has no algorithm for a " + std::string(enum_name(dtype_)) + " GEMM of " +
+                                 std::to_string(rows) + "×" + std::to_string(in) + " by " + std::to_string(out) +
+                                 " with a bias epilogue");
+    }
+    plan.algo = result.algo;
+    return plan;
+}
+
+void Gemm::linear_fused(void* y, const void* x, const void* w, const void* bias, int rows, int in, int out,
+                        Epilogue epilogue) {
+    LtPlan& plan = lt_plan(rows, in, out, epilogue);
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    const float alpha = 1.0f;
+    const float beta = epilogue == Epilogue::bias_residual ? 1.0f : 0.0f;  // C = y: the residual stream
+    CUBLAS_CHECK(cublasLtMatmul(lt_, plan.desc, &alpha, w, plan.w, x, plan.x, &beta, y, plan.y, y, plan.y, &plan.algo,
+                                workspace_, static_cast<std::size_t>(workspace_bytes_), stream_));
 }
 
 }  // namespace sweetspot

@@ -7,10 +7,13 @@
 // (CUBLAS_COMPUTE_32F for every dtype, so fp32 is true fp32; CUBLAS_COMPUTE_32F_FAST_TF32 only
 // when tf32 is asked for). alpha and beta are floats. Everything runs on the stream given to the
 // constructor, with a workspace this object allocates (so it is accounted in workspace_bytes).
+#include <cublasLt.h>
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <map>
+#include <tuple>
 
 #include "kernels/model/dtype.hpp"
 
@@ -26,6 +29,15 @@ public:
     // y[rows, out] = x[rows, in] · wᵀ, w row-major [out, in] (nn.Linear without its bias).
     // All three contiguous.
     void linear(void* y, const void* x, const void* w, int rows, int in, int out);
+
+    // What a cuBLASLt epilogue adds to a linear layer's product, in fp32 before the one rounding
+    // to the dtype: the bias; the bias then GPT-2's GELU; the bias and what y holds already (a
+    // residual add, y += x · wᵀ + bias).
+    enum class Epilogue { bias, bias_gelu, bias_residual };
+    // y = epilogue(x · wᵀ), bias [out] in the dtype. One cuBLASLt call instead of the GEMM and
+    // one or two element-wise kernels.
+    void linear_fused(void* y, const void* x, const void* w, const void* bias, int rows, int in, int out,
+                      Epilogue epilogue);
 
     // For each of `batch` problems p (pointers advanced by p·stride_*, in elements), row-major:
     //   c[m, n] = alpha · a[m, k] · op(b) + beta · c
@@ -43,10 +55,20 @@ public:
 private:
     void destroy() noexcept;
 
+    // A cuBLASLt problem's descriptors and the algorithm its heuristic chose, made once per shape.
+    struct LtPlan {
+        cublasLtMatmulDesc_t desc = nullptr;
+        cublasLtMatrixLayout_t w = nullptr, x = nullptr, y = nullptr;
+        cublasLtMatmulAlgo_t algo{};
+    };
+    LtPlan& lt_plan(int rows, int in, int out, Epilogue epilogue);
+
     DType dtype_;
     cudaStream_t stream_;
     bool tf32_;
     cublasHandle_t handle_ = nullptr;
+    cublasLtHandle_t lt_ = nullptr;
+    std::map<std::tuple<int, int, int, Epilogue>, LtPlan> lt_plans_;
     void* workspace_ = nullptr;
     std::int64_t workspace_bytes_ = 0;
 };

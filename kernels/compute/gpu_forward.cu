@@ -85,6 +85,8 @@ GpuForward::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_, D
                        cudaStream_t stream_, const GpuForwardOptions& options_)
     : model(model_), layout(layout_), dtype(dtype_), batch(batch_), seq(seq_), stream(stream_), options(options_) {
     options.dropout = options.dropout.for_shape(seq, model.max_positions);
+    if (options.variant.has(Fusion::flash_attention))
+        throw std::invalid_argument("GpuForward: the flash_attention fusion is not implemented yet.");
     // Every argument is checked before the first CUDA call, so a bad request fails the same way
     // with or without a GPU.
     if (const auto why = model.validate(); !why.empty()) throw std::invalid_argument(why);
@@ -243,19 +245,42 @@ void GpuForward::Impl::block(int layer, const T* unit, const UnitLayout& unit_la
     attention_options.dropout_site = Dropout::site_word(DropoutSite::attention_probs, layer);
     launches += 2 + gpu::attention<T>(*gemm, static_cast<T*>(att), static_cast<T*>(scores), qkv_, batch, seq, c,
                                       model.n_head, attention_options);
-    gemm->linear(y_, att, w(block_tensor::proj_w), bt, c, c);
-    gpu::launch_add_bias<T>(y_, w(block_tensor::proj_b), bt, c, stream);
-    launches += 2;
-
-    // MLP sub-layer, after the attention's residual add.
-    residual_then_layernorm<T>(ln_, Dropout::site_word(DropoutSite::attention_residual, layer), w(block_tensor::ln2_w),
-                               w(block_tensor::ln2_b));
-    gemm->linear(fc_, ln_, w(block_tensor::fc_w), bt, c, 4 * c);
-    gpu::launch_add_bias<T>(fc_, w(block_tensor::fc_b), bt, 4 * c, stream);
-    gpu::launch_gelu_tanh<T>(fc_, rows() * 4 * c, stream);
-    gemm->linear(y_, fc_, w(block_tensor::fc_proj_w), bt, 4 * c, c);
-    gpu::launch_add_bias<T>(y_, w(block_tensor::fc_proj_b), bt, c, stream);
-    launches += 5;
+    const std::uint32_t attention_residual = Dropout::site_word(DropoutSite::attention_residual, layer);
+    if (fused(Fusion::proj_epilogue) && !options.dropout.active()) {
+        // x += att · Wᵀ + b in the GEMM's epilogue: the residual add needs no kernel of its own.
+        gemm->linear_fused(x, att, w(block_tensor::proj_w), w(block_tensor::proj_b), bt, c, c,
+                           Gemm::Epilogue::bias_residual);
+        gpu::launch_layernorm<T>(ln_, static_cast<const T*>(x), w(block_tensor::ln2_w), w(block_tensor::ln2_b), bt, c,
+                                 model.ln_eps, stream);
+        launches += 2;
+    } else {
+        // With dropout on, the epilogue can add the bias only: dropout comes between it and the
+        // residual add.
+        if (fused(Fusion::proj_epilogue)) {
+            gemm->linear_fused(y_, att, w(block_tensor::proj_w), w(block_tensor::proj_b), bt, c, c, Gemm::Epilogue::bias);
+            launches += 1;
+        } else {
+            gemm->linear(y_, att, w(block_tensor::proj_w), bt, c, c);
+            gpu::launch_add_bias<T>(y_, w(block_tensor::proj_b), bt, c, stream);
+            launches += 2;
+        }
+        // MLP sub-layer, after the attention's residual add.
+        residual_then_layernorm<T>(ln_, attention_residual, w(block_tensor::ln2_w), w(block_tensor::ln2_b));
+    }
+    if (fused(Fusion::mlp_epilogue)) {
+        gemm->linear_fused(fc_, ln_, w(block_tensor::fc_w), w(block_tensor::fc_b), bt, c, 4 * c,
+                           Gemm::Epilogue::bias_gelu);
+        gemm->linear_fused(y_, fc_, w(block_tensor::fc_proj_w), w(block_tensor::fc_proj_b), bt, 4 * c, c,
+                           Gemm::Epilogue::bias);
+        launches += 2;
+    } else {
+        gemm->linear(fc_, ln_, w(block_tensor::fc_w), bt, c, 4 * c);
+        gpu::launch_add_bias<T>(fc_, w(block_tensor::fc_b), bt, 4 * c, stream);
+        gpu::launch_gelu_tanh<T>(fc_, rows() * 4 * c, stream);
+        gemm->linear(y_, fc_, w(block_tensor::fc_proj_w), bt, 4 * c, c);
+        gpu::launch_add_bias<T>(y_, w(block_tensor::fc_proj_b), bt, c, stream);
+        launches += 5;
+    }
     // The MLP's residual add: deferred into the next LayerNorm's kernel when fused.
     if (fused(Fusion::residual_ln)) {
         pending_mlp_layer = layer;
