@@ -307,7 +307,8 @@ ModelConfig two_heads(int head_dim) {
     return m;
 }
 
-TEST_CASE("the fusions compute baseline's logits: bit for bit without epilogues, within the dtype's tolerance with them",
+TEST_CASE("the fusions compute baseline's logits: bit for bit without epilogues or flash_attention, within the dtype's "
+          "tolerance with them",
           "[gpu][kernels]") {
     require_gpu();
     struct Case {
@@ -328,8 +329,10 @@ TEST_CASE("the fusions compute baseline's logits: bit for bit without epilogues,
                 const std::vector<float> want = run_cpu(k.model, layout, weights.rounded, tokens, k.batch, k.seq, dropout);
                 std::vector<float> baseline_logits;
                 int baseline_launches = 0;
+                std::int64_t baseline_activation_bytes = 0;
                 for (const char* name : {"baseline", "dropout_ln", "attn_ln", "residual_ln+softmax", "softmax", "ffn_ln",
-                                         "proj_epilogue", "residual_ln+softmax+mlp_epilogue+proj_epilogue"}) {
+                                         "proj_epilogue", "residual_ln+softmax+mlp_epilogue+proj_epilogue",
+                                         "flash_attention", "attn_proj", "all"}) {
                     INFO("variant " << name);
                     GpuForwardOptions options;
                     options.variant = *Variant::parse(name);
@@ -343,19 +346,27 @@ TEST_CASE("the fusions compute baseline's logits: bit for bit without epilogues,
                     if (options.variant.is_baseline()) {
                         baseline_logits = logits;
                         baseline_launches = forward.launches_per_forward();
+                        baseline_activation_bytes = forward.activation_bytes();
                         CHECK(relative_error(logits, want) < tolerance(dtype));
                         continue;
                     }
                     // Each fusion replaces two or three kernels by one, in every layer.
                     CHECK(forward.launches_per_forward() < baseline_launches);
-                    const bool epilogue = options.variant.has(Fusion::mlp_epilogue) ||
-                                          options.variant.has(Fusion::proj_epilogue);
-                    if (!epilogue) {
+                    const bool rounds_otherwise = options.variant.has(Fusion::mlp_epilogue) ||
+                                                  options.variant.has(Fusion::proj_epilogue) ||
+                                                  options.variant.has(Fusion::flash_attention);
+                    if (options.variant.has(Fusion::flash_attention)) {
+                        // No [seq, seq] scores buffer.
+                        CHECK(forward.activation_bytes() <= baseline_activation_bytes - static_cast<std::int64_t>(
+                                  k.batch * k.model.n_head * k.seq * k.seq * dtype_size(dtype)));
+                    }
+                    if (!rounds_otherwise) {
                         CHECK(bit_identical(logits, baseline_logits));
                         continue;
                     }
                     // An epilogue adds the bias (and GELU, the residual) before the one rounding
-                    // where baseline rounds after each step: the same function, other last bits.
+                    // where baseline rounds after each step, and flash_attention keeps the scores in
+                    // fp32: the same function, other last bits.
                     CHECK(relative_error(logits, want) < tolerance(dtype));
                     CHECK(relative_error(logits, baseline_logits) < tolerance(dtype));
                 }

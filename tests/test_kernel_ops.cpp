@@ -452,6 +452,23 @@ TEMPLATE_TEST_CASE("launch_residual_layernorm matches dropout, residual add and 
 // ---------------------------------------------------------------------------------------------
 // Attention (gpu_attention.hpp): cuBLAS, the softmax kernel, cuBLAS
 
+namespace {
+
+// qkv [rows, 3c] for the attention tests. |q|, |k| in [0.25, 1.5] make scores of a few units
+// (|s| ≲ 5): softmax rows neither flat nor one-hot. v is smaller, as after a layernorm and a
+// projection.
+std::vector<float> attention_inputs(std::size_t rows, std::size_t c, DType dtype) {
+    auto qkv = random_values(rows * 3 * c, dtype, kSeed, 0.25f, 1.5f, Sign::either);
+    const auto v = random_values(rows * c, dtype, kSeed + 1, 0.01f, 1.0f, Sign::either);
+    for (std::size_t r = 0; r < rows; ++r) {
+        std::copy_n(v.begin() + static_cast<std::ptrdiff_t>(r * c), c,
+                    qkv.begin() + static_cast<std::ptrdiff_t>(r * 3 * c + 2 * c));
+    }
+    return qkv;
+}
+
+}  // namespace
+
 TEMPLATE_TEST_CASE("gpu::attention matches cpu::attention", "[gpu]", float, __half, __nv_bfloat16) {
     require_gpu();
     using T = TestType;
@@ -468,14 +485,7 @@ TEMPLATE_TEST_CASE("gpu::attention matches cpu::attention", "[gpu]", float, __ha
                                << " (head dim " << s.c / s.n_head << ")");
         const std::size_t rows = as_size(s.batch) * as_size(s.seq);
         const std::size_t c = as_size(s.c);
-        // |q|, |k| in [0.25, 1.5] make scores of a few units (|s| ≲ 5): softmax rows neither flat
-        // nor one-hot. v is smaller, as after a layernorm and a projection.
-        auto qkv = random_values(rows * 3 * c, dtype, kSeed, 0.25f, 1.5f, Sign::either);
-        const auto v = random_values(rows * c, dtype, kSeed + 1, 0.01f, 1.0f, Sign::either);
-        for (std::size_t r = 0; r < rows; ++r) {
-            std::copy_n(v.begin() + static_cast<std::ptrdiff_t>(r * c), c,
-                        qkv.begin() + static_cast<std::ptrdiff_t>(r * 3 * c + 2 * c));
-        }
+        const auto qkv = attention_inputs(rows, c, dtype);
 
         const DeviceArray<T> d_qkv(qkv, stream.get());
         const DeviceArray<T> d_scores(as_size(s.batch) * as_size(s.n_head) * as_size(s.seq) * as_size(s.seq),
@@ -488,6 +498,42 @@ TEMPLATE_TEST_CASE("gpu::attention matches cpu::attention", "[gpu]", float, __ha
         cpu::attention(want.data(), scratch.data(), qkv.data(), s.batch, s.seq, s.c, s.n_head);
         check_close(d_out.to_host(stream.get()), want, attention_tolerance(dtype));
     }
+}
+
+TEMPLATE_TEST_CASE("gpu::flash_attention matches cpu::attention, with and without dropout", "[gpu]", float, __half,
+                   __nv_bfloat16) {
+    require_gpu();
+    using T = TestType;
+    constexpr DType dtype = gpu::dtype_of<T>();
+    const CudaStream stream;
+    struct Shape {
+        int batch, seq, c, n_head;
+    };
+    // seq 1; head dim 25 (c 75) over several key tiles and a partial last row block; 64 and 128,
+    // GPT-2's and GPT-3's; 80; 130 as gpt3_13b_seed; 512, the largest the kernel takes; seq 777.
+    for (const Shape s : {Shape{1, 1, 75, 3}, Shape{2, 77, 75, 3}, Shape{2, 100, 128, 2}, Shape{1, 130, 256, 2},
+                          Shape{2, 65, 160, 2}, Shape{2, 17, 520, 4}, Shape{1, 40, 512, 1}, Shape{1, 777, 160, 2}}) {
+        for (const float p : {0.0f, 0.2f}) {
+            INFO(enum_name(dtype) << " batch " << s.batch << " seq " << s.seq << " c " << s.c << " heads " << s.n_head
+                                   << " (head dim " << s.c / s.n_head << "), dropout " << p);
+            const std::size_t rows = as_size(s.batch) * as_size(s.seq);
+            const std::size_t c = as_size(s.c);
+            const auto qkv = attention_inputs(rows, c, dtype);
+            const Dropout dropout = Dropout{p, 3}.for_shape(s.seq, 1024);
+            const DeviceArray<T> d_qkv(qkv, stream.get());
+            const DeviceArray<T> d_out(rows * c, stream.get());
+            gpu::flash_attention<T>(d_out.get(), d_qkv.get(), s.batch, s.seq, s.c, s.n_head, dropout, 6, stream.get());
+
+            std::vector<float> want(rows * c);
+            std::vector<float> scratch(as_size(s.seq) * as_size(s.seq));
+            cpu::attention(want.data(), scratch.data(), qkv.data(), s.batch, s.seq, s.c, s.n_head, dropout, 6);
+            // Scores and probabilities stay fp32 here: only the output is rounded to T.
+            check_close(d_out.to_host(stream.get()), want, attention_tolerance(dtype));
+        }
+    }
+    const DeviceArray<T> d_big(as_size(3) * 3 * 1026, stream.get());
+    CHECK_THROWS_AS(gpu::flash_attention<T>(d_big.get(), d_big.get(), 1, 3, 1026, 1, Dropout{}, 0, stream.get()),
+                    std::invalid_argument);  // head dimension 1026 is above the kernel's 512
 }
 
 // ---------------------------------------------------------------------------------------------

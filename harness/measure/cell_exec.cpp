@@ -82,9 +82,10 @@ std::string cell_unsupported_reason(const CellParams& c) {
 #ifndef SWEETSPOT_HAVE_CUDA
     if (backend.needs_gpu) return "this sweetspot was built without CUDA, so backend '" + backend_name + "' is not available";
 #endif
-    if (c.variant.has(Fusion::flash_attention))
-        return "variant '" + c.variant.text() + "' needs fusion 'flash_attention', which this version of sweetspot "
-               "does not have yet";
+    if (c.variant.has(Fusion::flash_attention) && c.model.head_dim() > kFlashAttentionMaxHeadDim)
+        return "the flash_attention fusion of variant '" + c.variant.text() + "' supports head dimensions up to " +
+               std::to_string(kFlashAttentionMaxHeadDim) + "; model '" + c.model.name + "' has " +
+               std::to_string(c.model.head_dim());
     return backend.cannot_honour(backend_config(c), unit_bytes(WeightLayout::for_model(c.model), c.dtype));
 }
 

@@ -13,6 +13,7 @@
 
 #include "kernels/compute/dropout.hpp"
 #include "kernels/compute/gemm.hpp"
+#include "kernels/model/variant.hpp"
 
 namespace sweetspot::gpu {
 
@@ -29,5 +30,12 @@ struct AttentionOptions {
 template <class T>
 int attention(Gemm& gemm, T* out, T* scores, const T* qkv, int batch, int seq, int c, int n_head,
               const AttentionOptions& options = {});
+
+// The same attention in one kernel and no scores buffer (the `flash_attention` fusion,
+// gpu_flash_attention.cu): out and qkv as above, dropout on the probabilities (its positions are
+// the model's), head dimension at most kFlashAttentionMaxHeadDim. Enqueued on `stream`.
+template <class T>
+void flash_attention(T* out, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
+                     std::uint32_t site, cudaStream_t stream);
 
 }  // namespace sweetspot::gpu

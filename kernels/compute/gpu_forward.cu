@@ -85,8 +85,11 @@ GpuForward::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_, D
                        cudaStream_t stream_, const GpuForwardOptions& options_)
     : model(model_), layout(layout_), dtype(dtype_), batch(batch_), seq(seq_), stream(stream_), options(options_) {
     options.dropout = options.dropout.for_shape(seq, model.max_positions);
-    if (options.variant.has(Fusion::flash_attention))
-        throw std::invalid_argument("GpuForward: the flash_attention fusion is not implemented yet.");
+    if (options.variant.has(Fusion::flash_attention) && model.head_dim() > kFlashAttentionMaxHeadDim) {
+        throw std::invalid_argument("GpuForward: the flash_attention fusion supports head dimensions up to " +
+                                    std::to_string(kFlashAttentionMaxHeadDim) + "; model '" + model.name + "' has " +
+                                    std::to_string(model.head_dim()) + ".");
+    }
     // Every argument is checked before the first CUDA call, so a bad request fails the same way
     // with or without a GPU.
     if (const auto why = model.validate(); !why.empty()) throw std::invalid_argument(why);
@@ -107,7 +110,9 @@ GpuForward::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_, D
 
     const std::int64_t c = model.n_embd;
     const std::int64_t esize = static_cast<std::int64_t>(dtype_size(dtype));
-    const std::int64_t score_elems = static_cast<std::int64_t>(batch) * model.n_head * seq * seq;
+    // flash_attention keeps no scores: that buffer is what the fusion saves.
+    const std::int64_t score_elems =
+        options.variant.has(Fusion::flash_attention) ? 0 : static_cast<std::int64_t>(batch) * model.n_head * seq * seq;
     // Offsets of every buffer in the arena, in bytes.
     std::int64_t bytes = 0;
     const auto carve = [&](std::int64_t buffer_bytes) {
@@ -239,12 +244,19 @@ void GpuForward::Impl::block(int layer, const T* unit, const UnitLayout& unit_la
     layernorm_after_pending<T>(ln_, w(block_tensor::ln1_w), w(block_tensor::ln1_b));
     gemm->linear(qkv_, ln_, w(block_tensor::qkv_w), bt, c, 3 * c);
     gpu::launch_add_bias<T>(qkv_, w(block_tensor::qkv_b), bt, 3 * c, stream);
-    gpu::AttentionOptions attention_options;
-    attention_options.fused_softmax = fused(Fusion::softmax);
-    attention_options.dropout = options.dropout;
-    attention_options.dropout_site = Dropout::site_word(DropoutSite::attention_probs, layer);
-    launches += 2 + gpu::attention<T>(*gemm, static_cast<T*>(att), static_cast<T*>(scores), qkv_, batch, seq, c,
-                                      model.n_head, attention_options);
+    const std::uint32_t probs_site = Dropout::site_word(DropoutSite::attention_probs, layer);
+    if (fused(Fusion::flash_attention)) {
+        gpu::flash_attention<T>(static_cast<T*>(att), qkv_, batch, seq, c, model.n_head, options.dropout, probs_site,
+                                stream);
+        launches += 3;
+    } else {
+        gpu::AttentionOptions attention_options;
+        attention_options.fused_softmax = fused(Fusion::softmax);
+        attention_options.dropout = options.dropout;
+        attention_options.dropout_site = probs_site;
+        launches += 2 + gpu::attention<T>(*gemm, static_cast<T*>(att), static_cast<T*>(scores), qkv_, batch, seq, c,
+                                          model.n_head, attention_options);
+    }
     const std::uint32_t attention_residual = Dropout::site_word(DropoutSite::attention_residual, layer);
     if (fused(Fusion::proj_epilogue) && !options.dropout.active()) {
         // x += att · Wᵀ + b in the GEMM's epilogue: the residual add needs no kernel of its own.

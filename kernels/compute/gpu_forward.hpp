@@ -21,7 +21,7 @@ struct GpuForwardOptions {
     bool tf32 = false;                 // fp32 GEMMs on TF32 tensor cores; off = true fp32
     bool managed_activations = false;  // activations in managed memory, as cuda-uvm-gpt2's PyTorch had them
     bool allow_oversubscription = false;
-    Variant variant;  // which fusions replace baseline kernels (all but flash_attention, which it lacks)
+    Variant variant;  // which fusions replace baseline kernels
     Dropout dropout;  // GPT-2's dropouts, with the masks every forward draws (dropout.hpp)
 };
 

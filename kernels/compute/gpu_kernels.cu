@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "kernels/compute/cuda_check.hpp"
+#include "kernels/compute/device_convert.cuh"
 
 namespace sweetspot::gpu {
 
@@ -19,23 +20,6 @@ constexpr int kBlock = 256;
 // Element-wise grids are capped (each thread then strides over the rest): plenty of blocks to
 // fill an H100, and no grid-size limit to think about for B·T·vocab sized buffers.
 constexpr std::int64_t kMaxElementwiseBlocks = 65536;
-
-// ---- T <-> fp32 --------------------------------------------------------------------------
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <class T>
-__device__ __forceinline__ T from_f32(float v) {
-    if constexpr (std::is_same_v<T, float>) {
-        return v;
-    } else if constexpr (std::is_same_v<T, __half>) {
-        return __float2half_rn(v);
-    } else {
-        static_assert(std::is_same_v<T, __nv_bfloat16>);
-        return __float2bfloat16_rn(v);
-    }
-}
 
 // ---- reductions --------------------------------------------------------------------------
 __device__ __forceinline__ float warp_sum(float v) {

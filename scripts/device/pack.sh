@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rm -rf .carry/bin && mkdir -p .carry/bin
-for f in build/sweetspot build/tests/test_*; do
+for f in build/sweetspot build/tests/test_* build/tests/bench_*; do
     [[ -x "$f" && -f "$f" ]] && strip -o ".carry/bin/$(basename "$f")" "$f"
 done
 du -sh .carry

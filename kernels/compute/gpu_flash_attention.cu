@@ -1,0 +1,200 @@
+// The `flash_attention` fusion: the whole attention core of one (batch, head) and 32 query rows
+// in one block, QKᵀ, the causal mask, an online softmax and ·V, with no [seq, seq] buffer (the
+// scores of one key tile live in shared memory and registers only). Any head dimension up to
+// kFlashAttentionMaxHeadDim, any dtype; fp32 arithmetic on CUDA cores throughout.
+//
+// A quad of threads owns a query row: for each tile of keys, each thread scores a quarter of the
+// keys, the quad agrees on the row's running max and sum by shuffles, and each thread then
+// updates a quarter of the row's output columns. The output accumulates in shared memory, so no
+// register array depends on the head dimension.
+//
+// Numbers: the scores stay fp32 from the products to the probabilities (baseline stores them in
+// the dtype between its kernels), and the dropout factor multiplies a probability's numerator
+// only, so O = Σ exp(s − m)·f·v / Σ exp(s − m): the same function as baseline's
+// dropout(softmax(s))·V, with other last bits.
+#include "kernels/compute/gpu_attention.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <climits>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/compute/cuda_check.hpp"
+#include "kernels/compute/device_convert.cuh"
+#include "kernels/model/variant.hpp"
+
+namespace sweetspot::gpu {
+namespace {
+
+constexpr int kRows = 32;          // query rows per block
+constexpr int kThreadsPerRow = 4;  // a quad: its lanes are neighbours, so shuffles reach them
+constexpr int kThreads = kRows * kThreadsPerRow;
+
+// Shared memory of a block, in floats: the query rows and the output rows [kRows, hd + 1], a key
+// and a value tile [tile, hd + 1], the tile's probabilities [kRows, tile + 1]. The +1 pads make
+// rows that start in different banks.
+std::size_t shared_floats(int hd, int tile) {
+    const auto ld = static_cast<std::size_t>(hd) + 1;
+    return 2 * kRows * ld + 2 * static_cast<std::size_t>(tile) * ld + kRows * (static_cast<std::size_t>(tile) + 1);
+}
+
+__device__ __forceinline__ float quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 2));
+}
+
+__device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(0xFFFFFFFFu, v, 1);
+    return v + __shfl_xor_sync(0xFFFFFFFFu, v, 2);
+}
+
+// Grid: x = batch · n_head (which (b, h)), y = query-row blocks, the longest (last rows, which
+// see the most keys) scheduled first.
+template <class T, int kTile>
+__global__ void __launch_bounds__(kThreads)
+    flash_attention_kernel(T* out, const T* qkv, int seq, int c, int n_head, float scale, Dropout dropout,
+                           std::uint32_t site) {
+    extern __shared__ float shared[];
+    const int hd = c / n_head;
+    const int ld = hd + 1;
+    float* q_s = shared;              // [kRows][ld], pre-scaled by 1/sqrt(hd)
+    float* o_s = q_s + kRows * ld;    // [kRows][ld]
+    float* k_s = o_s + kRows * ld;    // [kTile][ld]
+    float* v_s = k_s + kTile * ld;    // [kTile][ld]
+    float* p_s = v_s + kTile * ld;    // [kRows][kTile + 1]
+
+    const int bh = static_cast<int>(blockIdx.x);
+    const int b = bh / n_head, h = bh % n_head;
+    const int row0 = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kRows;
+    const int tid = static_cast<int>(threadIdx.x);
+    const int r = tid / kThreadsPerRow, quad = tid % kThreadsPerRow;
+    const int t = row0 + r;  // this thread's query position
+    const std::int64_t ld_qkv = 3 * static_cast<std::int64_t>(c);
+    const T* q_g = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv + static_cast<std::int64_t>(h) * hd;
+    const T* k_g = q_g + c;
+    const T* v_g = q_g + 2 * c;
+
+    for (int i = tid; i < kRows * hd; i += kThreads) {
+        const int rr = i / hd, d = i % hd;
+        const int pos = row0 + rr;
+        q_s[rr * ld + d] = pos < seq ? to_f32(q_g[pos * ld_qkv + d]) * scale : 0.0f;
+        o_s[rr * ld + d] = 0.0f;
+    }
+
+    float row_max = -INFINITY, row_sum = 0.0f;
+    const int last = min(row0 + kRows, seq) - 1;  // the block's last query sees keys 0 .. last
+    for (int k0 = 0; k0 <= last; k0 += kTile) {
+        __syncthreads();  // the previous tile's keys and values are no longer read
+        for (int i = tid; i < kTile * hd; i += kThreads) {
+            const int kk = i / hd, d = i % hd;
+            const int pos = k0 + kk;
+            k_s[kk * ld + d] = pos < seq ? to_f32(k_g[pos * ld_qkv + d]) : 0.0f;
+            v_s[kk * ld + d] = pos < seq ? to_f32(v_g[pos * ld_qkv + d]) : 0.0f;
+        }
+        __syncthreads();
+
+        // Scores of this thread's keys: quad, quad + 4, ... of the tile; masked ones are −inf.
+        constexpr int kKeys = kTile / kThreadsPerRow;
+        float s[kKeys];
+        float tile_max = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < kKeys; ++j) {
+            const int key = k0 + quad + kThreadsPerRow * j;
+            float score = -INFINITY;
+            if (t < seq && key <= t) {
+                const float* q = q_s + r * ld;
+                const float* k = k_s + (quad + kThreadsPerRow * j) * ld;
+                float acc = 0.0f;
+                for (int d = 0; d < hd; ++d) acc += q[d] * k[d];
+                score = acc;
+            }
+            s[j] = score;
+            tile_max = fmaxf(tile_max, score);
+        }
+        const float new_max = fmaxf(row_max, quad_max(tile_max));
+        // A row none of whose keys so far is visible (a padding row past seq) keeps zeros.
+        const float rescale = row_max == -INFINITY ? 0.0f : __expf(row_max - new_max);
+        float tile_sum = 0.0f;
+        const auto prob_row = static_cast<std::uint64_t>(bh) * static_cast<std::uint64_t>(seq) + static_cast<std::uint64_t>(t);
+#pragma unroll
+        for (int j = 0; j < kKeys; ++j) {
+            const int kk = quad + kThreadsPerRow * j;
+            const float p = s[j] == -INFINITY ? 0.0f : __expf(s[j] - new_max);
+            tile_sum += p;
+            const float keep = dropout.active() && p != 0.0f
+                                   ? dropout.probability_factor(site, prob_row, static_cast<std::uint64_t>(k0 + kk))
+                                   : 1.0f;
+            p_s[r * (kTile + 1) + kk] = p * keep;
+        }
+        row_sum = row_sum * rescale + quad_sum(tile_sum);
+        row_max = new_max;
+        __syncwarp();  // the quad's probabilities are written before any of its lanes reads them
+
+        const float* p = p_s + r * (kTile + 1);
+        for (int d = quad; d < hd; d += kThreadsPerRow) {
+            float acc = o_s[r * ld + d] * rescale;
+#pragma unroll 8
+            for (int kk = 0; kk < kTile; ++kk) acc += p[kk] * v_s[kk * ld + d];
+            o_s[r * ld + d] = acc;
+        }
+        __syncwarp();  // reads of p_s end before the next tile's scores overwrite it
+    }
+
+    if (t >= seq) return;
+    T* o_g = out + (static_cast<std::int64_t>(b) * seq + t) * c + static_cast<std::int64_t>(h) * hd;
+    const float inv_sum = 1.0f / row_sum;
+    for (int d = quad; d < hd; d += kThreadsPerRow) o_g[d] = from_f32<T>(o_s[r * ld + d] * inv_sum);
+}
+
+// The largest key tile whose shared memory fits the device's per-block limit.
+template <class T>
+void launch_with_tile(T* out, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
+                      std::uint32_t site, cudaStream_t stream) {
+    const int hd = c / n_head;
+    int device = 0, limit = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const dim3 grid(static_cast<unsigned>(batch * n_head), static_cast<unsigned>((seq + kRows - 1) / kRows));
+    const auto launch = [&](auto kernel, int tile) {
+        const std::size_t bytes = shared_floats(hd, tile) * sizeof(float);
+        if (bytes > static_cast<std::size_t>(limit)) return false;
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+        kernel<<<grid, kThreads, bytes, stream>>>(out, qkv, seq, c, n_head, scale, dropout, site);
+        CUDA_CHECK_LAUNCH();
+        return true;
+    };
+    if (launch(flash_attention_kernel<T, 64>, 64) || launch(flash_attention_kernel<T, 32>, 32) ||
+        launch(flash_attention_kernel<T, 16>, 16) || launch(flash_attention_kernel<T, 8>, 8) ||
+        launch(flash_attention_kernel<T, 4>, 4))
+        return;
+    throw std::invalid_argument("gpu::flash_attention: head dimension " + std::to_string(hd) +
+                                " needs more shared memory than the device's " + std::to_string(limit) + " bytes per block");
+}
+
+}  // namespace
+
+template <class T>
+void flash_attention(T* out, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
+                     std::uint32_t site, cudaStream_t stream) {
+    const int hd = c / n_head;
+    if (hd > kFlashAttentionMaxHeadDim) {
+        throw std::invalid_argument("gpu::flash_attention: head dimension " + std::to_string(hd) + " is above the " +
+                                    std::to_string(kFlashAttentionMaxHeadDim) + " it supports");
+    }
+    if (static_cast<std::int64_t>(batch) * seq == 0) return;
+    if (static_cast<std::int64_t>(batch) * n_head > INT_MAX)
+        throw std::invalid_argument("gpu::flash_attention: batch × n_head does not fit the grid");
+    launch_with_tile<T>(out, qkv, batch, seq, c, n_head, dropout.for_shape(seq, dropout.positions), site, stream);
+}
+
+template void flash_attention<float>(float*, const float*, int, int, int, int, const Dropout&, std::uint32_t,
+                                     cudaStream_t);
+template void flash_attention<__half>(__half*, const __half*, int, int, int, int, const Dropout&, std::uint32_t,
+                                      cudaStream_t);
+template void flash_attention<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, int, int, int, int,
+                                             const Dropout&, std::uint32_t, cudaStream_t);
+
+}  // namespace sweetspot::gpu

@@ -1,0 +1,92 @@
+// The attention core on its own: baseline (cuBLAS QKᵀ, mask, softmax, cuBLAS ·V over a [seq, seq]
+// buffer) against the flash_attention kernel, causal, per dtype, head dimension and sequence
+// length, in ms and TFLOP/s (4·batch·heads·seq²·hd / 2 flops: the causal half of QKᵀ and ·V, as
+// FlashAttention's papers count). Medians of 20 timed runs after 3 warm-ups, CUDA events.
+//   bench_attention            the table for docs/benchmarks.md
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "kernels/compute/cuda_check.hpp"
+#include "kernels/compute/cuda_resources.hpp"
+#include "kernels/compute/gemm.hpp"
+#include "kernels/compute/gpu_attention.hpp"
+#include "kernels/compute/gpu_kernels.cuh"
+#include "kernels/model/dtype.hpp"
+
+using namespace sweetspot;
+
+namespace {
+
+struct Shape {
+    int batch, n_head, seq, hd;
+};
+
+// Median ms of `run`, timed with CUDA events on `stream`.
+template <class Run>
+double median_ms(cudaStream_t stream, Run run) {
+    const CudaEvent start(CudaEvent::Timing::on), stop(CudaEvent::Timing::on);
+    for (int i = 0; i < 3; ++i) run();
+    std::vector<double> ms;
+    for (int i = 0; i < 20; ++i) {
+        start.record(stream);
+        run();
+        stop.record(stream);
+        stop.synchronize();
+        ms.push_back(stop.ms_since(start));
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+}
+
+template <class T>
+void bench(const Shape& s, cudaStream_t stream) {
+    const DType dtype = gpu::dtype_of<T>();
+    const int c = s.n_head * s.hd;
+    const std::int64_t rows = static_cast<std::int64_t>(s.batch) * s.seq;
+    // Non-zero inputs in [-1, 1] (never time on zeros), rounded to the dtype.
+    std::vector<float> values(static_cast<std::size_t>(rows * 3 * c));
+    std::mt19937 gen(7);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (float& v : values) v = dist(gen);
+    std::vector<std::byte> bytes(values.size() * dtype_size(dtype));
+    convert_from_f32(values, dtype, bytes.data());
+    DeviceMemory qkv = allocate_device(static_cast<std::int64_t>(bytes.size()));
+    CUDA_CHECK(cudaMemcpy(qkv.get(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+    DeviceMemory out = allocate_device(rows * c * static_cast<std::int64_t>(dtype_size(dtype)));
+    DeviceMemory scores = allocate_device(static_cast<std::int64_t>(s.batch) * s.n_head * s.seq * s.seq *
+                                          static_cast<std::int64_t>(dtype_size(dtype)));
+    Gemm gemm(dtype, stream, /*tf32=*/false);
+    T* o = reinterpret_cast<T*>(out.get());
+    const T* q = reinterpret_cast<const T*>(qkv.get());
+
+    const double baseline = median_ms(stream, [&] {
+        gpu::attention<T>(gemm, o, reinterpret_cast<T*>(scores.get()), q, s.batch, s.seq, c, s.n_head);
+    });
+    const double flash = median_ms(stream, [&] {
+        gpu::flash_attention<T>(o, q, s.batch, s.seq, c, s.n_head, Dropout{}, 0, stream);
+    });
+    const double flops = 4.0 * s.batch * s.n_head * static_cast<double>(s.seq) * s.seq * s.hd / 2.0;
+    std::printf("| %s | %d | %d | %d | %d | %.3f | %.1f | %.3f | %.1f |\n", std::string(enum_name(dtype)).c_str(),
+                s.batch, s.n_head, s.seq, s.hd, baseline, flops / baseline / 1e9, flash, flops / flash / 1e9);
+}
+
+}  // namespace
+
+int main() {
+    const CudaStream stream;
+    std::printf("| dtype | batch | heads | seq | head dim | baseline ms | baseline TFLOP/s | flash ms | flash TFLOP/s |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|\n");
+    for (const Shape& s : {Shape{2, 16, 512, 64}, Shape{2, 16, 1024, 64}, Shape{2, 16, 2048, 64}, Shape{2, 16, 1024, 128},
+                           Shape{2, 16, 2048, 128}, Shape{1, 25, 1024, 64}, Shape{1, 40, 1024, 128}}) {
+        bench<__half>(s, stream.get());
+        bench<__nv_bfloat16>(s, stream.get());
+        bench<float>(s, stream.get());
+    }
+    return 0;
+}
