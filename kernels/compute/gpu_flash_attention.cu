@@ -1,7 +1,9 @@
-// The `flash_attention` fusion: the whole attention core of one (batch, head) and 32 query rows
-// in one block, QKᵀ, the causal mask, an online softmax and ·V, with no [seq, seq] buffer (the
-// scores of one key tile live in shared memory and registers only). Any head dimension up to
-// kFlashAttentionMaxHeadDim, any dtype; fp32 arithmetic on CUDA cores throughout.
+// The `flash_attention` fusion: the whole attention core of one (batch, head) and a block of
+// query rows in one kernel, QKᵀ, the causal mask, an online softmax and ·V, with no [seq, seq]
+// buffer (the scores of one key tile live in shared memory and registers only). fp16 and bf16 at
+// head dims 32, 64, 80, 96 and 128 run on tensor cores (gpu_flash_attention_mma.cuh); every
+// other case (fp32, other head dims up to kFlashAttentionMaxHeadDim) runs the kernel below, fp32
+// arithmetic on CUDA cores throughout.
 //
 // A quad of threads owns a query row: for each tile of keys, each thread scores a quarter of the
 // keys, the quad agrees on the row's running max and sum by shuffles, and each thread then
@@ -20,9 +22,11 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/device_convert.cuh"
+#include "kernels/compute/gpu_flash_attention_mma.cuh"
 #include "kernels/model/variant.hpp"
 
 namespace sweetspot::gpu {
@@ -174,6 +178,33 @@ void launch_with_tile(T* out, const T* qkv, int batch, int seq, int c, int n_hea
                                 " needs more shared memory than the device's " + std::to_string(limit) + " bytes per block");
 }
 
+// The tensor-core kernel for fp16 / bf16 at the head dims it is instantiated for; false when
+// (T, hd) is not one of them.
+template <class T>
+bool launch_tensor_cores(T* out, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
+                         std::uint32_t site, cudaStream_t stream) {
+    if constexpr (std::is_same_v<T, float>) {
+        return false;
+    } else {
+        const int hd = c / n_head;
+        const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(hd));
+        const dim3 grid(static_cast<unsigned>(batch * n_head), static_cast<unsigned>((seq + mma::kRows - 1) / mma::kRows));
+        const auto launch = [&](auto kernel) {
+            kernel<<<grid, mma::kWarps * 32, 0, stream>>>(out, qkv, seq, c, n_head, scale_log2, dropout, site);
+            CUDA_CHECK_LAUNCH();
+            return true;
+        };
+        switch (hd) {
+            case 32: return launch(mma::flash_attention_mma_kernel<T, 32>);
+            case 64: return launch(mma::flash_attention_mma_kernel<T, 64>);
+            case 80: return launch(mma::flash_attention_mma_kernel<T, 80>);
+            case 96: return launch(mma::flash_attention_mma_kernel<T, 96>);
+            case 128: return launch(mma::flash_attention_mma_kernel<T, 128>);
+            default: return false;
+        }
+    }
+}
+
 }  // namespace
 
 template <class T>
@@ -187,7 +218,9 @@ void flash_attention(T* out, const T* qkv, int batch, int seq, int c, int n_head
     if (static_cast<std::int64_t>(batch) * seq == 0) return;
     if (static_cast<std::int64_t>(batch) * n_head > INT_MAX)
         throw std::invalid_argument("gpu::flash_attention: batch × n_head does not fit the grid");
-    launch_with_tile<T>(out, qkv, batch, seq, c, n_head, dropout.for_shape(seq, dropout.positions), site, stream);
+    const Dropout shaped = dropout.for_shape(seq, dropout.positions);
+    if (launch_tensor_cores<T>(out, qkv, batch, seq, c, n_head, shaped, site, stream)) return;
+    launch_with_tile<T>(out, qkv, batch, seq, c, n_head, shaped, site, stream);
 }
 
 template void flash_attention<float>(float*, const float*, int, int, int, int, const Dropout&, std::uint32_t,

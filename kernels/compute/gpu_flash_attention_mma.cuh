@@ -1,0 +1,219 @@
+#pragma once
+// The tensor-core form of the flash_attention kernel, for fp16 and bf16 at head dimensions that
+// are multiples of 16 (up to 128): the layout FlashAttention-2 uses, written with mma.sync
+// m16n8k16 (fp32 accumulation). Included by gpu_flash_attention.cu only.
+//
+// A block is 4 warps and 64 query rows of one (batch, head); each warp owns 16 rows. Per tile of
+// 64 keys:
+//   S = Q·Kᵀ     Q stays in registers as A fragments for the whole kernel; K comes from shared
+//                memory, stored key-major, which is the "col" B operand as it stands.
+//   softmax      online, in registers: each thread holds two rows' values (lane/4 and lane/4 + 8)
+//                and the four lanes of a quad share a row, so the row max and sum are two shuffles.
+//   O += P·V     P's accumulator fragments become the A fragments of the next product without
+//                leaving registers; V is stored transposed in shared memory (d-major) so that its
+//                B fragments are 32-bit loads too.
+// Shared memory rows are padded by 8 elements, so a warp's fragment loads hit 32 different banks.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/compute/device_convert.cuh"
+#include "kernels/compute/dropout.hpp"
+
+namespace sweetspot::gpu::mma {
+
+constexpr int kWarps = 4;
+constexpr int kRowsPerWarp = 16;
+constexpr int kRows = kWarps * kRowsPerWarp;  // query rows per block
+constexpr int kKeys = 64;                     // keys per tile
+constexpr int kPad = 8;
+
+__device__ __forceinline__ std::uint32_t pack(float lo, float hi, __half) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&v);
+}
+__device__ __forceinline__ std::uint32_t pack(float lo, float hi, __nv_bfloat16) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&v);
+}
+
+// d = a·b + d for one m16n8k16 tile, fp32 accumulators.
+template <class T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+    if constexpr (std::is_same_v<T, __half>) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+}
+
+__device__ __forceinline__ float quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(0xFFFFFFFFu, v, 1);
+    return v + __shfl_xor_sync(0xFFFFFFFFu, v, 2);
+}
+
+// Grid: x = batch · n_head, y = blocks of 64 query rows (the last rows, which see the most keys,
+// first). Shared memory: K [kKeys][kHd + kPad] and Vᵀ [kHd][kKeys + kPad], in T.
+template <class T, int kHd>
+__global__ void __launch_bounds__(kWarps * 32)
+    flash_attention_mma_kernel(T* out, const T* qkv, int seq, int c, int n_head, float scale_log2, Dropout dropout,
+                               std::uint32_t site) {
+    static_assert(kHd % 16 == 0 && kHd <= 128, "head dims that are multiples of 16, up to 128");
+    constexpr int kLdK = kHd + kPad, kLdV = kKeys + kPad;
+    __shared__ alignas(16) T k_s[kKeys * kLdK];
+    __shared__ alignas(16) T v_s[kHd * kLdV];
+
+    const int bh = static_cast<int>(blockIdx.x);
+    const int b = bh / n_head, h = bh % n_head;
+    const int row0 = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kRows;
+    const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+    const int group = lane / 4, pair = (lane % 4) * 2;  // fragment row within 8, column pair
+    const std::int64_t ld_qkv = 3 * static_cast<std::int64_t>(c);
+    const T* q_g = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv + static_cast<std::int64_t>(h) * kHd;
+    const T* k_g = q_g + c;
+    const T* v_g = q_g + 2 * c;
+    const int warp_row0 = row0 + warp * kRowsPerWarp;
+    const int rows[2] = {warp_row0 + group, warp_row0 + group + 8};
+
+    // Q as A fragments, straight from global memory (read once): rows past seq are zeros.
+    std::uint32_t q_frag[kHd / 16][4];
+    const auto q_word = [&](int row, int col) -> std::uint32_t {
+        if (row >= seq) return 0u;
+        return *reinterpret_cast<const std::uint32_t*>(q_g + row * ld_qkv + col);
+    };
+#pragma unroll
+    for (int kk = 0; kk < kHd / 16; ++kk) {
+        q_frag[kk][0] = q_word(rows[0], kk * 16 + pair);
+        q_frag[kk][1] = q_word(rows[1], kk * 16 + pair);
+        q_frag[kk][2] = q_word(rows[0], kk * 16 + 8 + pair);
+        q_frag[kk][3] = q_word(rows[1], kk * 16 + 8 + pair);
+    }
+
+    float o[kHd / 8][4] = {};
+    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+    const int last = min(row0 + kRows, seq) - 1;
+    for (int k0 = 0; k0 <= last; k0 += kKeys) {
+        __syncthreads();  // the previous tile is no longer read
+        // K key-major as it is in memory; V transposed. 32-bit loads of two elements.
+        for (int i = tid; i < kKeys * kHd / 2; i += kWarps * 32) {
+            const int key = i / (kHd / 2), col = (i % (kHd / 2)) * 2;
+            const int pos = k0 + key;
+            std::uint32_t kw = 0, vw = 0;
+            if (pos < seq) {
+                kw = *reinterpret_cast<const std::uint32_t*>(k_g + pos * ld_qkv + col);
+                vw = *reinterpret_cast<const std::uint32_t*>(v_g + pos * ld_qkv + col);
+            }
+            *reinterpret_cast<std::uint32_t*>(&k_s[key * kLdK + col]) = kw;
+            const T* v2 = reinterpret_cast<const T*>(&vw);
+            v_s[col * kLdV + key] = v2[0];
+            v_s[(col + 1) * kLdV + key] = v2[1];
+        }
+        __syncthreads();
+        if (k0 > warp_row0 + kRowsPerWarp - 1) continue;  // every key of this tile is after this warp's rows
+
+        // S = Q·Kᵀ for this warp's 16 rows and the tile's 64 keys: 8 n-tiles of 8 keys.
+        float s[kKeys / 8][4] = {};
+#pragma unroll
+        for (int j = 0; j < kKeys / 8; ++j) {
+            const T* k_row = &k_s[(j * 8 + group) * kLdK];
+#pragma unroll
+            for (int kk = 0; kk < kHd / 16; ++kk) {
+                const std::uint32_t b0 = *reinterpret_cast<const std::uint32_t*>(k_row + kk * 16 + pair);
+                const std::uint32_t b1 = *reinterpret_cast<const std::uint32_t*>(k_row + kk * 16 + 8 + pair);
+                mma_16816<T>(s[j], q_frag[kk], b0, b1);
+            }
+        }
+
+        // Online softmax in base 2 (scale_log2 = log2(e) / sqrt(hd)), the causal mask on the way.
+        const bool diagonal = k0 + kKeys - 1 > warp_row0;
+        float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < kKeys / 8; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int r = e / 2;
+                const int key = k0 + j * 8 + pair + (e % 2);
+                float v = s[j][e] * scale_log2;
+                if (diagonal && key > rows[r]) v = -INFINITY;
+                s[j][e] = v;
+                tile_max[r] = fmaxf(tile_max[r], v);
+            }
+        }
+        float rescale[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const float new_max = fmaxf(row_max[r], quad_max(tile_max[r]));
+            rescale[r] = row_max[r] == -INFINITY ? 0.0f : exp2f(row_max[r] - new_max);
+            row_max[r] = new_max;
+        }
+        float tile_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int j = 0; j < kKeys / 8; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int r = e / 2;
+                const float p = s[j][e] == -INFINITY ? 0.0f : exp2f(s[j][e] - row_max[r]);
+                tile_sum[r] += p;
+                float keep = 1.0f;
+                if (dropout.active() && p != 0.0f) {
+                    const auto prob_row = static_cast<std::uint64_t>(bh) * static_cast<std::uint64_t>(seq) +
+                                          static_cast<std::uint64_t>(rows[r]);
+                    keep = dropout.probability_factor(site, prob_row, static_cast<std::uint64_t>(k0 + j * 8 + pair + e % 2));
+                }
+                s[j][e] = p * keep;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) row_sum[r] = row_sum[r] * rescale[r] + quad_sum(tile_sum[r]);
+#pragma unroll
+        for (int n = 0; n < kHd / 8; ++n) {
+            o[n][0] *= rescale[0];
+            o[n][1] *= rescale[0];
+            o[n][2] *= rescale[1];
+            o[n][3] *= rescale[1];
+        }
+
+        // O += P·V: 16 keys per k-step, P's accumulators re-packed as A fragments in place.
+#pragma unroll
+        for (int kk = 0; kk < kKeys / 16; ++kk) {
+            const std::uint32_t p_frag[4] = {pack(s[2 * kk][0], s[2 * kk][1], T{}), pack(s[2 * kk][2], s[2 * kk][3], T{}),
+                                             pack(s[2 * kk + 1][0], s[2 * kk + 1][1], T{}),
+                                             pack(s[2 * kk + 1][2], s[2 * kk + 1][3], T{})};
+#pragma unroll
+            for (int n = 0; n < kHd / 8; ++n) {
+                const T* v_row = &v_s[(n * 8 + group) * kLdV + kk * 16];
+                const std::uint32_t b0 = *reinterpret_cast<const std::uint32_t*>(v_row + pair);
+                const std::uint32_t b1 = *reinterpret_cast<const std::uint32_t*>(v_row + 8 + pair);
+                mma_16816<T>(o[n], p_frag, b0, b1);
+            }
+        }
+    }
+
+    // O / l, two elements per 32-bit store.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        if (rows[r] >= seq) continue;
+        const float inv = 1.0f / row_sum[r];
+        T* o_g = out + (static_cast<std::int64_t>(b) * seq + rows[r]) * c + static_cast<std::int64_t>(h) * kHd;
+#pragma unroll
+        for (int n = 0; n < kHd / 8; ++n) {
+            *reinterpret_cast<std::uint32_t*>(o_g + n * 8 + pair) = pack(o[n][2 * r] * inv, o[n][2 * r + 1] * inv, T{});
+        }
+    }
+}
+
+}  // namespace sweetspot::gpu::mma
