@@ -189,17 +189,18 @@ bool launch_tensor_cores(T* out, const T* qkv, int batch, int seq, int c, int n_
         const int hd = c / n_head;
         const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(hd));
         const dim3 grid(static_cast<unsigned>(batch * n_head), static_cast<unsigned>((seq + mma::kRows - 1) / mma::kRows));
-        const auto launch = [&](auto kernel) {
-            kernel<<<grid, mma::kWarps * 32, 0, stream>>>(out, qkv, seq, c, n_head, scale_log2, dropout, site);
+        const auto launch = [&](auto kernel, std::size_t bytes) {
+            CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+            kernel<<<grid, mma::kWarps * 32, bytes, stream>>>(out, qkv, seq, c, n_head, scale_log2, dropout, site);
             CUDA_CHECK_LAUNCH();
             return true;
         };
         switch (hd) {
-            case 32: return launch(mma::flash_attention_mma_kernel<T, 32>);
-            case 64: return launch(mma::flash_attention_mma_kernel<T, 64>);
-            case 80: return launch(mma::flash_attention_mma_kernel<T, 80>);
-            case 96: return launch(mma::flash_attention_mma_kernel<T, 96>);
-            case 128: return launch(mma::flash_attention_mma_kernel<T, 128>);
+            case 32: return launch(mma::flash_attention_mma_kernel<T, 32>, mma::shared_bytes<T, 32>());
+            case 64: return launch(mma::flash_attention_mma_kernel<T, 64>, mma::shared_bytes<T, 64>());
+            case 80: return launch(mma::flash_attention_mma_kernel<T, 80>, mma::shared_bytes<T, 80>());
+            case 96: return launch(mma::flash_attention_mma_kernel<T, 96>, mma::shared_bytes<T, 96>());
+            case 128: return launch(mma::flash_attention_mma_kernel<T, 128>, mma::shared_bytes<T, 128>());
             default: return false;
         }
     }

@@ -10,9 +10,11 @@
 //   softmax      online, in registers: each thread holds two rows' values (lane/4 and lane/4 + 8)
 //                and the four lanes of a quad share a row, so the row max and sum are two shuffles.
 //   O += P·V     P's accumulator fragments become the A fragments of the next product without
-//                leaving registers; V is stored transposed in shared memory (d-major) so that its
-//                B fragments are 32-bit loads too.
-// Shared memory rows are padded by 8 elements, so a warp's fragment loads hit 32 different banks.
+//                leaving registers; V stays key-major in shared memory and ldmatrix.trans hands
+//                out its B fragments transposed.
+// Fragments come from shared memory by ldmatrix, four 8×8 matrices per instruction. Shared
+// memory rows are padded by 8 elements (16 bytes), so the 8 rows of each matrix start in
+// different banks.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -57,6 +59,42 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const std::uint32_t (&a
     }
 }
 
+// Four 8×8 b16 matrices from shared memory: lanes 8i .. 8i + 7 give the row addresses of matrix i
+// (16 bytes each), and each lane gets its fragment of every matrix, as stored (b rows = n) or
+// transposed (b rows = k).
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* row) {
+    const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* row) {
+    const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+}
+
+// 16 bytes from global to shared memory without passing through registers (cp.async), or zeros
+// when `valid` is false; completes at cp_async_wait.
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
+    const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
+    const int bytes = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// Shared memory of a block: two stages of K and V tiles [kKeys][kHd + kPad], so the next tile
+// loads while this one is computed with.
+template <class T, int kHd>
+constexpr std::size_t shared_bytes() {
+    return 2 * 2 * static_cast<std::size_t>(kKeys) * (kHd + kPad) * sizeof(T);
+}
+
 __device__ __forceinline__ float quad_max(float v) {
     v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 1));
     return fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 2));
@@ -67,15 +105,17 @@ __device__ __forceinline__ float quad_sum(float v) {
 }
 
 // Grid: x = batch · n_head, y = blocks of 64 query rows (the last rows, which see the most keys,
-// first). Shared memory: K [kKeys][kHd + kPad] and Vᵀ [kHd][kKeys + kPad], in T.
+// first). Shared memory (dynamic, shared_bytes): two stages of K and V [kKeys][kHd + kPad],
+// key-major as in memory, in T.
 template <class T, int kHd>
 __global__ void __launch_bounds__(kWarps * 32)
     flash_attention_mma_kernel(T* out, const T* qkv, int seq, int c, int n_head, float scale_log2, Dropout dropout,
                                std::uint32_t site) {
     static_assert(kHd % 16 == 0 && kHd <= 128, "head dims that are multiples of 16, up to 128");
-    constexpr int kLdK = kHd + kPad, kLdV = kKeys + kPad;
-    __shared__ alignas(16) T k_s[kKeys * kLdK];
-    __shared__ alignas(16) T v_s[kHd * kLdV];
+    constexpr int kLd = kHd + kPad;
+    constexpr int kTileElems = kKeys * kLd;
+    extern __shared__ __align__(16) unsigned char shared_raw[];
+    T* const tiles = reinterpret_cast<T*>(shared_raw);  // stage s: K at 2s·kTileElems, V after it
 
     const int bh = static_cast<int>(blockIdx.x);
     const int b = bh / n_head, h = bh % n_head;
@@ -106,35 +146,53 @@ __global__ void __launch_bounds__(kWarps * 32)
     float o[kHd / 8][4] = {};
     float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
     const int last = min(row0 + kRows, seq) - 1;
-    for (int k0 = 0; k0 <= last; k0 += kKeys) {
-        __syncthreads();  // the previous tile is no longer read
-        // K key-major as it is in memory; V transposed. 32-bit loads of two elements.
-        for (int i = tid; i < kKeys * kHd / 2; i += kWarps * 32) {
-            const int key = i / (kHd / 2), col = (i % (kHd / 2)) * 2;
+    // K and V tiles of keys k0 .. k0 + 63 into `stage`, 16 bytes per copy, zeros past seq.
+    const auto load_tile = [&](int k0, int stage) {
+        T* k_s = tiles + 2 * stage * kTileElems;
+        T* v_s = k_s + kTileElems;
+        for (int i = tid; i < kKeys * kHd / 8; i += kWarps * 32) {
+            const int key = i / (kHd / 8), col = (i % (kHd / 8)) * 8;
             const int pos = k0 + key;
-            std::uint32_t kw = 0, vw = 0;
-            if (pos < seq) {
-                kw = *reinterpret_cast<const std::uint32_t*>(k_g + pos * ld_qkv + col);
-                vw = *reinterpret_cast<const std::uint32_t*>(v_g + pos * ld_qkv + col);
-            }
-            *reinterpret_cast<std::uint32_t*>(&k_s[key * kLdK + col]) = kw;
-            const T* v2 = reinterpret_cast<const T*>(&vw);
-            v_s[col * kLdV + key] = v2[0];
-            v_s[(col + 1) * kLdV + key] = v2[1];
+            const bool valid = pos < seq;
+            const std::int64_t offset = valid ? pos * ld_qkv + col : 0;
+            cp_async_16(&k_s[key * kLd + col], k_g + offset, valid);
+            cp_async_16(&v_s[key * kLd + col], v_g + offset, valid);
+        }
+        cp_async_commit();
+    };
+    load_tile(0, 0);
+    for (int k0 = 0, stage = 0; k0 <= last; k0 += kKeys, stage ^= 1) {
+        __syncthreads();  // every warp is done with the other stage (the tile before this one)
+        if (k0 + kKeys <= last) {
+            load_tile(k0 + kKeys, stage ^ 1);
+            cp_async_wait<1>();  // this tile's copies are done; the next tile's may still run
+        } else {
+            cp_async_wait<0>();
         }
         __syncthreads();
-        if (k0 > warp_row0 + kRowsPerWarp - 1) continue;  // every key of this tile is after this warp's rows
+        // Every key of this tile after this warp's rows: nothing to add (the barriers above are
+        // still every warp's).
+        if (k0 > warp_row0 + kRowsPerWarp - 1) continue;
+        const T* k_s = tiles + 2 * stage * kTileElems;
+        const T* v_s = k_s + kTileElems;
 
-        // S = Q·Kᵀ for this warp's 16 rows and the tile's 64 keys: 8 n-tiles of 8 keys.
+        // S = Q·Kᵀ for this warp's 16 rows and the tile's 64 keys: 8 n-tiles of 8 keys. One
+        // ldmatrix gives the B fragments of two k-steps: matrices (keys j·8.., d 32·kk2 + 8·m).
         float s[kKeys / 8][4] = {};
+        const int matrix = lane / 8, matrix_row = lane % 8;
 #pragma unroll
         for (int j = 0; j < kKeys / 8; ++j) {
-            const T* k_row = &k_s[(j * 8 + group) * kLdK];
 #pragma unroll
-            for (int kk = 0; kk < kHd / 16; ++kk) {
-                const std::uint32_t b0 = *reinterpret_cast<const std::uint32_t*>(k_row + kk * 16 + pair);
-                const std::uint32_t b1 = *reinterpret_cast<const std::uint32_t*>(k_row + kk * 16 + 8 + pair);
-                mma_16816<T>(s[j], q_frag[kk], b0, b1);
+            for (int kk2 = 0; kk2 < kHd / 32; ++kk2) {
+                std::uint32_t b[4];
+                ldmatrix_x4(b, &k_s[(j * 8 + matrix_row) * kLd + kk2 * 32 + matrix * 8]);
+                mma_16816<T>(s[j], q_frag[2 * kk2], b[0], b[1]);
+                mma_16816<T>(s[j], q_frag[2 * kk2 + 1], b[2], b[3]);
+            }
+            if constexpr (kHd % 32 != 0) {  // the last 16 of a head dim such as 80
+                std::uint32_t b[4];
+                ldmatrix_x4(b, &k_s[(j * 8 + matrix_row) * kLd + (kHd - 16) + (matrix % 2) * 8]);
+                mma_16816<T>(s[j], q_frag[kHd / 16 - 1], b[0], b[1]);
             }
         }
 
@@ -187,18 +245,20 @@ __global__ void __launch_bounds__(kWarps * 32)
             o[n][3] *= rescale[1];
         }
 
-        // O += P·V: 16 keys per k-step, P's accumulators re-packed as A fragments in place.
+        // O += P·V: 16 keys per k-step, P's accumulators re-packed as A fragments in place. One
+        // ldmatrix.trans gives the B fragments of two n-tiles: matrices (keys 16·kk + 8·(m % 2),
+        // d 16·n2 + 8·(m / 2)), each transposed to (k = key, n = d).
 #pragma unroll
         for (int kk = 0; kk < kKeys / 16; ++kk) {
             const std::uint32_t p_frag[4] = {pack(s[2 * kk][0], s[2 * kk][1], T{}), pack(s[2 * kk][2], s[2 * kk][3], T{}),
                                              pack(s[2 * kk + 1][0], s[2 * kk + 1][1], T{}),
                                              pack(s[2 * kk + 1][2], s[2 * kk + 1][3], T{})};
 #pragma unroll
-            for (int n = 0; n < kHd / 8; ++n) {
-                const T* v_row = &v_s[(n * 8 + group) * kLdV + kk * 16];
-                const std::uint32_t b0 = *reinterpret_cast<const std::uint32_t*>(v_row + pair);
-                const std::uint32_t b1 = *reinterpret_cast<const std::uint32_t*>(v_row + 8 + pair);
-                mma_16816<T>(o[n], p_frag, b0, b1);
+            for (int n2 = 0; n2 < kHd / 16; ++n2) {
+                std::uint32_t b[4];
+                ldmatrix_x4_trans(b, &v_s[(kk * 16 + (matrix % 2) * 8 + matrix_row) * kLd + n2 * 16 + (matrix / 2) * 8]);
+                mma_16816<T>(o[2 * n2], p_frag, b[0], b[1]);
+                mma_16816<T>(o[2 * n2 + 1], p_frag, b[2], b[3]);
             }
         }
     }
