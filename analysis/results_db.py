@@ -21,7 +21,7 @@ RUN_COLUMNS = ("h2d_gbps", "d2h_gbps", "gpu_name", "cpu_model", "host")
 # The parameters that define a measurement (results/README.md, `cells`), in the order labels use.
 PARAMETERS = ("model", "variant", "backend", "dtype", "batch", "seq", "streams", "prefetch", "budget", "resident",
               "evict", "tf32", "dropout", "activations", "mode", "weights", "warmups", "iterations",
-              "trace_iterations", "seed", "debug_fault")
+              "trace_iterations", "seed", "repeat", "debug_fault")
 # The model's shape: part of what a cell measures, but labels name the model instead. Two models
 # of one name differ only when a matrix redefined a custom model between runs.
 MODEL_SHAPE = ("n_layer", "n_embd", "n_head", "vocab_size", "max_positions")
@@ -29,7 +29,7 @@ MODEL_SHAPE = ("n_layer", "n_embd", "n_head", "vocab_size", "max_positions")
 RUN_LIMITS = ("timeout_s",)
 # Of those, the ones that say how a cell was measured rather than what: cells that differ only in
 # these measure the same workload.
-PROTOCOL = ("warmups", "iterations", "trace_iterations", "seed")
+PROTOCOL = ("warmups", "iterations", "trace_iterations", "seed", "repeat")
 
 
 class BadInput(Exception):

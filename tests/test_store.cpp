@@ -319,8 +319,9 @@ TEST_CASE("a version-2 database is read as it is and upgraded when a run writes 
         RunInfo info;
         info.started_at = "2026-01-01T00:00:00Z";
         s.record_cell(s.begin_run(info), 0, tiny_cell(2, 8), ok_outcome(1.0));
-        // What version 2 was: these two columns did not exist.
-        s.db().exec("ALTER TABLE cells DROP COLUMN dropout; ALTER TABLE cells DROP COLUMN launches_per_forward;"
+        // What version 2 was: these three columns did not exist.
+        s.db().exec("ALTER TABLE cells DROP COLUMN dropout; ALTER TABLE cells DROP COLUMN repeat;"
+                    "ALTER TABLE cells DROP COLUMN launches_per_forward;"
                     "UPDATE schema_info SET version = 2; PRAGMA user_version = 2");
     }
     {

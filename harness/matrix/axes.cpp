@@ -272,6 +272,8 @@ std::vector<Axis> make_axes() {
               S::when_varies),
         integer_axis("trace_iterations", 0, AxisLimits::iterations, &CellParams::trace_iterations),
         shown(integer_axis("seed", 0, max_seed, &CellParams::seed), S::when_varies, S::when_varies),
+        keyed(shown(integer_axis("repeat", 1, AxisLimits::repeats, &CellParams::repeat), S::when_varies, S::when_varies),
+              K::unless_default),
         timeout_axis(),
         keyed(choice_axis("debug_fault", &CellParams::debug_fault), K::unless_default),
     };

@@ -49,6 +49,7 @@ struct AxisLimits {
     static constexpr int streams = 1024;
     static constexpr int prefetch_depth = ModelLimits::layers;
     static constexpr int iterations = 1'000'000;  // warmups, iterations, trace_iterations each
+    static constexpr int repeats = 1000;
     // 2^53 (8 PiB): every byte count up to it is exact in a double, as Budget stores it.
     static constexpr std::int64_t budget_bytes = std::int64_t{1} << 53;
     // Starting a cell process and building even the smallest model takes a good part of a
@@ -110,6 +111,7 @@ struct CellParams {
     int iterations = 5;
     int trace_iterations = 0;
     std::uint64_t seed = 1;
+    int repeat = 1;  // the same measurement again, as a cell of its own (run-to-run spread)
     double timeout_s = 600;  // not part of the key: it bounds the run, it does not change it
     DebugFault debug_fault = DebugFault::none;
 

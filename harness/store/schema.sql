@@ -67,6 +67,7 @@ CREATE TABLE cells (
     iterations          INTEGER NOT NULL,
     trace_iterations    INTEGER NOT NULL,
     seed                INTEGER NOT NULL,
+    repeat              INTEGER NOT NULL,
     timeout_s           REAL NOT NULL,
     debug_fault         TEXT NOT NULL,
     canonical           TEXT NOT NULL,
