@@ -589,6 +589,27 @@ class NormalizedTest(DbTest):
         self.assertIn("(2 baseline workloads in all)", drawn.caption)
         self.assertIn("Not drawn: 1 cell of other variants that were not measured (crashed)", drawn.caption)
 
+    def test_repeats_give_run_to_run_error_bars(self):
+        """Three repeats of baseline (100, 110, 90 ms: median 100) and of attn_ln (50, 40, 80 ms) on one
+        workload (batch 8): ratios 2, 2.5 and 1.25, their geometric mean and their extremes."""
+        db = FixtureDb(self.folder, "repeats.db")
+        for repeat, (base, fused) in enumerate([(100.0, 50.0), (110.0, 40.0), (90.0, 80.0)], start=1):
+            gpu_cell(db, "device", variant="baseline", batch=8, repeat=repeat, latency_median_ms=base,
+                     latency_p10_ms=base, latency_p90_ms=base, streamed_bytes=0)
+            gpu_cell(db, "device", variant="attn_ln", batch=8, repeat=repeat, latency_median_ms=fused,
+                     latency_p10_ms=fused - 5, latency_p90_ms=fused + 5, streamed_bytes=0)
+        db.close()
+        rows = normalized.normalized(report_data(db.path).ok).set_index("variant")
+        fused = rows.loc["attn_ln"]
+        self.assertAlmostEqual(fused["perf"], (2.0 * 2.5 * 1.25) ** (1 / 3))
+        self.assertAlmostEqual(fused["perf_lo"], 1.25)
+        self.assertAlmostEqual(fused["perf_hi"], 2.5)
+        self.assertEqual(fused["workloads"], 1)
+        self.assertEqual(fused["repeats"], 3)
+        drawn = normalized.render(report_data(db.path))
+        plt.close(drawn.figure)
+        self.assertIn("the run-to-run spread", drawn.caption)
+
     def test_throughput(self):
         """Throughput figure: batch × seq ÷ latency, the low end at p90, the high end at p10."""
         points = throughput.throughput(report_data(self.path).ok).set_index("cell_id")

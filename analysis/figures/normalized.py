@@ -25,19 +25,30 @@ def geometric_mean(values):
 
 
 def normalized(ok):
-    """Per (processor, model, variant): geometric means over workloads of baseline ÷ variant latency
-    at the median, 90th and 10th percentile, and the number of workloads."""
+    """Per (processor, model, variant): geometric means over workloads of baseline ÷ variant latency,
+    the number of workloads, and error bars. A workload's baseline is the median of its baseline
+    cells' medians (its repeats). The error bars are the run-to-run spread where a variant was
+    measured more than once on a workload (the lowest and highest ratio over its repeats), else the
+    spread of the timed iterations (the ratio at the variant's 90th and 10th percentile latency)."""
     cells = ok.assign(processor=ok.apply(processor, axis=1))
     workload = [p for p in WORKLOAD if p in cells]  # older files lack the columns of later axes
     base = (cells[cells["variant"] == "baseline"].groupby(workload, dropna=False)["latency_median_ms"].median()
             .rename("baseline_ms").reset_index())
     paired = cells.merge(base, on=workload)
     paired["perf"] = paired["baseline_ms"] / paired["latency_median_ms"]
-    paired["perf_lo"] = paired["baseline_ms"] / paired["latency_p90_ms"]
-    paired["perf_hi"] = paired["baseline_ms"] / paired["latency_p10_ms"]
-    return (paired.groupby(["processor", "model", "variant"])
+    paired["perf_p90"] = paired["baseline_ms"] / paired["latency_p90_ms"]
+    paired["perf_p10"] = paired["baseline_ms"] / paired["latency_p10_ms"]
+    per_workload = (paired.groupby(workload + ["variant"], dropna=False)
+                    .agg(perf=("perf", geometric_mean), run_lo=("perf", "min"), run_hi=("perf", "max"),
+                         repeats=("perf", "size"), iter_lo=("perf_p90", geometric_mean),
+                         iter_hi=("perf_p10", geometric_mean))
+                    .reset_index())
+    repeated = per_workload["repeats"] > 1
+    per_workload["perf_lo"] = per_workload["run_lo"].where(repeated, per_workload["iter_lo"])
+    per_workload["perf_hi"] = per_workload["run_hi"].where(repeated, per_workload["iter_hi"])
+    return (per_workload.groupby(["processor", "model", "variant"])
             .agg(perf=("perf", geometric_mean), perf_lo=("perf_lo", geometric_mean),
-                 perf_hi=("perf_hi", geometric_mean), workloads=("perf", "size"))
+                 perf_hi=("perf_hi", geometric_mean), workloads=("perf", "size"), repeats=("repeats", "max"))
             .reset_index())
 
 
@@ -84,8 +95,14 @@ def caption(cells, table):
             "(model, backend, dtype, batch, sequence length and every other parameter equal): baseline median latency "
             "÷ the variant's median latency, so higher is faster and baseline = 1. Where a model was measured on "
             "several workloads the bar is their geometric mean "
-            f"({count_phrase(workloads, 'baseline workload')} in all). Error bars: the same ratio at the variant's "
-            "90th and 10th percentile latency (the spread of the timed iterations).")
+            f"({count_phrase(workloads, 'baseline workload')} in all). Error bars: ")
+    if (table["repeats"] > 1).any():
+        text += ("the run-to-run spread, the lowest and highest ratio over a workload's repeats (cells that differ "
+                 "only in `repeat`), where a variant was measured more than once; otherwise the ratio at the variant's "
+                 "90th and 10th percentile latency (the spread of the timed iterations).")
+    else:
+        text += ("the same ratio at the variant's 90th and 10th percentile latency (the spread of the timed "
+                 "iterations); measure with `repeat = [1, 2, 3]` for run-to-run error bars.")
     if set(table["variant"]) == {"baseline"}:
         text += " Only the baseline variant has measurements in this database, so every bar is 1 and shows the spread."
     unmeasured = cells[(cells["variant"] != "baseline") & (cells["status"] != "ok")]
