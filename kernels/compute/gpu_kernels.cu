@@ -223,11 +223,15 @@ __global__ void residual_layernorm_kernel(T* out, T* x, const T* y, Dropout d, s
 
     float sum = 0.0f;
     for (int i = lane; i < c; i += kWarp) {
-        const float f = d.row_factor(site, static_cast<std::uint64_t>(row), static_cast<std::uint64_t>(c),
-                                     static_cast<std::uint64_t>(i));
         // __fmul_rn / __fadd_rn: rounded separately, as the separate kernels do, never contracted
-        // into one fused multiply-add (which would round once and differ in the last bit).
-        const float dropped = d.active() ? to_f32(from_f32<T>(__fmul_rn(to_f32(yr[i]), f))) : to_f32(yr[i]);
+        // into one fused multiply-add (which would round once and differ in the last bit). The
+        // mask's 64-bit index arithmetic only when dropout is on: it costs more than the add.
+        float dropped = to_f32(yr[i]);
+        if (d.active()) {
+            const float f = d.row_factor(site, static_cast<std::uint64_t>(row), static_cast<std::uint64_t>(c),
+                                         static_cast<std::uint64_t>(i));
+            dropped = to_f32(from_f32<T>(__fmul_rn(dropped, f)));
+        }
         const T v = from_f32<T>(__fadd_rn(to_f32(xr[i]), dropped));
         xr[i] = v;
         sum += to_f32(v);
