@@ -68,6 +68,7 @@ from figures.sweeps import Swept, series  # noqa: E402
 from results_db import ResultsDb  # noqa: E402
 
 BACKENDS_TABLE = REPO / "scripts" / "bench" / "backends_table.py"
+VARIANTS_TABLE = REPO / "scripts" / "bench" / "variants_table.py"
 GB = 1_000_000_000
 GIB = 2**30
 
@@ -609,6 +610,24 @@ class NormalizedTest(DbTest):
         drawn = normalized.render(report_data(db.path))
         plt.close(drawn.figure)
         self.assertIn("the run-to-run spread", drawn.caption)
+
+    def test_variants_table_script(self):
+        """scripts/bench/variants_table.py: the median over repeats, each repeat, and the ratio to
+        baseline; and the PyTorch side-by-side from pytorch_eager.py's output."""
+        db = FixtureDb(self.folder, "variants.db")
+        for repeat, (base, fused) in enumerate([(100.0, 50.0), (110.0, 40.0), (90.0, 80.0)], start=1):
+            gpu_cell(db, "device", variant="baseline", repeat=repeat, latency_median_ms=base, launches_per_forward=60)
+            gpu_cell(db, "device", variant="all", repeat=repeat, latency_median_ms=fused, launches_per_forward=20)
+        db.close()
+        torch_out = os.path.join(self.folder, "pytorch.txt")
+        with open(torch_out, "w") as f:
+            f.write("model dtype batch seq attn median_ms p10_ms p90_ms\n"
+                    "tiny fp32 1 8 eager 200.0 190.0 210.0\ntiny fp32 1 8 sdpa 100.0 95.0 105.0\n")
+        out = subprocess.run([sys.executable, str(VARIANTS_TABLE), db.path, "--pytorch", torch_out], check=True,
+                             capture_output=True, text=True).stdout
+        self.assertIn("| baseline | 100.0 (100.0, 110.0, 90.0) | 1.000 | 60 |", out)
+        self.assertIn("| all | 50.0 (50.0, 40.0, 80.0) | 2.000 | 20 |", out)
+        self.assertIn("| tiny | fp32 | 1 × 8 | 200.0 | 100.0 | 100.0 | 50.0 | 2.00 |", out)
 
     def test_throughput(self):
         """Throughput figure: batch × seq ÷ latency, the low end at p90, the high end at p10."""
