@@ -30,11 +30,13 @@ COLUMNS = [
     ("gpu_page_faults", "GPU faults", ",d"),
     ("cpu_page_faults", "CPU faults", ",d"),
     ("device_used_bytes", "device used MiB", ",.0f"),
+    ("launches_per_forward", "launches / forward", ",d"),
+    ("activation_bytes", "activations MiB", ",.1f"),
     ("check_rel_err", "rel. error", ".1e"),
     ("reason", "reason", None),
 ]
 # Shown in another unit than stored.
-SCALE = {"um_htod_bytes": 1e6, "um_dtoh_bytes": 1e6, "device_used_bytes": 2**20}
+SCALE = {"um_htod_bytes": 1e6, "um_dtoh_bytes": 1e6, "device_used_bytes": 2**20, "activation_bytes": 2**20}
 
 
 class Cell:

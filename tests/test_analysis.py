@@ -629,6 +629,20 @@ class NormalizedTest(DbTest):
         self.assertIn("| all | 50.0 (50.0, 40.0, 80.0) | 2.000 | 20 |", out)
         self.assertIn("| tiny | fp32 | 1 × 8 | 200.0 | 100.0 | 100.0 | 50.0 | 2.00 |", out)
 
+    def test_cell_table_shows_what_a_fusion_saves(self):
+        """Launches per forward and activation MiB in the page's cell table, per cell."""
+        db = FixtureDb(self.folder, "saves.db")
+        base = gpu_cell(db, "device", launches_per_forward=819, activation_bytes=416358400)
+        fused = gpu_cell(db, "device", variant="all", launches_per_forward=387, activation_bytes=311500800)
+        db.close()
+        headings, rows = cell_table(ResultsDb(db.path).cells())
+        names = [h for h, _ in headings]
+        by_id = {r[names.index("cell")].text: dict(zip(names, r)) for r in rows}
+        self.assertEqual(by_id[str(base)]["launches / forward"].text, "819")
+        self.assertEqual(by_id[str(fused)]["launches / forward"].text, "387")
+        self.assertEqual(by_id[str(base)]["activations MiB"].text, "397.1")   # 416358400 / 2^20
+        self.assertEqual(by_id[str(fused)]["activations MiB"].text, "297.1")
+
     def test_throughput(self):
         """Throughput figure: batch × seq ÷ latency, the low end at p90, the high end at p10."""
         points = throughput.throughput(report_data(self.path).ok).set_index("cell_id")
