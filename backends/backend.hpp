@@ -6,7 +6,6 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <string_view>
 
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/named_enum.hpp"
@@ -71,7 +70,6 @@ public:
     // Writes unit `unit`'s fp32 weights into `dst` (unit.numel elements).
     using UnitFiller = std::function<void(int unit, std::span<float> dst)>;
 
-    virtual std::string_view name() const = 0;
     // Allocates storage for every unit and fills it once through `fill`, converting to the
     // configured dtype. Throws std::invalid_argument when the budget cannot hold the streaming
     // slots the configuration needs.

@@ -6,7 +6,6 @@
 #include <functional>
 #include <span>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "backends/backend.hpp"

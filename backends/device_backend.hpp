@@ -14,7 +14,6 @@ class DeviceBackend final : public Backend {
 public:
     explicit DeviceBackend(const BackendConfig& config);
 
-    std::string_view name() const override { return "device"; }
     // Throws std::invalid_argument when the budget is below the weights.
     void place(const WeightLayout& layout, const UnitFiller& fill) override;
     void reset_residency() override {}

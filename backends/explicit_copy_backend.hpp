@@ -25,7 +25,6 @@ class ExplicitCopyBackend final : public Backend, private SlotRing::Device {
 public:
     explicit ExplicitCopyBackend(const BackendConfig& config);
 
-    std::string_view name() const override { return "explicit-copy"; }
     // Throws std::invalid_argument when the budget cannot hold the streaming slots.
     void place(const WeightLayout& layout, const UnitFiller& fill) override;
     // Waits for the previous forward's work and empties the slots: streamed units are on the host only.

@@ -9,7 +9,6 @@ namespace sweetspot {
 
 class HostBackend final : public Backend {
 public:
-    std::string_view name() const override { return "host"; }
     void place(const WeightLayout& layout, const UnitFiller& fill) override;
     void reset_residency() override {}
     const void* acquire(int unit) override;

@@ -22,7 +22,6 @@ class UvmBackend final : public Backend {
 public:
     explicit UvmBackend(const BackendConfig& config);
 
-    std::string_view name() const override { return "uvm"; }
     // Throws ManagedMemoryRefused (before allocating) when the weights exceed the free device
     // memory, std::invalid_argument when one unit is larger than the budget.
     void place(const WeightLayout& layout, const UnitFiller& fill) override;

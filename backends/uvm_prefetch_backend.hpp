@@ -28,7 +28,6 @@ class UvmPrefetchBackend final : public Backend, private SlotRing::Device {
 public:
     explicit UvmPrefetchBackend(const BackendConfig& config);
 
-    std::string_view name() const override { return "uvm-prefetch"; }
     // Throws std::invalid_argument when the budget cannot hold the slots, ManagedMemoryRefused
     // (before allocating) when the weights exceed the free device memory.
     void place(const WeightLayout& layout, const UnitFiller& fill) override;

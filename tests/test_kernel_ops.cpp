@@ -171,6 +171,19 @@ private:
     DeviceMemory memory_;
 };
 
+// qkv [rows, 3c] for the attention tests. |q|, |k| in [0.25, 1.5] make scores of a few units
+// (|s| ≲ 5): softmax rows neither flat nor one-hot. v is smaller, as after a layernorm and a
+// projection.
+std::vector<float> attention_inputs(std::size_t rows, std::size_t c, DType dtype) {
+    auto qkv = random_values(rows * 3 * c, dtype, kSeed, 0.25f, 1.5f, Sign::either);
+    const auto v = random_values(rows * c, dtype, kSeed + 1, 0.01f, 1.0f, Sign::either);
+    for (std::size_t r = 0; r < rows; ++r) {
+        std::copy_n(v.begin() + static_cast<std::ptrdiff_t>(r * c), c,
+                    qkv.begin() + static_cast<std::ptrdiff_t>(r * 3 * c + 2 * c));
+    }
+    return qkv;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -451,23 +464,6 @@ TEMPLATE_TEST_CASE("launch_residual_layernorm matches dropout, residual add and 
 
 // ---------------------------------------------------------------------------------------------
 // Attention (gpu_attention.hpp): cuBLAS, the softmax kernel, cuBLAS
-
-namespace {
-
-// qkv [rows, 3c] for the attention tests. |q|, |k| in [0.25, 1.5] make scores of a few units
-// (|s| ≲ 5): softmax rows neither flat nor one-hot. v is smaller, as after a layernorm and a
-// projection.
-std::vector<float> attention_inputs(std::size_t rows, std::size_t c, DType dtype) {
-    auto qkv = random_values(rows * 3 * c, dtype, kSeed, 0.25f, 1.5f, Sign::either);
-    const auto v = random_values(rows * c, dtype, kSeed + 1, 0.01f, 1.0f, Sign::either);
-    for (std::size_t r = 0; r < rows; ++r) {
-        std::copy_n(v.begin() + static_cast<std::ptrdiff_t>(r * c), c,
-                    qkv.begin() + static_cast<std::ptrdiff_t>(r * 3 * c + 2 * c));
-    }
-    return qkv;
-}
-
-}  // namespace
 
 TEMPLATE_TEST_CASE("gpu::attention matches cpu::attention", "[gpu]", float, __half, __nv_bfloat16) {
     require_gpu();

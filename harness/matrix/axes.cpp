@@ -34,9 +34,8 @@ Axis with_default(Axis a) {
     return a;
 }
 
-template <class Int>
-Axis integer_axis(std::string_view name, std::int64_t min, std::int64_t max, Int CellParams::*field) {
-    Axis a = axis_named(name, Axis::Written::integer, Axis::Column::integer);
+// The bounds, their message and the check of an integer axis, in cell fields or the model's shape.
+void integer_range(Axis& a, std::int64_t min, std::int64_t max) {
     a.min = min;
     a.max = max;
     a.expects = "an integer from " + std::to_string(min) + " to " + std::to_string(max);
@@ -45,8 +44,29 @@ Axis integer_axis(std::string_view name, std::int64_t min, std::int64_t max, Int
         if (!v || *v < min || *v > max) return std::nullopt;
         return std::to_string(*v);
     };
+}
+
+template <class Int>
+Axis integer_axis(std::string_view name, std::int64_t min, std::int64_t max, Int CellParams::*field) {
+    Axis a = axis_named(name, Axis::Written::integer, Axis::Column::integer);
+    integer_range(a, min, max);
     a.get = [field](const CellParams& c) { return std::to_string(c.*field); };
     a.set = [field](CellParams& c, const std::string& v) { c.*field = static_cast<Int>(*parse_integer(v)); };
+    return with_default(std::move(a));
+}
+
+// An axis whose value type parses and prints itself (V::parse, V::text): prefetch, budget.
+template <class V>
+Axis value_axis(std::string_view name, V CellParams::*field, std::string expects) {
+    Axis a = axis_named(name, Axis::Written::integer_or_string, Axis::Column::text);
+    a.expects = std::move(expects);
+    a.normalize = [](std::string_view text) -> std::optional<std::string> {
+        const auto v = V::parse(text);
+        if (!v) return std::nullopt;
+        return v->text();
+    };
+    a.get = [field](const CellParams& c) { return (c.*field).text(); };
+    a.set = [field](CellParams& c, const std::string& v) { c.*field = *V::parse(v); };
     return with_default(std::move(a));
 }
 
@@ -70,14 +90,7 @@ Axis shape_axis(std::string_view name, std::string_view column, int max, int Mod
     Axis a = axis_named(name, Axis::Written::not_in_matrix, Axis::Column::integer);
     a.column = column;
     a.in_list = a.in_summary = Axis::Shown::never;  // `list` prints each model's shape below its table
-    a.min = 1;
-    a.max = max;
-    a.expects = "an integer from 1 to " + std::to_string(max);
-    a.normalize = [max](std::string_view text) -> std::optional<std::string> {
-        const auto v = parse_integer(text);
-        if (!v || *v < 1 || *v > max) return std::nullopt;
-        return std::to_string(*v);
-    };
+    integer_range(a, 1, max);
     a.get = [field](const CellParams& c) { return std::to_string(c.model.*field); };
     a.set = [field](CellParams& c, const std::string& v) { c.model.*field = static_cast<int>(*parse_integer(v)); };
     return with_default(std::move(a));
@@ -114,35 +127,20 @@ Axis ln_eps_axis() {
 }
 
 Axis prefetch_axis() {
-    Axis a = axis_named("prefetch", Axis::Written::integer_or_string, Axis::Column::text);
-    a.expects = "\"off\", \"jit\" or a look-ahead depth from 1 to " + std::to_string(AxisLimits::prefetch_depth);
-    a.normalize = [](std::string_view text) -> std::optional<std::string> {
-        const auto p = Prefetch::parse(text);
-        if (!p) return std::nullopt;
-        return p->text();
-    };
-    a.get = [](const CellParams& c) { return c.prefetch.text(); };
-    a.set = [](CellParams& c, const std::string& v) { c.prefetch = *Prefetch::parse(v); };
-    return with_default(std::move(a));
+    return value_axis("prefetch", &CellParams::prefetch,
+                      "\"off\", \"jit\" or a look-ahead depth from 1 to " + std::to_string(AxisLimits::prefetch_depth));
 }
 
 Axis budget_axis() {
-    Axis a = axis_named("budget", Axis::Written::integer_or_string, Axis::Column::text);
-    a.expects = "a byte count or a size such as \"12GiB\" or \"512MB\", from 1 byte to " +
-                std::to_string(AxisLimits::budget_bytes) +
-                " (8 PiB), or a percentage of the weights in (0%, 100%] such as \"50%\"";
-    a.normalize = [](std::string_view text) -> std::optional<std::string> {
-        const auto b = Budget::parse(text);
-        if (!b) return std::nullopt;
-        return b->text();
-    };
-    a.get = [](const CellParams& c) { return c.budget.text(); };
-    a.set = [](CellParams& c, const std::string& v) { c.budget = *Budget::parse(v); };
+    Axis a = value_axis("budget", &CellParams::budget,
+                        "a byte count or a size such as \"12GiB\" or \"512MB\", from 1 byte to " +
+                            std::to_string(AxisLimits::budget_bytes) +
+                            " (8 PiB), or a percentage of the weights in (0%, 100%] such as \"50%\"");
     a.display = [](const CellParams& c) {
         return c.budget.kind == Budget::Kind::percent ? c.budget.text()
                                                       : human_bytes(static_cast<double>(c.budget_bytes()));
     };
-    return with_default(std::move(a));
+    return a;
 }
 
 // A preset or fusions joined by '+'; list shows what a preset stands for.
@@ -160,9 +158,8 @@ Axis variant_axis() {
     a.get = [](const CellParams& c) { return c.variant.text(); };
     a.set = [](CellParams& c, const std::string& v) { c.variant = *Variant::parse(v); };
     a.display = [](const CellParams& c) {
-        return c.variant.is_baseline() ? c.variant.text() : c.variant.text() == c.variant.fusions_text()
-                                                                 ? c.variant.text()
-                                                                 : c.variant.text() + " (" + c.variant.fusions_text() + ")";
+        const std::string name = c.variant.text(), fusions = c.variant.fusions_text();
+        return c.variant.is_baseline() || name == fusions ? name : name + " (" + fusions + ")";
     };
     return with_default(std::move(a));
 }

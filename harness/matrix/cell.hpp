@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "kernels/compute/dropout.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/named_enum.hpp"
@@ -130,6 +131,8 @@ struct CellParams {
     static CellParams from_canonical(std::string_view text);
     // The cell's input: batch × seq random token ids drawn from `seed`, as cuda-uvm-gpt2 fed its model.
     std::vector<std::int32_t> token_ids() const;
+    // The cell's dropout: its probability, the masks keyed by `seed`, as every forward draws them.
+    Dropout dropout_masks() const { return Dropout{static_cast<float>(dropout), seed}; }
     // One line for progress output: "gpt2_small host fp32 b1 s64".
     std::string label() const;
 };

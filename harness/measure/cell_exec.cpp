@@ -20,6 +20,7 @@
 #include "harness/measure/gpu_cell.hpp"
 #endif
 #include "harness/system/system_info.hpp"
+#include "kernels/compute/flash_attention_limits.hpp"
 #include "kernels/compute/managed_memory.hpp"
 
 namespace sweetspot {

@@ -41,11 +41,4 @@ void require_loadable_weights(const std::vector<CellParams>& cells) {
     }
 }
 
-Dropout cell_dropout(const CellParams& cell) {
-    Dropout d;
-    d.p = static_cast<float>(cell.dropout);
-    d.seed = cell.seed;
-    return d;
-}
-
 }  // namespace sweetspot

@@ -6,7 +6,6 @@
 
 #include "backends/backend.hpp"
 #include "harness/matrix/cell.hpp"
-#include "kernels/compute/dropout.hpp"
 
 namespace sweetspot {
 
@@ -14,9 +13,6 @@ namespace sweetspot {
 // checked here (CheckpointError when it cannot be loaded as cell.model) and stays mapped for as
 // long as the returned filler, or a copy of it, lives.
 Backend::UnitFiller make_unit_filler(const CellParams& cell, const WeightLayout& layout);
-
-// The cell's dropout (its probability, keyed by its seed), as every forward of it draws the masks.
-Dropout cell_dropout(const CellParams& cell);
 
 // Opens every distinct (checkpoint, model) the cells name, reading headers only, so a sweep with
 // a bad checkpoint is refused before anything runs. Throws CheckpointError naming the first cell

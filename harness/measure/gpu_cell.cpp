@@ -43,7 +43,7 @@ GpuForwardOptions forward_options(const CellParams& c, const MeasureOptions& opt
     f.managed_activations = c.activations == Activations::managed;
     f.allow_oversubscription = options.allow_oversubscription;
     f.variant = c.variant;
-    f.dropout = cell_dropout(c);
+    f.dropout = c.dropout_masks();
     return f;
 }
 

@@ -17,7 +17,7 @@ public:
           layout_(WeightLayout::for_model(c.model)),
           backend_(make_backend(backend_config(c))),
           tokens_(tokens.begin(), tokens.end()),
-          forward_(c.model, layout_, c.batch, c.seq, cell_dropout(c)),
+          forward_(c.model, layout_, c.batch, c.seq, c.dropout_masks()),
           logits_(tokens_.size() * static_cast<std::size_t>(c.model.vocab_size)) {
         backend_->place(layout_, make_unit_filler(c, layout_));
     }

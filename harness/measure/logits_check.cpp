@@ -84,7 +84,7 @@ LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layou
     for (int b = 0; b < batch; ++b)
         for (int t = 0; t < seq; ++t) ref_tokens.push_back(tokens[static_cast<std::size_t>(b * cell.seq + t)]);
     CellUnits weights(cell, layout);
-    CpuForward forward(cell.model, layout, batch, seq, cell_dropout(cell));
+    CpuForward forward(cell.model, layout, batch, seq, cell.dropout_masks());
     std::vector<float> ref(ref_tokens.size() * vocab);
     forward.run(weights, ref_tokens, ref);
 
@@ -110,7 +110,7 @@ std::optional<LogitsCheck> check_against_float64(const CellParams& cell, const W
     std::vector<const float*> units;
     for (std::size_t i = 0; i < layout.units.size(); ++i)
         units.push_back(static_cast<const float*>(weights.acquire(static_cast<int>(i))));
-    const auto ref = reference_forward(cell.model, layout, units, tokens, cell.batch, cell.seq, cell_dropout(cell));
+    const auto ref = reference_forward(cell.model, layout, units, tokens, cell.batch, cell.seq, cell.dropout_masks());
     for (std::size_t i = 0; i < layout.units.size(); ++i) weights.release(static_cast<int>(i));
 
     ErrorMeasure error;

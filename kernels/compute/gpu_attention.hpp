@@ -13,7 +13,7 @@
 
 #include "kernels/compute/dropout.hpp"
 #include "kernels/compute/gemm.hpp"
-#include "kernels/model/variant.hpp"
+#include "kernels/compute/flash_attention_limits.hpp"
 
 namespace sweetspot::gpu {
 

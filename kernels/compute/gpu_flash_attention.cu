@@ -25,9 +25,8 @@
 #include <type_traits>
 
 #include "kernels/compute/cuda_check.hpp"
-#include "kernels/compute/device_convert.cuh"
+#include "kernels/compute/device_common.cuh"
 #include "kernels/compute/gpu_flash_attention_mma.cuh"
-#include "kernels/model/variant.hpp"
 
 namespace sweetspot::gpu {
 namespace {
@@ -42,16 +41,6 @@ constexpr int kThreads = kRows * kThreadsPerRow;
 std::size_t shared_floats(int hd, int tile) {
     const auto ld = static_cast<std::size_t>(hd) + 1;
     return 2 * kRows * ld + 2 * static_cast<std::size_t>(tile) * ld + kRows * (static_cast<std::size_t>(tile) + 1);
-}
-
-__device__ __forceinline__ float quad_max(float v) {
-    v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 1));
-    return fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 2));
-}
-
-__device__ __forceinline__ float quad_sum(float v) {
-    v += __shfl_xor_sync(0xFFFFFFFFu, v, 1);
-    return v + __shfl_xor_sync(0xFFFFFFFFu, v, 2);
 }
 
 // Grid: x = batch · n_head (which (b, h)), y = query-row blocks, the longest (last rows, which
@@ -152,20 +141,46 @@ __global__ void __launch_bounds__(kThreads)
     for (int d = quad; d < hd; d += kThreadsPerRow) o_g[d] = from_f32<T>(o_s[r * ld + d] * inv_sum);
 }
 
-// The largest key tile whose shared memory fits the device's per-block limit.
+// Allows every flash-attention kernel of T the dynamic shared memory it may launch with, once per
+// process rather than at every launch (a forward launches the attention once per layer, and the
+// host is on the critical path of short forwards; a cell process uses one GPU). Returns the
+// device's shared memory per block: the CUDA-core kernels may use all of it, the tensor-core ones
+// take a fixed amount.
+template <class T>
+int prepare_kernels() {
+    static const int limit = [] {
+        int device = 0, bytes = 0;
+        CUDA_CHECK(cudaGetDevice(&device));
+        CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+        const auto allow = [](auto kernel, std::size_t kernel_bytes) {
+            CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(kernel_bytes)));
+        };
+        for (const auto kernel : {flash_attention_kernel<T, 64>, flash_attention_kernel<T, 32>, flash_attention_kernel<T, 16>,
+                                  flash_attention_kernel<T, 8>, flash_attention_kernel<T, 4>})
+            allow(kernel, static_cast<std::size_t>(bytes));
+        if constexpr (!std::is_same_v<T, float>) {
+            allow(mma::flash_attention_mma_kernel<T, 32>, mma::shared_bytes<T, 32>());
+            allow(mma::flash_attention_mma_kernel<T, 64>, mma::shared_bytes<T, 64>());
+            allow(mma::flash_attention_mma_kernel<T, 80>, mma::shared_bytes<T, 80>());
+            allow(mma::flash_attention_mma_kernel<T, 96>, mma::shared_bytes<T, 96>());
+            allow(mma::flash_attention_mma_kernel<T, 128>, mma::shared_bytes<T, 128>());
+        }
+        return bytes;
+    }();
+    return limit;
+}
+
+// The CUDA-core kernel with the largest key tile whose shared memory fits `limit`.
 template <class T>
 void launch_with_tile(T* out, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
-                      std::uint32_t site, cudaStream_t stream) {
+                      std::uint32_t site, cudaStream_t stream, int limit) {
     const int hd = c / n_head;
-    int device = 0, limit = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const dim3 grid(static_cast<unsigned>(batch * n_head), static_cast<unsigned>((seq + kRows - 1) / kRows));
     const auto launch = [&](auto kernel, int tile) {
         const std::size_t bytes = shared_floats(hd, tile) * sizeof(float);
         if (bytes > static_cast<std::size_t>(limit)) return false;
-        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
         kernel<<<grid, kThreads, bytes, stream>>>(out, qkv, seq, c, n_head, scale, dropout, site);
         CUDA_CHECK_LAUNCH();
         return true;
@@ -190,8 +205,7 @@ bool launch_tensor_cores(T* out, const T* qkv, int batch, int seq, int c, int n_
         const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(hd));
         const dim3 grid(static_cast<unsigned>(batch * n_head), static_cast<unsigned>((seq + mma::kRows - 1) / mma::kRows));
         const auto launch = [&](auto kernel, std::size_t bytes) {
-            CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-            kernel<<<grid, mma::kWarps * 32, bytes, stream>>>(out, qkv, seq, c, n_head, scale_log2, dropout, site);
+            kernel<<<grid, mma::kWarps * kWarp, bytes, stream>>>(out, qkv, seq, c, n_head, scale_log2, dropout, site);
             CUDA_CHECK_LAUNCH();
             return true;
         };
@@ -219,9 +233,10 @@ void flash_attention(T* out, const T* qkv, int batch, int seq, int c, int n_head
     if (static_cast<std::int64_t>(batch) * seq == 0) return;
     if (static_cast<std::int64_t>(batch) * n_head > INT_MAX)
         throw std::invalid_argument("gpu::flash_attention: batch × n_head does not fit the grid");
+    const int limit = prepare_kernels<T>();
     const Dropout shaped = dropout.for_shape(seq, dropout.positions);
     if (launch_tensor_cores<T>(out, qkv, batch, seq, c, n_head, shaped, site, stream)) return;
-    launch_with_tile<T>(out, qkv, batch, seq, c, n_head, shaped, site, stream);
+    launch_with_tile<T>(out, qkv, batch, seq, c, n_head, shaped, site, stream, limit);
 }
 
 template void flash_attention<float>(float*, const float*, int, int, int, int, const Dropout&, std::uint32_t,

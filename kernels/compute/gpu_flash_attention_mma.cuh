@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/compute/device_convert.cuh"
+#include "kernels/compute/device_common.cuh"
 #include "kernels/compute/dropout.hpp"
 
 namespace sweetspot::gpu::mma {
@@ -95,20 +95,11 @@ constexpr std::size_t shared_bytes() {
     return 2 * 2 * static_cast<std::size_t>(kKeys) * (kHd + kPad) * sizeof(T);
 }
 
-__device__ __forceinline__ float quad_max(float v) {
-    v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 1));
-    return fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 2));
-}
-__device__ __forceinline__ float quad_sum(float v) {
-    v += __shfl_xor_sync(0xFFFFFFFFu, v, 1);
-    return v + __shfl_xor_sync(0xFFFFFFFFu, v, 2);
-}
-
 // Grid: x = batch · n_head, y = blocks of 64 query rows (the last rows, which see the most keys,
 // first). Shared memory (dynamic, shared_bytes): two stages of K and V [kKeys][kHd + kPad],
 // key-major as in memory, in T.
 template <class T, int kHd>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kWarps * kWarp)
     flash_attention_mma_kernel(T* out, const T* qkv, int seq, int c, int n_head, float scale_log2, Dropout dropout,
                                std::uint32_t site) {
     static_assert(kHd % 16 == 0 && kHd <= 128, "head dims that are multiples of 16, up to 128");
@@ -150,7 +141,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     const auto load_tile = [&](int k0, int stage) {
         T* k_s = tiles + 2 * stage * kTileElems;
         T* v_s = k_s + kTileElems;
-        for (int i = tid; i < kKeys * kHd / 8; i += kWarps * 32) {
+        for (int i = tid; i < kKeys * kHd / 8; i += kWarps * kWarp) {
             const int key = i / (kHd / 8), col = (i % (kHd / 8)) * 8;
             const int pos = k0 + key;
             const bool valid = pos < seq;

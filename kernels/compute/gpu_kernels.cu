@@ -8,13 +8,12 @@
 #include <type_traits>
 
 #include "kernels/compute/cuda_check.hpp"
-#include "kernels/compute/device_convert.cuh"
+#include "kernels/compute/device_common.cuh"
 
 namespace sweetspot::gpu {
 
 namespace {
 
-constexpr int kWarp = 32;
 // Threads per block of the element-wise kernels and the softmax.
 constexpr int kBlock = 256;
 // Element-wise grids are capped (each thread then strides over the rest): plenty of blocks to
@@ -22,15 +21,6 @@ constexpr int kBlock = 256;
 constexpr std::int64_t kMaxElementwiseBlocks = 65536;
 
 // ---- reductions --------------------------------------------------------------------------
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, offset);
-    return v;
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-    for (int offset = kWarp / 2; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, offset));
-    return v;
-}
 
 // Reduces v over the whole block and returns the result to every thread. blockDim.x must be a
 // multiple of 32 (at most 1024). `shared` holds one float per warp; the trailing barrier lets

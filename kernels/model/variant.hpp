@@ -53,10 +53,6 @@ private:
     std::uint8_t bits_ = 0;
 };
 
-// The flash_attention kernel keeps a block's 32 query rows and their outputs in shared memory:
-// head dimensions up to this fit the GPUs sweetspot builds for (227 KiB per block on sm_90).
-inline constexpr int kFlashAttentionMaxHeadDim = 512;
-
 struct VariantPreset {
     std::string_view name;
     Variant variant;

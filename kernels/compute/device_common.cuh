@@ -1,0 +1,52 @@
+#pragma once
+// Device helpers every kernel file uses: loads and stores of the three storage types (kernels
+// compute in fp32 and convert only where a value is read from or written to memory, rounding to
+// nearest even), and reductions over a warp and over the four lanes of a quad (a row of an
+// mma.sync fragment, or of the CUDA-core attention kernel).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+namespace sweetspot::gpu {
+
+constexpr int kWarp = 32;
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <class T>
+__device__ __forceinline__ T from_f32(float v) {
+    if constexpr (std::is_same_v<T, float>) {
+        return v;
+    } else if constexpr (std::is_same_v<T, __half>) {
+        return __float2half_rn(v);
+    } else {
+        static_assert(std::is_same_v<T, __nv_bfloat16>);
+        return __float2bfloat16_rn(v);
+    }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, offset);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, offset));
+    return v;
+}
+
+// Over lanes 4q .. 4q + 3, whose lane numbers differ in the lowest two bits only.
+__device__ __forceinline__ float quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 2));
+}
+
+__device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(0xFFFFFFFFu, v, 1);
+    return v + __shfl_xor_sync(0xFFFFFFFFu, v, 2);
+}
+
+}  // namespace sweetspot::gpu
