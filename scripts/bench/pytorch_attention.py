@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""PyTorch's fused attention on the shapes of build/tests/bench_attention, beside sweetspot's.
+
+Times torch.nn.functional.scaled_dot_product_attention (causal, TF32 off, so fp32 is true fp32)
+with CUDA events: 3 warm-ups, the median of 20 runs, the same as bench_attention. Counts flops the
+same way (4·batch·heads·seq²·hd / 2). With --sweetspot FILE (bench_attention's table), prints that
+table with PyTorch's columns and FlashAttention-2's published H100 forward throughput beside the
+flash kernel's.
+
+  pytorch_attention.py                            PyTorch's table alone
+  pytorch_attention.py --sweetspot bench.txt      the side-by-side table of docs/benchmarks.md
+"""
+import argparse
+import sys
+
+# FlashAttention-2's H100 forward throughput (causal, TFLOP/s, fp16), by head dim and seq, read off
+# its paper's figure to the nearest ten; the target for sweetspot's flash kernel is half of it.
+FA2_H100 = {64: {512: 180, 1024: 220, 2048: 260}, 128: {512: 190, 1024: 250, 2048: 300}}
+
+SHAPES = [(2, 16, 512, 64), (2, 16, 1024, 64), (2, 16, 2048, 64), (2, 16, 1024, 128),
+          (2, 16, 2048, 128), (1, 25, 1024, 64), (1, 40, 1024, 128)]
+
+
+def pytorch_ms(torch, batch, heads, seq, hd, dtype):
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    q, k, v = (torch.rand(batch, heads, seq, hd, device="cuda", dtype=dtype, generator=gen) * 2 - 1
+               for _ in range(3))
+    f = torch.nn.functional.scaled_dot_product_attention
+    for _ in range(3):
+        f(q, k, v, is_causal=True)
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(20):
+        start.record()
+        f(q, k, v, is_causal=True)
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return sorted(times)[len(times) // 2]
+
+
+def tflops(batch, heads, seq, hd, ms):
+    return 4.0 * batch * heads * seq * seq * hd / 2.0 / (ms * 1e9)
+
+
+def measure():
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    names = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+    result = {}
+    for batch, heads, seq, hd in SHAPES:
+        for name, dtype in names.items():
+            result[(name, batch, heads, seq, hd)] = pytorch_ms(torch, batch, heads, seq, hd, dtype)
+    return result
+
+
+def read_sweetspot(path):
+    """bench_attention's rows: (dtype, batch, heads, seq, hd) -> (baseline ms, flash ms)."""
+    rows = {}
+    with open(path) as f:
+        for line in f:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) != 9 or not cells[1].isdigit():
+                continue
+            key = (cells[0], int(cells[1]), int(cells[2]), int(cells[3]), int(cells[4]))
+            rows[key] = (float(cells[5]), float(cells[7]))
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sweetspot", help="bench_attention's output, to print beside PyTorch's")
+    a = p.parse_args()
+    ours = read_sweetspot(a.sweetspot) if a.sweetspot else None
+    theirs = measure()
+    if ours is None:
+        print("| dtype | batch | heads | seq | head dim | PyTorch SDPA ms | TFLOP/s |")
+        print("|---|---|---|---|---|---|---|")
+        for (dtype, b, h, s, hd), ms in theirs.items():
+            print(f"| {dtype} | {b} | {h} | {s} | {hd} | {ms:.3f} | {tflops(b, h, s, hd, ms):.1f} |")
+        return 0
+    print("| dtype | batch × heads | seq | head dim | flash TFLOP/s | PyTorch SDPA TFLOP/s | "
+          "FlashAttention-2 (published) | flash ÷ SDPA |")
+    print("|---|---|---|---|---|---|---|---|")
+    for key, ms in theirs.items():
+        if key not in ours:
+            continue
+        dtype, b, h, s, hd = key
+        flash = tflops(b, h, s, hd, ours[key][1])
+        sdpa = tflops(b, h, s, hd, ms)
+        fa2 = FA2_H100.get(hd, {}).get(s) if dtype != "fp32" else None
+        fa2_text = f"{fa2} (half: {fa2 / 2:.0f})" if fa2 else "–"
+        print(f"| {dtype} | {b} × {h} | {s} | {hd} | {flash:.1f} | {sdpa:.1f} | {fa2_text} | {flash / sdpa:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
