@@ -82,8 +82,14 @@ int main() {
     const CudaStream stream;
     std::printf("| dtype | batch | heads | seq | head dim | baseline ms | baseline TFLOP/s | flash ms | flash TFLOP/s |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|\n");
-    for (const Shape& s : {Shape{2, 16, 512, 64}, Shape{2, 16, 1024, 64}, Shape{2, 16, 2048, 64}, Shape{2, 16, 1024, 128},
-                           Shape{2, 16, 2048, 128}, Shape{1, 25, 1024, 64}, Shape{1, 40, 1024, 128}}) {
+    // FlashAttention-2's benchmark shapes (16k tokens, 2048 channels: batch = 16384 / seq, heads =
+    // 2048 / head dim), then one layer of GPT-2 1.5B, GPT-3 6.7B and GPT-3 13B at batch 1, seq 1024.
+    std::vector<Shape> shapes;
+    for (const int hd : {64, 128}) {
+        for (const int seq : {512, 1024, 2048}) shapes.push_back(Shape{16384 / seq, 2048 / hd, seq, hd});
+    }
+    for (const Shape& s : {Shape{1, 25, 1024, 64}, Shape{1, 32, 1024, 128}, Shape{1, 40, 1024, 128}}) shapes.push_back(s);
+    for (const Shape& s : shapes) {
         bench<__half>(s, stream.get());
         bench<__nv_bfloat16>(s, stream.get());
         bench<float>(s, stream.get());

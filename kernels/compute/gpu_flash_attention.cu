@@ -1,11 +1,14 @@
 // The `flash_attention` fusion: the whole attention core of one (batch, head) and a block of
 // query rows in one kernel, QKᵀ, the causal mask, an online softmax and ·V, with no [seq, seq]
-// buffer (the scores of one key tile live in shared memory and registers only). fp16 and bf16 at
-// head dims 32, 64, 80, 96 and 128 run on tensor cores (gpu_flash_attention_mma.cuh); every
-// other case (fp32, other head dims up to kFlashAttentionMaxHeadDim) runs the kernel below, fp32
-// arithmetic on CUDA cores throughout.
+// buffer (the scores of one key tile live in shared memory and registers only). Three forms:
+//   - fp16 and bf16 at head dims 32, 64, 80, 96 and 128: tensor cores (gpu_flash_attention_mma.cuh);
+//   - any other case up to head dim 256 (fp32 above all): a register-tiled kernel on CUDA cores
+//     (gpu_flash_attention_simt.cuh);
+//   - head dims 257 .. kFlashAttentionMaxHeadDim, which no built-in model has: the kernel below,
+//     slower, whose registers do not grow with the head dim.
+// The last two compute in fp32 throughout.
 //
-// A quad of threads owns a query row: for each tile of keys, each thread scores a quarter of the
+// Below, a quad of threads owns a query row: for each tile of keys, each thread scores a quarter of the
 // keys, the quad agrees on the row's running max and sum by shuffles, and each thread then
 // updates a quarter of the row's output columns. The output accumulates in shared memory, so no
 // register array depends on the head dimension.
@@ -27,6 +30,7 @@
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/device_common.cuh"
 #include "kernels/compute/gpu_flash_attention_mma.cuh"
+#include "kernels/compute/gpu_flash_attention_simt.cuh"
 
 namespace sweetspot::gpu {
 namespace {
@@ -144,8 +148,8 @@ __global__ void __launch_bounds__(kThreads)
 // Allows every flash-attention kernel of T the dynamic shared memory it may launch with, once per
 // process rather than at every launch (a forward launches the attention once per layer, and the
 // host is on the critical path of short forwards; a cell process uses one GPU). Returns the
-// device's shared memory per block: the CUDA-core kernels may use all of it, the tensor-core ones
-// take a fixed amount.
+// device's shared memory per block: the quad kernels may use all of it, the others take what
+// their head dim needs.
 template <class T>
 int prepare_kernels() {
     static const int limit = [] {
@@ -159,6 +163,10 @@ int prepare_kernels() {
         for (const auto kernel : {flash_attention_kernel<T, 64>, flash_attention_kernel<T, 32>, flash_attention_kernel<T, 16>,
                                   flash_attention_kernel<T, 8>, flash_attention_kernel<T, 4>})
             allow(kernel, static_cast<std::size_t>(bytes));
+        allow(simt::flash_attention_simt_kernel<T, 1>, simt::shared_bytes(64));
+        allow(simt::flash_attention_simt_kernel<T, 2>, simt::shared_bytes(128));
+        allow(simt::flash_attention_simt_kernel<T, 3>, simt::shared_bytes(192));
+        allow(simt::flash_attention_simt_kernel<T, 4>, simt::shared_bytes(256));
         if constexpr (!std::is_same_v<T, float>) {
             allow(mma::flash_attention_mma_kernel<T, 32>, mma::shared_bytes<T, 32>());
             allow(mma::flash_attention_mma_kernel<T, 64>, mma::shared_bytes<T, 64>());
@@ -171,7 +179,30 @@ int prepare_kernels() {
     return limit;
 }
 
-// The CUDA-core kernel with the largest key tile whose shared memory fits `limit`.
+// The register-tiled CUDA-core kernel, with as many groups of 64 output columns per thread as the
+// head dim needs; false above its largest head dim.
+template <class T>
+bool launch_simt(T* out, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
+                 std::uint32_t site, cudaStream_t stream) {
+    const int hd = c / n_head;
+    if (hd > simt::kMaxHeadDim) return false;
+    const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(hd));
+    const dim3 grid(static_cast<unsigned>(batch * n_head), static_cast<unsigned>((seq + simt::kRows - 1) / simt::kRows));
+    const auto launch = [&](auto kernel) {
+        kernel<<<grid, simt::kThreads, simt::shared_bytes(hd), stream>>>(out, qkv, seq, c, n_head, scale_log2, dropout,
+                                                                        site);
+        CUDA_CHECK_LAUNCH();
+        return true;
+    };
+    switch (simt::groups_for(hd)) {
+        case 1: return launch(simt::flash_attention_simt_kernel<T, 1>);
+        case 2: return launch(simt::flash_attention_simt_kernel<T, 2>);
+        case 3: return launch(simt::flash_attention_simt_kernel<T, 3>);
+        default: return launch(simt::flash_attention_simt_kernel<T, 4>);
+    }
+}
+
+// The quad kernel with the largest key tile whose shared memory fits `limit`.
 template <class T>
 void launch_with_tile(T* out, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
                       std::uint32_t site, cudaStream_t stream, int limit) {
@@ -236,6 +267,7 @@ void flash_attention(T* out, const T* qkv, int batch, int seq, int c, int n_head
     const int limit = prepare_kernels<T>();
     const Dropout shaped = dropout.for_shape(seq, dropout.positions);
     if (launch_tensor_cores<T>(out, qkv, batch, seq, c, n_head, shaped, site, stream)) return;
+    if (launch_simt<T>(out, qkv, batch, seq, c, n_head, shaped, site, stream)) return;
     launch_with_tile<T>(out, qkv, batch, seq, c, n_head, shaped, site, stream, limit);
 }
 

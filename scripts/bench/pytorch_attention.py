@@ -13,12 +13,15 @@ flash kernel's.
 import argparse
 import sys
 
-# FlashAttention-2's H100 forward throughput (causal, TFLOP/s, fp16), by head dim and seq, read off
-# its paper's figure to the nearest ten; the target for sweetspot's flash kernel is half of it.
+# FlashAttention-2's H100 forward throughput (causal, fp16, TFLOP/s), by head dim and seq:
+# approximate, the ends of the range its paper's H100 figure shows at seq 512 and 2k, seq 1k in
+# between. The target for sweetspot's flash kernel is half of it.
 FA2_H100 = {64: {512: 180, 1024: 220, 2048: 260}, 128: {512: 190, 1024: 250, 2048: 300}}
 
-SHAPES = [(2, 16, 512, 64), (2, 16, 1024, 64), (2, 16, 2048, 64), (2, 16, 1024, 128),
-          (2, 16, 2048, 128), (1, 25, 1024, 64), (1, 40, 1024, 128)]
+# bench_attention's shapes (batch, heads, seq, head dim): FlashAttention-2's (16k tokens, 2048
+# channels), then one layer of GPT-2 1.5B, GPT-3 6.7B and GPT-3 13B at batch 1, seq 1024.
+SHAPES = [(16384 // s, 2048 // hd, s, hd) for hd in (64, 128) for s in (512, 1024, 2048)] + \
+         [(1, 25, 1024, 64), (1, 32, 1024, 128), (1, 40, 1024, 128)]
 
 
 def pytorch_ms(torch, batch, heads, seq, hd, dtype):
