@@ -1,11 +1,12 @@
 #pragma once
 // Device helpers every kernel file uses: loads and stores of the three storage types (kernels
 // compute in fp32 and convert only where a value is read from or written to memory, rounding to
-// nearest even), and reductions over a warp and over the four lanes of a quad (a row of an
-// mma.sync fragment, or of the CUDA-core attention kernel).
+// nearest even), reductions over a warp and over the four lanes of a quad (a row of an mma.sync
+// fragment, or of the CUDA-core attention kernel), and asynchronous copies into shared memory.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
 #include <type_traits>
 
 namespace sweetspot::gpu {
@@ -47,6 +48,19 @@ __device__ __forceinline__ float quad_max(float v) {
 __device__ __forceinline__ float quad_sum(float v) {
     v += __shfl_xor_sync(0xFFFFFFFFu, v, 1);
     return v + __shfl_xor_sync(0xFFFFFFFFu, v, 2);
+}
+
+// 16 bytes from global to shared memory without passing through registers (cp.async), or zeros
+// when `valid` is false; completes at cp_async_wait.
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
+    const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
+    const int bytes = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
 }  // namespace sweetspot::gpu

@@ -22,6 +22,7 @@
 #include <cuda_runtime_api.h>
 
 #include <climits>
+#include <cstdint>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -163,10 +164,15 @@ int prepare_kernels() {
         for (const auto kernel : {flash_attention_kernel<T, 64>, flash_attention_kernel<T, 32>, flash_attention_kernel<T, 16>,
                                   flash_attention_kernel<T, 8>, flash_attention_kernel<T, 4>})
             allow(kernel, static_cast<std::size_t>(bytes));
-        allow(simt::flash_attention_simt_kernel<T, 1>, simt::shared_bytes(64));
-        allow(simt::flash_attention_simt_kernel<T, 2>, simt::shared_bytes(128));
-        allow(simt::flash_attention_simt_kernel<T, 3>, simt::shared_bytes(192));
-        allow(simt::flash_attention_simt_kernel<T, 4>, simt::shared_bytes(256));
+        const auto allow_simt = [&](auto async) {
+            constexpr bool kAsync = decltype(async)::value;
+            allow(simt::flash_attention_simt_kernel<T, 1, kAsync>, simt::shared_bytes(64));
+            allow(simt::flash_attention_simt_kernel<T, 2, kAsync>, simt::shared_bytes(128));
+            allow(simt::flash_attention_simt_kernel<T, 3, kAsync>, simt::shared_bytes(192));
+            allow(simt::flash_attention_simt_kernel<T, 4, kAsync>, simt::shared_bytes(256));
+        };
+        allow_simt(std::false_type{});
+        if constexpr (std::is_same_v<T, float>) allow_simt(std::true_type{});
         if constexpr (!std::is_same_v<T, float>) {
             allow(mma::flash_attention_mma_kernel<T, 32>, mma::shared_bytes<T, 32>());
             allow(mma::flash_attention_mma_kernel<T, 64>, mma::shared_bytes<T, 64>());
@@ -188,18 +194,26 @@ bool launch_simt(T* out, const T* qkv, int batch, int seq, int c, int n_head, co
     if (hd > simt::kMaxHeadDim) return false;
     const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(hd));
     const dim3 grid(static_cast<unsigned>(batch * n_head), static_cast<unsigned>((seq + simt::kRows - 1) / simt::kRows));
-    const auto launch = [&](auto kernel) {
-        kernel<<<grid, simt::kThreads, simt::shared_bytes(hd), stream>>>(out, qkv, seq, c, n_head, scale_log2, dropout,
-                                                                        site);
-        CUDA_CHECK_LAUNCH();
-        return true;
+    const auto launch = [&](auto async) {
+        constexpr bool kAsync = decltype(async)::value;
+        const auto go = [&](auto kernel) {
+            kernel<<<grid, simt::kThreads, simt::shared_bytes(hd), stream>>>(out, qkv, seq, c, n_head, scale_log2,
+                                                                            dropout, site);
+            CUDA_CHECK_LAUNCH();
+            return true;
+        };
+        switch (simt::groups_for(hd)) {
+            case 1: return go(simt::flash_attention_simt_kernel<T, 1, kAsync>);
+            case 2: return go(simt::flash_attention_simt_kernel<T, 2, kAsync>);
+            case 3: return go(simt::flash_attention_simt_kernel<T, 3, kAsync>);
+            default: return go(simt::flash_attention_simt_kernel<T, 4, kAsync>);
+        }
     };
-    switch (simt::groups_for(hd)) {
-        case 1: return launch(simt::flash_attention_simt_kernel<T, 1>);
-        case 2: return launch(simt::flash_attention_simt_kernel<T, 2>);
-        case 3: return launch(simt::flash_attention_simt_kernel<T, 3>);
-        default: return launch(simt::flash_attention_simt_kernel<T, 4>);
+    // cp.async copies 16 bytes as they are: fp32 rows of whole 16-byte units, from an aligned base.
+    if constexpr (std::is_same_v<T, float>) {
+        if (hd % 4 == 0 && reinterpret_cast<std::uintptr_t>(qkv) % 16 == 0) return launch(std::true_type{});
     }
+    return launch(std::false_type{});
 }
 
 // The quad kernel with the largest key tile whose shared memory fits `limit`.

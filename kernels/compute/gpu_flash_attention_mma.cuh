@@ -75,19 +75,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const v
                  : "r"(address));
 }
 
-// 16 bytes from global to shared memory without passing through registers (cp.async), or zeros
-// when `valid` is false; completes at cp_async_wait.
-__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
-    const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
-    const int bytes = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
-
 // Shared memory of a block: two stages of K and V tiles [kKeys][kHd + kPad], so the next tile
 // loads while this one is computed with.
 template <class T, int kHd>
