@@ -618,6 +618,9 @@ class NormalizedTest(DbTest):
         for repeat, (base, fused) in enumerate([(100.0, 50.0), (110.0, 40.0), (90.0, 80.0)], start=1):
             gpu_cell(db, "device", variant="baseline", repeat=repeat, latency_median_ms=base, launches_per_forward=60)
             gpu_cell(db, "device", variant="all", repeat=repeat, latency_median_ms=fused, launches_per_forward=20)
+        # An absolute budget is stored in bytes and shown in GiB.
+        gpu_cell(db, "uvm-prefetch", variant="baseline", budget="22548578304", latency_median_ms=300.0,
+                 launches_per_forward=60)
         db.close()
         torch_out = os.path.join(self.folder, "pytorch.txt")
         with open(torch_out, "w") as f:
@@ -627,6 +630,7 @@ class NormalizedTest(DbTest):
                              capture_output=True, text=True).stdout
         self.assertIn("| baseline | 100.0 (100.0, 110.0, 90.0) | 1.000 | 60 |", out)
         self.assertIn("| all | 50.0 (50.0, 40.0, 80.0) | 2.000 | 20 |", out)
+        self.assertIn("| 21 GiB | baseline | 300.0 | 1.000 | 60 |", out)
         self.assertIn("| tiny | fp32 | 1 × 8 | 200.0 | 100.0 | 100.0 | 50.0 | 2.00 |", out)
 
     def test_cell_table_shows_what_a_fusion_saves(self):

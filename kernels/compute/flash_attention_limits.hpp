@@ -4,8 +4,9 @@
 
 namespace sweetspot {
 
-// The CUDA-core kernel keeps a block's 32 query rows and their outputs in shared memory: head
-// dimensions up to this fit the GPUs sweetspot builds for (227 KiB per block on sm_90).
+// Above head dim 256 the quad kernel takes over; it keeps a block's 32 query rows and their
+// outputs in shared memory, and head dimensions up to this fit the GPUs sweetspot builds for
+// (227 KiB per block on sm_90).
 inline constexpr int kFlashAttentionMaxHeadDim = 512;
 
 }  // namespace sweetspot

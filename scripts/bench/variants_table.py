@@ -19,13 +19,19 @@ FROM cells WHERE status = 'ok' AND backend != 'host'
 """
 
 
+def budget_text(budget):
+    """A budget in bytes (how the database stores an absolute one) in GiB; a share as it is."""
+    text = str(budget)
+    return f"{int(text) / 2**30:g} GiB" if text.isdigit() else text
+
+
 def workloads(dbs):
     """{workload: {variant: ([medians of the repeats], launches)}}"""
     table = defaultdict(lambda: defaultdict(lambda: ([], None)))
     for db in dbs:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         for model, backend, dtype, batch, seq, dropout, budget, variant, median, launches in con.execute(QUERY):
-            key = (model, backend, dtype, f"{batch} × {seq}", dropout, budget)
+            key = (model, backend, dtype, f"{batch} × {seq}", dropout, budget_text(budget))
             medians, _ = table[key][variant]
             medians.append(median)
             table[key][variant] = (medians, launches)
