@@ -13,7 +13,7 @@ from bound import bound_ms, device_latencies
 
 # Versions this report reads: it names every column it needs and skips a figure whose columns a
 # file lacks, so an older file cannot be misread.
-READABLE_SCHEMA_VERSIONS = (1, 2, 3)
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 
 # What the report takes from a cell's run (absent from the oldest files: filled with NULL).
 RUN_COLUMNS = ("h2d_gbps", "d2h_gbps", "gpu_name", "cpu_model", "host")

@@ -83,16 +83,37 @@ TEST_CASE("GPU facts survive the probe process's text format", "[checks]") {
     f.memory_bytes = 85520809984;
     f.h2d_gbps = 55.2;
     f.d2h_gbps = 54.75;
+    f.managed.concurrent_managed_access = 1;
+    f.managed.pageable_memory_access = 0;
+    f.managed.direct_managed_mem_access_from_host = 0;
+    f.managed_rates = {{"prefetch_to_gpu", 536870912, 5, 38.5, 12.25}, {"fault_in", 536870912, 5, 4.125, 0.01}};
     const GpuFacts back = parse_gpu_facts(format_gpu_facts(f));
     CHECK(back.name == f.name);
     CHECK(back.memory_bytes == f.memory_bytes);
     CHECK(back.h2d_gbps == 55.2);
     CHECK(back.d2h_gbps == 54.75);
+    CHECK(back.managed.concurrent_managed_access == 1);
+    CHECK(back.managed.pageable_memory_access == 0);
+    CHECK_FALSE(back.managed.pageable_memory_access_uses_host_page_tables);  // not measured, not made up
+    CHECK(back.managed.direct_managed_mem_access_from_host == 0);
+    REQUIRE(back.managed_rates.size() == 2);
+    CHECK(back.managed_rates[0].operation == "prefetch_to_gpu");
+    CHECK(back.managed_rates[0].bytes == 536870912);
+    CHECK(back.managed_rates[0].calls == 5);
+    CHECK(back.managed_rates[0].gbps == 38.5);
+    CHECK(back.managed_rates[0].host_ms == 12.25);
+    CHECK(back.managed_rates[1].operation == "fault_in");
+    CHECK(back.managed_rates[1].gbps == 4.125);
     CHECK_FALSE(back.note.size());
 
     const GpuFacts none = parse_gpu_facts("note=no GPU found\n");
     CHECK_FALSE(none.name);
     CHECK(none.note == "no GPU found");
+    CHECK(none.managed_rates.empty());
+
+    const GpuFacts bad = parse_gpu_facts("managed_rate=prefetch_to_gpu,12\n");
+    CHECK(bad.managed_rates.empty());
+    CHECK(bad.note == "unreadable probe output: managed_rate=prefetch_to_gpu,12");
 }
 
 TEST_CASE("the logits check passes the host's own output and catches differences", "[checks]") {

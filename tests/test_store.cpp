@@ -311,6 +311,93 @@ TEST_CASE("opening again keeps the data; read-only opening checks the file", "[s
                       path + " has schema version 99; this sweetspot reads versions 2 to " + std::to_string(kSchemaVersion));
 }
 
+// Takes version 4's additions out of a database: the runs' managed-memory abilities and probe.
+constexpr const char* kBeforeVersion4 =
+    "DROP TABLE managed_probe; ALTER TABLE runs DROP COLUMN concurrent_managed_access;"
+    "ALTER TABLE runs DROP COLUMN pageable_memory_access;"
+    "ALTER TABLE runs DROP COLUMN pageable_memory_access_uses_host_page_tables;"
+    "ALTER TABLE runs DROP COLUMN direct_managed_mem_access_from_host;";
+
+RunInfo run_with_managed_probe() {
+    RunInfo info;
+    info.started_at = "2026-01-03T00:00:00Z";
+    info.gpu_name = "Fixture GPU";
+    info.managed.concurrent_managed_access = 1;
+    info.managed.pageable_memory_access = 0;
+    info.managed.pageable_memory_access_uses_host_page_tables = 0;
+    info.managed.direct_managed_mem_access_from_host = 0;
+    info.managed_rates = {{"prefetch_to_gpu", 512 << 20, 5, 41.25, 12.5}, {"drop_read_mostly_copy", 512 << 20, 5, 60.0, 8.75}};
+    return info;
+}
+
+TEST_CASE("the managed-memory abilities and probe of a run are stored and summarised", "[store]") {
+    TempDir tmp;
+    auto s = Store::open(tmp.file("m.db"));
+    const auto run = s.begin_run(run_with_managed_probe());
+    auto st = s.db().prepare("SELECT concurrent_managed_access, pageable_memory_access, operation, bytes, calls, gbps, host_ms"
+                             " FROM runs JOIN managed_probe USING (run_id) WHERE run_id = ? ORDER BY managed_probe.rowid");
+    st.bind(1, run);
+    REQUIRE(st.step());
+    CHECK(st.int64(0) == 1);
+    CHECK(st.int64(1) == 0);
+    CHECK(st.text(2) == "prefetch_to_gpu");
+    CHECK(st.int64(3) == 512 << 20);
+    CHECK(st.int64(4) == 5);
+    CHECK(st.real(5) == 41.25);
+    CHECK(st.real(6) == 12.5);
+    REQUIRE(st.step());
+    CHECK(st.text(2) == "drop_read_mostly_copy");
+    CHECK_FALSE(st.step());
+
+    std::ostringstream out;
+    print_summary(s, SummaryOptions{}, out);
+    using Catch::Matchers::ContainsSubstring;
+    CHECK_THAT(out.str(), ContainsSubstring("Managed memory: the GPU's abilities"));
+    CHECK_THAT(out.str(), ContainsSubstring("prefetch_to_gpu"));
+    CHECK_THAT(out.str(), ContainsSubstring("512.0 MiB"));
+    CHECK_THAT(out.str(), ContainsSubstring("41.2"));   // GB/s, one decimal
+    CHECK_THAT(out.str(), ContainsSubstring("12.50"));  // host ms per call
+
+    // A run without a GPU has neither section.
+    TempDir other;
+    auto plain = Store::open(other.file("p.db"));
+    RunInfo info;
+    info.started_at = "2026-01-03T00:00:00Z";
+    plain.begin_run(info);
+    std::ostringstream none;
+    print_summary(plain, SummaryOptions{}, none);
+    CHECK_THAT(none.str(), !ContainsSubstring("Managed memory"));
+}
+
+TEST_CASE("a version-3 database is read as it is and upgraded when a run writes to it", "[store]") {
+    TempDir tmp;
+    const auto path = tmp.file("v3.db");
+    {
+        auto s = Store::open(path);
+        RunInfo info;
+        info.started_at = "2026-01-01T00:00:00Z";
+        s.record_cell(s.begin_run(info), 0, tiny_cell(2, 8), ok_outcome(1.0));
+        s.db().exec(kBeforeVersion4);
+        s.db().exec("UPDATE schema_info SET version = 3; PRAGMA user_version = 3");
+    }
+    {
+        auto r = Store::open_read_only(path);
+        std::ostringstream out;
+        print_summary(r, SummaryOptions{}, out);
+        CHECK_THAT(out.str(), Catch::Matchers::ContainsSubstring("1 ok"));
+        CHECK_FALSE(has_table(r.db(), "managed_probe"));  // reading changed nothing
+    }
+    auto s = Store::open(path);
+    auto v = s.db().prepare("SELECT version, (SELECT count(*) FROM managed_probe) FROM schema_info");
+    REQUIRE(v.step());
+    CHECK(v.int64(0) == kSchemaVersion);
+    CHECK(v.int64(1) == 0);
+    s.begin_run(run_with_managed_probe());
+    auto n = s.db().prepare("SELECT count(*) FROM managed_probe");
+    REQUIRE(n.step());
+    CHECK(n.int64(0) == 2);
+}
+
 TEST_CASE("a version-2 database is read as it is and upgraded when a run writes to it", "[store]") {
     TempDir tmp;
     const auto path = tmp.file("v2.db");
@@ -319,7 +406,8 @@ TEST_CASE("a version-2 database is read as it is and upgraded when a run writes 
         RunInfo info;
         info.started_at = "2026-01-01T00:00:00Z";
         s.record_cell(s.begin_run(info), 0, tiny_cell(2, 8), ok_outcome(1.0));
-        // What version 2 was: these three columns did not exist.
+        // What version 2 was: these three columns did not exist, nor version 4's additions.
+        s.db().exec(kBeforeVersion4);
         s.db().exec("ALTER TABLE cells DROP COLUMN dropout; ALTER TABLE cells DROP COLUMN repeat;"
                     "ALTER TABLE cells DROP COLUMN launches_per_forward;"
                     "UPDATE schema_info SET version = 2; PRAGMA user_version = 2");

@@ -33,6 +33,47 @@ void print_runs(Store& store, const SummaryOptions& opt, std::ostream& out) {
     t.print(out);
 }
 
+// What Unified Memory can do on each run's GPU and the rates its probe measured; nothing for runs
+// without them (no GPU, or a database before version 4).
+void print_managed_memory(Store& store, const SummaryOptions& opt, std::ostream& out) {
+    if (!has_table(store.db(), "managed_probe")) return;
+    auto abilities = store.db().prepare(
+        "SELECT run_id, concurrent_managed_access, pageable_memory_access, pageable_memory_access_uses_host_page_tables,"
+        " direct_managed_mem_access_from_host FROM runs"
+        " WHERE concurrent_managed_access IS NOT NULL AND (?1 IS NULL OR run_id = ?1) ORDER BY run_id");
+    abilities.bind(1, opt.run_id);
+    TextTable a;
+    a.add_column("run");
+    for (const char* h : {"concurrentManagedAccess", "pageableMemoryAccess", "...UsesHostPageTables",
+                          "directManagedMemAccessFromHost"})
+        a.add_column(h, TextTable::Align::right);
+    bool any = false;
+    while (abilities.step()) {
+        any = true;
+        a.add_row({abilities.text(0), abilities.text(1), abilities.text(2), abilities.text(3), abilities.text(4)});
+    }
+    if (!any) return;
+    out << "\nManaged memory: the GPU's abilities\n";
+    a.print(out);
+
+    auto rates = store.db().prepare("SELECT run_id, operation, bytes, calls, gbps, host_ms FROM managed_probe"
+                                    " WHERE ?1 IS NULL OR run_id = ?1 ORDER BY run_id, rowid");
+    rates.bind(1, opt.run_id);
+    TextTable r;
+    r.add_column("run");
+    r.add_column("operation");
+    for (const char* h : {"range", "calls", "GB/s", "host ms per call"}) r.add_column(h, TextTable::Align::right);
+    any = false;
+    while (rates.step()) {
+        any = true;
+        r.add_row({rates.text(0), rates.text(1), human_bytes(rates.int64(2)), rates.text(3), fixed(rates.real(4), 1),
+                   fixed(rates.real(5), 2)});
+    }
+    if (!any) return;
+    out << "\nManaged memory: the run's probe (medians)\n";
+    r.print(out);
+}
+
 // The summary's rule (axes.hpp) for one axis, decided on the stored cells.
 bool summary_shows(Store& store, const SummaryOptions& opt, const Axis& axis) {
     const std::string column(axis.column);
@@ -239,6 +280,7 @@ void print_summary(Store& store, const SummaryOptions& options, std::ostream& ou
         return;
     }
     print_runs(store, options, out);
+    print_managed_memory(store, options, out);
     print_cells(store, options, out);
     print_problems(store, options, out);
 }

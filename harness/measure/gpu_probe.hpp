@@ -1,11 +1,15 @@
 #pragma once
-// GPU facts for a run's metadata (name, driver, memory) and the pinned host<->device bandwidth
-// that every cell's bound is computed from. Measured in a child process (`sweetspot _probe`)
-// so the long-running sweep process never creates a CUDA context of its own.
+// GPU facts for a run's metadata (name, driver, memory, what Unified Memory can do there), the
+// pinned host<->device bandwidth that every cell's bound is computed from, and the rates of the
+// managed-memory operations the UVM backends are made of. Measured in a child process
+// (`sweetspot _probe`) so the long-running sweep process never creates a CUDA context of its own.
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "harness/store/store.hpp"
 
 namespace sweetspot {
 
@@ -13,6 +17,8 @@ struct GpuFacts {
     std::optional<std::string> name, driver, runtime;
     std::optional<std::int64_t> memory_bytes;
     std::optional<double> h2d_gbps, d2h_gbps;  // 1e9 bytes per second
+    ManagedAbilities managed;
+    std::vector<ManagedRate> managed_rates;    // measured with the link
     std::string note;                          // why fields are missing
 };
 
@@ -25,7 +31,7 @@ GpuFacts probe_gpu_in_child(bool measure_link);
 
 #ifdef SWEETSPOT_HAVE_CUDA
 // In this process: device 0's facts, and when `measure_link`, the median bandwidth of pinned
-// 1 GiB copies each way.
+// 1 GiB copies each way and the managed-memory operations' rates (gpu_probe_cuda.cpp says which).
 GpuFacts measure_gpu_facts(bool measure_link);
 #endif
 

@@ -1,12 +1,17 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/measure/gpu_probe.hpp"
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/cuda_resources.hpp"
+#include "kernels/compute/gpu_kernels.cuh"
+#include "kernels/compute/managed_memory.hpp"
 
 namespace sweetspot {
 namespace {
@@ -31,6 +36,104 @@ double copy_bandwidth(void* dst, const void* src, cudaMemcpyKind kind, cudaStrea
     return gbps[gbps.size() / 2];
 }
 
+// The managed-memory probe: one range about the size of a large model's layer (GPT-2 1.5B's fp32
+// layer is 118 MB, GPT-3 6.7B's 805 MB), each operation timed kManagedCalls times after one
+// warm-up, medians kept.
+constexpr std::size_t kManagedBytes = std::size_t{512} << 20;
+constexpr int kManagedCalls = 5;
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+double median(std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+}
+
+// The samples of one operation: its rate and the time each call held the calling thread.
+class OperationSamples {
+public:
+    explicit OperationSamples(std::string operation) : operation_(std::move(operation)) {}
+    void add(double active_ms, double host_ms) {
+        gbps_.push_back(static_cast<double>(kManagedBytes) / (active_ms * 1e6));
+        host_ms_.push_back(host_ms);
+    }
+    ManagedRate rate() const {
+        return ManagedRate{operation_, static_cast<std::int64_t>(kManagedBytes), static_cast<int>(gbps_.size()),
+                           median(gbps_), median(host_ms_)};
+    }
+
+private:
+    std::string operation_;
+    std::vector<double> gbps_, host_ms_;
+};
+
+// A stream-ordered operation: the GPU's time between events around it, and the host's time in
+// the call itself.
+template <class Call>
+void time_on_stream(OperationSamples* samples, cudaStream_t stream, Call call) {
+    const CudaEvent start(CudaEvent::Timing::on), stop(CudaEvent::Timing::on);
+    start.record(stream);
+    const auto t0 = Clock::now();
+    call();
+    const auto t1 = Clock::now();
+    stop.record(stream);
+    stop.synchronize();
+    if (samples) samples->add(stop.ms_since(start), ms_between(t0, t1));
+}
+
+// The operations the UVM backends are made of, on one managed range that starts on the host:
+//   prefetch_to_gpu               cudaMemPrefetchAsync to the GPU, no advice (`uvm` with prefetch)
+//   evict_to_host                 cudaMemPrefetchAsync back to the host: eviction by migration
+//   read_mostly_prefetch_to_gpu   the same prefetch of a read-mostly range whose GPU copy was
+//                                 dropped: the steady state of `uvm-prefetch`, after the first
+//   drop_read_mostly_copy         dropping that GPU copy (advice, not stream-ordered: host time)
+//   fault_in                      a kernel reading the host-resident range, pages migrating on
+//                                 first touch (`uvm` without prefetch)
+std::vector<ManagedRate> measure_managed_rates(int device) {
+    const ManagedMemory range = allocate_managed_memory(static_cast<std::int64_t>(kManagedBytes), false);
+    std::memset(range.get(), 0x5a, kManagedBytes);  // first touched, and so resident, on the host
+    const CudaStream stream;
+    const cudaMemLocation gpu{cudaMemLocationTypeDevice, device}, host{cudaMemLocationTypeHost, 0};
+    const auto prefetch = [&](cudaMemLocation to) {
+        CUDA_CHECK(cudaMemPrefetchAsync(range.get(), kManagedBytes, to, 0, stream.get()));
+    };
+    OperationSamples to_gpu("prefetch_to_gpu"), to_host("evict_to_host"), read_mostly("read_mostly_prefetch_to_gpu"),
+        drop("drop_read_mostly_copy"), fault("fault_in");
+
+    for (int i = 0; i <= kManagedCalls; ++i) {  // call 0 warms up
+        time_on_stream(i > 0 ? &to_gpu : nullptr, stream.get(), [&] { prefetch(gpu); });
+        time_on_stream(i > 0 ? &to_host : nullptr, stream.get(), [&] { prefetch(host); });
+    }
+
+    const DeviceMemory sink = allocate_device(sizeof(float));
+    const auto* data = reinterpret_cast<const float*>(range.get());
+    const auto n = static_cast<std::int64_t>(kManagedBytes / sizeof(float));
+    for (int i = 0; i <= kManagedCalls; ++i) {
+        time_on_stream(i > 0 ? &fault : nullptr, stream.get(), [&] {
+            gpu::launch_read_every_element(data, n, reinterpret_cast<float*>(sink.get()), stream.get());
+        });
+        time_on_stream(nullptr, stream.get(), [&] { prefetch(host); });
+    }
+
+    // As ManagedWeights does: preferred on the host, read-mostly; the first prefetch makes the GPU
+    // copy, and unsetting and setting ReadMostly drops it.
+    CUDA_CHECK(cudaMemAdvise(range.get(), kManagedBytes, cudaMemAdviseSetPreferredLocation, host));
+    CUDA_CHECK(cudaMemAdvise(range.get(), kManagedBytes, cudaMemAdviseSetReadMostly, host));
+    for (int i = 0; i <= kManagedCalls; ++i) {
+        time_on_stream(i > 0 ? &read_mostly : nullptr, stream.get(), [&] { prefetch(gpu); });
+        const auto t0 = Clock::now();
+        CUDA_CHECK(cudaMemAdvise(range.get(), kManagedBytes, cudaMemAdviseUnsetReadMostly, host));
+        CUDA_CHECK(cudaMemAdvise(range.get(), kManagedBytes, cudaMemAdviseSetReadMostly, host));
+        const double drop_ms = ms_between(t0, Clock::now());
+        if (i > 0) drop.add(drop_ms, drop_ms);
+    }
+    return {to_gpu.rate(), read_mostly.rate(), to_host.rate(), drop.rate(), fault.rate()};
+}
+
 std::string version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
 
 }  // namespace
@@ -51,6 +154,15 @@ GpuFacts measure_gpu_facts(bool measure_link) {
     CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
     f.driver = "CUDA " + version_text(driver);
     f.runtime = version_text(runtime);
+    const auto attribute = [](cudaDeviceAttr a) {
+        int v = 0;
+        CUDA_CHECK(cudaDeviceGetAttribute(&v, a, 0));
+        return v;
+    };
+    f.managed.concurrent_managed_access = attribute(cudaDevAttrConcurrentManagedAccess);
+    f.managed.pageable_memory_access = attribute(cudaDevAttrPageableMemoryAccess);
+    f.managed.pageable_memory_access_uses_host_page_tables = attribute(cudaDevAttrPageableMemoryAccessUsesHostPageTables);
+    f.managed.direct_managed_mem_access_from_host = attribute(cudaDevAttrDirectManagedMemAccessFromHost);
     if (!measure_link) return f;
 
     const PinnedHostMemory host = allocate_pinned(kProbeBytes);
@@ -59,6 +171,15 @@ GpuFacts measure_gpu_facts(bool measure_link) {
     const CudaStream stream;
     f.h2d_gbps = copy_bandwidth(dev.get(), host.get(), cudaMemcpyHostToDevice, stream.get());
     f.d2h_gbps = copy_bandwidth(host.get(), dev.get(), cudaMemcpyDeviceToHost, stream.get());
+    // Only where the GPU migrates managed pages on demand, and only within the free memory (the
+    // managed-memory guard refuses more).
+    if (*f.managed.concurrent_managed_access == 1) {
+        try {
+            f.managed_rates = measure_managed_rates(0);
+        } catch (const ManagedMemoryRefused& e) {
+            f.note = std::string("managed-memory probe not run: ") + e.what();
+        }
+    }
     return f;
 }
 

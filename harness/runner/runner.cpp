@@ -179,6 +179,15 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
                          << " GB/s, device->host " << fixed(gpu.d2h_gbps.value_or(0), 1) << " GB/s\n";
         else
             progress_out << "sweetspot: no GPU measurement (" << gpu.note << "); GPU cells will be skipped\n";
+        if (!gpu.managed_rates.empty()) {
+            progress_out << "sweetspot: managed memory (" << human_bytes(gpu.managed_rates.front().bytes) << " range):";
+            for (const ManagedRate& m : gpu.managed_rates)
+                progress_out << " " << m.operation << " " << fixed(m.gbps, 1) << " GB/s (host " << fixed(m.host_ms, 2)
+                             << " ms)";
+            progress_out << "\n";
+        } else if (gpu.h2d_gbps && !gpu.note.empty()) {
+            progress_out << "sweetspot: " << gpu.note << "\n";
+        }
     }
     RunInfo info;
     info.started_at = utc_timestamp();
@@ -192,6 +201,8 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
     info.gpu_memory_bytes = gpu.memory_bytes;
     info.h2d_gbps = gpu.h2d_gbps;
     info.d2h_gbps = gpu.d2h_gbps;
+    info.managed = gpu.managed;
+    info.managed_rates = gpu.managed_rates;
     info.sweetspot_version = kVersion;
     info.git_revision = git_revision();
     info.command_line = options.command_line;

@@ -8,7 +8,9 @@ namespace sweetspot {
 extern const char* const kSchemaSql;
 // later_views.sql: views added without a version change, run on every open for writing.
 extern const char* const kLaterViewsSql;
-// upgrade_v2.sql: turns a version-2 database into the current version, when a run writes to it.
+// upgrade_vN.sql: turns a version-N database into version N + 1, when a run writes to it (one
+// after the other, up to the current version).
 extern const char* const kUpgradeV2Sql;
+extern const char* const kUpgradeV3Sql;
 
 }  // namespace sweetspot

@@ -28,7 +28,20 @@ CREATE TABLE runs (
     cells_total       INTEGER,
     h2d_gbps          REAL,
     d2h_gbps          REAL,
-    gpu_memory_bytes  INTEGER
+    gpu_memory_bytes  INTEGER,
+    concurrent_managed_access                    INTEGER,
+    pageable_memory_access                       INTEGER,
+    pageable_memory_access_uses_host_page_tables INTEGER,
+    direct_managed_mem_access_from_host          INTEGER
+);
+CREATE TABLE managed_probe (
+    run_id     INTEGER NOT NULL REFERENCES runs(run_id),
+    operation  TEXT NOT NULL,
+    bytes      INTEGER NOT NULL,
+    calls      INTEGER NOT NULL,
+    gbps       REAL NOT NULL,
+    host_ms    REAL NOT NULL,
+    PRIMARY KEY (run_id, operation)
 );
 CREATE TABLE cells (
     cell_id             INTEGER PRIMARY KEY,

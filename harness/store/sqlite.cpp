@@ -154,4 +154,10 @@ void Transaction::commit() {
     done_ = true;
 }
 
+bool has_table(Database& db, const std::string& name) {
+    auto st = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
+    st.bind(1, name);
+    return st.step();
+}
+
 }  // namespace sweetspot

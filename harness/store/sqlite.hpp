@@ -95,4 +95,7 @@ private:
     bool done_ = false;
 };
 
+// Whether `db` has a table of that name (an older results database may lack a later one).
+bool has_table(Database& db, const std::string& name);
+
 }  // namespace sweetspot

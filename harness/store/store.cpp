@@ -31,12 +31,6 @@ bool can_read(Database& db) {
     }
 }
 
-bool has_table(Database& db, const char* name) {
-    auto st = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
-    st.bind(1, name);
-    return st.step();
-}
-
 }  // namespace
 
 LatencyStats LatencyStats::of(std::vector<double> s) {
@@ -140,7 +134,9 @@ Store Store::open(const std::string& path, Access access) {
     db.exec("PRAGMA journal_mode = WAL");
     configure_connection(db);
     Transaction tx(db);
-    if (check_results_database(db) == 2) db.exec(kUpgradeV2Sql);
+    const int version = check_results_database(db);
+    if (version <= 2) db.exec(kUpgradeV2Sql);
+    if (version <= 3) db.exec(kUpgradeV3Sql);
     db.exec(kLaterViewsSql);
     tx.commit();
     return Store(std::move(db), std::move(lock));
@@ -171,8 +167,16 @@ std::int64_t Store::begin_run(const RunInfo& r) {
         {"command_line", sql(r.command_line)}, {"matrix_path", sql(r.matrix_path)},
         {"matrix_name", sql(r.matrix_name)}, {"matrix_hash", sql(r.matrix_hash)},
         {"matrix_text", sql(r.matrix_text)}, {"cells_total", sql(r.cells_total)},
+        {"concurrent_managed_access", sql(r.managed.concurrent_managed_access)},
+        {"pageable_memory_access", sql(r.managed.pageable_memory_access)},
+        {"pageable_memory_access_uses_host_page_tables", sql(r.managed.pageable_memory_access_uses_host_page_tables)},
+        {"direct_managed_mem_access_from_host", sql(r.managed.direct_managed_mem_access_from_host)},
     });
     const std::int64_t run_id = db_.last_insert_rowid();
+    for (const ManagedRate& m : r.managed_rates) {
+        insert_row(db_, "managed_probe", {{"run_id", sql(run_id)}, {"operation", sql(m.operation)}, {"bytes", sql(m.bytes)},
+                                          {"calls", sql(m.calls)}, {"gbps", sql(m.gbps)}, {"host_ms", sql(m.host_ms)}});
+    }
     if (r.gpu_name)
         insert_row(db_, "TARGET_INFO_GPU", {{"run_id", sql(run_id)}, {"id", sql(0)}, {"name", sql(r.gpu_name)},
                                             {"totalMemory", sql(r.gpu_memory_bytes)}});

@@ -17,9 +17,27 @@ namespace sweetspot {
 
 // 1: runs, cells, iterations. 2: GPU placement columns, CUPTI event tables, per-cell event totals.
 // 3: cells.dropout and cells.launches_per_forward.
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 // The oldest version this sweetspot reads; a run that writes to one upgrades it first.
 inline constexpr int kOldestReadableSchemaVersion = 2;
+
+// What Unified Memory can do on the run's GPU: the device attributes that tell a machine whose GPU
+// reads pageable host memory directly (HMM, Grace Hopper) from one that needs managed memory
+// migrated. 1 or 0; unset without a GPU.
+struct ManagedAbilities {
+    std::optional<int> concurrent_managed_access, pageable_memory_access,
+        pageable_memory_access_uses_host_page_tables, direct_managed_mem_access_from_host;
+};
+
+// One managed-memory operation of the run's probe, on a layer-sized range: the medians over
+// `calls` calls of the rate (1e9 bytes per second of the GPU's time for it, or of the host's
+// where the operation is not stream-ordered) and of the time the call held the calling thread.
+struct ManagedRate {
+    std::string operation;
+    std::int64_t bytes = 0;
+    int calls = 0;
+    double gbps = 0, host_ms = 0;
+};
 
 struct RunInfo {
     std::string started_at;  // ISO 8601 UTC
@@ -32,6 +50,8 @@ struct RunInfo {
     std::optional<std::int64_t> gpu_memory_bytes;
     // Pinned host<->device bandwidth measured at the start of the run (GB/s, 1e9 bytes).
     std::optional<double> h2d_gbps, d2h_gbps;
+    ManagedAbilities managed;
+    std::vector<ManagedRate> managed_rates;
 };
 
 // What became of a cell.
