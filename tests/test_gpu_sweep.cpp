@@ -1,11 +1,13 @@
 // `sweetspot run` end to end on a GPU: the tiny models through every GPU backend and dtype, as a
 // user runs them. Checks each cell's status and logits check, the skip rules (with `list`
-// agreeing), the traced iterations' rows, and that `--collector none` records no events.
+// agreeing), the traced iterations' rows, the run's managed-memory probe, and that `--collector
+// none` records no events.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "gpu_test_support.hpp"
 #include "harness/store/sqlite.hpp"
@@ -123,6 +125,28 @@ TEST_CASE("a sweep of the tiny models through every GPU backend and dtype", "[gp
     }
     CHECK(ok == 39);
     CHECK(skipped == listed_no);
+
+    // The run's probe: the GPU's managed-memory abilities, and the five operations' rates, each a
+    // positive rate over five calls (H100/H200 under Linux migrate managed pages on demand).
+    {
+        Database rdb(db, Database::Mode::read_only);
+        auto abilities = rdb.prepare("SELECT concurrent_managed_access, pageable_memory_access FROM runs");
+        REQUIRE(abilities.step());
+        CHECK(abilities.int64(0) == 1);
+        CHECK_FALSE(abilities.is_null(1));
+        auto rates = rdb.prepare("SELECT operation, bytes, calls, gbps, host_ms FROM managed_probe ORDER BY rowid");
+        std::vector<std::string> operations;
+        while (rates.step()) {
+            INFO(rates.text(0) << ": " << rates.real(3) << " GB/s, host " << rates.real(4) << " ms");
+            operations.push_back(rates.text(0));
+            CHECK(rates.int64(1) == std::int64_t{512} << 20);
+            CHECK(rates.int64(2) == 5);
+            CHECK(rates.real(3) > 0.0);
+            CHECK(rates.real(4) >= 0.0);
+        }
+        CHECK(operations == std::vector<std::string>{"prefetch_to_gpu", "read_mostly_prefetch_to_gpu", "evict_to_host",
+                                                     "drop_read_mostly_copy", "fault_in"});
+    }
 
     // The same cells without CUPTI: traced iterations are still timed, but nothing is recorded.
     const auto quiet_db = tmp.file("quiet.db");
