@@ -1,10 +1,21 @@
-"""The bound of a cell, shared by the report and scripts/bench/backends_table.py.
+"""The bounds of a cell, shared by the report and scripts/bench/backends_table.py.
 
-    bound = max(streamed_bytes / measured pinned H2D bandwidth, `device` latency of the same workload)
+    bound        = max(streamed_bytes / measured pinned H2D bandwidth, `device` latency of the same workload)
+    driver bound = max(streamed_bytes / the rate the driver delivers for bringing weights in
+                       + streamed_bytes / the rate it delivers for evicting them,
+                       `device` latency of the same workload)          (uvm and uvm-prefetch cells only)
 
 streamed_bytes are the weights the backend could not keep resident under the cell's budget; the
 `device` cell of the same workload is the in-memory speed reference. Either term may be missing
 (no link probe, no `device` cell); the bound is then the other one, or None.
+
+The driver bound uses the run's managed-memory probe (the `managed_probe` table), for the way the
+cell moves weights: brought in by prefetch (`prefetch_to_gpu`), by read-mostly prefetch
+(`read_mostly_prefetch_to_gpu`, evict = read-mostly) or by faults (`fault_in`, prefetch = off); sent
+back by migration (`evict_to_host`, the device→host bytes) or by dropping the read-mostly copy
+(`drop_read_mostly_copy`). In the steady state every byte brought in is evicted again, and the two
+are added, not overlapped: the probe found each migration holding the host thread, one after the
+other. It is the ceiling UVM can reach on that machine, beside the link's.
 Cells are mappings by column name (sqlite3.Row, dict, pandas row); NULL may arrive as None or NaN.
 Standard library only, so the bench scripts can use it without pandas.
 """
@@ -40,3 +51,42 @@ def bound_ms(cell, device_ms):
     """The cell's bound (ms), or None when neither term is known."""
     parts = [v for v in (link_ms(cell), present(device_ms.get(workload(cell)))) if v is not None]
     return max(parts) if parts else None
+
+
+# The backends that move weights through Unified Memory, so have a driver bound.
+UVM_BACKENDS = ("uvm", "uvm-prefetch")
+
+
+def driver_operations(cell):
+    """The probe operations (bring in, evict) a UVM cell's weights go through."""
+    read_mostly = cell["evict"] == "read-mostly"
+    if str(cell["prefetch"]) == "off":
+        bring = "fault_in"
+    else:
+        bring = "read_mostly_prefetch_to_gpu" if read_mostly else "prefetch_to_gpu"
+    return bring, "drop_read_mostly_copy" if read_mostly else "evict_to_host"
+
+
+def driver_link_ms(cell, rates):
+    """Time the cell's streamed weights need at the rates its run's probe measured (ms); None for a
+    cell that is not UVM, or whose run has no probe of those operations. rates: {run_id:
+    {operation: GB/s}}."""
+    if cell["backend"] not in UVM_BACKENDS:
+        return None
+    streamed = present(cell["streamed_bytes"])
+    measured = rates.get(cell["run_id"])
+    if streamed is None or not measured:
+        return None
+    bring, evict = driver_operations(cell)
+    if not measured.get(bring) or not measured.get(evict):
+        return None
+    return streamed / (measured[bring] * 1e6) + streamed / (measured[evict] * 1e6)
+
+
+def driver_bound_ms(cell, device_ms, rates):
+    """The cell's driver bound (ms), or None when the cell has no driver term."""
+    driver = driver_link_ms(cell, rates)
+    if driver is None:
+        return None
+    return max(v for v in (driver, present(device_ms.get(workload(cell)))) if v is not None)
+

@@ -24,6 +24,8 @@ COLUMNS = [
     ("tokens_per_s", "tokens/s", ",.0f"),
     ("bound_ms", "bound ms", ".4g"),
     ("x_bound", "× bound", ".2f"),
+    ("driver_bound_ms", "driver bound ms", ".4g"),
+    ("x_driver_bound", "× driver bound", ".2f"),
     ("streamed_gbps", "link GB/s", ".1f"),
     ("um_htod_bytes", "UM H→D MB", ",.1f"),
     ("um_dtoh_bytes", "UM D→H MB", ",.1f"),

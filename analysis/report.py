@@ -21,8 +21,8 @@ EXIT_MISSING_MODULES = 3
 NEEDED_MODULES = {"matplotlib": "python3-matplotlib", "pandas": "python3-pandas"}
 
 # In the order the report shows them.
-FIGURES = ["normalized", "latency_streams", "latency_prefetch", "throughput", "oversubscription", "bandwidth",
-           "um_traffic", "timeline", "peak_memory"]
+FIGURES = ["normalized", "latency_streams", "latency_prefetch", "throughput", "oversubscription", "driver_oversubscription",
+           "bandwidth", "um_traffic", "timeline", "peak_memory"]
 
 
 def missing_modules():

@@ -63,7 +63,9 @@ import html_page  # noqa: E402
 import report  # noqa: E402
 import time_split  # noqa: E402
 from cell_table import cell_table  # noqa: E402
-from figures import bandwidth, normalized, oversubscription, peak_memory, throughput, timeline, um_traffic  # noqa: E402
+from figures import (bandwidth, driver_oversubscription, normalized, oversubscription, peak_memory,  # noqa: E402
+                     throughput, timeline, um_traffic)
+from figures.common import Skip  # noqa: E402
 from figures.sweeps import Swept, series  # noqa: E402
 from results_db import ResultsDb  # noqa: E402
 
@@ -282,6 +284,46 @@ class BoundTest(unittest.TestCase):
         self.assertEqual(sorted(ref.values()), [50.0, 70.0])
 
 
+class DriverBoundTest(unittest.TestCase):
+    """driver bound = max(streamed ÷ the probe's rate in + streamed ÷ its rate out, the `device` latency)
+    for uvm and uvm-prefetch cells, at the operations of the cell's prefetch and evict settings."""
+
+    RATES = {1: {"prefetch_to_gpu": 40.0, "read_mostly_prefetch_to_gpu": 32.0, "evict_to_host": 10.0,
+                 "drop_read_mostly_copy": 500.0, "fault_in": 8.0}}
+
+    def uvm(self, backend="uvm-prefetch", prefetch="jit", evict="migrate", run_id=1, **fields):
+        c = cell(backend, streamed=4 * GB, run_id=run_id, prefetch=prefetch, evict=evict)
+        c.update(fields)
+        return c
+
+    def test_operations_follow_prefetch_and_evict(self):
+        self.assertEqual(bound.driver_operations(self.uvm()), ("prefetch_to_gpu", "evict_to_host"))
+        self.assertEqual(bound.driver_operations(self.uvm(prefetch=2, evict="read-mostly")),
+                         ("read_mostly_prefetch_to_gpu", "drop_read_mostly_copy"))
+        self.assertEqual(bound.driver_operations(self.uvm("uvm", prefetch="off")), ("fault_in", "evict_to_host"))
+        self.assertEqual(bound.driver_operations(self.uvm("uvm", prefetch="off", evict="read-mostly")),
+                         ("fault_in", "drop_read_mostly_copy"))
+
+    def test_driver_link_ms_adds_bringing_in_and_evicting(self):
+        self.assertAlmostEqual(bound.driver_link_ms(self.uvm(), self.RATES), 100.0 + 400.0)  # 4e9/40e9 + 4e9/10e9
+        self.assertAlmostEqual(bound.driver_link_ms(self.uvm(evict="read-mostly"), self.RATES), 125.0 + 8.0)
+        self.assertAlmostEqual(bound.driver_link_ms(self.uvm("uvm", prefetch="off"), self.RATES), 500.0 + 400.0)
+
+    def test_no_driver_term_outside_uvm_or_without_a_probe(self):
+        for backend in ("explicit-copy", "device", "host"):
+            self.assertIsNone(bound.driver_link_ms(self.uvm(backend), self.RATES), backend)
+        self.assertIsNone(bound.driver_link_ms(self.uvm(run_id=2), self.RATES))  # that run has no probe
+        self.assertIsNone(bound.driver_link_ms(self.uvm(), {1: {"prefetch_to_gpu": 40.0}}))  # no eviction rate
+        self.assertIsNone(bound.driver_link_ms(self.uvm(streamed_bytes=None), self.RATES))
+
+    def test_driver_bound_is_the_larger_term(self):
+        ref = bound.device_latencies([cell("device", streamed=0, latency=600.0)])
+        self.assertAlmostEqual(bound.driver_bound_ms(self.uvm(), ref, self.RATES), 600.0)  # device 600 > 500
+        self.assertAlmostEqual(bound.driver_bound_ms(self.uvm("uvm", prefetch="off"), ref, self.RATES), 900.0)
+        self.assertAlmostEqual(bound.driver_bound_ms(self.uvm(), {}, self.RATES), 500.0)  # no device cell
+        self.assertIsNone(bound.driver_bound_ms(self.uvm("explicit-copy"), ref, self.RATES))
+
+
 # --- the bound fixture: scripts/bench/backends_table.py and the report's bound columns --------------
 
 class BoundFixture(DbTest):
@@ -291,6 +333,11 @@ class BoundFixture(DbTest):
     @classmethod
     def build(cls, db):
         db.set_run(h2d_gbps=25.0, d2h_gbps=24.0, gpu_name="Fixture GPU", gpu_memory_bytes=80 * GIB)
+        # prefetch75 (prefetch off, evict migrate) faults weights in and migrates them out:
+        # 2e9 / 50e9 + 2e9 / 40e9 = 40 + 50 = 90 ms < device 100 ms: driver bound 100, 150 / 100 = 1.5
+        for operation, gbps in (("fault_in", 50.0), ("evict_to_host", 40.0), ("prefetch_to_gpu", 45.0)):
+            db.insert("managed_probe", dict(run_id=1, operation=operation, bytes=512 << 20, calls=5, gbps=gbps,
+                                            host_ms=1.0))
         db.con.execute("ALTER TABLE cells ADD COLUMN predicted_peak_device_bytes INTEGER")
         ids = {}
         ids["device"] = gpu_cell(db, "device", budget="100%", budget_bytes=8 * GB, weight_bytes=8 * GB,
@@ -353,17 +400,20 @@ class BackendsTableTest(BoundFixture):
     """scripts/bench/backends_table.py: the table in docs/benchmarks.md."""
 
     COLUMNS = ["model", "dtype", "b×s", "backend", "prefetch", "streams", "budget", "resident", "evict",
-               "streamed GB", "median ms", "p10–p90 ms", "bound ms", "× bound", "link GB/s", "rel err"]
+               "streamed GB", "median ms", "p10–p90 ms", "bound ms", "× bound", "driver bound ms", "× driver bound",
+               "link GB/s", "rel err"]
 
-    # (backend, dtype, budget): streamed GB, median, p10–p90, bound ms, × bound, link GB/s
+    # (backend, dtype, budget): streamed GB, median, p10–p90, bound ms, × bound, driver bound ms,
+    # × driver bound, link GB/s
     EXPECTED = {
-        ("device", "fp32", "100%"): ("0.00", "100.0", "95.0–110.0", "100.0", "1.00", "-"),
-        ("explicit-copy", "fp32", "25%"): ("6.00", "300.0", "270.0–330.0", "240.0", "1.25", "20.0"),
-        ("explicit-copy", "fp32", "50%"): ("4.00", "240.0", "200.0–280.0", "160.0", "1.50", "-"),
-        ("uvm-prefetch", "fp32", "75%"): ("2.00", "150.0", "140.0–180.0", "100.0", "1.50", "13.3"),
-        ("explicit-copy", "fp16", "75%"): ("1.00", "70.0", "60.0–80.0", "40.0", "1.75", "-"),
+        ("device", "fp32", "100%"): ("0.00", "100.0", "95.0–110.0", "100.0", "1.00", "-", "-", "-"),
+        ("explicit-copy", "fp32", "25%"): ("6.00", "300.0", "270.0–330.0", "240.0", "1.25", "-", "-", "20.0"),
+        ("explicit-copy", "fp32", "50%"): ("4.00", "240.0", "200.0–280.0", "160.0", "1.50", "-", "-", "-"),
+        ("uvm-prefetch", "fp32", "75%"): ("2.00", "150.0", "140.0–180.0", "100.0", "1.50", "100.0", "1.50", "13.3"),
+        ("explicit-copy", "fp16", "75%"): ("1.00", "70.0", "60.0–80.0", "40.0", "1.75", "-", "-", "-"),
     }
-    CHECKED = ["streamed GB", "median ms", "p10–p90 ms", "bound ms", "× bound", "link GB/s"]
+    CHECKED = ["streamed GB", "median ms", "p10–p90 ms", "bound ms", "× bound", "driver bound ms", "× driver bound",
+               "link GB/s"]
 
     def script(self, *args):
         done = subprocess.run([sys.executable, str(BACKENDS_TABLE), *args], capture_output=True, text=True,
@@ -409,8 +459,8 @@ class BackendsTableTest(BoundFixture):
                  latency_p10_ms=45.0, latency_p90_ms=55.0)
         db.close()
         expected = dict(self.EXPECTED)
-        expected[("explicit-copy", "fp16", "75%")] = ("1.00", "70.0", "60.0–80.0", "50.0", "1.40", "-")
-        expected[("device", "fp16", "100%")] = ("0.00", "50.0", "45.0–55.0", "50.0", "1.00", "-")
+        expected[("explicit-copy", "fp16", "75%")] = ("1.00", "70.0", "60.0–80.0", "50.0", "1.40", "-", "-", "-")
+        expected[("device", "fp16", "100%")] = ("0.00", "50.0", "45.0–55.0", "50.0", "1.00", "-", "-", "-")
         self.check(self.markdown_rows(self.script(self.path, db.path, "--markdown")), expected)
 
 
@@ -430,6 +480,35 @@ class ReportBoundTest(BoundFixture):
         for name in ("invalid_device_fp16", "failed", "host"):  # not measured GPU cells: no bound
             self.assertTrue(math.isnan(cells.loc[self.ids[name], "bound_ms"]), name)
             self.assertTrue(math.isnan(cells.loc[self.ids[name], "x_bound"]), name)
+
+    def test_driver_bound_of_the_uvm_cell_only(self):
+        cells = self.cells()
+        self.assertAlmostEqual(cells.loc[self.ids["prefetch75"], "driver_bound_ms"], 100.0)
+        self.assertAlmostEqual(cells.loc[self.ids["prefetch75"], "x_driver_bound"], 1.5)
+        for name in ("device", "copy25", "copy50", "fp16", "failed", "host"):
+            self.assertTrue(math.isnan(cells.loc[self.ids[name], "driver_bound_ms"]), name)
+        points = oversubscription.driver_slowdown(report_data(self.path).ok).set_index("cell_id")
+        self.assertEqual(list(points.index), [self.ids["prefetch75"]])
+        self.assertEqual(tuple(points.loc[self.ids["prefetch75"], ["x_driver_bound", "lo", "hi"]]), (1.5, 1.4, 1.8))
+        # One budget of one UVM backend: no line to draw, and the figure says why.
+        with self.assertRaises(Skip) as skipped:
+            driver_oversubscription.render(report_data(self.path))
+        self.assertIn("two or more budgets", str(skipped.exception))
+
+    def test_driver_bound_of_a_slower_driver(self):
+        """Rates below the device term: the driver term sets the bound. 2e9 / 5e9 + 2e9 / 10e9 = 600 ms."""
+        db = FixtureDb(self.folder, "slow_driver.db")
+        db.set_run(h2d_gbps=25.0)
+        for operation, gbps in (("prefetch_to_gpu", 5.0), ("evict_to_host", 10.0)):
+            db.insert("managed_probe", dict(run_id=1, operation=operation, bytes=512 << 20, calls=5, gbps=gbps,
+                                            host_ms=1.0))
+        gpu_cell(db, "device", streamed_bytes=0, latency_median_ms=100.0)
+        uvm = gpu_cell(db, "uvm-prefetch", prefetch="jit", streamed_bytes=2 * GB, latency_median_ms=900.0)
+        db.close()
+        cells = ResultsDb(db.path).cells().set_index("cell_id")
+        self.assertAlmostEqual(cells.loc[uvm, "driver_bound_ms"], 600.0)
+        self.assertAlmostEqual(cells.loc[uvm, "x_driver_bound"], 1.5)
+        self.assertAlmostEqual(cells.loc[uvm, "bound_ms"], 100.0)  # the link's: 2e9 / 25e9 = 80 < device 100
 
     def test_no_link_probe_leaves_the_device_term(self):
         """Without h2d_gbps (a run that did not probe the link) the bound is the device latency alone:

@@ -43,7 +43,7 @@ seq = 8
 // Figures drawn from host cells alone, and those that need GPU cells.
 const std::array kHostFigures = {"normalized_performance", "throughput_vs_batch"};
 const std::array kGpuFigures = {"latency_vs_streams", "latency_vs_prefetch", "slowdown_vs_oversubscription",
-                                "link_bandwidth", "um_traffic", "timeline"};
+                                "slowdown_vs_oversubscription_driver", "link_bandwidth", "um_traffic", "timeline"};
 
 constexpr double kLinkGbps = 50.0;
 constexpr int kLayers = 4;
@@ -232,6 +232,13 @@ void add_gpu_cells(const std::string& db) {
     info.gpu_memory_bytes = std::int64_t{80} << 30;
     info.h2d_gbps = kLinkGbps;
     info.d2h_gbps = kLinkGbps;
+    info.managed.concurrent_managed_access = 1;
+    info.managed.pageable_memory_access = 0;
+    info.managed_rates = {{"prefetch_to_gpu", 512 << 20, 5, 40.0, 6.0},
+                          {"read_mostly_prefetch_to_gpu", 512 << 20, 5, 32.0, 14.0},
+                          {"evict_to_host", 512 << 20, 5, 10.0, 50.0},
+                          {"drop_read_mostly_copy", 512 << 20, 5, 500.0, 1.0},
+                          {"fault_in", 512 << 20, 5, 8.0, 0.1}};
     info.matrix_name = "synthetic-gpu";
     info.matrix_text = "# cells written by tests/test_report.cpp";
     const auto run = store.begin_run(info);
@@ -434,6 +441,6 @@ TEST_CASE("report of a database without cells draws nothing and says so", "[repo
     TempDir tmp;
     Store::open(tmp.file("empty.db"));
     const auto [r, html] = written_report(tmp.file("empty.db"), tmp.file("report"));
-    CHECK_THAT(r.output, ContainsSubstring("0 of 9 figures drawn"));
+    CHECK_THAT(r.output, ContainsSubstring("0 of 10 figures drawn"));
     CHECK_THAT(html, ContainsSubstring("Figures not drawn"));
 }

@@ -13,9 +13,11 @@ def points(ok):
     median latency and at the bound). Apart from drawing, so tests can check them."""
     cells = ok[(ok["backend"] != "host") & (ok["streamed_bytes"].fillna(0) > 0)]
     cells = cells.dropna(subset=["latency_median_ms"])
+    driver_bound = cells["driver_bound_ms"] if "driver_bound_ms" in cells else float("nan")
     return cells.assign(streamed_gb=cells["streamed_bytes"] / 1e9,
                         achieved=cells["streamed_bytes"] / (cells["latency_median_ms"] * 1e6),
-                        attainable=cells["streamed_bytes"] / (cells["bound_ms"] * 1e6))
+                        attainable=cells["streamed_bytes"] / (cells["bound_ms"] * 1e6),
+                        attainable_driver=cells["streamed_bytes"] / (driver_bound * 1e6))
 
 
 def render(data):
@@ -31,7 +33,11 @@ def render(data):
                    edgecolor="black", linewidth=0.4, zorder=3)
         ax.scatter(mine["streamed_gb"], mine["attainable"], facecolor="none", edgecolor=backend_color(backend), s=40,
                    marker="D", zorder=2)
+        ax.scatter(mine["streamed_gb"], mine["attainable_driver"], facecolor="none", edgecolor=backend_color(backend),
+                   s=40, marker="^", zorder=2)
     ax.scatter([], [], facecolor="none", edgecolor="black", marker="D", label="at the bound (attainable)")
+    if cells["attainable_driver"].notna().any():
+        ax.scatter([], [], facecolor="none", edgecolor="black", marker="^", label="at the driver bound (UVM)")
     links = data.runs.dropna(subset=["h2d_gbps"]) if "h2d_gbps" in data.runs else data.runs.iloc[0:0]
     for i, run in enumerate(links.drop_duplicates(subset=["gpu_name", "h2d_gbps"]).itertuples()):
         ax.axhline(run.h2d_gbps, color="black", linestyle=("--", ":", "-.")[i % 3], linewidth=1,
@@ -51,6 +57,11 @@ def caption(cells, links):
             "lines). Hollow diamonds: the bandwidth the cell would achieve at its bound (streamed bytes ÷ the larger "
             "of the link time and the device backend's latency on the same workload), below the link where "
             f"computing is the limit. {len(cells)} cells.")
+    drivers = cells["attainable_driver"].notna().sum()
+    if drivers:
+        text += (f" Hollow triangles ({drivers} UVM cells): the bandwidth at the driver bound, the streamed bytes at "
+                 "the rates the run's managed-memory probe measured for bringing them in and evicting them, added "
+                 "(the driver's ceiling, below the link's).")
     if links.empty:
         text += " No run of this database measured the link, so there is no link line and no link term in the bound."
     return text

@@ -18,6 +18,16 @@ def slowdown(ok):
     return cells
 
 
+def driver_slowdown(ok):
+    """The UVM cells with a driver bound: x_driver_bound (median ÷ driver bound), lo and hi as above."""
+    if "driver_bound_ms" not in ok:
+        return ok.iloc[0:0]
+    cells = ok[~ok["backend"].isin(NOT_STREAMED)].dropna(subset=["driver_bound_ms"]).copy()
+    cells["lo"] = cells["latency_p10_ms"] / cells["driver_bound_ms"]
+    cells["hi"] = cells["latency_p90_ms"] / cells["driver_bound_ms"]
+    return cells
+
+
 def render(data):
     require_gpu_cells(data.cells, "device budget to oversubscribe")
     cells = slowdown(data.ok)

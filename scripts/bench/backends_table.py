@@ -3,7 +3,9 @@
 
 For each ok GPU cell: its median latency, the bound
     bound = max(streamed_bytes / measured pinned H2D bandwidth, `device` latency of the same workload)
-and the ratio median / bound. streamed_bytes are the weights the backend could not keep resident
+and the ratio median / bound; for `uvm` and `uvm-prefetch` cells also the driver bound (the
+streamed bytes at the rates the run's managed-memory probe measured, analysis/bound.py) and the
+ratio median / driver bound. streamed_bytes are the weights the backend could not keep resident
 under the cell's budget (all weights for on-demand `uvm`, whose LRU eviction misses every access
 under cyclic layer order). Several databases may be given (e.g. one per sweep); a `device` cell
 in any of them serves as the reference for the same workload in all.
@@ -15,10 +17,10 @@ import sqlite3
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "analysis"))
-from bound import bound_ms, device_latencies  # noqa: E402
+from bound import bound_ms, device_latencies, driver_bound_ms  # noqa: E402
 
 QUERY = """
-SELECT c.cell_id, c.model, c.dtype, c.batch, c.seq, c.backend, c.prefetch, c.streams, c.budget, c.resident,
+SELECT c.cell_id, c.run_id, c.model, c.dtype, c.batch, c.seq, c.backend, c.prefetch, c.streams, c.budget, c.resident,
        c.evict, c.weight_bytes, c.budget_bytes, c.resident_bytes, c.streamed_bytes, c.latency_median_ms,
        c.latency_p10_ms, c.latency_p90_ms, c.streamed_gbps, r.h2d_gbps, c.check_rel_err, c.variant, c.tf32
 FROM cells c JOIN runs r USING (run_id)
@@ -26,20 +28,32 @@ WHERE c.status = 'ok' AND c.backend != 'host'
 """
 
 COLUMNS = ["model", "dtype", "b×s", "backend", "prefetch", "streams", "budget", "resident", "evict", "streamed GB",
-           "median ms", "p10–p90 ms", "bound ms", "× bound", "link GB/s", "rel err"]
+           "median ms", "p10–p90 ms", "bound ms", "× bound", "driver bound ms", "× driver bound", "link GB/s", "rel err"]
+
+
+def managed_rates(con):
+    """{run_id: {operation: GB/s}} of one database's managed-memory probes (none before schema 4)."""
+    if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'managed_probe'").fetchone():
+        return {}
+    rates = {}
+    for run_id, operation, gbps in con.execute("SELECT run_id, operation, gbps FROM managed_probe"):
+        rates.setdefault(run_id, {})[operation] = gbps
+    return rates
 
 
 def rows(dbs):
-    cells = []
+    cells = []  # (cell, its database's probe rates): run ids repeat across databases
     for db in dbs:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         con.row_factory = sqlite3.Row
-        cells += con.execute(QUERY).fetchall()
-    device_ms = device_latencies(cells)
-    cells.sort(key=lambda c: (c["model"], c["dtype"], c["seq"], c["backend"], c["prefetch"], c["streams"],
-                              c["budget_bytes"], c["resident"], c["evict"]))
-    for c in cells:
+        rates = managed_rates(con)
+        cells += [(c, rates) for c in con.execute(QUERY).fetchall()]
+    device_ms = device_latencies([c for c, _ in cells])
+    cells.sort(key=lambda cr: (cr[0]["model"], cr[0]["dtype"], cr[0]["seq"], cr[0]["backend"], cr[0]["prefetch"],
+                               cr[0]["streams"], cr[0]["budget_bytes"], cr[0]["resident"], cr[0]["evict"]))
+    for c, rates in cells:
         bound = bound_ms(c, device_ms)
+        driver = driver_bound_ms(c, device_ms, rates)
         pct = 100.0 * c["budget_bytes"] / c["weight_bytes"]
         yield [
             c["model"], c["dtype"], f'{c["batch"]}×{c["seq"]}', c["backend"], c["prefetch"], str(c["streams"]),
@@ -47,6 +61,7 @@ def rows(dbs):
             f'{(c["streamed_bytes"] or 0) / 1e9:.2f}', f'{c["latency_median_ms"]:.1f}',
             f'{c["latency_p10_ms"]:.1f}–{c["latency_p90_ms"]:.1f}',
             f"{bound:.1f}" if bound else "-", f'{c["latency_median_ms"] / bound:.2f}' if bound else "-",
+            f"{driver:.1f}" if driver else "-", f'{c["latency_median_ms"] / driver:.2f}' if driver else "-",
             f'{c["streamed_gbps"]:.1f}' if c["streamed_gbps"] else "-",
             f'{c["check_rel_err"]:.1e}' if c["check_rel_err"] is not None else "-",
         ]

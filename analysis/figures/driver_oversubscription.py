@@ -1,0 +1,27 @@
+"""Slowdown against the driver's ceiling as the budget shrinks: latency ÷ driver bound vs
+oversubscription, for the UVM backends (the companion of the oversubscription figure, whose bound
+is the link's)."""
+from figures.common import Drawn, require_gpu_cells
+from figures.oversubscription import driver_slowdown
+from figures.sweeps import Swept, sweep_figure
+
+NAME = "slowdown_vs_oversubscription_driver"
+TITLE = "Slowdown vs oversubscription, against the driver's ceiling"
+
+
+def render(data):
+    require_gpu_cells(data.cells, "device budget to oversubscribe")
+    cells = driver_slowdown(data.ok)
+    fig, summary = sweep_figure(
+        cells, Swept("oversubscription", "oversubscription (weight bytes ÷ budget bytes)"), "x_driver_bound", "lo",
+        "hi", "latency ÷ driver bound", fixed_out=("budget",), reference=(1.0, "driver bound"),
+        why_empty="no UVM backend (uvm, uvm-prefetch) was measured at two or more budgets in a run whose managed-memory "
+                  "probe measured the driver's rates (schema version 4 and later).")
+    return Drawn(fig, "Median forward latency of the UVM backends divided by the cell's driver bound, against the "
+                      f"oversubscription ratio ({summary}). The driver bound is the larger of two terms. One is the "
+                      "streamed weight bytes at the rates the run's managed-memory probe measured for the cell's way "
+                      "of moving them: brought in by prefetch, read-mostly prefetch or faults, sent back by migration "
+                      "or by dropping the read-mostly copy, the two added. The other is the device backend's median "
+                      "latency on the same workload. 1 means the cell runs as fast as the driver lets it; the "
+                      "oversubscription figure measures the same cells against the link. Error bars: 10th and 90th "
+                      "percentile latency ÷ driver bound.")
