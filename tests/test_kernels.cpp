@@ -19,6 +19,7 @@
 
 #include "kernels/compute/cpu_forward.hpp"
 #include "kernels/compute/cpu_ops.hpp"
+#include "kernels/model/activation_layout.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/compute/reference_forward.hpp"
@@ -846,4 +847,51 @@ TEST_CASE("reference_forward_macs counts the forward's multiply-adds", "[kernels
     const double weights = 12.0 * m.n_layer * 768.0 * 768.0 + 50257.0 * 768.0;
     CHECK(reference_forward_macs(m, 1, 1) == weights + 2.0 * m.n_layer * 768.0);
     CHECK(reference_forward_macs(m, 2, 64) == 2 * reference_forward_macs(m, 1, 64));
+}
+
+TEST_CASE("activation_layout carves the GPU forward's buffers, 256-byte aligned", "[kernels]") {
+    ModelConfig m;
+    m.name = "layout";
+    m.n_layer = 1;
+    m.n_embd = 8;
+    m.n_head = 2;
+    m.vocab_size = 10;
+    m.max_positions = 4;
+    // batch 2 × seq 3 = 6 rows, fp32. Each buffer's end rounded up to the next multiple of 256:
+    // x 192 B, ln 192, qkv 576, scores 2·2·3·3 = 36 floats = 144, att 192, fc 768, y 192,
+    // logits 240, tokens 24.
+    const ActivationLayout l = activation_layout(m, DType::fp32, 2, 3, true);
+    CHECK(l.x == 0);
+    CHECK(l.ln == 256);
+    CHECK(l.qkv == 512);
+    CHECK(l.scores == 1280);   // 512 + 576 = 1088 → 1280
+    CHECK(l.scores_bytes == 144);
+    CHECK(l.att == 1536);      // 1280 + 144 = 1424 → 1536
+    CHECK(l.fc == 1792);       // 1536 + 192 = 1728 → 1792
+    CHECK(l.y == 2560);        // 1792 + 768 = 2560
+    CHECK(l.logits == 2816);   // 2560 + 192 = 2752 → 2816
+    CHECK(l.tokens == 3072);   // 2816 + 240 = 3056 → 3072
+    CHECK(l.total_bytes == 3328);  // 3072 + 24 = 3096 → 3328
+
+    // flash_attention keeps no scores: the buffer is empty and the rest moves up.
+    const ActivationLayout flash = activation_layout(m, DType::fp32, 2, 3, false);
+    CHECK(flash.scores_bytes == 0);
+    CHECK(flash.att == 1280);
+    CHECK(flash.total_bytes == 3072);  // att 1280, fc 1536, y 2304, logits 2560, tokens 2816 (+ 24 → 3072)
+
+    // fp16 halves every buffer but the int32 tokens: x 96 B, ln 96, qkv 288 (512 + 288 = 800 → 1024),
+    // scores 72 (→ 1280), att 96 (→ 1536), fc 384 (1920 → 2048), y 96 (→ 2304), logits 120 (→ 2560),
+    // tokens 24 (→ 2816).
+    const ActivationLayout half = activation_layout(m, DType::fp16, 2, 3, true);
+    CHECK(half.qkv == 512);
+    CHECK(half.scores == 1024);
+    CHECK(half.scores_bytes == 72);
+    CHECK(half.fc == 1536);
+    CHECK(half.tokens == 2560);
+    CHECK(half.total_bytes == 2816);
+
+    // Sizes past 64 bits are an error, not a wrapped number.
+    ModelConfig huge = m;
+    huge.vocab_size = 1 << 30;
+    CHECK_THROWS_AS(activation_layout(huge, DType::fp32, 1 << 30, 1 << 30, true), std::overflow_error);
 }

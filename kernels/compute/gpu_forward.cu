@@ -20,17 +20,13 @@
 #include "kernels/compute/gpu_kernels.cuh"
 #include "kernels/compute/managed_memory.hpp"
 #include "kernels/compute/nvtx.hpp"
+#include "kernels/model/activation_layout.hpp"
 
 namespace sweetspot {
 
 namespace {
 
 std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
-
-// Every activation buffer starts on this many bytes inside the one allocation.
-constexpr std::int64_t kBufferAlignBytes = 256;
-
-std::int64_t align_up(std::int64_t n, std::int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
 }  // namespace
 
@@ -44,7 +40,7 @@ struct GpuForward::Impl {
     GpuForwardOptions options;
 
     // All activations live in one allocation (cudaMalloc, or managed memory when asked), carved
-    // into the buffers below; elements are of the dtype except tokens.
+    // into the buffers below as activation_layout says; elements are of the dtype except tokens.
     DeviceMemory arena;  // cudaFree frees managed memory too
     std::int64_t arena_bytes = 0;
     void* x = nullptr;       // [B·T, C] residual stream
@@ -108,28 +104,10 @@ GpuForward::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_, D
                                     " is too large (at most " + std::to_string(INT_MAX) + ").");
     }
 
-    const std::int64_t c = model.n_embd;
-    const std::int64_t esize = static_cast<std::int64_t>(dtype_size(dtype));
     // flash_attention keeps no scores: that buffer is what the fusion saves.
-    const std::int64_t score_elems =
-        options.variant.has(Fusion::flash_attention) ? 0 : static_cast<std::int64_t>(batch) * model.n_head * seq * seq;
-    // Offsets of every buffer in the arena, in bytes.
-    std::int64_t bytes = 0;
-    const auto carve = [&](std::int64_t buffer_bytes) {
-        const std::int64_t offset = bytes;
-        bytes = align_up(bytes + buffer_bytes, kBufferAlignBytes);
-        return offset;
-    };
-    const std::int64_t x_off = carve(rows() * c * esize);
-    const std::int64_t ln_off = carve(rows() * c * esize);
-    const std::int64_t qkv_off = carve(rows() * 3 * c * esize);
-    const std::int64_t scores_off = carve(score_elems * esize);
-    const std::int64_t att_off = carve(rows() * c * esize);
-    const std::int64_t fc_off = carve(rows() * 4 * c * esize);
-    const std::int64_t y_off = carve(rows() * c * esize);
-    const std::int64_t logits_off = carve(rows() * model.vocab_size * esize);
-    const std::int64_t tokens_off = carve(rows() * static_cast<std::int64_t>(sizeof(std::int32_t)));
-
+    const ActivationLayout l =
+        activation_layout(model, dtype, batch, seq, !options.variant.has(Fusion::flash_attention));
+    const std::int64_t bytes = l.total_bytes;
     if (options.managed_activations) {
         arena = ManagedMemory(allocate_managed(bytes, options.allow_oversubscription));
     } else {
@@ -137,15 +115,15 @@ GpuForward::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_, D
     }
     arena_bytes = bytes;
     char* base = reinterpret_cast<char*>(arena.get());
-    x = base + x_off;
-    ln = base + ln_off;
-    qkv = base + qkv_off;
-    scores = base + scores_off;
-    att = base + att_off;
-    fc = base + fc_off;
-    y = base + y_off;
-    logits = base + logits_off;
-    tokens = reinterpret_cast<std::int32_t*>(base + tokens_off);
+    x = base + l.x;
+    ln = base + l.ln;
+    qkv = base + l.qkv;
+    scores = base + l.scores;
+    att = base + l.att;
+    fc = base + l.fc;
+    y = base + l.y;
+    logits = base + l.logits;
+    tokens = reinterpret_cast<std::int32_t*>(base + l.tokens);
 
     gemm = std::make_unique<Gemm>(dtype, stream, options.tf32);
 }

@@ -1,0 +1,39 @@
+#include "kernels/model/activation_layout.hpp"
+
+#include "kernels/model/checked_math.hpp"
+
+namespace sweetspot {
+
+ActivationLayout activation_layout(const ModelConfig& model, DType dtype, int batch, int seq, bool keeps_scores) {
+    constexpr std::string_view what = "the activations of the forward";
+    const std::int64_t rows = checked_mul(std::int64_t{batch}, std::int64_t{seq}, what);
+    const std::int64_t c = model.n_embd;
+    const auto esize = static_cast<std::int64_t>(dtype_size(dtype));
+    const auto int32_size = static_cast<std::int64_t>(sizeof(std::int32_t));
+    ActivationLayout l;
+    std::int64_t bytes = 0;
+    // The next buffer of `elems` elements of `elem_bytes`: its offset; the end moves to the next
+    // aligned byte after it.
+    const auto carve = [&](std::int64_t elems, std::int64_t elem_bytes) {
+        const std::int64_t offset = bytes;
+        const std::int64_t end = checked_add(bytes, checked_mul(elems, elem_bytes, what), what);
+        bytes = checked_add(end, kActivationAlignBytes - 1, what) / kActivationAlignBytes * kActivationAlignBytes;
+        return offset;
+    };
+    const std::int64_t score_elems =
+        keeps_scores ? checked_mul(checked_mul(rows, std::int64_t{model.n_head}, what), std::int64_t{seq}, what) : 0;
+    l.x = carve(checked_mul(rows, c, what), esize);
+    l.ln = carve(checked_mul(rows, c, what), esize);
+    l.qkv = carve(checked_mul(rows, 3 * c, what), esize);
+    l.scores = carve(score_elems, esize);
+    l.scores_bytes = score_elems * esize;
+    l.att = carve(checked_mul(rows, c, what), esize);
+    l.fc = carve(checked_mul(rows, 4 * c, what), esize);
+    l.y = carve(checked_mul(rows, c, what), esize);
+    l.logits = carve(checked_mul(rows, std::int64_t{model.vocab_size}, what), esize);
+    l.tokens = carve(rows, int32_size);
+    l.total_bytes = bytes;
+    return l;
+}
+
+}  // namespace sweetspot

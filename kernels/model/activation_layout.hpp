@@ -1,0 +1,35 @@
+#pragma once
+// Where the GPU forward's activations live: one allocation carved into its buffers. Pure C++ (no
+// CUDA), so the memory estimator predicts the forward's activation bytes with the very layout the
+// forward allocates, and both are tested on every machine.
+#include <cstdint>
+
+#include "kernels/model/dtype.hpp"
+#include "kernels/model/model_config.hpp"
+
+namespace sweetspot {
+
+// Every buffer starts on this many bytes inside the one allocation.
+inline constexpr std::int64_t kActivationAlignBytes = 256;
+
+// Byte offsets of the buffers (elements of the dtype except tokens), and the allocation's size.
+// rows = batch · seq, C = n_embd, H = n_head, V = vocab_size.
+struct ActivationLayout {
+    std::int64_t x = 0;       // [rows, C] residual stream
+    std::int64_t ln = 0;      // [rows, C] layernorm output
+    std::int64_t qkv = 0;     // [rows, 3C] q | k | v per row, head h at columns h·hd of each
+    std::int64_t scores = 0;  // [batch, H, seq, seq] attention scores, then probabilities in place
+    std::int64_t att = 0;     // [rows, C] attention output, head h at columns h·hd
+    std::int64_t fc = 0;      // [rows, 4C] MLP hidden
+    std::int64_t y = 0;       // [rows, C] sub-layer output before the residual add
+    std::int64_t logits = 0;  // [rows, V]
+    std::int64_t tokens = 0;  // [rows] int32
+    std::int64_t scores_bytes = 0;  // the scores buffer alone: 0 when the variant keeps none
+    std::int64_t total_bytes = 0;   // the allocation, alignment included
+};
+
+// The layout for a forward of `batch` × `seq` tokens; `keeps_scores` is false for a variant whose
+// attention keeps no [seq, seq] buffer (flash_attention). Sizes in checked 64-bit arithmetic.
+ActivationLayout activation_layout(const ModelConfig& model, DType dtype, int batch, int seq, bool keeps_scores);
+
+}  // namespace sweetspot
