@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "backends/residency_plan.hpp"
+#include "backends/unit_storage.hpp"
 
 namespace sweetspot {
 namespace {
@@ -44,18 +45,42 @@ std::string on_demand_cannot_honour(const BackendConfig& config, std::span<const
            std::to_string(largest) + " bytes), which uvm must fault in whole";
 }
 
+WeightFootprint no_weights_on_gpu(const BackendConfig&, std::span<const std::int64_t>) { return {}; }
+
+WeightFootprint device_footprint(const BackendConfig&, std::span<const std::int64_t> unit_bytes) {
+    return {pack_units(unit_bytes, kUnitAlignmentBytes).total_bytes, 0, 0};
+}
+
+WeightFootprint explicit_copy_footprint(const BackendConfig& config, std::span<const std::int64_t> unit_bytes) {
+    const ResidencyPlan plan =
+        plan_residency(unit_bytes, config.budget_bytes, streaming_slots(config.prefetch_depth), config.resident);
+    return {plan.aligned_device_bytes(unit_bytes, kUnitAlignmentBytes),
+            pack_units(unit_bytes, kUnitAlignmentBytes).total_bytes, 0};
+}
+
+WeightFootprint uvm_footprint(const BackendConfig& config, std::span<const std::int64_t> unit_bytes) {
+    return {std::min(config.budget_bytes, total_of(unit_bytes)), 0,
+            pack_units(unit_bytes, kManagedUnitAlignmentBytes).total_bytes};
+}
+
+WeightFootprint uvm_prefetch_footprint(const BackendConfig& config, std::span<const std::int64_t> unit_bytes) {
+    const ResidencyPlan plan =
+        plan_residency(unit_bytes, config.budget_bytes, streaming_slots(config.prefetch_depth), config.resident);
+    return {plan.device_bytes(), 0, pack_units(unit_bytes, kManagedUnitAlignmentBytes).total_bytes};
+}
+
 }  // namespace
 
 bool BackendTraits::computes_in(DType dtype) const { return std::find(dtypes.begin(), dtypes.end(), dtype) != dtypes.end(); }
 
 const std::vector<BackendTraits>& backend_registry() {
     static const std::vector<BackendTraits> registry = {
-        // id, needs_gpu, runs_under_budget, dtypes, cannot_honour
-        {BackendId::device, true, false, all_dtypes(), device_cannot_honour},
-        {BackendId::explicit_copy, true, true, all_dtypes(), streaming_cannot_honour},
-        {BackendId::uvm, true, true, all_dtypes(), on_demand_cannot_honour},
-        {BackendId::uvm_prefetch, true, true, all_dtypes(), streaming_cannot_honour},
-        {BackendId::host, false, false, {DType::fp32}, nothing_to_refuse},
+        // id, needs_gpu, runs_under_budget, dtypes, cannot_honour, footprint
+        {BackendId::device, true, false, all_dtypes(), device_cannot_honour, device_footprint},
+        {BackendId::explicit_copy, true, true, all_dtypes(), streaming_cannot_honour, explicit_copy_footprint},
+        {BackendId::uvm, true, true, all_dtypes(), on_demand_cannot_honour, uvm_footprint},
+        {BackendId::uvm_prefetch, true, true, all_dtypes(), streaming_cannot_honour, uvm_prefetch_footprint},
+        {BackendId::host, false, false, {DType::fp32}, nothing_to_refuse, no_weights_on_gpu},
     };
     return registry;
 }

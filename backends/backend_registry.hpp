@@ -12,6 +12,17 @@
 
 namespace sweetspot {
 
+// What a backend allocates for a model's weights, decided from the configuration and the units'
+// sizes alone, as the backend's place() will allocate them: the memory estimator's weight terms.
+struct WeightFootprint {
+    // Device memory the weights take: cudaMalloc'd by device and explicit-copy (resident units
+    // and streaming slots); for uvm and uvm-prefetch, what the backend lets the GPU hold of the
+    // managed allocation (the budget, or the plan's resident units and slots), as they report it.
+    std::int64_t device_bytes = 0;
+    std::int64_t pinned_host_bytes = 0;  // the page-locked copy explicit-copy streams from
+    std::int64_t managed_bytes = 0;      // the managed allocation, wherever the driver keeps its pages
+};
+
 struct BackendTraits {
     BackendId id;
     // Places weights for the GPU forward (with its fused variants and managed activations); the
@@ -24,6 +35,8 @@ struct BackendTraits {
     // Why this backend cannot honour `config` for units of these sizes (in the config's dtype),
     // decided on the CPU without touching a GPU; empty when it can.
     std::function<std::string(const BackendConfig& config, std::span<const std::int64_t> unit_bytes)> cannot_honour;
+    // The weights' footprint for a configuration cannot_honour accepts.
+    std::function<WeightFootprint(const BackendConfig& config, std::span<const std::int64_t> unit_bytes)> footprint;
 
     bool computes_in(DType dtype) const;
 };

@@ -7,13 +7,6 @@
 #include "backends/residency_plan.hpp"
 
 namespace sweetspot {
-namespace {
-
-// cudaMalloc returns 256-byte aligned memory; keeping every unit on that boundary gives each
-// unit's tensors the alignment the kernels and cuBLAS expect.
-constexpr std::int64_t kUnitAlignment = 256;
-
-}  // namespace
 
 DeviceBackend::DeviceBackend(const BackendConfig& config) : config_(config) {}
 
@@ -26,7 +19,7 @@ void DeviceBackend::place(const WeightLayout& layout, const UnitFiller& fill) {
                                     std::to_string(total) +
                                     " bytes of weights (explicit-copy, uvm and uvm-prefetch stream what does not fit)");
     }
-    packed_ = pack_units(unit_bytes_, kUnitAlignment);
+    packed_ = pack_units(unit_bytes_, kUnitAlignmentBytes);
     weights_ = allocate_device(packed_.total_bytes);
     std::byte* base = weights_.get();
     fill_units(layout, config_.dtype, fill, [&](int unit, const void* data, std::size_t bytes) {

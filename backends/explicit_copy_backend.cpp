@@ -6,10 +6,6 @@
 namespace sweetspot {
 namespace {
 
-// cudaMalloc's alignment; every unit and slot starts on it (units are multiples of 256 bytes in
-// every dtype, so this costs nothing).
-constexpr std::int64_t kUnitAlignment = 256;
-
 std::string all_slots_held(int slots) {
     return "while all " + std::to_string(slots) + " slots hold units not yet released";
 }
@@ -24,7 +20,7 @@ void ExplicitCopyBackend::place(const WeightLayout& layout, const UnitFiller& fi
     unit_bytes_ = unit_bytes(layout, config_.dtype);
     plan_ = plan_residency(unit_bytes_, config_.budget_bytes, streaming_slots(config_.prefetch_depth), config_.resident);
 
-    host_packed_ = pack_units(unit_bytes_, kUnitAlignment);
+    host_packed_ = pack_units(unit_bytes_, kUnitAlignmentBytes);
     host_weights_ = allocate_pinned(host_packed_.total_bytes);
     std::byte* host = host_weights_.get();
     fill_units(layout, config_.dtype, fill, [&](int unit, const void* data, std::size_t bytes) {
@@ -38,10 +34,10 @@ void ExplicitCopyBackend::place(const WeightLayout& layout, const UnitFiller& fi
     for (std::size_t u = 0; u < n_units; ++u) {
         if (!plan_.resident[u]) continue;
         device_offset_[u] = offset;
-        offset += round_up_bytes(unit_bytes_[u], kUnitAlignment);
+        offset += round_up_bytes(unit_bytes_[u], kUnitAlignmentBytes);
     }
     slots_offset_ = offset;
-    slot_stride_ = round_up_bytes(plan_.slot_bytes, kUnitAlignment);
+    slot_stride_ = round_up_bytes(plan_.slot_bytes, kUnitAlignmentBytes);
     device_bytes_ = slots_offset_ + plan_.slots * slot_stride_;
     device_weights_ = allocate_device(device_bytes_);
 

@@ -7,15 +7,13 @@
 namespace sweetspot {
 namespace {
 
-constexpr std::int64_t kUvmChunkBytes = std::int64_t{2} << 20;
-
 cudaMemLocation host_location() { return cudaMemLocation{cudaMemLocationTypeHost, 0}; }
 
 }  // namespace
 
 ManagedWeights::ManagedWeights(const WeightLayout& layout, DType dtype, const Backend::UnitFiller& fill,
                                bool allow_oversubscription)
-    : device_(current_device()), unit_bytes_(sweetspot::unit_bytes(layout, dtype)), packed_(pack_units(unit_bytes_, kUvmChunkBytes)),
+    : device_(current_device()), unit_bytes_(sweetspot::unit_bytes(layout, dtype)), packed_(pack_units(unit_bytes_, kManagedUnitAlignmentBytes)),
       memory_(allocate_managed_memory(packed_.total_bytes, allow_oversubscription)) {
     std::byte* base = memory_.get();
     // Host threads write the converted weights straight into managed memory: its pages are first

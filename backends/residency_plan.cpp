@@ -160,4 +160,12 @@ ResidencyPlan plan_residency(std::span<const std::int64_t> unit_bytes, std::int6
     return *best;
 }
 
+std::int64_t ResidencyPlan::aligned_device_bytes(std::span<const std::int64_t> unit_bytes, std::int64_t alignment) const {
+    const auto up = [alignment](std::int64_t n) { return (n + alignment - 1) / alignment * alignment; };
+    std::int64_t bytes = 0;
+    for (std::size_t u = 0; u < unit_bytes.size(); ++u)
+        if (resident[u]) bytes += up(unit_bytes[u]);
+    return bytes + slots * up(slot_bytes);
+}
+
 }  // namespace sweetspot

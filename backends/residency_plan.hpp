@@ -22,6 +22,9 @@ struct ResidencyPlan {
     int streamed_units() const;
     // Device bytes the plan needs for weights; never more than the budget it was made for.
     std::int64_t device_bytes() const { return resident_bytes + slots * slot_bytes; }
+    // The same with every resident unit and slot starting on `alignment` bytes, as one allocation
+    // holds them (resident units packed first, then the slots).
+    std::int64_t aligned_device_bytes(std::span<const std::int64_t> unit_bytes, std::int64_t alignment) const;
 };
 
 // Bytes of every unit of `layout` stored in `dtype`, in forward order.

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "backends/backend.hpp"
@@ -11,6 +12,14 @@
 #include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {
+
+// Where a unit starts inside a device or pinned allocation: cudaMalloc's alignment, which gives
+// each unit's tensors the alignment the kernels and cuBLAS expect (units are multiples of 256
+// bytes in every dtype, so it costs nothing).
+inline constexpr std::int64_t kUnitAlignmentBytes = 256;
+// Where a unit starts inside the managed allocation: the driver migrates managed memory in 2 MiB
+// blocks, so no unit shares a block with its neighbour.
+inline constexpr std::int64_t kManagedUnitAlignmentBytes = std::int64_t{2} << 20;
 
 // Where each unit starts inside one allocation that packs `unit_bytes` back to back, each unit
 // starting on a multiple of `alignment` bytes.
@@ -21,7 +30,7 @@ struct PackedUnits {
 
 inline std::int64_t round_up_bytes(std::int64_t n, std::int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
-inline PackedUnits pack_units(const std::vector<std::int64_t>& unit_bytes, std::int64_t alignment) {
+inline PackedUnits pack_units(std::span<const std::int64_t> unit_bytes, std::int64_t alignment) {
     PackedUnits packed;
     for (const auto b : unit_bytes) {
         packed.offsets.push_back(packed.total_bytes);

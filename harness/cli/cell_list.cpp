@@ -11,13 +11,6 @@
 namespace sweetspot {
 namespace {
 
-TextTable::Align align_of(const Axis& axis) {
-    return axis.column_type == Axis::Column::integer || axis.column_type == Axis::Column::real ||
-                   axis.written == Axis::Written::integer_or_string
-               ? TextTable::Align::right
-               : TextTable::Align::left;
-}
-
 // "tiny: 2 layers, hidden 64, 2 heads, vocab 512, 128 positions, ln_eps 1e-05, ... (built in)"
 std::string shape_line(const ModelConfig& m) {
     char eps[32];
@@ -31,17 +24,29 @@ std::string shape_line(const ModelConfig& m) {
 
 }  // namespace
 
-void print_cell_list(const std::vector<CellParams>& cells, std::ostream& out) {
+TextTable::Align column_align(const Axis& axis) {
+    return axis.column_type == Axis::Column::integer || axis.column_type == Axis::Column::real ||
+                   axis.written == Axis::Written::integer_or_string
+               ? TextTable::Align::right
+               : TextTable::Align::left;
+}
+
+std::vector<const Axis*> listed_axes(const std::vector<CellParams>& cells) {
     std::vector<const Axis*> shown;
     for (const Axis& axis : axes())
         if (shows_axis(axis, axis.in_list, cells)) shown.push_back(&axis);
+    return shown;
+}
+
+void print_cell_list(const std::vector<CellParams>& cells, std::ostream& out) {
+    const std::vector<const Axis*> shown = listed_axes(cells);
 
     using A = TextTable::Align;
     TextTable t;
     t.add_column("#", A::right);
     t.add_column("key");
     t.add_column("sweep");
-    for (const Axis* axis : shown) t.add_column(std::string(axis->name), align_of(*axis));
+    for (const Axis* axis : shown) t.add_column(std::string(axis->name), column_align(*axis));
     t.add_column("weight bytes", A::right);
     t.add_column("runnable here");
     for (std::size_t i = 0; i < cells.size(); ++i) {

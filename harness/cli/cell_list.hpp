@@ -4,10 +4,17 @@
 #include <ostream>
 #include <vector>
 
+#include "harness/cli/table.hpp"
+#include "harness/matrix/axes.hpp"
 #include "harness/matrix/cell.hpp"
 
 namespace sweetspot {
 
 void print_cell_list(const std::vector<CellParams>& cells, std::ostream& out);
+
+// The axes `list` shows for these cells (axes.hpp's in_list rule), in the registry's order, and
+// the column alignment of one.
+std::vector<const Axis*> listed_axes(const std::vector<CellParams>& cells);
+TextTable::Align column_align(const Axis& axis);
 
 }  // namespace sweetspot

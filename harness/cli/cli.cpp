@@ -21,6 +21,7 @@
 #include "harness/cli/summary.hpp"
 #include "harness/cli/table.hpp"
 #include "harness/cli/cell_list.hpp"
+#include "harness/cli/estimate_table.hpp"
 #include "harness/system/exit_codes.hpp"
 #include "kernels/model/number_text.hpp"
 #include "harness/cli/trace_export.hpp"
@@ -37,6 +38,7 @@ usage: sweetspot <command> [options]
 commands:
   run FILE        sweep an experiment matrix (TOML) into a results database (SQLite)
   list FILE       show the cells a matrix expands to, without running them
+  estimate FILE   predict each cell's device and host memory before running it (no GPU needed)
   summary DB      print the runs and a per-cell table of a results database
   trace DB        write one traced iteration of a cell as a Perfetto/Chrome trace (JSON)
   report DB       draw the figures (PNG, SVG) and an HTML page of a results database
@@ -142,10 +144,10 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
     return t.interrupted ? kExitInterrupted : t.exit_code();
 }
 
-int cmd_list(const std::vector<std::string>& args) {
-    Command cmd{"list", "FILE [--only AXIS=VALUE]", "Prints the cells the matrix FILE expands to, with their keys and weight sizes,\n"
-                                "and whether each can run in this build.",
-                po::options_description("options"), {}};
+// A command that reads a matrix and prints something per cell without running it (list,
+// estimate): FILE and --only, then `print` with the matrix's cells.
+int matrix_table_command(Command cmd, const std::vector<std::string>& args,
+                         void (*print)(const std::vector<CellParams>&, std::ostream&)) {
     cmd.options.add_options()
         ("matrix", po::value<std::string>()->required(), "experiment matrix (TOML)")
         ("only", po::value<std::vector<std::string>>()->composing(), "only the cells with AXIS=VALUE[,VALUE...] (repeatable)");
@@ -160,8 +162,27 @@ int cmd_list(const std::vector<std::string>& args) {
     if (m.excluded) std::cout << ", " << m.excluded << " excluded";
     if (m.duplicates) std::cout << ", " << m.duplicates << " duplicates dropped";
     std::cout << "\n\n";
-    print_cell_list(m.cells, std::cout);
+    print(m.cells, std::cout);
     return kExitOk;
+}
+
+int cmd_list(const std::vector<std::string>& args) {
+    return matrix_table_command({"list", "FILE [--only AXIS=VALUE]",
+                                 "Prints the cells the matrix FILE expands to, with their keys and weight sizes,\n"
+                                 "and whether each can run in this build.",
+                                 po::options_description("options"), {}},
+                                args, print_cell_list);
+}
+
+int cmd_estimate(const std::vector<std::string>& args) {
+    return matrix_table_command(
+        {"estimate", "FILE [--only AXIS=VALUE]",
+         "Predicts, before anything runs and without a GPU, the memory each cell of the matrix FILE\n"
+         "needs: on the device the weights as its backend places them, the activations, the attention\n"
+         "scores and the GEMM workspace; on the host the pinned and managed memory. The CUDA context\n"
+         "and the libraries' own memory are not predicted yet.",
+         po::options_description("options"), {}},
+        args, print_memory_estimates);
 }
 
 int cmd_summary(const std::vector<std::string>& args) {
@@ -333,6 +354,7 @@ int cli_main(int argc, char** argv) {
     try {
         if (command == "run") return cmd_run(args, join_command_line(argc, argv));
         if (command == "list") return cmd_list(args);
+        if (command == "estimate") return cmd_estimate(args);
         if (command == "summary") return cmd_summary(args);
         if (command == "trace") return cmd_trace(args);
         if (command == "report") return cmd_report(args);

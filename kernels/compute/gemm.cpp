@@ -6,13 +6,11 @@
 #include <string>
 
 #include "kernels/compute/cuda_check.hpp"
+#include "kernels/compute/gemm_workspace.hpp"
 
 namespace sweetspot {
 
 namespace {
-
-// NVIDIA's recommended cuBLAS workspace on Hopper.
-constexpr std::int64_t kWorkspaceBytes = std::int64_t{32} << 20;
 
 cudaDataType data_type(DType dtype) {
     switch (dtype) {
@@ -32,9 +30,9 @@ Gemm::Gemm(DType dtype, cudaStream_t stream, bool tf32)
         // cublasSetStream resets the handle to cuBLAS's own workspace pool, so the stream is set
         // first and our workspace after it.
         CUBLAS_CHECK(cublasSetStream(handle_, stream));
-        CUDA_CHECK(cudaMalloc(&workspace_, static_cast<std::size_t>(kWorkspaceBytes)));
-        workspace_bytes_ = kWorkspaceBytes;
-        CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_, static_cast<std::size_t>(kWorkspaceBytes)));
+        CUDA_CHECK(cudaMalloc(&workspace_, static_cast<std::size_t>(kGemmWorkspaceBytes)));
+        workspace_bytes_ = kGemmWorkspaceBytes;
+        CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_, static_cast<std::size_t>(kGemmWorkspaceBytes)));
         // Default math = no TF32 for fp32 data: fp32 GEMMs are true fp32 unless tf32 was asked.
         CUBLAS_CHECK(cublasSetMathMode(handle_, tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
         CUBLAS_CHECK(cublasLtCreate(&lt_));
