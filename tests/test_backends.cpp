@@ -18,6 +18,7 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include "backends/backend.hpp"
+#include "backends/backend_registry.hpp"
 #include "backends/residency_plan.hpp"
 #include "backends/slot_ring.hpp"
 
@@ -619,8 +620,11 @@ void run_forwards(Backend& backend, const WeightLayout& layout, DType dtype, cud
     }
 }
 
-void check_placement(const Backend& backend, const BackendConfig& config, std::int64_t total) {
+void check_placement(const Backend& backend, const BackendConfig& config, const std::vector<std::int64_t>& units) {
+    const std::int64_t total = total_of(units);
     const auto s = backend.placement();
+    // What the memory estimator predicts for the weights is what the backend placed.
+    CHECK(s.device_weight_bytes == backend_traits(config.backend).footprint(config, units).device_bytes);
     CHECK(s.resident_bytes + s.streamed_bytes == total);
     CHECK(s.device_weight_bytes <= config.budget_bytes);
     if (config.backend == BackendId::uvm) {
@@ -648,7 +652,7 @@ void check_backend(const BackendConfig& base, int percent) {
                              << policy_name(config.resident));
             auto backend = make_backend(config);
             backend->place(layout, fill_pattern);
-            check_placement(*backend, config, total_of(units));
+            check_placement(*backend, config, units);
             run_forwards(*backend, layout, dtype, stream.get());
         }
     }
