@@ -31,6 +31,9 @@ struct BackendTraits {
     // Runs with a budget below the weights, streaming or evicting units (its streams, prefetch
     // and budget then shape the measurement).
     bool runs_under_budget = false;
+    // Keeps the weights in managed memory, whose pages the driver moves: the device memory such a
+    // cell uses is not all its own allocations.
+    bool managed_weights = false;
     std::vector<DType> dtypes;
     // Why this backend cannot honour `config` for units of these sizes (in the config's dtype),
     // decided on the CPU without touching a GPU; empty when it can.

@@ -9,6 +9,7 @@
 
 #include "harness/matrix/matrix.hpp"
 #include "harness/measure/memory_estimate.hpp"
+#include "harness/store/store.hpp"
 #include "test_support.hpp"
 
 using namespace sweetspot;
@@ -24,6 +25,37 @@ CellParams one_cell(const std::string& defaults) {
 }
 
 constexpr std::int64_t MiB = std::int64_t{1} << 20;
+
+// An ok cell of `backend` whose device memory in use exceeds its allocations by `beyond` bytes.
+CellOutcome used_beyond(std::int64_t beyond) {
+    CellOutcome o;
+    o.status = CellStatus::ok;
+    o.timed_ms = {1.0};
+    o.device_weight_bytes = 1000 * MiB;
+    o.activation_bytes = 100 * MiB;
+    o.device_used_bytes = 1100 * MiB + beyond;
+    return o;
+}
+
+// A results database: one run on `gpu` with a device cell (600 MiB beyond its allocations), an
+// explicit-copy cell (598 MiB), and what must not count: a uvm-prefetch cell (its managed pages
+// come and go: 2 GiB beyond) and a failed device cell.
+void write_calibration_db(const std::string& path, const std::string& gpu) {
+    auto store = Store::open(path);
+    RunInfo info;
+    info.started_at = "2026-11-23T00:00:00Z";
+    info.gpu_name = gpu;
+    info.gpu_driver = "CUDA 13.0";
+    const auto run = store.begin_run(info);
+    int index = 0;
+    const auto cell = [&](const std::string& axes) { return one_cell("model = \"tiny_odd\"\n" + axes); };
+    store.record_cell(run, index++, cell("backend = \"device\""), used_beyond(600 * MiB));
+    store.record_cell(run, index++, cell("backend = \"explicit-copy\""), used_beyond(598 * MiB));
+    store.record_cell(run, index++, cell("backend = \"uvm-prefetch\"\nprefetch = \"jit\""), used_beyond(2048 * MiB));
+    CellOutcome failed = used_beyond(9000 * MiB);
+    failed.status = CellStatus::failed;
+    store.record_cell(run, index++, cell("backend = \"device\"\nbatch = 2"), failed);
+}
 
 }  // namespace
 
@@ -118,8 +150,52 @@ TEST_CASE("sweetspot estimate prints each cell's terms, and why a cell cannot ru
     CHECK_THAT(r.output, ContainsSubstring("est (" + matrix + "): 4 cells"));
     CHECK_THAT(r.output, ContainsSubstring("32.0 MiB"));  // the workspace
     CHECK_THAT(r.output, ContainsSubstring("cannot run: the device backend keeps all weights resident"));
-    CHECK_THAT(r.output, ContainsSubstring("less the CUDA\ncontext"));
+    CHECK_THAT(r.output, ContainsSubstring("The CUDA context and the libraries' memory come on top"));
     const auto help = test::run_sweetspot("estimate --help");
     CHECK(help.exit_code == 0);
     CHECK_THAT(help.output, ContainsSubstring("usage: sweetspot estimate FILE"));
 }
+
+TEST_CASE("the CUDA context and libraries' memory is measured from a results database", "[estimate]") {
+    test::TempDir tmp;
+    const auto db = tmp.file("calibration.db");
+    write_calibration_db(db, "Fixture GPU");
+    const std::vector<FixedCost> costs = measured_fixed_costs(db);
+    REQUIRE(costs.size() == 1);
+    CHECK(costs[0].gpu == "Fixture GPU");
+    CHECK(costs[0].driver == "CUDA 13.0");
+    CHECK(costs[0].largest == 600 * MiB);
+    CHECK(costs[0].smallest == 598 * MiB);
+    CHECK(costs[0].cells == 2);  // not the uvm-prefetch cell, not the failed one
+
+    const auto matrix = tmp.file("m.toml");
+    test::write_file(matrix, "name = \"est\"\n[defaults]\nmodel = \"tiny_odd\"\nbackend = \"device\"\n[[sweep]]\nname = \"s\"\n");
+    const auto r = test::run_sweetspot("estimate '" + matrix + "' --calibration '" + db + "'");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, ContainsSubstring("peak = device + 600.0 MiB for the CUDA context and the libraries, the "
+                                           "largest measured on Fixture GPU (CUDA 13.0) over 2 cells (smallest 598.0 MiB)"));
+    const MemoryEstimate e = estimate_memory(one_cell("model = \"tiny_odd\"\nbackend = \"device\""));
+    CHECK_THAT(r.output, ContainsSubstring(human_bytes(static_cast<double>(e.device_total() + 600 * MiB))));
+
+    // A database of two GPUs cannot say which one the cells are meant for.
+    {
+        auto other = Store::open(db);
+        RunInfo info;
+        info.started_at = "2026-11-23T01:00:00Z";
+        info.gpu_name = "Other GPU";
+        info.gpu_driver = "CUDA 13.0";
+        other.record_cell(other.begin_run(info), 9, one_cell("model = \"tiny_odd\"\nbackend = \"device\"\nbatch = 3"),
+                          used_beyond(700 * MiB));
+    }
+    const auto two = test::run_sweetspot("estimate '" + matrix + "' --calibration '" + db + "'");
+    CHECK(two.exit_code == 2);
+    CHECK_THAT(two.output, ContainsSubstring("several GPUs or drivers (Fixture GPU (CUDA 13.0), Other GPU (CUDA 13.0))"));
+
+    const auto empty = tmp.file("empty.db");
+    Store::open(empty);
+    const auto none = test::run_sweetspot("estimate '" + matrix + "' --calibration '" + empty + "'");
+    CHECK(none.exit_code == 2);
+    CHECK_THAT(none.output, ContainsSubstring("nothing to measure the CUDA context and libraries from"));
+}
+

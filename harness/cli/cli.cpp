@@ -4,7 +4,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -145,9 +147,11 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
 }
 
 // A command that reads a matrix and prints something per cell without running it (list,
-// estimate): FILE and --only, then `print` with the matrix's cells.
-int matrix_table_command(Command cmd, const std::vector<std::string>& args,
-                         void (*print)(const std::vector<CellParams>&, std::ostream&)) {
+// estimate): FILE and --only besides the command's own options, then `print` with the matrix's
+// cells and the options.
+int matrix_table_command(
+    Command cmd, const std::vector<std::string>& args,
+    const std::function<void(const std::vector<CellParams>&, const po::variables_map&, std::ostream&)>& print) {
     cmd.options.add_options()
         ("matrix", po::value<std::string>()->required(), "experiment matrix (TOML)")
         ("only", po::value<std::vector<std::string>>()->composing(), "only the cells with AXIS=VALUE[,VALUE...] (repeatable)");
@@ -162,7 +166,7 @@ int matrix_table_command(Command cmd, const std::vector<std::string>& args,
     if (m.excluded) std::cout << ", " << m.excluded << " excluded";
     if (m.duplicates) std::cout << ", " << m.duplicates << " duplicates dropped";
     std::cout << "\n\n";
-    print(m.cells, std::cout);
+    print(m.cells, vm, std::cout);
     return kExitOk;
 }
 
@@ -171,18 +175,40 @@ int cmd_list(const std::vector<std::string>& args) {
                                  "Prints the cells the matrix FILE expands to, with their keys and weight sizes,\n"
                                  "and whether each can run in this build.",
                                  po::options_description("options"), {}},
-                                args, print_cell_list);
+                                args, [](const auto& cells, const auto&, std::ostream& out) { print_cell_list(cells, out); });
+}
+
+// The fixed cost --calibration DB measured, for the one GPU and driver the database holds.
+std::optional<FixedCost> calibration(const po::variables_map& vm) {
+    if (!vm.count("calibration")) return std::nullopt;
+    const std::string path = vm["calibration"].as<std::string>();
+    const std::vector<FixedCost> costs = measured_fixed_costs(path);
+    if (costs.empty())
+        throw po::error("--calibration: " + path + " has no ok device or explicit-copy cell with its device memory "
+                        "recorded, so nothing to measure the CUDA context and libraries from");
+    if (costs.size() > 1) {
+        std::string gpus;
+        for (const FixedCost& c : costs) gpus += (gpus.empty() ? "" : ", ") + c.gpu + " (" + c.driver + ")";
+        throw po::error("--calibration: " + path + " holds cells of several GPUs or drivers (" + gpus +
+                        "); give a database of the GPU the cells are meant for");
+    }
+    return costs.front();
 }
 
 int cmd_estimate(const std::vector<std::string>& args) {
-    return matrix_table_command(
-        {"estimate", "FILE [--only AXIS=VALUE]",
-         "Predicts, before anything runs and without a GPU, the memory each cell of the matrix FILE\n"
-         "needs: on the device the weights as its backend places them, the activations, the attention\n"
-         "scores and the GEMM workspace; on the host the pinned and managed memory. The CUDA context\n"
-         "and the libraries' own memory are not predicted yet.",
-         po::options_description("options"), {}},
-        args, print_memory_estimates);
+    Command cmd{"estimate", "FILE [--only AXIS=VALUE] [--calibration DB]",
+                "Predicts, before anything runs and without a GPU, the memory each cell of the matrix FILE\n"
+                "needs: on the device the weights as its backend places them, the activations, the attention\n"
+                "scores and the GEMM workspace; on the host the pinned and managed memory. With --calibration,\n"
+                "also each cell's peak: those terms plus the CUDA context and the libraries' memory measured on\n"
+                "that GPU.",
+                po::options_description("options"), {}};
+    cmd.options.add_options()("calibration", po::value<std::string>(),
+                              "a results database of the GPU the cells are meant for: its device and explicit-copy "
+                              "cells measure the CUDA context and libraries' memory");
+    return matrix_table_command(std::move(cmd), args, [](const auto& cells, const po::variables_map& vm, std::ostream& out) {
+        print_memory_estimates(cells, calibration(vm), out);
+    });
 }
 
 int cmd_summary(const std::vector<std::string>& args) {

@@ -1,13 +1,18 @@
 #pragma once
 // The table `sweetspot estimate` prints: for each cell, the memory it is predicted to need and
 // its terms (memory_estimate.hpp), or why it cannot run at all.
+#include <optional>
 #include <ostream>
 #include <vector>
 
 #include "harness/matrix/cell.hpp"
+#include "harness/measure/memory_estimate.hpp"
 
 namespace sweetspot {
 
-void print_memory_estimates(const std::vector<CellParams>& cells, std::ostream& out);
+// `fixed`: the CUDA context and libraries' memory measured on the GPU the cells are meant for
+// (measured_fixed_costs), added to each GPU cell's peak; without it the table has no peak.
+void print_memory_estimates(const std::vector<CellParams>& cells, const std::optional<FixedCost>& fixed,
+                            std::ostream& out);
 
 }  // namespace sweetspot

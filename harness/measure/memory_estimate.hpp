@@ -5,9 +5,12 @@
 // backend registry's footprint, activation_layout, kGemmWorkspaceBytes), so the prediction
 // follows any change there.
 //
-// Not predicted yet: the CUDA context and the libraries' own allocations, which are fixed per
-// GPU model and driver and are to be measured once and stored, and the host's pageable memory.
+// The CUDA context and the libraries' own allocations are fixed per GPU model and driver: they
+// are measured from a results database (measured_fixed_costs) and added by the caller. The host's
+// pageable memory is not predicted yet.
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "harness/matrix/cell.hpp"
 
@@ -29,6 +32,20 @@ struct MemoryEstimate {
     // The device terms above: the peak minus the CUDA context and the libraries' own memory.
     std::int64_t device_total() const { return weights + activations + scores + workspace; }
 };
+
+// The device memory a GPU process holds besides what sweetspot allocates (the CUDA context, the
+// libraries' code and pools), measured, not guessed: a cell's device_used_bytes less the weights
+// and activations it allocated, over a results database's ok `device` and `explicit-copy` cells
+// (whose device memory is all their own; UVM cells' managed pages come and go) of one GPU and
+// driver.
+struct FixedCost {
+    std::string gpu, driver;
+    std::int64_t largest = 0, smallest = 0;  // over the cells: the estimate adds the largest
+    int cells = 0;
+};
+
+// One entry per GPU and driver with such cells, from the database at `path` (read only).
+std::vector<FixedCost> measured_fixed_costs(const std::string& path);
 
 // The estimate for a cell that cell_unsupported_reason accepts (throws std::invalid_argument
 // with the backend's reason otherwise). A host-backend cell uses no device memory.
