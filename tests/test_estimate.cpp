@@ -5,8 +5,10 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <algorithm>
 #include <string>
 
+#include "backends/residency_plan.hpp"
 #include "harness/matrix/matrix.hpp"
 #include "harness/measure/memory_estimate.hpp"
 #include "harness/store/store.hpp"
@@ -199,3 +201,59 @@ TEST_CASE("the CUDA context and libraries' memory is measured from a results dat
     CHECK_THAT(none.output, ContainsSubstring("nothing to measure the CUDA context and libraries from"));
 }
 
+
+TEST_CASE("fit: the largest batch and seq under a capacity, and the smallest budget a backend runs at", "[estimate]") {
+    const std::int64_t fixed = 600 * MiB;
+    const CellParams cell = one_cell("model = \"tiny_odd\"\nbackend = \"device\"\nseq = 16");
+    const auto peak = [&](int batch, int seq) {
+        CellParams c = cell;
+        c.batch = batch;
+        c.seq = seq;
+        return estimate_memory(c).device_total() + fixed;
+    };
+    // A capacity of exactly the peak at batch 5: batch 5 fits, 6 does not.
+    const Fit at5 = fit(cell, peak(5, 16), fixed);
+    CHECK(at5.batch == 5);
+    CHECK(peak(6, 16) > peak(5, 16));
+    CHECK_FALSE(at5.smallest_budget);  // device keeps every weight resident
+    // The seq at batch 1 under the same capacity: the largest whose peak is within it.
+    REQUIRE(at5.seq);
+    CHECK(peak(1, *at5.seq) <= peak(5, 16));
+    if (*at5.seq < cell.model.max_positions) CHECK(peak(1, *at5.seq + 1) > peak(5, 16));
+    // Below batch 1's peak no batch fits at seq 16, though a shorter seq still does; below the
+    // peak of one token nothing fits.
+    const Fit shorter = fit(cell, peak(1, 16) - 1, fixed);
+    CHECK_FALSE(shorter.batch);
+    REQUIRE(shorter.seq);
+    CHECK(*shorter.seq < 16);
+    const Fit none = fit(cell, peak(1, 1) - 1, fixed);
+    CHECK_FALSE(none.batch);
+    CHECK_FALSE(none.seq);
+
+    // The smallest budget is the backend's own rule: three streaming slots of the largest streamed
+    // unit for explicit-copy at look-ahead 2, the largest unit for uvm.
+    const CellParams copy = one_cell("model = \"tiny_odd\"\nbackend = \"explicit-copy\"\nprefetch = 2\nbudget = \"50%\"");
+    const auto units = unit_bytes(WeightLayout::for_model(copy.model), copy.dtype);
+    CHECK(fit(copy, std::int64_t{80} << 30, fixed).smallest_budget == minimum_streaming_budget(units, streaming_slots(2)));
+    const CellParams uvm = one_cell("model = \"tiny_odd\"\nbackend = \"uvm\"\nbudget = \"70%\"");
+    CHECK(fit(uvm, std::int64_t{80} << 30, fixed).smallest_budget == *std::max_element(units.begin(), units.end()));
+}
+
+TEST_CASE("estimate --fit needs a measured fixed cost and an amount of memory", "[estimate][cli]") {
+    test::TempDir tmp;
+    const auto matrix = tmp.file("m.toml");
+    test::write_file(matrix, "name = \"est\"\n[defaults]\nmodel = \"tiny_odd\"\nbackend = \"device\"\n[[sweep]]\nname = \"s\"\n");
+    const auto no_calibration = test::run_sweetspot("estimate '" + matrix + "' --fit 80GiB");
+    CHECK(no_calibration.exit_code == 2);
+    CHECK_THAT(no_calibration.output, ContainsSubstring("--fit needs --calibration DB"));
+    const auto db = tmp.file("calibration.db");
+    write_calibration_db(db, "Fixture GPU");
+    const auto bad = test::run_sweetspot("estimate '" + matrix + "' --calibration '" + db + "' --fit 50%");
+    CHECK(bad.exit_code == 2);
+    CHECK_THAT(bad.output, ContainsSubstring("--fit expects an amount of memory"));
+    const auto r = test::run_sweetspot("estimate '" + matrix + "' --calibration '" + db + "' --fit 1GiB");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, ContainsSubstring("largest batch"));
+    CHECK_THAT(r.output, ContainsSubstring("Fitting 1.00 GiB, of which 600.0 MiB are the CUDA context"));
+}

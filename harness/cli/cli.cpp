@@ -196,18 +196,34 @@ std::optional<FixedCost> calibration(const po::variables_map& vm) {
 }
 
 int cmd_estimate(const std::vector<std::string>& args) {
-    Command cmd{"estimate", "FILE [--only AXIS=VALUE] [--calibration DB]",
+    Command cmd{"estimate", "FILE [--only AXIS=VALUE] [--calibration DB [--fit MEMORY]]",
                 "Predicts, before anything runs and without a GPU, the memory each cell of the matrix FILE\n"
                 "needs: on the device the weights as its backend places them, the activations, the attention\n"
                 "scores and the GEMM workspace; on the host the pinned and managed memory. With --calibration,\n"
                 "also each cell's peak: those terms plus the CUDA context and the libraries' memory measured on\n"
-                "that GPU.",
+                "that GPU; with --fit, what fits a GPU of that much memory instead.",
                 po::options_description("options"), {}};
-    cmd.options.add_options()("calibration", po::value<std::string>(),
-                              "a results database of the GPU the cells are meant for: its device and explicit-copy "
-                              "cells measure the CUDA context and libraries' memory");
+    cmd.options.add_options()
+        ("calibration", po::value<std::string>(),
+         "a results database of the GPU the cells are meant for: its device and explicit-copy cells measure the "
+         "CUDA context and libraries' memory")
+        ("fit", po::value<std::string>(),
+         "instead: for each cell, the largest batch and seq whose peak fits this much GPU memory (\"80GiB\", bytes), "
+         "and the smallest budget its backend runs at; needs --calibration");
     return matrix_table_command(std::move(cmd), args, [](const auto& cells, const po::variables_map& vm, std::ostream& out) {
-        print_memory_estimates(cells, calibration(vm), out);
+        const std::optional<FixedCost> fixed = calibration(vm);
+        if (!vm.count("fit")) {
+            print_memory_estimates(cells, fixed, out);
+            return;
+        }
+        const auto capacity = Budget::parse(vm["fit"].as<std::string>());
+        if (!capacity || capacity->kind != Budget::Kind::bytes)
+            throw po::error("--fit expects an amount of memory such as \"80GiB\" or a number of bytes, got '" +
+                            vm["fit"].as<std::string>() + "'");
+        if (!fixed)
+            throw po::error("--fit needs --calibration DB: the CUDA context and libraries' memory is measured on the GPU, "
+                            "not guessed");
+        print_fits(cells, capacity->resolve(0), *fixed, out);
     });
 }
 

@@ -1,5 +1,6 @@
 #include "harness/cli/estimate_table.hpp"
 
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
@@ -14,24 +15,35 @@ namespace {
 
 std::string bytes_or_dash(std::int64_t bytes) { return bytes == 0 ? "-" : human_bytes(static_cast<double>(bytes)); }
 
+// A table whose rows start with the cell's number and the axes `list` shows, then `columns`.
+TextTable cell_table(const std::vector<const Axis*>& shown, std::initializer_list<const char*> columns) {
+    TextTable t;
+    t.add_column("#", TextTable::Align::right);
+    for (const Axis* axis : shown) t.add_column(std::string(axis->name), column_align(*axis));
+    for (const char* h : columns) t.add_column(h, TextTable::Align::right);
+    return t;
+}
+
+// The cell's number and its shown axes: the start of its row.
+std::vector<std::string> row_start(std::size_t i, const CellParams& c, const std::vector<const Axis*>& shown) {
+    std::vector<std::string> row = {std::to_string(i)};
+    for (const Axis* axis : shown) row.push_back(axis->shown_text(c));
+    return row;
+}
+
 }  // namespace
 
 void print_memory_estimates(const std::vector<CellParams>& cells, const std::optional<FixedCost>& fixed,
                             std::ostream& out) {
     const std::vector<const Axis*> shown = listed_axes(cells);
-    using A = TextTable::Align;
-    TextTable t;
-    t.add_column("#", A::right);
-    for (const Axis* axis : shown) t.add_column(std::string(axis->name), column_align(*axis));
-    for (const char* h : {"weights", "activations", "scores", "workspace", "device"}) t.add_column(h, A::right);
-    if (fixed) t.add_column("peak", A::right);
-    for (const char* h : {"pinned host", "managed"}) t.add_column(h, A::right);
+    TextTable t = cell_table(shown, {"weights", "activations", "scores", "workspace", "device"});
+    if (fixed) t.add_column("peak", TextTable::Align::right);
+    for (const char* h : {"pinned host", "managed"}) t.add_column(h, TextTable::Align::right);
     t.add_column("note");
     for (std::size_t i = 0; i < cells.size(); ++i) {
         const CellParams& c = cells[i];
-        std::vector<std::string> row = {std::to_string(i)};
-        for (const Axis* axis : shown) row.push_back(axis->shown_text(c));
-        const std::string why = cell_unsupported_reason(c);
+        std::vector<std::string> row = row_start(i, c, shown);
+        const std::string why = cell_impossible_reason(c);
         if (!why.empty()) {
             row.insert(row.end(), fixed ? 8 : 7, "");
             row.push_back("cannot run: " + why);
@@ -60,6 +72,35 @@ void print_memory_estimates(const std::vector<CellParams>& cells, const std::opt
     out << "weights: what the backend holds on the GPU (resident units and streaming slots; for uvm and\n"
            "uvm-prefetch, the managed weights it lets the GPU keep). scores: the attention's [batch, heads,\n"
            "seq, seq] buffer, which flash_attention does without.\n";
+}
+
+void print_fits(const std::vector<CellParams>& cells, std::int64_t capacity, const FixedCost& fixed, std::ostream& out) {
+    const std::vector<const Axis*> shown = listed_axes(cells);
+    TextTable t = cell_table(shown, {"largest batch", "its peak", "largest seq", "its peak", "smallest budget"});
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+        const CellParams& c = cells[i];
+        std::vector<std::string> row = row_start(i, c, shown);
+        const Fit f = fit(c, capacity, fixed.largest);
+        const auto peak_at = [&](int batch, int seq) {
+            CellParams at = c;
+            at.batch = batch;
+            at.seq = seq;
+            return human_bytes(static_cast<double>(estimate_memory(at).device_total() + fixed.largest));
+        };
+        row.push_back(f.batch ? std::to_string(*f.batch) + " (seq " + std::to_string(c.seq) + ")" : "none");
+        row.push_back(f.batch ? peak_at(*f.batch, c.seq) : "");
+        row.push_back(f.seq ? std::to_string(*f.seq) + " (batch " + std::to_string(c.batch) + ")" : "none");
+        row.push_back(f.seq ? peak_at(c.batch, *f.seq) : "");
+        row.push_back(f.smallest_budget ? human_bytes(static_cast<double>(*f.smallest_budget)) : "-");
+        t.add_row(std::move(row));
+    }
+    t.print(out);
+    out << "\nFitting " << human_bytes(static_cast<double>(capacity)) << ", of which "
+        << human_bytes(static_cast<double>(fixed.largest)) << " are the CUDA context and the libraries (measured on "
+        << fixed.gpu << ", " << fixed.driver << "). The largest batch keeps the cell's seq and budget; the largest seq\n"
+           "keeps its batch and budget (up to the model's positions). The smallest budget is the least device memory\n"
+           "for weights at which the cell's backend still runs (resident units and streaming slots), whatever it\n"
+           "costs in time; '-' for a backend that keeps every weight resident.\n";
 }
 
 }  // namespace sweetspot

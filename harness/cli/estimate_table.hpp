@@ -15,4 +15,8 @@ namespace sweetspot {
 void print_memory_estimates(const std::vector<CellParams>& cells, const std::optional<FixedCost>& fixed,
                             std::ostream& out);
 
+// `estimate --fit`: for each cell taken as a template, the largest batch and seq whose predicted
+// peak fits `capacity` bytes, and the smallest budget its backend still runs at.
+void print_fits(const std::vector<CellParams>& cells, std::int64_t capacity, const FixedCost& fixed, std::ostream& out);
+
 }  // namespace sweetspot

@@ -69,7 +69,7 @@ BackendConfig backend_config(const CellParams& c) {
     return b;
 }
 
-std::string cell_unsupported_reason(const CellParams& c) {
+std::string cell_impossible_reason(const CellParams& c) {
     const std::string backend_name(enum_name(c.backend));
     if (c.mode != Mode::infer)
         return "mode '" + std::string(enum_name(c.mode)) + "' is not implemented in this version of sweetspot";
@@ -80,14 +80,20 @@ std::string cell_unsupported_reason(const CellParams& c) {
         return "the " + backend_name + " backend runs the baseline variant only (fusions are GPU kernels)";
     if (!backend.needs_gpu && c.activations != Activations::device)
         return "activations = \"managed\" needs a GPU backend";
-#ifndef SWEETSPOT_HAVE_CUDA
-    if (backend.needs_gpu) return "this sweetspot was built without CUDA, so backend '" + backend_name + "' is not available";
-#endif
     if (c.variant.has(Fusion::flash_attention) && c.model.head_dim() > kFlashAttentionMaxHeadDim)
         return "the flash_attention fusion of variant '" + c.variant.text() + "' supports head dimensions up to " +
                std::to_string(kFlashAttentionMaxHeadDim) + "; model '" + c.model.name + "' has " +
                std::to_string(c.model.head_dim());
     return backend.cannot_honour(backend_config(c), unit_bytes(WeightLayout::for_model(c.model), c.dtype));
+}
+
+std::string cell_unsupported_reason(const CellParams& c) {
+#ifndef SWEETSPOT_HAVE_CUDA
+    if (backend_traits(c.backend).needs_gpu)
+        return "this sweetspot was built without CUDA, so backend '" + std::string(enum_name(c.backend)) +
+               "' is not available";
+#endif
+    return cell_impossible_reason(c);
 }
 
 std::string cell_unavailable_reason(const CellParams& c) {

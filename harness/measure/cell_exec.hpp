@@ -11,9 +11,11 @@
 
 namespace sweetspot {
 
-// Why `cell` cannot run with this build of sweetspot (feature not implemented, parameters the
-// backend cannot honour, no CUDA), or empty. Decided without touching a GPU, so the runner
-// skips such cells without starting a process.
+// Why `cell` cannot run in any build of sweetspot (feature not implemented, parameters the
+// backend cannot honour), or empty: what the memory estimator needs, which works without CUDA.
+std::string cell_impossible_reason(const CellParams& cell);
+// cell_impossible_reason, then whether this build has the cell's backend (no CUDA), or empty.
+// Decided without touching a GPU, so the runner skips such cells without starting a process.
 std::string cell_unsupported_reason(const CellParams& cell);
 // cell_unsupported_reason, then whether this machine has what the cell's backend needs (a GPU):
 // what `list` shows as "runnable here" and what decides whether `run` measures the cell.

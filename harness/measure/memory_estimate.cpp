@@ -1,5 +1,6 @@
 #include "harness/measure/memory_estimate.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "backends/backend_registry.hpp"
@@ -52,6 +53,61 @@ std::vector<FixedCost> measured_fixed_costs(const std::string& path) {
     while (st.step())
         costs.push_back({st.text(0), st.text(1), st.int64(2), st.int64(3), static_cast<int>(st.int64(4))});
     return costs;
+}
+
+namespace {
+
+// The largest n in [1, most] for which `fits` holds, when it holds for 1 and never again once it
+// fails (memory grows with batch and seq); empty when it fails at 1.
+template <class Fits>
+std::optional<int> largest(int most, Fits fits) {
+    if (most < 1 || !fits(1)) return std::nullopt;
+    int lo = 1, hi = most;  // fits(lo) holds
+    while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (fits(mid)) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+}  // namespace
+
+Fit fit(const CellParams& cell, std::int64_t capacity, std::int64_t fixed) {
+    const auto peak_fits = [&](const CellParams& c) {
+        return cell_impossible_reason(c).empty() && estimate_memory(c).device_total() + fixed <= capacity;
+    };
+    Fit f;
+    f.batch = largest(AxisLimits::tokens / cell.seq, [&](int b) {
+        CellParams c = cell;
+        c.batch = b;
+        return peak_fits(c);
+    });
+    f.seq = largest(std::min(cell.model.max_positions, AxisLimits::tokens / cell.batch), [&](int s) {
+        CellParams c = cell;
+        c.seq = s;
+        return peak_fits(c);
+    });
+    const BackendTraits& backend = backend_traits(cell.backend);
+    if (backend.runs_under_budget) {
+        // The backend's own rule (cannot_honour) decides, so no backend is named here: the smallest
+        // budget in bytes it accepts, found by bisection (a larger budget is never refused).
+        const auto units = unit_bytes(WeightLayout::for_model(cell.model), cell.dtype);
+        BackendConfig config = backend_config(cell);
+        const auto runs_at = [&](std::int64_t budget) {
+            config.budget_bytes = budget;
+            return backend.cannot_honour(config, units).empty();
+        };
+        std::int64_t lo = 0, hi = cell.weight_bytes();  // runs_at(hi): every unit fits
+        if (runs_at(hi)) {
+            while (hi - lo > 1) {
+                const std::int64_t mid = lo + (hi - lo) / 2;
+                (runs_at(mid) ? hi : lo) = mid;
+            }
+            f.smallest_budget = hi;
+        }
+    }
+    return f;
 }
 
 }  // namespace sweetspot

@@ -9,6 +9,7 @@
 // are measured from a results database (measured_fixed_costs) and added by the caller. The host's
 // pageable memory is not predicted yet.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,17 @@ struct FixedCost {
 // One entry per GPU and driver with such cells, from the database at `path` (read only).
 std::vector<FixedCost> measured_fixed_costs(const std::string& path);
 
-// The estimate for a cell that cell_unsupported_reason accepts (throws std::invalid_argument
+// What fits a GPU of `capacity` bytes, `fixed` of which the CUDA context and libraries take, for a
+// cell taken as a template: the largest batch at its seq and the largest seq at its batch whose
+// predicted peak fits (empty when not even 1 does), and, for a backend that runs under a budget,
+// the smallest budget (bytes) at which it can still run at all.
+struct Fit {
+    std::optional<int> batch, seq;
+    std::optional<std::int64_t> smallest_budget;
+};
+Fit fit(const CellParams& cell, std::int64_t capacity, std::int64_t fixed);
+
+// The estimate for a cell that cell_impossible_reason accepts (throws std::invalid_argument
 // with the backend's reason otherwise). A host-backend cell uses no device memory.
 MemoryEstimate estimate_memory(const CellParams& cell);
 
