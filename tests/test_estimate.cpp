@@ -12,6 +12,7 @@
 #include "harness/matrix/matrix.hpp"
 #include "harness/measure/memory_estimate.hpp"
 #include "harness/store/store.hpp"
+#include "kernels/model/number_text.hpp"
 #include "test_support.hpp"
 
 using namespace sweetspot;
@@ -256,4 +257,26 @@ TEST_CASE("estimate --fit needs a measured fixed cost and an amount of memory", 
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.output, ContainsSubstring("largest batch"));
     CHECK_THAT(r.output, ContainsSubstring("Fitting 1.00 GiB, of which 600.0 MiB are the CUDA context"));
+}
+
+TEST_CASE("list shows each GPU cell's predicted device memory, and its peak with --calibration", "[estimate][cli]") {
+    test::TempDir tmp;
+    const auto matrix = tmp.file("m.toml");
+    test::write_file(matrix, "name = \"est\"\n[defaults]\nmodel = \"tiny_odd\"\n[[sweep]]\nname = \"s\"\n"
+                             "backend = [\"device\", \"host\"]\n");
+    const CellParams device = one_cell("model = \"tiny_odd\"\nbackend = \"device\"");
+    const std::int64_t allocated = estimate_memory(device).device_total();
+    const auto plain = test::run_sweetspot("list '" + matrix + "'");
+    INFO(plain.output);
+    REQUIRE(plain.exit_code == 0);
+    CHECK_THAT(plain.output, ContainsSubstring("predicted device"));
+    CHECK_THAT(plain.output, ContainsSubstring(human_bytes(static_cast<double>(allocated))));
+
+    const auto db = tmp.file("calibration.db");
+    write_calibration_db(db, "Fixture GPU");
+    const auto peak = test::run_sweetspot("list '" + matrix + "' --calibration '" + db + "'");
+    INFO(peak.output);
+    REQUIRE(peak.exit_code == 0);
+    CHECK_THAT(peak.output, ContainsSubstring("predicted peak"));
+    CHECK_THAT(peak.output, ContainsSubstring(human_bytes(static_cast<double>(allocated + 600 * MiB))));
 }

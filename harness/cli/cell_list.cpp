@@ -6,6 +6,7 @@
 
 #include "harness/cli/table.hpp"
 #include "harness/matrix/axes.hpp"
+#include "backends/backend_registry.hpp"
 #include "harness/measure/cell_exec.hpp"
 
 namespace sweetspot {
@@ -38,7 +39,7 @@ std::vector<const Axis*> listed_axes(const std::vector<CellParams>& cells) {
     return shown;
 }
 
-void print_cell_list(const std::vector<CellParams>& cells, std::ostream& out) {
+void print_cell_list(const std::vector<CellParams>& cells, const std::optional<FixedCost>& fixed, std::ostream& out) {
     const std::vector<const Axis*> shown = listed_axes(cells);
 
     using A = TextTable::Align;
@@ -48,6 +49,7 @@ void print_cell_list(const std::vector<CellParams>& cells, std::ostream& out) {
     t.add_column("sweep");
     for (const Axis* axis : shown) t.add_column(std::string(axis->name), column_align(*axis));
     t.add_column("weight bytes", A::right);
+    t.add_column(fixed ? "predicted peak" : "predicted device", A::right);
     t.add_column("runnable here");
     for (std::size_t i = 0; i < cells.size(); ++i) {
         const CellParams& c = cells[i];
@@ -55,6 +57,12 @@ void print_cell_list(const std::vector<CellParams>& cells, std::ostream& out) {
         for (const Axis* axis : shown) row.push_back(axis->shown_text(c));
         const std::string why = cell_unavailable_reason(c);
         row.push_back(human_bytes(static_cast<double>(c.weight_bytes())));
+        std::string predicted = "-";
+        if (backend_traits(c.backend).needs_gpu && cell_impossible_reason(c).empty()) {
+            const std::int64_t device = estimate_memory(c).device_total();
+            predicted = human_bytes(static_cast<double>(fixed ? device + fixed->largest : device));
+        }
+        row.push_back(predicted);
         row.push_back(why.empty() ? "yes" : "no: " + why);
         t.add_row(std::move(row));
     }

@@ -170,12 +170,11 @@ int matrix_table_command(
     return kExitOk;
 }
 
-int cmd_list(const std::vector<std::string>& args) {
-    return matrix_table_command({"list", "FILE [--only AXIS=VALUE]",
-                                 "Prints the cells the matrix FILE expands to, with their keys and weight sizes,\n"
-                                 "and whether each can run in this build.",
-                                 po::options_description("options"), {}},
-                                args, [](const auto& cells, const auto&, std::ostream& out) { print_cell_list(cells, out); });
+// The --calibration option of list and estimate.
+void add_calibration_option(Command& cmd) {
+    cmd.options.add_options()("calibration", po::value<std::string>(),
+                              "a results database of the GPU the cells are meant for: its cells measure the CUDA "
+                              "context and libraries' memory, which predicted peaks add");
 }
 
 // The fixed cost --calibration DB measured, for the one GPU and driver the database holds.
@@ -195,6 +194,17 @@ std::optional<FixedCost> calibration(const po::variables_map& vm) {
     return costs.front();
 }
 
+int cmd_list(const std::vector<std::string>& args) {
+    Command cmd{"list", "FILE [--only AXIS=VALUE] [--calibration DB]",
+                "Prints the cells the matrix FILE expands to, with their keys, weight sizes and predicted device\n"
+                "memory (their peak with --calibration), and whether each can run in this build.",
+                po::options_description("options"), {}};
+    add_calibration_option(cmd);
+    return matrix_table_command(std::move(cmd), args, [](const auto& cells, const po::variables_map& vm, std::ostream& out) {
+        print_cell_list(cells, calibration(vm), out);
+    });
+}
+
 int cmd_estimate(const std::vector<std::string>& args) {
     Command cmd{"estimate", "FILE [--only AXIS=VALUE] [--calibration DB [--fit MEMORY]]",
                 "Predicts, before anything runs and without a GPU, the memory each cell of the matrix FILE\n"
@@ -203,10 +213,8 @@ int cmd_estimate(const std::vector<std::string>& args) {
                 "also each cell's peak: those terms plus the CUDA context and the libraries' memory measured on\n"
                 "that GPU; with --fit, what fits a GPU of that much memory instead.",
                 po::options_description("options"), {}};
+    add_calibration_option(cmd);
     cmd.options.add_options()
-        ("calibration", po::value<std::string>(),
-         "a results database of the GPU the cells are meant for: its device and explicit-copy cells measure the "
-         "CUDA context and libraries' memory")
         ("fit", po::value<std::string>(),
          "instead: for each cell, the largest batch and seq whose peak fits this much GPU memory (\"80GiB\", bytes), "
          "and the smallest budget its backend runs at; needs --calibration");
