@@ -1,8 +1,8 @@
 """Reading a sweetspot results database (schema: results/README.md) for the report.
 
 The file is opened read-only. Figures ask which tables and columns exist, because files written
-by older versions lack some (version 1 had no event tables at first) and some columns are still
-to come (predicted peak memory).
+by older versions lack some (version 1 had no event tables at first, version 4 no predicted
+allocations).
 """
 import pathlib
 import sqlite3
@@ -13,10 +13,10 @@ from bound import bound_ms, device_latencies, driver_bound_ms
 
 # Versions this report reads: it names every column it needs and skips a figure whose columns a
 # file lacks, so an older file cannot be misread.
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
 
 # What the report takes from a cell's run (absent from the oldest files: filled with NULL).
-RUN_COLUMNS = ("h2d_gbps", "d2h_gbps", "gpu_name", "cpu_model", "host")
+RUN_COLUMNS = ("h2d_gbps", "d2h_gbps", "gpu_name", "gpu_driver", "cpu_model", "host")
 
 # The parameters that define a measurement (results/README.md, `cells`), in the order labels use.
 PARAMETERS = ("model", "variant", "backend", "dtype", "batch", "seq", "streams", "prefetch", "budget", "resident",

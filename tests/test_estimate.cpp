@@ -11,6 +11,7 @@
 #include "backends/residency_plan.hpp"
 #include "harness/matrix/matrix.hpp"
 #include "harness/measure/memory_estimate.hpp"
+#include "harness/store/sqlite.hpp"
 #include "harness/store/store.hpp"
 #include "kernels/model/number_text.hpp"
 #include "test_support.hpp"
@@ -279,4 +280,22 @@ TEST_CASE("list shows each GPU cell's predicted device memory, and its peak with
     REQUIRE(peak.exit_code == 0);
     CHECK_THAT(peak.output, ContainsSubstring("predicted peak"));
     CHECK_THAT(peak.output, ContainsSubstring(human_bytes(static_cast<double>(allocated + 600 * MiB))));
+}
+
+TEST_CASE("run stores each GPU cell's predicted allocations, whether it ran or not", "[estimate][runner]") {
+    test::TempDir tmp;
+    const auto matrix = tmp.file("m.toml"), db = tmp.file("r.db");
+    test::write_file(matrix, "name = \"est\"\n[defaults]\nmodel = \"tiny_odd\"\nwarmups = 0\niterations = 1\n"
+                             "[[sweep]]\nname = \"s\"\nbackend = [\"device\", \"host\"]\n");
+    const auto r = test::run_sweetspot("run '" + matrix + "' --db '" + db + "'");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    Database d(db, Database::Mode::read_only);
+    auto st = d.prepare("SELECT backend, predicted_alloc_bytes FROM cells ORDER BY cell_index");
+    REQUIRE(st.step());
+    CHECK(st.text(0) == "device");  // skipped on a machine without a GPU, measured on one
+    CHECK(st.int64(1) == estimate_memory(one_cell("model = \"tiny_odd\"\nbackend = \"device\"")).device_total());
+    REQUIRE(st.step());
+    CHECK(st.text(0) == "host");
+    CHECK(st.is_null(1));
 }

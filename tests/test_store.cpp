@@ -311,6 +311,8 @@ TEST_CASE("opening again keeps the data; read-only opening checks the file", "[s
                       path + " has schema version 99; this sweetspot reads versions 2 to " + std::to_string(kSchemaVersion));
 }
 
+// Takes version 5's addition out of a database: the cells' predicted allocations.
+constexpr const char* kBeforeVersion5 = "ALTER TABLE cells DROP COLUMN predicted_alloc_bytes;";
 // Takes version 4's additions out of a database: the runs' managed-memory abilities and probe.
 constexpr const char* kBeforeVersion4 =
     "DROP TABLE managed_probe; ALTER TABLE runs DROP COLUMN concurrent_managed_access;"
@@ -377,6 +379,7 @@ TEST_CASE("a version-3 database is read as it is and upgraded when a run writes 
         RunInfo info;
         info.started_at = "2026-01-01T00:00:00Z";
         s.record_cell(s.begin_run(info), 0, tiny_cell(2, 8), ok_outcome(1.0));
+        s.db().exec(kBeforeVersion5);
         s.db().exec(kBeforeVersion4);
         s.db().exec("UPDATE schema_info SET version = 3; PRAGMA user_version = 3");
     }
@@ -406,7 +409,8 @@ TEST_CASE("a version-2 database is read as it is and upgraded when a run writes 
         RunInfo info;
         info.started_at = "2026-01-01T00:00:00Z";
         s.record_cell(s.begin_run(info), 0, tiny_cell(2, 8), ok_outcome(1.0));
-        // What version 2 was: these three columns did not exist, nor version 4's additions.
+        // What version 2 was: these three columns did not exist, nor the later versions' additions.
+        s.db().exec(kBeforeVersion5);
         s.db().exec(kBeforeVersion4);
         s.db().exec("ALTER TABLE cells DROP COLUMN dropout; ALTER TABLE cells DROP COLUMN repeat;"
                     "ALTER TABLE cells DROP COLUMN launches_per_forward;"

@@ -15,6 +15,7 @@
 #include "harness/system/exit_codes.hpp"
 #include "harness/system/file_lock.hpp"
 #include "harness/measure/gpu_probe.hpp"
+#include "harness/measure/memory_estimate.hpp"
 #include "harness/runner/progress.hpp"
 #include "harness/store/store.hpp"
 #include "harness/system/version.hpp"
@@ -243,6 +244,8 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
             totals.interrupted = true;
             break;
         }
+        if (uses_gpu(cell) && cell_impossible_reason(cell).empty())
+            o.predicted_alloc_bytes = estimate_memory(cell).device_total();
         store.record_cell(run_id, static_cast<int>(i), cell, o);
         count(totals, o.status);
         std::optional<double> median;

@@ -12,5 +12,6 @@ extern const char* const kLaterViewsSql;
 // after the other, up to the current version).
 extern const char* const kUpgradeV2Sql;
 extern const char* const kUpgradeV3Sql;
+extern const char* const kUpgradeV4Sql;
 
 }  // namespace sweetspot

@@ -103,6 +103,7 @@ CREATE TABLE cells (
     streamed_gbps       REAL,
     device_weight_bytes INTEGER,
     device_used_bytes   INTEGER,
+    predicted_alloc_bytes INTEGER,
     check_reference     TEXT,
     check_max_abs_err   REAL,
     check_rel_err       REAL,

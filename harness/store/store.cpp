@@ -137,6 +137,7 @@ Store Store::open(const std::string& path, Access access) {
     const int version = check_results_database(db);
     if (version <= 2) db.exec(kUpgradeV2Sql);
     if (version <= 3) db.exec(kUpgradeV3Sql);
+    if (version <= 4) db.exec(kUpgradeV4Sql);
     db.exec(kLaterViewsSql);
     tx.commit();
     return Store(std::move(db), std::move(lock));
@@ -224,7 +225,7 @@ std::int64_t Store::record_cell(std::int64_t run_id, int cell_index, const CellP
         {"tokens_per_s", sql(o.tokens_per_s)},
         {"resident_bytes", sql(o.resident_bytes)}, {"streamed_bytes", sql(o.streamed_bytes)},
         {"streamed_gbps", streamed_gbps}, {"device_weight_bytes", sql(o.device_weight_bytes)},
-        {"device_used_bytes", sql(o.device_used_bytes)},
+        {"device_used_bytes", sql(o.device_used_bytes)}, {"predicted_alloc_bytes", sql(o.predicted_alloc_bytes)},
         {"check_reference", sql(o.check_reference)}, {"check_max_abs_err", sql(o.check_max_abs_err)},
         {"check_rel_err", sql(o.check_rel_err)}, {"check_tolerance", sql(o.check_tolerance)},
         {"peak_host_rss_bytes", sql(o.peak_host_rss_bytes)}, {"activation_bytes", sql(o.activation_bytes)},

@@ -17,7 +17,7 @@ namespace sweetspot {
 
 // 1: runs, cells, iterations. 2: GPU placement columns, CUPTI event tables, per-cell event totals.
 // 3: cells.dropout and cells.launches_per_forward.
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 // The oldest version this sweetspot reads; a run that writes to one upgrades it first.
 inline constexpr int kOldestReadableSchemaVersion = 2;
 
@@ -91,6 +91,9 @@ struct CellOutcome {
     // GPU backends: where the weights went, and the device memory in use after the first
     // iteration (CUDA context included).
     std::optional<std::int64_t> resident_bytes, streamed_bytes, device_weight_bytes, device_used_bytes;
+    // GPU cells: the device memory the estimator predicts the cell allocates (weights, activations,
+    // scores, GEMM workspace), decided before it runs, whether it ran or not.
+    std::optional<std::int64_t> predicted_alloc_bytes;
 };
 
 class Store {
