@@ -299,3 +299,16 @@ TEST_CASE("run stores each GPU cell's predicted allocations, whether it ran or n
     CHECK(st.text(0) == "host");
     CHECK(st.is_null(1));
 }
+
+TEST_CASE("a cell whose predicted peak exceeds the GPU is a predicted OOM, with the numbers", "[estimate]") {
+    const FixedCost fixed{"Fixture GPU", "CUDA 13.0", 600 * MiB, 598 * MiB, 2};
+    const CellParams cell = one_cell("model = \"tiny_odd\"\nbackend = \"device\"\nbatch = 2\nseq = 64");
+    const MemoryEstimate e = estimate_memory(cell);
+    const std::int64_t peak = e.device_total() + fixed.largest;
+    CHECK(predicted_oom(cell, peak, fixed).empty());  // exactly at the capacity still fits
+    const std::string why = predicted_oom(cell, peak - 1, fixed);
+    CHECK_THAT(why, ContainsSubstring("predicted OOM: its peak is predicted at " + human_bytes(static_cast<double>(peak))));
+    CHECK_THAT(why, ContainsSubstring("workspace 32.0 MiB"));
+    CHECK_THAT(why, ContainsSubstring("the CUDA context and libraries 600.0 MiB as measured on Fixture GPU"));
+    CHECK_THAT(why, ContainsSubstring("--force runs it anyway"));
+}

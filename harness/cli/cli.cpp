@@ -100,7 +100,7 @@ std::string join_command_line(int argc, char** argv) {
 }
 
 int cmd_run(const std::vector<std::string>& args, const std::string& command_line) {
-    Command cmd{"run", "FILE [--db PATH] [--only AXIS=VALUE] [--rerun] [--timeout DURATION]",
+    Command cmd{"run", "FILE [--db PATH] [--only AXIS=VALUE] [--rerun] [--force] [--timeout DURATION]",
                 "Runs every cell of the matrix FILE, each in its own process, and stores the results.\n"
                 "Cells already 'ok' in the database are skipped, so an interrupted sweep resumes\n"
                 "where it stopped. Progress (cell i/N, ETA) goes to stderr.",
@@ -109,6 +109,9 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
         ("matrix", po::value<std::string>()->required(), "experiment matrix (TOML)")
         ("db", po::value<std::string>(), "results database (default: results/<matrix name>.db)")
         ("rerun", po::bool_switch(), "measure cells again even if they are already ok in the database")
+        ("force", po::bool_switch(),
+         "run cells predicted not to fit the GPU (otherwise skipped as 'predicted OOM' once the database holds "
+         "cells of that GPU to measure the CUDA context and libraries' memory on)")
         ("timeout", po::value<std::string>(), "per-cell timeout overriding the matrix (\"90s\", \"10m\", seconds)")
         ("only", po::value<std::vector<std::string>>()->composing(),
          "run only the cells with AXIS=VALUE[,VALUE...] (repeatable), e.g. --only model=gpt2_1.5b --only backend=uvm")
@@ -128,6 +131,7 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
     RunOptions opt;
     opt.db_path = vm.count("db") ? vm["db"].as<std::string>() : default_db_path(matrix);
     opt.rerun = vm["rerun"].as<bool>();
+    opt.force = vm["force"].as<bool>();
     opt.allow_oversubscription = vm["allow-oversubscription"].as<bool>();
     opt.collect = collector_choice(vm["collector"].as<std::string>());
     opt.command_line = command_line;

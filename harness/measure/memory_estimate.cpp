@@ -9,6 +9,7 @@
 #include "harness/store/store.hpp"
 #include "kernels/compute/gemm_workspace.hpp"
 #include "kernels/model/activation_layout.hpp"
+#include "kernels/model/number_text.hpp"
 #include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {
@@ -108,6 +109,17 @@ Fit fit(const CellParams& cell, std::int64_t capacity, std::int64_t fixed) {
         }
     }
     return f;
+}
+
+std::string predicted_oom(const CellParams& cell, std::int64_t capacity, const FixedCost& fixed) {
+    const MemoryEstimate e = estimate_memory(cell);
+    const std::int64_t peak = e.device_total() + fixed.largest;
+    if (peak <= capacity) return {};
+    const auto b = [](std::int64_t n) { return human_bytes(static_cast<double>(n)); };
+    return "predicted OOM: its peak is predicted at " + b(peak) + " (weights " + b(e.weights) + ", activations " +
+           b(e.activations) + ", scores " + b(e.scores) + ", workspace " + b(e.workspace) +
+           ", the CUDA context and libraries " + b(fixed.largest) + " as measured on " + fixed.gpu + "), above the " +
+           b(capacity) + " the GPU has; --force runs it anyway";
 }
 
 }  // namespace sweetspot

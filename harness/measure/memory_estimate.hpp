@@ -48,6 +48,10 @@ struct FixedCost {
 // One entry per GPU and driver with such cells, from the database at `path` (read only).
 std::vector<FixedCost> measured_fixed_costs(const std::string& path);
 
+// Why `cell` is predicted not to fit a GPU of `capacity` bytes, `fixed` of which the CUDA context
+// and libraries take (the numbers, and --force), or empty when its predicted peak fits.
+std::string predicted_oom(const CellParams& cell, std::int64_t capacity, const FixedCost& fixed);
+
 // What fits a GPU of `capacity` bytes, `fixed` of which the CUDA context and libraries take, for a
 // cell taken as a template: the largest batch at its seq and the largest seq at its batch whose
 // predicted peak fits (empty when not even 1 does), and, for a backend that runs under a budget,

@@ -15,6 +15,7 @@ struct RunOptions {
     std::optional<double> timeout_override_s;
     bool allow_oversubscription = false;     // lifts the managed-memory guard (your own GPU only)
     bool collect = true;                     // CUPTI in traced iterations; false: `--collector none`
+    bool force = false;                      // run cells predicted not to fit the GPU
     std::string command_line;
 };
 
