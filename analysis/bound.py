@@ -53,6 +53,17 @@ def bound_ms(cell, device_ms):
     return max(parts) if parts else None
 
 
+def managed_rates(con):
+    """{run_id: {operation: GB/s}} of the runs' managed-memory probes in an open sqlite3 connection
+    (none before schema 4)."""
+    if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'managed_probe'").fetchone():
+        return {}
+    rates = {}
+    for run_id, operation, gbps in con.execute("SELECT run_id, operation, gbps FROM managed_probe"):
+        rates.setdefault(run_id, {})[operation] = gbps
+    return rates
+
+
 # The backends that move weights through Unified Memory, so have a driver bound.
 UVM_BACKENDS = ("uvm", "uvm-prefetch")
 

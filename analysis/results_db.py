@@ -9,7 +9,7 @@ import sqlite3
 
 import pandas as pd
 
-from bound import bound_ms, device_latencies, driver_bound_ms
+from bound import bound_ms, device_latencies, driver_bound_ms, managed_rates
 
 # Versions this report reads: it names every column it needs and skips a figure whose columns a
 # file lacks, so an older file cannot be misread.
@@ -108,21 +108,12 @@ class ResultsDb:
         cells["bound_ms"] = [bound_ms(r, device_ms) if m else None for r, m in zip(records, measured)]
         cells["bound_ms"] = cells["bound_ms"].astype(float)
         cells["x_bound"] = cells["latency_median_ms"] / cells["bound_ms"]
-        rates = self.managed_rates()
+        rates = managed_rates(self.con)
         cells["driver_bound_ms"] = [driver_bound_ms(r, device_ms, rates) if m else None
                                     for r, m in zip(records, measured)]
         cells["driver_bound_ms"] = cells["driver_bound_ms"].astype(float)
         cells["x_driver_bound"] = cells["latency_median_ms"] / cells["driver_bound_ms"]
         return cells
-
-    def managed_rates(self):
-        """{run_id: {operation: GB/s}} from the runs' managed-memory probes (none before schema 4)."""
-        if not self.has("managed_probe"):
-            return {}
-        rates = {}
-        for run_id, operation, gbps in self.con.execute("SELECT run_id, operation, gbps FROM managed_probe"):
-            rates.setdefault(run_id, {})[operation] = gbps
-        return rates
 
     def traced_iterations(self):
         """Number of traced iterations stored per cell_id."""

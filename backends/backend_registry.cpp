@@ -54,7 +54,7 @@ WeightFootprint device_footprint(const BackendConfig&, std::span<const std::int6
 WeightFootprint explicit_copy_footprint(const BackendConfig& config, std::span<const std::int64_t> unit_bytes) {
     const ResidencyPlan plan =
         plan_residency(unit_bytes, config.budget_bytes, streaming_slots(config.prefetch_depth), config.resident);
-    return {plan.aligned_device_bytes(unit_bytes, kUnitAlignmentBytes),
+    return {plan.device_layout(unit_bytes, kUnitAlignmentBytes).total_bytes,
             pack_units(unit_bytes, kUnitAlignmentBytes).total_bytes, 0};
 }
 

@@ -27,23 +27,12 @@ void ExplicitCopyBackend::place(const WeightLayout& layout, const UnitFiller& fi
         std::memcpy(host + host_packed_.offsets[static_cast<std::size_t>(unit)], data, bytes);
     });
 
-    // Device layout: the resident units packed from the start, then the slots.
-    const auto n_units = unit_bytes_.size();
-    device_offset_.assign(n_units, -1);
-    std::int64_t offset = 0;
-    for (std::size_t u = 0; u < n_units; ++u) {
-        if (!plan_.resident[u]) continue;
-        device_offset_[u] = offset;
-        offset += round_up_bytes(unit_bytes_[u], kUnitAlignmentBytes);
-    }
-    slots_offset_ = offset;
-    slot_stride_ = round_up_bytes(plan_.slot_bytes, kUnitAlignmentBytes);
-    device_bytes_ = slots_offset_ + plan_.slots * slot_stride_;
-    device_weights_ = allocate_device(device_bytes_);
+    device_ = plan_.device_layout(unit_bytes_, kUnitAlignmentBytes);
+    device_weights_ = allocate_device(device_.total_bytes);
 
-    for (std::size_t u = 0; u < n_units; ++u) {
+    for (std::size_t u = 0; u < unit_bytes_.size(); ++u) {
         if (!plan_.resident[u]) continue;
-        CUDA_CHECK(cudaMemcpy(device_weights_.get() + device_offset_[u], host + host_packed_.offsets[u],
+        CUDA_CHECK(cudaMemcpy(device_weights_.get() + device_.unit_offsets[u], host + host_packed_.offsets[u],
                               static_cast<std::size_t>(unit_bytes_[u]), cudaMemcpyHostToDevice));
     }
     slot_streams_.make_slots(plan_.slots);
@@ -60,7 +49,7 @@ void ExplicitCopyBackend::reset_residency() {
 }
 
 std::byte* ExplicitCopyBackend::slot_pointer(int slot) const {
-    return device_weights_.get() + slots_offset_ + slot * slot_stride_;
+    return device_weights_.get() + device_.slots_offset + slot * device_.slot_stride;
 }
 
 // The slot was last used by streamed unit seq - S, which the ring saw released: the copy waits on
@@ -76,7 +65,7 @@ void ExplicitCopyBackend::fetch(const SlotRing::Entry& entry) {
 
 const void* ExplicitCopyBackend::acquire(int unit) {
     if (const auto slot = ring_.acquire(unit, *this)) return slot_pointer(*slot);
-    return device_weights_.get() + device_offset_[static_cast<std::size_t>(unit)];
+    return device_weights_.get() + device_.unit_offsets[static_cast<std::size_t>(unit)];
 }
 
 void ExplicitCopyBackend::release(int unit) { ring_.release(unit, *this); }
@@ -85,7 +74,7 @@ PlacementStats ExplicitCopyBackend::placement() const {
     PlacementStats s;
     s.resident_bytes = plan_.resident_bytes;
     s.streamed_bytes = plan_.streamed_bytes;
-    s.device_weight_bytes = device_bytes_;
+    s.device_weight_bytes = device_.total_bytes;
     s.resident_units = plan_.resident_units();
     s.streamed_units = plan_.streamed_units();
     s.slots = plan_.slots;

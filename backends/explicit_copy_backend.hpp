@@ -50,8 +50,7 @@ private:
     PackedUnits host_packed_;
     PinnedHostMemory host_weights_;
     DeviceMemory device_weights_;            // resident units, then the slots
-    std::vector<std::int64_t> device_offset_;  // of each resident unit in device_weights_
-    std::int64_t slots_offset_ = 0, slot_stride_ = 0, device_bytes_ = 0;
+    ResidencyPlan::DeviceLayout device_;  // where the resident units and the slots are in device_weights_
 };
 
 }  // namespace sweetspot

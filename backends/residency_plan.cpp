@@ -160,12 +160,21 @@ ResidencyPlan plan_residency(std::span<const std::int64_t> unit_bytes, std::int6
     return *best;
 }
 
-std::int64_t ResidencyPlan::aligned_device_bytes(std::span<const std::int64_t> unit_bytes, std::int64_t alignment) const {
+ResidencyPlan::DeviceLayout ResidencyPlan::device_layout(std::span<const std::int64_t> unit_bytes,
+                                                         std::int64_t alignment) const {
     const auto up = [alignment](std::int64_t n) { return (n + alignment - 1) / alignment * alignment; };
-    std::int64_t bytes = 0;
-    for (std::size_t u = 0; u < unit_bytes.size(); ++u)
-        if (resident[u]) bytes += up(unit_bytes[u]);
-    return bytes + slots * up(slot_bytes);
+    DeviceLayout l;
+    l.unit_offsets.assign(unit_bytes.size(), -1);
+    std::int64_t offset = 0;
+    for (std::size_t u = 0; u < unit_bytes.size(); ++u) {
+        if (!resident[u]) continue;
+        l.unit_offsets[u] = offset;
+        offset += up(unit_bytes[u]);
+    }
+    l.slots_offset = offset;
+    l.slot_stride = up(slot_bytes);
+    l.total_bytes = l.slots_offset + slots * l.slot_stride;
+    return l;
 }
 
 }  // namespace sweetspot

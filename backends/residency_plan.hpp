@@ -22,9 +22,14 @@ struct ResidencyPlan {
     int streamed_units() const;
     // Device bytes the plan needs for weights; never more than the budget it was made for.
     std::int64_t device_bytes() const { return resident_bytes + slots * slot_bytes; }
-    // The same with every resident unit and slot starting on `alignment` bytes, as one allocation
-    // holds them (resident units packed first, then the slots).
-    std::int64_t aligned_device_bytes(std::span<const std::int64_t> unit_bytes, std::int64_t alignment) const;
+    // One device allocation holding the plan, every resident unit and slot starting on
+    // `alignment` bytes: the resident units packed first, then the slots.
+    struct DeviceLayout {
+        std::vector<std::int64_t> unit_offsets;  // per unit; -1 for a streamed one
+        std::int64_t slots_offset = 0, slot_stride = 0;
+        std::int64_t total_bytes = 0;            // the allocation's size
+    };
+    DeviceLayout device_layout(std::span<const std::int64_t> unit_bytes, std::int64_t alignment) const;
 };
 
 // Bytes of every unit of `layout` stored in `dtype`, in forward order.

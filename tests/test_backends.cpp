@@ -275,6 +275,19 @@ TEST_CASE("a budget too small for the slots is refused with the numbers", "[back
     CHECK_THROWS_AS(plan_residency(units, 100 * MB, 0, ResidentPolicy::first), std::invalid_argument);
 }
 
+TEST_CASE("a plan's device layout: resident units packed first, then the slots, each aligned", "[backends]") {
+    ResidencyPlan plan;
+    plan.resident = {true, false, true, false};
+    plan.slots = 2;
+    plan.slot_bytes = 300;  // the largest streamed unit
+    const std::vector<std::int64_t> units = {100, 300, 1000, 200};
+    const auto layout = plan.device_layout(units, 256);
+    CHECK(layout.unit_offsets == std::vector<std::int64_t>{0, -1, 256, -1});  // 100 → 256
+    CHECK(layout.slots_offset == 1280);                                       // 256 + 1000 → 1024
+    CHECK(layout.slot_stride == 512);                                         // 300 → 512
+    CHECK(layout.total_bytes == 2304);                                        // 1280 + 2 · 512
+}
+
 TEST_CASE("slot counts follow the prefetch depth", "[backends]") {
     CHECK(streaming_slots(-1) == 1);
     CHECK(streaming_slots(0) == 1);

@@ -164,7 +164,8 @@ TEST_CASE("the CUDA context and libraries' memory is measured from a results dat
     test::TempDir tmp;
     const auto db = tmp.file("calibration.db");
     write_calibration_db(db, "Fixture GPU");
-    const std::vector<FixedCost> costs = measured_fixed_costs(db);
+    Store read = Store::open_read_only(db);
+    const std::vector<FixedCost> costs = measured_fixed_costs(read.db());
     REQUIRE(costs.size() == 1);
     CHECK(costs[0].gpu == "Fixture GPU");
     CHECK(costs[0].driver == "CUDA 13.0");

@@ -320,6 +320,31 @@ constexpr const char* kBeforeVersion4 =
     "ALTER TABLE runs DROP COLUMN pageable_memory_access_uses_host_page_tables;"
     "ALTER TABLE runs DROP COLUMN direct_managed_mem_access_from_host;";
 
+// A database as `version` wrote it: one run with one ok cell, then the later versions' additions
+// taken out. Read-only, it must still summarise, and stay at its version.
+void write_old_version(const std::string& path, int version) {
+    {
+        auto s = Store::open(path);
+        RunInfo info;
+        info.started_at = "2026-01-01T00:00:00Z";
+        s.record_cell(s.begin_run(info), 0, tiny_cell(2, 8), ok_outcome(1.0));
+        if (version < 5) s.db().exec(kBeforeVersion5);
+        if (version < 4) s.db().exec(kBeforeVersion4);
+        if (version < 3)  // version 2 lacked these three columns
+            s.db().exec("ALTER TABLE cells DROP COLUMN dropout; ALTER TABLE cells DROP COLUMN repeat;"
+                        "ALTER TABLE cells DROP COLUMN launches_per_forward;");
+        s.db().exec("UPDATE schema_info SET version = " + std::to_string(version) +
+                    "; PRAGMA user_version = " + std::to_string(version));
+    }
+    auto r = Store::open_read_only(path);
+    std::ostringstream out;
+    print_summary(r, SummaryOptions{}, out);
+    CHECK_THAT(out.str(), Catch::Matchers::ContainsSubstring("1 ok"));
+    auto v = r.db().prepare("SELECT version FROM schema_info");
+    REQUIRE(v.step());
+    CHECK(v.int64(0) == version);  // reading changed nothing
+}
+
 RunInfo run_with_managed_probe() {
     RunInfo info;
     info.started_at = "2026-01-03T00:00:00Z";
@@ -374,22 +399,8 @@ TEST_CASE("the managed-memory abilities and probe of a run are stored and summar
 TEST_CASE("a version-3 database is read as it is and upgraded when a run writes to it", "[store]") {
     TempDir tmp;
     const auto path = tmp.file("v3.db");
-    {
-        auto s = Store::open(path);
-        RunInfo info;
-        info.started_at = "2026-01-01T00:00:00Z";
-        s.record_cell(s.begin_run(info), 0, tiny_cell(2, 8), ok_outcome(1.0));
-        s.db().exec(kBeforeVersion5);
-        s.db().exec(kBeforeVersion4);
-        s.db().exec("UPDATE schema_info SET version = 3; PRAGMA user_version = 3");
-    }
-    {
-        auto r = Store::open_read_only(path);
-        std::ostringstream out;
-        print_summary(r, SummaryOptions{}, out);
-        CHECK_THAT(out.str(), Catch::Matchers::ContainsSubstring("1 ok"));
-        CHECK_FALSE(has_table(r.db(), "managed_probe"));  // reading changed nothing
-    }
+    write_old_version(path, 3);
+    CHECK_FALSE(has_table(Store::open_read_only(path).db(), "managed_probe"));  // reading changed nothing
     auto s = Store::open(path);
     auto v = s.db().prepare("SELECT version, (SELECT count(*) FROM managed_probe) FROM schema_info");
     REQUIRE(v.step());
@@ -404,27 +415,7 @@ TEST_CASE("a version-3 database is read as it is and upgraded when a run writes 
 TEST_CASE("a version-2 database is read as it is and upgraded when a run writes to it", "[store]") {
     TempDir tmp;
     const auto path = tmp.file("v2.db");
-    {
-        auto s = Store::open(path);
-        RunInfo info;
-        info.started_at = "2026-01-01T00:00:00Z";
-        s.record_cell(s.begin_run(info), 0, tiny_cell(2, 8), ok_outcome(1.0));
-        // What version 2 was: these three columns did not exist, nor the later versions' additions.
-        s.db().exec(kBeforeVersion5);
-        s.db().exec(kBeforeVersion4);
-        s.db().exec("ALTER TABLE cells DROP COLUMN dropout; ALTER TABLE cells DROP COLUMN repeat;"
-                    "ALTER TABLE cells DROP COLUMN launches_per_forward;"
-                    "UPDATE schema_info SET version = 2; PRAGMA user_version = 2");
-    }
-    {
-        auto r = Store::open_read_only(path);
-        std::ostringstream out;
-        print_summary(r, SummaryOptions{}, out);
-        CHECK_THAT(out.str(), Catch::Matchers::ContainsSubstring("1 ok"));
-        auto v = r.db().prepare("SELECT version FROM schema_info");
-        REQUIRE(v.step());
-        CHECK(v.int64(0) == 2);  // reading changed nothing
-    }
+    write_old_version(path, 2);
     auto s = Store::open(path);
     auto v = s.db().prepare("SELECT version, (SELECT dropout FROM cells), (SELECT count(*) FROM cells) FROM schema_info");
     REQUIRE(v.step());

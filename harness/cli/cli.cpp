@@ -185,7 +185,8 @@ void add_calibration_option(Command& cmd) {
 std::optional<FixedCost> calibration(const po::variables_map& vm) {
     if (!vm.count("calibration")) return std::nullopt;
     const std::string path = vm["calibration"].as<std::string>();
-    const std::vector<FixedCost> costs = measured_fixed_costs(path);
+    Store store = Store::open_read_only(path);
+    const std::vector<FixedCost> costs = measured_fixed_costs(store.db());
     if (costs.empty())
         throw po::error("--calibration: " + path + " has no ok device or explicit-copy cell with its device memory "
                         "recorded, so nothing to measure the CUDA context and libraries from");

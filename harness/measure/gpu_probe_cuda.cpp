@@ -10,7 +10,7 @@
 #include "harness/measure/gpu_probe.hpp"
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/cuda_resources.hpp"
-#include "kernels/compute/gpu_kernels.cuh"
+#include "kernels/compute/fault_in_kernel.hpp"
 #include "kernels/compute/managed_memory.hpp"
 
 namespace sweetspot {

@@ -6,7 +6,6 @@
 #include "backends/backend_registry.hpp"
 #include "backends/residency_plan.hpp"
 #include "harness/measure/cell_exec.hpp"
-#include "harness/store/store.hpp"
 #include "kernels/compute/gemm_workspace.hpp"
 #include "kernels/model/activation_layout.hpp"
 #include "kernels/model/number_text.hpp"
@@ -37,12 +36,11 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
     return e;
 }
 
-std::vector<FixedCost> measured_fixed_costs(const std::string& path) {
+std::vector<FixedCost> measured_fixed_costs(Database& db) {
     std::string own_memory;  // the GPU backends whose device memory is all their own allocations
     for (const BackendTraits& b : backend_registry())
         if (b.needs_gpu && !b.managed_weights) own_memory += (own_memory.empty() ? "'" : ", '") + std::string(enum_name(b.id)) + "'";
-    Store store = Store::open_read_only(path);
-    auto st = store.db().prepare(
+    auto st = db.prepare(
         "SELECT coalesce(r.gpu_name, ''), coalesce(r.gpu_driver, ''),"
         " max(c.device_used_bytes - c.device_weight_bytes - c.activation_bytes),"
         " min(c.device_used_bytes - c.device_weight_bytes - c.activation_bytes), count(*)"

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "harness/matrix/cell.hpp"
+#include "harness/store/sqlite.hpp"
 
 namespace sweetspot {
 
@@ -45,8 +46,9 @@ struct FixedCost {
     int cells = 0;
 };
 
-// One entry per GPU and driver with such cells, from the database at `path` (read only).
-std::vector<FixedCost> measured_fixed_costs(const std::string& path);
+// One entry per GPU and driver with such cells, from a results database (a run's own connection
+// serves: the query only reads).
+std::vector<FixedCost> measured_fixed_costs(Database& db);
 
 // Why `cell` is predicted not to fit a GPU of `capacity` bytes, `fixed` of which the CUDA context
 // and libraries take (the numbers, and --force), or empty when its predicted peak fits.

@@ -163,9 +163,9 @@ void count(RunTotals& t, CellStatus status) {
 // Why a GPU cell is predicted not to fit this run's GPU, or empty. Only where the fixed cost (CUDA
 // context, libraries) has been measured on this GPU and driver, by cells already in the database:
 // without it nothing is predicted, and the cell runs.
-std::string predicted_oom_here(const CellParams& cell, const GpuFacts& gpu, const std::string& db_path) {
+std::string predicted_oom_here(const CellParams& cell, const GpuFacts& gpu, Store& store) {
     if (!gpu.memory_bytes) return {};
-    for (const FixedCost& fixed : measured_fixed_costs(db_path)) {
+    for (const FixedCost& fixed : measured_fixed_costs(store.db())) {
         if (fixed.gpu == gpu.name.value_or("") && fixed.driver == gpu.driver.value_or(""))
             return predicted_oom(cell, *gpu.memory_bytes, fixed);
     }
@@ -244,7 +244,7 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
         bool measured = false;
         std::string why = cell_unsupported_reason(cell);
         if (why.empty() && uses_gpu(cell) && !gpu.name) why = "no GPU visible to sweetspot (" + gpu.note + ")";
-        if (why.empty() && uses_gpu(cell) && !options.force) why = predicted_oom_here(cell, gpu, options.db_path);
+        if (why.empty() && uses_gpu(cell) && !options.force) why = predicted_oom_here(cell, gpu, store);
         if (!why.empty()) {
             o.status = CellStatus::skipped;
             o.reason = why;

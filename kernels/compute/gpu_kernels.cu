@@ -241,16 +241,6 @@ __global__ void residual_layernorm_kernel(T* out, T* x, const T* y, Dropout d, s
     }
 }
 
-// One float per thread per step of a grid-stride loop: neighbouring threads touch neighbouring
-// words, so a warp's first touch of a page faults once for the warp.
-__global__ void read_every_element_kernel(const float* data, std::int64_t n, float* sink) {
-    float sum = 0.0f;
-    const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-    for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-        sum += data[i];
-    if (sum == -1.0f) *sink = sum;
-}
-
 }  // namespace
 
 // ---- launchers -----------------------------------------------------------------------------
@@ -342,12 +332,6 @@ void launch_residual_layernorm(T* out, T* x, const T* y, const Dropout& d, std::
 }
 
 // ---- explicit instantiations: fp32, fp16, bf16 ----------------------------------------------
-void launch_read_every_element(const float* data, std::int64_t n, float* sink, cudaStream_t stream) {
-    if (n == 0) return;
-    read_every_element_kernel<<<elementwise_blocks(n), kBlock, 0, stream>>>(data, n, sink);
-    CUDA_CHECK_LAUNCH();
-}
-
 #define SWEETSPOT_INSTANTIATE_KERNELS(T)                                                                        \
     template void launch_embedding<T>(T*, const std::int32_t*, const T*, const T*, int, int, int, cudaStream_t); \
     template void launch_layernorm<T>(T*, const T*, const T*, const T*, int, int, float, cudaStream_t);          \

@@ -92,9 +92,4 @@ template <class T>
 void launch_residual_layernorm(T* out, T* x, const T* y, const Dropout& d, std::uint32_t site, const T* w, const T* b,
                                int rows, int c, float eps, cudaStream_t stream);
 
-// Not the forward's: the GPU probe's on-demand fault-in. Reads each of `n` floats of `data` (a
-// managed range resident on the host, so every page migrates when first touched) and writes to
-// *sink only for a value no float in the range has, so the reads cannot be optimised away.
-void launch_read_every_element(const float* data, std::int64_t n, float* sink, cudaStream_t stream);
-
 }  // namespace sweetspot::gpu

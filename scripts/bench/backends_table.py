@@ -17,7 +17,7 @@ import sqlite3
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "analysis"))
-from bound import bound_ms, device_latencies, driver_bound_ms  # noqa: E402
+from bound import bound_ms, device_latencies, driver_bound_ms, managed_rates  # noqa: E402
 
 QUERY = """
 SELECT c.cell_id, c.run_id, c.model, c.dtype, c.batch, c.seq, c.backend, c.prefetch, c.streams, c.budget, c.resident,
@@ -29,16 +29,6 @@ WHERE c.status = 'ok' AND c.backend != 'host'
 
 COLUMNS = ["model", "dtype", "b×s", "backend", "prefetch", "streams", "budget", "resident", "evict", "streamed GB",
            "median ms", "p10–p90 ms", "bound ms", "× bound", "driver bound ms", "× driver bound", "link GB/s", "rel err"]
-
-
-def managed_rates(con):
-    """{run_id: {operation: GB/s}} of one database's managed-memory probes (none before schema 4)."""
-    if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'managed_probe'").fetchone():
-        return {}
-    rates = {}
-    for run_id, operation, gbps in con.execute("SELECT run_id, operation, gbps FROM managed_probe"):
-        rates.setdefault(run_id, {})[operation] = gbps
-    return rates
 
 
 def rows(dbs):
