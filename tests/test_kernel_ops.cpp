@@ -506,11 +506,13 @@ TEMPLATE_TEST_CASE("gpu::flash_attention matches cpu::attention, with and withou
         int batch, seq, c, n_head;
     };
     // seq 1; head dim 25 (c 75) over several key tiles and a partial last row block; 64 and 128,
-    // GPT-2's and GPT-3's; 80; 130 as gpt3_13b_seed; 192 and 256, the register-tiled kernel's
-    // widest tiles; 320 and 512 (the largest the kernels take), the quad kernel's; seq 777.
+    // GPT-2's and GPT-3's; 32, 80 and 96, the other tensor-core head dims; 130 as gpt3_13b_seed;
+    // 192 and 256, the register-tiled kernel's widest tiles; 320 and 512 (the largest the kernels
+    // take), the quad kernel's; seq 777.
     for (const Shape s : {Shape{1, 1, 75, 3}, Shape{2, 77, 75, 3}, Shape{2, 100, 128, 2}, Shape{1, 130, 256, 2},
-                          Shape{2, 65, 160, 2}, Shape{2, 17, 520, 4}, Shape{2, 70, 384, 2}, Shape{1, 129, 256, 1},
-                          Shape{1, 33, 320, 1}, Shape{1, 40, 512, 1}, Shape{1, 777, 160, 2}}) {
+                          Shape{1, 50, 64, 2}, Shape{2, 65, 160, 2}, Shape{2, 90, 192, 2}, Shape{2, 17, 520, 4},
+                          Shape{2, 70, 384, 2}, Shape{1, 129, 256, 1}, Shape{1, 33, 320, 1}, Shape{1, 40, 512, 1},
+                          Shape{1, 777, 160, 2}}) {
         for (const float p : {0.0f, 0.2f}) {
             INFO(enum_name(dtype) << " batch " << s.batch << " seq " << s.seq << " c " << s.c << " heads " << s.n_head
                                    << " (head dim " << s.c / s.n_head << "), dropout " << p);

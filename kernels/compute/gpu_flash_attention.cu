@@ -1,8 +1,10 @@
 // The `flash_attention` fusion: the whole attention core of one (batch, head) and a block of
 // query rows in one kernel, QKᵀ, the causal mask, an online softmax and ·V, with no [seq, seq]
-// buffer (the scores of one key tile live in shared memory and registers only). Three forms:
+// buffer (the scores of one key tile live in shared memory and registers only). Four forms:
 //   - fp16 and bf16 at head dims 32, 64, 80, 96 and 128: tensor cores (gpu_flash_attention_mma.cuh);
-//   - any other case up to head dim 256 (fp32 above all): a register-tiled kernel on CUDA cores
+//   - fp32 at the same head dims: tensor cores with the 3xTF32 split, as accurate as fp32 on CUDA
+//     cores (gpu_flash_attention_tf32x3.cuh);
+//   - any other case up to head dim 256: a register-tiled kernel on CUDA cores
 //     (gpu_flash_attention_simt.cuh);
 //   - head dims 257 .. kFlashAttentionMaxHeadDim, which no built-in model has: the kernel below,
 //     slower, whose registers do not grow with the head dim.
@@ -32,6 +34,7 @@
 #include "kernels/compute/device_common.cuh"
 #include "kernels/compute/gpu_flash_attention_mma.cuh"
 #include "kernels/compute/gpu_flash_attention_simt.cuh"
+#include "kernels/compute/gpu_flash_attention_tf32x3.cuh"
 
 namespace sweetspot::gpu {
 namespace {
@@ -173,7 +176,13 @@ int prepare_kernels() {
         };
         allow_simt(std::false_type{});
         if constexpr (std::is_same_v<T, float>) allow_simt(std::true_type{});
-        if constexpr (!std::is_same_v<T, float>) {
+        if constexpr (std::is_same_v<T, float>) {
+            allow(tf32x3::flash_attention_tf32x3_kernel<32>, tf32x3::shared_bytes<32>());
+            allow(tf32x3::flash_attention_tf32x3_kernel<64>, tf32x3::shared_bytes<64>());
+            allow(tf32x3::flash_attention_tf32x3_kernel<80>, tf32x3::shared_bytes<80>());
+            allow(tf32x3::flash_attention_tf32x3_kernel<96>, tf32x3::shared_bytes<96>());
+            allow(tf32x3::flash_attention_tf32x3_kernel<128>, tf32x3::shared_bytes<128>());
+        } else {
             allow(mma::flash_attention_mma_kernel<T, 32>, mma::shared_bytes<T, 32>());
             allow(mma::flash_attention_mma_kernel<T, 64>, mma::shared_bytes<T, 64>());
             allow(mma::flash_attention_mma_kernel<T, 80>, mma::shared_bytes<T, 80>());
@@ -238,28 +247,42 @@ void launch_with_tile(T* out, const T* qkv, int batch, int seq, int c, int n_hea
                                 " needs more shared memory than the device's " + std::to_string(limit) + " bytes per block");
 }
 
-// The tensor-core kernel for fp16 / bf16 at the head dims it is instantiated for; false when
-// (T, hd) is not one of them.
+// The tensor-core kernels at the head dims they are instantiated for: fp16 / bf16 (mma.sync
+// m16n8k16) and fp32 (3xTF32, which copies with cp.async and stores 8 bytes at a time, so it also
+// needs 16-byte aligned buffers); false when (T, hd) is not one of them.
 template <class T>
 bool launch_tensor_cores(T* out, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
                          std::uint32_t site, cudaStream_t stream) {
+    const int hd = c / n_head;
+    const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(hd));
+    const auto launch = [&](auto kernel, int rows, int threads, std::size_t bytes) {
+        const dim3 grid(static_cast<unsigned>(batch * n_head), static_cast<unsigned>((seq + rows - 1) / rows));
+        kernel<<<grid, threads, bytes, stream>>>(out, qkv, seq, c, n_head, scale_log2, dropout, site);
+        CUDA_CHECK_LAUNCH();
+        return true;
+    };
     if constexpr (std::is_same_v<T, float>) {
-        return false;
-    } else {
-        const int hd = c / n_head;
-        const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(hd));
-        const dim3 grid(static_cast<unsigned>(batch * n_head), static_cast<unsigned>((seq + mma::kRows - 1) / mma::kRows));
-        const auto launch = [&](auto kernel, std::size_t bytes) {
-            kernel<<<grid, mma::kWarps * kWarp, bytes, stream>>>(out, qkv, seq, c, n_head, scale_log2, dropout, site);
-            CUDA_CHECK_LAUNCH();
-            return true;
+        if (reinterpret_cast<std::uintptr_t>(qkv) % 16 != 0 || reinterpret_cast<std::uintptr_t>(out) % 16 != 0)
+            return false;
+        const auto go = [&](auto kernel, std::size_t bytes) {
+            return launch(kernel, tf32x3::kRows, tf32x3::kWarps * kWarp, bytes);
         };
         switch (hd) {
-            case 32: return launch(mma::flash_attention_mma_kernel<T, 32>, mma::shared_bytes<T, 32>());
-            case 64: return launch(mma::flash_attention_mma_kernel<T, 64>, mma::shared_bytes<T, 64>());
-            case 80: return launch(mma::flash_attention_mma_kernel<T, 80>, mma::shared_bytes<T, 80>());
-            case 96: return launch(mma::flash_attention_mma_kernel<T, 96>, mma::shared_bytes<T, 96>());
-            case 128: return launch(mma::flash_attention_mma_kernel<T, 128>, mma::shared_bytes<T, 128>());
+            case 32: return go(tf32x3::flash_attention_tf32x3_kernel<32>, tf32x3::shared_bytes<32>());
+            case 64: return go(tf32x3::flash_attention_tf32x3_kernel<64>, tf32x3::shared_bytes<64>());
+            case 80: return go(tf32x3::flash_attention_tf32x3_kernel<80>, tf32x3::shared_bytes<80>());
+            case 96: return go(tf32x3::flash_attention_tf32x3_kernel<96>, tf32x3::shared_bytes<96>());
+            case 128: return go(tf32x3::flash_attention_tf32x3_kernel<128>, tf32x3::shared_bytes<128>());
+            default: return false;
+        }
+    } else {
+        const auto go = [&](auto kernel, std::size_t bytes) { return launch(kernel, mma::kRows, mma::kWarps * kWarp, bytes); };
+        switch (hd) {
+            case 32: return go(mma::flash_attention_mma_kernel<T, 32>, mma::shared_bytes<T, 32>());
+            case 64: return go(mma::flash_attention_mma_kernel<T, 64>, mma::shared_bytes<T, 64>());
+            case 80: return go(mma::flash_attention_mma_kernel<T, 80>, mma::shared_bytes<T, 80>());
+            case 96: return go(mma::flash_attention_mma_kernel<T, 96>, mma::shared_bytes<T, 96>());
+            case 128: return go(mma::flash_attention_mma_kernel<T, 128>, mma::shared_bytes<T, 128>());
             default: return false;
         }
     }

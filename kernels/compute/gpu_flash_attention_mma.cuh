@@ -7,8 +7,7 @@
 // 64 keys:
 //   S = Q·Kᵀ     Q stays in registers as A fragments for the whole kernel; K comes from shared
 //                memory, stored key-major, which is the "col" B operand as it stands.
-//   softmax      online, in registers: each thread holds two rows' values (lane/4 and lane/4 + 8)
-//                and the four lanes of a quad share a row, so the row max and sum are two shuffles.
+//   softmax      online, in registers (gpu_flash_attention_fragments.cuh).
 //   O += P·V     P's accumulator fragments become the A fragments of the next product without
 //                leaving registers; V stays key-major in shared memory and ldmatrix.trans hands
 //                out its B fragments transposed.
@@ -23,6 +22,7 @@
 
 #include "kernels/compute/device_common.cuh"
 #include "kernels/compute/dropout.hpp"
+#include "kernels/compute/gpu_flash_attention_fragments.cuh"
 
 namespace sweetspot::gpu::mma {
 
@@ -91,9 +91,8 @@ __global__ void __launch_bounds__(kWarps * kWarp)
                                std::uint32_t site) {
     static_assert(kHd % 16 == 0 && kHd <= 128, "head dims that are multiples of 16, up to 128");
     constexpr int kLd = kHd + kPad;
-    constexpr int kTileElems = kKeys * kLd;
     extern __shared__ __align__(16) unsigned char shared_raw[];
-    T* const tiles = reinterpret_cast<T*>(shared_raw);  // stage s: K at 2s·kTileElems, V after it
+    T* const tiles = reinterpret_cast<T*>(shared_raw);
 
     const int bh = static_cast<int>(blockIdx.x);
     const int b = bh / n_head, h = bh % n_head;
@@ -124,35 +123,13 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     float o[kHd / 8][4] = {};
     float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
     const int last = min(row0 + kRows, seq) - 1;
-    // K and V tiles of keys k0 .. k0 + 63 into `stage`, 16 bytes per copy, zeros past seq.
-    const auto load_tile = [&](int k0, int stage) {
-        T* k_s = tiles + 2 * stage * kTileElems;
-        T* v_s = k_s + kTileElems;
-        for (int i = tid; i < kKeys * kHd / 8; i += kWarps * kWarp) {
-            const int key = i / (kHd / 8), col = (i % (kHd / 8)) * 8;
-            const int pos = k0 + key;
-            const bool valid = pos < seq;
-            const std::int64_t offset = valid ? pos * ld_qkv + col : 0;
-            cp_async_16(&k_s[key * kLd + col], k_g + offset, valid);
-            cp_async_16(&v_s[key * kLd + col], v_g + offset, valid);
-        }
-        cp_async_commit();
-    };
-    load_tile(0, 0);
+    const KvStages<T, kHd, kLd, kKeys, kWarps * kWarp> stages{tiles, k_g, v_g, ld_qkv, seq, tid};
+    stages.load(0, 0);
     for (int k0 = 0, stage = 0; k0 <= last; k0 += kKeys, stage ^= 1) {
-        __syncthreads();  // every warp is done with the other stage (the tile before this one)
-        if (k0 + kKeys <= last) {
-            load_tile(k0 + kKeys, stage ^ 1);
-            cp_async_wait<1>();  // this tile's copies are done; the next tile's may still run
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();
-        // Every key of this tile after this warp's rows: nothing to add (the barriers above are
-        // still every warp's).
+        stages.begin_tile(k0, stage, last);
         if (k0 > warp_row0 + kRowsPerWarp - 1) continue;
-        const T* k_s = tiles + 2 * stage * kTileElems;
-        const T* v_s = k_s + kTileElems;
+        const T* k_s = stages.k(stage);
+        const T* v_s = stages.v(stage);
 
         // S = Q·Kᵀ for this warp's 16 rows and the tile's 64 keys: 8 n-tiles of 8 keys. One
         // ldmatrix gives the B fragments of two k-steps: matrices (keys j·8.., d 32·kk2 + 8·m).
@@ -174,54 +151,9 @@ __global__ void __launch_bounds__(kWarps * kWarp)
             }
         }
 
-        // Online softmax in base 2 (scale_log2 = log2(e) / sqrt(hd)), the causal mask on the way.
-        const bool diagonal = k0 + kKeys - 1 > warp_row0;
-        float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int j = 0; j < kKeys / 8; ++j) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int r = e / 2;
-                const int key = k0 + j * 8 + pair + (e % 2);
-                float v = s[j][e] * scale_log2;
-                if (diagonal && key > rows[r]) v = -INFINITY;
-                s[j][e] = v;
-                tile_max[r] = fmaxf(tile_max[r], v);
-            }
-        }
-        float rescale[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const float new_max = fmaxf(row_max[r], quad_max(tile_max[r]));
-            rescale[r] = row_max[r] == -INFINITY ? 0.0f : exp2f(row_max[r] - new_max);
-            row_max[r] = new_max;
-        }
-        float tile_sum[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int j = 0; j < kKeys / 8; ++j) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int r = e / 2;
-                const float p = s[j][e] == -INFINITY ? 0.0f : exp2f(s[j][e] - row_max[r]);
-                tile_sum[r] += p;
-                float keep = 1.0f;
-                if (dropout.active() && p != 0.0f) {
-                    const auto prob_row = static_cast<std::uint64_t>(bh) * static_cast<std::uint64_t>(seq) +
-                                          static_cast<std::uint64_t>(rows[r]);
-                    keep = dropout.probability_factor(site, prob_row, static_cast<std::uint64_t>(k0 + j * 8 + pair + e % 2));
-                }
-                s[j][e] = p * keep;
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) row_sum[r] = row_sum[r] * rescale[r] + quad_sum(tile_sum[r]);
-#pragma unroll
-        for (int n = 0; n < kHd / 8; ++n) {
-            o[n][0] *= rescale[0];
-            o[n][1] *= rescale[0];
-            o[n][2] *= rescale[1];
-            o[n][3] *= rescale[1];
-        }
+        // The causal mask and the online softmax: s becomes this tile's probabilities.
+        const ScoreTile at{{rows[0], rows[1]}, k0, pair, k0 + kKeys - 1 > warp_row0, bh, seq};
+        online_softmax(s, o, row_max, row_sum, at, scale_log2, dropout, site);
 
         // O += P·V: 16 keys per k-step, P's accumulators re-packed as A fragments in place. One
         // ldmatrix.trans gives the B fragments of two n-tiles: matrices (keys 16·kk + 8·(m % 2),

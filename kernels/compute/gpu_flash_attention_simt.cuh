@@ -1,7 +1,6 @@
 #pragma once
-// The register-tiled CUDA-core form of the flash_attention kernel: fp32 (whose tensor-core forms
-// round the operands below fp32's precision) at every head dim up to 256, and fp16 / bf16 at the
-// head dims the tensor-core form does not take. Included by gpu_flash_attention.cu only.
+// The register-tiled CUDA-core form of the flash_attention kernel: every dtype at the head dims up
+// to 256 that the tensor-core forms do not take (gpu_flash_attention.cu lists them). Included by gpu_flash_attention.cu only.
 //
 // A block is 128 threads and 64 query rows of one (batch, head). The threads form an 8 × 16 grid;
 // thread (ty, tx) owns query rows 8ty .. 8ty + 7 of the block, and per tile of 64 keys:
