@@ -1,10 +1,12 @@
 #pragma once
 // What the two tensor-core forms of the flash_attention kernel (gpu_flash_attention_mma.cuh for
-// fp16 / bf16, gpu_flash_attention_tf32x3.cuh for fp32) share: the online softmax over a warp's
-// score tile as mma.sync leaves it. Both instructions leave an m16n8 accumulator the same way:
+// fp16 / bf16, gpu_flash_attention_tf32x3.cuh for fp32) share: the two-stage K and V tiles in
+// shared memory, and the online softmax over a warp's score tile as mma.sync leaves it. Both
+// instructions leave an m16n8 accumulator the same way:
 // lane l holds rows l/4 and l/4 + 8 of the warp's 16, columns 2·(l % 4) and 2·(l % 4) + 1 of each
 // 8-key n-tile, so the four lanes of a quad share a row and its max and sum are two shuffles.
 // Included by gpu_flash_attention.cu only.
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/compute/device_common.cuh"
@@ -17,6 +19,8 @@ namespace sweetspot::gpu {
 template <class T, int kHd, int kLd, int kKeys, int kThreads>
 struct KvStages {
     static constexpr int kTileElems = kKeys * kLd;
+    // The dynamic shared memory a block launches with: two stages of a K and a V tile.
+    static constexpr std::size_t kBytes = 2 * 2 * static_cast<std::size_t>(kTileElems) * sizeof(T);
     T* tiles;  // stage s: K at 2s·kTileElems, V after it
     const T* k_g;
     const T* v_g;

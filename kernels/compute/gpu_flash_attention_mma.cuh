@@ -78,8 +78,10 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const v
 // Shared memory of a block: two stages of K and V tiles [kKeys][kHd + kPad], so the next tile
 // loads while this one is computed with.
 template <class T, int kHd>
+using Stages = KvStages<T, kHd, kHd + kPad, kKeys, kWarps * kWarp>;
+template <class T, int kHd>
 constexpr std::size_t shared_bytes() {
-    return 2 * 2 * static_cast<std::size_t>(kKeys) * (kHd + kPad) * sizeof(T);
+    return Stages<T, kHd>::kBytes;
 }
 
 // Grid: x = batch · n_head, y = blocks of 64 query rows (the last rows, which see the most keys,
@@ -123,7 +125,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     float o[kHd / 8][4] = {};
     float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
     const int last = min(row0 + kRows, seq) - 1;
-    const KvStages<T, kHd, kLd, kKeys, kWarps * kWarp> stages{tiles, k_g, v_g, ld_qkv, seq, tid};
+    const Stages<T, kHd> stages{tiles, k_g, v_g, ld_qkv, seq, tid};
     stages.load(0, 0);
     for (int k0 = 0, stage = 0; k0 <= last; k0 += kKeys, stage ^= 1) {
         stages.begin_tile(k0, stage, last);

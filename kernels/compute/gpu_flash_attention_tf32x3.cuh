@@ -40,8 +40,10 @@ constexpr int keys_for() {
 
 // Shared memory of a block: two stages of K and V tiles [kKeys][kHd + kPad] in fp32.
 template <int kHd>
+using Stages = KvStages<float, kHd, kHd + kPad, keys_for<kHd>(), kWarps * kWarp>;
+template <int kHd>
 constexpr std::size_t shared_bytes() {
-    return 2 * 2 * static_cast<std::size_t>(keys_for<kHd>()) * (kHd + kPad) * sizeof(float);
+    return Stages<kHd>::kBytes;
 }
 
 // x = big + small, both TF32 (the low 13 bits of each word zero). split_in_place is for operands
@@ -122,7 +124,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     float o[kHd / 8][4] = {};
     float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
     const int last = min(row0 + kRows, seq) - 1;
-    const KvStages<float, kHd, kLd, kKeys, kWarps * kWarp> stages{tiles, k_g, v_g, ld_qkv, seq, tid};
+    const Stages<kHd> stages{tiles, k_g, v_g, ld_qkv, seq, tid};
     stages.load(0, 0);
     for (int k0 = 0, stage = 0; k0 <= last; k0 += kKeys, stage ^= 1) {
         stages.begin_tile(k0, stage, last);
