@@ -1,7 +1,7 @@
 #pragma once
 // The tensor-core form of the flash_attention kernel for fp32, at head dims that are multiples of 8
 // up to 128. fp32 products on tensor cores need the 3xTF32 split: each operand x is the sum of
-// big = x rounded to TF32 (11 significant bits) and small = (x − big) rounded to TF32, and
+// big = x rounded to TF32 (11 significant bits) and small = x − big (the tensor cores keep its top 11 bits), and
 //   a·b ≈ small_a·big_b + big_a·small_b + big_a·big_b,
 // three mma.sync m16n8k8 TF32 products accumulated in fp32. The dropped small_a·small_b is
 // 2⁻²² of the product, below fp32's own rounding of a long sum, so the result is as accurate as
@@ -46,25 +46,28 @@ constexpr std::size_t shared_bytes() {
     return Stages<kHd>::kBytes;
 }
 
-// x = big + small, both TF32 (the low 13 bits of each word zero). split_in_place is for operands
-// that do not change between key tiles (Q's fragments): the volatile conversions stay where they
-// are written, inside the tile loop, instead of being hoisted out of it, which would hold both
-// halves of Q in registers for the whole kernel (twice Q's registers; head dim 128 spills).
+// x = big + small with big = x rounded to TF32 (cvt.rna) and small = x − big, exact in fp32. small
+// goes to the tensor cores as it is: mma.sync reads a TF32 operand from the top 19 bits of its
+// register and ignores the low 13, so truncating small there costs 2⁻¹¹ of small (2⁻²² of x), the
+// same order as the dropped small_a·small_b, and saves a second conversion per element, a third of
+// the split's instructions in loops that issue more of them than mma.sync.
+// split_in_place is for operands that do not change between key tiles (Q's fragments): the
+// volatile conversion stays where it is written, inside the tile loop, instead of being hoisted out
+// of it, which would hold both halves of Q in registers for the whole kernel (twice Q's registers;
+// head dim 128 spills).
 struct Split {
     std::uint32_t big, small;
 };
 __device__ __forceinline__ Split split(float x) {
     Split r;
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r.big) : "f"(x));
-    const float rest = x - __uint_as_float(r.big);
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r.small) : "f"(rest));
+    r.small = __float_as_uint(x - __uint_as_float(r.big));
     return r;
 }
 __device__ __forceinline__ Split split_in_place(float x) {
     Split r;
     asm volatile("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r.big) : "f"(x));
-    const float rest = x - __uint_as_float(r.big);
-    asm volatile("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r.small) : "f"(rest));
+    r.small = __float_as_uint(x - __uint_as_float(r.big));
     return r;
 }
 
