@@ -2,7 +2,7 @@
 
 The file is opened read-only. Figures ask which tables and columns exist, because files written
 by older versions lack some (version 1 had no event tables at first, version 4 no predicted
-allocations).
+allocations, version 5 no NVML readings).
 """
 import pathlib
 import sqlite3
@@ -13,7 +13,7 @@ from bound import bound_ms, device_latencies, driver_bound_ms, managed_rates
 
 # Versions this report reads: it names every column it needs and skips a figure whose columns a
 # file lacks, so an older file cannot be misread.
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6)
 
 # What the report takes from a cell's run (absent from the oldest files: filled with NULL).
 RUN_COLUMNS = ("h2d_gbps", "d2h_gbps", "gpu_name", "gpu_driver", "cpu_model", "host")

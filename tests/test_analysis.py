@@ -623,6 +623,25 @@ class ReportBoundTest(BoundFixture):
             peak_memory.render(report_data(db.path))
         self.assertIn("together with another cell of its GPU", str(skipped.exception))
 
+    def test_peak_memory_prefers_nvml_peak(self):
+        """A cell with NVML's peak (gpu_peak_bytes) is measured by it, not by the used memory after its
+        first iteration, for its own error and for the fixed cost it lends the other cells."""
+        db = FixtureDb(self.folder, "nvml.db")
+        db.set_run(gpu_name="Fixture GPU", gpu_driver="CUDA 13.0")
+        a = gpu_cell(db, "device", device_weight_bytes=GB, activation_bytes=MIB, device_used_bytes=GB + 901 * MIB,
+                     gpu_peak_bytes=GB + 501 * MIB, predicted_alloc_bytes=GB + MIB)
+        b = gpu_cell(db, "device", batch=2, device_weight_bytes=GB, activation_bytes=2 * MIB,
+                     device_used_bytes=GB + 902 * MIB, gpu_peak_bytes=GB + 510 * MIB, predicted_alloc_bytes=GB + 2 * MIB)
+        db.close()
+        data = report_data(db.path)
+        cells, error = peak_memory.compared(data.ok)
+        error = dict(zip(cells["cell_id"], error))
+        self.assertAlmostEqual(error[a], (GB + MIB + 508 * MIB - (GB + 501 * MIB)) / (GB + 501 * MIB))  # b's fixed: 508
+        self.assertAlmostEqual(error[b], (GB + 2 * MIB + 500 * MIB - (GB + 510 * MIB)) / (GB + 510 * MIB))  # a's: 500
+        drawn = peak_memory.render(data)
+        plt.close(drawn.figure)
+        self.assertIn("(gpu_peak_bytes, 2 cells)", drawn.caption)
+
     def test_um_traffic_per_traced_iteration(self):
         """UM figure: bytes by (direction, cause) and faults, divided by the traced iterations stored
         (2 for prefetch75, although it asked for 4; fp16 stored none and asked for 3)."""

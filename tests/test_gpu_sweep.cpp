@@ -148,6 +148,31 @@ TEST_CASE("a sweep of the tiny models through every GPU backend and dtype", "[gp
                                                      "drop_read_mostly_copy", "fault_in"});
     }
 
+    // NVML's readings of every ok cell's memory: the context costs something, the peak holds at
+    // least what the device and explicit-copy cells allocated (their device memory is all their
+    // own), and the predicted peak is set against it once the run has calibrated cells.
+    {
+        Database rdb(db, Database::Mode::read_only);
+        auto m = rdb.prepare(
+            "SELECT cell_id, backend, gpu_memory_note, gpu_context_bytes, gpu_peak_bytes, gpu_memory_readings,"
+            " device_weight_bytes + activation_bytes, gpu_used_before_bytes"
+            " FROM cells WHERE status = 'ok' ORDER BY cell_id");
+        int read = 0;
+        while (m.step()) {
+            INFO("cell " << m.int64(0) << " " << m.text(1) << ": " << (m.is_null(2) ? "" : m.text(2)));
+            REQUIRE(m.is_null(2));
+            CHECK(m.int64(3) > 0);
+            CHECK(m.int64(5) >= 3);
+            CHECK(m.int64(7) >= 0);
+            if (m.text(1) == "device" || m.text(1) == "explicit-copy") CHECK(m.int64(4) >= m.int64(3) + m.int64(6));
+            ++read;
+        }
+        CHECK(read == 39);
+        auto accuracy = rdb.prepare("SELECT count(*) FROM memory_accuracy WHERE predicted_peak_bytes IS NOT NULL");
+        REQUIRE(accuracy.step());
+        CHECK(accuracy.int64(0) > 0);
+    }
+
     // The same cells without CUPTI: traced iterations are still timed, but nothing is recorded.
     const auto quiet_db = tmp.file("quiet.db");
     const auto quiet = test::run_sweetspot("run '" + matrix + "' --db '" + quiet_db +

@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "harness/collect/event_totals.hpp"
+#include "harness/measure/memory_estimate.hpp"
 #include "harness/store/store.hpp"
 #include "harness/cli/summary.hpp"
 #include "kernels/model/model_config.hpp"
@@ -311,6 +312,13 @@ TEST_CASE("opening again keeps the data; read-only opening checks the file", "[s
                       path + " has schema version 99; this sweetspot reads versions 2 to " + std::to_string(kSchemaVersion));
 }
 
+// Takes version 6's additions out of a database: the cells' predicted peak and NVML readings.
+constexpr const char* kBeforeVersion6 =
+    "DROP VIEW memory_accuracy; ALTER TABLE cells DROP COLUMN predicted_peak_bytes;"
+    "ALTER TABLE cells DROP COLUMN gpu_used_before_bytes; ALTER TABLE cells DROP COLUMN gpu_context_bytes;"
+    "ALTER TABLE cells DROP COLUMN gpu_peak_bytes; ALTER TABLE cells DROP COLUMN gpu_own_peak_bytes;"
+    "ALTER TABLE cells DROP COLUMN gpu_other_processes; ALTER TABLE cells DROP COLUMN gpu_other_bytes;"
+    "ALTER TABLE cells DROP COLUMN gpu_memory_readings; ALTER TABLE cells DROP COLUMN gpu_memory_note;";
 // Takes version 5's addition out of a database: the cells' predicted allocations.
 constexpr const char* kBeforeVersion5 = "ALTER TABLE cells DROP COLUMN predicted_alloc_bytes;";
 // Takes version 4's additions out of a database: the runs' managed-memory abilities and probe.
@@ -328,6 +336,7 @@ void write_old_version(const std::string& path, int version) {
         RunInfo info;
         info.started_at = "2026-01-01T00:00:00Z";
         s.record_cell(s.begin_run(info), 0, tiny_cell(2, 8), ok_outcome(1.0));
+        if (version < 6) s.db().exec(kBeforeVersion6);
         if (version < 5) s.db().exec(kBeforeVersion5);
         if (version < 4) s.db().exec(kBeforeVersion4);
         if (version < 3)  // version 2 lacked these three columns
@@ -394,6 +403,22 @@ TEST_CASE("the managed-memory abilities and probe of a run are stored and summar
     std::ostringstream none;
     print_summary(plain, SummaryOptions{}, none);
     CHECK_THAT(none.str(), !ContainsSubstring("Managed memory"));
+}
+
+TEST_CASE("a version-5 database is read as it is and upgraded when a run writes to it", "[store]") {
+    TempDir tmp;
+    const auto path = tmp.file("v5.db");
+    write_old_version(path, 5);
+    CHECK_FALSE(has_column(Store::open_read_only(path).db(), "cells", "gpu_peak_bytes"));  // reading changed nothing
+    // The estimator's calibration reads a version-5 database as it is.
+    CHECK(measured_fixed_costs(Store::open_read_only(path).db()).empty());
+    auto s = Store::open(path);
+    auto v = s.db().prepare("SELECT version, (SELECT count(*) FROM memory_accuracy), (SELECT gpu_peak_bytes FROM cells)"
+                            " FROM schema_info");
+    REQUIRE(v.step());
+    CHECK(v.int64(0) == kSchemaVersion);
+    CHECK(v.int64(1) == 0);
+    CHECK(v.is_null(2));
 }
 
 TEST_CASE("a version-3 database is read as it is and upgraded when a run writes to it", "[store]") {
@@ -699,7 +724,7 @@ TEST_CASE("results/README.md documents exactly the columns of every table", "[st
           "CUPTI_ACTIVITY_KIND_MEMCPY", "CUDA_UM_GPU_PAGE_FAULT_EVENTS", "CUDA_UM_CPU_PAGE_FAULT_EVENTS",
           "UM_COUNTER_EVENTS", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_OVERHEAD", "ENUM_CUDA_MEMCPY_OPER",
           "ENUM_CUDA_UNIF_MEM_MIGRATION", "ENUM_CUDA_UNIF_MEM_ACCESS_TYPE", "cuda_gpu_kern_sum", "nvtx_sum",
-          "um_total_sum", "um_sum"}) {
+          "um_total_sum", "um_sum", "memory_accuracy"}) {
         INFO("table " << table);
         std::set<std::string> actual;
         auto st = s.db().prepare(std::string("SELECT name FROM pragma_table_info('") + table + "')");

@@ -8,13 +8,27 @@ from figures.common import Drawn, Skip, backend_color, backends_in
 NAME = "peak_memory"
 TITLE = "Predicted vs measured peak memory"
 
-# The measured side: device memory in use after the first iteration, CUDA context included.
-MEASURED = "device_used_bytes"
+# The measured side: NVML's peak (the device's used memory gained from before the cell's CUDA
+# context to its peak, schema 6 on) where the cell has one, else the device memory in use after
+# the first iteration (CUDA context included).
+NVML_PEAK = "gpu_peak_bytes"
+USED_AFTER_FIRST = "device_used_bytes"
+MEASURED = "measured_peak"
 # The estimator's prediction of what the cell allocates, stored before it ran.
 PREDICTED = "predicted_alloc_bytes"
 # What a cell allocated, as it measured it: the used memory beyond them is the CUDA context and
 # the libraries', fixed per GPU and driver.
 ALLOCATED = ("device_weight_bytes", "activation_bytes")
+
+
+def with_measured(ok):
+    """The cells with MEASURED: NVML's peak where there is one, else the used memory."""
+    if USED_AFTER_FIRST not in ok:
+        return ok.assign(**{MEASURED: float("nan")})
+    measured = ok[USED_AFTER_FIRST]
+    if NVML_PEAK in ok:
+        measured = ok[NVML_PEAK].where(ok[NVML_PEAK].notna(), measured)
+    return ok.assign(**{MEASURED: measured})
 
 
 def fixed_costs(ok):
@@ -29,8 +43,9 @@ def predicted_peaks(ok):
     cost measured on the other cells of the same GPU and driver (the cell's own measurement is left
     out of its prediction). Cells with no such other cell are left out. Apart from drawing, so tests
     can check them."""
-    if PREDICTED not in ok or MEASURED not in ok or any(c not in ok for c in ALLOCATED):
+    if PREDICTED not in ok or USED_AFTER_FIRST not in ok or any(c not in ok for c in ALLOCATED):
         return ok.iloc[0:0].assign(predicted_peak=pd.Series(dtype=float))
+    ok = with_measured(ok)
     costs = fixed_costs(ok)
     cells = ok.dropna(subset=[PREDICTED, MEASURED])
     cells = cells[cells[MEASURED] > 0].copy()
@@ -56,7 +71,7 @@ def render(data):
                    "estimator's predictions (schema version 5).")
     cells, error = compared(data.ok)
     if cells.empty:
-        raise Skip(f"no measured GPU cell has both {PREDICTED} and {MEASURED} together with another cell of its "
+        raise Skip(f"no measured GPU cell has both {PREDICTED} and a measured peak together with another cell of its "
                    "GPU and driver to measure the CUDA context and libraries' memory on (a device or explicit-copy "
                    "cell that recorded its allocations).")
     fig, (ax, err_ax) = plt.subplots(1, 2, figsize=(10.0, 4.2))
@@ -76,8 +91,11 @@ def render(data):
     err_ax.set_xlabel("measured peak device memory (GiB)")
     err_ax.set_ylabel("prediction error (%)")
     fig.tight_layout()
-    return Drawn(fig, "The estimator's predicted peak device memory against the device memory in use after the first "
-                      f"iteration ({MEASURED}, CUDA context included), and the relative error; dashed lines: the ±1 % "
+    nvml = int(cells[NVML_PEAK].notna().sum()) if NVML_PEAK in cells else 0
+    return Drawn(fig, "The estimator's predicted peak device memory against the measured peak, and the relative error; "
+                      f"dashed lines: the ±1 % target. Measured: NVML's peak less the memory in use before the cell "
+                      f"({NVML_PEAK}, {nvml} cells), else the device memory in use after the first iteration "
+                      f"({USED_AFTER_FIRST}, CUDA context included). "
                       f"target. The prediction is what the estimator said before the cell ran it would allocate "
                       f"({PREDICTED}: weights, activations, scores, GEMM workspace) plus the CUDA context and "
                       "libraries' memory measured on the other cells of the same GPU and driver (the largest of their "

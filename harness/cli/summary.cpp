@@ -160,6 +160,31 @@ void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
     out << "\n";
 }
 
+// The memory estimator against NVML's measured peak, per GPU cell that has both (the view
+// memory_accuracy); nothing for databases before version 6 or without such cells.
+void print_memory_accuracy(Store& store, const SummaryOptions& opt, std::ostream& out) {
+    auto has_view = store.db().prepare("SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = 'memory_accuracy'");
+    if (!has_view.step()) return;
+    auto st = store.db().prepare(
+        "SELECT m.cell_id, m.backend, m.predicted_peak_bytes, m.gpu_peak_bytes, m.peak_error_pct, m.gpu_context_bytes,"
+        " m.gpu_other_processes FROM memory_accuracy m JOIN cells c USING (cell_id)"
+        " WHERE ?1 IS NULL OR c.run_id = ?1 ORDER BY c.cell_index, m.cell_id");
+    st.bind(1, opt.run_id);
+    TextTable t;
+    t.add_column("cell", TextTable::Align::right);
+    t.add_column("backend");
+    for (const char* h : {"predicted peak", "measured peak", "error", "CUDA context", "other processes"})
+        t.add_column(h, TextTable::Align::right);
+    while (st.step()) {
+        const bool predicted = !st.is_null(2);
+        t.add_row({st.text(0), st.text(1), predicted ? human_bytes(st.int64(2)) : "-", human_bytes(st.int64(3)),
+                   predicted ? fixed(st.real(4), 2) + " %" : "-", human_bytes(st.int64(5)), st.text(6)});
+    }
+    if (t.empty()) return;
+    out << "\nGPU memory: predicted peak against NVML's measured peak (results/README.md says what each includes)\n";
+    t.print(out);
+}
+
 void print_problems(Store& store, const SummaryOptions& opt, std::ostream& out) {
     auto st = store.db().prepare(
         "SELECT cell_id, status, coalesce(reason, '') FROM cells"
@@ -282,6 +307,7 @@ void print_summary(Store& store, const SummaryOptions& options, std::ostream& ou
     print_runs(store, options, out);
     print_managed_memory(store, options, out);
     print_cells(store, options, out);
+    print_memory_accuracy(store, options, out);
     print_problems(store, options, out);
 }
 

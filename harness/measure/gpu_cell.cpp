@@ -2,6 +2,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <chrono>
+#include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -9,6 +12,8 @@
 #include "harness/collect/cupti_collector.hpp"
 #include "harness/measure/cell_exec.hpp"
 #include "harness/measure/cell_weights.hpp"
+#include "harness/measure/gpu_memory_watch.hpp"
+#include "harness/measure/nvml_memory.hpp"
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/cuda_resources.hpp"
 #include "kernels/compute/gpu_forward.hpp"
@@ -21,6 +26,38 @@ std::int64_t device_used_bytes() {
     std::size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     return static_cast<std::int64_t>(total_bytes - free_bytes);
+}
+
+// How often the memory watch reads the GPU's memory: far below an iteration of any model worth
+// streaming, and an NVML reading costs microseconds of a CPU core the forward does not use.
+constexpr std::chrono::milliseconds kMemoryReadPeriod{5};
+
+// NVML's watch over this process's GPU, started before the process creates its CUDA context (the
+// device's UUID comes from cudaGetDeviceProperties, which creates none), or nullptr with `why_not`
+// set where NVML cannot read it.
+std::unique_ptr<GpuMemoryWatch> watch_gpu_memory(std::string& why_not) {
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    unsigned char uuid[16];
+    std::memcpy(uuid, prop.uuid.bytes, sizeof uuid);
+    std::shared_ptr<const NvmlDevice> nvml = NvmlDevice::open(gpu_uuid_string(uuid), why_not);
+    if (!nvml) return nullptr;
+    try {
+        return std::make_unique<GpuMemoryWatch>([nvml] { return nvml->read(); }, kMemoryReadPeriod);
+    } catch (const std::exception& e) {
+        why_not = e.what();
+        return nullptr;
+    }
+}
+
+// The CUDA context, created now rather than by the first call that needs it, so the watch sees
+// what it costs on its own.
+std::unique_ptr<GpuMemoryWatch> with_context(std::unique_ptr<GpuMemoryWatch> watch) {
+    CUDA_CHECK(cudaFree(nullptr));
+    if (watch) watch->context_created();
+    return watch;
 }
 
 // CUPTI's NVTX injection must be in place before the process's first NVTX range.
@@ -47,12 +84,14 @@ GpuForwardOptions forward_options(const CellParams& c, const MeasureOptions& opt
     return f;
 }
 
-// Members in construction order: the NVTX ranges open first (and close last), the collector is
-// configured before anything is placed (UM counters do not see earlier managed allocations).
+// Members in construction order: the memory watch takes its first reading before anything
+// touches the GPU, the NVTX ranges open first (and close last), the collector is configured
+// before anything is placed (UM counters do not see earlier managed allocations).
 class GpuCellForward final : public CellForward {
 public:
     GpuCellForward(const CellParams& c, std::span<const std::int32_t> tokens, const MeasureOptions& options)
         : cell_(c),
+          memory_watch_(with_context(watch_gpu_memory(memory_note_))),
           collect_(prepared_for_collection(c, options)),
           run_range_(options.run_label),
           cell_range_("cell " + c.key()),
@@ -100,10 +139,23 @@ public:
         out.device_weight_bytes = placed.device_weight_bytes;
         out.device_used_bytes = device_used_;
         out.launches_per_forward = forward_->launches_per_forward();
+        out.gpu_memory_note = memory_note_;
+        if (!memory_watch_) return;
+        const GpuMemoryMeasurement m = memory_watch_->measurement();
+        out.gpu_used_before_bytes = m.before_bytes;
+        out.gpu_context_bytes = m.context_bytes;
+        out.gpu_peak_bytes = m.peak_bytes;
+        out.gpu_own_peak_bytes = m.own_peak_bytes;
+        out.gpu_other_processes = m.other_processes;
+        out.gpu_other_bytes = m.other_peak_bytes;
+        out.gpu_memory_readings = m.readings;
+        if (!m.error.empty()) out.gpu_memory_note = "NVML readings stopped: " + m.error;
     }
 
 private:
     const CellParams& cell_;
+    std::string memory_note_;  // why there is no memory watch
+    std::unique_ptr<GpuMemoryWatch> memory_watch_;
     bool collect_;
     NvtxRange run_range_, cell_range_;
     WeightLayout layout_;

@@ -40,12 +40,16 @@ std::vector<FixedCost> measured_fixed_costs(Database& db) {
     std::string own_memory;  // the GPU backends whose device memory is all their own allocations
     for (const BackendTraits& b : backend_registry())
         if (b.needs_gpu && !b.managed_weights) own_memory += (own_memory.empty() ? "'" : ", '") + std::string(enum_name(b.id)) + "'";
+    // The cell's measured peak where NVML read one (schema 6 on), else the used memory after its
+    // first iteration.
+    const std::string used =
+        has_column(db, "cells", "gpu_peak_bytes") ? "coalesce(c.gpu_peak_bytes, c.device_used_bytes)" : "c.device_used_bytes";
     auto st = db.prepare(
         "SELECT coalesce(r.gpu_name, ''), coalesce(r.gpu_driver, ''),"
-        " max(c.device_used_bytes - c.device_weight_bytes - c.activation_bytes),"
-        " min(c.device_used_bytes - c.device_weight_bytes - c.activation_bytes), count(*)"
+        " max(" + used + " - c.device_weight_bytes - c.activation_bytes),"
+        " min(" + used + " - c.device_weight_bytes - c.activation_bytes), count(*)"
         " FROM cells c JOIN runs r USING (run_id)"
-        " WHERE c.status = 'ok' AND c.backend IN (" + own_memory + ") AND c.device_used_bytes IS NOT NULL"
+        " WHERE c.status = 'ok' AND c.backend IN (" + own_memory + ") AND " + used + " IS NOT NULL"
         " AND c.device_weight_bytes IS NOT NULL AND c.activation_bytes IS NOT NULL"
         " GROUP BY 1, 2 ORDER BY 1, 2");
     std::vector<FixedCost> costs;

@@ -36,8 +36,9 @@ struct MemoryEstimate {
 };
 
 // The device memory a GPU process holds besides what sweetspot allocates (the CUDA context, the
-// libraries' code and pools), measured, not guessed: a cell's device_used_bytes less the weights
-// and activations it allocated, over a results database's ok `device` and `explicit-copy` cells
+// libraries' code and pools), measured, not guessed: a cell's measured peak (gpu_peak_bytes, NVML's
+// used memory less what was in use before the cell; device_used_bytes where there is none) less
+// the weights and activations it allocated, over a results database's ok `device` and `explicit-copy` cells
 // (whose device memory is all their own; UVM cells' managed pages come and go) of one GPU and
 // driver.
 struct FixedCost {

@@ -160,16 +160,12 @@ void count(RunTotals& t, CellStatus status) {
     }
 }
 
-// Why a GPU cell is predicted not to fit this run's GPU, or empty. Only where the fixed cost (CUDA
-// context, libraries) has been measured on this GPU and driver, by cells already in the database:
-// without it nothing is predicted, and the cell runs.
-std::string predicted_oom_here(const CellParams& cell, const GpuFacts& gpu, Store& store) {
-    if (!gpu.memory_bytes) return {};
-    for (const FixedCost& fixed : measured_fixed_costs(store.db())) {
-        if (fixed.gpu == gpu.name.value_or("") && fixed.driver == gpu.driver.value_or(""))
-            return predicted_oom(cell, *gpu.memory_bytes, fixed);
-    }
-    return {};
+// The fixed cost (CUDA context, libraries) measured on this run's GPU and driver by the cells
+// already in the database; none before there are such cells, and then nothing is predicted.
+std::optional<FixedCost> fixed_cost_here(const GpuFacts& gpu, Store& store) {
+    for (const FixedCost& fixed : measured_fixed_costs(store.db()))
+        if (fixed.gpu == gpu.name.value_or("") && fixed.driver == gpu.driver.value_or("")) return fixed;
+    return std::nullopt;
 }
 
 }  // namespace
@@ -244,7 +240,8 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
         bool measured = false;
         std::string why = cell_unsupported_reason(cell);
         if (why.empty() && uses_gpu(cell) && !gpu.name) why = "no GPU visible to sweetspot (" + gpu.note + ")";
-        if (why.empty() && uses_gpu(cell) && !options.force) why = predicted_oom_here(cell, gpu, store);
+        const std::optional<FixedCost> fixed = uses_gpu(cell) ? fixed_cost_here(gpu, store) : std::nullopt;
+        if (why.empty() && fixed && gpu.memory_bytes && !options.force) why = predicted_oom(cell, *gpu.memory_bytes, *fixed);
         if (!why.empty()) {
             o.status = CellStatus::skipped;
             o.reason = why;
@@ -257,8 +254,10 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
             totals.interrupted = true;
             break;
         }
-        if (uses_gpu(cell) && cell_impossible_reason(cell).empty())
+        if (uses_gpu(cell) && cell_impossible_reason(cell).empty()) {
             o.predicted_alloc_bytes = estimate_memory(cell).device_total();
+            if (fixed) o.predicted_peak_bytes = *o.predicted_alloc_bytes + fixed->largest;
+        }
         store.record_cell(run_id, static_cast<int>(i), cell, o);
         count(totals, o.status);
         std::optional<double> median;

@@ -6,12 +6,13 @@ namespace sweetspot {
 // schema.sql: every table, index, enum table and view of the current schema (kSchemaVersion), run
 // once on a new database.
 extern const char* const kSchemaSql;
-// later_views.sql: views added without a version change, run on every open for writing.
+// later_views.sql: views added after version 2, run on every open for writing, after the upgrades.
 extern const char* const kLaterViewsSql;
 // upgrade_vN.sql: turns a version-N database into version N + 1, when a run writes to it (one
 // after the other, up to the current version).
 extern const char* const kUpgradeV2Sql;
 extern const char* const kUpgradeV3Sql;
 extern const char* const kUpgradeV4Sql;
+extern const char* const kUpgradeV5Sql;
 
 }  // namespace sweetspot

@@ -160,4 +160,10 @@ bool has_table(Database& db, const std::string& name) {
     return st.step();
 }
 
+bool has_column(Database& db, const std::string& table, const std::string& column) {
+    auto st = db.prepare("SELECT 1 FROM pragma_table_info(?) WHERE name = ?");
+    st.bind(1, table).bind(2, column);
+    return st.step();
+}
+
 }  // namespace sweetspot

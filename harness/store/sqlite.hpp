@@ -97,5 +97,7 @@ private:
 
 // Whether `db` has a table of that name (an older results database may lack a later one).
 bool has_table(Database& db, const std::string& name);
+// Whether `table` has a column named `column` (databases of older schema versions lack some).
+bool has_column(Database& db, const std::string& table, const std::string& column);
 
 }  // namespace sweetspot

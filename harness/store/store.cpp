@@ -138,6 +138,7 @@ Store Store::open(const std::string& path, Access access) {
     if (version <= 2) db.exec(kUpgradeV2Sql);
     if (version <= 3) db.exec(kUpgradeV3Sql);
     if (version <= 4) db.exec(kUpgradeV4Sql);
+    if (version <= 5) db.exec(kUpgradeV5Sql);
     db.exec(kLaterViewsSql);
     tx.commit();
     return Store(std::move(db), std::move(lock));
@@ -226,6 +227,11 @@ std::int64_t Store::record_cell(std::int64_t run_id, int cell_index, const CellP
         {"resident_bytes", sql(o.resident_bytes)}, {"streamed_bytes", sql(o.streamed_bytes)},
         {"streamed_gbps", streamed_gbps}, {"device_weight_bytes", sql(o.device_weight_bytes)},
         {"device_used_bytes", sql(o.device_used_bytes)}, {"predicted_alloc_bytes", sql(o.predicted_alloc_bytes)},
+        {"predicted_peak_bytes", sql(o.predicted_peak_bytes)}, {"gpu_used_before_bytes", sql(o.gpu_used_before_bytes)},
+        {"gpu_context_bytes", sql(o.gpu_context_bytes)}, {"gpu_peak_bytes", sql(o.gpu_peak_bytes)},
+        {"gpu_own_peak_bytes", sql(o.gpu_own_peak_bytes)}, {"gpu_other_processes", sql(o.gpu_other_processes)},
+        {"gpu_other_bytes", sql(o.gpu_other_bytes)}, {"gpu_memory_readings", sql(o.gpu_memory_readings)},
+        {"gpu_memory_note", o.gpu_memory_note.empty() ? SqlValue{} : sql(o.gpu_memory_note)},
         {"check_reference", sql(o.check_reference)}, {"check_max_abs_err", sql(o.check_max_abs_err)},
         {"check_rel_err", sql(o.check_rel_err)}, {"check_tolerance", sql(o.check_tolerance)},
         {"peak_host_rss_bytes", sql(o.peak_host_rss_bytes)}, {"activation_bytes", sql(o.activation_bytes)},
@@ -255,7 +261,9 @@ std::optional<CellOutcome> Store::load_outcome(const std::string& key) {
     auto st = db_.prepare(
         "SELECT cell_id, status, reason, init_s, tokens_per_s, check_reference, check_max_abs_err, check_rel_err,"
         " check_tolerance, peak_host_rss_bytes, activation_bytes, resident_bytes, streamed_bytes,"
-        " device_weight_bytes, device_used_bytes, um_profiling, dropped_records, launches_per_forward"
+        " device_weight_bytes, device_used_bytes, um_profiling, dropped_records, launches_per_forward,"
+        " gpu_used_before_bytes, gpu_context_bytes, gpu_peak_bytes, gpu_own_peak_bytes, gpu_other_processes,"
+        " gpu_other_bytes, gpu_memory_readings, gpu_memory_note"
         " FROM cells WHERE cell_key = ?");
     st.bind(1, key);
     if (!st.step()) return std::nullopt;
@@ -278,6 +286,14 @@ std::optional<CellOutcome> Store::load_outcome(const std::string& key) {
     o.device_weight_bytes = opt_int(13);
     o.device_used_bytes = opt_int(14);
     o.launches_per_forward = opt_int(17);
+    o.gpu_used_before_bytes = opt_int(18);
+    o.gpu_context_bytes = opt_int(19);
+    o.gpu_peak_bytes = opt_int(20);
+    o.gpu_own_peak_bytes = opt_int(21);
+    o.gpu_other_processes = opt_int(22);
+    o.gpu_other_bytes = opt_int(23);
+    o.gpu_memory_readings = opt_int(24);
+    if (!st.is_null(25)) o.gpu_memory_note = st.text(25);
     // um_profiling is set exactly when the cell's events were recorded.
     if (!st.is_null(15)) {
         o.events = load_events(db_, cell_id);

@@ -17,7 +17,7 @@ namespace sweetspot {
 
 // 1: runs, cells, iterations. 2: GPU placement columns, CUPTI event tables, per-cell event totals.
 // 3: cells.dropout and cells.launches_per_forward.
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 // The oldest version this sweetspot reads; a run that writes to one upgrades it first.
 inline constexpr int kOldestReadableSchemaVersion = 2;
 
@@ -92,8 +92,15 @@ struct CellOutcome {
     // iteration (CUDA context included).
     std::optional<std::int64_t> resident_bytes, streamed_bytes, device_weight_bytes, device_used_bytes;
     // GPU cells: the device memory the estimator predicts the cell allocates (weights, activations,
-    // scores, GEMM workspace), decided before it runs, whether it ran or not.
-    std::optional<std::int64_t> predicted_alloc_bytes;
+    // scores, GEMM workspace), decided before it runs, whether it ran or not; and its predicted
+    // peak, those allocations plus the fixed cost measured on this GPU and driver by the cells
+    // already in the database (none before there are such cells).
+    std::optional<std::int64_t> predicted_alloc_bytes, predicted_peak_bytes;
+    // GPU cells: the device memory NVML read around the cell (harness/measure/gpu_memory_watch.hpp),
+    // or gpu_memory_note saying why there is none.
+    std::optional<std::int64_t> gpu_used_before_bytes, gpu_context_bytes, gpu_peak_bytes, gpu_own_peak_bytes;
+    std::optional<std::int64_t> gpu_other_processes, gpu_other_bytes, gpu_memory_readings;
+    std::string gpu_memory_note;
 };
 
 class Store {

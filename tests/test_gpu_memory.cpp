@@ -1,0 +1,221 @@
+// The measured side of a GPU cell's memory on the CPU: NVML read through a stand-in library
+// (fake_nvml.cpp), the watch's arithmetic on scripted readings, and how both are stored.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <catch2/catch_approx.hpp>
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "harness/cli/summary.hpp"
+#include "harness/measure/gpu_memory_watch.hpp"
+#include "harness/measure/memory_estimate.hpp"
+#include "harness/measure/nvml_memory.hpp"
+#include "harness/store/store.hpp"
+#include "test_support.hpp"
+
+using namespace sweetspot;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+constexpr std::int64_t MiB = std::int64_t{1} << 20;
+constexpr const char* kFakeUuid = "GPU-00112233-4455-6677-8899-aabbccddeeff";
+
+using FakeSet = void (*)(unsigned long long, const unsigned int*, const unsigned long long*, unsigned int, int);
+
+// The stand-in library, loaded the way NvmlDevice loads it (the same handle), and its setter.
+struct FakeNvml {
+    void* handle;
+    FakeSet set;
+    FakeNvml() {
+        setenv("SWEETSPOT_NVML_LIBRARY", FAKE_NVML_LIBRARY, 1);
+        handle = dlopen(FAKE_NVML_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+        REQUIRE(handle != nullptr);
+        set = reinterpret_cast<FakeSet>(dlsym(handle, "fake_nvml_set"));
+        REQUIRE(set != nullptr);
+    }
+    ~FakeNvml() {
+        dlclose(handle);
+        unsetenv("SWEETSPOT_NVML_LIBRARY");
+    }
+};
+
+}  // namespace
+
+TEST_CASE("NVML's readings: the device's used memory, this process's and the others'", "[gpu_memory]") {
+    FakeNvml fake;
+    std::string why;
+    CHECK(NvmlDevice::open("GPU-ffffffff-0000-0000-0000-000000000000", why) == nullptr);
+    CHECK_THAT(why, ContainsSubstring("NVML finds no GPU GPU-ffffffff-0000-0000-0000-000000000000: Not Found"));
+
+    const auto device = NvmlDevice::open(kFakeUuid, why);
+    REQUIRE(device != nullptr);
+    // Ten processes: more than NvmlDevice asks for at first, so it must ask again with the size.
+    unsigned int pids[10];
+    unsigned long long bytes[10];
+    for (unsigned int i = 0; i < 10; ++i) {
+        pids[i] = 100000 + i;
+        bytes[i] = (i + 1) * MiB;
+    }
+    pids[4] = static_cast<unsigned int>(::getpid());
+    bytes[9] = ~0ull;  // NVML_VALUE_NOT_AVAILABLE counts as 0
+    fake.set(7 * 1024 * MiB, pids, bytes, 10, 0);
+    const GpuMemoryReading r = device->read();
+    CHECK(r.used_bytes == 7 * 1024 * MiB);
+    REQUIRE(r.own_bytes);
+    CHECK(*r.own_bytes == 5 * MiB);
+    CHECK(r.other_processes == 9);
+    CHECK(r.other_bytes == (1 + 2 + 3 + 4 + 6 + 7 + 8 + 9) * MiB);
+
+    // Without this process in the list (a container's own pid namespace), every process is another.
+    fake.set(MiB, pids, bytes, 4, 0);
+    const GpuMemoryReading none = device->read();
+    CHECK_FALSE(none.own_bytes);
+    CHECK(none.other_processes == 4);
+
+    fake.set(MiB, pids, bytes, 0, 1);
+    CHECK_THROWS_WITH(device->read(), "nvmlDeviceGetMemoryInfo failed: Unknown Error");
+}
+
+TEST_CASE("without the NVML library there is no reading, and the reason says so", "[gpu_memory]") {
+    setenv("SWEETSPOT_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
+    std::string why;
+    CHECK(NvmlDevice::open(kFakeUuid, why) == nullptr);
+    CHECK_THAT(why, ContainsSubstring("NVML not available (/nonexistent/libnvidia-ml.so.1 does not load"));
+    unsetenv("SWEETSPOT_NVML_LIBRARY");
+    CHECK(NvmlDevice::library_name() == "libnvidia-ml.so.1");
+}
+
+TEST_CASE("a GPU's UUID in NVML's form", "[gpu_memory]") {
+    const unsigned char bytes[16] = {0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77,
+                                     0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff};
+    CHECK(gpu_uuid_string(bytes) == kFakeUuid);
+}
+
+TEST_CASE("the watch: the context's cost, the peak over the readings, other processes", "[gpu_memory]") {
+    // The reading the reader returns, as the test sets it; read from the watch's thread too.
+    std::atomic<std::int64_t> used{1024 * MiB}, own{0};
+    std::atomic<int> others{1};
+    std::atomic<int> reads{0};
+    std::atomic<bool> fail{false};
+    const auto reader = [&] {
+        ++reads;
+        if (fail) throw std::runtime_error("the driver went away");
+        GpuMemoryReading r;
+        r.used_bytes = used;
+        if (own > 0) r.own_bytes = own.load();
+        r.other_processes = others;
+        r.other_bytes = others * 300 * MiB;
+        return r;
+    };
+    GpuMemoryWatch watch(reader, std::chrono::milliseconds(1));
+    CHECK(reads == 1);  // before the context, at construction
+
+    used = 1524 * MiB;  // the context
+    own = 500 * MiB;
+    watch.context_created();
+    used = 5120 * MiB;  // the cell's allocations
+    own = 4096 * MiB;
+    others = 2;  // another process appears
+    GpuMemoryMeasurement m = watch.measurement();
+    used = 2048 * MiB;  // freed again before the end
+    others = 0;
+    // The thread keeps reading every millisecond: wait until it has read the lower value.
+    const int seen = reads;
+    while (reads < seen + 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    m = watch.measurement();
+    CHECK(m.before_bytes == 1024 * MiB);
+    CHECK(m.context_bytes == 500 * MiB);
+    CHECK(m.peak_bytes == 4096 * MiB);
+    REQUIRE(m.own_peak_bytes);
+    CHECK(*m.own_peak_bytes == 4096 * MiB);
+    CHECK(m.other_processes == 2);
+    CHECK(m.other_peak_bytes == 600 * MiB);
+    CHECK(m.readings >= 5);
+    CHECK(m.error.empty());
+
+    fail = true;
+    m = watch.measurement();
+    CHECK(m.error == "the driver went away");
+    CHECK(m.peak_bytes == 4096 * MiB);  // what was read before stays
+}
+
+TEST_CASE("a GPU cell's measured memory is stored, and set against the prediction", "[gpu_memory][store]") {
+    test::TempDir tmp;
+    auto s = Store::open(tmp.file("m.db"));
+    RunInfo info;
+    info.started_at = "2026-11-23T00:00:00Z";
+    info.gpu_name = "Fixture GPU";
+    info.gpu_driver = "CUDA 13.0";
+    const auto run = s.begin_run(info);
+    CellParams cell;
+    cell.model = *find_builtin_model("tiny_odd");
+    cell.backend = BackendId::device;
+    CellOutcome o;
+    o.status = CellStatus::ok;
+    o.timed_ms = {1.0};
+    o.device_weight_bytes = 1000 * MiB;
+    o.activation_bytes = 100 * MiB;
+    o.device_used_bytes = 2000 * MiB;
+    o.predicted_alloc_bytes = 1100 * MiB;
+    o.predicted_peak_bytes = 1600 * MiB;
+    o.gpu_used_before_bytes = 400 * MiB;
+    o.gpu_context_bytes = 450 * MiB;
+    o.gpu_peak_bytes = 1616 * MiB;
+    o.gpu_own_peak_bytes = 1550 * MiB;
+    o.gpu_other_processes = 1;
+    o.gpu_other_bytes = 400 * MiB;
+    o.gpu_memory_readings = 12;
+    const auto id = s.record_cell(run, 0, cell, o);
+
+    const std::optional<CellOutcome> back = s.load_outcome(cell.key());
+    REQUIRE(back);
+    CHECK(back->gpu_used_before_bytes == 400 * MiB);
+    CHECK(back->gpu_context_bytes == 450 * MiB);
+    CHECK(back->gpu_peak_bytes == 1616 * MiB);
+    CHECK(back->gpu_own_peak_bytes == 1550 * MiB);
+    CHECK(back->gpu_other_processes == 1);
+    CHECK(back->gpu_other_bytes == 400 * MiB);
+    CHECK(back->gpu_memory_readings == 12);
+    CHECK(back->gpu_memory_note.empty());
+
+    auto st = s.db().prepare("SELECT cell_id, peak_error_pct, allocated_bytes, alloc_error_pct FROM memory_accuracy");
+    REQUIRE(st.step());
+    CHECK(st.int64(0) == id);
+    CHECK(st.real(1) == Catch::Approx(100.0 * (1600.0 - 1616.0) / 1616.0));
+    CHECK(st.int64(2) == 1100 * MiB);
+    CHECK(st.real(3) == Catch::Approx(0.0));
+    CHECK_FALSE(st.step());
+
+    // The fixed cost comes from the measured peak where there is one: 1616 − 1100 MiB, not the
+    // used memory's 2000 − 1100.
+    const std::vector<FixedCost> costs = measured_fixed_costs(s.db());
+    REQUIRE(costs.size() == 1);
+    CHECK(costs[0].largest == 516 * MiB);
+
+    std::ostringstream summary;
+    print_summary(s, SummaryOptions{}, summary);
+    CHECK_THAT(summary.str(), ContainsSubstring("GPU memory: predicted peak against NVML's measured peak"));
+    CHECK_THAT(summary.str(), ContainsSubstring("-0.99 %"));
+
+    // A cell without NVML keeps the reason, and no numbers.
+    CellOutcome without = o;
+    without.gpu_used_before_bytes = without.gpu_context_bytes = without.gpu_peak_bytes = std::nullopt;
+    without.gpu_own_peak_bytes = without.gpu_other_processes = without.gpu_other_bytes = std::nullopt;
+    without.gpu_memory_readings = std::nullopt;
+    without.gpu_memory_note = "NVML not available (libnvidia-ml.so.1 does not load)";
+    cell.batch = 2;
+    s.record_cell(run, 1, cell, without);
+    const std::optional<CellOutcome> note = s.load_outcome(cell.key());
+    REQUIRE(note);
+    CHECK(note->gpu_memory_note == without.gpu_memory_note);
+    CHECK_FALSE(note->gpu_peak_bytes);
+}
