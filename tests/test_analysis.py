@@ -71,6 +71,7 @@ from results_db import ResultsDb  # noqa: E402
 
 BACKENDS_TABLE = REPO / "scripts" / "bench" / "backends_table.py"
 VARIANTS_TABLE = REPO / "scripts" / "bench" / "variants_table.py"
+MEMORY_TABLE = REPO / "scripts" / "bench" / "memory_table.py"
 GB = 1_000_000_000
 MIB = 2**20
 GIB = 2**30
@@ -753,6 +754,27 @@ class NormalizedTest(DbTest):
         self.assertIn("| all | 50.0 (50.0, 40.0, 80.0) | 2.000 | 20 |", out)
         self.assertIn("| 21 GiB | baseline | 300.0 | 1.000 | 60 |", out)
         self.assertIn("| tiny | fp32 | 1 × 8 | 200.0 | 100.0 | 100.0 | 50.0 | 2.00 |", out)
+
+    def test_memory_table_script(self):
+        """scripts/bench/memory_table.py: per backend and variant, the largest and median |error| of
+        the predicted peak (memory_accuracy) and of the predicted allocations; the peak's parts."""
+        db = FixtureDb(self.folder, "memory.db")
+        common = dict(device_weight_bytes=1000 * MIB, activation_bytes=100 * MIB, predicted_alloc_bytes=1100 * MIB,
+                      gpu_context_bytes=500 * MIB)
+        for batch, peak, predicted in [(1, 1600, 1608), (2, 1600, 1596), (3, 1600, 1600)]:
+            gpu_cell(db, "device", batch=batch, gpu_peak_bytes=peak * MIB, predicted_peak_bytes=predicted * MIB,
+                     gpu_other_processes=1 if batch == 3 else 0, **common)
+        gpu_cell(db, "uvm-prefetch", gpu_peak_bytes=3200 * MIB, predicted_peak_bytes=1600 * MIB,
+                 gpu_other_processes=0, **common)
+        gpu_cell(db, "device", batch=4, gpu_peak_bytes=None, predicted_peak_bytes=1600 * MIB, **common)  # no NVML
+        db.close()
+        out = subprocess.run([sys.executable, str(MEMORY_TABLE), db.path], check=True, capture_output=True,
+                             text=True).stdout
+        self.assertIn("| device | baseline | 3 | 0.50 % | 0.25 % | 0.00 % | 1 |", out)  # |+8|, |−4|, 0 of 1600
+        self.assertIn("| uvm-prefetch | baseline | 1 | 50.00 % | 50.00 % | 0.00 % | 0 |", out)
+        self.assertIn("| all | | 4 | 50.00 % | 0.38 % | 0.00 % | 1 |", out)
+        self.assertIn("| device | 1,600.0–1,600.0 | 500.0–500.0 | 1,100.0–1,100.0 | 0.0–0.0 |", out)
+        self.assertIn("| uvm-prefetch | 3,200.0–3,200.0 | 500.0–500.0 | 1,100.0–1,100.0 | 1,600.0–1,600.0 |", out)
 
     def test_cell_table_shows_what_a_fusion_saves(self):
         """Launches per forward and activation MiB in the page's cell table, per cell."""
