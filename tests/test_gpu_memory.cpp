@@ -146,6 +146,15 @@ TEST_CASE("the watch: the context's cost, the peak over the readings, other proc
     m = watch.measurement();
     CHECK(m.error == "the driver went away");
     CHECK(m.peak_bytes == 4096 * MiB);  // what was read before stays
+
+    // A reading that fails right after the context: no thread, the reason kept.
+    fail = false;
+    GpuMemoryWatch early(reader, std::chrono::milliseconds(1));
+    fail = true;
+    early.context_created();
+    const GpuMemoryMeasurement e = early.measurement();
+    CHECK(e.error == "the driver went away");
+    CHECK(e.readings == 1);
 }
 
 TEST_CASE("a GPU cell's measured memory is stored, and set against the prediction", "[gpu_memory][store]") {

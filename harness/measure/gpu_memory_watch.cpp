@@ -16,11 +16,15 @@ GpuMemoryWatch::GpuMemoryWatch(Reader read, std::chrono::milliseconds period) : 
 }
 
 void GpuMemoryWatch::context_created() {
-    {
+    try {
         const GpuMemoryReading r = read_();
         const std::lock_guard lock(mutex_);
         m_.context_bytes = r.used_bytes - m_.before_bytes;
         take(r);
+    } catch (const std::exception& e) {
+        const std::lock_guard lock(mutex_);
+        m_.error = e.what();
+        return;
     }
     thread_ = std::jthread([this](std::stop_token stop) { run(stop); });
 }

@@ -39,7 +39,8 @@ public:
     GpuMemoryWatch& operator=(const GpuMemoryWatch&) = delete;
     ~GpuMemoryWatch() = default;  // thread_ goes first: stopped and joined
 
-    // Takes the reading after the context, and starts reading every `period`.
+    // Takes the reading after the context, and starts reading every `period`. A reading that
+    // fails from here on ends the readings (measurement().error says why), never the cell.
     void context_created();
     // Takes one more reading and returns the numbers so far.
     GpuMemoryMeasurement measurement();
