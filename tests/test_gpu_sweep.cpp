@@ -126,8 +126,9 @@ TEST_CASE("a sweep of the tiny models through every GPU backend and dtype", "[gp
     CHECK(ok == 39);
     CHECK(skipped == listed_no);
 
-    // The run's probe: the GPU's managed-memory abilities, and the five operations' rates, each a
-    // positive rate over five calls (H100/H200 under Linux migrate managed pages on demand).
+    // The run's probe: the GPU's managed-memory abilities, and the eleven operations' rates (the
+    // five the backends use, six with the newer calls), each a positive rate over five calls
+    // (H100/H200 under Linux migrate managed pages on demand).
     {
         Database rdb(db, Database::Mode::read_only);
         auto abilities = rdb.prepare("SELECT concurrent_managed_access, pageable_memory_access FROM runs");
@@ -145,7 +146,10 @@ TEST_CASE("a sweep of the tiny models through every GPU backend and dtype", "[gp
             CHECK(rates.real(4) >= 0.0);
         }
         CHECK(operations == std::vector<std::string>{"prefetch_to_gpu", "read_mostly_prefetch_to_gpu", "evict_to_host",
-                                                     "drop_read_mostly_copy", "fault_in"});
+                                                     "drop_read_mostly_copy", "fault_in", "batch_prefetch_to_gpu",
+                                                     "batch_evict_to_host", "chunked_prefetch_to_gpu",
+                                                     "batch_read_mostly_prefetch_to_gpu", "discard_on_gpu",
+                                                     "discard_and_prefetch_to_gpu"});
     }
 
     // NVML's readings of every ok cell's memory: the context costs something, the peak holds at

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <utility>
 #include <vector>
@@ -134,6 +135,111 @@ std::vector<ManagedRate> measure_managed_rates(int device) {
     return {to_gpu.rate(), read_mostly.rate(), to_host.rate(), drop.rate(), fault.rate()};
 }
 
+// The range as `n` equal pieces (kManagedBytes is a multiple of n · 2 MiB, so no piece shares a
+// migration chunk with the next): the pointers and sizes the batch calls take.
+struct Pieces {
+    std::vector<void*> pointers;
+    std::vector<std::size_t> sizes;
+};
+Pieces pieces_of(void* range, int n) {
+    Pieces p;
+    const std::size_t size = kManagedBytes / static_cast<std::size_t>(n);
+    for (int i = 0; i < n; ++i) {
+        p.pointers.push_back(static_cast<char*>(range) + static_cast<std::size_t>(i) * size);
+        p.sizes.push_back(size);
+    }
+    return p;
+}
+
+// How many pieces a batch call gets, and how many streams a chunked prefetch uses: a layer's
+// tensors, and the look-ahead streams a backend would spread them over.
+constexpr int kBatchPieces = 8;
+constexpr int kChunkStreams = 4;
+
+// The newer managed-memory calls (CUDA 12.8 on), on a range like the one above, to see whether
+// the UVM backends' per-unit cudaMemPrefetchAsync leaves rate or host time on the table:
+//   batch_prefetch_to_gpu              cudaMemPrefetchBatchAsync of the range as kBatchPieces ranges in one call
+//   batch_evict_to_host                the same back to the host
+//   chunked_prefetch_to_gpu            the range as kChunkStreams chunks, each prefetched on a stream of
+//                                      its own (the GPU's time from the first start to the last end)
+//   batch_read_mostly_prefetch_to_gpu  the batch prefetch of the read-mostly range whose GPU copy was
+//                                      dropped (uvm-prefetch's steady state)
+//   discard_on_gpu                     cudaMemDiscardBatchAsync of the range resident on the GPU: what
+//                                      freeing dead managed activations costs
+//   discard_and_prefetch_to_gpu        cudaMemDiscardAndPrefetchBatchAsync of the host-resident range
+//                                      to the GPU: room for activations without moving stale contents
+// Each timed kManagedCalls times after one warm-up, as measure_managed_rates does.
+std::vector<ManagedRate> measure_newer_managed_calls(int device) {
+    const ManagedMemory range = allocate_managed_memory(static_cast<std::int64_t>(kManagedBytes), false);
+    std::memset(range.get(), 0x5a, kManagedBytes);
+    const CudaStream stream;
+    std::vector<CudaStream> chunk_streams(kChunkStreams);
+    cudaMemLocation gpu{cudaMemLocationTypeDevice, device}, host{cudaMemLocationTypeHost, 0};
+    Pieces batch = pieces_of(range.get(), kBatchPieces);
+    std::size_t first_piece = 0;  // every piece goes to the one location
+    const auto batch_prefetch = [&](cudaMemLocation& to) {
+        CUDA_CHECK(cudaMemPrefetchBatchAsync(batch.pointers.data(), batch.sizes.data(), batch.pointers.size(), &to,
+                                             &first_piece, 1, 0, stream.get()));
+    };
+    const auto plain_prefetch = [&](cudaMemLocation to) {
+        CUDA_CHECK(cudaMemPrefetchAsync(range.get(), kManagedBytes, to, 0, stream.get()));
+    };
+    OperationSamples batch_to_gpu("batch_prefetch_to_gpu"), batch_to_host("batch_evict_to_host"),
+        chunked("chunked_prefetch_to_gpu"), batch_read_mostly("batch_read_mostly_prefetch_to_gpu"),
+        discard("discard_on_gpu"), discard_prefetch("discard_and_prefetch_to_gpu");
+
+    for (int i = 0; i <= kManagedCalls; ++i) {
+        time_on_stream(i > 0 ? &batch_to_gpu : nullptr, stream.get(), [&] { batch_prefetch(gpu); });
+        time_on_stream(i > 0 ? &batch_to_host : nullptr, stream.get(), [&] { batch_prefetch(host); });
+    }
+
+    // The chunks' streams start after an event on the main stream and the main stream waits for
+    // each of them, so the events around the call time all the chunks.
+    const Pieces chunks = pieces_of(range.get(), kChunkStreams);
+    std::vector<CudaEvent> chunk_done(kChunkStreams);
+    const CudaEvent chunks_start;
+    for (int i = 0; i <= kManagedCalls; ++i) {
+        time_on_stream(i > 0 ? &chunked : nullptr, stream.get(), [&] {
+            chunks_start.record(stream.get());
+            for (int c = 0; c < kChunkStreams; ++c) {
+                const cudaStream_t s = chunk_streams[static_cast<std::size_t>(c)].get();
+                chunks_start.wait_on(s);
+                CUDA_CHECK(cudaMemPrefetchAsync(chunks.pointers[static_cast<std::size_t>(c)],
+                                                chunks.sizes[static_cast<std::size_t>(c)], gpu, 0, s));
+                chunk_done[static_cast<std::size_t>(c)].record(s);
+                chunk_done[static_cast<std::size_t>(c)].wait_on(stream.get());
+            }
+        });
+        time_on_stream(nullptr, stream.get(), [&] { plain_prefetch(host); });
+    }
+
+    CUDA_CHECK(cudaMemAdvise(range.get(), kManagedBytes, cudaMemAdviseSetPreferredLocation, host));
+    CUDA_CHECK(cudaMemAdvise(range.get(), kManagedBytes, cudaMemAdviseSetReadMostly, host));
+    for (int i = 0; i <= kManagedCalls; ++i) {
+        time_on_stream(i > 0 ? &batch_read_mostly : nullptr, stream.get(), [&] { batch_prefetch(gpu); });
+        CUDA_CHECK(cudaMemAdvise(range.get(), kManagedBytes, cudaMemAdviseUnsetReadMostly, host));
+        CUDA_CHECK(cudaMemAdvise(range.get(), kManagedBytes, cudaMemAdviseSetReadMostly, host));
+    }
+    CUDA_CHECK(cudaMemAdvise(range.get(), kManagedBytes, cudaMemAdviseUnsetReadMostly, host));
+
+    // Discarding, last: the range's contents are indeterminate from the first discard on.
+    for (int i = 0; i <= kManagedCalls; ++i) {
+        time_on_stream(nullptr, stream.get(), [&] { plain_prefetch(gpu); });
+        time_on_stream(i > 0 ? &discard : nullptr, stream.get(), [&] {
+            CUDA_CHECK(cudaMemDiscardBatchAsync(batch.pointers.data(), batch.sizes.data(), batch.pointers.size(), 0,
+                                                stream.get()));
+        });
+        time_on_stream(nullptr, stream.get(), [&] { plain_prefetch(host); });
+        time_on_stream(i > 0 ? &discard_prefetch : nullptr, stream.get(), [&] {
+            CUDA_CHECK(cudaMemDiscardAndPrefetchBatchAsync(batch.pointers.data(), batch.sizes.data(),
+                                                           batch.pointers.size(), &gpu, &first_piece, 1, 0,
+                                                           stream.get()));
+        });
+    }
+    return {batch_to_gpu.rate(),      batch_to_host.rate(), chunked.rate(), batch_read_mostly.rate(),
+            discard.rate(),           discard_prefetch.rate()};
+}
+
 std::string version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
 
 }  // namespace
@@ -178,6 +284,15 @@ GpuFacts measure_gpu_facts(bool measure_link) {
             f.managed_rates = measure_managed_rates(0);
         } catch (const ManagedMemoryRefused& e) {
             f.note = std::string("managed-memory probe not run: ") + e.what();
+        }
+        // The newer calls apart: where this driver lacks or refuses one, the run keeps the rates
+        // above and says why these are missing.
+        if (!f.managed_rates.empty()) {
+            try {
+                for (ManagedRate& r : measure_newer_managed_calls(0)) f.managed_rates.push_back(std::move(r));
+            } catch (const std::exception& e) {
+                f.note = std::string("the newer managed-memory calls not probed: ") + e.what();
+            }
         }
     }
     return f;

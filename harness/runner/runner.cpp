@@ -194,9 +194,8 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
                 progress_out << " " << m.operation << " " << fixed(m.gbps, 1) << " GB/s (host " << fixed(m.host_ms, 2)
                              << " ms)";
             progress_out << "\n";
-        } else if (gpu.h2d_gbps && !gpu.note.empty()) {
-            progress_out << "sweetspot: " << gpu.note << "\n";
         }
+        if (gpu.h2d_gbps && !gpu.note.empty()) progress_out << "sweetspot: " << gpu.note << "\n";
     }
     RunInfo info;
     info.started_at = utc_timestamp();
