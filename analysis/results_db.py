@@ -20,8 +20,10 @@ RUN_COLUMNS = ("h2d_gbps", "d2h_gbps", "gpu_name", "gpu_driver", "cpu_model", "h
 
 # The parameters that define a measurement (results/README.md, `cells`), in the order labels use.
 PARAMETERS = ("model", "variant", "backend", "dtype", "batch", "seq", "streams", "prefetch", "budget", "resident",
-              "evict", "tf32", "dropout", "activations", "mode", "weights", "warmups", "iterations",
+              "evict", "prefetch_api", "tf32", "dropout", "activations", "mode", "weights", "warmups", "iterations",
               "trace_iterations", "seed", "repeat", "debug_fault")
+# Parameters that later schema versions added, with the value every cell of an older file had.
+ADDED_PARAMETERS = {"dropout": 0.0, "repeat": 1, "prefetch_api": "single"}
 # The model's shape: part of what a cell measures, but labels name the model instead. Two models
 # of one name differ only when a matrix redefined a custom model between runs.
 MODEL_SHAPE = ("n_layer", "n_embd", "n_head", "vocab_size", "max_positions")
@@ -101,6 +103,9 @@ class ResultsDb:
         for c in ("streamed_bytes", "streamed_gbps"):
             if c not in cells:
                 cells[c] = None
+        for c, value in ADDED_PARAMETERS.items():
+            if c not in cells:
+                cells[c] = value
         records = cells.to_dict("records")
         # As in scripts/bench/backends_table.py: measured GPU cells only; a host cell has no link.
         measured = [r["status"] == "ok" and r["backend"] != "host" for r in records]

@@ -312,9 +312,10 @@ TEST_CASE("opening again keeps the data; read-only opening checks the file", "[s
                       path + " has schema version 99; this sweetspot reads versions 2 to " + std::to_string(kSchemaVersion));
 }
 
-// Takes version 6's additions out of a database: the cells' predicted peak and NVML readings.
+// Takes version 6's additions out of a database: the prefetch_api axis, the cells' predicted peak
+// and NVML readings.
 constexpr const char* kBeforeVersion6 =
-    "DROP VIEW memory_accuracy; ALTER TABLE cells DROP COLUMN predicted_peak_bytes;"
+    "DROP VIEW memory_accuracy; ALTER TABLE cells DROP COLUMN predicted_peak_bytes; ALTER TABLE cells DROP COLUMN prefetch_api;"
     "ALTER TABLE cells DROP COLUMN gpu_used_before_bytes; ALTER TABLE cells DROP COLUMN gpu_context_bytes;"
     "ALTER TABLE cells DROP COLUMN gpu_peak_bytes; ALTER TABLE cells DROP COLUMN gpu_own_peak_bytes;"
     "ALTER TABLE cells DROP COLUMN gpu_other_processes; ALTER TABLE cells DROP COLUMN gpu_other_bytes;"
