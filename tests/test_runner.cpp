@@ -1,6 +1,7 @@
 // The cell runner, end to end through the sweetspot binary: each failure mode of a cell process
 // becomes a recorded status, the sweep goes on, and a killed sweep resumes without duplicates.
 #include <catch2/catch_approx.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 #include <catch2/catch_test_macros.hpp>
 
 #include <signal.h>
@@ -282,4 +283,38 @@ TEST_CASE("tokens/s is batch x seq over the median of the timed iterations", "[r
     const double median_ms = (timed[1] + timed[2]) / 2;  // four sorted samples: the middle two
     const double tokens_per_s = std::stod(scalar_text(db, "SELECT tokens_per_s FROM cells"));
     CHECK(tokens_per_s == Catch::Approx(3 * 20 / (median_ms / 1000)).epsilon(1e-9));
+}
+
+TEST_CASE("each cell stores where its wall time went, phase by phase, and summary adds them up", "[runner]") {
+    TempDir tmp;
+    const auto db = tmp.file("p.db");
+    write_file(tmp.file("m.toml"), "[defaults]\nmodel = \"tiny\"\nseq = 8\nwarmups = 2\niterations = 3\n[[sweep]]\nbatch = [1, 2]\n");
+    const auto r = run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+
+    Database results(db, Database::Mode::read_only);
+    auto cells = results.prepare("SELECT cell_id, wall_s FROM cells ORDER BY cell_id");
+    int checked = 0;
+    while (cells.step()) {
+        std::vector<std::string> names;
+        double child_and_exit = 0;
+        auto st = results.prepare("SELECT phase, seconds FROM cell_phases WHERE cell_id = ? ORDER BY position");
+        st.bind(1, cells.int64(0));
+        while (st.step()) {
+            names.push_back(st.text(0));
+            CHECK(st.real(1) >= 0.0);
+            if (st.text(0) != "collect") child_and_exit += st.real(1);
+        }
+        // A host cell: no GPU phases; the phases up to the child's exit tile its wall time.
+        CHECK(names == std::vector<std::string>{"start", "tokens", "setup", "warmups", "timed", "check", "teardown",
+                                                "write_and_exit", "collect"});
+        CHECK(child_and_exit == Catch::Approx(cells.real(1)).margin(0.01));
+        ++checked;
+    }
+    CHECK(checked == 2);
+
+    const auto summary = run_sweetspot("summary '" + db + "'");
+    CHECK_THAT(summary.output, Catch::Matchers::ContainsSubstring("Where the cells' time went"));
+    CHECK_THAT(summary.output, Catch::Matchers::ContainsSubstring("write_and_exit"));
 }

@@ -2,6 +2,8 @@
 
 #include <boost/program_options.hpp>
 
+#include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -361,6 +363,7 @@ int cmd_cell(const std::vector<std::string>& args) {
         ("scratch", po::value<std::string>()->required(), "database for this cell's outcome")
         ("cell", po::value<std::string>()->required(), "the cell's canonical text")
         ("run-label", po::value<std::string>()->default_value("run"), "text of the NVTX range around the cell")
+        ("spawned-at", po::value<std::int64_t>(), "steady-clock nanoseconds when the parent started this process")
         ("allow-oversubscription", po::bool_switch(), "lift the managed-memory guard")
         ("collector", po::value<std::string>()->default_value("cupti"), "cupti or none");
     po::variables_map vm;
@@ -370,6 +373,8 @@ int cmd_cell(const std::vector<std::string>& args) {
     options.allow_oversubscription = vm["allow-oversubscription"].as<bool>();
     options.collect = collector_choice(vm["collector"].as<std::string>());
     options.run_label = vm["run-label"].as<std::string>();
+    if (vm.count("spawned-at"))
+        options.spawned_at = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(vm["spawned-at"].as<std::int64_t>()));
     return execute_cell(cell, vm["scratch"].as<std::string>(), options);
 }
 

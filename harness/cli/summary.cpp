@@ -5,6 +5,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "harness/cli/table.hpp"
@@ -185,6 +186,31 @@ void print_memory_accuracy(Store& store, const SummaryOptions& opt, std::ostream
     t.print(out);
 }
 
+// Where the cells' wall time went, phase by phase, over the cells shown; nothing for databases
+// before version 6.
+void print_phases(Store& store, const SummaryOptions& opt, std::ostream& out) {
+    if (!has_table(store.db(), "cell_phases")) return;
+    auto st = store.db().prepare(
+        "SELECT p.phase, sum(p.seconds), count(DISTINCT p.cell_id), min(p.position) FROM cell_phases p JOIN cells c USING (cell_id)"
+        " WHERE ?1 IS NULL OR c.run_id = ?1 GROUP BY p.phase ORDER BY min(p.position), p.phase");
+    st.bind(1, opt.run_id);
+    std::vector<std::tuple<std::string, double, std::int64_t>> rows;
+    double total = 0;
+    while (st.step()) {
+        rows.emplace_back(st.text(0), st.real(1), st.int64(2));
+        total += st.real(1);
+    }
+    if (rows.empty() || total <= 0) return;
+    TextTable t;
+    t.add_column("phase");
+    for (const char* h : {"cells", "total s", "per cell s", "share"}) t.add_column(h, TextTable::Align::right);
+    for (const auto& [phase, seconds, cells] : rows)
+        t.add_row({phase, std::to_string(cells), fixed(seconds, 2), fixed(seconds / static_cast<double>(cells), 3),
+                   fixed(100 * seconds / total, 1) + " %"});
+    out << "\nWhere the cells' time went (cell_phases; results/README.md says what each phase covers)\n";
+    t.print(out);
+}
+
 void print_problems(Store& store, const SummaryOptions& opt, std::ostream& out) {
     auto st = store.db().prepare(
         "SELECT cell_id, status, coalesce(reason, '') FROM cells"
@@ -308,6 +334,7 @@ void print_summary(Store& store, const SummaryOptions& options, std::ostream& ou
     print_managed_memory(store, options, out);
     print_cells(store, options, out);
     print_memory_accuracy(store, options, out);
+    print_phases(store, options, out);
     print_problems(store, options, out);
 }
 

@@ -115,15 +115,28 @@ CellOutcome measure_cell(const CellParams& cell, const MeasureOptions& options) 
     CellOutcome out;
     out.started_at = utc_timestamp();
     const auto t_init = std::chrono::steady_clock::now();
+    if (options.spawned_at)
+        out.phases.push_back({"start", std::chrono::duration<double>(t_init - *options.spawned_at).count()});
+    PhaseClock clock(out.phases);
     const std::vector<std::int32_t> tokens = cell_tokens(cell, options);
+    clock.lap("tokens");
 #ifdef SWEETSPOT_HAVE_CUDA
-    const std::unique_ptr<CellForward> forward =
+    std::unique_ptr<CellForward> forward =
         uses_gpu(cell) ? make_gpu_forward(cell, tokens, options) : make_host_forward(cell, tokens);
 #else
-    const std::unique_ptr<CellForward> forward = make_host_forward(cell, tokens);
+    std::unique_ptr<CellForward> forward = make_host_forward(cell, tokens);
 #endif
     out.init_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_init).count();
+    if (const std::vector<CellPhase> setup = forward->setup_phases(); setup.empty()) {
+        clock.lap("setup");
+    } else {
+        out.phases.insert(out.phases.end(), setup.begin(), setup.end());
+    }
     measure_iterations(cell, tokens.size(), *forward, options, out);
+    // Freeing what the cell placed can take seconds (tens of GB of managed or pinned memory).
+    PhaseClock teardown(out.phases);
+    forward.reset();
+    teardown.lap("teardown");
     out.finished_at = utc_timestamp();
     return out;
 }

@@ -53,10 +53,12 @@ std::unique_ptr<GpuMemoryWatch> watch_gpu_memory(std::string& why_not) {
 }
 
 // The CUDA context, created now rather than by the first call that needs it, so the watch sees
-// what it costs on its own.
-std::unique_ptr<GpuMemoryWatch> with_context(std::unique_ptr<GpuMemoryWatch> watch) {
+// what it costs on its own (and the cell's phases, how long it takes).
+std::unique_ptr<GpuMemoryWatch> with_context(std::unique_ptr<GpuMemoryWatch> watch, PhaseClock& clock) {
+    clock.lap("nvml");
     CUDA_CHECK(cudaFree(nullptr));
     if (watch) watch->context_created();
+    clock.lap("cuda_context");
     return watch;
 }
 
@@ -91,19 +93,24 @@ class GpuCellForward final : public CellForward {
 public:
     GpuCellForward(const CellParams& c, std::span<const std::int32_t> tokens, const MeasureOptions& options)
         : cell_(c),
-          memory_watch_(with_context(watch_gpu_memory(memory_note_))),
+          memory_watch_(with_context(watch_gpu_memory(memory_note_), clock_)),
           collect_(prepared_for_collection(c, options)),
           run_range_(options.run_label),
           cell_range_("cell " + c.key()),
           layout_(WeightLayout::for_model(c.model)),
           tokens_(tokens.begin(), tokens.end()) {
         if (collect_) collector_.emplace();
+        clock_.lap("prepare");
         backend_ = make_backend(gpu_backend_config(c, options, compute_));
         backend_->place(layout_, make_unit_filler(c, layout_));
+        clock_.lap("weights");
         forward_.emplace(c.model, layout_, c.dtype, c.batch, c.seq, compute_.get(), forward_options(c, options));
         forward_->set_tokens(tokens_);
         CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
+        clock_.lap("forward_setup");
     }
+
+    std::vector<CellPhase> setup_phases() const override { return setup_; }
 
     std::int64_t activation_bytes() const override { return forward_->activation_bytes() + forward_->workspace_bytes(); }
 
@@ -154,6 +161,8 @@ public:
 
 private:
     const CellParams& cell_;
+    std::vector<CellPhase> setup_;  // first, with its clock: every member after it is timed
+    PhaseClock clock_{setup_};
     std::string memory_note_;  // why there is no memory watch
     std::unique_ptr<GpuMemoryWatch> memory_watch_;
     bool collect_;

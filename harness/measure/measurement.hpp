@@ -3,6 +3,7 @@
 // iterations (collection on), latency statistics, the logits check. What differs between the
 // host and the GPU (how a forward runs and is timed, what is collected, what the output is checked
 // against) sits behind CellForward, one implementation per path.
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -27,6 +28,25 @@ struct MeasureOptions {
     // Text of the NVTX range the cell's ranges nest in: the run lives in the parent process, so
     // each cell process opens it (Nsight Systems shows it around the cell).
     std::string run_label = "run";
+    // When the parent started this cell's process (steady clock, which is CLOCK_MONOTONIC and
+    // so the same in both processes), for the cell's `start` phase; unset outside `run`.
+    std::optional<std::chrono::steady_clock::time_point> spawned_at;
+};
+
+// Splits a cell's wall time into phases: each lap closes the phase that ran since the previous
+// lap (or since the clock was made) under `name`.
+class PhaseClock {
+public:
+    explicit PhaseClock(std::vector<CellPhase>& into) : into_(into), last_(std::chrono::steady_clock::now()) {}
+    void lap(std::string name) {
+        const auto now = std::chrono::steady_clock::now();
+        into_.push_back({std::move(name), std::chrono::duration<double>(now - last_).count()});
+        last_ = now;
+    }
+
+private:
+    std::vector<CellPhase>& into_;
+    std::chrono::steady_clock::time_point last_;
 };
 
 // A cell's model with its weights placed, ready to run forwards on the cell's tokens.
@@ -47,6 +67,9 @@ public:
     virtual std::optional<LogitsCheck> check(std::span<const float> logits) = 0;
     // What the path knows once the iterations are done (where the weights went, device memory).
     virtual void add_placement(CellOutcome& out) const = 0;
+    // The phases of making this forward (CUDA context, weights, ...), or none where the path
+    // does not split them: then the caller times the making as one phase.
+    virtual std::vector<CellPhase> setup_phases() const { return {}; }
 };
 
 // The token ids a cell runs: `options.tokens`, else the cell's random ones.

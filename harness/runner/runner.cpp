@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -119,7 +120,10 @@ CellOutcome run_cell_process(const CellParams& cell, const ScratchDir& scratch, 
     for (const auto* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix);
 
     ChildSpec spec;
-    spec.argv = {self_executable(), "_cell", "--scratch", db, "--cell", cell.canonical(), "--run-label", run_label};
+    const auto spawned_at = std::chrono::steady_clock::now();
+    spec.argv = {self_executable(), "_cell", "--scratch", db, "--cell", cell.canonical(), "--run-label", run_label,
+                 "--spawned-at",
+                 std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(spawned_at.time_since_epoch()).count())};
     if (options.allow_oversubscription) spec.argv.push_back("--allow-oversubscription");
     if (!options.collect) spec.argv.insert(spec.argv.end(), {"--collector", "none"});
     spec.log_path = log;
@@ -127,8 +131,16 @@ CellOutcome run_cell_process(const CellParams& cell, const ScratchDir& scratch, 
     const std::string started = utc_timestamp();
     const ChildResult r = run_child(spec, g_stop_requested);
 
+    const auto exited = std::chrono::steady_clock::now();
     const auto reported = read_child_outcome(db, cell.key());
     CellOutcome o = reported.value_or(CellOutcome{});
+    // What the child's phases do not cover: writing its result and exiting (the driver's cleanup
+    // of its context included); then the parent reading the result back.
+    double covered = 0;
+    for (const CellPhase& p : o.phases) covered += p.seconds;
+    if (!o.phases.empty())
+        o.phases.push_back({"write_and_exit", std::chrono::duration<double>(exited - spawned_at).count() - covered});
+    o.phases.push_back({"collect", std::chrono::duration<double>(std::chrono::steady_clock::now() - exited).count()});
     const bool clean_exit = r.exit_code == 0 && !r.signal && !r.timed_out;
     if (r.timed_out) {
         o.status = CellStatus::timeout;

@@ -143,6 +143,15 @@ CREATE TABLE iterations (
     latency_ms  REAL NOT NULL,
     PRIMARY KEY (cell_id, phase, iteration)
 );
+
+-- Where each cell's wall time went (results/README.md names the phases).
+CREATE TABLE cell_phases (
+    cell_id  INTEGER NOT NULL REFERENCES cells(cell_id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    phase    TEXT NOT NULL,
+    seconds  REAL NOT NULL,
+    PRIMARY KEY (cell_id, position)
+);
 CREATE VIEW cell_summary AS
 SELECT cell_id, model, backend, variant, dtype, batch, seq, streams, prefetch, budget,
        status, latency_median_ms, latency_p10_ms, latency_p90_ms, tokens_per_s,

@@ -252,6 +252,11 @@ std::int64_t Store::record_cell(std::int64_t run_id, int cell_index, const CellP
     insert_phase("warmup", o.warmup_ms);
     insert_phase("timed", o.timed_ms);
     insert_phase("traced", o.traced_ms);
+    auto ph = db_.prepare("INSERT INTO cell_phases (cell_id, position, phase, seconds) VALUES (?, ?, ?, ?)");
+    for (std::size_t i = 0; i < o.phases.size(); ++i) {
+        ph.reset();
+        ph.bind(1, cell_id).bind(2, static_cast<std::int64_t>(i)).bind(3, o.phases[i].name).bind(4, o.phases[i].seconds).run();
+    }
     if (o.events) write_events(db_, cell_id, *o.events);
     tx.commit();
     return cell_id;
@@ -308,6 +313,9 @@ std::optional<CellOutcome> Store::load_outcome(const std::string& key) {
         const auto phase = it.text(0);
         (phase == "warmup" ? o.warmup_ms : phase == "timed" ? o.timed_ms : o.traced_ms).push_back(it.real(1));
     }
+    auto ph = db_.prepare("SELECT phase, seconds FROM cell_phases WHERE cell_id = ? ORDER BY position");
+    ph.bind(1, cell_id);
+    while (ph.step()) o.phases.push_back({ph.text(0), ph.real(1)});
     return o;
 }
 

@@ -71,6 +71,13 @@ struct LatencyStats {
     static LatencyStats of(std::vector<double> samples_ms);
 };
 
+// How long one phase of a cell took, wall clock, in seconds (results/README.md, cell_phases, names
+// them all).
+struct CellPhase {
+    std::string name;
+    double seconds = 0;
+};
+
 // What measuring a cell produced. The child process fills the measurements; the parent adds
 // what only it can see (exit status, timeout, stderr tail, wall time).
 struct CellOutcome {
@@ -101,6 +108,8 @@ struct CellOutcome {
     std::optional<std::int64_t> gpu_used_before_bytes, gpu_context_bytes, gpu_peak_bytes, gpu_own_peak_bytes;
     std::optional<std::int64_t> gpu_other_processes, gpu_other_bytes, gpu_memory_readings;
     std::string gpu_memory_note;
+    // Where the cell's wall time went, phase by phase, in the order they ran.
+    std::vector<CellPhase> phases;
 };
 
 class Store {

@@ -1,6 +1,7 @@
 -- Version 5 to 6: the prefetch_api axis (cells before it prefetched with single calls), each GPU
--- cell's predicted peak, and its memory as NVML read it around the cell
--- (harness/measure/gpu_memory_watch.hpp), which cells recorded before have not. The view that sets
+-- cell's predicted peak, its memory as NVML read it around the cell
+-- (harness/measure/gpu_memory_watch.hpp), and each cell's phases, which cells recorded before
+-- have not. The view that sets
 -- them side by side, memory_accuracy, is in later_views.sql.
 ALTER TABLE cells ADD COLUMN prefetch_api TEXT NOT NULL DEFAULT 'single';
 ALTER TABLE cells ADD COLUMN predicted_peak_bytes INTEGER;
@@ -12,5 +13,13 @@ ALTER TABLE cells ADD COLUMN gpu_other_processes INTEGER;
 ALTER TABLE cells ADD COLUMN gpu_other_bytes INTEGER;
 ALTER TABLE cells ADD COLUMN gpu_memory_readings INTEGER;
 ALTER TABLE cells ADD COLUMN gpu_memory_note TEXT;
+-- Where each cell's wall time went; cells recorded before have no rows.
+CREATE TABLE cell_phases (
+    cell_id  INTEGER NOT NULL REFERENCES cells(cell_id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    phase    TEXT NOT NULL,
+    seconds  REAL NOT NULL,
+    PRIMARY KEY (cell_id, position)
+);
 UPDATE schema_info SET version = 6;
 PRAGMA user_version = 6;
