@@ -38,6 +38,15 @@ TEST_CASE("--help and --version", "[cli]") {
     CHECK(v.output.rfind("sweetspot 0.", 0) == 0);
 }
 
+TEST_CASE("a process that multiplies nothing on a GPU does not load cuBLAS", "[cli]") {
+    // glibc's loader names every library it loads (LD_DEBUG=files): cuBLAS and cuBLASLt (0.4 s of
+    // relocations) come with the first GPU GEMM, not with the process.
+    const auto r = sweetspot::test::run_command("LD_DEBUG=files '" + sweetspot::test::sweetspot_binary() + "' summary --help");
+    CHECK(r.exit_code == 0);
+    CHECK(contains(r.output, "file=libsqlite3.so"));  // the loader's report is there
+    CHECK_FALSE(contains(r.output, "libcublas"));
+}
+
 TEST_CASE("usage errors exit with status 2", "[cli]") {
     CHECK(run_sweetspot("").exit_code == 2);
     const auto unknown = run_sweetspot("frobnicate");

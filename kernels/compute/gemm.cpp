@@ -1,7 +1,5 @@
 #include "kernels/compute/gemm.hpp"
 
-#include <cublas_v2.h>
-
 #include <stdexcept>
 #include <string>
 
@@ -26,16 +24,16 @@ cudaDataType data_type(DType dtype) {
 Gemm::Gemm(DType dtype, cudaStream_t stream, bool tf32)
     : dtype_(dtype), stream_(stream), tf32_(tf32 && dtype == DType::fp32) {
     try {
-        CUBLAS_CHECK(cublasCreate(&handle_));
+        CUBLAS_CHECK(cublas_.create(&handle_));
         // cublasSetStream resets the handle to cuBLAS's own workspace pool, so the stream is set
         // first and our workspace after it.
-        CUBLAS_CHECK(cublasSetStream(handle_, stream));
+        CUBLAS_CHECK(cublas_.set_stream(handle_, stream));
         CUDA_CHECK(cudaMalloc(&workspace_, static_cast<std::size_t>(kGemmWorkspaceBytes)));
         workspace_bytes_ = kGemmWorkspaceBytes;
-        CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_, static_cast<std::size_t>(kGemmWorkspaceBytes)));
+        CUBLAS_CHECK(cublas_.set_workspace(handle_, workspace_, static_cast<std::size_t>(kGemmWorkspaceBytes)));
         // Default math = no TF32 for fp32 data: fp32 GEMMs are true fp32 unless tf32 was asked.
-        CUBLAS_CHECK(cublasSetMathMode(handle_, tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-        CUBLAS_CHECK(cublasLtCreate(&lt_));
+        CUBLAS_CHECK(cublas_.set_math_mode(handle_, tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+        CUBLAS_CHECK(cublas_.lt_create(&lt_));
     } catch (...) {
         destroy();
         throw;
@@ -47,14 +45,14 @@ Gemm::~Gemm() { destroy(); }
 void Gemm::destroy() noexcept {
     // Errors are ignored: nothing can be done about them in a destructor.
     for (auto& [shape, plan] : lt_plans_) {
-        if (plan.desc != nullptr) (void)cublasLtMatmulDescDestroy(plan.desc);
+        if (plan.desc != nullptr) (void)cublas_.matmul_desc_destroy(plan.desc);
         for (cublasLtMatrixLayout_t layout : {plan.w, plan.x, plan.y})
-            if (layout != nullptr) (void)cublasLtMatrixLayoutDestroy(layout);
+            if (layout != nullptr) (void)cublas_.matrix_layout_destroy(layout);
     }
     lt_plans_.clear();
-    if (lt_ != nullptr) (void)cublasLtDestroy(lt_);
+    if (lt_ != nullptr) (void)cublas_.lt_destroy(lt_);
     lt_ = nullptr;
-    if (handle_ != nullptr) (void)cublasDestroy(handle_);
+    if (handle_ != nullptr) (void)cublas_.destroy(handle_);
     if (workspace_ != nullptr) (void)cudaFree(workspace_);
     handle_ = nullptr;
     workspace_ = nullptr;
@@ -77,7 +75,7 @@ void Gemm::destroy() noexcept {
 // The strides between batched problems are unchanged (they are just pointer offsets).
 //
 // linear: y[rows, out] = x[rows, in] · Wᵀ with W [out, in]: m = rows, n = out, k = in,
-// trans_b → cublasGemmEx(OP_T, OP_N, out, rows, in, W, ld in, x, ld in, y, ld out).
+// trans_b → cublas_.gemm_ex(OP_T, OP_N, out, rows, in, W, ld in, x, ld in, y, ld out).
 void Gemm::linear(void* y, const void* x, const void* w, int rows, int in, int out) {
     batched(/*trans_b=*/true, rows, out, in, 1.0f, x, in, 0, w, in, 0, 0.0f, y, out, 0, 1);
 }
@@ -89,10 +87,10 @@ void Gemm::batched(bool trans_b, int m, int n, int k, float alpha, const void* a
     const cublasComputeType_t compute = tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (batch == 1) {
-        CUBLAS_CHECK(cublasGemmEx(handle_, op_b, CUBLAS_OP_N, n, m, k, &alpha, b, type, ldb, a, type, lda, &beta, c,
+        CUBLAS_CHECK(cublas_.gemm_ex(handle_, op_b, CUBLAS_OP_N, n, m, k, &alpha, b, type, ldb, a, type, lda, &beta, c,
                                   type, ldc, compute, CUBLAS_GEMM_DEFAULT));
     } else {
-        CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle_, op_b, CUBLAS_OP_N, n, m, k, &alpha, b, type, ldb, stride_b, a,
+        CUBLAS_CHECK(cublas_.gemm_strided_batched_ex(handle_, op_b, CUBLAS_OP_N, n, m, k, &alpha, b, type, ldb, stride_b, a,
                                                 type, lda, stride_a, &beta, c, type, ldc, stride_c, batch, compute,
                                                 CUBLAS_GEMM_DEFAULT));
     }
@@ -108,31 +106,31 @@ Gemm::LtPlan& Gemm::lt_plan(int rows, int in, int out, Epilogue epilogue) {
     LtPlan& plan = lt_plans_[key];  // destroy() frees whatever part of it is made
     const cudaDataType type = data_type(dtype_);
     const cublasComputeType_t compute = tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, compute, CUDA_R_32F));
+    CUBLAS_CHECK(cublas_.matmul_desc_create(&plan.desc, compute, CUDA_R_32F));
     const cublasOperation_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof keep));
+    CUBLAS_CHECK(cublas_.matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose));
+    CUBLAS_CHECK(cublas_.matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof keep));
     const cublasLtEpilogue_t lt_epilogue =
         epilogue == Epilogue::bias_gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
     CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt_epilogue, sizeof lt_epilogue));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.w, type, in, out, in));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.x, type, in, rows, in));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.y, type, out, rows, out));
+        cublas_.matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt_epilogue, sizeof lt_epilogue));
+    CUBLAS_CHECK(cublas_.matrix_layout_create(&plan.w, type, in, out, in));
+    CUBLAS_CHECK(cublas_.matrix_layout_create(&plan.x, type, in, rows, in));
+    CUBLAS_CHECK(cublas_.matrix_layout_create(&plan.y, type, out, rows, out));
 
     cublasLtMatmulPreference_t preference = nullptr;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+    CUBLAS_CHECK(cublas_.preference_create(&preference));
     const std::size_t workspace = static_cast<std::size_t>(workspace_bytes_);
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     const cublasStatus_t status = [&] {
-        const cublasStatus_t set = cublasLtMatmulPreferenceSetAttribute(
+        const cublasStatus_t set = cublas_.preference_set_attribute(
             preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace);
         if (set != CUBLAS_STATUS_SUCCESS) return set;
-        return cublasLtMatmulAlgoGetHeuristic(lt_, plan.desc, plan.w, plan.x, plan.y, plan.y, preference, 1, &result,
+        return cublas_.algo_get_heuristic(lt_, plan.desc, plan.w, plan.x, plan.y, plan.y, preference, 1, &result,
                                               &found);
     }();
-    (void)cublasLtMatmulPreferenceDestroy(preference);
+    (void)cublas_.preference_destroy(preference);
     CUBLAS_CHECK(status);
     if (found == 0) {
         throw std::runtime_error("cuBLASLt has no algorithm for a " + std::string(enum_name(dtype_)) + " GEMM of " +
@@ -146,10 +144,10 @@ Gemm::LtPlan& Gemm::lt_plan(int rows, int in, int out, Epilogue epilogue) {
 void Gemm::linear_fused(void* y, const void* x, const void* w, const void* bias, int rows, int in, int out,
                         Epilogue epilogue) {
     LtPlan& plan = lt_plan(rows, in, out, epilogue);
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    CUBLAS_CHECK(cublas_.matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     const float alpha = 1.0f;
     const float beta = epilogue == Epilogue::bias_residual ? 1.0f : 0.0f;  // C = y: the residual stream
-    CUBLAS_CHECK(cublasLtMatmul(lt_, plan.desc, &alpha, w, plan.w, x, plan.x, &beta, y, plan.y, y, plan.y, &plan.algo,
+    CUBLAS_CHECK(cublas_.matmul(lt_, plan.desc, &alpha, w, plan.w, x, plan.x, &beta, y, plan.y, y, plan.y, &plan.algo,
                                 workspace_, static_cast<std::size_t>(workspace_bytes_), stream_));
 }
 

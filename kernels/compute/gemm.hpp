@@ -7,14 +7,13 @@
 // (CUBLAS_COMPUTE_32F for every dtype, so fp32 is true fp32; CUBLAS_COMPUTE_32F_FAST_TF32 only
 // when tf32 is asked for). alpha and beta are floats. Everything runs on the stream given to the
 // constructor, with a workspace this object allocates (so it is accounted in workspace_bytes).
-#include <cublasLt.h>
-#include <cublas_api.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <map>
 #include <tuple>
 
+#include "kernels/compute/cublas_library.hpp"
 #include "kernels/model/dtype.hpp"
 
 namespace sweetspot {
@@ -63,6 +62,7 @@ private:
     };
     LtPlan& lt_plan(int rows, int in, int out, Epilogue epilogue);
 
+    CublasLibrary cublas_;  // first: loaded before, and unloaded after, everything made through it
     DType dtype_;
     cudaStream_t stream_;
     bool tf32_;
