@@ -13,6 +13,8 @@
 #include <map>
 #include <thread>
 
+#include "harness/matrix/matrix.hpp"
+#include "harness/runner/cell_sharing.hpp"
 #include "harness/store/sqlite.hpp"
 #include "harness/store/store.hpp"
 #include "test_support.hpp"
@@ -317,4 +319,66 @@ TEST_CASE("each cell stores where its wall time went, phase by phase, and summar
     const auto summary = run_sweetspot("summary '" + db + "'");
     CHECK_THAT(summary.output, Catch::Matchers::ContainsSubstring("Where the cells' time went"));
     CHECK_THAT(summary.output, Catch::Matchers::ContainsSubstring("write_and_exit"));
+}
+
+TEST_CASE("which cells may run side by side on several GPUs", "[runner]") {
+    const auto cell = [](const char* axes) {
+        return parse_matrix(std::string("[defaults]\nmodel = \"tiny\"\n") + axes + "\n[[sweep]]\n", "test").cells.at(0);
+    };
+    CHECK(sharing_of(cell("backend = \"host\""), false) == Sharing::alone);
+    CHECK(sharing_of(cell("backend = \"device\""), false) == Sharing::beside_any);
+    CHECK(sharing_of(cell("backend = \"explicit-copy\"\nbudget = \"100%\""), false) == Sharing::beside_any);
+    CHECK(sharing_of(cell("backend = \"explicit-copy\"\nbudget = \"50%\""), false) == Sharing::link);
+    CHECK(sharing_of(cell("backend = \"uvm\"\nbudget = \"50%\""), false) == Sharing::link);
+    CHECK(sharing_of(cell("backend = \"uvm-prefetch\"\nbudget = \"50%\"\nprefetch = 1"), true) == Sharing::beside_any);
+    CHECK(sharing_of(cell("backend = \"host\"\ndebug_fault = \"hang\""), false) == Sharing::beside_any);
+
+    RunningCells running;
+    CHECK(running.can_start(Sharing::alone));
+    running.started(Sharing::link);
+    CHECK_FALSE(running.can_start(Sharing::link));
+    CHECK(running.can_start(Sharing::beside_any));
+    CHECK_FALSE(running.can_start(Sharing::alone));
+    running.started(Sharing::beside_any);
+    running.finished(Sharing::link);
+    CHECK(running.can_start(Sharing::link));
+    CHECK_FALSE(running.can_start(Sharing::alone));
+    running.finished(Sharing::beside_any);
+    running.started(Sharing::alone);
+    CHECK_FALSE(running.can_start(Sharing::beside_any));
+    running.finished(Sharing::alone);
+    CHECK(running.running() == 0);
+}
+
+TEST_CASE("run --gpus spreads cells over GPUs, each process told its own", "[runner]") {
+    TempDir tmp;
+    const auto db = tmp.file("g.db");
+    // Four cells that hang until their 1 s timeout, which run beside each other: two GPUs take
+    // about 2 s, one would take 4.
+    write_file(tmp.file("m.toml"), "[defaults]\nmodel = \"tiny\"\nseq = 8\ntimeout = \"1s\"\ndebug_fault = \"hang\"\n"
+                                   "[[sweep]]\nseed = [1, 2, 3, 4]\n");
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "' --gpus 7,3");
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    INFO(r.output);
+    CHECK(r.exit_code == 1);  // timeouts
+    CHECK_THAT(r.output, Catch::Matchers::ContainsSubstring("2 GPUs (7, 3), one cell on each at a time"));
+    CHECK(scalar(db, "SELECT count(*) FROM cells WHERE status = 'timeout'") == 4);
+    CHECK(scalar(db, "SELECT count(DISTINCT cell_index) FROM cells") == 4);
+    CHECK(scalar(db, "SELECT count(*) FROM cells WHERE gpu = '7'") + scalar(db, "SELECT count(*) FROM cells WHERE gpu = '3'") == 4);
+    CHECK(scalar(db, "SELECT count(DISTINCT gpu) FROM cells") == 2);
+    CHECK(wall < 3.8);
+
+    // Real host cells run one at a time, each still told its GPU; without --gpus none is set.
+    write_file(tmp.file("h.toml"), "[defaults]\nmodel = \"tiny\"\nseq = 8\niterations = 1\n[[sweep]]\nbatch = [1, 2, 3]\n");
+    const auto h = run_sweetspot("run '" + tmp.file("h.toml") + "' --db '" + tmp.file("h.db") + "' --gpus 0,1");
+    INFO(h.output);
+    CHECK(h.exit_code == 0);
+    CHECK(scalar(tmp.file("h.db"), "SELECT count(*) FROM cells WHERE status = 'ok' AND gpu IN ('0', '1')") == 3);
+    REQUIRE(run_sweetspot("run '" + tmp.file("h.toml") + "' --db '" + tmp.file("plain.db") + "'").exit_code == 0);
+    CHECK(scalar(tmp.file("plain.db"), "SELECT count(*) FROM cells WHERE gpu IS NULL") == 3);
+
+    const auto bad = run_sweetspot("run '" + tmp.file("h.toml") + "' --db '" + tmp.file("x.db") + "' --gpus 0,0");
+    CHECK(bad.exit_code == 2);
+    CHECK_THAT(bad.output, Catch::Matchers::ContainsSubstring("--gpus names GPU 0 twice"));
 }

@@ -316,7 +316,7 @@ TEST_CASE("opening again keeps the data; read-only opening checks the file", "[s
 // NVML readings and phases.
 constexpr const char* kBeforeVersion6 =
     "DROP VIEW memory_accuracy; DROP TABLE cell_phases; ALTER TABLE cells DROP COLUMN predicted_peak_bytes;"
-    "ALTER TABLE cells DROP COLUMN prefetch_api;"
+    "ALTER TABLE cells DROP COLUMN prefetch_api; ALTER TABLE cells DROP COLUMN gpu;"
     "ALTER TABLE cells DROP COLUMN gpu_used_before_bytes; ALTER TABLE cells DROP COLUMN gpu_context_bytes;"
     "ALTER TABLE cells DROP COLUMN gpu_peak_bytes; ALTER TABLE cells DROP COLUMN gpu_own_peak_bytes;"
     "ALTER TABLE cells DROP COLUMN gpu_other_processes; ALTER TABLE cells DROP COLUMN gpu_other_bytes;"

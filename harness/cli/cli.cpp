@@ -2,6 +2,7 @@
 
 #include <boost/program_options.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include <functional>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -101,8 +103,23 @@ std::string join_command_line(int argc, char** argv) {
     return s;
 }
 
+// "0,1,3" (or GPU UUIDs, anything CUDA_VISIBLE_DEVICES takes): one entry per GPU, none twice.
+std::vector<std::string> parse_gpu_list(const std::string& text) {
+    std::vector<std::string> ids;
+    std::istringstream in(text);
+    for (std::string id; std::getline(in, id, ',');) {
+        if (id.empty() || id.find_first_of(" \t") != std::string::npos)
+            throw po::error("--gpus expects GPU ids separated by commas, such as \"0,1\", got '" + text + "'");
+        if (std::find(ids.begin(), ids.end(), id) != ids.end())
+            throw po::error("--gpus names GPU " + id + " twice in '" + text + "'");
+        ids.push_back(id);
+    }
+    if (ids.empty()) throw po::error("--gpus expects at least one GPU id, such as \"0\"");
+    return ids;
+}
+
 int cmd_run(const std::vector<std::string>& args, const std::string& command_line) {
-    Command cmd{"run", "FILE [--db PATH] [--only AXIS=VALUE] [--rerun] [--force] [--timeout DURATION]",
+    Command cmd{"run", "FILE [--db PATH] [--only AXIS=VALUE] [--rerun] [--force] [--timeout DURATION] [--gpus LIST]",
                 "Runs every cell of the matrix FILE, each in its own process, and stores the results.\n"
                 "Cells already 'ok' in the database are skipped, so an interrupted sweep resumes\n"
                 "where it stopped. Progress (cell i/N, ETA) goes to stderr.",
@@ -122,7 +139,14 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
          "use it only on a machine that is yours alone; study oversubscription with the `budget` axis")
         ("collector", po::value<std::string>()->default_value("cupti"),
          "cupti: record kernels, copies, UM counters and NVTX ranges in each cell's traced iterations;\n"
-         "none: leave CUPTI alone, e.g. to run a cell under Nsight Systems (only one tool may use it)");
+         "none: leave CUPTI alone, e.g. to run a cell under Nsight Systems (only one tool may use it)")
+        ("gpus", po::value<std::string>(),
+         "GPUs to run cells on side by side, one cell each at a time, as CUDA_VISIBLE_DEVICES names them\n"
+         "(\"0,1,2,3\"); default: every GPU the probe sees. Host cells run alone, and cells that stream\n"
+         "weights over the host link one at a time (the GPUs of a node share it)")
+        ("share-link", po::bool_switch(),
+         "let cells that stream weights over the host link run side by side on different GPUs (only where\n"
+         "each GPU's link is its own: their bandwidth figures are otherwise each other's)");
     cmd.positional.add("matrix", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
@@ -137,6 +161,8 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
     opt.allow_oversubscription = vm["allow-oversubscription"].as<bool>();
     opt.collect = collector_choice(vm["collector"].as<std::string>());
     opt.command_line = command_line;
+    if (vm.count("gpus")) opt.gpus = parse_gpu_list(vm["gpus"].as<std::string>());
+    opt.share_link = vm["share-link"].as<bool>();
     if (vm.count("timeout")) {
         opt.timeout_override_s = parse_duration_s(vm["timeout"].as<std::string>());
         if (!opt.timeout_override_s || *opt.timeout_override_s < AxisLimits::min_timeout_s)

@@ -44,6 +44,7 @@ std::string format_gpu_facts(const GpuFacts& f) {
     if (f.driver) out << "driver=" << *f.driver << "\n";
     if (f.runtime) out << "runtime=" << *f.runtime << "\n";
     if (f.memory_bytes) out << "memory_bytes=" << *f.memory_bytes << "\n";
+    if (f.device_count) out << "device_count=" << *f.device_count << "\n";
     char buf[64];
     if (f.h2d_gbps) {
         std::snprintf(buf, sizeof buf, "%.3f", *f.h2d_gbps);
@@ -76,6 +77,7 @@ GpuFacts parse_gpu_facts(std::string_view text) {
             else if (k == "driver") f.driver = v;
             else if (k == "runtime") f.runtime = v;
             else if (k == "memory_bytes") f.memory_bytes = std::stoll(v);
+            else if (k == "device_count") f.device_count = std::stoi(v);
             else if (k == "h2d_gbps") f.h2d_gbps = std::stod(v);
             else if (k == "d2h_gbps") f.d2h_gbps = std::stod(v);
             else if (k == "note") f.note = v;

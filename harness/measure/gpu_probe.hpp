@@ -16,6 +16,7 @@ namespace sweetspot {
 struct GpuFacts {
     std::optional<std::string> name, driver, runtime;
     std::optional<std::int64_t> memory_bytes;
+    std::optional<int> device_count;           // the GPUs this process sees (the facts are device 0's)
     std::optional<double> h2d_gbps, d2h_gbps;  // 1e9 bytes per second
     ManagedAbilities managed;
     std::vector<ManagedRate> managed_rates;    // measured with the link

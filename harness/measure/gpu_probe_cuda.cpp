@@ -251,6 +251,7 @@ GpuFacts measure_gpu_facts(bool measure_link) {
         f.note = err != cudaSuccess ? std::string("no usable GPU: ") + cudaGetErrorString(err) : "no GPU found";
         return f;
     }
+    f.device_count = count;
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     f.name = prop.name;

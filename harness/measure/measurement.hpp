@@ -30,7 +30,7 @@ struct MeasureOptions {
     std::string run_label = "run";
     // When the parent started this cell's process (steady clock, which is CLOCK_MONOTONIC and
     // so the same in both processes), for the cell's `start` phase; unset outside `run`.
-    std::optional<std::chrono::steady_clock::time_point> spawned_at;
+    std::optional<std::chrono::steady_clock::time_point> spawned_at = std::nullopt;
 };
 
 // Splits a cell's wall time into phases: each lap closes the phase that ran since the previous

@@ -15,7 +15,8 @@ std::string format_clock(double seconds) {
     return buf;
 }
 
-Progress::Progress(int total, std::ostream& out) : total_(total), start_(std::chrono::steady_clock::now()), out_(out) {}
+Progress::Progress(int total, std::ostream& out, int parallel)
+    : total_(total), parallel_(parallel), start_(std::chrono::steady_clock::now()), out_(out) {}
 
 void Progress::cell_done(const std::string& label, const std::string& status, std::optional<double> median_ms,
                          const std::string& note, bool measured, double cell_wall_s) {
@@ -26,7 +27,7 @@ void Progress::cell_done(const std::string& label, const std::string& status, st
     }
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     const double per_cell = measured_ > 0 ? measured_wall_s_ / measured_ : 0;
-    const std::string eta = measured_ > 0 ? format_clock(per_cell * (total_ - done_)) : "?";
+    const std::string eta = measured_ > 0 ? format_clock(per_cell * (total_ - done_) / parallel_) : "?";
 
     const int width = static_cast<int>(std::to_string(total_).size());
     char head[64];

@@ -9,14 +9,15 @@ namespace sweetspot {
 
 class Progress {
 public:
-    Progress(int total, std::ostream& out);
+    // `parallel`: cells running at once, which the ETA divides the remaining work by.
+    Progress(int total, std::ostream& out, int parallel = 1);
     // `measured` is false for cells that took no measurable time (resumed or skipped), which
     // then do not distort the ETA.
     void cell_done(const std::string& label, const std::string& status, std::optional<double> median_ms,
                    const std::string& note, bool measured, double cell_wall_s);
 
 private:
-    int total_, done_ = 0, measured_ = 0;
+    int total_, parallel_, done_ = 0, measured_ = 0;
     double measured_wall_s_ = 0;
     std::chrono::steady_clock::time_point start_;
     std::ostream& out_;

@@ -5,6 +5,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +22,7 @@
 #include "harness/system/file_lock.hpp"
 #include "harness/measure/gpu_probe.hpp"
 #include "harness/measure/memory_estimate.hpp"
+#include "harness/runner/cell_sharing.hpp"
 #include "harness/runner/progress.hpp"
 #include "harness/store/store.hpp"
 #include "harness/system/version.hpp"
@@ -115,8 +121,11 @@ std::optional<CellOutcome> read_child_outcome(const std::string& scratch_db, con
     }
 }
 
-CellOutcome run_cell_process(const CellParams& cell, const ScratchDir& scratch, const RunOptions& options, const std::string& run_label) {
-    const std::string db = scratch.file("cell.db"), log = scratch.file("cell.log");
+// Runs `cell` in a child process whose result and log go to the scratch files named `slot` (one
+// per worker), on `gpu` (its CUDA_VISIBLE_DEVICES) where one is given.
+CellOutcome run_cell_process(const CellParams& cell, const ScratchDir& scratch, const RunOptions& options,
+                             const std::string& run_label, const std::string& slot, const std::optional<std::string>& gpu) {
+    const std::string db = scratch.file(slot + ".db"), log = scratch.file(slot + ".log");
     for (const auto* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix);
 
     ChildSpec spec;
@@ -128,6 +137,7 @@ CellOutcome run_cell_process(const CellParams& cell, const ScratchDir& scratch, 
     if (!options.collect) spec.argv.insert(spec.argv.end(), {"--collector", "none"});
     spec.log_path = log;
     spec.timeout_s = cell.timeout_s;
+    if (gpu) spec.extra_env.emplace_back("CUDA_VISIBLE_DEVICES", *gpu);
     const std::string started = utc_timestamp();
     const ChildResult r = run_child(spec, g_stop_requested);
 
@@ -159,6 +169,7 @@ CellOutcome run_cell_process(const CellParams& cell, const ScratchDir& scratch, 
     o.signal = r.signal;
     o.stderr_tail = file_tail(log, kStderrTailBytes);
     if (!o.peak_host_rss_bytes) o.peak_host_rss_bytes = r.peak_rss_bytes;
+    o.gpu = gpu;
     return o;
 }
 
@@ -178,6 +189,36 @@ std::optional<FixedCost> fixed_cost_here(const GpuFacts& gpu, Store& store) {
     for (const FixedCost& fixed : measured_fixed_costs(store.db()))
         if (fixed.gpu == gpu.name.value_or("") && fixed.driver == gpu.driver.value_or("")) return fixed;
     return std::nullopt;
+}
+
+// What the estimator says of a GPU cell, stored with it whether it ran or not: its allocations,
+// and its peak where the fixed cost of this GPU and driver has been measured.
+void add_predictions(const CellParams& cell, const std::optional<FixedCost>& fixed, CellOutcome& o) {
+    if (!uses_gpu(cell) || !cell_impossible_reason(cell).empty()) return;
+    o.predicted_alloc_bytes = estimate_memory(cell).device_total();
+    if (fixed) o.predicted_peak_bytes = *o.predicted_alloc_bytes + fixed->largest;
+}
+
+// The GPUs a sweep spreads its cells over when --gpus is not given: every GPU the probe saw, named
+// as CUDA_VISIBLE_DEVICES names them in this process (its entries, or 0 .. n-1 without it); none,
+// so one worker that leaves CUDA_VISIBLE_DEVICES alone, with fewer than two.
+std::vector<std::string> default_gpus(const GpuFacts& gpu) {
+    const int count = gpu.device_count.value_or(0);
+    if (count < 2) return {};
+    std::vector<std::string> ids;
+    if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible && *visible) {
+        std::istringstream in(visible);
+        for (std::string id; std::getline(in, id, ',') && static_cast<int>(ids.size()) < count;) ids.push_back(id);
+        return ids;
+    }
+    for (int i = 0; i < count; ++i) ids.push_back(std::to_string(i));
+    return ids;
+}
+
+std::string join_text(const std::vector<std::string>& parts, const std::string& separator) {
+    std::string out;
+    for (const std::string& p : parts) out += (out.empty() ? "" : separator) + p;
+    return out;
 }
 
 }  // namespace
@@ -234,46 +275,92 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
     const auto run_id = store.begin_run(info);
     const std::string run_label = "run " + std::to_string(run_id) + " " + matrix.name;
 
+    // One worker per GPU, each taking the next cell in matrix order once it may run beside the
+    // cells already running (cell_sharing.hpp); without GPUs to spread over, one worker.
+    const std::vector<std::string> gpus = options.gpus ? *options.gpus : default_gpus(gpu);
+    const int workers = std::max<int>(1, static_cast<int>(gpus.size()));
+    if (gpus.size() > 1)
+        progress_out << "sweetspot: " << gpus.size() << " GPUs (" << join_text(gpus, ", ") << "), one cell on each at a time"
+                     << (options.share_link ? "" : "; cells that stream weights over the host link one at a time") << "\n";
+
     StopSignals signals;
     ScratchDir scratch;
-    Progress progress(static_cast<int>(matrix.cells.size()), progress_out);
+    Progress progress(static_cast<int>(matrix.cells.size()), progress_out, workers);
     RunTotals totals;
-    for (std::size_t i = 0; i < matrix.cells.size(); ++i) {
-        // The timeout stored with the cell is the one it ran under.
-        CellParams cell = matrix.cells[i];
-        cell.timeout_s = options.timeout_override_s.value_or(cell.timeout_s);
-        if (!options.rerun && done.count(cell.key())) {
-            ++totals.resumed;
-            progress.cell_done(cell.label(), "done", std::nullopt, "already ok in the database", false, 0);
-            continue;
+    std::mutex mutex;  // guards everything below it, the store and the progress output
+    std::condition_variable cell_ended;
+    std::size_t next = 0;
+    RunningCells running;
+
+    // Takes the next cell to measure, recording on the way the cells that need no process
+    // (already ok, skipped); empty when there is none left or the sweep is stopping.
+    const auto take = [&](std::unique_lock<std::mutex>& lock) -> std::optional<std::size_t> {
+        for (;;) {
+            if (g_stop_requested.load() || next >= matrix.cells.size()) return std::nullopt;
+            CellParams cell = matrix.cells[next];
+            // The timeout stored with the cell is the one it ran under.
+            cell.timeout_s = options.timeout_override_s.value_or(cell.timeout_s);
+            if (!options.rerun && done.count(cell.key())) {
+                ++totals.resumed;
+                progress.cell_done(cell.label(), "done", std::nullopt, "already ok in the database", false, 0);
+                ++next;
+                continue;
+            }
+            std::string why = cell_unsupported_reason(cell);
+            if (why.empty() && uses_gpu(cell) && !gpu.name) why = "no GPU visible to sweetspot (" + gpu.note + ")";
+            const std::optional<FixedCost> fixed = uses_gpu(cell) ? fixed_cost_here(gpu, store) : std::nullopt;
+            if (why.empty() && fixed && gpu.memory_bytes && !options.force) why = predicted_oom(cell, *gpu.memory_bytes, *fixed);
+            if (!why.empty()) {
+                CellOutcome o;
+                o.status = CellStatus::skipped;
+                o.reason = why;
+                o.started_at = o.finished_at = utc_timestamp();
+                add_predictions(cell, fixed, o);
+                store.record_cell(run_id, static_cast<int>(next), cell, o);
+                count(totals, o.status);
+                progress.cell_done(cell.label(), std::string(enum_name(o.status)), std::nullopt, o.reason, false, 0);
+                ++next;
+                continue;
+            }
+            if (running.can_start(sharing_of(cell, options.share_link))) return next++;
+            cell_ended.wait(lock);
         }
-        CellOutcome o;
-        bool measured = false;
-        std::string why = cell_unsupported_reason(cell);
-        if (why.empty() && uses_gpu(cell) && !gpu.name) why = "no GPU visible to sweetspot (" + gpu.note + ")";
-        const std::optional<FixedCost> fixed = uses_gpu(cell) ? fixed_cost_here(gpu, store) : std::nullopt;
-        if (why.empty() && fixed && gpu.memory_bytes && !options.force) why = predicted_oom(cell, *gpu.memory_bytes, *fixed);
-        if (!why.empty()) {
-            o.status = CellStatus::skipped;
-            o.reason = why;
-            o.started_at = o.finished_at = utc_timestamp();
-        } else {
-            o = run_cell_process(cell, scratch, options, run_label);
-            measured = true;
+    };
+
+    const auto work = [&](int worker) {
+        const std::optional<std::string> on_gpu =
+            gpus.empty() ? std::nullopt : std::optional<std::string>(gpus[static_cast<std::size_t>(worker)]);
+        const std::string slot = "cell-" + std::to_string(worker);
+        std::unique_lock lock(mutex);
+        while (const std::optional<std::size_t> i = take(lock)) {
+            CellParams cell = matrix.cells[*i];
+            cell.timeout_s = options.timeout_override_s.value_or(cell.timeout_s);
+            const Sharing sharing = sharing_of(cell, options.share_link);
+            running.started(sharing);
+            lock.unlock();
+            CellOutcome o = run_cell_process(cell, scratch, options, run_label, slot, on_gpu);
+            lock.lock();
+            running.finished(sharing);
+            cell_ended.notify_all();
+            if (g_stop_requested.load()) {
+                totals.interrupted = true;
+                break;
+            }
+            add_predictions(cell, fixed_cost_here(gpu, store), o);
+            store.record_cell(run_id, static_cast<int>(*i), cell, o);
+            count(totals, o.status);
+            std::optional<double> median;
+            if (!o.timed_ms.empty()) median = LatencyStats::of(o.timed_ms).median;
+            progress.cell_done(cell.label() + (on_gpu && workers > 1 ? "  on GPU " + *on_gpu : ""),
+                               std::string(enum_name(o.status)), median, o.status == CellStatus::ok ? "" : o.reason, true,
+                               o.wall_s.value_or(0));
         }
-        if (g_stop_requested.load()) {
-            totals.interrupted = true;
-            break;
-        }
-        if (uses_gpu(cell) && cell_impossible_reason(cell).empty()) {
-            o.predicted_alloc_bytes = estimate_memory(cell).device_total();
-            if (fixed) o.predicted_peak_bytes = *o.predicted_alloc_bytes + fixed->largest;
-        }
-        store.record_cell(run_id, static_cast<int>(i), cell, o);
-        count(totals, o.status);
-        std::optional<double> median;
-        if (!o.timed_ms.empty()) median = LatencyStats::of(o.timed_ms).median;
-        progress.cell_done(cell.label(), std::string(enum_name(o.status)), median, o.status == CellStatus::ok ? "" : o.reason, measured, o.wall_s.value_or(0));
+        if (g_stop_requested.load()) totals.interrupted = true;
+        cell_ended.notify_all();
+    };
+    {
+        std::vector<std::jthread> threads;
+        for (int w = 0; w < workers; ++w) threads.emplace_back(work, w);
     }
     store.finish_run(run_id, totals.interrupted ? "interrupted" : "finished");
     return totals;

@@ -16,6 +16,11 @@ struct RunOptions {
     bool allow_oversubscription = false;     // lifts the managed-memory guard (your own GPU only)
     bool collect = true;                     // CUPTI in traced iterations; false: `--collector none`
     bool force = false;                      // run cells predicted not to fit the GPU
+    // The GPUs to spread cells over, one cell each at a time (CUDA_VISIBLE_DEVICES of each cell's
+    // process); unset: every GPU the probe sees, or one worker that leaves CUDA_VISIBLE_DEVICES
+    // alone where there are fewer than two.
+    std::optional<std::vector<std::string>> gpus;
+    bool share_link = false;                 // cells that stream over the host link may run side by side
     std::string command_line;
 };
 

@@ -114,6 +114,7 @@ CREATE TABLE cells (
     gpu_other_bytes     INTEGER,
     gpu_memory_readings INTEGER,
     gpu_memory_note     TEXT,
+    gpu                 TEXT,
     check_reference     TEXT,
     check_max_abs_err   REAL,
     check_rel_err       REAL,

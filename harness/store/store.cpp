@@ -235,7 +235,7 @@ std::int64_t Store::record_cell(std::int64_t run_id, int cell_index, const CellP
         {"check_reference", sql(o.check_reference)}, {"check_max_abs_err", sql(o.check_max_abs_err)},
         {"check_rel_err", sql(o.check_rel_err)}, {"check_tolerance", sql(o.check_tolerance)},
         {"peak_host_rss_bytes", sql(o.peak_host_rss_bytes)}, {"activation_bytes", sql(o.activation_bytes)},
-        {"launches_per_forward", sql(o.launches_per_forward)},
+        {"launches_per_forward", sql(o.launches_per_forward)}, {"gpu", sql(o.gpu)},
     };
     append_parameters(row, c);
     if (o.events) append_event_totals(row, *o.events);

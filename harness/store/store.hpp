@@ -108,6 +108,8 @@ struct CellOutcome {
     std::optional<std::int64_t> gpu_used_before_bytes, gpu_context_bytes, gpu_peak_bytes, gpu_own_peak_bytes;
     std::optional<std::int64_t> gpu_other_processes, gpu_other_bytes, gpu_memory_readings;
     std::string gpu_memory_note;
+    // The CUDA_VISIBLE_DEVICES the cell's process ran with (run --gpus), if the run set one.
+    std::optional<std::string> gpu;
     // Where the cell's wall time went, phase by phase, in the order they ran.
     std::vector<CellPhase> phases;
 };

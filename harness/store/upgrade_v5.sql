@@ -13,6 +13,7 @@ ALTER TABLE cells ADD COLUMN gpu_other_processes INTEGER;
 ALTER TABLE cells ADD COLUMN gpu_other_bytes INTEGER;
 ALTER TABLE cells ADD COLUMN gpu_memory_readings INTEGER;
 ALTER TABLE cells ADD COLUMN gpu_memory_note TEXT;
+ALTER TABLE cells ADD COLUMN gpu TEXT;
 -- Where each cell's wall time went; cells recorded before have no rows.
 CREATE TABLE cell_phases (
     cell_id  INTEGER NOT NULL REFERENCES cells(cell_id) ON DELETE CASCADE,
