@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "harness/matrix/matrix.hpp"
+#include "harness/matrix/shard.hpp"
 #include "kernels/model/checked_math.hpp"
 #include "kernels/model/weight_layout.hpp"
 #include "test_support.hpp"
@@ -605,4 +606,41 @@ TEST_CASE("sizes in decimal and binary units are exact byte counts", "[matrix]")
     CHECK(m.cells[0].budget_bytes() == 349'696);
     CHECK(m.cells[1].budget_bytes() == 512'000'000);
     CHECK(m.cells[2].budget_bytes() == 102'400);
+}
+
+TEST_CASE("--shard i/N: every cell in exactly one shard, the same split every time, balanced by cost", "[matrix][shard]") {
+    CHECK(parse_shard("2/8").index == 2);
+    CHECK(parse_shard("2/8").count == 8);
+    CHECK(parse_shard("1/1").count == 1);
+    for (const char* bad : {"0/3", "4/3", "3", "a/b", "1/", "/2", "-1/2", "1/2/3", "1 /2"})
+        CHECK_THROWS_WITH(parse_shard(bad), ContainsSubstring("--shard expects i/N"));
+
+    // Three model sizes, five of each, with another iteration count for some: unequal costs.
+    const Matrix m = parse_matrix("name = \"s\"\n[defaults]\nbackend = \"host\"\n[[sweep]]\nname = \"a\"\n"
+                                  "model = [\"tiny\", \"tiny_odd\", \"gpt2_small\"]\nseed = [1, 2, 3, 4, 5]\n"
+                                  "iterations = [1, 4]\n",
+                                  "test");
+    REQUIRE(m.cells.size() == 30);
+    for (const int n : {1, 2, 3, 7, 40}) {
+        INFO(n << " shards");
+        std::vector<int> owner(m.cells.size(), 0);
+        double most = 0, least = 1e300, largest_cell = 0;
+        for (int i = 1; i <= n; ++i) {
+            const auto mine = shard_positions(m.cells, {i, n});
+            CHECK(mine == shard_positions(m.cells, {i, n}));  // deterministic
+            CHECK(std::is_sorted(mine.begin(), mine.end()));
+            double load = 0;
+            for (const std::size_t p : mine) {
+                ++owner[p];
+                load += shard_cost(m.cells[p]);
+                largest_cell = std::max(largest_cell, shard_cost(m.cells[p]));
+            }
+            most = std::max(most, load);
+            least = std::min(least, load);
+        }
+        CHECK(std::all_of(owner.begin(), owner.end(), [](int o) { return o == 1; }));
+        // Most expensive first, each to the lightest shard: no shard ends more than one cell's
+        // cost above another.
+        CHECK(most - least <= largest_cell);
+    }
 }

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "harness/matrix/matrix.hpp"
@@ -381,4 +382,34 @@ TEST_CASE("run --gpus spreads cells over GPUs, each process told its own", "[run
     const auto bad = run_sweetspot("run '" + tmp.file("h.toml") + "' --db '" + tmp.file("x.db") + "' --gpus 0,0");
     CHECK(bad.exit_code == 2);
     CHECK_THAT(bad.output, Catch::Matchers::ContainsSubstring("--gpus names GPU 0 twice"));
+}
+
+TEST_CASE("run --shard i/N: the shards' databases hold every cell exactly once", "[runner][shard]") {
+    TempDir tmp;
+    write_file(tmp.file("m.toml"), "[defaults]\nmodel = \"tiny\"\nseq = 8\niterations = 1\n[[sweep]]\nbatch = [1, 2, 3]\n"
+                                   "seed = [1, 2]\n");
+    std::set<std::string> keys;
+    std::int64_t total = 0;
+    for (const char* shard : {"1/3", "2/3", "3/3"}) {
+        const auto db = tmp.file(std::string("s") + shard[0] + ".db");
+        const auto r = run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "' --shard " + shard);
+        INFO(r.output);
+        REQUIRE(r.exit_code == 0);
+        CHECK_THAT(r.output, Catch::Matchers::ContainsSubstring(std::string("shard ") + shard + ": 2 of 6 cells"));
+        Database results(db, Database::Mode::read_only);
+        auto st = results.prepare("SELECT cell_key FROM cells WHERE status = 'ok'");
+        while (st.step()) {
+            keys.insert(st.text(0));
+            ++total;
+        }
+    }
+    CHECK(total == 6);
+    CHECK(keys.size() == 6);
+
+    const auto listed = run_sweetspot("list '" + tmp.file("m.toml") + "' --shard 2/3");
+    CHECK(listed.exit_code == 0);
+    CHECK_THAT(listed.output, Catch::Matchers::ContainsSubstring("2 cells"));
+    const auto bad = run_sweetspot("run '" + tmp.file("m.toml") + "' --shard 4/3");
+    CHECK(bad.exit_code == 2);
+    CHECK_THAT(bad.output, Catch::Matchers::ContainsSubstring("--shard expects i/N"));
 }

@@ -19,6 +19,7 @@
 #include "harness/measure/gpu_probe.hpp"
 #include "harness/cli/logits_command.hpp"
 #include "harness/matrix/matrix.hpp"
+#include "harness/matrix/shard.hpp"
 #include "harness/system/output_file.hpp"
 #include "harness/cli/report_command.hpp"
 #include "harness/runner/runner.hpp"
@@ -118,8 +119,25 @@ std::vector<std::string> parse_gpu_list(const std::string& text) {
     return ids;
 }
 
+// --shard i/N: keeps shard i of the cells (harness/matrix/shard.hpp); says so on stderr.
+void keep_shard(Matrix& matrix, const po::variables_map& vm) {
+    if (!vm.count("shard")) return;
+    ShardSpec spec;
+    try {
+        spec = parse_shard(vm["shard"].as<std::string>());
+    } catch (const std::invalid_argument& e) {
+        throw po::error(e.what());
+    }
+    const std::size_t all = matrix.cells.size();
+    std::vector<CellParams> kept;
+    for (const std::size_t i : shard_positions(matrix.cells, spec)) kept.push_back(matrix.cells[i]);
+    matrix.cells = std::move(kept);
+    std::cerr << "sweetspot: shard " << spec.index << "/" << spec.count << ": " << matrix.cells.size() << " of " << all
+              << " cells\n";
+}
+
 int cmd_run(const std::vector<std::string>& args, const std::string& command_line) {
-    Command cmd{"run", "FILE [--db PATH] [--only AXIS=VALUE] [--rerun] [--force] [--timeout DURATION] [--gpus LIST]",
+    Command cmd{"run", "FILE [--db PATH] [--only AXIS=VALUE] [--rerun] [--force] [--timeout DURATION] [--gpus LIST] [--shard I/N]",
                 "Runs every cell of the matrix FILE, each in its own process, and stores the results.\n"
                 "Cells already 'ok' in the database are skipped, so an interrupted sweep resumes\n"
                 "where it stopped. Progress (cell i/N, ETA) goes to stderr.",
@@ -144,6 +162,9 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
          "GPUs to run cells on side by side, one cell each at a time, as CUDA_VISIBLE_DEVICES names them\n"
          "(\"0,1,2,3\"); default: every GPU the probe sees. Host cells run alone, and cells that stream\n"
          "weights over the host link one at a time (the GPUs of a node share it)")
+        ("shard", po::value<std::string>(),
+         "run shard i of N (\"2/8\"): the same split on every machine, balanced by each cell's weight bytes times\n"
+         "its forwards, for N machines or the tasks of a Slurm array writing N databases")
         ("share-link", po::bool_switch(),
          "let cells that stream weights over the host link run side by side on different GPUs (only where\n"
          "each GPU's link is its own: their bandwidth figures are otherwise each other's)");
@@ -153,6 +174,7 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
 
     Matrix matrix = load_matrix(vm["matrix"].as<std::string>());
     if (vm.count("only")) keep_only(matrix, vm["only"].as<std::vector<std::string>>());
+    keep_shard(matrix, vm);
     require_loadable_weights(matrix.cells);
     RunOptions opt;
     opt.db_path = vm.count("db") ? vm["db"].as<std::string>() : default_db_path(matrix);
@@ -186,13 +208,15 @@ int matrix_table_command(
     const std::function<void(const std::vector<CellParams>&, const po::variables_map&, std::ostream&)>& print) {
     cmd.options.add_options()
         ("matrix", po::value<std::string>()->required(), "experiment matrix (TOML)")
-        ("only", po::value<std::vector<std::string>>()->composing(), "only the cells with AXIS=VALUE[,VALUE...] (repeatable)");
+        ("only", po::value<std::vector<std::string>>()->composing(), "only the cells with AXIS=VALUE[,VALUE...] (repeatable)")
+        ("shard", po::value<std::string>(), "only shard i of N (\"2/8\"), as run --shard splits the cells");
     cmd.positional.add("matrix", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
 
     Matrix m = load_matrix(vm["matrix"].as<std::string>());
     if (vm.count("only")) keep_only(m, vm["only"].as<std::vector<std::string>>());
+    keep_shard(m, vm);
     require_loadable_weights(m.cells);
     std::cout << m.name << " (" << m.path << "): " << m.cells.size() << " cells";
     if (m.excluded) std::cout << ", " << m.excluded << " excluded";
