@@ -413,3 +413,79 @@ TEST_CASE("run --shard i/N: the shards' databases hold every cell exactly once",
     CHECK(bad.exit_code == 2);
     CHECK_THAT(bad.output, Catch::Matchers::ContainsSubstring("--shard expects i/N"));
 }
+
+TEST_CASE("submit --dry-run prints a job array of shards, and refuses what cannot be submitted", "[runner][slurm]") {
+    TempDir tmp;
+    write_file(tmp.file("m.toml"), "name = \"arr\"\n[defaults]\nmodel = \"tiny\"\nseq = 8\n[[sweep]]\nbatch = [1, 2, 3]\n");
+    const auto r = run_sweetspot("submit '" + tmp.file("m.toml") + "' --dry-run --tasks 3 --array-parallelism 2 --time 2:00:00 "
+                                 "--partition gpu --results '" + tmp.file("out") + "' --only batch=1,2,3 -- --mem=8G --qos=low");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    using Catch::Matchers::ContainsSubstring;
+    for (const std::string line : {"#SBATCH --array=1-3%2", "#SBATCH --partition=gpu", "#SBATCH --time=2:00:00",
+                                   "#SBATCH --signal=B:USR1@120", "#SBATCH --requeue", "#SBATCH --mem=8G", "#SBATCH --qos=low",
+                                   "--shard \"$shard/3\"", "--only 'batch=1,2,3'", "scontrol requeue"})
+        CHECK_THAT(r.output, ContainsSubstring(line));
+    CHECK_THAT(r.output, !ContainsSubstring("--gpus-per-task"));  // host cells need no GPU
+    CHECK_THAT(r.output, ContainsSubstring("/out/arr.shard-'\"$shard\"'-of-3.db"));
+    CHECK_FALSE(std::filesystem::exists(tmp.file("out")));  // a dry run writes nothing
+    write_file(tmp.file("script.sh"), r.output);
+    CHECK(test::run_command("bash -n '" + tmp.file("script.sh") + "'").exit_code == 0);
+
+    const auto too_many = run_sweetspot("submit '" + tmp.file("m.toml") + "' --dry-run --tasks 4");
+    CHECK(too_many.exit_code == 2);
+    CHECK_THAT(too_many.output, ContainsSubstring("--tasks expects 1 to 3"));
+    const auto no_slurm = test::run_command("PATH=/nonexistent '" + test::sweetspot_binary() + "' submit '" + tmp.file("m.toml") + "'");
+    CHECK(no_slurm.exit_code == 2);
+    CHECK_THAT(no_slurm.output, ContainsSubstring("sbatch is not on PATH"));
+}
+
+TEST_CASE("submit's batch script as Slurm runs it: shards copied back, stopped and requeued, resumed", "[runner][slurm]") {
+    TempDir tmp;
+    const auto read_text = [](const std::string& file) {
+        std::ifstream f(file);
+        return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    };
+    const std::string fake_bin = tmp.file("bin");
+    std::filesystem::create_directories(fake_bin);
+    // Stand-ins for sbatch (prints a job id as --parsable does) and scontrol (logs its arguments).
+    write_file(fake_bin + "/sbatch", "#!/bin/sh\necho \"$@\" > '" + tmp.file("sbatch.args") + "'\necho 77\n");
+    write_file(fake_bin + "/scontrol", "#!/bin/sh\necho \"$@\" >> '" + tmp.file("scontrol.log") + "'\n");
+    for (const char* tool : {"sbatch", "scontrol"}) std::filesystem::permissions(fake_bin + "/" + tool, std::filesystem::perms::owner_all);
+    const auto matrix = tmp.file("m.toml");
+    const std::string ok_cells = "[defaults]\nmodel = \"tiny\"\nseq = 8\niterations = 1\n[[sweep]]\nname = \"ok\"\nseed = [1, 2]\n";
+    // Shard 1 of 1: two cells, then one that hangs (seed 515151) until the task is warned.
+    write_file(matrix, "name = \"req\"\n" + ok_cells + "[[sweep]]\nname = \"hang\"\nseed = 515151\ndebug_fault = \"hang\"\ntimeout = \"60s\"\n");
+    const std::string path = "PATH='" + fake_bin + "':\"$PATH\" ";
+    const auto submitted = test::run_command(path + "'" + test::sweetspot_binary() + "' submit '" + matrix + "' --tasks 1 --results '" +
+                                             tmp.file("res") + "'");
+    INFO(submitted.output);
+    REQUIRE(submitted.exit_code == 0);
+    CHECK_THAT(submitted.output, Catch::Matchers::ContainsSubstring("submitted job array 77"));
+    const std::string script = tmp.file("res") + "/req.sbatch";
+    REQUIRE(std::filesystem::exists(script));
+    const std::string final_db = tmp.file("res") + "/req.shard-1-of-1.db";
+
+    // The array task, as Slurm would start it, in the background; then the warning before its limit.
+    const std::string task_env = path + "SLURM_ARRAY_JOB_ID=77 SLURM_ARRAY_TASK_ID=1 TMPDIR='" + tmp.file("") + "' ";
+    const auto started = test::run_command(task_env + "bash '" + script + "' > '" + tmp.file("task1.out") + "' 2>&1 & echo $!");
+    const pid_t task = static_cast<pid_t>(std::stol(started.output));
+    REQUIRE(wait_until([] { return process_running_with("seed=515151"); }, 30s));
+    ::kill(task, SIGUSR1);
+    REQUIRE(wait_until([&] { return ::kill(task, 0) != 0; }, 30s));
+    INFO(read_text(tmp.file("task1.out")));
+    CHECK(read_text(tmp.file("scontrol.log")) == "requeue 77_1\n");
+    REQUIRE(std::filesystem::exists(final_db));
+    CHECK(scalar(final_db, "SELECT count(*) FROM cells WHERE status = 'ok'") == 2);
+    CHECK(scalar(final_db, "SELECT count(*) FROM cells WHERE seed = 515151") == 0);  // abandoned, not recorded
+
+    // Requeued (the hanging cell now times out at once: the timeout is not part of its key): the
+    // task resumes from the copy and measures only what is missing.
+    write_file(matrix, "name = \"req\"\n" + ok_cells + "[[sweep]]\nname = \"hang\"\nseed = 515151\ndebug_fault = \"hang\"\ntimeout = \"1s\"\n");
+    const auto again = test::run_command(task_env + "bash '" + script + "'");
+    INFO(again.output);
+    CHECK(again.exit_code == 1);  // the cell that timed out
+    CHECK_THAT(again.output, Catch::Matchers::ContainsSubstring("2 already done"));
+    CHECK(scalar(final_db, "SELECT count(*) FROM cells") == 3);
+    CHECK(scalar(final_db, "SELECT count(*) FROM cells WHERE status = 'timeout'") == 1);
+}

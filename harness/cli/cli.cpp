@@ -1,9 +1,13 @@
 #include "harness/cli/cli.hpp"
 
+#include <unistd.h>
+
 #include <boost/program_options.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -18,8 +22,10 @@
 #include "harness/measure/cell_weights.hpp"
 #include "harness/measure/gpu_probe.hpp"
 #include "harness/cli/logits_command.hpp"
+#include "harness/cli/slurm_submit.hpp"
 #include "harness/matrix/matrix.hpp"
 #include "harness/matrix/shard.hpp"
+#include "harness/system/child_process.hpp"
 #include "harness/system/output_file.hpp"
 #include "harness/cli/report_command.hpp"
 #include "harness/runner/runner.hpp"
@@ -50,6 +56,7 @@ commands:
   trace DB        write one traced iteration of a cell as a Perfetto/Chrome trace (JSON)
   report DB       draw the figures (PNG, SVG) and an HTML page of a results database
   logits          write the logits of token ids to a .npy file, to compare with other implementations
+  submit FILE     run a matrix as a Slurm job array, one shard per task, each into its own database
 
 Run 'sweetspot <command> --help' for a command's options.
 Matrix format: experiments/README.md. Database schema and example queries: results/README.md.
@@ -198,6 +205,105 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
               << (t.interrupted ? "; interrupted, run the same command again to resume" : "") << "\n"
               << "sweetspot: results in " << opt.db_path << " (sweetspot summary " << opt.db_path << ")\n";
     return t.interrupted ? kExitInterrupted : t.exit_code();
+}
+
+// `sbatch` on PATH, or empty.
+std::string find_on_path(const std::string& program) {
+    const char* path = std::getenv("PATH");
+    std::istringstream dirs(path ? path : "");
+    for (std::string dir; std::getline(dirs, dir, ':');) {
+        const auto candidate = std::filesystem::path(dir.empty() ? "." : dir) / program;
+        if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    }
+    return {};
+}
+
+int cmd_submit(const std::vector<std::string>& all_args) {
+    // Everything after "--" is for sbatch, as it is.
+    const auto dashes = std::find(all_args.begin(), all_args.end(), std::string("--"));
+    const std::vector<std::string> args(all_args.begin(), dashes);
+    const std::vector<std::string> extra(dashes == all_args.end() ? dashes : dashes + 1, all_args.end());
+    Command cmd{"submit",
+                "FILE [--tasks N] [--partition P] [--gpus-per-task G] [--array-parallelism K] [--time T] [--results DIR] "
+                "[--only AXIS=VALUE] [--dry-run] [-- SBATCH OPTIONS...]",
+                "Submits one Slurm job array for the matrix FILE. Task i runs shard i of N (run --shard i/N) into a\n"
+                "database on node-local disk and copies it to the results folder when it ends. Warned before its\n"
+                "time limit (USR1) or preempted (TERM), a task stops its sweep cleanly, copies back what it finished\n"
+                "and requeues itself; the requeued task resumes from that copy. The matrix and the sweetspot binary\n"
+                "must be readable from the compute nodes. --dry-run prints the batch script instead of submitting it.",
+                po::options_description("options"), {}};
+    cmd.options.add_options()
+        ("matrix", po::value<std::string>()->required(), "experiment matrix (TOML)")
+        ("tasks", po::value<int>(), "array tasks, one shard each (default: the cells, at most 8)")
+        ("partition", po::value<std::string>(), "Slurm partition")
+        ("gpus-per-task", po::value<int>(), "GPUs each task gets (default: 1 when the matrix has GPU cells, else 0)")
+        ("array-parallelism", po::value<int>(), "at most this many tasks running at once")
+        ("time", po::value<std::string>(), "each task's time limit, as sbatch takes it (\"4:00:00\")")
+        ("results", po::value<std::string>(), "where the shard databases go (default: results/<matrix name>-shards)")
+        ("only", po::value<std::vector<std::string>>()->composing(), "only the cells with AXIS=VALUE[,VALUE...] (repeatable)")
+        ("dry-run", po::bool_switch(), "print the batch script, submit nothing");
+    cmd.positional.add("matrix", 1);
+    po::variables_map vm;
+    if (!parse(cmd, args, vm)) return kExitOk;
+
+    Matrix m = load_matrix(vm["matrix"].as<std::string>());
+    std::vector<std::string> only;
+    if (vm.count("only")) {
+        only = vm["only"].as<std::vector<std::string>>();
+        keep_only(m, only);
+    }
+    if (m.cells.empty()) throw po::error("the matrix has no cells to submit");
+    const int cells = static_cast<int>(m.cells.size());
+    SlurmJob job;
+    job.tasks = vm.count("tasks") ? vm["tasks"].as<int>() : std::min(cells, 8);
+    if (job.tasks < 1 || job.tasks > cells)
+        throw po::error("--tasks expects 1 to " + std::to_string(cells) + " (one shard per task, " + std::to_string(cells) +
+                        " cells), got " + std::to_string(job.tasks));
+    if (vm.count("array-parallelism")) {
+        job.array_parallelism = vm["array-parallelism"].as<int>();
+        if (*job.array_parallelism < 1) throw po::error("--array-parallelism expects at least 1");
+    }
+    job.gpus_per_task = vm.count("gpus-per-task") ? vm["gpus-per-task"].as<int>()
+                                                  : (std::any_of(m.cells.begin(), m.cells.end(), uses_gpu) ? 1 : 0);
+    if (job.gpus_per_task < 0) throw po::error("--gpus-per-task expects 0 or more");
+    if (vm.count("partition")) job.partition = vm["partition"].as<std::string>();
+    if (vm.count("time")) job.time = vm["time"].as<std::string>();
+    job.sweetspot = self_executable();
+    job.matrix = std::filesystem::absolute(m.path).lexically_normal().string();
+    job.name = std::filesystem::path(default_db_path(m)).stem().string();
+    job.results_dir = std::filesystem::absolute(vm.count("results") ? vm["results"].as<std::string>()
+                                                                     : "results/" + job.name + "-shards")
+                          .lexically_normal()
+                          .string();
+    job.only = only;
+    job.extra_sbatch = extra;
+    const std::string script = slurm_batch_script(job);
+    if (vm["dry-run"].as<bool>()) {
+        std::cout << script;
+        return kExitOk;
+    }
+
+    const std::string sbatch = find_on_path("sbatch");
+    if (sbatch.empty())
+        throw std::runtime_error("sbatch is not on PATH: submit from a Slurm login node (--dry-run prints the script)");
+    std::filesystem::create_directories(job.results_dir);
+    const std::string script_path = job.results_dir + "/" + job.name + ".sbatch";
+    {
+        OutputFile file(script_path);
+        std::ofstream(file.temp_path()) << script;
+        file.commit();
+    }
+    ChildSpec spec;
+    spec.argv = {sbatch, "--parsable", script_path};
+    spec.log_path = job.results_dir + "/sbatch.log";
+    spec.timeout_s = 120;
+    const ChildResult r = run_child(spec, std::atomic<bool>{false});
+    const std::string said = file_tail(spec.log_path, 4000);
+    if (r.exit_code != 0) throw std::runtime_error("sbatch " + r.describe() + ": " + said);
+    std::cout << "sweetspot: submitted job array " << said.substr(0, said.find_first_of(";\n")) << ": " << job.tasks
+              << " tasks over " << cells << " cells (" << script_path << ")\n"
+              << "sweetspot: task i writes " << job.results_dir << "/" << job.name << ".shard-i-of-" << job.tasks << ".db\n";
+    return kExitOk;
 }
 
 // A command that reads a matrix and prints something per cell without running it (list,
@@ -469,6 +575,7 @@ int cli_main(int argc, char** argv) {
         if (command == "trace") return cmd_trace(args);
         if (command == "report") return cmd_report(args);
         if (command == "logits") return cmd_logits(args);
+        if (command == "submit") return cmd_submit(args);
         if (command == "_cell") return cmd_cell(args);
         if (command == "_probe") return cmd_probe(args);
         std::cerr << "sweetspot: unknown command '" << command << "'\n\n" << kUsage;
