@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 (bookworm) packages sweetspot builds and runs with. Does nothing when
 # they are all present. Catch2 v3 comes from bookworm-backports (bookworm itself has v2).
-# The CUDA toolkit is not a Debian package: it is used from /usr/local/cuda when present.
+# The CUDA toolkit is not a Debian package: it is used from /usr/local/cuda when present. Slurm and
+# munge are for the test of `sweetspot submit` against a real Slurm (tests/slurm_array.sh), which
+# starts its own daemons and stops them.
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build ccache pkg-config git
           libboost-program-options-dev libsqlite3-dev sqlite3 libtomlplusplus-dev libopenblas-dev nlohmann-json3-dev
-          python3 python3-matplotlib python3-pandas chromium)
+          python3 python3-matplotlib python3-pandas chromium
+          slurm-wlm slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 catch2_v3() { installed catch2 && [[ "$(dpkg-query -W -f='${Version}' catch2)" == 3.* ]]; }
