@@ -266,6 +266,12 @@ TEST_CASE("--rerun measures cells that are already ok again", "[runner]") {
     CHECK(cells.at(0).run_id == 3);
     CHECK(cells.at(1).run_id == 3);
     CHECK(scalar(db, "SELECT count(*) FROM runs") == 3);
+    // The first measurements are kept as history: their rows and iterations, as JSON.
+    CHECK(scalar(db, "SELECT count(*) FROM cell_history") == 2);
+    CHECK(scalar(db, "SELECT count(*) FROM cell_history h JOIN cells c USING (cell_key)"
+                     " WHERE json_extract(h.cell, '$.run_id') = 1 AND json_extract(h.cell, '$.status') = 'ok'"
+                     " AND json_extract(h.cell, '$.latency_median_ms') > 0"
+                     " AND json_array_length(h.iterations) = json_extract(h.cell, '$.warmups') + 1") == 2);
 }
 
 TEST_CASE("tokens/s is batch x seq over the median of the timed iterations", "[runner]") {

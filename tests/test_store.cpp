@@ -313,9 +313,10 @@ TEST_CASE("opening again keeps the data; read-only opening checks the file", "[s
 }
 
 // Takes version 6's additions out of a database: the prefetch_api axis, the cells' predicted peak,
-// NVML readings and phases.
+// NVML readings, phases and history.
 constexpr const char* kBeforeVersion6 =
-    "DROP VIEW memory_accuracy; DROP TABLE cell_phases; ALTER TABLE cells DROP COLUMN predicted_peak_bytes;"
+    "DROP VIEW memory_accuracy; DROP TABLE cell_phases; DROP TABLE cell_history;"
+    "ALTER TABLE cells DROP COLUMN predicted_peak_bytes;"
     "ALTER TABLE cells DROP COLUMN prefetch_api; ALTER TABLE cells DROP COLUMN gpu;"
     "ALTER TABLE cells DROP COLUMN gpu_used_before_bytes; ALTER TABLE cells DROP COLUMN gpu_context_bytes;"
     "ALTER TABLE cells DROP COLUMN gpu_peak_bytes; ALTER TABLE cells DROP COLUMN gpu_own_peak_bytes;"
@@ -722,7 +723,7 @@ TEST_CASE("results/README.md documents exactly the columns of every table", "[st
     auto s = Store::open(tmp.file("r.db"));
     const auto documented = documented_columns();
     for (const char* table :
-         {"schema_info", "runs", "cells", "iterations", "cell_phases", "TARGET_INFO_GPU", "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL",
+         {"schema_info", "runs", "cells", "iterations", "cell_phases", "cell_history", "TARGET_INFO_GPU", "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL",
           "CUPTI_ACTIVITY_KIND_MEMCPY", "CUDA_UM_GPU_PAGE_FAULT_EVENTS", "CUDA_UM_CPU_PAGE_FAULT_EVENTS",
           "UM_COUNTER_EVENTS", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_OVERHEAD", "ENUM_CUDA_MEMCPY_OPER",
           "ENUM_CUDA_UNIF_MEM_MIGRATION", "ENUM_CUDA_UNIF_MEM_ACCESS_TYPE", "cuda_gpu_kern_sum", "nvtx_sum",

@@ -145,6 +145,17 @@ CREATE TABLE iterations (
     PRIMARY KEY (cell_id, phase, iteration)
 );
 
+-- Earlier measurements of a cell that a newer one replaced in `cells` (--rerun, a cell that was
+-- not ok measured again): its row and its iterations, as JSON.
+CREATE TABLE cell_history (
+    history_id    INTEGER PRIMARY KEY,
+    cell_key      TEXT NOT NULL,
+    superseded_at TEXT NOT NULL,
+    cell          TEXT NOT NULL,
+    iterations    TEXT NOT NULL
+);
+CREATE INDEX cell_history_key ON cell_history (cell_key);
+
 -- Where each cell's wall time went (results/README.md names the phases).
 CREATE TABLE cell_phases (
     cell_id  INTEGER NOT NULL REFERENCES cells(cell_id) ON DELETE CASCADE,

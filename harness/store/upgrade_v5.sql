@@ -22,5 +22,14 @@ CREATE TABLE cell_phases (
     seconds  REAL NOT NULL,
     PRIMARY KEY (cell_id, position)
 );
+-- Earlier measurements a newer one replaced; before version 6 they were deleted.
+CREATE TABLE cell_history (
+    history_id    INTEGER PRIMARY KEY,
+    cell_key      TEXT NOT NULL,
+    superseded_at TEXT NOT NULL,
+    cell          TEXT NOT NULL,
+    iterations    TEXT NOT NULL
+);
+CREATE INDEX cell_history_key ON cell_history (cell_key);
 UPDATE schema_info SET version = 6;
 PRAGMA user_version = 6;
