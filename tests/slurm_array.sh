@@ -3,8 +3,8 @@
 # packages, started here without systemd and stopped at the end. A host-backend matrix goes out as a
 # 4-task array; the task whose shard holds a hanging cell is requeued while that cell runs
 # (scontrol requeue); then every shard database must pass integrity_check, the shards together must
-# hold every cell exactly once, and the requeued shard must show two runs with its first run's
-# cells kept. Exits 77 (ctest: skipped) saying why where Slurm cannot run here.
+# hold every cell exactly once, the requeued shard must show two runs with its first run's cells
+# kept, and the shards merged (sweetspot merge, twice) must hold every cell once. Exits 77 (ctest: skipped) saying why where Slurm cannot run here.
 #   slurm_array.sh SWEETSPOT_BINARY
 set -uo pipefail
 bin=$1
@@ -119,4 +119,12 @@ runs=$(sqlite3 "$slow_db" "SELECT count(*) FROM runs")
 [[ $runs -ge 2 ]] || fail "the requeued shard shows $runs run(s)"
 [[ $(sqlite3 "$slow_db" "SELECT status FROM cells WHERE seed = 999777") == timeout ]] || fail "the slow cell is not recorded once, timed out"
 [[ $(sqlite3 "$slow_db" "SELECT count(*) FROM cells WHERE run_id = 1") -ge 1 ]] || fail "the requeued shard measured its first run's cells again"
-echo "slurm test: ok: job $job, $cells cells over 4 shards, shard $slow_shard requeued mid-cell and resumed ($runs runs)"
+# The shards merged into one database: every cell once, and merging again changes nothing.
+shards=("$scratch"/res/slurmtest.shard-*-of-4.db)
+"$bin" merge "$scratch/merged.db" "${shards[@]}" > "$scratch/merge.out" 2>&1 || fail "merge: $(cat "$scratch/merge.out")"
+"$bin" merge "$scratch/merged.db" "${shards[@]}" > "$scratch/merge-again.out" 2>&1 || fail "merge again"
+grep -q " 0 cells added" "$scratch/merge-again.out" || fail "merging again added cells: $(cat "$scratch/merge-again.out")"
+[[ $(sqlite3 "$scratch/merged.db" "PRAGMA integrity_check") == ok ]] || fail "merged: integrity_check"
+[[ $(sqlite3 "$scratch/merged.db" "SELECT count(*) = $cells AND count(DISTINCT cell_key) = $cells FROM cells") == 1 ]] ||
+    fail "the merged database does not hold each of the $cells cells once"
+echo "slurm test: ok: job $job, $cells cells over 4 shards, shard $slow_shard requeued mid-cell and resumed ($runs runs), merged"

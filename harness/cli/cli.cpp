@@ -29,6 +29,7 @@
 #include "harness/system/output_file.hpp"
 #include "harness/cli/report_command.hpp"
 #include "harness/runner/runner.hpp"
+#include "harness/store/merge.hpp"
 #include "harness/store/store.hpp"
 #include "harness/system/version.hpp"
 #include "harness/cli/summary.hpp"
@@ -57,6 +58,7 @@ commands:
   report DB       draw the figures (PNG, SVG) and an HTML page of a results database
   logits          write the logits of token ids to a .npy file, to compare with other implementations
   submit FILE     run a matrix as a Slurm job array, one shard per task, each into its own database
+  merge OUT DB... combine results databases (shards) into one
 
 Run 'sweetspot <command> --help' for a command's options.
 Matrix format: experiments/README.md. Database schema and example queries: results/README.md.
@@ -303,6 +305,35 @@ int cmd_submit(const std::vector<std::string>& all_args) {
     std::cout << "sweetspot: submitted job array " << said.substr(0, said.find_first_of(";\n")) << ": " << job.tasks
               << " tasks over " << cells << " cells (" << script_path << ")\n"
               << "sweetspot: task i writes " << job.results_dir << "/" << job.name << ".shard-i-of-" << job.tasks << ".db\n";
+    return kExitOk;
+}
+
+int cmd_merge(const std::vector<std::string>& args) {
+    Command cmd{"merge", "OUT.db SHARD.db...",
+                "Combines results databases (the shards of run --shard or sweetspot submit) into OUT.db, creating\n"
+                "it if needed. Runs keep their metadata, cells their iterations, phases and events. Merging a\n"
+                "database again adds nothing. A cell measured in two databases keeps the newer measurement; the\n"
+                "older goes to cell_history. The shards are only read.",
+                po::options_description("options"), {}};
+    cmd.options.add_options()
+        ("out", po::value<std::string>()->required(), "the database to merge into")
+        ("shards", po::value<std::vector<std::string>>()->required(), "the databases to merge");
+    cmd.positional.add("out", 1).add("shards", -1);
+    po::variables_map vm;
+    if (!parse(cmd, args, vm)) return kExitOk;
+    const std::string out_path = vm["out"].as<std::string>();
+    const auto shards = vm["shards"].as<std::vector<std::string>>();
+    for (const std::string& shard : shards) {
+        if (!std::filesystem::exists(shard)) throw po::error("no such database: " + shard);
+        if (std::filesystem::exists(out_path) && std::filesystem::equivalent(shard, out_path))
+            throw po::error(shard + " is OUT.db itself");
+    }
+    Store out = Store::open(out_path, Store::Access::exclusive);
+    for (const std::string& shard : shards) {
+        const MergeCounts c = merge_database(out, shard);
+        std::cout << shard << ": " << c.cells_added << " cells added, " << c.cells_already_there << " already there, "
+                  << c.conflicts << " measured in both (the older kept in cell_history), " << c.runs_added << " runs added\n";
+    }
     return kExitOk;
 }
 
@@ -576,6 +607,7 @@ int cli_main(int argc, char** argv) {
         if (command == "report") return cmd_report(args);
         if (command == "logits") return cmd_logits(args);
         if (command == "submit") return cmd_submit(args);
+        if (command == "merge") return cmd_merge(args);
         if (command == "_cell") return cmd_cell(args);
         if (command == "_probe") return cmd_probe(args);
         std::cerr << "sweetspot: unknown command '" << command << "'\n\n" << kUsage;

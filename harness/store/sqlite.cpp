@@ -15,7 +15,8 @@ int open_flags(Database::Mode mode) {
     switch (mode) {
         case Database::Mode::read_only: return SQLITE_OPEN_READONLY;
         case Database::Mode::read_only_immutable: return SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
-        case Database::Mode::read_write: return SQLITE_OPEN_READWRITE;
+        // URIs in ATTACH (merge attaches its shards read-only); the path itself is opened as it is.
+        case Database::Mode::read_write: return SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI;
         case Database::Mode::read_write_create: return SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     }
     return SQLITE_OPEN_READONLY;

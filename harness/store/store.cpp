@@ -87,32 +87,6 @@ void append_event_totals(Row& row, const CellEvents& e) {
     });
 }
 
-// The measurement stored for `key`, if any, into cell_history before a new one replaces it: its
-// `cells` row (every column, whatever the schema version adds) and its iterations, as JSON.
-void keep_as_history(Database& db, const std::string& key) {
-    // json_object for the first columns, then json_insert for the rest: an SQL function takes
-    // at most 127 arguments, and `cells` has more columns than that makes pairs.
-    constexpr int kPairsPerCall = 60;
-    std::vector<std::string> names;
-    auto columns = db.prepare("SELECT name FROM pragma_table_info('cells') ORDER BY cid");
-    while (columns.step()) names.push_back(columns.text(0));
-    std::string row;
-    for (std::size_t first = 0; first < names.size(); first += kPairsPerCall) {
-        std::string pairs;
-        for (std::size_t i = first; i < std::min(names.size(), first + kPairsPerCall); ++i)
-            pairs += ", " + (first == 0 ? "'" + names[i] + "'" : "'$.\"" + names[i] + "\"'") + ", c.\"" + names[i] + "\"";
-        row = first == 0 ? "json_object(" + pairs.substr(2) + ")" : "json_insert(" + row + pairs + ")";
-    }
-    db.prepare("INSERT INTO cell_history (cell_key, superseded_at, cell, iterations)"
-               " SELECT c.cell_key, ?, " + row + ","
-               " (SELECT json_group_array(json_object('phase', i.phase, 'iteration', i.iteration, 'latency_ms', i.latency_ms))"
-               "  FROM iterations i WHERE i.cell_id = c.cell_id)"
-               " FROM cells c WHERE c.cell_key = ?")
-        .bind(1, utc_timestamp())
-        .bind(2, key)
-        .run();
-}
-
 // A new database: the schema is created under a temporary name and the file appears complete
 // or not at all. False when another process created `path` first.
 bool create_database(const std::string& path, bool replace_empty_file) {
@@ -136,6 +110,31 @@ bool create_database(const std::string& path, bool replace_empty_file) {
 }
 
 }  // namespace
+
+void keep_as_history(Database& db, const std::string& key, const std::string& schema) {
+    // json_object for the first columns, then json_insert for the rest: an SQL function takes
+    // at most 127 arguments, and `cells` has more columns than that makes pairs.
+    constexpr int kPairsPerCall = 60;
+    std::vector<std::string> names;
+    auto columns = db.prepare("SELECT name FROM pragma_table_info('cells', ?) ORDER BY cid");
+    columns.bind(1, schema);
+    while (columns.step()) names.push_back(columns.text(0));
+    std::string row;
+    for (std::size_t first = 0; first < names.size(); first += kPairsPerCall) {
+        std::string pairs;
+        for (std::size_t i = first; i < std::min(names.size(), first + kPairsPerCall); ++i)
+            pairs += ", " + (first == 0 ? "'" + names[i] + "'" : "'$.\"" + names[i] + "\"'") + ", c.\"" + names[i] + "\"";
+        row = first == 0 ? "json_object(" + pairs.substr(2) + ")" : "json_insert(" + row + pairs + ")";
+    }
+    db.prepare("INSERT INTO cell_history (cell_key, superseded_at, cell, iterations)"
+               " SELECT c.cell_key, ?, " + row + ","
+               " (SELECT json_group_array(json_object('phase', i.phase, 'iteration', i.iteration, 'latency_ms', i.latency_ms))"
+               "  FROM " + schema + ".iterations i WHERE i.cell_id = c.cell_id)"
+               " FROM " + schema + ".cells c WHERE c.cell_key = ?")
+        .bind(1, utc_timestamp())
+        .bind(2, key)
+        .run();
+}
 
 Store Store::open(const std::string& path, Access access) {
     namespace fs = std::filesystem;

@@ -114,6 +114,11 @@ struct CellOutcome {
     std::vector<CellPhase> phases;
 };
 
+// The measurement stored for `key` in the `cells` of `schema` (this database, "main", or one
+// attached to it), if any, into this database's cell_history: its row (every column, whatever the
+// schema version adds) and its iterations, as JSON. Called before a newer measurement replaces it.
+void keep_as_history(Database& db, const std::string& key, const std::string& schema = "main");
+
 class Store {
 public:
     // shared: any number of writers (SQLite serialises them); exclusive: this store is the only
