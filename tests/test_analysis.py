@@ -63,7 +63,7 @@ import html_page  # noqa: E402
 import report  # noqa: E402
 import time_split  # noqa: E402
 from cell_table import cell_table  # noqa: E402
-from figures import (bandwidth, driver_oversubscription, normalized, oversubscription, peak_memory,  # noqa: E402
+from figures import (bandwidth, cell_phases, driver_oversubscription, normalized, oversubscription, peak_memory,  # noqa: E402
                      throughput, timeline, um_traffic)
 from figures.common import Skip  # noqa: E402
 from figures.sweeps import Swept, series  # noqa: E402
@@ -142,6 +142,7 @@ class FixtureDb:
         self.cell_template = dict(self.con.execute("SELECT * FROM cells").fetchone())
         self.run_template = dict(self.con.execute("SELECT * FROM runs").fetchone())
         self.con.execute("DELETE FROM iterations")
+        self.con.execute("DELETE FROM cell_phases")
         self.con.execute("DELETE FROM cells")
         self.keys = 0
         self.strings = {}
@@ -754,6 +755,26 @@ class NormalizedTest(DbTest):
         self.assertIn("| all | 50.0 (50.0, 40.0, 80.0) | 2.000 | 20 |", out)
         self.assertIn("| 21 GiB | baseline | 300.0 | 1.000 | 60 |", out)
         self.assertIn("| tiny | fp32 | 1 × 8 | 200.0 | 100.0 | 100.0 | 50.0 | 2.00 |", out)
+
+    def test_cell_phases_per_backend(self):
+        """Where the sweep's time went: each phase's mean seconds per cell of each backend, the phases in
+        the order the cells ran them."""
+        db = FixtureDb(self.folder, "phases.db")
+        for backend, phases in [("device", [("start", 0.5), ("weights", 2.0), ("timed", 1.0)]),
+                                ("device", [("start", 0.3), ("weights", 4.0), ("timed", 3.0)]),
+                                ("uvm", [("start", 0.4), ("weights", 1.0), ("timed", 9.0)])]:
+            cell = gpu_cell(db, backend)
+            for position, (phase, seconds) in enumerate(phases):
+                db.insert("cell_phases", dict(cell_id=cell, position=position, phase=phase, seconds=seconds))
+        db.close()
+        means, order = cell_phases.phase_seconds(report_data(db.path))
+        self.assertEqual(order, ["start", "weights", "timed"])
+        self.assertAlmostEqual(means["device"]["weights"], 3.0)
+        self.assertAlmostEqual(means["device"]["start"], 0.4)
+        self.assertAlmostEqual(means["uvm"]["timed"], 9.0)
+        drawn = cell_phases.render(report_data(db.path))
+        plt.close(drawn.figure)
+        self.assertIn("device 5.40 s, uvm 10.40 s", drawn.caption)
 
     def test_memory_table_script(self):
         """scripts/bench/memory_table.py: per backend and variant, the largest and median |error| of

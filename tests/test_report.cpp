@@ -41,7 +41,7 @@ seq = 8
 )";
 
 // Figures drawn from host cells alone, and those that need GPU cells.
-const std::array kHostFigures = {"normalized_performance", "throughput_vs_batch"};
+const std::array kHostFigures = {"normalized_performance", "throughput_vs_batch", "cell_phases"};
 const std::array kGpuFigures = {"latency_vs_streams", "latency_vs_prefetch", "slowdown_vs_oversubscription",
                                 "slowdown_vs_oversubscription_driver", "link_bandwidth", "um_traffic", "timeline"};
 
@@ -441,6 +441,6 @@ TEST_CASE("report of a database without cells draws nothing and says so", "[repo
     TempDir tmp;
     Store::open(tmp.file("empty.db"));
     const auto [r, html] = written_report(tmp.file("empty.db"), tmp.file("report"));
-    CHECK_THAT(r.output, ContainsSubstring("0 of 10 figures drawn"));
+    CHECK_THAT(r.output, ContainsSubstring("0 of 11 figures drawn"));
     CHECK_THAT(html, ContainsSubstring("Figures not drawn"));
 }
