@@ -1,5 +1,6 @@
 // The command line as a user meets it: help, version, exit codes, and bad input refused with a
 // clear message before anything is written.
+#include <algorithm>
 #include <catch2/catch_test_macros.hpp>
 
 #include <filesystem>
@@ -160,4 +161,38 @@ budget = ["100%", "1%"]
     CHECK(listed.at(0));        // host fp32
     CHECK_FALSE(listed.at(1));  // host fp16
     CHECK_FALSE(listed.at(2));  // host fused variant
+}
+
+TEST_CASE("summary --format csv, json and markdown: the cells table for other tools; run ends with its cells", "[cli]") {
+    TempDir tmp;
+    write_file(tmp.file("m.toml"), "[defaults]\nmodel = \"tiny\"\nseq = 8\niterations = 2\n[[sweep]]\nbatch = [1, 2, 3]\n");
+    const auto db = tmp.file("f.db");
+    const auto run = run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "' 2>/dev/null");
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    // stdout alone (progress goes to stderr): the cells of this run.
+    CHECK(contains(run.output, "Cells\n"));
+    CHECK(contains(run.output, "3 ok"));
+
+    const auto csv = run_sweetspot("summary '" + db + "' --format csv");
+    REQUIRE(csv.exit_code == 0);
+    CHECK(csv.output.rfind("cell,model,variant,backend,dtype,batch,seq,status,median ms", 0) == 0);
+    CHECK(std::count(csv.output.begin(), csv.output.end(), '\n') == 4);  // the header and three cells
+    CHECK_FALSE(contains(csv.output, "Runs"));
+
+    const auto json = run_sweetspot("summary '" + db + "' --format json");
+    REQUIRE(json.exit_code == 0);
+    CHECK(json.output.rfind("[", 0) == 0);
+    CHECK(contains(json.output, "\"batch\": 3,"));
+    CHECK(contains(json.output, "\"status\": \"ok\","));
+    CHECK(contains(json.output, "\"median ms\": "));
+
+    const auto md = run_sweetspot("summary '" + db + "' --format markdown");
+    REQUIRE(md.exit_code == 0);
+    CHECK(md.output.rfind("| cell | model |", 0) == 0);
+    CHECK(contains(md.output, "|---:|---|"));
+
+    const auto bad = run_sweetspot("summary '" + db + "' --format xml");
+    CHECK(bad.exit_code == 2);
+    CHECK(contains(bad.output, "--format expects table, csv, json or markdown"));
 }

@@ -202,6 +202,14 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
     }
     std::cerr << "sweetspot: " << matrix.cells.size() << " cells from " << matrix.path << " -> " << opt.db_path << "\n";
     const RunTotals t = run_matrix(matrix, opt, std::cerr);
+    if (t.run_id) {
+        // The cells this run measured, on stdout: what a script or a log keeps.
+        auto results = Store::open_read_only(opt.db_path);
+        SummaryOptions cells;
+        cells.run_id = t.run_id;
+        cells.cells_only = true;
+        print_summary(results, cells, std::cout);
+    }
     std::cerr << "sweetspot: " << t.ok << " ok, " << t.failed << " failed, " << t.timeout << " timed out, " << t.invalid
               << " invalid, " << t.skipped << " skipped, " << t.resumed << " already done"
               << (t.interrupted ? "; interrupted, run the same command again to resume" : "") << "\n"
@@ -430,7 +438,7 @@ int cmd_estimate(const std::vector<std::string>& args) {
 }
 
 int cmd_summary(const std::vector<std::string>& args) {
-    Command cmd{"summary", "DB [--run ID | --cell ID]",
+    Command cmd{"summary", "DB [--run ID | --cell ID] [--format table|csv|json|markdown]",
                 "Prints the runs stored in the results database DB and a table of its cells\n"
                 "(median / p10 / p90 latency, tokens/s, numerical check), then the cells\n"
                 "that are not ok with their reasons. With --cell, prints what was recorded in that\n"
@@ -440,12 +448,18 @@ int cmd_summary(const std::vector<std::string>& args) {
     cmd.options.add_options()
         ("db", po::value<std::string>()->required(), "results database")
         ("run", po::value<std::int64_t>(), "only the cells measured by this run")
-        ("cell", po::value<std::int64_t>(), "kernels, NVTX ranges and Unified Memory totals of this cell (its cell_id)");
+        ("cell", po::value<std::int64_t>(), "kernels, NVTX ranges and Unified Memory totals of this cell (its cell_id)")
+        ("format", po::value<std::string>()->default_value("table"),
+         "table: every section, for people; csv, json or markdown: the cells table alone (numbers unrounded in csv and json)");
     cmd.positional.add("db", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
-    auto store = Store::open_read_only(vm["db"].as<std::string>());
     SummaryOptions opt;
+    const auto format = parse_table_format(vm["format"].as<std::string>());
+    if (!format) throw po::error("--format expects table, csv, json or markdown, got '" + vm["format"].as<std::string>() + "'");
+    opt.format = *format;
+    if (vm.count("cell") && opt.format != TableFormat::text) throw po::error("--cell prints its reports as tables only");
+    auto store = Store::open_read_only(vm["db"].as<std::string>());
     if (vm.count("run")) opt.run_id = vm["run"].as<std::int64_t>();
     if (vm.count("cell")) opt.cell_id = vm["cell"].as<std::int64_t>();
     print_summary(store, opt, std::cout);

@@ -1,5 +1,6 @@
 #include "harness/cli/summary.hpp"
 
+#include <charconv>
 #include <map>
 #include <optional>
 #include <set>
@@ -126,9 +127,20 @@ void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
         t.add_column(std::string(axis->name), axis->column_type == Axis::Column::text ? A::left : A::right);
     t.add_column("status");
     for (const char* h : {"median ms", "p10 ms", "p90 ms", "tokens/s", "rel err"}) t.add_column(h, A::right);
-    auto num = [&](int col, int decimals) { return st.is_null(col) ? std::string("-") : fixed(st.real(col), decimals); };
+    // Rounded for people (the text and Markdown tables); the shortest text that reads back as
+    // the same double for other tools (CSV, JSON).
+    const bool text = opt.format == TableFormat::text || opt.format == TableFormat::markdown;
+    auto exact = [&](int col) {
+        char buf[40];
+        const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, st.real(col));
+        return std::string(buf, ec == std::errc() ? end : buf);
+    };
+    auto num = [&](int col, int decimals) {
+        return st.is_null(col) ? std::string("-") : text ? fixed(st.real(col), decimals) : exact(col);
+    };
     auto sci = [&](int col) {
         if (st.is_null(col)) return std::string("-");
+        if (!text) return exact(col);
         char buf[32];
         std::snprintf(buf, sizeof buf, "%.1e", st.real(col));
         return std::string(buf);
@@ -146,7 +158,11 @@ void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
         t.add_row(std::move(row));
         ++by_status[st.text(1)];
     }
-    out << "\nCells\n";
+    if (opt.format != TableFormat::text) {
+        t.print(out, opt.format);
+        return;
+    }
+    out << (opt.cells_only ? "" : "\n") << "Cells\n";
     if (t.empty()) {
         out << "(no cells)\n";
         return;
@@ -328,6 +344,10 @@ void print_cell_events(Store& store, std::int64_t cell_id, std::ostream& out) {
 void print_summary(Store& store, const SummaryOptions& options, std::ostream& out) {
     if (options.cell_id) {
         print_cell_events(store, *options.cell_id, out);
+        return;
+    }
+    if (options.format != TableFormat::text || options.cells_only) {
+        print_cells(store, options, out);
         return;
     }
     print_runs(store, options, out);

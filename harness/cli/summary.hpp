@@ -5,6 +5,7 @@
 #include <optional>
 #include <ostream>
 
+#include "harness/cli/table.hpp"
 #include "harness/store/store.hpp"
 
 namespace sweetspot {
@@ -12,6 +13,10 @@ namespace sweetspot {
 struct SummaryOptions {
     std::optional<std::int64_t> run_id;   // only the cells this run measured
     std::optional<std::int64_t> cell_id;  // instead of runs and cells: this cell's kernels, NVTX ranges and UM totals
+    // text: every section for people. csv, json, markdown: the cells table alone for other
+    // tools, the numbers unrounded in CSV and JSON.
+    TableFormat format = TableFormat::text;
+    bool cells_only = false;  // the cells table and the status counts, without the other sections
 };
 
 void print_summary(Store& store, const SummaryOptions& options, std::ostream& out);

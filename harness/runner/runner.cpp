@@ -363,6 +363,7 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
         for (int w = 0; w < workers; ++w) threads.emplace_back(work, w);
     }
     store.finish_run(run_id, totals.interrupted ? "interrupted" : "finished");
+    totals.run_id = run_id;
     return totals;
 }
 

@@ -27,6 +27,7 @@ struct RunOptions {
 struct RunTotals {
     int ok = 0, failed = 0, timeout = 0, skipped = 0, invalid = 0;
     int resumed = 0;   // already ok in the database, not run again
+    std::optional<std::int64_t> run_id;  // the run this sweep stored
     bool interrupted = false;
     // 0 when every cell is ok or skipped, 1 when one failed, timed out or was invalid.
     int exit_code() const;
