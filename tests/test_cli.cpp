@@ -196,3 +196,16 @@ TEST_CASE("summary --format csv, json and markdown: the cells table for other to
     CHECK(bad.exit_code == 2);
     CHECK(contains(bad.output, "--format expects table, csv, json or markdown"));
 }
+
+TEST_CASE("help COMMAND is COMMAND --help; a missing positional argument is named as the usage names it", "[cli]") {
+    const auto help = run_sweetspot("help run");
+    CHECK(help.exit_code == 0);
+    CHECK(help.output == run_sweetspot("run --help").output);
+    const auto missing = run_sweetspot("run");
+    CHECK(missing.exit_code == 2);
+    CHECK(contains(missing.output, "missing MATRIX (usage: sweetspot run FILE"));
+    CHECK_FALSE(contains(missing.output, "--matrix"));
+    const auto no_db = run_sweetspot("summary");
+    CHECK(no_db.exit_code == 2);
+    CHECK(contains(no_db.output, "missing DB"));
+}

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <cstdint>
@@ -60,7 +61,7 @@ commands:
   submit FILE     run a matrix as a Slurm job array, one shard per task, each into its own database
   merge OUT DB... combine results databases (shards) into one
 
-Run 'sweetspot <command> --help' for a command's options.
+Run 'sweetspot <command> --help' or 'sweetspot help <command>' for a command's options.
 Matrix format: experiments/README.md. Database schema and example queries: results/README.md.
 Exit codes: 0 success, 1 a run finished with failed cells, 2 bad input, 130 interrupted.
 )";
@@ -96,7 +97,20 @@ bool parse(Command& cmd, const std::vector<std::string>& args, po::variables_map
                   << cmd.options;
         return false;
     }
-    po::notify(vm);
+    try {
+        po::notify(vm);
+    } catch (const po::required_option& e) {
+        // A positional argument is named as the synopsis names it, not as the option behind it.
+        std::string name = e.get_option_name();
+        name.erase(0, name.find_first_not_of('-'));
+        for (unsigned i = 0; i < cmd.positional.max_total_count() && i < 8; ++i) {
+            if (cmd.positional.name_for_position(i) != name) continue;
+            std::string upper;
+            for (const char c : name) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+            throw po::error("missing " + upper + " (usage: sweetspot " + cmd.name + " " + cmd.synopsis + ")");
+        }
+        throw;
+    }
     return true;
 }
 
@@ -603,6 +617,13 @@ int cli_main(int argc, char** argv) {
         return kExitBadInput;
     }
     const std::string command = argv[1];
+    // `sweetspot help COMMAND` is `sweetspot COMMAND --help`.
+    if (command == "help" && argc > 2 && std::string(argv[2]) != "help") {
+        std::vector<std::string> help = {argv[0], argv[2], "--help"};
+        std::vector<char*> args;
+        for (std::string& a : help) args.push_back(a.data());
+        return cli_main(static_cast<int>(args.size()), args.data());
+    }
     if (command == "--help" || command == "-h" || command == "help") {
         std::cout << kUsage;
         return kExitOk;
