@@ -12,6 +12,7 @@
 
 #include "harness/system/child_process.hpp"
 #include "harness/system/exit_codes.hpp"
+#include "kernels/model/number_text.hpp"
 
 extern char** environ;
 
@@ -85,12 +86,6 @@ std::vector<std::string> interpreters() {
     return {"python3", "/usr/bin/python3"};
 }
 
-std::string joined(const std::vector<std::string>& items) {
-    std::string s;
-    for (const auto& i : items) s += (s.empty() ? "" : ", ") + i;
-    return s;
-}
-
 // Bad input the script would only see later, said in the words the other commands use.
 std::optional<std::string> database_problem(const std::string& path) {
     std::error_code ec;
@@ -118,7 +113,7 @@ int run_report(const ReportRequest& request, std::ostream& err) {
         }
     }
     if (!script) {
-        err << "sweetspot report: analysis/report.py not found (looked in " << joined(looked)
+        err << "sweetspot report: analysis/report.py not found (looked in " << comma_list(looked)
             << "); set SWEETSPOT_SOURCE_DIR to the sweetspot source tree\n";
         return kExitFailed;
     }
@@ -136,10 +131,10 @@ int run_report(const ReportRequest& request, std::ostream& err) {
     }
     if (!python) {
         if (started.empty())
-            err << "sweetspot report: python3 was not found (tried " << joined(interpreters())
+            err << "sweetspot report: python3 was not found (tried " << comma_list(interpreters())
                 << "); the report is drawn by Python with matplotlib and pandas. " << kInstallHint << "\n";
         else
-            err << "sweetspot report: " << joined(started) << " cannot find matplotlib and pandas, which draw the "
+            err << "sweetspot report: " << comma_list(started) << " cannot find matplotlib and pandas, which draw the "
                 << "report. " << kInstallHint << "\n";
         return kExitFailed;
     }

@@ -5,14 +5,10 @@
 #include <limits>
 #include <set>
 
+#include "kernels/model/number_text.hpp"
+
 namespace sweetspot {
 namespace {
-
-std::string join(const std::vector<std::string>& items) {
-    std::string out;
-    for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
-    return out;
-}
 
 bool is_single_line(std::string_view s) {
     return !s.empty() &&
@@ -74,7 +70,7 @@ template <class E>
 Axis choice_axis(std::string_view name, E CellParams::*field) {
     Axis a = axis_named(name, Axis::Written::choice, Axis::Column::text);
     a.choices = enum_names<E>();
-    a.expects = "one of: " + join(a.choices);
+    a.expects = "one of: " + comma_list(a.choices);
     a.normalize = [](std::string_view text) -> std::optional<std::string> {
         if (!parse_enum<E>(text)) return std::nullopt;
         return std::string(text);
@@ -149,7 +145,7 @@ Axis variant_axis() {
     for (const auto& preset : kVariantPresets) a.choices.emplace_back(preset.name);
     std::string fusions;
     for (const std::string& f : enum_names<Fusion>()) fusions += (fusions.empty() ? "" : ", ") + f;
-    a.expects = "a preset (" + join(a.choices) + ") or fusions joined by '+' (" + fusions + ")";
+    a.expects = "a preset (" + comma_list(a.choices) + ") or fusions joined by '+' (" + fusions + ")";
     a.normalize = [](std::string_view text) -> std::optional<std::string> {
         const auto v = Variant::parse(text);
         if (!v) return std::nullopt;

@@ -4,6 +4,7 @@
 
 #include "harness/matrix/axes.hpp"
 #include "kernels/model/checked_math.hpp"
+#include "kernels/model/number_text.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -71,12 +72,6 @@ MatrixError::MatrixError(std::string file, int line, int column, const std::stri
 namespace {
 
 // ---- Message helpers ----
-
-std::string join(const std::vector<std::string>& items) {
-    std::string out;
-    for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
-    return out;
-}
 
 // A string as TOML would write it, so that messages show blanks, line breaks and control bytes.
 std::string in_quotes(std::string_view s) {
@@ -234,8 +229,8 @@ public:
         const std::vector<std::string> custom = model_names(custom_);
         all.insert(all.end(), custom.begin(), custom.end());
         throw Invalid{"unknown model '" + name + "'" + suggestion(name, all) + "; built-in models: " +
-                      join(model_names(builtin_models())) +
-                      "; custom models: " + (custom.empty() ? "none" : join(custom))};
+                      comma_list(model_names(builtin_models())) +
+                      "; custom models: " + (custom.empty() ? "none" : comma_list(custom))};
     }
 
     ModelConfig get(std::string_view name) const {
@@ -359,10 +354,10 @@ std::string exclusion_text(const Exclusion& e) {
     for (const auto& s : e.conditions) {
         std::vector<std::string> values;
         for (const auto& v : s.values) values.push_back(v.text);
-        const std::string list = values.size() == 1 ? values[0] : "[" + join(values) + "]";
+        const std::string list = values.size() == 1 ? values[0] : "[" + comma_list(values) + "]";
         parts.push_back(std::string(axes()[s.axis].name) + " = " + list);
     }
-    return "{ " + join(parts) + " }";
+    return "{ " + comma_list(parts) + " }";
 }
 
 // Calls visit(cell) for each combination of the settings' values over `base`, the first
@@ -503,7 +498,7 @@ void MatrixReader::check_keys(const toml::table& t, const std::vector<std::strin
         const std::string name(key->str());
         if (std::find(known.begin(), known.end(), name) != known.end()) continue;
         fail(key->source(), "unknown key '" + name + "' " + where + suggestion(name, known) +
-                                "; known keys: " + join(known));
+                                "; known keys: " + comma_list(known));
     }
 }
 
@@ -626,7 +621,7 @@ ModelConfig MatrixReader::model_start(const toml::table& t, const std::string& n
             const std::vector<std::string> builtins = model_names(builtin_models());
             if (!m) {
                 throw Invalid{"unknown base model '" + base_name + "'" + suggestion(base_name, builtins) +
-                              "; a base must be a built-in model: " + join(builtins)};
+                              "; a base must be a built-in model: " + comma_list(builtins)};
             }
             return *m;
         });
@@ -805,7 +800,7 @@ Filter parse_filter(const std::string& filter) {
     if (!axis) {
         std::vector<std::string> names;
         for (const Axis& a : axes()) names.emplace_back(a.name);
-        throw std::invalid_argument("--only expects AXIS=VALUE[,VALUE...] with AXIS one of: " + join(names) +
+        throw std::invalid_argument("--only expects AXIS=VALUE[,VALUE...] with AXIS one of: " + comma_list(names) +
                                     "; got '" + escape_controls(filter) + "'");
     }
     Filter f{axis, {}};
@@ -831,11 +826,11 @@ std::string listing(const std::vector<std::string>& values) {
     constexpr std::size_t kShown = 20;
     if (values.size() > kShown) {
         const std::vector<std::string> shown(values.begin(), values.begin() + kShown);
-        return join(shown) + ", ... (" + std::to_string(values.size()) + " values)";
+        return comma_list(shown) + ", ... (" + std::to_string(values.size()) + " values)";
     }
     if (values.size() == 1) return values.front();
     const std::vector<std::string> all_but_last(values.begin(), values.end() - 1);
-    return join(all_but_last) + " or " + values.back();
+    return comma_list(all_but_last) + " or " + values.back();
 }
 
 }  // namespace

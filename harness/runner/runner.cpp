@@ -6,15 +6,15 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
-#include <sstream>
-#include <thread>
-#include <vector>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <sstream>
 #include <system_error>
+#include <thread>
+#include <vector>
 
 #include "harness/measure/cell_exec.hpp"
 #include "harness/system/child_process.hpp"
@@ -215,12 +215,6 @@ std::vector<std::string> default_gpus(const GpuFacts& gpu) {
     return ids;
 }
 
-std::string join_text(const std::vector<std::string>& parts, const std::string& separator) {
-    std::string out;
-    for (const std::string& p : parts) out += (out.empty() ? "" : separator) + p;
-    return out;
-}
-
 }  // namespace
 
 int RunTotals::exit_code() const { return failed + timeout + invalid > 0 ? kExitFailed : kExitOk; }
@@ -280,7 +274,7 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
     const std::vector<std::string> gpus = options.gpus ? *options.gpus : default_gpus(gpu);
     const int workers = std::max<int>(1, static_cast<int>(gpus.size()));
     if (gpus.size() > 1)
-        progress_out << "sweetspot: " << gpus.size() << " GPUs (" << join_text(gpus, ", ") << "), one cell on each at a time"
+        progress_out << "sweetspot: " << gpus.size() << " GPUs (" << comma_list(gpus) << "), one cell on each at a time"
                      << (options.share_link ? "" : "; cells that stream weights over the host link one at a time") << "\n";
 
     StopSignals signals;
@@ -292,9 +286,17 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
     std::size_t next = 0;
     RunningCells running;
 
+    // A cell to measure: where it is in the matrix, with the timeout it runs under, how it shares
+    // the machine, and the fixed cost its predicted peak adds (what the database knew before it ran).
+    struct Taken {
+        std::size_t index;
+        CellParams cell;
+        Sharing sharing;
+        std::optional<FixedCost> fixed;
+    };
     // Takes the next cell to measure, recording on the way the cells that need no process
     // (already ok, skipped); empty when there is none left or the sweep is stopping.
-    const auto take = [&](std::unique_lock<std::mutex>& lock) -> std::optional<std::size_t> {
+    const auto take = [&](std::unique_lock<std::mutex>& lock) -> std::optional<Taken> {
         for (;;) {
             if (g_stop_requested.load() || next >= matrix.cells.size()) return std::nullopt;
             CellParams cell = matrix.cells[next];
@@ -322,7 +324,8 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
                 ++next;
                 continue;
             }
-            if (running.can_start(sharing_of(cell, options.share_link))) return next++;
+            if (const Sharing sharing = sharing_of(cell, options.share_link); running.can_start(sharing))
+                return Taken{next++, std::move(cell), sharing, fixed};
             cell_ended.wait(lock);
         }
     };
@@ -332,22 +335,20 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
             gpus.empty() ? std::nullopt : std::optional<std::string>(gpus[static_cast<std::size_t>(worker)]);
         const std::string slot = "cell-" + std::to_string(worker);
         std::unique_lock lock(mutex);
-        while (const std::optional<std::size_t> i = take(lock)) {
-            CellParams cell = matrix.cells[*i];
-            cell.timeout_s = options.timeout_override_s.value_or(cell.timeout_s);
-            const Sharing sharing = sharing_of(cell, options.share_link);
-            running.started(sharing);
+        while (std::optional<Taken> taken = take(lock)) {
+            const CellParams& cell = taken->cell;
+            running.started(taken->sharing);
             lock.unlock();
             CellOutcome o = run_cell_process(cell, scratch, options, run_label, slot, on_gpu);
             lock.lock();
-            running.finished(sharing);
+            running.finished(taken->sharing);
             cell_ended.notify_all();
             if (g_stop_requested.load()) {
                 totals.interrupted = true;
                 break;
             }
-            add_predictions(cell, fixed_cost_here(gpu, store), o);
-            store.record_cell(run_id, static_cast<int>(*i), cell, o);
+            add_predictions(cell, taken->fixed, o);
+            store.record_cell(run_id, static_cast<int>(taken->index), cell, o);
             count(totals, o.status);
             std::optional<double> median;
             if (!o.timed_ms.empty()) median = LatencyStats::of(o.timed_ms).median;

@@ -35,26 +35,33 @@ std::string copied_value(const std::string& column, const std::string& replaced,
     return "t.\"" + column + "\"";
 }
 
-// Copies the rows of `table` whose `key_column` is `from` in the shard, with `key_column` = `to`.
-void copy_rows(Database& db, const std::string& table, const std::string& key_column, std::int64_t from, std::int64_t to) {
-    const std::vector<std::string> names = columns_of(db, table, "");
-    std::string values;
-    for (const std::string& n : names) values += (values.empty() ? "" : ", ") + copied_value(n, key_column, std::to_string(to));
-    db.prepare("INSERT INTO main.\"" + table + "\" (" + quoted_list(names) + ") SELECT " + values + " FROM shard.\"" + table +
-               "\" t WHERE t.\"" + key_column + "\" = ?")
-        .bind(1, from)
-        .run();
-}
-
 // The tables whose rows belong to one run, and to one cell (besides `runs` and `cells`).
 const std::vector<std::string> kRunTables = {"managed_probe", "TARGET_INFO_GPU"};
 const std::vector<std::string> kCellTables = {
     "iterations", "cell_phases", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUDA_UM_GPU_PAGE_FAULT_EVENTS",
     "CUDA_UM_CPU_PAGE_FAULT_EVENTS", "UM_COUNTER_EVENTS", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_OVERHEAD"};
 
+// The statements that copy, for each of `tables`, the shard's rows whose `key_column` is the
+// first parameter into the main database with `key_column` = the second; made once per merge.
+std::vector<std::string> row_copies(Database& db, const std::vector<std::string>& tables, const std::string& key_column) {
+    std::vector<std::string> copies;
+    for (const std::string& table : tables) {
+        const std::vector<std::string> names = columns_of(db, table, "");
+        std::string values;
+        for (const std::string& n : names) values += (values.empty() ? "" : ", ") + copied_value(n, key_column, "?2");
+        copies.push_back("INSERT INTO main.\"" + table + "\" (" + quoted_list(names) + ") SELECT " + values + " FROM shard.\"" +
+                         table + "\" t WHERE t.\"" + key_column + "\" = ?1");
+    }
+    return copies;
+}
+
+void copy_rows(Database& db, const std::vector<std::string>& copies, std::int64_t from, std::int64_t to) {
+    for (const std::string& sql : copies) db.prepare(sql).bind(1, from).bind(2, to).run();
+}
+
 // The main database's run for the shard's run `shard_run`: the one with the same start, host,
 // command and matrix (merged before), or a copy made now (`added` says which).
-std::int64_t main_run_for(Database& db, std::int64_t shard_run, bool& added) {
+std::int64_t main_run_for(Database& db, std::int64_t shard_run, const std::vector<std::string>& run_copies, bool& added) {
     auto same = db.prepare(
         "SELECT m.run_id FROM main.runs m JOIN shard.runs s ON s.run_id = ?"
         " WHERE m.started_at IS s.started_at AND m.host IS s.host AND m.command_line IS s.command_line"
@@ -70,7 +77,7 @@ std::int64_t main_run_for(Database& db, std::int64_t shard_run, bool& added) {
         .bind(1, shard_run)
         .run();
     const std::int64_t run = db.last_insert_rowid();
-    for (const std::string& table : kRunTables) copy_rows(db, table, "run_id", shard_run, run);
+    copy_rows(db, run_copies, shard_run, run);
     added = true;
     return run;
 }
@@ -98,6 +105,8 @@ MergeCounts merge_database(Store& out, const std::string& shard_path) {
     try {
         Transaction tx(db);
         db.exec("INSERT OR IGNORE INTO main.StringIds (value) SELECT value FROM shard.StringIds");
+        const std::vector<std::string> run_copies = row_copies(db, kRunTables, "run_id");
+        const std::vector<std::string> cell_copies = row_copies(db, kCellTables, "cell_id");
         const std::vector<std::string> cell_columns = columns_of(db, "cells", "cell_id");
         std::string cell_values;
         for (const std::string& n : cell_columns) cell_values += (cell_values.empty() ? "" : ", ") + copied_value(n, "run_id", "?");
@@ -108,7 +117,7 @@ MergeCounts merge_database(Store& out, const std::string& shard_path) {
             const std::string key = shard_cells.text(1);
             const std::string started = shard_cells.text(3), finished = shard_cells.text(4);
             bool run_added = false;
-            const std::int64_t run = main_run_for(db, shard_cells.int64(2), run_added);
+            const std::int64_t run = main_run_for(db, shard_cells.int64(2), run_copies, run_added);
             counts.runs_added += run_added ? 1 : 0;
 
             auto here = db.prepare(
@@ -133,7 +142,7 @@ MergeCounts merge_database(Store& out, const std::string& shard_path) {
                 .bind(2, shard_cell)
                 .run();
             const std::int64_t cell = db.last_insert_rowid();
-            for (const std::string& table : kCellTables) copy_rows(db, table, "cell_id", shard_cell, cell);
+            copy_rows(db, cell_copies, shard_cell, cell);
             ++counts.cells_added;
         }
         tx.commit();

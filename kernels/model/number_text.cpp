@@ -32,6 +32,12 @@ std::string bytes_text(std::int64_t bytes) {
     return std::to_string(bytes) + " bytes (" + human_bytes(static_cast<double>(bytes)) + ")";
 }
 
+std::string comma_list(const std::vector<std::string>& items) {
+    std::string out;
+    for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+    return out;
+}
+
 std::optional<std::int64_t> parse_integer(std::string_view text) {
     std::int64_t v = 0;
     const char* end = text.data() + text.size();

@@ -1,10 +1,11 @@
 #pragma once
-// Numbers and byte counts as text: one formatter for each, used from the backends' refusals to
-// the CLI's tables, and the strict parsers for numbers users write.
+// Numbers, byte counts and lists as text: one formatter for each, used from the backends'
+// refusals to the CLI's tables, and the strict parsers for numbers users write.
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace sweetspot {
 
@@ -17,6 +18,8 @@ std::string format_number(double v);
 std::string human_bytes(double bytes);
 // "1610612736 bytes (1.50 GiB)": exact, for messages that compare sizes, with the size readable.
 std::string bytes_text(std::int64_t bytes);
+// "a, b, c": the items of a message's list.
+std::string comma_list(const std::vector<std::string>& items);
 
 // The whole text as a decimal integer ("12", "-3"; not " 12", "12x", "1e3"), or nothing.
 std::optional<std::int64_t> parse_integer(std::string_view text);
