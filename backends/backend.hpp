@@ -45,17 +45,6 @@ struct EnumNames<UvmEvict> {
         {{UvmEvict::migrate, "migrate"}, {UvmEvict::read_mostly, "read-mostly"}}};
 };
 
-// How uvm-prefetch issues a streamed unit's prefetch: `single`, one cudaMemPrefetchAsync of the
-// unit's range (cuda-uvm-gpt2's call); `batch`, one cudaMemPrefetchBatchAsync of the range in
-// pieces (and one call for every unit a forward's start or end moves at once); `chunked`, the
-// range in one chunk per prefetch stream, each prefetched on its own stream.
-enum class PrefetchApi { single, batch, chunked };
-template <>
-struct EnumNames<PrefetchApi> {
-    static constexpr std::array<EnumName<PrefetchApi>, 3> list = {
-        {{PrefetchApi::single, "single"}, {PrefetchApi::batch, "batch"}, {PrefetchApi::chunked, "chunked"}}};
-};
-
 struct BackendConfig {
     BackendId backend = BackendId::host;
     DType dtype = DType::fp32;
@@ -64,7 +53,6 @@ struct BackendConfig {
     std::int64_t budget_bytes = 0;   // device bytes the weights may occupy (slots included)
     ResidentPolicy resident = ResidentPolicy::interleaved;
     UvmEvict evict = UvmEvict::migrate;
-    PrefetchApi prefetch_api = PrefetchApi::single;
     bool allow_oversubscription = false;
     CUstream_st* compute_stream = nullptr;  // where the forward's kernels run (GPU backends)
 };

@@ -6,7 +6,6 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <span>
 #include <vector>
 
 #include "backends/backend.hpp"
@@ -29,13 +28,6 @@ public:
     // Stream-ordered migrations of one unit (cudaMemPrefetchAsync).
     void prefetch_to_device(int unit, cudaStream_t stream) const;
     void prefetch_to_host(int unit, cudaStream_t stream) const;
-    // The prefetch_api forms (backend.hpp). prefetch_batch: `units`, each as up to kBatchPieces
-    // pieces of whole 2 MiB chunks, in one cudaMemPrefetchBatchAsync. prefetch_chunk_to_device:
-    // share `chunk` of `chunks` of the unit (whole 2 MiB chunks; nothing where the unit is too
-    // small to have that share), for one stream of a chunked prefetch.
-    static constexpr int kBatchPieces = 8;
-    void prefetch_batch(std::span<const int> units, bool to_device, cudaStream_t stream) const;
-    void prefetch_chunk_to_device(int unit, int chunk, int chunks, cudaStream_t stream) const;
     // cudaMemAdviseSetReadMostly with the host as preferred location: a prefetch or fault on the
     // GPU then makes a read-only duplicate and the host copy stays valid.
     void set_read_mostly(int unit) const;

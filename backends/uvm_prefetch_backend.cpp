@@ -1,8 +1,6 @@
 #include "backends/uvm_prefetch_backend.hpp"
 
-#include <span>
 #include <string>
-#include <vector>
 
 #include "backends/residency_plan.hpp"
 
@@ -15,8 +13,7 @@ std::string replaced_unit_not_released(int) { return "before the unit it replace
 
 UvmPrefetchBackend::UvmPrefetchBackend(const BackendConfig& config)
     : config_(config), slot_streams_(config.streams, config.compute_stream),
-      ring_("uvm-prefetch backend", replaced_unit_not_released),
-      chunk_done_(config.prefetch_api == PrefetchApi::chunked ? static_cast<std::size_t>(config.streams) : 0) {}
+      ring_("uvm-prefetch backend", replaced_unit_not_released) {}
 
 void UvmPrefetchBackend::place(const WeightLayout& layout, const UnitFiller& fill) {
     // Plan before allocating: an impossible budget is reported without touching the GPU.
@@ -40,13 +37,8 @@ void UvmPrefetchBackend::place(const WeightLayout& layout, const UnitFiller& fil
     if (config_.evict == UvmEvict::read_mostly)
         for (int u = 0; u < weights_->units(); ++u) weights_->set_read_mostly(u);
 
-    std::vector<int> resident;
     for (std::size_t u = 0; u < bytes.size(); ++u)
-        if (plan.resident[u]) resident.push_back(static_cast<int>(u));
-    if (config_.prefetch_api == PrefetchApi::batch)
-        weights_->prefetch_batch(resident, true, evict_stream_.get());
-    else
-        for (const int u : resident) weights_->prefetch_to_device(u, evict_stream_.get());
+        if (plan.resident[u]) weights_->prefetch_to_device(static_cast<int>(u), evict_stream_.get());
     slot_streams_.make_slots(plan.slots);
     evicted_.clear();
     for (int s = 0; s < plan.slots; ++s) evicted_.emplace_back();
@@ -58,14 +50,13 @@ void UvmPrefetchBackend::reset_residency() {
     if (!weights_) return;
     slot_streams_.synchronize();
     CUDA_CHECK(cudaStreamSynchronize(evict_stream_.get()));
-    std::vector<int> streamed;
-    for (int seq = 0; seq < ring_.streamed_units(); ++seq) streamed.push_back(ring_.unit_at(seq));
-    if (config_.evict == UvmEvict::read_mostly)
-        for (const int u : streamed) weights_->drop_device_copy(u);
-    else if (config_.prefetch_api == PrefetchApi::batch)
-        weights_->prefetch_batch(streamed, false, evict_stream_.get());
-    else
-        for (const int u : streamed) weights_->prefetch_to_host(u, evict_stream_.get());
+    for (int seq = 0; seq < ring_.streamed_units(); ++seq) {
+        const int u = ring_.unit_at(seq);
+        if (config_.evict == UvmEvict::migrate)
+            weights_->prefetch_to_host(u, evict_stream_.get());
+        else
+            weights_->drop_device_copy(u);
+    }
     CUDA_CHECK(cudaStreamSynchronize(evict_stream_.get()));
     ring_.start_forward();
 }
@@ -74,10 +65,7 @@ void UvmPrefetchBackend::reset_residency() {
 void UvmPrefetchBackend::vacate(const SlotRing::Entry& entry) {
     if (config_.evict == UvmEvict::migrate) {
         slot_streams_.wait_released(entry.slot, evict_stream_.get());
-        if (config_.prefetch_api == PrefetchApi::batch)
-            weights_->prefetch_batch(std::span(&entry.unit, 1), false, evict_stream_.get());
-        else
-            weights_->prefetch_to_host(entry.unit, evict_stream_.get());
+        weights_->prefetch_to_host(entry.unit, evict_stream_.get());
         evicted_[static_cast<std::size_t>(entry.slot)].record(evict_stream_.get());
     } else {
         // Host wait, unavoidable: cudaMemAdvise is not stream-ordered, so the read-only duplicate
@@ -103,29 +91,8 @@ void UvmPrefetchBackend::fetch(const SlotRing::Entry& entry) {
         return;
     }
     const cudaStream_t stream = slot_streams_.fetch_stream(entry.seq);
-    switch (config_.prefetch_api) {
-        case PrefetchApi::single:
-            wait_for_eviction(entry, stream);
-            weights_->prefetch_to_device(entry.unit, stream);
-            break;
-        case PrefetchApi::batch:
-            wait_for_eviction(entry, stream);
-            weights_->prefetch_batch(std::span(&entry.unit, 1), true, stream);
-            break;
-        case PrefetchApi::chunked:
-            // One share of the unit per prefetch stream, starting with this unit's own; the
-            // others join it, so the unit counts as fetched when every share has arrived.
-            for (int c = 0; c < config_.streams; ++c) {
-                const cudaStream_t share_stream = slot_streams_.fetch_stream(entry.seq + c);
-                wait_for_eviction(entry, share_stream);
-                weights_->prefetch_chunk_to_device(entry.unit, c, config_.streams, share_stream);
-                if (c == 0) continue;
-                const CudaEvent& done = chunk_done_[static_cast<std::size_t>(c)];
-                done.record(share_stream);
-                done.wait_on(stream);
-            }
-            break;
-    }
+    wait_for_eviction(entry, stream);
+    weights_->prefetch_to_device(entry.unit, stream);
     slot_streams_.mark_fetched(entry.slot, stream);
 }
 

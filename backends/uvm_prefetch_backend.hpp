@@ -12,9 +12,10 @@
 // would otherwise exceed the budget: streamed unit k is brought in only after unit k - S left (a
 // SlotRing of S slots). With a budget that holds everything every unit is resident: prefetched
 // once in place() and never evicted.
-// prefetch_api (backend.hpp) says how each prefetch and migration back is issued: one call per
-// unit, a batch call (one for all the units that move together at a forward's start), or one
-// share of the unit per prefetch stream.
+// Each prefetch and migration back is one cudaMemPrefetchAsync per unit: the batched call
+// (cudaMemPrefetchBatchAsync) and a unit split across the prefetch streams were measured against
+// it on an H100 and lost, because both hold the calling thread for the whole transfer
+// (docs/benchmarks.md, issue 14); the run's probe still measures them.
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -58,8 +59,6 @@ private:
     std::optional<ManagedWeights> weights_;
     PlacementStats stats_;
     std::vector<CudaEvent> evicted_;  // per slot: after its last unit's migration back to the host
-    // prefetch_api chunked: per prefetch stream, after its share of the unit being fetched.
-    std::vector<CudaEvent> chunk_done_;
 };
 
 }  // namespace sweetspot

@@ -198,27 +198,15 @@ TEST_CASE("the matrix format documents every axis a matrix may set", "[axes]") {
     }
 }
 
-TEST_CASE("prefetch_api: uvm-prefetch only, with prefetch on, chunked over two streams or more", "[axes]") {
-    const auto cells = [](const std::string& sweep) {
-        return parse_matrix("name = \"api\"\n[defaults]\nmodel = \"tiny\"\nbackend = \"uvm-prefetch\"\nprefetch = 1\n"
-                            "streams = 2\n[[sweep]]\nname = \"s\"\n" + sweep, "test")
-            .cells;
-    };
-    const auto apis = cells("prefetch_api = [\"single\", \"batch\", \"chunked\"]\n");
-    REQUIRE(apis.size() == 3);
-    // The default leaves the key as it was before the axis existed.
-    CHECK(apis[0].key() == cells("").front().key());
-    CHECK(apis[1].key() != apis[0].key());
-    CHECK(apis[2].key() != apis[1].key());
-    for (const CellParams& c : apis) CHECK(cell_impossible_reason(c).empty());
-
-    CHECK_THAT(cell_impossible_reason(cells("backend = \"explicit-copy\"\nprefetch_api = \"batch\"\n").front()),
-               ContainsSubstring("prefetch_api 'batch' applies to uvm-prefetch only"));
-    CHECK_THAT(cell_impossible_reason(cells("prefetch = \"off\"\nprefetch_api = \"batch\"\n").front()),
-               ContainsSubstring("needs prefetch on"));
-    CHECK_THAT(cell_impossible_reason(cells("streams = 1\nprefetch_api = \"chunked\"\n").front()),
-               ContainsSubstring("it needs streams >= 2"));
-    CHECK(cell_impossible_reason(cells("prefetch = \"jit\"\nprefetch_api = \"batch\"\n").front()).empty());
-
-    CHECK_THROWS_WITH(cells("prefetch_api = \"bulk\"\n"), ContainsSubstring("one of: single, batch, chunked"));
+TEST_CASE("a cell's progress label names every axis keyed only when set, when it is set", "[axes]") {
+    const auto cells = parse_matrix("name = \"l\"\n[defaults]\nmodel = \"tiny\"\nbackend = \"uvm-prefetch\"\nbudget = \"50%\"\n"
+                                    "[[sweep]]\nname = \"s\"\nevict = [\"migrate\", \"read-mostly\"]\nrepeat = [1, 2]\n",
+                                    "test")
+                           .cells;
+    REQUIRE(cells.size() == 4);
+    std::set<std::string> labels;
+    for (const CellParams& c : cells) labels.insert(c.label());
+    CHECK(labels.size() == 4);
+    CHECK(cells[0].label() == "tiny uvm-prefetch baseline fp32 b1 s64 streams=1 prefetch=off budget=50%");
+    CHECK_THAT(cells[3].label(), ContainsSubstring("budget=50% evict=read-mostly repeat=2"));
 }

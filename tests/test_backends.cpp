@@ -661,8 +661,7 @@ void check_backend(const BackendConfig& base, int percent) {
             INFO(enum_name(config.backend) << ": model " << model.name << ", " << enum_name(dtype) << ", budget " << percent << "% -> "
                              << config.budget_bytes << " of " << total_of(units) << " bytes, prefetch "
                              << config.prefetch_depth << ", streams " << config.streams << ", evict "
-                             << (config.evict == UvmEvict::migrate ? "migrate" : "read_mostly") << ", prefetch_api "
-                             << enum_name(config.prefetch_api) << ", policy "
+                             << (config.evict == UvmEvict::migrate ? "migrate" : "read_mostly") << ", policy "
                              << policy_name(config.resident));
             auto backend = make_backend(config);
             backend->place(layout, fill_pattern);
@@ -767,22 +766,6 @@ TEST_CASE("uvm-prefetch: every look-ahead, stream count and eviction mode", "[gp
         auto config = gpu_config("uvm-prefetch", 1, 2);
         config.resident = policy;
         check_backend(config, 60);
-    }
-}
-
-TEST_CASE("uvm-prefetch: batched and chunked prefetches, both eviction modes", "[gpu][backends]") {
-    require_gpu();
-    for (const auto evict : {UvmEvict::migrate, UvmEvict::read_mostly}) {
-        for (const auto api : {PrefetchApi::batch, PrefetchApi::chunked}) {
-            for (const int depth : {-1, 1, 2}) {
-                for (const int percent : {40, 100}) {
-                    auto config = gpu_config("uvm-prefetch", depth, api == PrefetchApi::chunked ? 3 : 2);
-                    config.evict = evict;
-                    config.prefetch_api = api;
-                    check_backend(config, percent);
-                }
-            }
-        }
     }
 }
 

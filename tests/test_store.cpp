@@ -313,6 +313,8 @@ TEST_CASE("opening again keeps the data; read-only opening checks the file", "[s
                       path + " has schema version 99; this sweetspot reads versions 2 to " + std::to_string(kSchemaVersion));
 }
 
+// Puts back into a database what version 7 took out: the prefetch_api axis.
+constexpr const char* kBeforeVersion7 = "ALTER TABLE cells ADD COLUMN prefetch_api TEXT NOT NULL DEFAULT 'single';";
 // Takes version 6's additions out of a database: the prefetch_api axis, the cells' predicted peak,
 // NVML readings, phases and history.
 constexpr const char* kBeforeVersion6 =
@@ -340,6 +342,7 @@ void write_old_version(const std::string& path, int version) {
         RunInfo info;
         info.started_at = "2026-01-01T00:00:00Z";
         s.record_cell(s.begin_run(info), 0, tiny_cell(2, 8), ok_outcome(1.0));
+        if (version < 7) s.db().exec(kBeforeVersion7);
         if (version < 6) s.db().exec(kBeforeVersion6);
         if (version < 5) s.db().exec(kBeforeVersion5);
         if (version < 4) s.db().exec(kBeforeVersion4);

@@ -256,7 +256,6 @@ std::vector<Axis> make_axes() {
         choice_axis("activations", &CellParams::activations),
         keyed(choice_axis("resident", &CellParams::resident), K::unless_default),
         keyed(choice_axis("evict", &CellParams::evict), K::unless_default),
-        keyed(choice_axis("prefetch_api", &CellParams::prefetch_api), K::unless_default),
         tf32_axis(),
         dropout_axis(),
         choice_axis("mode", &CellParams::mode),

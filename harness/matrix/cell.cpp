@@ -228,6 +228,11 @@ std::string CellParams::label() const {
     if (backend_traits(backend).runs_under_budget) {
         s += " streams=" + std::to_string(streams) + " prefetch=" + prefetch.text() + " budget=" + budget.text();
     }
+    // The axes keyed only when set (evict, resident, tf32, dropout, repeat, ...): without them two
+    // cells of one sweep could read the same.
+    for (const Axis& axis : axes())
+        if (axis.keyed == Axis::Keyed::unless_default && axis.get(*this) != axis.default_text)
+            s += " " + std::string(axis.name) + "=" + axis.shown_text(*this);
     return s;
 }
 

@@ -104,7 +104,6 @@ struct CellParams {
     Activations activations = Activations::device;
     ResidentPolicy resident = ResidentPolicy::interleaved;  // which layers a budget keeps on the device
     UvmEvict evict = UvmEvict::migrate;                     // how the UVM backends evict a layer
-    PrefetchApi prefetch_api = PrefetchApi::single;         // how uvm-prefetch calls the driver
     bool tf32 = false;                                      // fp32 GEMMs on TF32 tensor cores
     double dropout = 0;                                     // probability at each dropout site
     Mode mode = Mode::infer;

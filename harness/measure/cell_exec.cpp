@@ -66,7 +66,6 @@ BackendConfig backend_config(const CellParams& c) {
     b.budget_bytes = c.budget_bytes();
     b.resident = c.resident;
     b.evict = c.evict;
-    b.prefetch_api = c.prefetch_api;
     return b;
 }
 
@@ -77,14 +76,6 @@ std::string cell_impossible_reason(const CellParams& c) {
     const BackendTraits& backend = backend_traits(c.backend);
     if (!backend.computes_in(c.dtype))
         return "the " + backend_name + " backend does not compute in " + std::string(enum_name(c.dtype));
-    if (c.prefetch_api != PrefetchApi::single) {
-        if (c.backend != BackendId::uvm_prefetch)
-            return "prefetch_api '" + std::string(enum_name(c.prefetch_api)) + "' applies to uvm-prefetch only";
-        if (c.prefetch.kind == Prefetch::Kind::off)
-            return "prefetch_api '" + std::string(enum_name(c.prefetch_api)) + "' needs prefetch on (jit or a look-ahead)";
-        if (c.prefetch_api == PrefetchApi::chunked && c.streams < 2)
-            return "prefetch_api 'chunked' spreads a layer over the prefetch streams: it needs streams >= 2";
-    }
     if (!backend.needs_gpu && !c.variant.is_baseline())
         return "the " + backend_name + " backend runs the baseline variant only (fusions are GPU kernels)";
     if (!backend.needs_gpu && c.activations != Activations::device)

@@ -14,5 +14,6 @@ extern const char* const kUpgradeV2Sql;
 extern const char* const kUpgradeV3Sql;
 extern const char* const kUpgradeV4Sql;
 extern const char* const kUpgradeV5Sql;
+extern const char* const kUpgradeV6Sql;
 
 }  // namespace sweetspot

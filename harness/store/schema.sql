@@ -71,7 +71,6 @@ CREATE TABLE cells (
     oversubscription    REAL NOT NULL,
     resident            TEXT NOT NULL,
     evict               TEXT NOT NULL,
-    prefetch_api        TEXT NOT NULL,
     tf32                INTEGER NOT NULL,
     dropout             REAL NOT NULL,
     activations         TEXT NOT NULL,

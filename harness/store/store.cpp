@@ -164,6 +164,7 @@ Store Store::open(const std::string& path, Access access) {
     if (version <= 3) db.exec(kUpgradeV3Sql);
     if (version <= 4) db.exec(kUpgradeV4Sql);
     if (version <= 5) db.exec(kUpgradeV5Sql);
+    if (version <= 6) db.exec(kUpgradeV6Sql);
     db.exec(kLaterViewsSql);
     tx.commit();
     return Store(std::move(db), std::move(lock));
