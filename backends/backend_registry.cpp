@@ -75,12 +75,12 @@ bool BackendTraits::computes_in(DType dtype) const { return std::find(dtypes.beg
 
 const std::vector<BackendTraits>& backend_registry() {
     static const std::vector<BackendTraits> registry = {
-        // id, needs_gpu, runs_under_budget, managed_weights, dtypes, cannot_honour, footprint
-        {BackendId::device, true, false, false, all_dtypes(), device_cannot_honour, device_footprint},
-        {BackendId::explicit_copy, true, true, false, all_dtypes(), streaming_cannot_honour, explicit_copy_footprint},
-        {BackendId::uvm, true, true, true, all_dtypes(), on_demand_cannot_honour, uvm_footprint},
-        {BackendId::uvm_prefetch, true, true, true, all_dtypes(), streaming_cannot_honour, uvm_prefetch_footprint},
-        {BackendId::host, false, false, false, {DType::fp32}, nothing_to_refuse, no_weights_on_gpu},
+        // id, needs_gpu, runs_under_budget, managed_weights, pinned_weights, dtypes, cannot_honour, footprint
+        {BackendId::device, true, false, false, false, all_dtypes(), device_cannot_honour, device_footprint},
+        {BackendId::explicit_copy, true, true, false, true, all_dtypes(), streaming_cannot_honour, explicit_copy_footprint},
+        {BackendId::uvm, true, true, true, false, all_dtypes(), on_demand_cannot_honour, uvm_footprint},
+        {BackendId::uvm_prefetch, true, true, true, false, all_dtypes(), streaming_cannot_honour, uvm_prefetch_footprint},
+        {BackendId::host, false, false, false, false, {DType::fp32}, nothing_to_refuse, no_weights_on_gpu},
     };
     return registry;
 }

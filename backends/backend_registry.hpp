@@ -34,6 +34,9 @@ struct BackendTraits {
     // Keeps the weights in managed memory, whose pages the driver moves: the device memory such a
     // cell uses is not all its own allocations.
     bool managed_weights = false;
+    // Streams from a page-locked copy of the weights in host memory, which the GPU's page tables
+    // map: device memory that grows with the weights without being an allocation of the cell.
+    bool pinned_weights = false;
     std::vector<DType> dtypes;
     // Why this backend cannot honour `config` for units of these sizes (in the config's dtype),
     // decided on the CPU without touching a GPU; empty when it can.

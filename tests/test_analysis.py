@@ -368,7 +368,8 @@ class BoundFixture(DbTest):
                                      oversubscription=8 / 6, resident_bytes=6 * GB, streamed_bytes=2 * GB,
                                      latency_median_ms=150.0, latency_p10_ms=140.0, latency_p90_ms=180.0,
                                      streamed_gbps=13.333, um_htod_bytes=40_000_000, device_used_bytes=2 * GIB,
-                                     predicted_alloc_bytes=2 * GIB - 602 * MIB - 64 * MIB,  # 64 MiB under
+                                     predicted_alloc_bytes=2 * GIB - 602 * MIB - 64 * MIB,
+                                     predicted_peak_bytes=2 * GIB + 20 * MIB,  # 20 MiB over
                                      trace_iterations=4)
         # fp16: link 1e9 / 25e9 = 40 ms, no valid fp16 device cell: bound 40, 70 / 40 = 1.75
         ids["fp16"] = gpu_cell(db, "explicit-copy", dtype="fp16", budget="75%", budget_bytes=3 * GB,
@@ -600,8 +601,9 @@ class ReportBoundTest(BoundFixture):
         self.assertIsNone(by_id[str(self.ids["host"])]["× bound"].number)
 
     def test_peak_memory_error(self):
-        """Estimator figure: predicted peak = predicted allocations + the largest fixed cost of the
-        other cells of the GPU; error (predicted − measured) ÷ measured; the caption names the worst."""
+        """Estimator figure: predicted peak = the stored one where there is one (prefetch75), else the
+        predicted allocations + the largest fixed cost of the other cells of the GPU; error (predicted −
+        measured) ÷ measured; the caption names the worst."""
         data = report_data(self.path)
         cells, error = peak_memory.compared(data.ok)
         error = dict(zip(cells["cell_id"], error))
@@ -609,10 +611,26 @@ class ReportBoundTest(BoundFixture):
         self.assertAlmostEqual(error[self.ids["device"]], 2 * MIB / (8 * GB + 700 * MIB))     # + 602, used 600
         self.assertAlmostEqual(error[self.ids["copy25"]], 14 * MIB / (3 * GIB))               # 10 over, + 602 for 598
         self.assertAlmostEqual(error[self.ids["copy50"]], -2 * MIB / (4 * GB + 702 * MIB))    # + 600, used 602
-        self.assertAlmostEqual(error[self.ids["prefetch75"]], -64 * MIB / (2 * GIB))          # 64 under
+        self.assertAlmostEqual(error[self.ids["prefetch75"]], 20 * MIB / (2 * GIB))           # stored: 20 over
         drawn = peak_memory.render(data)
         plt.close(drawn.figure)
-        self.assertIn("4 cells, worst error 3.12 %", drawn.caption)
+        self.assertIn("(predicted_peak_bytes, 1 cells)", drawn.caption)
+        self.assertIn("4 cells, worst error 0.98 %", drawn.caption)
+
+    def test_peak_memory_leaves_out_uvm_cells_without_a_stored_peak(self):
+        """A UVM cell's peak holds the managed pages the driver keeps: without the estimator's stored
+        peak it has no prediction, while the device cells still lend each other the fixed cost."""
+        db = FixtureDb(self.folder, "uvm-unstored.db")
+        db.set_run(gpu_name="Fixture GPU", gpu_driver="CUDA 13.0")
+        a = gpu_cell(db, "device", device_weight_bytes=GB, activation_bytes=MIB, device_used_bytes=GB + 601 * MIB,
+                     predicted_alloc_bytes=GB + MIB)
+        b = gpu_cell(db, "device", batch=2, device_weight_bytes=GB, activation_bytes=2 * MIB,
+                     device_used_bytes=GB + 602 * MIB, predicted_alloc_bytes=GB + 2 * MIB)
+        gpu_cell(db, "uvm-prefetch", device_weight_bytes=GB // 2, activation_bytes=MIB, device_used_bytes=GB + 700 * MIB,
+                 predicted_alloc_bytes=GB // 2 + MIB)
+        db.close()
+        cells, _ = peak_memory.compared(report_data(db.path).ok)
+        self.assertEqual(sorted(cells["cell_id"]), sorted([a, b]))
 
     def test_peak_memory_needs_another_cell_of_the_gpu(self):
         """A database whose only cell with the measured allocations is the cell itself: no prediction."""

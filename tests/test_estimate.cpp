@@ -2,10 +2,12 @@
 // against hand-computed bytes for small configurations, and against what real GPU cells
 // allocated on an H100 (the device_weight_bytes and activation_bytes the layer-fusion study and
 // the variants benchmark stored, 2026-11-23).
+#include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "backends/residency_plan.hpp"
@@ -41,9 +43,13 @@ CellOutcome used_beyond(std::int64_t beyond) {
     return o;
 }
 
-// A results database: one run on `gpu` with a device cell (600 MiB beyond its allocations), an
-// explicit-copy cell (598 MiB), and what must not count: a uvm-prefetch cell (its managed pages
-// come and go: 2 GiB beyond) and a failed device cell.
+// The weight bytes of tiny_odd in fp32, the model of the calibration fixtures.
+std::int64_t tiny_weight_bytes() { return one_cell("model = \"tiny_odd\"").weight_bytes(); }
+
+// A results database: one run on `gpu` with two device cells (600 and 598 MiB beyond their
+// allocations); an explicit-copy cell whose page-locked weights cost 1/64 of their bytes beyond
+// that; a uvm-prefetch cell whose peak holds 2 GiB beyond its allocations; and a failed device
+// cell, which must not count.
 void write_calibration_db(const std::string& path, const std::string& gpu) {
     auto store = Store::open(path);
     RunInfo info;
@@ -54,7 +60,8 @@ void write_calibration_db(const std::string& path, const std::string& gpu) {
     int index = 0;
     const auto cell = [&](const std::string& axes) { return one_cell("model = \"tiny_odd\"\n" + axes); };
     store.record_cell(run, index++, cell("backend = \"device\""), used_beyond(600 * MiB));
-    store.record_cell(run, index++, cell("backend = \"explicit-copy\""), used_beyond(598 * MiB));
+    store.record_cell(run, index++, cell("backend = \"device\"\nbatch = 3"), used_beyond(598 * MiB));
+    store.record_cell(run, index++, cell("backend = \"explicit-copy\""), used_beyond(600 * MiB + tiny_weight_bytes() / 64));
     store.record_cell(run, index++, cell("backend = \"uvm-prefetch\"\nprefetch = \"jit\""), used_beyond(2048 * MiB));
     CellOutcome failed = used_beyond(9000 * MiB);
     failed.status = CellStatus::failed;
@@ -171,15 +178,39 @@ TEST_CASE("the CUDA context and libraries' memory is measured from a results dat
     CHECK(costs[0].driver == "CUDA 13.0");
     CHECK(costs[0].largest == 600 * MiB);
     CHECK(costs[0].smallest == 598 * MiB);
-    CHECK(costs[0].cells == 2);  // not the uvm-prefetch cell, not the failed one
+    CHECK(costs[0].cells == 2);  // the device cells: not the failed one
+    // The explicit-copy cell's 1/64 of its weight bytes beyond the device cells' largest.
+    CHECK(costs[0].per_pinned_byte == Catch::Approx(1.0 / 64).epsilon(1e-3));
+    // The uvm-prefetch cell's peak less the fixed cost, its activations and all its weights (the
+    // driver keeps every page it migrated); the same for a dtype no UVM cell measured.
+    const std::int64_t overhead = 1100 * MiB + 2048 * MiB - 600 * MiB - 100 * MiB - tiny_weight_bytes();
+    REQUIRE(costs[0].managed_overhead.size() == 1);
+    CHECK(costs[0].managed_overhead_for(DType::fp32) == overhead);
+    CHECK(costs[0].managed_overhead_for(DType::bf16) == overhead);
+
+    // The predicted peaks add those: page tables for explicit-copy's pinned weights, every managed
+    // weight byte and the driver's overhead for uvm-prefetch.
+    const CellParams copy = one_cell("model = \"tiny_odd\"\nbackend = \"explicit-copy\"");
+    const MemoryEstimate copy_e = estimate_memory(copy);
+    CHECK(predicted_peak(copy, copy_e, costs[0]) ==
+          copy_e.device_total() + 600 * MiB + std::llround(static_cast<double>(copy_e.pinned_host) * costs[0].per_pinned_byte));
+    const CellParams prefetch = one_cell("model = \"tiny_odd\"\nbackend = \"uvm-prefetch\"\nprefetch = 1\nbudget = \"60%\"");
+    const MemoryEstimate prefetch_e = estimate_memory(prefetch);
+    CHECK(prefetch_e.retained_managed == prefetch.weight_bytes() - prefetch_e.weights);
+    CHECK(predicted_peak(prefetch, prefetch_e, costs[0]) ==
+          prefetch_e.device_total() + prefetch_e.retained_managed + 600 * MiB + overhead);
+    // What must fit leaves out the pages the driver may evict.
+    CHECK(predicted_need(prefetch_e, costs[0]) == prefetch_e.device_total() + 600 * MiB);
 
     const auto matrix = tmp.file("m.toml");
     test::write_file(matrix, "name = \"est\"\n[defaults]\nmodel = \"tiny_odd\"\nbackend = \"device\"\n[[sweep]]\nname = \"s\"\n");
     const auto r = test::run_sweetspot("estimate '" + matrix + "' --calibration '" + db + "'");
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
-    CHECK_THAT(r.output, ContainsSubstring("peak = device + 600.0 MiB for the CUDA context and the libraries, the "
-                                           "largest measured on Fixture GPU (CUDA 13.0) over 2 cells (smallest 598.0 MiB)"));
+    CHECK_THAT(r.output, ContainsSubstring("peak = device + kept managed + 600.0 MiB for the CUDA context and the "
+                                           "libraries, the largest measured on Fixture GPU (CUDA 13.0) over 2 cells "
+                                           "(smallest 598.0 MiB) + 1.56"));
+    CHECK_THAT(r.output, ContainsSubstring("the driver holds for managed fp32 weights"));
     const MemoryEstimate e = estimate_memory(one_cell("model = \"tiny_odd\"\nbackend = \"device\""));
     CHECK_THAT(r.output, ContainsSubstring(human_bytes(static_cast<double>(e.device_total() + 600 * MiB))));
 
@@ -206,13 +237,13 @@ TEST_CASE("the CUDA context and libraries' memory is measured from a results dat
 
 
 TEST_CASE("fit: the largest batch and seq under a capacity, and the smallest budget a backend runs at", "[estimate]") {
-    const std::int64_t fixed = 600 * MiB;
+    const FixedCost fixed{"Fixture GPU", "CUDA 13.0", 600 * MiB, 598 * MiB, 2};
     const CellParams cell = one_cell("model = \"tiny_odd\"\nbackend = \"device\"\nseq = 16");
     const auto peak = [&](int batch, int seq) {
         CellParams c = cell;
         c.batch = batch;
         c.seq = seq;
-        return estimate_memory(c).device_total() + fixed;
+        return estimate_memory(c).device_total() + fixed.largest;
     };
     // A capacity of exactly the peak at batch 5: batch 5 fits, 6 does not.
     const Fit at5 = fit(cell, peak(5, 16), fixed);
@@ -301,14 +332,14 @@ TEST_CASE("run stores each GPU cell's predicted allocations, whether it ran or n
     CHECK(st.is_null(1));
 }
 
-TEST_CASE("a cell whose predicted peak exceeds the GPU is a predicted OOM, with the numbers", "[estimate]") {
+TEST_CASE("a cell whose predicted need exceeds the GPU is a predicted OOM, with the numbers", "[estimate]") {
     const FixedCost fixed{"Fixture GPU", "CUDA 13.0", 600 * MiB, 598 * MiB, 2};
     const CellParams cell = one_cell("model = \"tiny_odd\"\nbackend = \"device\"\nbatch = 2\nseq = 64");
     const MemoryEstimate e = estimate_memory(cell);
-    const std::int64_t peak = e.device_total() + fixed.largest;
-    CHECK(predicted_oom(cell, peak, fixed).empty());  // exactly at the capacity still fits
-    const std::string why = predicted_oom(cell, peak - 1, fixed);
-    CHECK_THAT(why, ContainsSubstring("predicted OOM: its peak is predicted at " + human_bytes(static_cast<double>(peak))));
+    const std::int64_t need = e.device_total() + fixed.largest;
+    CHECK(predicted_oom(cell, need, fixed).empty());  // exactly at the capacity still fits
+    const std::string why = predicted_oom(cell, need - 1, fixed);
+    CHECK_THAT(why, ContainsSubstring("predicted OOM: it needs " + human_bytes(static_cast<double>(need))));
     CHECK_THAT(why, ContainsSubstring("workspace 32.0 MiB"));
     CHECK_THAT(why, ContainsSubstring("the CUDA context and libraries 600.0 MiB as measured on Fixture GPU"));
     CHECK_THAT(why, ContainsSubstring("--force runs it anyway"));

@@ -16,6 +16,9 @@ USED_AFTER_FIRST = "device_used_bytes"
 MEASURED = "measured_peak"
 # The estimator's prediction of what the cell allocates, stored before it ran.
 PREDICTED = "predicted_alloc_bytes"
+# The estimator's predicted peak, stored before the cell ran (schema 6 on, once the database held a
+# cell to calibrate it): the allocations plus what the cells before it measured beyond theirs.
+STORED_PEAK = "predicted_peak_bytes"
 # What a cell allocated, as it measured it: the used memory beyond them is the CUDA context and
 # the libraries', fixed per GPU and driver.
 ALLOCATED = ("device_weight_bytes", "activation_bytes")
@@ -39,10 +42,13 @@ def fixed_costs(ok):
 
 
 def predicted_peaks(ok):
-    """The cells with both sides, with predicted_peak: the predicted allocations plus the largest fixed
-    cost measured on the other cells of the same GPU and driver (the cell's own measurement is left
-    out of its prediction). Cells with no such other cell are left out. Apart from drawing, so tests
-    can check them."""
+    """The cells with both sides, with predicted_peak: the estimator's stored peak where the cell has one;
+    else, for cells whose weights are not managed memory, the predicted allocations plus the largest
+    fixed cost measured on the other cells of the same GPU and driver (the cell's own measurement is
+    left out of its prediction). A UVM cell's peak also holds the managed pages the driver keeps,
+    which only the estimator's stored peak predicts, so UVM cells without one are left out, as are
+    cells with no other cell to measure the fixed cost on. Apart from drawing, so tests can check
+    them."""
     if PREDICTED not in ok or USED_AFTER_FIRST not in ok or any(c not in ok for c in ALLOCATED):
         return ok.iloc[0:0].assign(predicted_peak=pd.Series(dtype=float))
     ok = with_measured(ok)
@@ -55,7 +61,10 @@ def predicted_peaks(ok):
                        & (costs["cell_id"] != cell["cell_id"])]
         return others["fixed"].max() if len(others) else float("nan")
 
-    cells["predicted_peak"] = [cell[PREDICTED] + fixed_for(cell) for _, cell in cells.iterrows()]
+    cells["predicted_peak"] = [float("nan") if cell["backend"] in UVM_BACKENDS else cell[PREDICTED] + fixed_for(cell)
+                               for _, cell in cells.iterrows()]
+    if STORED_PEAK in cells:
+        cells["predicted_peak"] = cells[STORED_PEAK].where(cells[STORED_PEAK].notna(), cells["predicted_peak"])
     return cells.dropna(subset=["predicted_peak"])
 
 
@@ -92,12 +101,13 @@ def render(data):
     err_ax.set_ylabel("prediction error (%)")
     fig.tight_layout()
     nvml = int(cells[NVML_PEAK].notna().sum()) if NVML_PEAK in cells else 0
+    stored = int(cells[STORED_PEAK].notna().sum()) if STORED_PEAK in cells else 0
     return Drawn(fig, "The estimator's predicted peak device memory against the measured peak, and the relative error; "
                       f"dashed lines: the ±1 % target. Measured: NVML's peak less the memory in use before the cell "
                       f"({NVML_PEAK}, {nvml} cells), else the device memory in use after the first iteration "
                       f"({USED_AFTER_FIRST}, CUDA context included). "
-                      f"target. The prediction is what the estimator said before the cell ran it would allocate "
-                      f"({PREDICTED}: weights, activations, scores, GEMM workspace) plus the CUDA context and "
-                      "libraries' memory measured on the other cells of the same GPU and driver (the largest of their "
-                      "used memory beyond their own allocations). "
+                      f"The prediction is the peak the estimator stored before the cell ran ({STORED_PEAK}, "
+                      f"{stored} cells), else what it said the cell would allocate ({PREDICTED}: weights, activations, "
+                      "scores, GEMM workspace) plus the CUDA context and libraries' memory measured on the other cells "
+                      "of the same GPU and driver (the largest of their used memory beyond their own allocations). "
                       f"{len(cells)} cells, worst error {100 * error.abs().max():.2f} %.")

@@ -59,8 +59,8 @@ void print_cell_list(const std::vector<CellParams>& cells, const std::optional<F
         row.push_back(human_bytes(static_cast<double>(c.weight_bytes())));
         std::string predicted = "-";
         if (backend_traits(c.backend).needs_gpu && cell_impossible_reason(c).empty()) {
-            const std::int64_t device = estimate_memory(c).device_total();
-            predicted = human_bytes(static_cast<double>(fixed ? device + fixed->largest : device));
+            const MemoryEstimate e = estimate_memory(c);
+            predicted = human_bytes(static_cast<double>(fixed ? predicted_peak(c, e, *fixed) : e.device_total()));
         }
         row.push_back(predicted);
         row.push_back(why.empty() ? "yes" : "no: " + why);

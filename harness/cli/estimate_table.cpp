@@ -38,6 +38,7 @@ void print_memory_estimates(const std::vector<CellParams>& cells, const std::opt
     const std::vector<const Axis*> shown = listed_axes(cells);
     TextTable t = cell_table(shown, {"weights", "activations", "scores", "workspace", "device"});
     if (fixed) t.add_column("peak", TextTable::Align::right);
+    t.add_column("kept managed", TextTable::Align::right);
     for (const char* h : {"pinned host", "managed"}) t.add_column(h, TextTable::Align::right);
     t.add_column("note");
     for (std::size_t i = 0; i < cells.size(); ++i) {
@@ -45,7 +46,7 @@ void print_memory_estimates(const std::vector<CellParams>& cells, const std::opt
         std::vector<std::string> row = row_start(i, c, shown);
         const std::string why = cell_impossible_reason(c);
         if (!why.empty()) {
-            row.insert(row.end(), fixed ? 8 : 7, "");
+            row.insert(row.end(), fixed ? 9 : 8, "");
             row.push_back("cannot run: " + why);
             t.add_row(std::move(row));
             continue;
@@ -53,18 +54,27 @@ void print_memory_estimates(const std::vector<CellParams>& cells, const std::opt
         const MemoryEstimate e = estimate_memory(c);
         row.insert(row.end(), {bytes_or_dash(e.weights), bytes_or_dash(e.activations), bytes_or_dash(e.scores),
                                bytes_or_dash(e.workspace), bytes_or_dash(e.device_total())});
-        if (fixed) row.push_back(bytes_or_dash(e.device_total() == 0 ? 0 : e.device_total() + fixed->largest));
+        if (fixed) row.push_back(bytes_or_dash(e.device_total() == 0 ? 0 : predicted_peak(c, e, *fixed)));
+        row.push_back(bytes_or_dash(e.retained_managed));
         row.insert(row.end(), {bytes_or_dash(e.pinned_host), bytes_or_dash(e.managed)});
         row.push_back(e.managed_activations ? "activations are managed memory" : "");
         t.add_row(std::move(row));
     }
     t.print(out);
     out << "\ndevice = weights + activations + scores + workspace: what sweetspot allocates on the GPU.\n";
+    out << "kept managed: managed weights beyond those the backend keeps that the driver still holds on the GPU\n"
+           "at the cell's peak (the pages it migrated stay until the process ends; they are evictable).\n";
     if (fixed) {
-        out << "peak = device + " << human_bytes(static_cast<double>(fixed->largest))
+        const auto b = [](std::int64_t n) { return human_bytes(static_cast<double>(n)); };
+        out << "peak = device + kept managed + " << b(fixed->largest)
             << " for the CUDA context and the libraries, the largest measured on " << fixed->gpu << " ("
-            << fixed->driver << ") over " << fixed->cells << " cells (smallest "
-            << human_bytes(static_cast<double>(fixed->smallest)) << ").\n";
+            << fixed->driver << ") over " << fixed->cells << " cells (smallest " << b(fixed->smallest) << ")";
+        if (fixed->per_pinned_byte > 0)
+            out << " + " << sweetspot::fixed(fixed->per_pinned_byte * 100.0, 3)
+                << " % of the pinned host memory (the GPU's page tables for it)";
+        for (const auto& [dtype, bytes] : fixed->managed_overhead)
+            out << " + " << b(bytes) << " the driver holds for managed " << enum_name(dtype) << " weights";
+        out << ", as measured there.\n";
     } else {
         out << "The CUDA context and the libraries' memory come on top (fixed per GPU and driver; --calibration DB\n"
                "measures them from a results database of that GPU and adds a peak column).\n";
@@ -80,12 +90,12 @@ void print_fits(const std::vector<CellParams>& cells, std::int64_t capacity, con
     for (std::size_t i = 0; i < cells.size(); ++i) {
         const CellParams& c = cells[i];
         std::vector<std::string> row = row_start(i, c, shown);
-        const Fit f = fit(c, capacity, fixed.largest);
+        const Fit f = fit(c, capacity, fixed);
         const auto peak_at = [&](int batch, int seq) {
             CellParams at = c;
             at.batch = batch;
             at.seq = seq;
-            return human_bytes(static_cast<double>(estimate_memory(at).device_total() + fixed.largest));
+            return human_bytes(static_cast<double>(predicted_need(estimate_memory(at), fixed)));
         };
         row.push_back(f.batch ? std::to_string(*f.batch) + " (seq " + std::to_string(c.seq) + ")" : "none");
         row.push_back(f.batch ? peak_at(*f.batch, c.seq) : "");

@@ -1,6 +1,7 @@
 #include "harness/measure/memory_estimate.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "backends/backend_registry.hpp"
@@ -32,29 +33,94 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
     e.activations = layout.total_bytes - layout.scores_bytes;
     e.workspace = kGemmWorkspaceBytes;
     e.managed_activations = cell.activations == Activations::managed;
+    if (backend.managed_weights) e.retained_managed = std::max<std::int64_t>(0, cell.weight_bytes() - e.weights);
     if (e.managed_activations) e.managed += layout.total_bytes;
     return e;
 }
 
+std::int64_t FixedCost::managed_overhead_for(DType dtype) const {
+    std::int64_t other = 0;
+    for (const auto& [d, bytes] : managed_overhead) {
+        if (d == dtype) return bytes;
+        other = std::max(other, bytes);
+    }
+    return other;
+}
+
+namespace {
+
+// One ok GPU cell's measured peak and what it allocated, for the calibration.
+struct MeasuredCell {
+    const BackendTraits* backend;
+    DType dtype;
+    std::int64_t peak, allocated, activations, weight_bytes;
+    std::int64_t beyond() const { return peak - allocated; }
+};
+
+// The calibration of one GPU and driver from its cells (none when no cell measures the CUDA
+// context and libraries).
+std::optional<FixedCost> calibrate(std::string gpu, std::string driver, const std::vector<MeasuredCell>& cells) {
+    const auto own = [](const MeasuredCell& c) { return !c.backend->managed_weights && !c.backend->pinned_weights; };
+    const bool any_own = std::any_of(cells.begin(), cells.end(), own);
+    FixedCost f{std::move(gpu), std::move(driver)};
+    for (const MeasuredCell& c : cells) {
+        if (c.backend->managed_weights || (any_own && !own(c))) continue;
+        f.largest = f.cells == 0 ? c.beyond() : std::max(f.largest, c.beyond());
+        f.smallest = f.cells == 0 ? c.beyond() : std::min(f.smallest, c.beyond());
+        ++f.cells;
+    }
+    if (f.cells == 0) return std::nullopt;
+    double covariance = 0, variance = 0;
+    for (const MeasuredCell& c : cells) {
+        if (c.backend->pinned_weights && any_own) {
+            const auto w = static_cast<double>(c.weight_bytes);
+            covariance += static_cast<double>(c.beyond() - f.largest) * w;
+            variance += w * w;
+        }
+        if (c.backend->managed_weights) {
+            const std::int64_t overhead = c.peak - f.largest - c.activations - c.weight_bytes;
+            const auto same = std::find_if(f.managed_overhead.begin(), f.managed_overhead.end(),
+                                           [&](const auto& entry) { return entry.first == c.dtype; });
+            if (same == f.managed_overhead.end()) f.managed_overhead.emplace_back(c.dtype, overhead);
+            else same->second = std::max(same->second, overhead);
+        }
+    }
+    if (variance > 0) f.per_pinned_byte = std::max(0.0, covariance / variance);
+    return f;
+}
+
+}  // namespace
+
 std::vector<FixedCost> measured_fixed_costs(Database& db) {
-    std::string own_memory;  // the GPU backends whose device memory is all their own allocations
-    for (const BackendTraits& b : backend_registry())
-        if (b.needs_gpu && !b.managed_weights) own_memory += (own_memory.empty() ? "'" : ", '") + std::string(enum_name(b.id)) + "'";
     // The cell's measured peak where NVML read one (schema 6 on), else the used memory after its
     // first iteration.
     const std::string used =
         has_column(db, "cells", "gpu_peak_bytes") ? "coalesce(c.gpu_peak_bytes, c.device_used_bytes)" : "c.device_used_bytes";
-    auto st = db.prepare(
-        "SELECT coalesce(r.gpu_name, ''), coalesce(r.gpu_driver, ''),"
-        " max(" + used + " - c.device_weight_bytes - c.activation_bytes),"
-        " min(" + used + " - c.device_weight_bytes - c.activation_bytes), count(*)"
-        " FROM cells c JOIN runs r USING (run_id)"
-        " WHERE c.status = 'ok' AND c.backend IN (" + own_memory + ") AND " + used + " IS NOT NULL"
-        " AND c.device_weight_bytes IS NOT NULL AND c.activation_bytes IS NOT NULL"
-        " GROUP BY 1, 2 ORDER BY 1, 2");
+    auto st = db.prepare("SELECT coalesce(r.gpu_name, ''), coalesce(r.gpu_driver, ''), c.backend, c.dtype, " + used +
+                         ", c.device_weight_bytes + c.activation_bytes, c.activation_bytes, c.weight_bytes"
+                         " FROM cells c JOIN runs r USING (run_id)"
+                         " WHERE c.status = 'ok' AND " + used + " IS NOT NULL"
+                         " AND c.device_weight_bytes IS NOT NULL AND c.activation_bytes IS NOT NULL"
+                         " ORDER BY 1, 2");
     std::vector<FixedCost> costs;
-    while (st.step())
-        costs.push_back({st.text(0), st.text(1), st.int64(2), st.int64(3), static_cast<int>(st.int64(4))});
+    std::string gpu, driver;
+    std::vector<MeasuredCell> cells;
+    const auto flush = [&] {
+        if (auto f = calibrate(gpu, driver, cells)) costs.push_back(std::move(*f));
+        cells.clear();
+    };
+    while (st.step()) {
+        const auto backend = parse_enum<BackendId>(st.text(2));
+        const auto dtype = parse_enum<DType>(st.text(3));
+        if (!backend || !dtype || !backend_traits(*backend).needs_gpu) continue;
+        if (st.text(0) != gpu || st.text(1) != driver) {
+            flush();
+            gpu = st.text(0);
+            driver = st.text(1);
+        }
+        cells.push_back({&backend_traits(*backend), *dtype, st.int64(4), st.int64(5), st.int64(6), st.int64(7)});
+    }
+    flush();
     return costs;
 }
 
@@ -76,9 +142,9 @@ std::optional<int> largest(int most, Fits fits) {
 
 }  // namespace
 
-Fit fit(const CellParams& cell, std::int64_t capacity, std::int64_t fixed) {
+Fit fit(const CellParams& cell, std::int64_t capacity, const FixedCost& fixed) {
     const auto peak_fits = [&](const CellParams& c) {
-        return cell_impossible_reason(c).empty() && estimate_memory(c).device_total() + fixed <= capacity;
+        return cell_impossible_reason(c).empty() && predicted_need(estimate_memory(c), fixed) <= capacity;
     };
     Fit f;
     f.batch = largest(AxisLimits::tokens / cell.seq, [&](int b) {
@@ -113,15 +179,25 @@ Fit fit(const CellParams& cell, std::int64_t capacity, std::int64_t fixed) {
     return f;
 }
 
+std::int64_t predicted_need(const MemoryEstimate& e, const FixedCost& fixed) {
+    return e.device_total() + fixed.largest + std::llround(fixed.per_pinned_byte * static_cast<double>(e.pinned_host));
+}
+
+std::int64_t predicted_peak(const CellParams& cell, const MemoryEstimate& e, const FixedCost& fixed) {
+    const bool managed_weights = backend_traits(cell.backend).managed_weights;
+    return predicted_need(e, fixed) + e.retained_managed + (managed_weights ? fixed.managed_overhead_for(cell.dtype) : 0);
+}
+
 std::string predicted_oom(const CellParams& cell, std::int64_t capacity, const FixedCost& fixed) {
     const MemoryEstimate e = estimate_memory(cell);
-    const std::int64_t peak = e.device_total() + fixed.largest;
-    if (peak <= capacity) return {};
+    const std::int64_t need = predicted_need(e, fixed);
+    if (need <= capacity) return {};
     const auto b = [](std::int64_t n) { return human_bytes(static_cast<double>(n)); };
-    return "predicted OOM: its peak is predicted at " + b(peak) + " (weights " + b(e.weights) + ", activations " +
-           b(e.activations) + ", scores " + b(e.scores) + ", workspace " + b(e.workspace) +
-           ", the CUDA context and libraries " + b(fixed.largest) + " as measured on " + fixed.gpu + "), above the " +
-           b(capacity) + " the GPU has; --force runs it anyway";
+    const std::int64_t mapping = need - e.device_total() - fixed.largest;
+    return "predicted OOM: it needs " + b(need) + " (weights " + b(e.weights) + ", activations " + b(e.activations) +
+           ", scores " + b(e.scores) + ", workspace " + b(e.workspace) + ", the CUDA context and libraries " +
+           b(fixed.largest) + (mapping > 0 ? ", page tables for its pinned memory " + b(mapping) : "") +
+           " as measured on " + fixed.gpu + "), above the " + b(capacity) + " the GPU has; --force runs it anyway";
 }
 
 }  // namespace sweetspot

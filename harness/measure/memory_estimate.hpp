@@ -5,12 +5,14 @@
 // backend registry's footprint, activation_layout, kGemmWorkspaceBytes), so the prediction
 // follows any change there.
 //
-// The CUDA context and the libraries' own allocations are fixed per GPU model and driver: they
-// are measured from a results database (measured_fixed_costs) and added by the caller. The host's
-// pageable memory is not predicted yet.
+// What a GPU process holds beyond its allocations (the CUDA context and the libraries; the page
+// tables mapping host memory; the driver's own memory for managed memory) is measured per GPU
+// model and driver from a results database (measured_fixed_costs) and added by predicted_peak.
+// The host's pageable memory is not predicted yet.
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/matrix/cell.hpp"
@@ -27,43 +29,68 @@ struct MemoryEstimate {
     // activations = "managed": the activation allocation is managed memory, counted above at its
     // full size (the forward touches all of it, so all of it migrates to the GPU).
     bool managed_activations = false;
+    // Managed weight bytes beyond `weights` that the GPU still holds at the cell's peak. On an
+    // H100 (driver 580), NVML's used memory showed every managed page a cell had migrated to the
+    // GPU staying there until the process ended, whatever the budget (docs/benchmarks.md): the
+    // driver keeps the pages it evicted, ready to evict for other allocations. So a UVM cell's
+    // peak holds all of its weights, and these bytes are not part of what must fit.
+    std::int64_t retained_managed = 0;
     // Host memory, bytes.
     std::int64_t pinned_host = 0;  // page-locked weights (explicit-copy)
     std::int64_t managed = 0;      // managed allocations (UVM weights; managed activations)
 
-    // The device terms above: the peak minus the CUDA context and the libraries' own memory.
+    // What sweetspot allocates on the device: the harness's own accounting of a cell
+    // (device_weight_bytes + activation_bytes) measures the same.
     std::int64_t device_total() const { return weights + activations + scores + workspace; }
 };
 
-// The device memory a GPU process holds besides what sweetspot allocates (the CUDA context, the
-// libraries' code and pools), measured, not guessed: a cell's measured peak (gpu_peak_bytes, NVML's
-// used memory less what was in use before the cell; device_used_bytes where there is none) less
-// the weights and activations it allocated, over a results database's ok `device` and `explicit-copy` cells
-// (whose device memory is all their own; UVM cells' managed pages come and go) of one GPU and
-// driver.
+// What a GPU process's peak holds beyond a cell's allocations, measured, not guessed, on one GPU
+// model and driver from a results database's ok cells: the peak is NVML's (gpu_peak_bytes, the used
+// memory less what was in use before the cell), or device_used_bytes where there is none.
 struct FixedCost {
     std::string gpu, driver;
-    std::int64_t largest = 0, smallest = 0;  // over the cells: the estimate adds the largest
+    // The CUDA context and the libraries' code and pools: the peak less the allocations, over the
+    // `device` cells (all of whose memory is their own; explicit-copy cells where there is none).
+    // The estimate adds the largest.
+    std::int64_t largest = 0, smallest = 0;
     int cells = 0;
+    // Device memory per byte of page-locked host memory, for the GPU's page tables that map it:
+    // the explicit-copy cells' peak beyond their allocations and `largest`, against their weight
+    // bytes (least squares through zero; 0 without such cells).
+    double per_pinned_byte = 0;
+    // What the driver holds for managed weights beyond the pages themselves, per dtype: the
+    // largest over the uvm and uvm-prefetch cells of that dtype of their peak less `largest`,
+    // their activations and all their weight bytes.
+    std::vector<std::pair<DType, std::int64_t>> managed_overhead;
+
+    // That dtype's managed overhead; the largest measured for another dtype when none was
+    // measured for it; 0 without UVM cells.
+    std::int64_t managed_overhead_for(DType dtype) const;
 };
 
 // One entry per GPU and driver with such cells, from a results database (a run's own connection
 // serves: the query only reads).
 std::vector<FixedCost> measured_fixed_costs(Database& db);
 
-// Why `cell` is predicted not to fit a GPU of `capacity` bytes, `fixed` of which the CUDA context
-// and libraries take (the numbers, and --force), or empty when its predicted peak fits.
+// The device memory a cell must have: its allocations, the CUDA context and libraries, and the
+// page tables of its page-locked memory. What predicted_oom and fit compare with a capacity.
+std::int64_t predicted_need(const MemoryEstimate& e, const FixedCost& fixed);
+// The peak device memory a GPU cell is predicted to reach: its need, the managed pages the driver
+// keeps (retained_managed) and, for managed weights, the driver's overhead for them.
+std::int64_t predicted_peak(const CellParams& cell, const MemoryEstimate& e, const FixedCost& fixed);
+
+// Why `cell` is predicted not to fit a GPU of `capacity` bytes (the numbers, and --force), or
+// empty when its predicted need fits.
 std::string predicted_oom(const CellParams& cell, std::int64_t capacity, const FixedCost& fixed);
 
-// What fits a GPU of `capacity` bytes, `fixed` of which the CUDA context and libraries take, for a
-// cell taken as a template: the largest batch at its seq and the largest seq at its batch whose
-// predicted peak fits (empty when not even 1 does), and, for a backend that runs under a budget,
-// the smallest budget (bytes) at which it can still run at all.
+// What fits a GPU of `capacity` bytes for a cell taken as a template: the largest batch at its seq
+// and the largest seq at its batch whose predicted need fits (empty when not even 1 does), and,
+// for a backend that runs under a budget, the smallest budget (bytes) at which it can still run.
 struct Fit {
     std::optional<int> batch, seq;
     std::optional<std::int64_t> smallest_budget;
 };
-Fit fit(const CellParams& cell, std::int64_t capacity, std::int64_t fixed);
+Fit fit(const CellParams& cell, std::int64_t capacity, const FixedCost& fixed);
 
 // The estimate for a cell that cell_impossible_reason accepts (throws std::invalid_argument
 // with the backend's reason otherwise). A host-backend cell uses no device memory.

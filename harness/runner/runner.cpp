@@ -195,8 +195,9 @@ std::optional<FixedCost> fixed_cost_here(const GpuFacts& gpu, Store& store) {
 // and its peak where the fixed cost of this GPU and driver has been measured.
 void add_predictions(const CellParams& cell, const std::optional<FixedCost>& fixed, CellOutcome& o) {
     if (!uses_gpu(cell) || !cell_impossible_reason(cell).empty()) return;
-    o.predicted_alloc_bytes = estimate_memory(cell).device_total();
-    if (fixed) o.predicted_peak_bytes = *o.predicted_alloc_bytes + fixed->largest;
+    const MemoryEstimate e = estimate_memory(cell);
+    o.predicted_alloc_bytes = e.device_total();
+    if (fixed) o.predicted_peak_bytes = predicted_peak(cell, e, *fixed);
 }
 
 // The GPUs a sweep spreads its cells over when --gpus is not given: every GPU the probe saw, named
