@@ -1,5 +1,6 @@
 // The parts of GPU cells that are decided on the CPU: the managed-memory guard's rule, the GPU
 // probe's output, the logits check against the host forward, and the axes that steer backends.
+#include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
@@ -229,6 +230,65 @@ TEST_CASE("large cells are checked on a prefix of sample 0, exact by causality",
     const auto check = check_against_host(cell, layout, tokens, logits);
     CHECK(check.reference == "host fp32 forward, sample 0, first 16 positions");
     CHECK(check.rel_err == 0);
+}
+
+TEST_CASE("a prefix check's host reference is kept under a key of what it depends on, and reused", "[checks]") {
+    CellParams cell;
+    cell.model = ModelConfig{"wide", 8, 1024, 8, 512, 1024, 1e-5f};
+    cell.backend = BackendId::device;
+    cell.batch = 2;
+    cell.seq = 1024;
+    const auto layout = WeightLayout::for_model(cell.model);
+    const auto tokens = cell.token_ids();
+    const auto key = kept_reference_key(cell, tokens);
+    REQUIRE(key);
+    // The same workload under another backend, batch or variant has the same reference.
+    CellParams other_backend = cell;
+    other_backend.backend = BackendId::uvm_prefetch;
+    CHECK(kept_reference_key(other_backend, tokens) == key);
+    // What the reference depends on changes the key: the weights' seed and dtype, the dropout, the tokens.
+    CellParams reseeded = cell;
+    reseeded.seed = cell.seed + 1;
+    CHECK(kept_reference_key(reseeded, tokens) != key);
+    CellParams half = cell;
+    half.dtype = DType::fp16;
+    CHECK(kept_reference_key(half, tokens) != key);
+    CellParams dropped = cell;
+    dropped.dropout = 0.1;
+    CHECK(kept_reference_key(dropped, tokens) != key);
+    auto other_tokens = tokens;
+    other_tokens[3] = (other_tokens[3] + 1) % cell.model.vocab_size;
+    CHECK(kept_reference_key(cell, other_tokens) != key);
+    // A full check (a small model) and a checkpoint's weights are not kept.
+    CHECK_FALSE(kept_reference_key(tiny_cell(DType::fp32), tiny_cell(DType::fp32).token_ids()));
+    CellParams from_file = cell;
+    from_file.weights = "model.safetensors";
+    CHECK_FALSE(kept_reference_key(from_file, tokens));
+
+    const auto vocab = static_cast<std::size_t>(cell.model.vocab_size);
+    std::vector<float> logits(tokens.size() * vocab, 1e6f);
+    const auto prefix = host_logits(cell, layout, DType::fp32, 1, 16, std::span(tokens).first(16));
+    std::copy(prefix.begin(), prefix.end(), logits.begin());
+    // Computed: the check carries its reference to keep, the host forward's logits.
+    const auto computed = check_against_host(cell, layout, tokens, logits);
+    REQUIRE(computed.kept);
+    CHECK(computed.kept->key == *key);
+    CHECK(computed.kept->batch == 1);
+    CHECK(computed.kept->seq == 16);
+    CHECK(computed.kept->vocab == cell.model.vocab_size);
+    CHECK(computed.kept->logits == prefix);
+    CHECK(computed.rel_err == 0);
+
+    // Given a kept reference of its key, the check compares with it instead of recomputing: one
+    // shifted by 1 shows as an error of 1.
+    ReferenceLogits shifted = *computed.kept;
+    for (float& v : shifted.logits) v += 1.0f;
+    const auto reused = check_against_host(cell, layout, tokens, logits, shifted);
+    CHECK(reused.max_abs_err == Catch::Approx(1.0).epsilon(1e-3));
+    CHECK(reused.kept->key == *key);
+    // One of another key is ignored.
+    shifted.key = "another workload";
+    CHECK(check_against_host(cell, layout, tokens, logits, shifted).rel_err == 0);
 }
 
 TEST_CASE("resident, evict and tf32 axes: parsed, keyed only when not default", "[checks][matrix]") {

@@ -313,8 +313,10 @@ TEST_CASE("opening again keeps the data; read-only opening checks the file", "[s
                       path + " has schema version 99; this sweetspot reads versions 2 to " + std::to_string(kSchemaVersion));
 }
 
-// Puts back into a database what version 7 took out: the prefetch_api axis.
-constexpr const char* kBeforeVersion7 = "ALTER TABLE cells ADD COLUMN prefetch_api TEXT NOT NULL DEFAULT 'single';";
+// Turns a database back into version 6: the prefetch_api axis back, the kept reference logits out.
+constexpr const char* kBeforeVersion7 =
+    "ALTER TABLE cells ADD COLUMN prefetch_api TEXT NOT NULL DEFAULT 'single';"
+    "ALTER TABLE cells DROP COLUMN check_reference_key; DROP TABLE reference_logits;";
 // Takes version 6's additions out of a database: the prefetch_api axis, the cells' predicted peak,
 // NVML readings, phases and history.
 constexpr const char* kBeforeVersion6 =
@@ -410,6 +412,22 @@ TEST_CASE("the managed-memory abilities and probe of a run are stored and summar
     std::ostringstream none;
     print_summary(plain, SummaryOptions{}, none);
     CHECK_THAT(none.str(), !ContainsSubstring("Managed memory"));
+}
+
+TEST_CASE("a version-6 database is read as it is and upgraded when a run writes to it", "[store]") {
+    TempDir tmp;
+    const auto path = tmp.file("v6.db");
+    write_old_version(path, 6);
+    CHECK(has_column(Store::open_read_only(path).db(), "cells", "prefetch_api"));  // reading changed nothing
+    CHECK_FALSE(Store::open_read_only(path).load_reference("any"));
+    auto s = Store::open(path);
+    CHECK_FALSE(has_column(s.db(), "cells", "prefetch_api"));
+    CHECK(has_column(s.db(), "cells", "check_reference_key"));
+    CHECK(has_table(s.db(), "reference_logits"));
+    auto v = s.db().prepare("SELECT version, (SELECT count(*) FROM cells) FROM schema_info");
+    REQUIRE(v.step());
+    CHECK(v.int64(0) == kSchemaVersion);
+    CHECK(v.int64(1) == 1);
 }
 
 TEST_CASE("a version-5 database is read as it is and upgraded when a run writes to it", "[store]") {
@@ -978,4 +996,50 @@ TEST_CASE("merge: shards into one, every row kept, string ids remapped, idempote
     CHECK(check.text(0) == "ok");
 
     CHECK_THROWS_WITH(merge_database(out, tmp.file("missing.db")), Catch::Matchers::ContainsSubstring("no such database"));
+}
+
+TEST_CASE("reference logits: kept once per key with the cell that computed them, read back, merged", "[store][merge]") {
+    TempDir tmp;
+    ReferenceLogits ref{"0123456789abcdef", "tiny", 1, 2, 3, {0.5f, -1.25f, 3.0f, 1e-30f, -0.0f, 7.75f}};
+    {
+        auto s = Store::open(tmp.file("a.db"));
+        const auto run = s.begin_run(sample_run());
+        CHECK_FALSE(s.load_reference(ref.key));
+        auto first = ok_outcome(1.0);
+        first.reference = ref;
+        s.record_cell(run, 0, tiny_cell(1, 16), first);
+        // A second cell of the same workload names the same reference; the row stays the first one's.
+        auto second = ok_outcome(2.0);
+        second.reference = ref;
+        second.reference->logits[0] = 99.0f;
+        s.record_cell(run, 1, tiny_cell(2, 16), second);
+        CHECK(count_rows(s, "reference_logits") == 1);
+        const auto back = s.load_reference(ref.key);
+        REQUIRE(back);
+        CHECK(back->model == "tiny");
+        CHECK(back->batch == 1);
+        CHECK(back->seq == 2);
+        CHECK(back->vocab == 3);
+        CHECK(back->logits == ref.logits);  // bit for bit, the first cell's
+        const auto outcome = s.load_outcome(tiny_cell(2, 16).key());
+        REQUIRE(outcome);
+        REQUIRE(outcome->reference);
+        CHECK(outcome->reference->key == ref.key);
+        CHECK(outcome->reference->logits == ref.logits);
+        auto keys = s.db().prepare("SELECT count(*) FROM cells WHERE check_reference_key = ?");
+        keys.bind(1, ref.key);
+        REQUIRE(keys.step());
+        CHECK(keys.int64(0) == 2);
+        // A row whose blob does not hold batch × seq × vocab floats is not a reference.
+        s.db().exec("UPDATE reference_logits SET vocab = 4");
+        CHECK_FALSE(s.load_reference(ref.key));
+        s.db().exec("UPDATE reference_logits SET vocab = 3");
+    }
+    auto out = Store::open(tmp.file("out.db"));
+    merge_database(out, tmp.file("a.db"));
+    merge_database(out, tmp.file("a.db"));
+    CHECK(count_rows(out, "reference_logits") == 1);
+    const auto merged = out.load_reference(ref.key);
+    REQUIRE(merged);
+    CHECK(merged->logits == ref.logits);
 }

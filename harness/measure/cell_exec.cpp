@@ -1,5 +1,7 @@
 #include "harness/measure/cell_exec.hpp"
 
+#include <filesystem>
+
 #include <sys/resource.h>
 
 #include <chrono>
@@ -13,6 +15,7 @@
 #include "backends/backend_registry.hpp"
 #include "backends/residency_plan.hpp"
 #include "harness/measure/host_cell.hpp"
+#include "harness/measure/logits_check.hpp"
 #include "harness/measure/measurement.hpp"
 #include "harness/store/store.hpp"
 #include "harness/system/exit_codes.hpp"
@@ -141,7 +144,12 @@ int execute_cell(const CellParams& cell, const std::string& scratch_db, const Me
         out.reason = why;
     } else {
         try {
-            out = measure_cell(cell, options);
+            // The runner leaves the workload's kept reference logits in the scratch database.
+            MeasureOptions with_kept = options;
+            const auto key = uses_gpu(cell) ? kept_reference_key(cell, cell_tokens(cell, options)) : std::nullopt;
+            if (key && std::filesystem::exists(scratch_db))
+                with_kept.kept_reference = Store::open_read_only(scratch_db).load_reference(*key);
+            out = measure_cell(cell, with_kept);
         } catch (const ManagedMemoryRefused& e) {
             // A safety refusal, not a failed measurement: the cell cannot run on this GPU as asked.
             std::cerr << "sweetspot: " << e.what() << "\n";

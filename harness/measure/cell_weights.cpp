@@ -10,13 +10,9 @@
 
 namespace sweetspot {
 
-namespace {
-constexpr const char* kSynthetic = "synthetic";
-}  // namespace
-
 Backend::UnitFiller make_unit_filler(const CellParams& cell, const WeightLayout& layout) {
     require_layout_for(cell.model, layout, "make_unit_filler");
-    if (cell.weights == kSynthetic) {
+    if (cell.weights == kSyntheticWeights) {
         return [model = cell.model, layout, seed = cell.seed](int unit, std::span<float> dst) {
             fill_synthetic_unit(model, layout, unit, seed, dst);
         };
@@ -31,7 +27,7 @@ void require_loadable_weights(const std::vector<CellParams>& cells) {
     std::set<std::pair<std::string, std::string>> checked;
     for (std::size_t i = 0; i < cells.size(); ++i) {
         const CellParams& c = cells[i];
-        if (c.weights == kSynthetic || !checked.emplace(c.weights, c.model.name).second) continue;
+        if (c.weights == kSyntheticWeights || !checked.emplace(c.weights, c.model.name).second) continue;
         try {
             Gpt2Checkpoint::open(c.weights, c.model);
         } catch (const CheckpointError& e) {

@@ -97,6 +97,7 @@ public:
           collect_(prepared_for_collection(c, options)),
           run_range_(options.run_label),
           cell_range_("cell " + c.key()),
+          kept_reference_(options.kept_reference),
           layout_(WeightLayout::for_model(c.model)),
           tokens_(tokens.begin(), tokens.end()) {
         if (collect_) collector_.emplace();
@@ -136,7 +137,7 @@ public:
     std::vector<float> logits() override { return forward_->logits_to_host(); }
 
     std::optional<LogitsCheck> check(std::span<const float> logits) override {
-        return check_against_host(cell_, layout_, tokens_, logits);
+        return check_against_host(cell_, layout_, tokens_, logits, kept_reference_);
     }
 
     void add_placement(CellOutcome& out) const override {
@@ -167,6 +168,7 @@ private:
     std::unique_ptr<GpuMemoryWatch> memory_watch_;
     bool collect_;
     NvtxRange run_range_, cell_range_;
+    std::optional<ReferenceLogits> kept_reference_;
     WeightLayout layout_;
     std::vector<std::int32_t> tokens_;
     CudaStream compute_;

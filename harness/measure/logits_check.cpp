@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <vector>
 
 #include "harness/measure/cell_weights.hpp"
@@ -48,6 +49,24 @@ private:
     std::vector<float> buffer_;
 };
 
+// The part of a cell's output the host check recomputes, and its tokens.
+struct HostReferencePart {
+    int batch = 0, seq = 0;
+    bool full = false;
+    std::vector<std::int32_t> tokens;  // [batch, seq]
+};
+
+HostReferencePart host_reference_part(const CellParams& cell, std::span<const std::int32_t> tokens) {
+    const double flops = 2.0 * static_cast<double>(cell.model.n_params()) * cell.batch * cell.seq;
+    HostReferencePart part;
+    part.full = flops <= kFullCheckFlops;
+    part.batch = part.full ? cell.batch : 1;
+    part.seq = part.full ? cell.seq : std::min(cell.seq, kPrefixPositions);
+    for (int b = 0; b < part.batch; ++b)
+        for (int t = 0; t < part.seq; ++t) part.tokens.push_back(tokens[static_cast<std::size_t>(b * cell.seq + t)]);
+    return part;
+}
+
 }  // namespace
 
 void ErrorMeasure::add(double out, double ref) {
@@ -72,21 +91,37 @@ double gpu_tolerance(DType dtype, bool tf32) {
     return 0;
 }
 
-LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layout,
-                               std::span<const std::int32_t> tokens, std::span<const float> logits) {
-    const auto vocab = static_cast<std::size_t>(cell.model.vocab_size);
-    const double flops = 2.0 * static_cast<double>(cell.model.n_params()) * cell.batch * cell.seq;
-    const bool full = flops <= kFullCheckFlops;
-    const int batch = full ? cell.batch : 1;
-    const int seq = full ? cell.seq : std::min(cell.seq, kPrefixPositions);
+std::optional<std::string> kept_reference_key(const CellParams& cell, std::span<const std::int32_t> tokens) {
+    const HostReferencePart part = host_reference_part(cell, tokens);
+    if (part.full || cell.weights != kSyntheticWeights) return std::nullopt;
+    const ModelConfig& m = cell.model;
+    std::ostringstream text;
+    text << std::hexfloat << "host fp32 reference 1|model " << m.name << ' ' << m.n_layer << ' ' << m.n_embd << ' '
+         << m.n_head << ' ' << m.vocab_size << ' ' << m.max_positions << ' ' << m.ln_eps << "|seed " << cell.seed
+         << "|dtype " << enum_name(cell.dtype) << "|dropout " << cell.dropout << "|batch " << part.batch << "|seq "
+         << part.seq << "|tokens";
+    for (const std::int32_t t : part.tokens) text << ' ' << t;
+    return fnv1a64_hex(text.str());
+}
 
-    std::vector<std::int32_t> ref_tokens;
-    for (int b = 0; b < batch; ++b)
-        for (int t = 0; t < seq; ++t) ref_tokens.push_back(tokens[static_cast<std::size_t>(b * cell.seq + t)]);
-    CellUnits weights(cell, layout);
-    CpuForward forward(cell.model, layout, batch, seq, cell.dropout_masks());
-    std::vector<float> ref(ref_tokens.size() * vocab);
-    forward.run(weights, ref_tokens, ref);
+LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layout,
+                               std::span<const std::int32_t> tokens, std::span<const float> logits,
+                               const std::optional<ReferenceLogits>& kept) {
+    const auto vocab = static_cast<std::size_t>(cell.model.vocab_size);
+    const HostReferencePart part = host_reference_part(cell, tokens);
+    const int batch = part.batch, seq = part.seq;
+    const bool full = part.full;
+    const std::optional<std::string> key = kept_reference_key(cell, tokens);
+
+    std::vector<float> ref;
+    if (key && kept && kept->key == *key) {
+        ref = kept->logits;
+    } else {
+        CellUnits weights(cell, layout);
+        CpuForward forward(cell.model, layout, batch, seq, cell.dropout_masks());
+        ref.resize(part.tokens.size() * vocab);
+        forward.run(weights, part.tokens, ref);
+    }
 
     ErrorMeasure error;
     for (int b = 0; b < batch; ++b) {
@@ -101,6 +136,7 @@ LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layou
     check.tolerance = gpu_tolerance(cell.dtype, cell.tf32);
     check.max_abs_err = error.max_abs_err();
     check.rel_err = error.rel_err();
+    if (key) check.kept = ReferenceLogits{*key, cell.model.name, batch, seq, cell.model.vocab_size, std::move(ref)};
     return check;
 }
 
@@ -129,6 +165,7 @@ void judge_output(std::span<const float> logits, const std::optional<LogitsCheck
         out.check_max_abs_err = check->max_abs_err;
         out.check_rel_err = check->rel_err;
         out.check_tolerance = check->tolerance;
+        out.reference = check->kept;
     }
     if (const std::size_t bad = count_nonfinite(logits); bad > 0) {
         out.status = CellStatus::failed;

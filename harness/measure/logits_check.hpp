@@ -19,6 +19,8 @@ namespace sweetspot {
 struct LogitsCheck {
     std::string reference;  // what was compared, for the cells table
     double max_abs_err = 0, rel_err = 0, tolerance = 0;
+    // The reference logits, where the database keeps them for later cells (kept_reference_key).
+    std::optional<ReferenceLogits> kept;
     bool passed() const { return rel_err <= tolerance; }  // false for NaN too
 };
 
@@ -41,11 +43,21 @@ std::size_t count_nonfinite(std::span<const float> values);
 // Relative error (max |out − ref| / max |ref|) allowed for a GPU cell of this dtype.
 double gpu_tolerance(DType dtype, bool tf32);
 
+// The key under which a results database keeps the host reference `cell` is checked against with
+// these tokens, or nullopt when it is not kept: the reference of a prefix check (large models,
+// whose host forward takes seconds: making the weights on the host is most of it) on synthetic
+// weights. A full check is cheap to recompute and large to keep; a checkpoint file may change
+// under its path. The key hashes what the reference depends on: the model's shape, the weights'
+// seed and dtype (the host rounds them through it), the dropout masks, and the prefix's tokens.
+std::optional<std::string> kept_reference_key(const CellParams& cell, std::span<const std::int32_t> tokens);
+
 // Compares `logits` [batch, seq, vocab] with the host forward. The whole output is recomputed
 // when that is cheap; otherwise the first positions of sample 0, which by causality depend only
-// on those tokens, so the comparison is exact in kind, only shorter.
+// on those tokens, so the comparison is exact in kind, only shorter. `kept`: reference logits an
+// earlier cell left, used instead of the host forward when their key is this check's.
 LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layout,
-                               std::span<const std::int32_t> tokens, std::span<const float> logits);
+                               std::span<const std::int32_t> tokens, std::span<const float> logits,
+                               const std::optional<ReferenceLogits>& kept = std::nullopt);
 
 // Compares fp32 host logits with float64 loops over the same weights (acquired from `weights`);
 // nullopt when the model is too large for the loops to finish in reasonable time.

@@ -31,6 +31,9 @@ struct MeasureOptions {
     // When the parent started this cell's process (steady clock, which is CLOCK_MONOTONIC and
     // so the same in both processes), for the cell's `start` phase; unset outside `run`.
     std::optional<std::chrono::steady_clock::time_point> spawned_at = std::nullopt;
+    // Host reference logits an earlier cell of the same workload left in the database: a GPU
+    // cell's check uses them instead of running the host forward when their key is its own.
+    std::optional<ReferenceLogits> kept_reference = std::nullopt;
 };
 
 // Splits a cell's wall time into phases: each lap closes the phase that ran since the previous

@@ -21,6 +21,7 @@
 #include "harness/system/exit_codes.hpp"
 #include "harness/system/file_lock.hpp"
 #include "harness/measure/gpu_probe.hpp"
+#include "harness/measure/logits_check.hpp"
 #include "harness/measure/memory_estimate.hpp"
 #include "harness/runner/cell_sharing.hpp"
 #include "harness/runner/progress.hpp"
@@ -123,10 +124,14 @@ std::optional<CellOutcome> read_child_outcome(const std::string& scratch_db, con
 
 // Runs `cell` in a child process whose result and log go to the scratch files named `slot` (one
 // per worker), on `gpu` (its CUDA_VISIBLE_DEVICES) where one is given.
+// `kept`: the host reference logits the database keeps for the cell's workload, handed to the
+// child in its scratch database.
 CellOutcome run_cell_process(const CellParams& cell, const ScratchDir& scratch, const RunOptions& options,
-                             const std::string& run_label, const std::string& slot, const std::optional<std::string>& gpu) {
+                             const std::string& run_label, const std::string& slot, const std::optional<std::string>& gpu,
+                             const std::optional<ReferenceLogits>& kept) {
     const std::string db = scratch.file(slot + ".db"), log = scratch.file(slot + ".log");
     for (const auto* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix);
+    if (kept) Store::open(db).keep_reference(*kept);
 
     ChildSpec spec;
     const auto spawned_at = std::chrono::steady_clock::now();
@@ -288,12 +293,14 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
     RunningCells running;
 
     // A cell to measure: where it is in the matrix, with the timeout it runs under, how it shares
-    // the machine, and the fixed cost its predicted peak adds (what the database knew before it ran).
+    // the machine, the fixed cost its predicted peak adds (what the database knew before it ran),
+    // and the host reference logits the database keeps for its workload.
     struct Taken {
         std::size_t index;
         CellParams cell;
         Sharing sharing;
         std::optional<FixedCost> fixed;
+        std::optional<ReferenceLogits> kept;
     };
     // Takes the next cell to measure, recording on the way the cells that need no process
     // (already ok, skipped); empty when there is none left or the sweep is stopping.
@@ -325,8 +332,11 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
                 ++next;
                 continue;
             }
-            if (const Sharing sharing = sharing_of(cell, options.share_link); running.can_start(sharing))
-                return Taken{next++, std::move(cell), sharing, fixed};
+            if (const Sharing sharing = sharing_of(cell, options.share_link); running.can_start(sharing)) {
+                const auto key = uses_gpu(cell) ? kept_reference_key(cell, cell.token_ids()) : std::nullopt;
+                std::optional<ReferenceLogits> kept = key ? store.load_reference(*key) : std::nullopt;
+                return Taken{next++, std::move(cell), sharing, fixed, std::move(kept)};
+            }
             cell_ended.wait(lock);
         }
     };
@@ -340,7 +350,7 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
             const CellParams& cell = taken->cell;
             running.started(taken->sharing);
             lock.unlock();
-            CellOutcome o = run_cell_process(cell, scratch, options, run_label, slot, on_gpu);
+            CellOutcome o = run_cell_process(cell, scratch, options, run_label, slot, on_gpu, taken->kept);
             lock.lock();
             running.finished(taken->sharing);
             cell_ended.notify_all();

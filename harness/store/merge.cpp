@@ -105,6 +105,9 @@ MergeCounts merge_database(Store& out, const std::string& shard_path) {
     try {
         Transaction tx(db);
         db.exec("INSERT OR IGNORE INTO main.StringIds (value) SELECT value FROM shard.StringIds");
+        // Reference logits are the same under the same key whichever shard computed them.
+        db.exec("INSERT OR IGNORE INTO main.reference_logits (reference_key, model, batch, seq, vocab, logits)"
+                " SELECT reference_key, model, batch, seq, vocab, logits FROM shard.reference_logits");
         const std::vector<std::string> run_copies = row_copies(db, kRunTables, "run_id");
         const std::vector<std::string> cell_copies = row_copies(db, kCellTables, "cell_id");
         const std::vector<std::string> cell_columns = columns_of(db, "cells", "cell_id");

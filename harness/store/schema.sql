@@ -118,6 +118,7 @@ CREATE TABLE cells (
     check_max_abs_err   REAL,
     check_rel_err       REAL,
     check_tolerance     REAL,
+    check_reference_key TEXT,
     peak_host_rss_bytes INTEGER,
     activation_bytes    INTEGER,
     launches_per_forward INTEGER,
@@ -154,6 +155,20 @@ CREATE TABLE cell_history (
     iterations    TEXT NOT NULL
 );
 CREATE INDEX cell_history_key ON cell_history (cell_key);
+
+-- The host forward's logits that GPU cells are checked against (only the prefix checks of the
+-- large models, whose host forward costs seconds), computed by the first cell of a workload and
+-- reused by every later one: reference_key hashes what they depend on (the model's shape, the
+-- synthetic weights' seed, the tokens, the dropout). logits: float32 in the writer's byte order,
+-- [batch, seq, vocab].
+CREATE TABLE reference_logits (
+    reference_key TEXT PRIMARY KEY,
+    model         TEXT NOT NULL,
+    batch         INTEGER NOT NULL,
+    seq           INTEGER NOT NULL,
+    vocab         INTEGER NOT NULL,
+    logits        BLOB NOT NULL
+);
 
 -- Where each cell's wall time went (results/README.md names the phases).
 CREATE TABLE cell_phases (

@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <cstring>
 #include <utility>
 
 namespace sweetspot {
@@ -105,6 +106,11 @@ Statement& Statement::bind(int i, std::string_view v) {
     return *this;
 }
 
+Statement& Statement::bind_blob(int i, std::span<const float> values) {
+    if (sqlite3_bind_blob64(stmt_, i, values.data(), values.size_bytes(), SQLITE_TRANSIENT) != SQLITE_OK) fail(db_, "bind");
+    return *this;
+}
+
 Statement& Statement::bind_null(int i) {
     if (sqlite3_bind_null(stmt_, i) != SQLITE_OK) fail(db_, "bind");
     return *this;
@@ -136,6 +142,14 @@ std::string Statement::text(int i) const {
     const auto* p = sqlite3_column_text(stmt_, i);
     return p ? std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(sqlite3_column_bytes(stmt_, i)))
              : std::string();
+}
+
+std::vector<float> Statement::floats(int i) const {
+    const void* p = sqlite3_column_blob(stmt_, i);
+    const auto bytes = static_cast<std::size_t>(sqlite3_column_bytes(stmt_, i));
+    std::vector<float> values(bytes / sizeof(float));
+    if (p != nullptr) std::memcpy(values.data(), p, values.size() * sizeof(float));
+    return values;
 }
 
 Transaction::Transaction(Database& db) : db_(db) { db_.exec("BEGIN IMMEDIATE"); }

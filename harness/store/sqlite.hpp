@@ -4,8 +4,10 @@
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -59,6 +61,8 @@ public:
     Statement& bind(int i, const char* v) { return bind(i, std::string_view(v)); }
     Statement& bind(int i, const std::string& v) { return bind(i, std::string_view(v)); }
     Statement& bind_null(int i);
+    // The bytes of `values` as a BLOB (in this machine's byte order).
+    Statement& bind_blob(int i, std::span<const float> values);
     template <class T>
     Statement& bind(int i, const std::optional<T>& v) {
         return v ? bind(i, *v) : bind_null(i);
@@ -75,6 +79,8 @@ public:
     std::int64_t int64(int i) const;
     double real(int i) const;
     std::string text(int i) const;
+    // A BLOB column read back as floats (bind_blob's inverse); empty for NULL.
+    std::vector<float> floats(int i) const;
 
 private:
     sqlite3* db_;

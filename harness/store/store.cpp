@@ -261,6 +261,7 @@ std::int64_t Store::record_cell(std::int64_t run_id, int cell_index, const CellP
         {"gpu_memory_note", o.gpu_memory_note.empty() ? SqlValue{} : sql(o.gpu_memory_note)},
         {"check_reference", sql(o.check_reference)}, {"check_max_abs_err", sql(o.check_max_abs_err)},
         {"check_rel_err", sql(o.check_rel_err)}, {"check_tolerance", sql(o.check_tolerance)},
+        {"check_reference_key", o.reference ? sql(o.reference->key) : SqlValue{}},
         {"peak_host_rss_bytes", sql(o.peak_host_rss_bytes)}, {"activation_bytes", sql(o.activation_bytes)},
         {"launches_per_forward", sql(o.launches_per_forward)}, {"gpu", sql(o.gpu)},
     };
@@ -285,8 +286,33 @@ std::int64_t Store::record_cell(std::int64_t run_id, int cell_index, const CellP
         ph.bind(1, cell_id).bind(2, static_cast<std::int64_t>(i)).bind(3, o.phases[i].name).bind(4, o.phases[i].seconds).run();
     }
     if (o.events) write_events(db_, cell_id, *o.events);
+    if (o.reference) keep_reference(*o.reference);
     tx.commit();
     return cell_id;
+}
+
+std::optional<ReferenceLogits> Store::load_reference(const std::string& key) {
+    if (!has_table(db_, "reference_logits")) return std::nullopt;
+    auto st = db_.prepare("SELECT model, batch, seq, vocab, logits FROM reference_logits WHERE reference_key = ?");
+    st.bind(1, key);
+    if (!st.step()) return std::nullopt;
+    ReferenceLogits r{key, st.text(0), static_cast<int>(st.int64(1)), static_cast<int>(st.int64(2)),
+                      static_cast<int>(st.int64(3)), st.floats(4)};
+    // A row of another size than its shape says is not the reference it claims to be.
+    if (r.logits.size() != static_cast<std::size_t>(r.batch) * r.seq * r.vocab) return std::nullopt;
+    return r;
+}
+
+void Store::keep_reference(const ReferenceLogits& r) {
+    db_.prepare("INSERT OR IGNORE INTO reference_logits (reference_key, model, batch, seq, vocab, logits)"
+                " VALUES (?, ?, ?, ?, ?, ?)")
+        .bind(1, r.key)
+        .bind(2, r.model)
+        .bind(3, r.batch)
+        .bind(4, r.seq)
+        .bind(5, r.vocab)
+        .bind_blob(6, r.logits)
+        .run();
 }
 
 std::optional<CellOutcome> Store::load_outcome(const std::string& key) {
@@ -295,7 +321,7 @@ std::optional<CellOutcome> Store::load_outcome(const std::string& key) {
         " check_tolerance, peak_host_rss_bytes, activation_bytes, resident_bytes, streamed_bytes,"
         " device_weight_bytes, device_used_bytes, um_profiling, dropped_records, launches_per_forward,"
         " gpu_used_before_bytes, gpu_context_bytes, gpu_peak_bytes, gpu_own_peak_bytes, gpu_other_processes,"
-        " gpu_other_bytes, gpu_memory_readings, gpu_memory_note"
+        " gpu_other_bytes, gpu_memory_readings, gpu_memory_note, check_reference_key"
         " FROM cells WHERE cell_key = ?");
     st.bind(1, key);
     if (!st.step()) return std::nullopt;
@@ -326,6 +352,7 @@ std::optional<CellOutcome> Store::load_outcome(const std::string& key) {
     o.gpu_other_bytes = opt_int(23);
     o.gpu_memory_readings = opt_int(24);
     if (!st.is_null(25)) o.gpu_memory_note = st.text(25);
+    if (!st.is_null(26)) o.reference = load_reference(st.text(26));
     // um_profiling is set exactly when the cell's events were recorded.
     if (!st.is_null(15)) {
         o.events = load_events(db_, cell_id);

@@ -80,6 +80,15 @@ struct CellPhase {
 
 // What measuring a cell produced. The child process fills the measurements; the parent adds
 // what only it can see (exit status, timeout, stderr tail, wall time).
+// The host forward's logits a GPU cell's check compared with (logits_check.hpp), kept in the
+// database so that the cells of the same workload after it reuse them.
+struct ReferenceLogits {
+    std::string key;  // reference_key: a hash of what the logits depend on
+    std::string model;
+    int batch = 0, seq = 0, vocab = 0;
+    std::vector<float> logits;  // [batch, seq, vocab]
+};
+
 struct CellOutcome {
     CellStatus status = CellStatus::failed;
     std::string reason;
@@ -93,6 +102,9 @@ struct CellOutcome {
     std::optional<double> tokens_per_s;
     std::optional<std::string> check_reference;
     std::optional<double> check_max_abs_err, check_rel_err, check_tolerance;
+    // The reference the check used, where it is one the database keeps (recording the cell adds
+    // it, once per key).
+    std::optional<ReferenceLogits> reference;
     std::optional<std::int64_t> peak_host_rss_bytes, activation_bytes;
     std::optional<std::int64_t> launches_per_forward;  // kernels and GEMMs a GPU forward enqueues
     // GPU backends: where the weights went, and the device memory in use after the first
@@ -142,6 +154,10 @@ public:
     // The outcome stored for `key` (the child process hands its measurements to the parent this
     // way, through a scratch database); nullopt when there is no such cell.
     std::optional<CellOutcome> load_outcome(const std::string& key);
+    // The kept reference logits of that key, if the database has them.
+    std::optional<ReferenceLogits> load_reference(const std::string& key);
+    // Keeps `reference` (nothing when its key is already kept).
+    void keep_reference(const ReferenceLogits& reference);
 
     Database& db() { return db_; }
 
