@@ -169,8 +169,8 @@ TEST_CASE("the error measure makes NaN the error instead of skipping it", "[chec
 
 TEST_CASE("non-finite output fails a cell whatever its check says; a check outside tolerance makes it invalid", "[checks]") {
     const std::vector<float> finite = {0.5f, -1.0f, 2.0f, 3.0f};
-    LogitsCheck passing{"test reference", 1e-6, 1e-6, 1e-4};
-    LogitsCheck failing{"test reference", 1.0, 0.5, 1e-4};
+    LogitsCheck passing{"test reference", 1e-6, 1e-6, 1e-4, std::nullopt};
+    LogitsCheck failing{"test reference", 1.0, 0.5, 1e-4, std::nullopt};
 
     CellOutcome ok;
     judge_output(finite, passing, ok);

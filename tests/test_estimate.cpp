@@ -237,7 +237,7 @@ TEST_CASE("the CUDA context and libraries' memory is measured from a results dat
 
 
 TEST_CASE("fit: the largest batch and seq under a capacity, and the smallest budget a backend runs at", "[estimate]") {
-    const FixedCost fixed{"Fixture GPU", "CUDA 13.0", 600 * MiB, 598 * MiB, 2};
+    const FixedCost fixed{"Fixture GPU", "CUDA 13.0", 600 * MiB, 598 * MiB, 2, 0.0, {}};
     const CellParams cell = one_cell("model = \"tiny_odd\"\nbackend = \"device\"\nseq = 16");
     const auto peak = [&](int batch, int seq) {
         CellParams c = cell;
@@ -333,7 +333,7 @@ TEST_CASE("run stores each GPU cell's predicted allocations, whether it ran or n
 }
 
 TEST_CASE("a cell whose predicted need exceeds the GPU is a predicted OOM, with the numbers", "[estimate]") {
-    const FixedCost fixed{"Fixture GPU", "CUDA 13.0", 600 * MiB, 598 * MiB, 2};
+    const FixedCost fixed{"Fixture GPU", "CUDA 13.0", 600 * MiB, 598 * MiB, 2, 0.0, {}};
     const CellParams cell = one_cell("model = \"tiny_odd\"\nbackend = \"device\"\nbatch = 2\nseq = 64");
     const MemoryEstimate e = estimate_memory(cell);
     const std::int64_t need = e.device_total() + fixed.largest;

@@ -36,6 +36,7 @@
 #include "harness/cli/summary.hpp"
 #include "harness/cli/table.hpp"
 #include "harness/cli/cell_list.hpp"
+#include "harness/cli/compare.hpp"
 #include "harness/cli/estimate_table.hpp"
 #include "harness/system/exit_codes.hpp"
 #include "kernels/model/number_text.hpp"
@@ -55,6 +56,7 @@ commands:
   list FILE       show the cells a matrix expands to, without running them
   estimate FILE   predict each cell's device and host memory before running it (no GPU needed)
   summary DB      print the runs and a per-cell table of a results database
+  compare A B     compare the same workloads measured twice: medians, change, significance
   trace DB        write one traced iteration of a cell as a Perfetto/Chrome trace (JSON)
   report DB       draw the figures (PNG, SVG) and an HTML page of a results database
   logits          write the logits of token ids to a .npy file, to compare with other implementations
@@ -327,6 +329,45 @@ int cmd_submit(const std::vector<std::string>& all_args) {
     std::cout << "sweetspot: submitted job array " << said.substr(0, said.find_first_of(";\n")) << ": " << job.tasks
               << " tasks over " << cells << " cells (" << script_path << ")\n"
               << "sweetspot: task i writes " << job.results_dir << "/" << job.name << ".shard-i-of-" << job.tasks << ".db\n";
+    return kExitOk;
+}
+
+int cmd_compare(const std::vector<std::string>& args) {
+    Command cmd{"compare", "A B [--alpha P] [--threshold PCT] [--fail-if-slower PCT] [--format table|csv|json|markdown]",
+                "Compares two sets of measurements of the same workloads: A and B are results databases, or\n"
+                "one run of one (DB@RUN, run ids as `sweetspot summary DB` lists them). Cells are matched by\n"
+                "their parameters, not by how long they were measured; for each workload measured ok in both,\n"
+                "prints the median latencies, B / A, the p-value of a two-sided Mann-Whitney U test on the timed\n"
+                "iterations, and the verdict: faster, slower or same.",
+                po::options_description("options"), {}};
+    cmd.options.add_options()
+        ("a", po::value<std::string>()->required(), "the baseline: a results database, or DB@RUN")
+        ("b", po::value<std::string>()->required(), "the measurements compared with it")
+        ("alpha", po::value<double>()->default_value(0.05), "significance level: a difference counts when p is below it")
+        ("threshold", po::value<double>()->default_value(2.0),
+         "a significant change smaller than this many percent reads 'same'")
+        ("fail-if-slower", po::value<double>(),
+         "exit 1 when a workload is significantly slower in B by more than this many percent (for CI)")
+        ("format", po::value<std::string>()->default_value("table"),
+         "table (with the sides and the method), or the table alone as csv, json or markdown");
+    cmd.positional.add("a", 1).add("b", 1);
+    po::variables_map vm;
+    if (!parse(cmd, args, vm)) return kExitOk;
+    CompareOptions opt;
+    opt.alpha = vm["alpha"].as<double>();
+    opt.threshold_pct = vm["threshold"].as<double>();
+    if (!(opt.alpha > 0 && opt.alpha < 1)) throw po::error("--alpha expects a probability between 0 and 1");
+    if (!(opt.threshold_pct >= 0)) throw po::error("--threshold expects a percentage >= 0");
+    const auto format = parse_table_format(vm["format"].as<std::string>());
+    if (!format) throw po::error("--format expects table, csv, json or markdown, got '" + vm["format"].as<std::string>() + "'");
+    opt.format = *format;
+    const CompareCounts counts =
+        print_comparison(parse_compare_side(vm["a"].as<std::string>()), parse_compare_side(vm["b"].as<std::string>()), opt, std::cout);
+    if (vm.count("fail-if-slower") && counts.worst_slowdown_pct > vm["fail-if-slower"].as<double>()) {
+        std::cerr << "sweetspot compare: B is slower than A by " << fixed(counts.worst_slowdown_pct, 1)
+                  << " % on a workload (--fail-if-slower " << fixed(vm["fail-if-slower"].as<double>(), 1) << ")\n";
+        return kExitFailed;
+    }
     return kExitOk;
 }
 
@@ -638,6 +679,7 @@ int cli_main(int argc, char** argv) {
         if (command == "list") return cmd_list(args);
         if (command == "estimate") return cmd_estimate(args);
         if (command == "summary") return cmd_summary(args);
+        if (command == "compare") return cmd_compare(args);
         if (command == "trace") return cmd_trace(args);
         if (command == "report") return cmd_report(args);
         if (command == "logits") return cmd_logits(args);

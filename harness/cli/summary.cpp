@@ -98,16 +98,10 @@ bool summary_shows(Store& store, const SummaryOptions& opt, const Axis& axis) {
     return false;
 }
 
-std::set<std::string> cell_columns(Store& store) {
-    std::set<std::string> columns;
-    auto st = store.db().prepare("SELECT name FROM pragma_table_info('cells')");
-    while (st.step()) columns.insert(st.text(0));
-    return columns;
-}
 
 void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
     // An older database lacks the columns of later axes; its cells had those axes' defaults.
-    const std::set<std::string> present = cell_columns(store);
+    const std::set<std::string> present = column_names(store.db(), "cells");
     std::vector<const Axis*> shown;
     for (const Axis& axis : axes()) {
         if (axis.column_type != Axis::Column::none && present.count(std::string(axis.column)) &&

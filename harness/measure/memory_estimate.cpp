@@ -62,7 +62,9 @@ struct MeasuredCell {
 std::optional<FixedCost> calibrate(std::string gpu, std::string driver, const std::vector<MeasuredCell>& cells) {
     const auto own = [](const MeasuredCell& c) { return !c.backend->managed_weights && !c.backend->pinned_weights; };
     const bool any_own = std::any_of(cells.begin(), cells.end(), own);
-    FixedCost f{std::move(gpu), std::move(driver)};
+    FixedCost f;
+    f.gpu = std::move(gpu);
+    f.driver = std::move(driver);
     for (const MeasuredCell& c : cells) {
         if (c.backend->managed_weights || (any_own && !own(c))) continue;
         f.largest = f.cells == 0 ? c.beyond() : std::max(f.largest, c.beyond());

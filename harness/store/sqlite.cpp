@@ -181,4 +181,12 @@ bool has_column(Database& db, const std::string& table, const std::string& colum
     return st.step();
 }
 
+std::set<std::string> column_names(Database& db, const std::string& table) {
+    std::set<std::string> names;
+    auto st = db.prepare("SELECT name FROM pragma_table_info(?)");
+    st.bind(1, table);
+    while (st.step()) names.insert(st.text(0));
+    return names;
+}
+
 }  // namespace sweetspot

@@ -3,6 +3,7 @@
 // Every return code is checked; failures throw SqliteError with SQLite's own message.
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <span>
 #include <string>
@@ -105,5 +106,7 @@ private:
 bool has_table(Database& db, const std::string& name);
 // Whether `table` has a column named `column` (databases of older schema versions lack some).
 bool has_column(Database& db, const std::string& table, const std::string& column);
+// The names of `table`'s columns.
+std::set<std::string> column_names(Database& db, const std::string& table);
 
 }  // namespace sweetspot

@@ -1,0 +1,39 @@
+#pragma once
+// `sweetspot compare A B`: the same workloads measured twice (two databases, or two runs of one),
+// matched by their parameters, with the change of each median and whether it is significant.
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "harness/cli/table.hpp"
+
+namespace sweetspot {
+
+// One side of a comparison: a results database, or one run of it ("DB@RUN").
+struct CompareSide {
+    std::string path;
+    std::optional<std::int64_t> run_id;
+    std::string name() const;
+};
+// "results.db" or "results.db@3"; throws std::invalid_argument for a malformed run id.
+CompareSide parse_compare_side(const std::string& text);
+
+struct CompareOptions {
+    double alpha = 0.05;         // significance level of the two-sided Mann–Whitney U test
+    double threshold_pct = 2.0;  // a significant change smaller than this reads "same"
+    TableFormat format = TableFormat::text;
+};
+
+struct CompareCounts {
+    int matched = 0, only_a = 0, only_b = 0;
+    double worst_slowdown_pct = 0;  // the largest significant slowdown of B against A (0 without one)
+};
+
+// Matches the ok cells of A and B by every parameter but the measurement settings (warmups,
+// iterations, trace_iterations, timeout) and the repeat, whose timed iterations are pooled, and
+// prints a row per workload in both: medians, B ÷ A, the p-value and the verdict (faster,
+// slower, same; "too few" with fewer than two iterations on a side).
+CompareCounts print_comparison(const CompareSide& a, const CompareSide& b, const CompareOptions& options, std::ostream& out);
+
+}  // namespace sweetspot
