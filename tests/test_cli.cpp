@@ -209,3 +209,25 @@ TEST_CASE("help COMMAND is COMMAND --help; a missing positional argument is name
     CHECK(no_db.exit_code == 2);
     CHECK(contains(no_db.output, "missing DB"));
 }
+
+TEST_CASE("run --set: the overridden cells are run and the run records the command line", "[cli][set]") {
+    TempDir tmp;
+    const auto matrix = tmp.file("m.toml"), db = tmp.file("r.db");
+    write_file(matrix, "name = \"set\"\n[defaults]\nmodel = \"tiny\"\nwarmups = 0\niterations = 1\n"
+                             "[[sweep]]\nname = \"s\"\nbatch = [1, 2, 4]\n");
+    const auto listed = run_sweetspot("list '" + matrix + "' --set batch=3");
+    INFO(listed.output);
+    REQUIRE(listed.exit_code == 0);
+    CHECK(contains(listed.output, "1 cells\nset on the command line, in every sweep: batch=3"));
+    const auto r = run_sweetspot("run '" + matrix + "' --db '" + db + "' --set batch=3,5");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    sweetspot::Database d(db, sweetspot::Database::Mode::read_only);
+    auto st = d.prepare("SELECT group_concat(batch, ' '), (SELECT command_line FROM runs) FROM (SELECT batch FROM cells ORDER BY batch)");
+    REQUIRE(st.step());
+    CHECK(st.text(0) == "3 5");
+    CHECK(contains(st.text(1), "--set batch=3,5"));
+    const auto bad = run_sweetspot("run '" + matrix + "' --db '" + db + "' --set batch=-1");
+    CHECK(bad.exit_code == 2);
+    CHECK(contains(bad.output, "--set batch=-1"));
+}

@@ -644,3 +644,39 @@ TEST_CASE("--shard i/N: every cell in exactly one shard, the same split every ti
         CHECK(most - least <= largest_cell);
     }
 }
+
+TEST_CASE("--set gives an axis its values in every sweep, in place of the matrix's", "[matrix][set]") {
+    const std::string text =
+        "name = \"s\"\n[defaults]\nmodel = \"tiny\"\nbatch = 2\n"
+        "[[sweep]]\nname = \"a\"\nseq = [16, 32]\n"
+        "[[sweep]]\nname = \"b\"\nbatch = [4, 8]\nseq = 64\n"
+        "[[exclude]]\nbatch = 8\nseq = 64\n";
+    const Matrix plain = parse_matrix(text, "m.toml");
+    REQUIRE(plain.cells.size() == 3);  // a: batch 2 × seq 16, 32; b: batch 4 (8 excluded)
+
+    const Matrix set = parse_matrix(text, "m.toml", {"batch=1,3", "dtype=bf16"});
+    REQUIRE(set.cells.size() == 6);  // a: 2 seqs × 2 batches; b: 2 batches; the exclusion matches nothing now
+    for (const CellParams& c : set.cells) {
+        CHECK((c.batch == 1 || c.batch == 3));
+        CHECK(c.dtype == DType::bf16);
+    }
+    CHECK(set.cells.front().sweep == "a");
+    CHECK(set.cells.back().sweep == "b");
+    CHECK(set.cells.back().seq == 64);
+    CHECK(set.overrides == std::vector<std::string>{"batch=1,3", "dtype=bf16"});
+    // A value is read as the matrix's own would be: the same cell, the same key.
+    const Matrix written = parse_matrix(
+        "name = \"s\"\n[defaults]\nmodel = \"tiny\"\ndtype = \"bf16\"\n[[sweep]]\nname = \"a\"\nbatch = [1, 3]\nseq = [16, 32]\n",
+        "m.toml");
+    CHECK(written.cells.front().key() == set.cells.front().key());
+    // Strings, sizes and models as on the command line, without TOML quotes.
+    const Matrix budget = parse_matrix(text, "m.toml", {"backend=uvm-prefetch", "budget=50%", "model=gpt2_small"});
+    CHECK(budget.cells.front().backend == BackendId::uvm_prefetch);
+    CHECK(budget.cells.front().budget.text() == "50%");
+    CHECK(budget.cells.front().model.name == "gpt2_small");
+
+    CHECK_THROWS_WITH(parse_matrix(text, "m.toml", {"bach=1"}), ContainsSubstring("(did you mean 'batch'?)"));
+    CHECK_THROWS_WITH(parse_matrix(text, "m.toml", {"batch=0"}), ContainsSubstring("--set batch=0: 'batch' must be"));
+    CHECK_THROWS_WITH(parse_matrix(text, "m.toml", {"model=gpt5"}), ContainsSubstring("--set model=gpt5"));
+    CHECK_THROWS_WITH(parse_matrix(text, "m.toml", {"batch="}), ContainsSubstring("--set expects AXIS=VALUE"));
+}

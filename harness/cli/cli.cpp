@@ -161,8 +161,18 @@ void keep_shard(Matrix& matrix, const po::variables_map& vm) {
               << " cells\n";
 }
 
+// --set: what the commands that read a matrix say of it.
+constexpr const char* kSetHelp =
+    "give AXIS these values in every sweep, in place of what the matrix says (repeatable), e.g. --set batch=1,2,4";
+
+// The matrix FILE of `vm` with its --set overrides.
+Matrix matrix_of(const po::variables_map& vm) {
+    return load_matrix(vm["matrix"].as<std::string>(),
+                       vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{});
+}
+
 int cmd_run(const std::vector<std::string>& args, const std::string& command_line) {
-    Command cmd{"run", "FILE [--db PATH] [--only AXIS=VALUE] [--rerun] [--force] [--timeout DURATION] [--gpus LIST] [--shard I/N]",
+    Command cmd{"run", "FILE [--db PATH] [--only AXIS=VALUE] [--set AXIS=VALUES] [--rerun] [--force] [--timeout DURATION] [--gpus LIST] [--shard I/N]",
                 "Runs every cell of the matrix FILE, each in its own process, and stores the results.\n"
                 "Cells already 'ok' in the database are skipped, so an interrupted sweep resumes\n"
                 "where it stopped. Progress (cell i/N, ETA) goes to stderr.",
@@ -177,6 +187,7 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
         ("timeout", po::value<std::string>(), "per-cell timeout overriding the matrix (\"90s\", \"10m\", seconds)")
         ("only", po::value<std::vector<std::string>>()->composing(),
          "run only the cells with AXIS=VALUE[,VALUE...] (repeatable), e.g. --only model=gpt2_1.5b --only backend=uvm")
+        ("set", po::value<std::vector<std::string>>()->composing(), kSetHelp)
         ("allow-oversubscription", po::bool_switch(),
          "let UVM cells allocate more managed memory than the GPU has free. This can hang a shared GPU:\n"
          "use it only on a machine that is yours alone; study oversubscription with the `budget` axis")
@@ -197,7 +208,7 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
 
-    Matrix matrix = load_matrix(vm["matrix"].as<std::string>());
+    Matrix matrix = matrix_of(vm);
     if (vm.count("only")) keep_only(matrix, vm["only"].as<std::vector<std::string>>());
     keep_shard(matrix, vm);
     require_loadable_weights(matrix.cells);
@@ -267,12 +278,13 @@ int cmd_submit(const std::vector<std::string>& all_args) {
         ("time", po::value<std::string>(), "each task's time limit, as sbatch takes it (\"4:00:00\")")
         ("results", po::value<std::string>(), "where the shard databases go (default: results/<matrix name>-shards)")
         ("only", po::value<std::vector<std::string>>()->composing(), "only the cells with AXIS=VALUE[,VALUE...] (repeatable)")
+        ("set", po::value<std::vector<std::string>>()->composing(), kSetHelp)
         ("dry-run", po::bool_switch(), "print the batch script, submit nothing");
     cmd.positional.add("matrix", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
 
-    Matrix m = load_matrix(vm["matrix"].as<std::string>());
+    Matrix m = matrix_of(vm);
     std::vector<std::string> only;
     if (vm.count("only")) {
         only = vm["only"].as<std::vector<std::string>>();
@@ -302,6 +314,7 @@ int cmd_submit(const std::vector<std::string>& all_args) {
                           .lexically_normal()
                           .string();
     job.only = only;
+    if (vm.count("set")) job.overrides = vm["set"].as<std::vector<std::string>>();
     job.extra_sbatch = extra;
     const std::string script = slurm_batch_script(job);
     if (vm["dry-run"].as<bool>()) {
@@ -409,18 +422,20 @@ int matrix_table_command(
     cmd.options.add_options()
         ("matrix", po::value<std::string>()->required(), "experiment matrix (TOML)")
         ("only", po::value<std::vector<std::string>>()->composing(), "only the cells with AXIS=VALUE[,VALUE...] (repeatable)")
+        ("set", po::value<std::vector<std::string>>()->composing(), kSetHelp)
         ("shard", po::value<std::string>(), "only shard i of N (\"2/8\"), as run --shard splits the cells");
     cmd.positional.add("matrix", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
 
-    Matrix m = load_matrix(vm["matrix"].as<std::string>());
+    Matrix m = matrix_of(vm);
     if (vm.count("only")) keep_only(m, vm["only"].as<std::vector<std::string>>());
     keep_shard(m, vm);
     require_loadable_weights(m.cells);
     std::cout << m.name << " (" << m.path << "): " << m.cells.size() << " cells";
     if (m.excluded) std::cout << ", " << m.excluded << " excluded";
     if (m.duplicates) std::cout << ", " << m.duplicates << " duplicates dropped";
+    if (!m.overrides.empty()) std::cout << "\nset on the command line, in every sweep: " << comma_list(m.overrides);
     std::cout << "\n\n";
     print(m.cells, vm, std::cout);
     return kExitOk;
@@ -452,7 +467,7 @@ std::optional<FixedCost> calibration(const po::variables_map& vm) {
 }
 
 int cmd_list(const std::vector<std::string>& args) {
-    Command cmd{"list", "FILE [--only AXIS=VALUE] [--calibration DB]",
+    Command cmd{"list", "FILE [--only AXIS=VALUE] [--set AXIS=VALUES] [--calibration DB]",
                 "Prints the cells the matrix FILE expands to, with their keys, weight sizes and predicted device\n"
                 "memory (their peak with --calibration), and whether each can run in this build.",
                 po::options_description("options"), {}};
@@ -463,7 +478,7 @@ int cmd_list(const std::vector<std::string>& args) {
 }
 
 int cmd_estimate(const std::vector<std::string>& args) {
-    Command cmd{"estimate", "FILE [--only AXIS=VALUE] [--calibration DB [--fit MEMORY]]",
+    Command cmd{"estimate", "FILE [--only AXIS=VALUE] [--set AXIS=VALUES] [--calibration DB [--fit MEMORY]]",
                 "Predicts, before anything runs and without a GPU, the memory each cell of the matrix FILE\n"
                 "needs: on the device the weights as its backend places them, the activations, the attention\n"
                 "scores and the GEMM workspace; on the host the pinned and managed memory. With --calibration,\n"

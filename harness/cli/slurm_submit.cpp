@@ -62,6 +62,7 @@ std::string slurm_batch_script(const SlurmJob& job) {
       << "trap 'stop; exit 143' TERM\n"
       << shell_quote(job.sweetspot) << " run " << shell_quote(job.matrix) << " --shard \"$shard/" << n << "\" --db \"$db\"";
     for (const std::string& only : job.only) s << " --only " << shell_quote(only);
+    for (const std::string& set : job.overrides) s << " --set " << shell_quote(set);
     s << " &\n"
       << "pid=$!\n"
       << "wait \"$pid\"\n"

@@ -22,6 +22,7 @@ struct SlurmJob {
     int gpus_per_task = 0;
     int signal_seconds = 120;   // how long before the time limit Slurm warns a task (USR1)
     std::vector<std::string> only;          // --only filters passed to every task
+    std::vector<std::string> overrides;     // --set overrides passed to every task
     std::vector<std::string> extra_sbatch;  // more #SBATCH options, as given
 };
 

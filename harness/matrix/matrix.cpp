@@ -438,7 +438,7 @@ std::vector<std::string> sweep_keys() {
 
 class MatrixReader {
 public:
-    explicit MatrixReader(std::string_view path) : path_(path) {}
+    MatrixReader(std::string_view path, const std::vector<std::string>& overrides) : path_(path), overrides_(overrides) {}
     Matrix read(std::string_view text);
 
 private:
@@ -472,12 +472,14 @@ private:
     Setting read_setting(std::size_t axis, const toml::node& n) const;
     Value read_value(std::size_t axis, const toml::node& n) const;
 
+    Setting read_override(const std::string& text) const;
     void require_bounded(const std::vector<Sweep>& sweeps) const;
     void expand(Sweep& sweep, Matrix& m);
     CellParams build_cell(const Assignment& cell, const Sweep& sweep) const;
     void require_matched(const std::vector<Exclusion>& exclusions, const std::string& scope) const;
 
     std::string path_;
+    std::vector<std::string> overrides_;  // --set AXIS=VALUE[,VALUE...]
     ModelCatalog models_;
     Assignment defaults_;
     std::vector<Exclusion> global_exclusions_;
@@ -546,11 +548,59 @@ Matrix MatrixReader::read(std::string_view text) {
         sweeps.push_back({"defaults", d ? d->source() : doc.source(), {}, {}});
     }
     global_exclusions_ = read_exclusions(doc.get("exclude"), "exclude", "in [[exclude]]");
+    // Each override replaces what every sweep (and [defaults]) says of its axis.
+    for (const std::string& text : overrides_) {
+        const Setting setting = read_override(text);
+        for (Sweep& sweep : sweeps) {
+            std::erase_if(sweep.settings, [&](const Setting& s) { return s.axis == setting.axis; });
+            sweep.settings.push_back(setting);
+        }
+        m.overrides.push_back(std::string(axes()[setting.axis].name) + "=" + text.substr(text.find('=') + 1));
+    }
 
     require_bounded(sweeps);
     for (auto& sweep : sweeps) expand(sweep, m);
-    require_matched(global_exclusions_, "the matrix");
+    // An override may leave an exclusion with nothing to exclude: that is no misspelling.
+    if (overrides_.empty()) require_matched(global_exclusions_, "the matrix");
     return m;
+}
+
+// "AXIS=V1,V2": each value read as the TOML value it spells (1, 0.1, true), else as a string
+// ("gpt2_small", "50%"), and checked as the matrix's own would be.
+Setting MatrixReader::read_override(const std::string& text) const {
+    const auto eq = text.find('=');
+    const auto axis = eq == std::string::npos ? std::nullopt : axis_index(std::string_view(text).substr(0, eq));
+    if (!axis || eq + 1 == text.size()) {
+        const std::string name = eq == std::string::npos ? std::string() : text.substr(0, eq);
+        throw std::invalid_argument("--set expects AXIS=VALUE[,VALUE...] with AXIS one of: " +
+                                    comma_list(matrix_axis_names()) + "; got '" + escape_controls(text) + "'" +
+                                    (axis ? std::string() : suggestion(name, matrix_axis_names())));
+    }
+    Setting setting{*axis, {}};
+    std::istringstream list(text.substr(eq + 1));
+    std::string piece;
+    while (std::getline(list, piece, ',')) {
+        toml::table parsed;
+        try {
+            parsed = toml::parse("v = " + piece, std::string_view("--set"));
+        } catch (const toml::parse_error&) {
+            parsed.insert("v", piece);
+        }
+        const toml::node* node = parsed.get("v");
+        if (!node || node->is_array() || node->is_table()) {
+            parsed = toml::table{};
+            parsed.insert("v", piece);
+            node = parsed.get("v");
+        }
+        try {
+            setting.values.push_back({normal_value(axes()[*axis], *node, models_), {}});
+        } catch (const Invalid& e) {
+            throw std::invalid_argument("--set " + escape_controls(text) + ": " + e.message);
+        }
+    }
+    if (setting.values.empty())
+        throw std::invalid_argument("--set " + escape_controls(text) + ": give at least one value");
+    return setting;
 }
 
 void MatrixReader::require_bounded(const std::vector<Sweep>& sweeps) const {
@@ -719,7 +769,7 @@ void MatrixReader::expand(Sweep& sweep, Matrix& m) {
         fail(sweep.where, "sweep '" + sweep.name + "' has no cells left: exclusions removed all " +
                               count_text(combination_count(sweep.settings)) + " of them");
     }
-    require_matched(sweep.exclusions, "sweep '" + sweep.name + "'");
+    if (overrides_.empty()) require_matched(sweep.exclusions, "sweep '" + sweep.name + "'");
 }
 
 CellParams MatrixReader::build_cell(const Assignment& cell, const Sweep& sweep) const {
@@ -781,11 +831,13 @@ std::string read_file(const std::string& path) {
 
 }  // namespace
 
-Matrix parse_matrix(std::string_view text, std::string_view path_for_messages) {
-    return MatrixReader(path_for_messages).read(text);
+Matrix parse_matrix(std::string_view text, std::string_view path_for_messages, const std::vector<std::string>& overrides) {
+    return MatrixReader(path_for_messages, overrides).read(text);
 }
 
-Matrix load_matrix(const std::string& path) { return parse_matrix(read_file(path), path); }
+Matrix load_matrix(const std::string& path, const std::vector<std::string>& overrides) {
+    return parse_matrix(read_file(path), path, overrides);
+}
 
 namespace {
 

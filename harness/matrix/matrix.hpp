@@ -34,6 +34,7 @@ struct Matrix {
     std::vector<CellParams> cells;  // expansion order, exclusions and duplicates removed
     int excluded = 0;         // cells removed by exclusions
     int duplicates = 0;       // cells produced twice (same key) and kept once
+    std::vector<std::string> overrides;  // the --set values the cells were expanded with, "axis=v1,v2"
 
     std::string hash() const { return fnv1a64_hex(text); }
 };
@@ -49,9 +50,13 @@ std::string escape_controls(std::string_view text);
 std::string default_db_path(const Matrix& matrix);
 
 // Throws MatrixError for syntax errors, unknown keys, wrong types and impossible values.
-Matrix parse_matrix(std::string_view text, std::string_view path_for_messages);
+// `overrides` ("AXIS=VALUE[,VALUE...]", the command line's --set) give an axis these values in
+// every sweep, in place of what the sweeps and [defaults] say; std::invalid_argument for an
+// unknown axis or a value it does not accept.
+Matrix parse_matrix(std::string_view text, std::string_view path_for_messages,
+                    const std::vector<std::string>& overrides = {});
 // Reads the file; an unreadable file is a MatrixError at line 0.
-Matrix load_matrix(const std::string& path);
+Matrix load_matrix(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // Keeps the cells matching every filter "axis=value[,value...]" (e.g. "model=gpt2_1.5b",
 // "backend=uvm,uvm-prefetch", "budget=50%"). Values are compared in the cells' canonical form.
