@@ -21,6 +21,7 @@ COLUMNS = [
     ("latency_median_ms", "median ms", ".4g"),
     ("latency_p10_ms", "p10 ms", ".4g"),
     ("latency_p90_ms", "p90 ms", ".4g"),
+    ("noise_pct", "noise %", ".2f"),
     ("tokens_per_s", "tokens/s", ",.0f"),
     ("bound_ms", "bound ms", ".4g"),
     ("x_bound", "× bound", ".2f"),
@@ -65,5 +66,12 @@ def cell_table(cells):
     """(headings with their kinds, rows of Cell) for the cells DataFrame."""
     columns = [(c, h, f) for c, h, f in COLUMNS if c in cells and cells[c].notna().any()]
     headings = [(h, "text" if f is None else "num") for _, h, f in columns]
-    rows = [[formatted(r[c], f, c) for c, _, f in columns] for r in cells.to_dict("records")]
+    rows = [[flagged(r) if c == "status" else formatted(r[c], f, c) for c, _, f in columns]
+            for r in cells.to_dict("records")]
     return headings, rows
+
+
+def flagged(record):
+    """The status, with "noisy" where the cell stopped on a limit above its noise criterion (still ok)."""
+    noisy = present(record.get("noisy"))
+    return Cell(f"{record['status']} (noisy)" if noisy else str(record["status"]))

@@ -27,8 +27,9 @@ ADDED_PARAMETERS = {"dropout": 0.0, "repeat": 1}
 # The model's shape: part of what a cell measures, but labels name the model instead. Two models
 # of one name differ only when a matrix redefined a custom model between runs.
 MODEL_SHAPE = ("n_layer", "n_embd", "n_head", "vocab_size", "max_positions")
-# Bounds a cell's run and changes nothing it measures.
-RUN_LIMITS = ("timeout_s",)
+# Bound a cell's run and change nothing it measures: the timeout, and the noise criterion's
+# threshold and limits (how many timed iterations a cell takes).
+RUN_LIMITS = ("timeout_s", "max_noise_pct", "max_iterations", "max_time_s")
 # Of those, the ones that say how a cell was measured rather than what: cells that differ only in
 # these measure the same workload.
 PROTOCOL = ("warmups", "iterations", "trace_iterations", "seed", "repeat")

@@ -829,6 +829,19 @@ class NormalizedTest(DbTest):
         self.assertEqual(by_id[str(base)]["activations MiB"].text, "397.1")   # 416358400 / 2^20
         self.assertEqual(by_id[str(fused)]["activations MiB"].text, "297.1")
 
+    def test_cell_table_flags_noisy_cells(self):
+        """A cell that stopped on a limit above its noise criterion reads "ok (noisy)", with its noise."""
+        db = FixtureDb(self.folder, "noisy.db")
+        quiet = gpu_cell(db, "device", noise_pct=0.4, noisy=0)
+        loud = gpu_cell(db, "device", batch=2, noise_pct=7.25, noisy=1)
+        db.close()
+        headings, rows = cell_table(ResultsDb(db.path).cells())
+        names = [h for h, _ in headings]
+        by_id = {r[names.index("cell")].text: dict(zip(names, r)) for r in rows}
+        self.assertEqual(by_id[str(quiet)]["status"].text, "ok")
+        self.assertEqual(by_id[str(loud)]["status"].text, "ok (noisy)")
+        self.assertEqual(by_id[str(loud)]["noise %"].text, "7.25")
+
     def test_throughput(self):
         """Throughput figure: batch × seq ÷ latency, the low end at p90, the high end at p10."""
         points = throughput.throughput(report_data(self.path).ok).set_index("cell_id")

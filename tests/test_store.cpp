@@ -313,10 +313,13 @@ TEST_CASE("opening again keeps the data; read-only opening checks the file", "[s
                       path + " has schema version 99; this sweetspot reads versions 2 to " + std::to_string(kSchemaVersion));
 }
 
-// Turns a database back into version 6: the prefetch_api axis back, the kept reference logits out.
+// Turns a database back into version 6: the prefetch_api axis back, the kept reference logits and
+// the noise criterion out.
 constexpr const char* kBeforeVersion7 =
     "ALTER TABLE cells ADD COLUMN prefetch_api TEXT NOT NULL DEFAULT 'single';"
-    "ALTER TABLE cells DROP COLUMN check_reference_key; DROP TABLE reference_logits;";
+    "ALTER TABLE cells DROP COLUMN check_reference_key; DROP TABLE reference_logits;"
+    "ALTER TABLE cells DROP COLUMN max_noise_pct; ALTER TABLE cells DROP COLUMN max_iterations;"
+    "ALTER TABLE cells DROP COLUMN max_time_s; ALTER TABLE cells DROP COLUMN noise_pct; ALTER TABLE cells DROP COLUMN noisy;";
 // Takes version 6's additions out of a database: the prefetch_api axis, the cells' predicted peak,
 // NVML readings, phases and history.
 constexpr const char* kBeforeVersion6 =
@@ -745,7 +748,7 @@ TEST_CASE("results/README.md documents exactly the columns of every table", "[st
     auto s = Store::open(tmp.file("r.db"));
     const auto documented = documented_columns();
     for (const char* table :
-         {"schema_info", "runs", "cells", "iterations", "cell_phases", "cell_history", "TARGET_INFO_GPU", "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL",
+         {"schema_info", "runs", "cells", "iterations", "cell_phases", "cell_history", "reference_logits", "TARGET_INFO_GPU", "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL",
           "CUPTI_ACTIVITY_KIND_MEMCPY", "CUDA_UM_GPU_PAGE_FAULT_EVENTS", "CUDA_UM_CPU_PAGE_FAULT_EVENTS",
           "UM_COUNTER_EVENTS", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_OVERHEAD", "ENUM_CUDA_MEMCPY_OPER",
           "ENUM_CUDA_UNIF_MEM_MIGRATION", "ENUM_CUDA_UNIF_MEM_ACCESS_TYPE", "cuda_gpu_kern_sum", "nvtx_sum",

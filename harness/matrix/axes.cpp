@@ -222,6 +222,44 @@ Axis timeout_axis() {
     return with_default(std::move(a));
 }
 
+// The noise criterion's threshold, a percentage: how a cell is measured, not what, so not keyed.
+Axis max_noise_axis() {
+    Axis a = axis_named("max_noise", Axis::Written::number_or_string, Axis::Column::real);
+    a.column = "max_noise_pct";
+    a.keyed = Axis::Keyed::no;
+    a.in_list = Axis::Shown::when_varies;
+    a.in_summary = Axis::Shown::never;
+    a.expects = "a percentage >= 0 (2 or \"2%\"; 0: no noise criterion)";
+    a.normalize = [](std::string_view text) -> std::optional<std::string> {
+        if (!text.empty() && text.back() == '%') text.remove_suffix(1);
+        const auto p = parse_finite_number(text);
+        if (!p || *p < 0 || *p > 100) return std::nullopt;
+        return format_number(*p);
+    };
+    a.get = [](const CellParams& c) { return format_number(c.max_noise_pct); };
+    a.set = [](CellParams& c, const std::string& v) { c.max_noise_pct = *parse_finite_number(v); };
+    return with_default(std::move(a));
+}
+
+// The noise criterion's time limit: the timed iterations stop once they took this long.
+Axis max_time_axis() {
+    Axis a = axis_named("max_time", Axis::Written::number_or_string, Axis::Column::real);
+    a.column = "max_time_s";
+    a.keyed = Axis::Keyed::no;
+    a.in_list = Axis::Shown::when_varies;
+    a.in_summary = Axis::Shown::never;
+    a.expects = "a duration such as \"30s\" or \"2m\", or a number of seconds (0: no limit)";
+    a.normalize = [](std::string_view text) -> std::optional<std::string> {
+        if (parse_finite_number(text) == 0.0) return "0";
+        const auto seconds = parse_duration_s(text);
+        if (!seconds || !std::isfinite(*seconds) || *seconds < 0) return std::nullopt;
+        return format_number(*seconds);
+    };
+    a.get = [](const CellParams& c) { return format_number(c.max_time_s); };
+    a.set = [](CellParams& c, const std::string& v) { c.max_time_s = *parse_finite_number(v); };
+    return with_default(std::move(a));
+}
+
 Axis shown(Axis a, Axis::Shown in_list, Axis::Shown in_summary) {
     a.in_list = in_list;
     a.in_summary = in_summary;
@@ -264,6 +302,10 @@ std::vector<Axis> make_axes() {
         shown(integer_axis("iterations", 1, AxisLimits::iterations, &CellParams::iterations), S::when_varies,
               S::when_varies),
         integer_axis("trace_iterations", 0, AxisLimits::iterations, &CellParams::trace_iterations),
+        max_noise_axis(),
+        shown(keyed(integer_axis("max_iterations", 0, AxisLimits::iterations, &CellParams::max_iterations), K::no),
+              S::when_varies, S::never),
+        max_time_axis(),
         shown(integer_axis("seed", 0, max_seed, &CellParams::seed), S::when_varies, S::when_varies),
         keyed(shown(integer_axis("repeat", 1, AxisLimits::repeats, &CellParams::repeat), S::when_varies, S::when_varies),
               K::unless_default),

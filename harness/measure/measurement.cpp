@@ -2,6 +2,9 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <chrono>
+
 namespace sweetspot {
 
 std::vector<std::int32_t> cell_tokens(const CellParams& cell, const MeasureOptions& options) {
@@ -15,7 +18,23 @@ void measure_iterations(const CellParams& c, std::size_t token_count, CellForwar
     out.activation_bytes = forward.activation_bytes();
     for (int i = 0; i < c.warmups; ++i) out.warmup_ms.push_back(forward.iteration_ms("warmup " + std::to_string(i)));
     clock.lap("warmups");
-    for (int i = 0; i < c.iterations; ++i) out.timed_ms.push_back(forward.iteration_ms("iteration " + std::to_string(i)));
+    // The noise criterion (cell.hpp): at least `iterations`, then more while the noise is above
+    // max_noise, up to the limits.
+    const int most = std::max(c.iterations, c.max_iterations);
+    const auto timed_start = std::chrono::steady_clock::now();
+    const auto more_wanted = [&] {
+        const int done = static_cast<int>(out.timed_ms.size());
+        if (done < c.iterations) return true;
+        if (done >= most || c.max_noise_pct <= 0) return false;
+        const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - timed_start;
+        if (c.max_time_s > 0 && elapsed.count() >= c.max_time_s) return false;
+        const std::optional<double> noise = noise_pct(out.timed_ms);
+        return !noise || *noise > c.max_noise_pct;
+    };
+    while (more_wanted())
+        out.timed_ms.push_back(forward.iteration_ms("iteration " + std::to_string(out.timed_ms.size())));
+    out.noise_pct = noise_pct(out.timed_ms);
+    out.noisy = c.max_noise_pct > 0 && out.noise_pct && *out.noise_pct > c.max_noise_pct;
     clock.lap("timed");
     // Traced iterations run after the timed ones, so collection never perturbs the latencies
     // that are reported; their own latencies show what tracing costs.

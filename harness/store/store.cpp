@@ -47,6 +47,17 @@ LatencyStats LatencyStats::of(std::vector<double> s) {
     return {q(0.5), q(0.1), q(0.9), s.front(), s.back(), sum / static_cast<double>(s.size())};
 }
 
+std::optional<double> noise_pct(const std::vector<double>& samples_ms) {
+    if (samples_ms.size() < 2) return std::nullopt;
+    double sum = 0;
+    for (const double v : samples_ms) sum += v;
+    const double n = static_cast<double>(samples_ms.size()), mean = sum / n;
+    if (mean <= 0) return std::nullopt;
+    double squares = 0;
+    for (const double v : samples_ms) squares += (v - mean) * (v - mean);
+    return 100.0 * std::sqrt(squares / (n - 1)) / mean;
+}
+
 int check_results_database(Database& db) {
     bool ours = false;
     try {
@@ -262,6 +273,7 @@ std::int64_t Store::record_cell(std::int64_t run_id, int cell_index, const CellP
         {"check_reference", sql(o.check_reference)}, {"check_max_abs_err", sql(o.check_max_abs_err)},
         {"check_rel_err", sql(o.check_rel_err)}, {"check_tolerance", sql(o.check_tolerance)},
         {"check_reference_key", o.reference ? sql(o.reference->key) : SqlValue{}},
+        {"noise_pct", sql(o.noise_pct)}, {"noisy", sql(o.noisy ? 1 : 0)},
         {"peak_host_rss_bytes", sql(o.peak_host_rss_bytes)}, {"activation_bytes", sql(o.activation_bytes)},
         {"launches_per_forward", sql(o.launches_per_forward)}, {"gpu", sql(o.gpu)},
     };
@@ -321,7 +333,7 @@ std::optional<CellOutcome> Store::load_outcome(const std::string& key) {
         " check_tolerance, peak_host_rss_bytes, activation_bytes, resident_bytes, streamed_bytes,"
         " device_weight_bytes, device_used_bytes, um_profiling, dropped_records, launches_per_forward,"
         " gpu_used_before_bytes, gpu_context_bytes, gpu_peak_bytes, gpu_own_peak_bytes, gpu_other_processes,"
-        " gpu_other_bytes, gpu_memory_readings, gpu_memory_note, check_reference_key"
+        " gpu_other_bytes, gpu_memory_readings, gpu_memory_note, check_reference_key, noise_pct, noisy"
         " FROM cells WHERE cell_key = ?");
     st.bind(1, key);
     if (!st.step()) return std::nullopt;
@@ -353,6 +365,8 @@ std::optional<CellOutcome> Store::load_outcome(const std::string& key) {
     o.gpu_memory_readings = opt_int(24);
     if (!st.is_null(25)) o.gpu_memory_note = st.text(25);
     if (!st.is_null(26)) o.reference = load_reference(st.text(26));
+    o.noise_pct = opt_real(27);
+    o.noisy = st.int64(28) != 0;
     // um_profiling is set exactly when the cell's events were recorded.
     if (!st.is_null(15)) {
         o.events = load_events(db_, cell_id);

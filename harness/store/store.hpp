@@ -71,6 +71,10 @@ struct LatencyStats {
     static LatencyStats of(std::vector<double> samples_ms);
 };
 
+// The noise of a cell's timed iterations: their relative standard deviation (sample standard
+// deviation over the mean), in percent; nullopt for fewer than two.
+std::optional<double> noise_pct(const std::vector<double>& samples_ms);
+
 // How long one phase of a cell took, wall clock, in seconds (results/README.md, cell_phases, names
 // them all).
 struct CellPhase {
@@ -97,6 +101,10 @@ struct CellOutcome {
     std::string started_at, finished_at;
     std::optional<double> wall_s, init_s;
     std::vector<double> warmup_ms, timed_ms;
+    // The timed iterations' noise (noise_pct), and whether they stopped on a limit above the
+    // cell's max_noise.
+    std::optional<double> noise_pct;
+    bool noisy = false;
     std::vector<double> traced_ms;     // the traced iterations (collection on), stored as phase 'traced'
     std::optional<CellEvents> events;  // what the collector recorded in the traced iterations
     std::optional<double> tokens_per_s;

@@ -1,0 +1,131 @@
+// The noise criterion (cell.hpp, measurement.cpp): a cell keeps iterating while its timed
+// iterations are noisier than max_noise, up to max_iterations and max_time, and is flagged noisy
+// when it stops on a limit; a forward with scripted latencies stands in for a real one.
+#include <catch2/catch_approx.hpp>
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <chrono>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "harness/cli/summary.hpp"
+#include "harness/matrix/matrix.hpp"
+#include "harness/measure/measurement.hpp"
+#include "harness/store/store.hpp"
+#include "test_support.hpp"
+
+using namespace sweetspot;
+
+namespace {
+
+// Latencies from a script, repeated; a host-sized output whose check is left out.
+class ScriptedForward final : public CellForward {
+public:
+    explicit ScriptedForward(std::vector<double> ms, double sleep_ms = 0) : ms_(std::move(ms)), sleep_ms_(sleep_ms) {}
+    std::int64_t activation_bytes() const override { return 0; }
+    double iteration_ms(const std::string&) override {
+        if (sleep_ms_ > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(sleep_ms_));
+        return ms_[calls_++ % ms_.size()];
+    }
+    std::vector<float> logits() override { return {1.0f}; }
+    std::optional<LogitsCheck> check(std::span<const float>) override { return std::nullopt; }
+    void add_placement(CellOutcome&) const override {}
+
+private:
+    std::vector<double> ms_;
+    double sleep_ms_;
+    std::size_t calls_ = 0;
+};
+
+CellParams cell_with(const std::string& lines) {
+    return parse_matrix("name = \"n\"\n[defaults]\nmodel = \"tiny\"\nwarmups = 0\n" + lines + "\n[[sweep]]\nname = \"s\"\n",
+                        "test")
+        .cells.at(0);
+}
+
+CellOutcome measured(const CellParams& cell, ScriptedForward forward) {
+    CellOutcome out;
+    measure_iterations(cell, 1, forward, MeasureOptions{}, out);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("noise: the relative standard deviation of the timed iterations", "[noise]") {
+    CHECK_FALSE(noise_pct({}));
+    CHECK_FALSE(noise_pct({5.0}));
+    CHECK(*noise_pct({10.0, 10.0, 10.0}) == 0.0);
+    // mean 15, sample standard deviation sqrt(50) = 7.07: 47.1 %.
+    CHECK(*noise_pct({10.0, 20.0}) == Catch::Approx(100.0 * 7.0710678 / 15.0));
+}
+
+TEST_CASE("a noisy cell iterates up to its limit and is flagged; a quiet one stops at iterations", "[noise]") {
+    // Alternating 10 and 20 ms: about 50 % noise, never under 2 %.
+    const CellOutcome noisy = measured(cell_with("iterations = 3\nmax_iterations = 12"), ScriptedForward({10, 20}));
+    CHECK(noisy.timed_ms.size() == 12);
+    CHECK(noisy.noisy);
+    REQUIRE(noisy.noise_pct);
+    CHECK(*noisy.noise_pct > 30);
+
+    // Within 0.1 %: done after the minimum.
+    const CellOutcome quiet = measured(cell_with("iterations = 3\nmax_iterations = 12"), ScriptedForward({10, 10.01, 9.99}));
+    CHECK(quiet.timed_ms.size() == 3);
+    CHECK_FALSE(quiet.noisy);
+
+    // Noisy at first (12, 8: 28 %), then steady at 10 ms: it stops as soon as the noise is
+    // under 5 %, which takes about 33 iterations in all.
+    std::vector<double> settling = {12, 8};
+    for (int i = 0; i < 148; ++i) settling.push_back(10);
+    const CellOutcome settled =
+        measured(cell_with("iterations = 2\nmax_iterations = 150\nmax_noise = 5"), ScriptedForward(settling));
+    CHECK(settled.timed_ms.size() > 20);
+    CHECK(settled.timed_ms.size() < 60);
+    CHECK(*settled.noise_pct <= 5.0);
+    CHECK_FALSE(settled.noisy);
+
+    // The default takes exactly `iterations` and only flags the noise.
+    const CellOutcome fixed_count = measured(cell_with("iterations = 4"), ScriptedForward({10, 20}));
+    CHECK(fixed_count.timed_ms.size() == 4);
+    CHECK(fixed_count.noisy);
+    // max_noise 0: no criterion, never noisy.
+    const CellOutcome off = measured(cell_with("iterations = 4\nmax_iterations = 20\nmax_noise = 0"), ScriptedForward({10, 20}));
+    CHECK(off.timed_ms.size() == 4);
+    CHECK_FALSE(off.noisy);
+    // max_time stops the noisy cell before max_iterations: 5 ms a forward, 30 ms at most.
+    const CellOutcome timed =
+        measured(cell_with("iterations = 2\nmax_iterations = 1000\nmax_time = 0.03"), ScriptedForward({10, 20}, 5.0));
+    CHECK(timed.timed_ms.size() >= 2);
+    CHECK(timed.timed_ms.size() < 100);
+    CHECK(timed.noisy);
+}
+
+TEST_CASE("a noisy cell is stored as ok and flagged, and summary shows it", "[noise][store]") {
+    test::TempDir tmp;
+    auto store = Store::open(tmp.file("n.db"));
+    RunInfo info;
+    info.started_at = "2026-11-23T00:00:00Z";
+    const auto run = store.begin_run(info);
+    const CellParams cell = cell_with("iterations = 3\nmax_iterations = 6");
+    CellOutcome out = measured(cell, ScriptedForward({10, 20}));
+    out.status = CellStatus::ok;
+    store.record_cell(run, 0, cell, out);
+    auto st = store.db().prepare("SELECT status, noisy, noise_pct, max_iterations, max_noise_pct,"
+                                 " (SELECT count(*) FROM iterations WHERE phase = 'timed') FROM cells");
+    REQUIRE(st.step());
+    CHECK(st.text(0) == "ok");
+    CHECK(st.int64(1) == 1);
+    CHECK(st.real(2) == Catch::Approx(*out.noise_pct));
+    CHECK(st.int64(3) == 6);
+    CHECK(st.real(4) == 2.0);
+    CHECK(st.int64(5) == 6);
+    const std::optional<CellOutcome> back = store.load_outcome(cell.key());
+    REQUIRE(back);
+    CHECK(back->noisy);
+    std::ostringstream summary;
+    print_summary(store, SummaryOptions{}, summary);
+    using Catch::Matchers::ContainsSubstring;
+    CHECK_THAT(summary.str(), ContainsSubstring(" noisy"));
+    CHECK_THAT(summary.str(), ContainsSubstring("1 ok (1 noisy: stopped on max_iterations or max_time above max_noise)"));
+}
