@@ -202,33 +202,39 @@ Axis weights_axis() {
     return with_default(std::move(a));
 }
 
-// Bounds the run, does not change it: not keyed. Its column holds the timeout the cell ran
-// under (a run's --timeout replaces the matrix's).
-Axis timeout_axis() {
-    Axis a = axis_named("timeout", Axis::Written::number_or_string, Axis::Column::real);
-    a.column = "timeout_s";
+// A setting of how a cell is measured, not of what: not keyed, listed where cells differ in it,
+// not in the summary's table.
+Axis measurement_setting(std::string_view name, std::string_view column) {
+    Axis a = axis_named(name, Axis::Written::number_or_string, Axis::Column::real);
+    a.column = column;
     a.keyed = Axis::Keyed::no;
     a.in_list = Axis::Shown::when_varies;
     a.in_summary = Axis::Shown::never;
+    return a;
+}
+
+// A duration in seconds ("90s", "10m", "1h" or a number) of at least `least`; 0 too where
+// `zero_means` says what it means.
+Axis seconds_axis(std::string_view name, std::string_view column, double least, double CellParams::*field,
+                  const std::string& zero_means = "") {
+    Axis a = measurement_setting(name, column);
     a.expects = "a duration such as \"90s\", \"10m\" or \"1h\", or a number of seconds of at least " +
-                format_number(AxisLimits::min_timeout_s);
-    a.normalize = [](std::string_view text) -> std::optional<std::string> {
+                format_number(least) + (zero_means.empty() ? "" : " (0: " + zero_means + ")");
+    const bool zero_allowed = !zero_means.empty();
+    a.normalize = [least, zero_allowed](std::string_view text) -> std::optional<std::string> {
+        if (zero_allowed && parse_finite_number(text) == 0.0) return "0";
         const auto seconds = parse_duration_s(text);
-        if (!seconds || !std::isfinite(*seconds) || *seconds < AxisLimits::min_timeout_s) return std::nullopt;
+        if (!seconds || !std::isfinite(*seconds) || *seconds < least) return std::nullopt;
         return format_number(*seconds);
     };
-    a.get = [](const CellParams& c) { return format_number(c.timeout_s); };
-    a.set = [](CellParams& c, const std::string& v) { c.timeout_s = *parse_finite_number(v); };
+    a.get = [field](const CellParams& c) { return format_number(c.*field); };
+    a.set = [field](CellParams& c, const std::string& v) { c.*field = *parse_finite_number(v); };
     return with_default(std::move(a));
 }
 
-// The noise criterion's threshold, a percentage: how a cell is measured, not what, so not keyed.
+// The noise criterion's threshold, a percentage.
 Axis max_noise_axis() {
-    Axis a = axis_named("max_noise", Axis::Written::number_or_string, Axis::Column::real);
-    a.column = "max_noise_pct";
-    a.keyed = Axis::Keyed::no;
-    a.in_list = Axis::Shown::when_varies;
-    a.in_summary = Axis::Shown::never;
+    Axis a = measurement_setting("max_noise", "max_noise_pct");
     a.expects = "a percentage >= 0 (2 or \"2%\"; 0: no noise criterion)";
     a.normalize = [](std::string_view text) -> std::optional<std::string> {
         if (!text.empty() && text.back() == '%') text.remove_suffix(1);
@@ -238,25 +244,6 @@ Axis max_noise_axis() {
     };
     a.get = [](const CellParams& c) { return format_number(c.max_noise_pct); };
     a.set = [](CellParams& c, const std::string& v) { c.max_noise_pct = *parse_finite_number(v); };
-    return with_default(std::move(a));
-}
-
-// The noise criterion's time limit: the timed iterations stop once they took this long.
-Axis max_time_axis() {
-    Axis a = axis_named("max_time", Axis::Written::number_or_string, Axis::Column::real);
-    a.column = "max_time_s";
-    a.keyed = Axis::Keyed::no;
-    a.in_list = Axis::Shown::when_varies;
-    a.in_summary = Axis::Shown::never;
-    a.expects = "a duration such as \"30s\" or \"2m\", or a number of seconds (0: no limit)";
-    a.normalize = [](std::string_view text) -> std::optional<std::string> {
-        if (parse_finite_number(text) == 0.0) return "0";
-        const auto seconds = parse_duration_s(text);
-        if (!seconds || !std::isfinite(*seconds) || *seconds < 0) return std::nullopt;
-        return format_number(*seconds);
-    };
-    a.get = [](const CellParams& c) { return format_number(c.max_time_s); };
-    a.set = [](CellParams& c, const std::string& v) { c.max_time_s = *parse_finite_number(v); };
     return with_default(std::move(a));
 }
 
@@ -305,11 +292,14 @@ std::vector<Axis> make_axes() {
         max_noise_axis(),
         shown(keyed(integer_axis("max_iterations", 0, AxisLimits::iterations, &CellParams::max_iterations), K::no),
               S::when_varies, S::never),
-        max_time_axis(),
+        // The noise criterion's time limit: no more timed iterations once they took this long.
+        seconds_axis("max_time", "max_time_s", 0, &CellParams::max_time_s, "no limit"),
         shown(integer_axis("seed", 0, max_seed, &CellParams::seed), S::when_varies, S::when_varies),
         keyed(shown(integer_axis("repeat", 1, AxisLimits::repeats, &CellParams::repeat), S::when_varies, S::when_varies),
               K::unless_default),
-        timeout_axis(),
+        // Bounds the run, does not change it. Its column holds the timeout the cell ran under (a
+        // run's --timeout replaces the matrix's).
+        seconds_axis("timeout", "timeout_s", AxisLimits::min_timeout_s, &CellParams::timeout_s),
         keyed(choice_axis("debug_fault", &CellParams::debug_fault), K::unless_default),
     };
 }
