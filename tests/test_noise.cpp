@@ -127,5 +127,5 @@ TEST_CASE("a noisy cell is stored as ok and flagged, and summary shows it", "[no
     print_summary(store, SummaryOptions{}, summary);
     using Catch::Matchers::ContainsSubstring;
     CHECK_THAT(summary.str(), ContainsSubstring(" noisy"));
-    CHECK_THAT(summary.str(), ContainsSubstring("1 ok (1 noisy: stopped on max_iterations or max_time above max_noise)"));
+    CHECK_THAT(summary.str(), ContainsSubstring("1 ok (1 noisy: their noise was above max_noise when they stopped)"));
 }

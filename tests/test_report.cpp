@@ -444,3 +444,12 @@ TEST_CASE("report of a database without cells draws nothing and says so", "[repo
     CHECK_THAT(r.output, ContainsSubstring("0 of 11 figures drawn"));
     CHECK_THAT(html, ContainsSubstring("Figures not drawn"));
 }
+
+TEST_CASE("report without -o writes beside the database, in DB's name with -report", "[report]") {
+    TempDir tmp;
+    Store::open(tmp.file("empty.db"));
+    const auto r = run_sweetspot("report '" + tmp.file("empty.db") + "'");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(std::filesystem::exists(tmp.file("empty-report/index.html")));
+}

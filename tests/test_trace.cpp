@@ -4,6 +4,7 @@
 #include <catch2/matchers/catch_matchers.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <filesystem>
 #include <fstream>
 
 #include "harness/store/store.hpp"
@@ -127,4 +128,39 @@ PY)";
 
     std::ofstream sink(tmp.file("none.json"));
     CHECK_THROWS_WITH(write_trace(store, cell_id, 5, sink), Catch::Matchers::ContainsSubstring("traced iteration 5"));
+}
+
+TEST_CASE("trace without -o writes beside the database, named by cell and iteration", "[trace][cli]") {
+    TempDir tmp;
+    std::int64_t cell_id = 0;
+    {
+        auto store = Store::open(tmp.file("r.db"));
+        cell_id = stored_cell(store);
+    }
+    const auto r = test::run_sweetspot("trace '" + tmp.file("r.db") + "' --cell " + std::to_string(cell_id));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const std::string expected = tmp.file("r-cell" + std::to_string(cell_id) + "-iteration0.trace.json");
+    CHECK(std::filesystem::exists(expected));
+    CHECK_THAT(r.output, Catch::Matchers::ContainsSubstring(expected));
+
+    // The cell named by its key, as `list` shows it, is the same cell; a name that is neither is refused.
+    std::string key;
+    {
+        auto store = Store::open_read_only(tmp.file("r.db"));
+        auto st = store.db().prepare("SELECT cell_key FROM cells WHERE cell_id = ?");
+        st.bind(1, cell_id);
+        REQUIRE(st.step());
+        key = st.text(0);
+    }
+    std::filesystem::remove(expected);
+    const auto by_key = test::run_sweetspot("trace '" + tmp.file("r.db") + "' --cell " + key);
+    INFO(by_key.output);
+    CHECK(by_key.exit_code == 0);
+    CHECK(std::filesystem::exists(expected));
+    const auto summary = test::run_sweetspot("summary '" + tmp.file("r.db") + "' --cell " + key);
+    CHECK(summary.exit_code == 0);
+    const auto bad = test::run_sweetspot("trace '" + tmp.file("r.db") + "' --cell nonsense");
+    CHECK(bad.exit_code == 2);
+    CHECK_THAT(bad.output, Catch::Matchers::ContainsSubstring("--cell expects a cell_id or the key of a cell"));
 }

@@ -507,8 +507,19 @@ int cmd_estimate(const std::vector<std::string>& args) {
     });
 }
 
+// The cell_id that --cell names: a cell key (16 hex digits, as `list` and the database show it)
+// or a cell_id (as `summary` numbers the cells).
+std::int64_t named_cell(Store& store, const std::string& name) {
+    auto by_key = store.db().prepare("SELECT cell_id FROM cells WHERE cell_key = ?");
+    by_key.bind(1, name);
+    if (by_key.step()) return by_key.int64(0);
+    if (!name.empty() && name.size() <= 18 && std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        return std::stoll(name);
+    throw po::error("--cell expects a cell_id or the key of a cell in the database, got '" + name + "'");
+}
+
 int cmd_summary(const std::vector<std::string>& args) {
-    Command cmd{"summary", "DB [--run ID | --cell ID] [--format table|csv|json|markdown]",
+    Command cmd{"summary", "DB [--run ID | --cell ID|KEY] [--format table|csv|json|markdown]",
                 "Prints the runs stored in the results database DB and a table of its cells\n"
                 "(median / p10 / p90 latency, tokens/s, numerical check), then the cells\n"
                 "that are not ok with their reasons. With --cell, prints what was recorded in that\n"
@@ -518,7 +529,7 @@ int cmd_summary(const std::vector<std::string>& args) {
     cmd.options.add_options()
         ("db", po::value<std::string>()->required(), "results database")
         ("run", po::value<std::int64_t>(), "only the cells measured by this run")
-        ("cell", po::value<std::int64_t>(), "kernels, NVTX ranges and Unified Memory totals of this cell (its cell_id)")
+        ("cell", po::value<std::string>(), "kernels, NVTX ranges and Unified Memory totals of this cell (its cell_id or key)")
         ("format", po::value<std::string>()->default_value("table"),
          "table: every section, for people; csv, json or markdown: the cells table alone (numbers unrounded in csv and json)");
     cmd.positional.add("db", 1);
@@ -531,13 +542,20 @@ int cmd_summary(const std::vector<std::string>& args) {
     if (vm.count("cell") && opt.format != TableFormat::text) throw po::error("--cell prints its reports as tables only");
     auto store = Store::open_read_only(vm["db"].as<std::string>());
     if (vm.count("run")) opt.run_id = vm["run"].as<std::int64_t>();
-    if (vm.count("cell")) opt.cell_id = vm["cell"].as<std::int64_t>();
+    if (vm.count("cell")) opt.cell_id = named_cell(store, vm["cell"].as<std::string>());
     print_summary(store, opt, std::cout);
     return kExitOk;
 }
 
+// A file or folder beside the database `db`: its path without the extension, then `suffix`
+// (results/demo.db, "-report": results/demo-report).
+std::string beside_db(const std::string& db, const std::string& suffix) {
+    std::filesystem::path p(db);
+    return (p.parent_path() / (p.stem().string() + suffix)).string();
+}
+
 int cmd_trace(const std::vector<std::string>& args) {
-    Command cmd{"trace", "DB --cell ID [--iteration N] -o FILE",
+    Command cmd{"trace", "DB --cell ID|KEY [--iteration N] [-o FILE]",
                 "Writes one traced iteration of a cell as a Chrome/Perfetto trace (JSON; open it in\n"
                 "ui.perfetto.dev or chrome://tracing): a track per GPU stream, UM migrations and page\n"
                 "faults on their own tracks, the NVTX ranges nested. Times in us from the iteration start.\n"
@@ -545,18 +563,23 @@ int cmd_trace(const std::vector<std::string>& args) {
                 po::options_description("options"), {}};
     cmd.options.add_options()
         ("db", po::value<std::string>()->required(), "results database")
-        ("cell", po::value<std::int64_t>()->required(), "cell_id (see `sweetspot summary`)")
+        ("cell", po::value<std::string>()->required(), "cell_id (see `sweetspot summary`) or cell key")
         ("iteration", po::value<int>()->default_value(0), "which traced iteration (0-based)")
-        ("output,o", po::value<std::string>()->required(), "trace file to write");
+        ("output,o", po::value<std::string>(),
+         "trace file to write (default: beside DB, DB's name with -cellID-iterationN.trace.json)");
     cmd.positional.add("db", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
     auto store = Store::open_read_only(vm["db"].as<std::string>());
-    const std::string path = vm["output"].as<std::string>();
+    const std::int64_t cell_id = named_cell(store, vm["cell"].as<std::string>());
+    const std::string path =
+        vm.count("output") ? vm["output"].as<std::string>()
+                           : beside_db(vm["db"].as<std::string>(), "-cell" + std::to_string(cell_id) + "-iteration" +
+                                                                      std::to_string(vm["iteration"].as<int>()) + ".trace.json");
     OutputFile file(path);
     std::ofstream out(file.temp_path());
     if (!out) throw std::runtime_error("cannot write " + path);
-    const auto t = write_trace(store, vm["cell"].as<std::int64_t>(), vm["iteration"].as<int>(), out);
+    const auto t = write_trace(store, cell_id, vm["iteration"].as<int>(), out);
     out.close();
     if (!out) throw std::runtime_error("writing " + path + " failed");
     file.commit();
@@ -606,7 +629,7 @@ int cmd_logits(const std::vector<std::string>& args) {
 }
 
 int cmd_report(const std::vector<std::string>& args) {
-    Command cmd{"report", "DB -o DIR [--timeline-cell ID]",
+    Command cmd{"report", "DB [-o DIR] [--timeline-cell ID]",
                 "Draws the figures of the results database DB into DIR, each as PNG and SVG, and writes\n"
                 "DIR/index.html (self-contained: run metadata, the figures with captions, a sortable table\n"
                 "of the cells). Figures the database has no data for are left out, saying why. Needs\n"
@@ -614,13 +637,15 @@ int cmd_report(const std::vector<std::string>& args) {
                 po::options_description("options"), {}};
     cmd.options.add_options()
         ("db", po::value<std::string>()->required(), "results database")
-        ("output,o", po::value<std::string>()->required(), "folder for the figures and index.html (created)")
+        ("output,o", po::value<std::string>(),
+         "folder for the figures and index.html (created; default: beside DB, DB's name with -report)")
         ("timeline-cell", po::value<std::int64_t>(),
          "cell_id whose first traced iteration the timeline shows (default: the traced cell with the most kinds of activity)");
     cmd.positional.add("db", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
-    ReportRequest request{vm["db"].as<std::string>(), vm["output"].as<std::string>(), std::nullopt};
+    const std::string db = vm["db"].as<std::string>();
+    ReportRequest request{db, vm.count("output") ? vm["output"].as<std::string>() : beside_db(db, "-report"), std::nullopt};
     if (vm.count("timeline-cell")) request.timeline_cell = vm["timeline-cell"].as<std::int64_t>();
     std::cout.flush();
     return run_report(request, std::cerr);

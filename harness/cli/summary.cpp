@@ -174,7 +174,7 @@ void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
     for (const auto& [status, n] : by_status) {
         out << (first ? "" : ", ") << n << " " << status;
         if (status == "ok" && noisy > 0)
-            out << " (" << noisy << " noisy: stopped on max_iterations or max_time above max_noise)";
+            out << " (" << noisy << " noisy: their noise was above max_noise when they stopped)";
         first = false;
     }
     out << "\n";
