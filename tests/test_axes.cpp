@@ -63,7 +63,7 @@ CellParams with_value(const Axis& axis, const std::string& value) {
 // The printed row of each cell, without its index and key (which always differ).
 std::vector<std::string> list_rows(const std::vector<CellParams>& cells) {
     std::ostringstream out;
-    print_cell_list(cells, std::nullopt, out);
+    print_cell_list(cells, std::nullopt, TableFormat::text, out);
     std::istringstream lines(out.str());
     std::vector<std::string> rows;
     std::string line;
@@ -150,7 +150,7 @@ TEST_CASE("list tells apart every two cells of the shipped matrices, and names e
     }
     const Matrix bench = load_matrix(test::source_path("experiments/bench-backends.toml"));
     std::ostringstream out;
-    print_cell_list(bench.cells, std::nullopt, out);
+    print_cell_list(bench.cells, std::nullopt, TableFormat::text, out);
     CHECK_THAT(out.str(), ContainsSubstring("resident"));
     CHECK_THAT(out.str(), ContainsSubstring("evict"));
     CHECK_THAT(out.str(), ContainsSubstring("gpt2_1.5b: 48 layers, hidden 1600, 25 heads"));
@@ -167,7 +167,7 @@ model = "narrow"
 )",
                                        "custom.toml");
     std::ostringstream custom_out;
-    print_cell_list(custom.cells, std::nullopt, custom_out);
+    print_cell_list(custom.cells, std::nullopt, TableFormat::text, custom_out);
     CHECK_THAT(custom_out.str(), ContainsSubstring("narrow: 12 layers, hidden 384, 6 heads"));
     CHECK_THAT(custom_out.str(), ContainsSubstring("(the matrix's [[models]])"));
 }

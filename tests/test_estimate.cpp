@@ -344,3 +344,28 @@ TEST_CASE("a cell whose predicted need exceeds the GPU is a predicted OOM, with 
     CHECK_THAT(why, ContainsSubstring("the CUDA context and libraries 600.0 MiB as measured on Fixture GPU"));
     CHECK_THAT(why, ContainsSubstring("--force runs it anyway"));
 }
+
+TEST_CASE("list and estimate print their tables alone for other tools, sizes in bytes", "[estimate][cli]") {
+    test::TempDir tmp;
+    const auto matrix = tmp.file("m.toml");
+    test::write_file(matrix, "name = \"est\"\n[defaults]\nmodel = \"tiny_odd\"\nbackend = \"device\"\n[[sweep]]\nname = \"s\"\n");
+    const CellParams cell = one_cell("model = \"tiny_odd\"\nbackend = \"device\"");
+    const MemoryEstimate e = estimate_memory(cell);
+    const auto csv = test::run_sweetspot("estimate '" + matrix + "' --format csv");
+    INFO(csv.output);
+    REQUIRE(csv.exit_code == 0);
+    CHECK(csv.output.rfind("#,model,", 0) == 0);  // the table alone, from its header
+    CHECK_THAT(csv.output, ContainsSubstring("," + std::to_string(e.device_total()) + ","));
+    const auto json = test::run_sweetspot("list '" + matrix + "' --format json");
+    INFO(json.output);
+    REQUIRE(json.exit_code == 0);
+    CHECK_THAT(json.output, ContainsSubstring("\"weight bytes\": " + std::to_string(cell.weight_bytes())));
+    CHECK_THAT(json.output, ContainsSubstring("\"key\": \"" + cell.key() + "\""));
+    const auto db = tmp.file("calibration.db");
+    write_calibration_db(db, "Fixture GPU");
+    const auto fits = test::run_sweetspot("estimate '" + matrix + "' --calibration '" + db + "' --fit 1GiB --format markdown");
+    INFO(fits.output);
+    REQUIRE(fits.exit_code == 0);
+    CHECK(fits.output.rfind("| # |", 0) == 0);
+    CHECK(test::run_sweetspot("list '" + matrix + "' --format yaml").exit_code == 2);
+}

@@ -39,7 +39,8 @@ std::vector<const Axis*> listed_axes(const std::vector<CellParams>& cells) {
     return shown;
 }
 
-void print_cell_list(const std::vector<CellParams>& cells, const std::optional<FixedCost>& fixed, std::ostream& out) {
+void print_cell_list(const std::vector<CellParams>& cells, const std::optional<FixedCost>& fixed, TableFormat format,
+                     std::ostream& out) {
     const std::vector<const Axis*> shown = listed_axes(cells);
 
     using A = TextTable::Align;
@@ -56,17 +57,18 @@ void print_cell_list(const std::vector<CellParams>& cells, const std::optional<F
         std::vector<std::string> row = {std::to_string(i), c.key(), c.sweep};
         for (const Axis* axis : shown) row.push_back(axis->shown_text(c));
         const std::string why = cell_unavailable_reason(c);
-        row.push_back(human_bytes(static_cast<double>(c.weight_bytes())));
+        row.push_back(size_cell(c.weight_bytes(), format));
         std::string predicted = "-";
         if (backend_traits(c.backend).needs_gpu && cell_impossible_reason(c).empty()) {
             const MemoryEstimate e = estimate_memory(c);
-            predicted = human_bytes(static_cast<double>(fixed ? predicted_peak(c, e, *fixed) : e.device_total()));
+            predicted = size_cell(fixed ? predicted_peak(c, e, *fixed) : e.device_total(), format);
         }
         row.push_back(predicted);
         row.push_back(why.empty() ? "yes" : "no: " + why);
         t.add_row(std::move(row));
     }
-    t.print(out);
+    t.print(out, format);
+    if (format != TableFormat::text) return;
 
     std::set<std::string> seen;
     out << "\nmodels\n";

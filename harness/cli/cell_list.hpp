@@ -15,7 +15,9 @@ namespace sweetspot {
 
 // With `fixed` (estimate --calibration's measured CUDA context and libraries), each GPU cell's
 // predicted peak; without, the device memory it is predicted to allocate (memory_estimate.hpp).
-void print_cell_list(const std::vector<CellParams>& cells, const std::optional<FixedCost>& fixed, std::ostream& out);
+// Other formats than text print the table alone, sizes in bytes.
+void print_cell_list(const std::vector<CellParams>& cells, const std::optional<FixedCost>& fixed, TableFormat format,
+                     std::ostream& out);
 
 // The axes `list` shows for these cells (axes.hpp's in_list rule), in the registry's order, and
 // the column alignment of one.

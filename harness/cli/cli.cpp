@@ -161,6 +161,17 @@ void keep_shard(Matrix& matrix, const po::variables_map& vm) {
               << " cells\n";
 }
 
+// --format: how the commands that print a table print it.
+void add_format_option(Command& cmd, const char* help) {
+    cmd.options.add_options()("format", po::value<std::string>()->default_value("table"), help);
+}
+
+TableFormat format_option(const po::variables_map& vm) {
+    const auto format = parse_table_format(vm["format"].as<std::string>());
+    if (!format) throw po::error("--format expects table, csv, json or markdown, got '" + vm["format"].as<std::string>() + "'");
+    return *format;
+}
+
 // --set: what the commands that read a matrix say of it.
 constexpr const char* kSetHelp =
     "give AXIS these values in every sweep, in place of what the matrix says (repeatable), e.g. --set batch=1,2,4";
@@ -360,9 +371,8 @@ int cmd_compare(const std::vector<std::string>& args) {
         ("threshold", po::value<double>()->default_value(2.0),
          "a significant change smaller than this many percent reads 'same'")
         ("fail-if-slower", po::value<double>(),
-         "exit 1 when a workload is significantly slower in B by more than this many percent (for CI)")
-        ("format", po::value<std::string>()->default_value("table"),
-         "table (with the sides and the method), or the table alone as csv, json or markdown");
+         "exit 1 when a workload is significantly slower in B by more than this many percent (for CI)");
+    add_format_option(cmd, "table (with the sides and the method), or the table alone as csv, json or markdown");
     cmd.positional.add("a", 1).add("b", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
@@ -371,9 +381,7 @@ int cmd_compare(const std::vector<std::string>& args) {
     opt.threshold_pct = vm["threshold"].as<double>();
     if (!(opt.alpha > 0 && opt.alpha < 1)) throw po::error("--alpha expects a probability between 0 and 1");
     if (!(opt.threshold_pct >= 0)) throw po::error("--threshold expects a percentage >= 0");
-    const auto format = parse_table_format(vm["format"].as<std::string>());
-    if (!format) throw po::error("--format expects table, csv, json or markdown, got '" + vm["format"].as<std::string>() + "'");
-    opt.format = *format;
+    opt.format = format_option(vm);
     const CompareCounts counts =
         print_comparison(parse_compare_side(vm["a"].as<std::string>()), parse_compare_side(vm["b"].as<std::string>()), opt, std::cout);
     if (vm.count("fail-if-slower") && counts.worst_slowdown_pct > vm["fail-if-slower"].as<double>()) {
@@ -424,6 +432,7 @@ int matrix_table_command(
         ("only", po::value<std::vector<std::string>>()->composing(), "only the cells with AXIS=VALUE[,VALUE...] (repeatable)")
         ("set", po::value<std::vector<std::string>>()->composing(), kSetHelp)
         ("shard", po::value<std::string>(), "only shard i of N (\"2/8\"), as run --shard splits the cells");
+    add_format_option(cmd, "table: for people; csv, json or markdown: the table alone, sizes in bytes in csv and json");
     cmd.positional.add("matrix", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
@@ -432,6 +441,10 @@ int matrix_table_command(
     if (vm.count("only")) keep_only(m, vm["only"].as<std::vector<std::string>>());
     keep_shard(m, vm);
     require_loadable_weights(m.cells);
+    if (format_option(vm) != TableFormat::text) {
+        print(m.cells, vm, std::cout);
+        return kExitOk;
+    }
     std::cout << m.name << " (" << m.path << "): " << m.cells.size() << " cells";
     if (m.excluded) std::cout << ", " << m.excluded << " excluded";
     if (m.duplicates) std::cout << ", " << m.duplicates << " duplicates dropped";
@@ -473,7 +486,7 @@ int cmd_list(const std::vector<std::string>& args) {
                 po::options_description("options"), {}};
     add_calibration_option(cmd);
     return matrix_table_command(std::move(cmd), args, [](const auto& cells, const po::variables_map& vm, std::ostream& out) {
-        print_cell_list(cells, calibration(vm), out);
+        print_cell_list(cells, calibration(vm), format_option(vm), out);
     });
 }
 
@@ -493,7 +506,7 @@ int cmd_estimate(const std::vector<std::string>& args) {
     return matrix_table_command(std::move(cmd), args, [](const auto& cells, const po::variables_map& vm, std::ostream& out) {
         const std::optional<FixedCost> fixed = calibration(vm);
         if (!vm.count("fit")) {
-            print_memory_estimates(cells, fixed, out);
+            print_memory_estimates(cells, fixed, format_option(vm), out);
             return;
         }
         const auto capacity = Budget::parse(vm["fit"].as<std::string>());
@@ -503,7 +516,7 @@ int cmd_estimate(const std::vector<std::string>& args) {
         if (!fixed)
             throw po::error("--fit needs --calibration DB: the CUDA context and libraries' memory is measured on the GPU, "
                             "not guessed");
-        print_fits(cells, capacity->resolve(0), *fixed, out);
+        print_fits(cells, capacity->resolve(0), *fixed, format_option(vm), out);
     });
 }
 
@@ -529,16 +542,13 @@ int cmd_summary(const std::vector<std::string>& args) {
     cmd.options.add_options()
         ("db", po::value<std::string>()->required(), "results database")
         ("run", po::value<std::int64_t>(), "only the cells measured by this run")
-        ("cell", po::value<std::string>(), "kernels, NVTX ranges and Unified Memory totals of this cell (its cell_id or key)")
-        ("format", po::value<std::string>()->default_value("table"),
-         "table: every section, for people; csv, json or markdown: the cells table alone (numbers unrounded in csv and json)");
+        ("cell", po::value<std::string>(), "kernels, NVTX ranges and Unified Memory totals of this cell (its cell_id or key)");
+    add_format_option(cmd, "table: every section, for people; csv, json or markdown: the cells table alone (numbers unrounded in csv and json)");
     cmd.positional.add("db", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
     SummaryOptions opt;
-    const auto format = parse_table_format(vm["format"].as<std::string>());
-    if (!format) throw po::error("--format expects table, csv, json or markdown, got '" + vm["format"].as<std::string>() + "'");
-    opt.format = *format;
+    opt.format = format_option(vm);
     if (vm.count("cell") && opt.format != TableFormat::text) throw po::error("--cell prints its reports as tables only");
     auto store = Store::open_read_only(vm["db"].as<std::string>());
     if (vm.count("run")) opt.run_id = vm["run"].as<std::int64_t>();

@@ -13,8 +13,6 @@
 namespace sweetspot {
 namespace {
 
-std::string bytes_or_dash(std::int64_t bytes) { return bytes == 0 ? "-" : human_bytes(static_cast<double>(bytes)); }
-
 // A table whose rows start with the cell's number and the axes `list` shows, then `columns`.
 TextTable cell_table(const std::vector<const Axis*>& shown, std::initializer_list<const char*> columns) {
     TextTable t;
@@ -34,7 +32,8 @@ std::vector<std::string> row_start(std::size_t i, const CellParams& c, const std
 }  // namespace
 
 void print_memory_estimates(const std::vector<CellParams>& cells, const std::optional<FixedCost>& fixed,
-                            std::ostream& out) {
+                            TableFormat format, std::ostream& out) {
+    const auto bytes_or_dash = [&](std::int64_t bytes) { return size_cell(bytes, format); };
     const std::vector<const Axis*> shown = listed_axes(cells);
     TextTable t = cell_table(shown, {"weights", "activations", "scores", "workspace", "device"});
     if (fixed) t.add_column("peak", TextTable::Align::right);
@@ -60,7 +59,8 @@ void print_memory_estimates(const std::vector<CellParams>& cells, const std::opt
         row.push_back(e.managed_activations ? "activations are managed memory" : "");
         t.add_row(std::move(row));
     }
-    t.print(out);
+    t.print(out, format);
+    if (format != TableFormat::text) return;
     out << "\ndevice = weights + activations + scores + workspace: what sweetspot allocates on the GPU.\n";
     out << "kept managed: managed weights beyond those the backend keeps that the driver still holds on the GPU\n"
            "at the cell's peak (the pages it migrated stay until the process ends; they are evictable).\n";
@@ -84,9 +84,10 @@ void print_memory_estimates(const std::vector<CellParams>& cells, const std::opt
            "seq, seq] buffer, which flash_attention does without.\n";
 }
 
-void print_fits(const std::vector<CellParams>& cells, std::int64_t capacity, const FixedCost& fixed, std::ostream& out) {
+void print_fits(const std::vector<CellParams>& cells, std::int64_t capacity, const FixedCost& fixed, TableFormat format,
+                std::ostream& out) {
     const std::vector<const Axis*> shown = listed_axes(cells);
-    TextTable t = cell_table(shown, {"largest batch", "its peak", "largest seq", "its peak", "smallest budget"});
+    TextTable t = cell_table(shown, {"largest batch", "peak at it", "largest seq", "peak there", "smallest budget"});
     for (std::size_t i = 0; i < cells.size(); ++i) {
         const CellParams& c = cells[i];
         std::vector<std::string> row = row_start(i, c, shown);
@@ -95,16 +96,21 @@ void print_fits(const std::vector<CellParams>& cells, std::int64_t capacity, con
             CellParams at = c;
             at.batch = batch;
             at.seq = seq;
-            return human_bytes(static_cast<double>(predicted_need(estimate_memory(at), fixed)));
+            return size_cell(predicted_need(estimate_memory(at), fixed), format);
         };
-        row.push_back(f.batch ? std::to_string(*f.batch) + " (seq " + std::to_string(c.seq) + ")" : "none");
-        row.push_back(f.batch ? peak_at(*f.batch, c.seq) : "");
-        row.push_back(f.seq ? std::to_string(*f.seq) + " (batch " + std::to_string(c.batch) + ")" : "none");
-        row.push_back(f.seq ? peak_at(c.batch, *f.seq) : "");
-        row.push_back(f.smallest_budget ? human_bytes(static_cast<double>(*f.smallest_budget)) : "-");
+        // For people the batch says at which seq, and the seq at which batch; for other tools the
+        // numbers alone (the cell's own seq and batch are its columns).
+        const bool people = format == TableFormat::text || format == TableFormat::markdown;
+        const std::string none = people ? "none" : "-";
+        row.push_back(f.batch ? std::to_string(*f.batch) + (people ? " (seq " + std::to_string(c.seq) + ")" : "") : none);
+        row.push_back(f.batch ? peak_at(*f.batch, c.seq) : "-");
+        row.push_back(f.seq ? std::to_string(*f.seq) + (people ? " (batch " + std::to_string(c.batch) + ")" : "") : none);
+        row.push_back(f.seq ? peak_at(c.batch, *f.seq) : "-");
+        row.push_back(f.smallest_budget ? size_cell(*f.smallest_budget, format) : "-");
         t.add_row(std::move(row));
     }
-    t.print(out);
+    t.print(out, format);
+    if (format != TableFormat::text) return;
     out << "\nFitting " << human_bytes(static_cast<double>(capacity)) << ", of which "
         << human_bytes(static_cast<double>(fixed.largest)) << " are the CUDA context and the libraries (measured on "
         << fixed.gpu << ", " << fixed.driver << "). The largest batch keeps the cell's seq and budget; the largest seq\n"

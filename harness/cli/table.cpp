@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/model/number_text.hpp"
+
 namespace sweetspot {
 
 void TextTable::add_column(std::string header, Align align) {
@@ -110,6 +112,12 @@ void TextTable::print(std::ostream& out, TableFormat format) const {
     for (auto w : width) rule.emplace_back(w, '-');
     line(rule);
     for (const auto& r : rows_) line(r);
+}
+
+std::string size_cell(std::int64_t bytes, TableFormat format, const std::string& none) {
+    if (bytes == 0) return none;
+    const bool people = format == TableFormat::text || format == TableFormat::markdown;
+    return people ? human_bytes(static_cast<double>(bytes)) : std::to_string(bytes);
 }
 
 }  // namespace sweetspot

@@ -1,6 +1,7 @@
 #pragma once
 // Tables for the terminal (list, summary): columns sized to their content, numbers
 // right-aligned; and the same rows as CSV, JSON or Markdown for other tools.
+#include <cstdint>
 #include <ostream>
 #include <optional>
 #include <string>
@@ -14,6 +15,10 @@ namespace sweetspot {
 enum class TableFormat { text, csv, json, markdown };
 // "table", "csv", "json" or "markdown"; nullopt for anything else.
 std::optional<TableFormat> parse_table_format(std::string_view name);
+
+// A size in a table: "1.50 GiB" for people (text, Markdown), the exact byte count for other
+// tools (CSV, JSON); `none` where there is nothing.
+std::string size_cell(std::int64_t bytes, TableFormat format, const std::string& none = "-");
 
 class TextTable {
 public:
