@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""`sweetspot estimate --fit` against runs at the limit (issue 15): for each cell of a matrix taken as a
+template, the largest batch the estimator says fits the GPU (B), then that cell run at B and at B + 1
+(`--set batch=B,B+1 --force`, the second predicted OOM). The answer holds when B runs and B + 1 does not.
+Prints one row per template and the number that hold.
+
+Usage: fit_check.py MATRIX --calibration DB --capacity 80GiB [--only AXIS=VALUE ...] [--db OUT] [--dry-run]
+The capacity is the GPU's memory as `sweetspot estimate --fit` takes it; the calibration database is one of
+the same GPU and driver (its cells measure the CUDA context and libraries). Runs go to OUT (default
+fit-check.db). --dry-run prints the commands instead of running them. SWEETSPOT_BINARY names the binary
+(default build/sweetspot).
+"""
+import argparse
+import json
+import os
+import shlex
+import sqlite3
+import subprocess
+import sys
+
+# Columns of `estimate --fit --format json` that are not axes of the cell.
+NOT_AXES = {"#", "largest batch", "peak at it", "largest seq", "peak there", "smallest budget", "batch"}
+
+
+def sweetspot():
+    return os.environ.get("SWEETSPOT_BINARY", "build/sweetspot")
+
+
+def fits(args):
+    """The templates: each cell's shown axes (as `list` shows them) and its largest batch, or None."""
+    command = [sweetspot(), "estimate", args.matrix, "--calibration", args.calibration, "--fit", args.capacity,
+               "--format", "json"]
+    for only in args.only:
+        command += ["--only", only]
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    rows = json.loads(out)
+    for row in rows:
+        axes = {k: v for k, v in row.items() if k not in NOT_AXES}
+        # The variant column reads "all (residual_ln+...)": the preset's name is its first word.
+        if isinstance(axes.get("variant"), str):
+            axes["variant"] = axes["variant"].split(" ")[0]
+        yield axes, row["largest batch"]
+
+
+def run_at_limit(args, axes, batch):
+    command = [sweetspot(), "run", args.matrix, "--db", args.db, "--force", "--set", f"batch={batch},{batch + 1}"]
+    for axis, value in axes.items():
+        command += ["--only", f"{axis}={str(value).lower() if isinstance(value, bool) else value}"]
+    if args.dry_run:
+        print(shlex.join(command))
+        return
+    subprocess.run(command, capture_output=True, text=True)
+
+
+def outcomes(args, axes, batch):
+    """Status and reason of the cell at `batch` in OUT, by its shown axes."""
+    con = sqlite3.connect(f"file:{args.db}?mode=ro", uri=True)
+    where = " AND ".join(f'"{axis}" = ?' for axis in axes) or "1"
+    row = con.execute(f"SELECT status, reason FROM cells WHERE batch = ? AND {where} ORDER BY cell_id DESC LIMIT 1",
+                      [batch, *[int(v) if isinstance(v, bool) else str(v) for v in axes.values()]]).fetchone()
+    con.close()
+    return row or ("not run", "")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("matrix")
+    parser.add_argument("--calibration", required=True)
+    parser.add_argument("--capacity", required=True)
+    parser.add_argument("--only", action="append", default=[])
+    parser.add_argument("--db", default="fit-check.db")
+    parser.add_argument("--dry-run", action="store_true")
+    args = parser.parse_args()
+
+    rows, held = [], 0
+    templates = list(fits(args))
+    for axes, batch in templates:
+        if batch is None:
+            rows.append((axes, "none", "-", "-", "no batch fits"))
+            continue
+        run_at_limit(args, axes, batch)
+        if args.dry_run:
+            continue
+        at, above = outcomes(args, axes, batch), outcomes(args, axes, batch + 1)
+        ok = at[0] == "ok" and above[0] != "ok"
+        held += ok
+        rows.append((axes, str(batch), at[0], above[0], "holds" if ok else "misses"))
+    if args.dry_run:
+        return 0
+    print("| cell | largest batch | at it | one more | --fit |")
+    print("|---|---|---|---|---|")
+    for axes, batch, at, above, verdict in rows:
+        print(f"| {' '.join(f'{k}={v}' for k, v in axes.items())} | {batch} | {at} | {above} | {verdict} |")
+    print(f"\n{held} of {len(templates)} --fit answers hold (the batch runs, the next one up does not).")
+    return 0 if held == len(templates) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
