@@ -13,6 +13,7 @@
 #include "harness/cli/summary.hpp"
 #include "harness/matrix/matrix.hpp"
 #include "harness/measure/measurement.hpp"
+#include "harness/store/sqlite.hpp"
 #include "harness/store/store.hpp"
 #include "test_support.hpp"
 
@@ -128,4 +129,29 @@ TEST_CASE("a noisy cell is stored as ok and flagged, and summary shows it", "[no
     using Catch::Matchers::ContainsSubstring;
     CHECK_THAT(summary.str(), ContainsSubstring(" noisy"));
     CHECK_THAT(summary.str(), ContainsSubstring("1 ok (1 noisy: their noise was above max_noise when they stopped)"));
+}
+
+TEST_CASE("run hands the noise criterion and the timeout to the cell process", "[noise][runner]") {
+    test::TempDir tmp;
+    const auto matrix = tmp.file("m.toml"), db = tmp.file("r.db");
+    // A threshold no timing meets: each cell takes max_iterations and is flagged.
+    test::write_file(matrix, "name = \"n\"\n[defaults]\nmodel = \"tiny\"\nwarmups = 0\niterations = 2\n"
+                             "max_noise = 0.000001\nmax_iterations = 7\n[[sweep]]\nname = \"s\"\n");
+    const auto r = test::run_sweetspot("run '" + matrix + "' --db '" + db + "'");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    Database d(db, Database::Mode::read_only);
+    auto st = d.prepare("SELECT noisy, max_iterations, (SELECT count(*) FROM iterations WHERE phase = 'timed') FROM cells");
+    REQUIRE(st.step());
+    CHECK(st.int64(0) == 1);
+    CHECK(st.int64(1) == 7);
+    CHECK(st.int64(2) == 7);
+    // The text a cell process gets holds what its key leaves out, and reads back whole.
+    const CellParams cell = cell_with("max_noise = 0.5\nmax_iterations = 9\nmax_time = \"3s\"\ntimeout = \"90s\"");
+    const CellParams back = CellParams::from_canonical(cell.full_text());
+    CHECK(back.key() == cell.key());
+    CHECK(back.max_noise_pct == 0.5);
+    CHECK(back.max_iterations == 9);
+    CHECK(back.max_time_s == 3.0);
+    CHECK(back.timeout_s == 90.0);
 }

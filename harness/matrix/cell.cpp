@@ -181,6 +181,13 @@ std::string CellParams::canonical() const {
     return out;
 }
 
+std::string CellParams::full_text() const {
+    std::string out = canonical();
+    for (const Axis& axis : axes())
+        if (axis.keyed == Axis::Keyed::no && axis.in_matrix()) out.append(axis.name).append("=").append(axis.get(*this)).append("\n");
+    return out;
+}
+
 std::string fnv1a64_hex(std::string_view data) {
     std::uint64_t h = 0xcbf29ce484222325ull;
     for (unsigned char c : data) {
@@ -206,7 +213,7 @@ CellParams CellParams::from_canonical(std::string_view text) {
         if (eq == std::string_view::npos) bad("line without '=': " + std::string(line));
         const std::string_view name = line.substr(0, eq), value = line.substr(eq + 1);
         const Axis* axis = find_axis(name);
-        if (!axis || axis->keyed == Axis::Keyed::no) bad("unknown name '" + std::string(name) + "'");
+        if (!axis || (axis->keyed == Axis::Keyed::no && !axis->in_matrix())) bad("unknown name '" + std::string(name) + "'");
         const auto normal = axis->normalize(value);
         if (!normal) bad("'" + std::string(name) + "' must be " + axis->expects + ", got '" + std::string(value) + "'");
         axis->set(c, *normal);

@@ -136,7 +136,10 @@ struct CellParams {
     std::string canonical() const;
     // 16 hex digits: FNV-1a 64 of canonical().
     std::string key() const;
-    // Inverse of canonical(); throws std::invalid_argument on malformed text.
+    // canonical() and the settings that are not part of the key (the timeout, the noise
+    // criterion): all a cell process needs to measure the cell as the matrix says.
+    std::string full_text() const;
+    // Inverse of canonical() and of full_text(); throws std::invalid_argument on malformed text.
     static CellParams from_canonical(std::string_view text);
     // The cell's input: batch × seq random token ids drawn from `seed`, as cuda-uvm-gpt2 fed its model.
     std::vector<std::int32_t> token_ids() const;

@@ -135,7 +135,7 @@ CellOutcome run_cell_process(const CellParams& cell, const ScratchDir& scratch, 
 
     ChildSpec spec;
     const auto spawned_at = std::chrono::steady_clock::now();
-    spec.argv = {self_executable(), "_cell", "--scratch", db, "--cell", cell.canonical(), "--run-label", run_label,
+    spec.argv = {self_executable(), "_cell", "--scratch", db, "--cell", cell.full_text(), "--run-label", run_label,
                  "--spawned-at",
                  std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(spawned_at.time_since_epoch()).count())};
     if (options.allow_oversubscription) spec.argv.push_back("--allow-oversubscription");
