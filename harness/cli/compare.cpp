@@ -16,8 +16,9 @@
 namespace sweetspot {
 namespace {
 
-// How a cell was measured, not what: they do not tell two workloads apart.
-constexpr std::string_view kMeasurementSettings[] = {"warmups", "iterations", "trace_iterations", "timeout", "repeat"};
+// How a cell was measured, not what, besides the axes its key leaves out (the timeout, the noise
+// criterion): they do not tell two workloads apart.
+constexpr std::string_view kMeasurementSettings[] = {"warmups", "iterations", "trace_iterations", "repeat"};
 // Named in every row; the other identifying axes only where the matched workloads differ in them.
 constexpr std::string_view kAlwaysShown[] = {"model", "variant", "backend", "dtype", "batch", "seq"};
 
@@ -77,8 +78,8 @@ CompareCounts print_comparison(const CompareSide& a, const CompareSide& b, const
     std::vector<const Axis*> identity;
     for (const Axis& axis : axes()) {
         const std::string column(axis.column);
-        if (axis.column_type != Axis::Column::none && !listed(axis.name, kMeasurementSettings) && in_a.count(column) &&
-            in_b.count(column))
+        if (axis.column_type != Axis::Column::none && axis.keyed != Axis::Keyed::no &&
+            !listed(axis.name, kMeasurementSettings) && in_a.count(column) && in_b.count(column))
             identity.push_back(&axis);
     }
     const std::vector<Workload> side_a = read_workloads(store_a, a.run_id, identity);
@@ -131,8 +132,8 @@ CompareCounts print_comparison(const CompareSide& a, const CompareSide& b, const
     if (t.empty()) out << "(no workload measured ok in both)\n";
     else t.print(out);
     out << "\n" << counts.matched << " workloads in both, " << counts.only_a << " only in A, " << counts.only_b
-        << " only in B. Matched by every parameter but warmups, iterations, trace_iterations, timeout and repeat\n"
-           "(the timed iterations of repeats are pooled). p: the two-sided Mann-Whitney U test of the timed\n"
+        << " only in B. Matched by every parameter but warmups, iterations, trace_iterations, repeat, the\n"
+           "timeout and the noise criterion (the timed iterations of repeats are pooled). p: the two-sided Mann-Whitney U test of the timed\n"
            "iterations (exact for small samples without ties); a change is 'faster' or 'slower' when p < "
         << fixed(options.alpha, 3) << " and it is at\nleast " << fixed(options.threshold_pct, 1) << " %, else 'same'.\n";
     return counts;

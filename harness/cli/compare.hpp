@@ -31,7 +31,8 @@ struct CompareCounts {
 };
 
 // Matches the ok cells of A and B by every parameter but the measurement settings (warmups,
-// iterations, trace_iterations, timeout) and the repeat, whose timed iterations are pooled, and
+// iterations, trace_iterations, the timeout, the noise criterion) and the repeat, whose timed
+// iterations are pooled, and
 // prints a row per workload in both: medians, B ÷ A, the p-value and the verdict (faster,
 // slower, same; "too few" with fewer than two iterations on a side).
 CompareCounts print_comparison(const CompareSide& a, const CompareSide& b, const CompareOptions& options, std::ostream& out);
