@@ -113,12 +113,13 @@ void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
     // The noise criterion's columns (schema 7 on); older cells had none.
     const std::string noise = present.count("noisy") ? "noise_pct, noisy" : "NULL, 0";
     auto st = store.db().prepare("SELECT cell_id, status, latency_median_ms, latency_p10_ms, latency_p90_ms, tokens_per_s, "
-                                 "check_rel_err, " + noise + columns +
+                                 "check_rel_err, " + noise + ", cell_index" + columns +
                                  " FROM cells WHERE ?1 IS NULL OR run_id = ?1 ORDER BY cell_index, cell_id");
     st.bind(1, opt.run_id);
     using A = TextTable::Align;
     TextTable t;
     t.add_column("cell", A::right);
+    t.add_column("#", A::right);  // the cell's number in its matrix, as `list` numbers it
     for (const Axis* axis : shown)
         t.add_column(std::string(axis->name), axis->column_type == Axis::Column::text ? A::left : A::right);
     t.add_column("status");
@@ -141,11 +142,11 @@ void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
         std::snprintf(buf, sizeof buf, "%.1e", st.real(col));
         return std::string(buf);
     };
-    constexpr int kFirstAxis = 9;
+    constexpr int kFirstAxis = 10;
     std::map<std::string, int> by_status;
     int noisy = 0;
     while (st.step()) {
-        std::vector<std::string> row = {st.text(0)};
+        std::vector<std::string> row = {st.text(0), st.text(9)};
         for (std::size_t i = 0; i < shown.size(); ++i) {
             const int col = kFirstAxis + static_cast<int>(i);
             const bool boolean = shown[i]->written == Axis::Written::boolean;
