@@ -189,8 +189,8 @@ TEST_CASE("summary --format csv, json and markdown: the cells table for other to
 
     const auto md = run_sweetspot("summary '" + db + "' --format markdown");
     REQUIRE(md.exit_code == 0);
-    CHECK(md.output.rfind("| cell | model |", 0) == 0);
-    CHECK(contains(md.output, "|---:|---|"));
+    CHECK(md.output.rfind("| cell | # | model |", 0) == 0);
+    CHECK(contains(md.output, "|---:|---:|---|"));
 
     const auto bad = run_sweetspot("summary '" + db + "' --format xml");
     CHECK(bad.exit_code == 2);
