@@ -176,7 +176,7 @@ TEST_CASE("summary --format csv, json and markdown: the cells table for other to
 
     const auto csv = run_sweetspot("summary '" + db + "' --format csv");
     REQUIRE(csv.exit_code == 0);
-    CHECK(csv.output.rfind("cell,#,model,variant,backend,dtype,batch,seq,status,median ms", 0) == 0);
+    CHECK(csv.output.rfind("cell,#,model,variant,backend,dtype,batch,seq,status,timed,median ms", 0) == 0);
     CHECK(std::count(csv.output.begin(), csv.output.end(), '\n') == 4);  // the header and three cells
     CHECK_FALSE(contains(csv.output, "Runs"));
 

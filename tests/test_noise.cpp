@@ -129,6 +129,12 @@ TEST_CASE("a noisy cell is stored as ok and flagged, and summary shows it", "[no
     using Catch::Matchers::ContainsSubstring;
     CHECK_THAT(summary.str(), ContainsSubstring(" noisy"));
     CHECK_THAT(summary.str(), ContainsSubstring("1 ok (1 noisy: their noise was above max_noise when they stopped)"));
+    // The table says how many timed iterations the cell took, beside the iterations it asked for.
+    std::ostringstream csv;
+    SummaryOptions as_csv;
+    as_csv.format = TableFormat::csv;
+    print_summary(store, as_csv, csv);
+    CHECK_THAT(csv.str(), ContainsSubstring(",ok,6,"));
 }
 
 TEST_CASE("run hands the noise criterion and the timeout to the cell process", "[noise][runner]") {

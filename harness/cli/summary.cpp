@@ -113,7 +113,9 @@ void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
     // The noise criterion's columns (schema 7 on); older cells had none.
     const std::string noise = present.count("noisy") ? "noise_pct, noisy" : "NULL, 0";
     auto st = store.db().prepare("SELECT cell_id, status, latency_median_ms, latency_p10_ms, latency_p90_ms, tokens_per_s, "
-                                 "check_rel_err, " + noise + ", cell_index" + columns +
+                                 "check_rel_err, " + noise + ", cell_index,"
+                                 " (SELECT count(*) FROM iterations i WHERE i.cell_id = cells.cell_id AND i.phase = 'timed')" +
+                                 columns +
                                  " FROM cells WHERE ?1 IS NULL OR run_id = ?1 ORDER BY cell_index, cell_id");
     st.bind(1, opt.run_id);
     using A = TextTable::Align;
@@ -123,6 +125,8 @@ void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
     for (const Axis* axis : shown)
         t.add_column(std::string(axis->name), axis->column_type == Axis::Column::text ? A::left : A::right);
     t.add_column("status");
+    // The timed iterations the cell took: `iterations`, or more where its noise criterion asked.
+    t.add_column("timed", A::right);
     for (const char* h : {"median ms", "p10 ms", "p90 ms", "noise %", "tokens/s", "rel err"}) t.add_column(h, A::right);
     // Rounded for people (the text and Markdown tables); the shortest text that reads back as
     // the same double for other tools (CSV, JSON).
@@ -142,7 +146,7 @@ void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
         std::snprintf(buf, sizeof buf, "%.1e", st.real(col));
         return std::string(buf);
     };
-    constexpr int kFirstAxis = 10;
+    constexpr int kFirstAxis = 11;
     std::map<std::string, int> by_status;
     int noisy = 0;
     while (st.step()) {
@@ -155,7 +159,8 @@ void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
         // A noisy cell is ok, with its noise marked: it stopped on a limit above its max_noise.
         const bool flagged = st.int64(8) != 0;
         const std::string noise_text = text && flagged ? num(7, 2) + " noisy" : text ? num(7, 2) : num(7, 0);
-        for (auto&& cell : {st.text(1), num(2, 3), num(3, 3), num(4, 3), noise_text, num(5, 0), sci(6)}) row.push_back(cell);
+        for (auto&& cell : {st.text(1), st.text(10), num(2, 3), num(3, 3), num(4, 3), noise_text, num(5, 0), sci(6)})
+            row.push_back(cell);
         t.add_row(std::move(row));
         ++by_status[st.text(1)];
         noisy += flagged ? 1 : 0;
