@@ -555,7 +555,7 @@ Matrix MatrixReader::read(std::string_view text) {
             std::erase_if(sweep.settings, [&](const Setting& s) { return s.axis == setting.axis; });
             sweep.settings.push_back(setting);
         }
-        m.overrides.push_back(std::string(axes()[setting.axis].name) + "=" + text.substr(text.find('=') + 1));
+        m.overrides.push_back(text);
     }
 
     require_bounded(sweeps);
@@ -584,12 +584,10 @@ Setting MatrixReader::read_override(const std::string& text) const {
         try {
             parsed = toml::parse("v = " + piece, std::string_view("--set"));
         } catch (const toml::parse_error&) {
-            parsed.insert("v", piece);
         }
         const toml::node* node = parsed.get("v");
-        if (!node || node->is_array() || node->is_table()) {
-            parsed = toml::table{};
-            parsed.insert("v", piece);
+        if (!node || node->is_array() || node->is_table()) {  // not one TOML value: the text itself
+            parsed.insert_or_assign("v", piece);
             node = parsed.get("v");
         }
         try {

@@ -67,6 +67,19 @@ HostReferencePart host_reference_part(const CellParams& cell, std::span<const st
     return part;
 }
 
+// kept_reference_key for the part the check recomputes.
+std::optional<std::string> key_of(const CellParams& cell, const HostReferencePart& part) {
+    if (part.full || cell.weights != kSyntheticWeights) return std::nullopt;
+    const ModelConfig& m = cell.model;
+    std::ostringstream text;
+    text << std::hexfloat << "host fp32 reference 1|model " << m.name << ' ' << m.n_layer << ' ' << m.n_embd << ' '
+         << m.n_head << ' ' << m.vocab_size << ' ' << m.max_positions << ' ' << m.ln_eps << "|seed " << cell.seed
+         << "|dtype " << enum_name(cell.dtype) << "|dropout " << cell.dropout << "|batch " << part.batch << "|seq "
+         << part.seq << "|tokens";
+    for (const std::int32_t t : part.tokens) text << ' ' << t;
+    return fnv1a64_hex(text.str());
+}
+
 }  // namespace
 
 void ErrorMeasure::add(double out, double ref) {
@@ -92,16 +105,7 @@ double gpu_tolerance(DType dtype, bool tf32) {
 }
 
 std::optional<std::string> kept_reference_key(const CellParams& cell, std::span<const std::int32_t> tokens) {
-    const HostReferencePart part = host_reference_part(cell, tokens);
-    if (part.full || cell.weights != kSyntheticWeights) return std::nullopt;
-    const ModelConfig& m = cell.model;
-    std::ostringstream text;
-    text << std::hexfloat << "host fp32 reference 1|model " << m.name << ' ' << m.n_layer << ' ' << m.n_embd << ' '
-         << m.n_head << ' ' << m.vocab_size << ' ' << m.max_positions << ' ' << m.ln_eps << "|seed " << cell.seed
-         << "|dtype " << enum_name(cell.dtype) << "|dropout " << cell.dropout << "|batch " << part.batch << "|seq "
-         << part.seq << "|tokens";
-    for (const std::int32_t t : part.tokens) text << ' ' << t;
-    return fnv1a64_hex(text.str());
+    return key_of(cell, host_reference_part(cell, tokens));
 }
 
 LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layout,
@@ -111,7 +115,7 @@ LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layou
     const HostReferencePart part = host_reference_part(cell, tokens);
     const int batch = part.batch, seq = part.seq;
     const bool full = part.full;
-    const std::optional<std::string> key = kept_reference_key(cell, tokens);
+    const std::optional<std::string> key = key_of(cell, part);
 
     std::vector<float> ref;
     if (key && kept && kept->key == *key) {

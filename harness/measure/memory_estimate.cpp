@@ -39,11 +39,9 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
 }
 
 std::int64_t FixedCost::managed_overhead_for(DType dtype) const {
+    if (const auto it = managed_overhead.find(dtype); it != managed_overhead.end()) return it->second;
     std::int64_t other = 0;
-    for (const auto& [d, bytes] : managed_overhead) {
-        if (d == dtype) return bytes;
-        other = std::max(other, bytes);
-    }
+    for (const auto& [d, bytes] : managed_overhead) other = std::max(other, bytes);
     return other;
 }
 
@@ -81,10 +79,8 @@ std::optional<FixedCost> calibrate(std::string gpu, std::string driver, const st
         }
         if (c.backend->managed_weights) {
             const std::int64_t overhead = c.peak - f.largest - c.activations - c.weight_bytes;
-            const auto same = std::find_if(f.managed_overhead.begin(), f.managed_overhead.end(),
-                                           [&](const auto& entry) { return entry.first == c.dtype; });
-            if (same == f.managed_overhead.end()) f.managed_overhead.emplace_back(c.dtype, overhead);
-            else same->second = std::max(same->second, overhead);
+            const auto [it, added] = f.managed_overhead.emplace(c.dtype, overhead);
+            if (!added) it->second = std::max(it->second, overhead);
         }
     }
     if (variance > 0) f.per_pinned_byte = std::max(0.0, covariance / variance);

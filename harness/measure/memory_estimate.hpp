@@ -10,9 +10,9 @@
 // model and driver from a results database (measured_fixed_costs) and added by predicted_peak.
 // The host's pageable memory is not predicted yet.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "harness/matrix/cell.hpp"
@@ -61,7 +61,7 @@ struct FixedCost {
     // What the driver holds for managed weights beyond the pages themselves, per dtype: the
     // largest over the uvm and uvm-prefetch cells of that dtype of their peak less `largest`,
     // their activations and all their weight bytes.
-    std::vector<std::pair<DType, std::int64_t>> managed_overhead;
+    std::map<DType, std::int64_t> managed_overhead;
 
     // That dtype's managed overhead; the largest measured for another dtype when none was
     // measured for it; 0 without UVM cells.

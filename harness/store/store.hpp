@@ -82,8 +82,6 @@ struct CellPhase {
     double seconds = 0;
 };
 
-// What measuring a cell produced. The child process fills the measurements; the parent adds
-// what only it can see (exit status, timeout, stderr tail, wall time).
 // The host forward's logits a GPU cell's check compared with (logits_check.hpp), kept in the
 // database so that the cells of the same workload after it reuse them.
 struct ReferenceLogits {
@@ -93,6 +91,8 @@ struct ReferenceLogits {
     std::vector<float> logits;  // [batch, seq, vocab]
 };
 
+// What measuring a cell produced. The child process fills the measurements; the parent adds
+// what only it can see (exit status, timeout, stderr tail, wall time).
 struct CellOutcome {
     CellStatus status = CellStatus::failed;
     std::string reason;
