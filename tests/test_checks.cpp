@@ -173,18 +173,18 @@ TEST_CASE("non-finite output fails a cell whatever its check says; a check outsi
     LogitsCheck failing{"test reference", 1.0, 0.5, 1e-4, std::nullopt};
 
     CellOutcome ok;
-    judge_output(finite, passing, ok);
+    judge_output(count_nonfinite(finite), 4, passing, ok);
     CHECK(ok.status == CellStatus::ok);
     CHECK(ok.check_rel_err == 1e-6);
     CHECK(ok.check_reference == "test reference");
 
     CellOutcome unchecked;
-    judge_output(finite, std::nullopt, unchecked);
+    judge_output(0, 4, std::nullopt, unchecked);
     CHECK(unchecked.status == CellStatus::ok);
     CHECK_FALSE(unchecked.check_rel_err);
 
     CellOutcome invalid;
-    judge_output(finite, failing, invalid);
+    judge_output(0, 4, failing, invalid);
     CHECK(invalid.status == CellStatus::invalid);
     CHECK_THAT(invalid.reason, ContainsSubstring("relative error 0.5 > tolerance 0.0001"));
 
@@ -194,9 +194,9 @@ TEST_CASE("non-finite output fails a cell whatever its check says; a check outsi
         logits[2] = bad;
         for (const auto& check : {std::optional<LogitsCheck>(passing), std::optional<LogitsCheck>()}) {
             CellOutcome out;
-            judge_output(logits, check, out);
+            judge_output(static_cast<std::int64_t>(count_nonfinite(logits)), 4, check, out);
             CHECK(out.status == CellStatus::failed);
-            CHECK_THAT(out.reason, ContainsSubstring("1 non-finite values"));
+            CHECK_THAT(out.reason, ContainsSubstring("1 non-finite values (NaN or infinity) among its 4 logits"));
         }
     }
     CHECK(count_nonfinite(finite) == 0);
@@ -223,13 +223,18 @@ TEST_CASE("large cells are checked on a prefix of sample 0, exact by causality",
     const auto tokens = cell.token_ids();
     const auto vocab = static_cast<std::size_t>(cell.model.vocab_size);
 
-    // Only sample 0's first 16 positions hold real logits; the rest is noise the check must not read.
-    std::vector<float> logits(tokens.size() * vocab, 1e6f);
+    // The caller fetches only the rows the check compares (the GPU path copies no more to the
+    // host), and the check reads no others.
+    REQUIRE(host_reference_rows(cell) == 16);
     const auto prefix = host_logits(cell, layout, DType::fp32, 1, 16, std::span(tokens).first(16));
-    std::copy(prefix.begin(), prefix.end(), logits.begin());
-    const auto check = check_against_host(cell, layout, tokens, logits);
+    REQUIRE(prefix.size() == 16 * vocab);
+    const auto check = check_against_host(cell, layout, tokens, prefix);
     CHECK(check.reference == "host fp32 forward, sample 0, first 16 positions");
     CHECK(check.rel_err == 0);
+
+    cell.batch = 1;
+    cell.seq = 8;  // cheap: the whole output is compared
+    CHECK(host_reference_rows(cell) == 8);
 }
 
 TEST_CASE("a prefix check's host reference is kept under a key of what it depends on, and reused", "[checks]") {

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <span>
 #include <stdexcept>
@@ -307,6 +308,38 @@ TEMPLATE_TEST_CASE("launch_residual_add matches cpu::residual_add", "[gpu]", flo
 
         cpu::residual_add(x.data(), y.data(), n);
         check_close(d_x.to_host(stream.get()), x, store_tolerance(dtype));
+    }
+}
+
+TEMPLATE_TEST_CASE("launch_count_nonfinite counts the NaN and infinite values, past the grid cap too", "[gpu]", float,
+                   __half, __nv_bfloat16) {
+    require_gpu();
+    using T = TestType;
+    constexpr DType dtype = gpu::dtype_of<T>();
+    const CudaStream stream;
+    const DeviceMemory count = allocate_device(sizeof(unsigned long long));
+    auto* d_count = reinterpret_cast<unsigned long long*>(count.get());
+    const auto counted = [&](const std::vector<float>& values) {
+        const DeviceArray<T> d_x(values, stream.get());
+        gpu::launch_count_nonfinite<T>(d_x.get(), static_cast<std::int64_t>(values.size()), d_count, stream.get());
+        unsigned long long host = 0;
+        CUDA_CHECK(cudaMemcpyAsync(&host, d_count, sizeof host, cudaMemcpyDeviceToHost, stream.get()));
+        CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+        return host;
+    };
+    for (const std::int64_t n : {std::int64_t{1}, std::int64_t{13 * 75}, kPastGridCap}) {
+        INFO(enum_name(dtype) << " n " << n);
+        auto x = random_values(as_size(n), dtype, kSeed, 0.01f, 4.0f, Sign::either);
+        CHECK(counted(x) == 0);  // the count starts from zero each launch
+        // Bad values at both ends and, past the grid cap, where the grid-stride loop comes round.
+        x.front() = std::numeric_limits<float>::quiet_NaN();
+        x.back() = -std::numeric_limits<float>::infinity();
+        std::uint64_t planted = n == 1 ? 1 : 2;
+        if (n == kPastGridCap) {
+            for (const std::int64_t i : {n / 2, n - 7}) x[as_size(i)] = std::numeric_limits<float>::infinity();
+            planted += 2;
+        }
+        CHECK(counted(x) == planted);
     }
 }
 

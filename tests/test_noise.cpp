@@ -31,7 +31,8 @@ public:
         return ms_[calls_++ % ms_.size()];
     }
     std::vector<float> logits() override { return {1.0f}; }
-    std::optional<LogitsCheck> check(std::span<const float>) override { return std::nullopt; }
+    std::int64_t count_nonfinite_logits() override { return 0; }
+    std::optional<LogitsCheck> check() override { return std::nullopt; }
     void add_placement(CellOutcome&) const override {}
 
 private:

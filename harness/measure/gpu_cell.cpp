@@ -136,8 +136,11 @@ public:
 
     std::vector<float> logits() override { return forward_->logits_to_host(); }
 
-    std::optional<LogitsCheck> check(std::span<const float> logits) override {
-        return check_against_host(cell_, layout_, tokens_, logits, kept_reference_);
+    std::int64_t count_nonfinite_logits() override { return forward_->count_nonfinite_logits(); }
+
+    std::optional<LogitsCheck> check() override {
+        const std::vector<float> compared = forward_->logits_to_host(host_reference_rows(cell_));
+        return check_against_host(cell_, layout_, tokens_, compared, kept_reference_);
     }
 
     void add_placement(CellOutcome& out) const override {

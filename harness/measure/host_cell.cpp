@@ -33,8 +33,10 @@ public:
 
     std::vector<float> logits() override { return logits_; }
 
-    std::optional<LogitsCheck> check(std::span<const float> logits) override {
-        return check_against_float64(cell_, layout_, *backend_, tokens_, logits);
+    std::int64_t count_nonfinite_logits() override { return static_cast<std::int64_t>(count_nonfinite(logits_)); }
+
+    std::optional<LogitsCheck> check() override {
+        return check_against_float64(cell_, layout_, *backend_, tokens_, logits_);
     }
 
     // The host backend keeps every weight in host memory: nothing to report about a device.

@@ -56,10 +56,14 @@ struct HostReferencePart {
     std::vector<std::int32_t> tokens;  // [batch, seq]
 };
 
+// Whether the host check recomputes the whole output (cheap enough) or a prefix of sample 0.
+bool full_check(const CellParams& cell) {
+    return 2.0 * static_cast<double>(cell.model.n_params()) * cell.batch * cell.seq <= kFullCheckFlops;
+}
+
 HostReferencePart host_reference_part(const CellParams& cell, std::span<const std::int32_t> tokens) {
-    const double flops = 2.0 * static_cast<double>(cell.model.n_params()) * cell.batch * cell.seq;
     HostReferencePart part;
-    part.full = flops <= kFullCheckFlops;
+    part.full = full_check(cell);
     part.batch = part.full ? cell.batch : 1;
     part.seq = part.full ? cell.seq : std::min(cell.seq, kPrefixPositions);
     for (int b = 0; b < part.batch; ++b)
@@ -106,6 +110,10 @@ double gpu_tolerance(DType dtype, bool tf32) {
 
 std::optional<std::string> kept_reference_key(const CellParams& cell, std::span<const std::int32_t> tokens) {
     return key_of(cell, host_reference_part(cell, tokens));
+}
+
+std::int64_t host_reference_rows(const CellParams& cell) {
+    return full_check(cell) ? std::int64_t{cell.batch} * cell.seq : std::min(cell.seq, kPrefixPositions);
 }
 
 LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layout,
@@ -163,7 +171,8 @@ std::optional<LogitsCheck> check_against_float64(const CellParams& cell, const W
     return check;
 }
 
-void judge_output(std::span<const float> logits, const std::optional<LogitsCheck>& check, CellOutcome& out) {
+void judge_output(std::int64_t nonfinite, std::int64_t logit_count, const std::optional<LogitsCheck>& check,
+                  CellOutcome& out) {
     if (check) {
         out.check_reference = check->reference;
         out.check_max_abs_err = check->max_abs_err;
@@ -171,10 +180,10 @@ void judge_output(std::span<const float> logits, const std::optional<LogitsCheck
         out.check_tolerance = check->tolerance;
         out.reference = check->kept;
     }
-    if (const std::size_t bad = count_nonfinite(logits); bad > 0) {
+    if (nonfinite > 0) {
         out.status = CellStatus::failed;
-        out.reason = "the output has " + std::to_string(bad) + " non-finite values (NaN or infinity) among its " +
-                     std::to_string(logits.size()) + " logits";
+        out.reason = "the output has " + std::to_string(nonfinite) + " non-finite values (NaN or infinity) among its " +
+                     std::to_string(logit_count) + " logits";
     } else if (check && !check->passed()) {
         out.status = CellStatus::invalid;
         out.reason = "logits differ from the " + check->reference + ": relative error " + format_number(check->rel_err) +

@@ -51,7 +51,12 @@ double gpu_tolerance(DType dtype, bool tf32);
 // seed and dtype (the host rounds them through it), the dropout masks, and the prefix's tokens.
 std::optional<std::string> kept_reference_key(const CellParams& cell, std::span<const std::int32_t> tokens);
 
-// Compares `logits` [batch, seq, vocab] with the host forward. The whole output is recomputed
+// The rows of a cell's logits [batch·seq, vocab] that check_against_host compares: all of them,
+// or the first positions of sample 0. A caller need only fetch these from the device.
+std::int64_t host_reference_rows(const CellParams& cell);
+
+// Compares `logits` [batch, seq, vocab] (at least its first host_reference_rows rows) with the
+// host forward. The whole output is recomputed
 // when that is cheap; otherwise the first positions of sample 0, which by causality depend only
 // on those tokens, so the comparison is exact in kind, only shorter. `kept`: reference logits an
 // earlier cell left, used instead of the host forward when their key is this check's.
@@ -64,9 +69,11 @@ LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layou
 std::optional<LogitsCheck> check_against_float64(const CellParams& cell, const WeightLayout& layout, LayerSource& weights,
                                                  std::span<const std::int32_t> tokens, std::span<const float> logits);
 
-// Stores `check` in the outcome and sets its status: `failed` when any logit is NaN or infinite
-// (whether or not a reference was computed: such output is wrong whatever it is compared with),
+// Stores `check` in the outcome and sets its status: `failed` when any of the output's
+// `logit_count` logits is NaN or infinite (`nonfinite` of them, counted over the whole output,
+// whether or not a reference was computed: such output is wrong whatever it is compared with),
 // `invalid` when the check is outside its tolerance, `ok` otherwise.
-void judge_output(std::span<const float> logits, const std::optional<LogitsCheck>& check, CellOutcome& out);
+void judge_output(std::int64_t nonfinite, std::int64_t logit_count, const std::optional<LogitsCheck>& check,
+                  CellOutcome& out);
 
 }  // namespace sweetspot

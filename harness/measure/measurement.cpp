@@ -48,10 +48,10 @@ void measure_iterations(const CellParams& c, std::size_t token_count, CellForwar
     forward.add_placement(out);
     out.tokens_per_s = static_cast<double>(token_count) / (LatencyStats::of(out.timed_ms).median / 1000.0);
 
-    const std::vector<float> logits = forward.logits();
-    judge_output(logits, forward.check(logits), out);
+    const std::int64_t logit_count = static_cast<std::int64_t>(token_count) * c.model.vocab_size;
+    judge_output(forward.count_nonfinite_logits(), logit_count, forward.check(), out);
     clock.lap("check");
-    if (options.logits != nullptr) *options.logits = logits;
+    if (options.logits != nullptr) *options.logits = forward.logits();
 
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);

@@ -65,9 +65,13 @@ public:
     // Around the traced iterations: the GPU path records CUPTI events, the host path nothing.
     virtual void start_collection() {}
     virtual std::optional<CellEvents> finish_collection() { return std::nullopt; }
-    // The logits of the last forward, and how they compare with the path's reference.
+    // The logits of the last forward, all of them as fp32 (what the `logits` command writes).
     virtual std::vector<float> logits() = 0;
-    virtual std::optional<LogitsCheck> check(std::span<const float> logits) = 0;
+    // How many of the last forward's logits are NaN or infinite, over the whole output.
+    virtual std::int64_t count_nonfinite_logits() = 0;
+    // How the last forward's logits compare with the path's reference. The path fetches only
+    // what it compares: a prefix check of a large batch must not copy every logit to the host.
+    virtual std::optional<LogitsCheck> check() = 0;
     // What the path knows once the iterations are done (where the weights went, device memory).
     virtual void add_placement(CellOutcome& out) const = 0;
     // The phases of making this forward (CUDA context, weights, ...), or none where the path

@@ -8,7 +8,9 @@
 // accumulation.
 #include "kernels/compute/gpu_forward.hpp"
 
+#include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -317,24 +319,52 @@ void GpuForward::run(LayerSource& weights) {
     }
 }
 
-std::vector<float> GpuForward::logits_to_host() {
-    Impl& s = *impl_;
-    const std::size_t n = as_size(s.rows() * s.model.vocab_size);
+std::vector<float> GpuForward::logits_to_host() { return logits_to_host(impl_->rows()); }
+
+namespace {
+
+// n logits of `dtype` from device memory at `src` as fp32. The conversion of half types is done
+// on the host (dtype.hpp's exact conversions), so no fp32 copy of them ever takes device memory.
+std::vector<float> logits_slice_to_host(const void* src, std::size_t n, DType dtype, cudaStream_t stream) {
     std::vector<float> out(n);
-    // The conversion of half types to fp32 is done on the host (dtype.hpp's exact conversions)
-    // so no fp32 copy of the [B·T, V] logits ever takes device memory.
-    if (s.dtype == DType::fp32) {
-        CUDA_CHECK(cudaMemcpyAsync(out.data(), s.logits, n * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
-        CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    if (dtype == DType::fp32) {
+        CUDA_CHECK(cudaMemcpyAsync(out.data(), src, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
+        CUDA_CHECK(cudaStreamSynchronize(stream));
         return out;
     }
     std::vector<std::uint16_t> bits(n);
-    CUDA_CHECK(cudaMemcpyAsync(bits.data(), s.logits, n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost, s.stream));
-    CUDA_CHECK(cudaStreamSynchronize(s.stream));
-    for (std::size_t i = 0; i < n; ++i) {
-        out[i] = s.dtype == DType::fp16 ? fp16_bits_to_float(bits[i]) : bf16_bits_to_float(bits[i]);
-    }
+    CUDA_CHECK(cudaMemcpyAsync(bits.data(), src, n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (std::size_t i = 0; i < n; ++i)
+        out[i] = dtype == DType::fp16 ? fp16_bits_to_float(bits[i]) : bf16_bits_to_float(bits[i]);
     return out;
+}
+
+}  // namespace
+
+std::vector<float> GpuForward::logits_to_host(std::int64_t rows) {
+    Impl& s = *impl_;
+    if (rows < 0 || rows > s.rows()) throw std::out_of_range("GpuForward::logits_to_host: rows out of range");
+    return logits_slice_to_host(s.logits, as_size(rows * s.model.vocab_size), s.dtype, s.stream);
+}
+
+std::int64_t GpuForward::count_nonfinite_logits() {
+    Impl& s = *impl_;
+    const std::int64_t n = s.rows() * s.model.vocab_size;
+    // The count goes into y, which is dead between forwards (the next one writes it before it
+    // reads it): no allocation of its own, so the estimator's arithmetic is untouched.
+    auto* count = static_cast<unsigned long long*>(s.y);
+    switch (s.dtype) {
+        case DType::fp32: gpu::launch_count_nonfinite(static_cast<const float*>(s.logits), n, count, s.stream); break;
+        case DType::fp16: gpu::launch_count_nonfinite(static_cast<const __half*>(s.logits), n, count, s.stream); break;
+        case DType::bf16:
+            gpu::launch_count_nonfinite(static_cast<const __nv_bfloat16*>(s.logits), n, count, s.stream);
+            break;
+    }
+    unsigned long long bad = 0;
+    CUDA_CHECK(cudaMemcpyAsync(&bad, count, sizeof bad, cudaMemcpyDeviceToHost, s.stream));
+    CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    return static_cast<std::int64_t>(bad);
 }
 
 std::int64_t GpuForward::activation_bytes() const { return impl_->arena_bytes; }

@@ -40,8 +40,13 @@ public:
     // Enqueues one forward on the stream and returns without synchronizing. Units are acquired
     // in order embedding, blocks, head, each released as soon as its kernels are enqueued.
     void run(LayerSource& weights);
-    // Synchronizes the stream and returns the logits [batch, seq, vocab] as fp32.
+    // Synchronizes the stream and returns the logits [batch, seq, vocab] as fp32: all of them,
+    // or the first `rows` rows (row = b·seq + t), which is all a check of a prefix needs.
     std::vector<float> logits_to_host();
+    std::vector<float> logits_to_host(std::int64_t rows);
+    // Counts the logits that are NaN or infinite, over the whole output, on the GPU (after the
+    // forward in flight), and waits for the count: nothing the size of the logits reaches the host.
+    std::int64_t count_nonfinite_logits();
 
     std::int64_t activation_bytes() const;  // activations, scores and logits
     std::int64_t workspace_bytes() const;   // cuBLAS workspace

@@ -196,10 +196,29 @@ __global__ void softmax_kernel(T* scores, int seq, Dropout d, std::uint32_t site
     }
 }
 
+// x + dropout(y) at element i of a row, rounded to T where the separate kernels store: the
+// dropped value after the dropout pass, the sum after the residual add. __fmul_rn / __fadd_rn
+// round each step separately, as those kernels do, never contracted into one fused multiply-add
+// (which would round once and differ in the last bit). The mask's 64-bit index arithmetic only
+// when dropout is on: it costs more than the add.
+template <class T>
+__device__ T residual_sum(const T* xr, const T* yr, const Dropout& d, std::uint32_t site, int row, int c, int i) {
+    float dropped = to_f32(yr[i]);
+    if (d.active()) {
+        const float f = d.row_factor(site, static_cast<std::uint64_t>(row), static_cast<std::uint64_t>(c),
+                                     static_cast<std::uint64_t>(i));
+        dropped = to_f32(from_f32<T>(__fmul_rn(dropped, f)));
+    }
+    return from_f32<T>(__fadd_rn(to_f32(xr[i]), dropped));
+}
+
 // The `residual_ln` fusion, one warp per row: x += dropout(y) on the residual stream, then
-// out = LayerNorm(x) · w + b, in one pass instead of three kernels (dropout, residual add,
-// LayerNorm) and two round trips of x and y through memory. Each step rounds to T where the
-// separate kernels store, so the result is the same bit for bit.
+// out = LayerNorm(x) · w + b, in one kernel instead of three (dropout, residual add, LayerNorm)
+// and without the round trips of x and y through memory between them. The sum is recomputed in
+// each of the three passes rather than stored in the first and read back: a row the kernel has
+// written is read from L2 (a store evicts it from L1), one it has only read from L1, and the
+// recomputation is one add. x is written once, in the last pass. Same reduction order and
+// rounding as residual_add_kernel followed by layernorm_kernel: the same result bit for bit.
 template <class T>
 __global__ void residual_layernorm_kernel(T* out, T* x, const T* y, Dropout d, std::uint32_t site, const T* w,
                                           const T* b, int rows, int c, float eps) {
@@ -212,33 +231,37 @@ __global__ void residual_layernorm_kernel(T* out, T* x, const T* y, Dropout d, s
     T* o = out + static_cast<std::int64_t>(row) * c;
 
     float sum = 0.0f;
-    for (int i = lane; i < c; i += kWarp) {
-        // __fmul_rn / __fadd_rn: rounded separately, as the separate kernels do, never contracted
-        // into one fused multiply-add (which would round once and differ in the last bit). The
-        // mask's 64-bit index arithmetic only when dropout is on: it costs more than the add.
-        float dropped = to_f32(yr[i]);
-        if (d.active()) {
-            const float f = d.row_factor(site, static_cast<std::uint64_t>(row), static_cast<std::uint64_t>(c),
-                                         static_cast<std::uint64_t>(i));
-            dropped = to_f32(from_f32<T>(__fmul_rn(dropped, f)));
-        }
-        const T v = from_f32<T>(__fadd_rn(to_f32(xr[i]), dropped));
-        xr[i] = v;
-        sum += to_f32(v);
-    }
+    for (int i = lane; i < c; i += kWarp) sum += to_f32(residual_sum(xr, yr, d, site, row, c, i));
     const float mean = warp_sum(sum) / static_cast<float>(c);
 
     float sq = 0.0f;
     for (int i = lane; i < c; i += kWarp) {
-        const float dv = to_f32(xr[i]) - mean;
+        const float dv = to_f32(residual_sum(xr, yr, d, site, row, c, i)) - mean;
         sq += dv * dv;
     }
     const float var = warp_sum(sq) / static_cast<float>(c);
     const float rstd = 1.0f / sqrtf(var + eps);
 
+    // Each lane reads element i before it writes it, and no other lane touches i: in place is safe.
     for (int i = lane; i < c; i += kWarp) {
-        o[i] = from_f32<T>((to_f32(xr[i]) - mean) * rstd * to_f32(w[i]) + to_f32(b[i]));
+        const T v = residual_sum(xr, yr, d, site, row, c, i);
+        xr[i] = v;
+        o[i] = from_f32<T>((to_f32(v) - mean) * rstd * to_f32(w[i]) + to_f32(b[i]));
     }
+}
+
+// *count += how many of x's n values are NaN or infinite. The cell's output check over every
+// logit: a [B·T, V] buffer can be tens of GB, which this reads once at memory bandwidth instead
+// of copying it to the host. One atomic per warp that found any.
+template <class T>
+__global__ void count_nonfinite_kernel(const T* x, std::int64_t n, unsigned long long* count) {
+    unsigned int found = 0;
+    for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < n;
+         idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        found += isfinite(to_f32(x[idx])) ? 0u : 1u;
+    }
+    found = __reduce_add_sync(0xFFFFFFFFu, found);  // every lane leaves the loop before this
+    if (threadIdx.x % kWarp == 0 && found > 0) atomicAdd(count, static_cast<unsigned long long>(found));
 }
 
 }  // namespace
@@ -281,6 +304,14 @@ template <class T>
 void launch_residual_add(T* x, const T* y, std::int64_t n, cudaStream_t stream) {
     if (n == 0) return;
     residual_add_kernel<T><<<elementwise_blocks(n), kBlock, 0, stream>>>(x, y, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void launch_count_nonfinite(const T* x, std::int64_t n, unsigned long long* count, cudaStream_t stream) {
+    CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof *count, stream));
+    if (n == 0) return;
+    count_nonfinite_kernel<T><<<elementwise_blocks(n), kBlock, 0, stream>>>(x, n, count);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -338,6 +369,7 @@ void launch_residual_layernorm(T* out, T* x, const T* y, const Dropout& d, std::
     template void launch_add_bias<T>(T*, const T*, std::int64_t, std::int64_t, cudaStream_t);                    \
     template void launch_gelu_tanh<T>(T*, std::int64_t, cudaStream_t);                                           \
     template void launch_residual_add<T>(T*, const T*, std::int64_t, cudaStream_t);                              \
+    template void launch_count_nonfinite<T>(const T*, std::int64_t, unsigned long long*, cudaStream_t);          \
     template void launch_dropout<T>(T*, std::int64_t, int, const Dropout&, std::uint32_t, cudaStream_t);         \
     template void launch_dropout_probabilities<T>(T*, std::int64_t, const Dropout&, std::uint32_t, cudaStream_t); \
     template void launch_causal_mask<T>(T*, std::int64_t, int, cudaStream_t);                                    \

@@ -59,6 +59,10 @@ void launch_gelu_tanh(T* x, std::int64_t n, cudaStream_t stream);
 template <class T>
 void launch_residual_add(T* x, const T* y, std::int64_t n, cudaStream_t stream);
 
+// *count = how many of x's n values are NaN or infinite; count is one value in device memory.
+template <class T>
+void launch_count_nonfinite(const T* x, std::int64_t n, unsigned long long* count, cudaStream_t stream);
+
 // Dropout in place on a [rows, width] activation, row r being (batch, position) r of a run of
 // d.seq positions (dropout.hpp numbers the elements); nothing when d is inactive.
 template <class T>

@@ -4,9 +4,12 @@ template, the largest batch the estimator says fits the GPU (B), then that cell 
 (`--set batch=B,B+1 --force`, the second predicted OOM). The answer holds when B runs and B + 1 does not.
 Prints one row per template and the number that hold.
 
-Usage: fit_check.py MATRIX --calibration DB --capacity 80GiB [--only AXIS=VALUE ...] [--db OUT] [--dry-run]
-The capacity is the GPU's memory as `sweetspot estimate --fit` takes it; the calibration database is one of
-the same GPU and driver (its cells measure the CUDA context and libraries). Runs go to OUT (default
+Usage: fit_check.py MATRIX --calibration DB [--capacity 80GiB] [--only AXIS=VALUE ...] [--db OUT] [--dry-run]
+The calibration database is one of the same GPU and driver (its cells measure the CUDA context and
+libraries). The capacity is the memory CUDA says the GPU has (cudaGetDeviceProperties' totalGlobalMem, which
+the runner compares predictions with and stores as runs.gpu_memory_bytes; on an H100 80GB 81,079 MiB, not
+the 81,559 MiB nvidia-smi shows, which includes memory the driver reserves); by default the calibration
+database's. Runs go to OUT (default
 fit-check.db). --dry-run prints the commands instead of running them. SWEETSPOT_BINARY names the binary
 (default build/sweetspot).
 """
@@ -26,6 +29,15 @@ def sweetspot():
     return os.environ.get("SWEETSPOT_BINARY", "build/sweetspot")
 
 
+def default_capacity(calibration):
+    con = sqlite3.connect(f"file:{calibration}?mode=ro", uri=True)
+    (capacity,) = con.execute("SELECT max(gpu_memory_bytes) FROM runs").fetchone()
+    con.close()
+    if capacity is None:
+        sys.exit(f"fit_check.py: {calibration} records no GPU memory (runs.gpu_memory_bytes); give --capacity")
+    return f"{capacity}B"
+
+
 def fits(args):
     """The templates: each cell's shown axes (as `list` shows them) and its largest batch, or None."""
     command = [sweetspot(), "estimate", args.matrix, "--calibration", args.calibration, "--fit", args.capacity,
@@ -33,13 +45,17 @@ def fits(args):
     for only in args.only:
         command += ["--only", only]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    rows = json.loads(out)
-    for row in rows:
+    seen = set()
+    for row in json.loads(out):
         axes = {k: v for k, v in row.items() if k not in NOT_AXES}
         # The variant column reads "all (residual_ln+...)": the preset's name is its first word.
         if isinstance(axes.get("variant"), str):
             axes["variant"] = axes["variant"].split(" ")[0]
-        yield axes, row["largest batch"]
+        # Cells that differ only in batch share one template.
+        key = json.dumps(axes, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            yield axes, row["largest batch"]
 
 
 def run_at_limit(args, axes, batch):
@@ -66,17 +82,22 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("matrix")
     parser.add_argument("--calibration", required=True)
-    parser.add_argument("--capacity", required=True)
+    parser.add_argument("--capacity")
     parser.add_argument("--only", action="append", default=[])
     parser.add_argument("--db", default="fit-check.db")
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args()
+    args.capacity = args.capacity or default_capacity(args.calibration)
 
-    rows, held = [], 0
-    templates = list(fits(args))
+    held, templates = 0, list(fits(args))
+    if not args.dry_run:
+        print("| cell | largest batch | at it | one more | --fit |")
+        print("|---|---|---|---|---|", flush=True)
     for axes, batch in templates:
+        cell = " ".join(f"{k}={v}" for k, v in axes.items())
         if batch is None:
-            rows.append((axes, "none", "-", "-", "no batch fits"))
+            if not args.dry_run:
+                print(f"| {cell} | none | - | - | no batch fits |", flush=True)
             continue
         run_at_limit(args, axes, batch)
         if args.dry_run:
@@ -84,13 +105,10 @@ def main():
         at, above = outcomes(args, axes, batch), outcomes(args, axes, batch + 1)
         ok = at[0] == "ok" and above[0] != "ok"
         held += ok
-        rows.append((axes, str(batch), at[0], above[0], "holds" if ok else "misses"))
+        # Each row as soon as its runs end: a long check that is cut short keeps what it found.
+        print(f"| {cell} | {batch} | {at[0]} | {above[0]} | {'holds' if ok else 'misses'} |", flush=True)
     if args.dry_run:
         return 0
-    print("| cell | largest batch | at it | one more | --fit |")
-    print("|---|---|---|---|---|")
-    for axes, batch, at, above, verdict in rows:
-        print(f"| {' '.join(f'{k}={v}' for k, v in axes.items())} | {batch} | {at} | {above} | {verdict} |")
     print(f"\n{held} of {len(templates)} --fit answers hold (the batch runs, the next one up does not).")
     return 0 if held == len(templates) else 1
 

@@ -3,7 +3,8 @@
 # compute-sanitizer's memcheck, racecheck and synccheck, following every cell process
 # (--target-processes all), and prints one line per tool: the errors the sanitizer reported and
 # how the cells ended. The sanitizer's report and the sweep's output go to $OUT/sanitize-TOOL.log.
-#   scripts/device/sanitize.sh [TOOL...]        (default: memcheck racecheck synccheck)
+#   scripts/device/sanitize.sh [TOOL...] [-- RUN_ARGS...]   (default: memcheck racecheck synccheck)
+# RUN_ARGS go to `sweetspot run`, e.g. `-- --only model=tiny_hd64 --only dtype=fp32` for a slice.
 # SWEETSPOT_BINARY names the binary (default build/sweetspot); COMPUTE_SANITIZER the sanitizer.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -13,14 +14,16 @@ out=${OUT:-out}
 mkdir -p "$out"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-tools=("$@")
+tools=()
+while [[ $# -gt 0 && "$1" != "--" ]]; do tools+=("$1"); shift; done
+[[ "${1:-}" == "--" ]] && shift
 [[ ${#tools[@]} -eq 0 ]] && tools=(memcheck racecheck synccheck)
 
 status=0
 for tool in "${tools[@]}"; do
     # CUPTI and the sanitizer cannot share a process: --collector none.
     "$sanitizer" --tool "$tool" --target-processes all --error-exitcode 99 --log-file "$scratch/$tool.%p.log" \
-        "$bin" run experiments/sanitize.toml --db "$scratch/$tool.db" --collector none > "$scratch/$tool.out" 2>&1
+        "$bin" run experiments/sanitize.toml --db "$scratch/$tool.db" --collector none "$@" > "$scratch/$tool.out" 2>&1
     rc=$?
     # One report for the whole process tree: the front end counts every cell process's errors in
     # its single ERROR SUMMARY (checked with a planted out-of-bounds write in a forked child).
