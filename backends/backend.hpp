@@ -6,6 +6,8 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/named_enum.hpp"
@@ -65,10 +67,40 @@ struct PlacementStats {
     int resident_units = 0, streamed_units = 0, slots = 0;
 };
 
+// Where the weights come from, unit by unit: always as fp32 on the host; for weights a kernel can
+// make (the synthetic ones), also straight into device memory in the cell's dtype, which a
+// backend that keeps units on the device uses instead: nothing made on the host, nothing copied.
+class UnitFiller {
+public:
+    using HostFill = std::function<void(int unit, std::span<float> dst)>;
+    using DeviceFill = std::function<void(int unit, DType dtype, void* dst, CUstream_st* stream)>;
+
+    template <class F>
+        requires std::is_invocable_v<const F&, int, std::span<float>>
+    UnitFiller(F host) : host_(std::move(host)) {}  // NOLINT: a plain fill converts implicitly
+
+    // The same filler that can also fill device memory through `device`.
+    UnitFiller with_device_fill(DeviceFill device) const {
+        UnitFiller f = *this;
+        f.device_ = std::move(device);
+        return f;
+    }
+
+    // Writes unit `unit`'s fp32 weights into `dst` (unit.numel elements).
+    void operator()(int unit, std::span<float> dst) const { host_(unit, dst); }
+    bool fills_device() const { return static_cast<bool>(device_); }
+    // Enqueues on `stream` the writing of unit `unit`, in `dtype`, into device memory at `dst`
+    // (the same bits as operator() followed by convert_from_f32). Only where fills_device().
+    void fill_device(int unit, DType dtype, void* dst, CUstream_st* stream) const { device_(unit, dtype, dst, stream); }
+
+private:
+    HostFill host_;
+    DeviceFill device_;
+};
+
 class Backend : public LayerSource {
 public:
-    // Writes unit `unit`'s fp32 weights into `dst` (unit.numel elements).
-    using UnitFiller = std::function<void(int unit, std::span<float> dst)>;
+    using UnitFiller = sweetspot::UnitFiller;
 
     // Allocates storage for every unit and fills it once through `fill`, converting to the
     // configured dtype. Throws std::invalid_argument when the budget cannot hold the streaming

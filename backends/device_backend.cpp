@@ -22,11 +22,18 @@ void DeviceBackend::place(const WeightLayout& layout, const UnitFiller& fill) {
     packed_ = pack_units(unit_bytes_, kUnitAlignmentBytes);
     weights_ = allocate_device(packed_.total_bytes);
     std::byte* base = weights_.get();
-    fill_units(layout, config_.dtype, fill, [&](int unit, const void* data, std::size_t bytes) {
-        CUDA_CHECK(cudaMemcpy(base + packed_.offsets[static_cast<std::size_t>(unit)], data, bytes, cudaMemcpyHostToDevice));
-    });
-    // A pageable cudaMemcpy may return before its DMA has landed, and the compute stream does not
-    // synchronize with the legacy stream; place() is outside the timed region, so wait here.
+    if (fill.fills_device()) {
+        for (std::size_t u = 0; u < packed_.offsets.size(); ++u)
+            fill.fill_device(static_cast<int>(u), config_.dtype, base + packed_.offsets[u], config_.compute_stream);
+    } else {
+        fill_units(layout, config_.dtype, fill, [&](int unit, const void* data, std::size_t bytes) {
+            CUDA_CHECK(cudaMemcpy(base + packed_.offsets[static_cast<std::size_t>(unit)], data, bytes,
+                                  cudaMemcpyHostToDevice));
+        });
+    }
+    // A pageable cudaMemcpy may return before its DMA has landed, the fill kernels run on the
+    // compute stream, and the compute stream does not synchronize with the legacy stream;
+    // place() is outside the timed region, so wait for all of it here.
     CUDA_CHECK(cudaDeviceSynchronize());
 }
 

@@ -686,6 +686,36 @@ TEST_CASE("device: every unit resident, read back intact", "[gpu][backends]") {
     check_backend(gpu_config("device", 0, 0), 100);
 }
 
+TEST_CASE("device: weights a filler can make on the device are made there, at each unit's place", "[gpu][backends]") {
+    require_gpu();
+    for (const DType dtype : {DType::fp32, DType::bf16}) {
+        INFO(enum_name(dtype));
+        const auto layout = WeightLayout::for_model(*find_builtin_model("tiny_odd"));
+        const auto units = unit_bytes(layout, dtype);
+        CudaStream stream;
+        auto config = gpu_config("device", 0, 0);
+        config.dtype = dtype;
+        config.compute_stream = stream.get();
+        config.budget_bytes = total_of(units);
+        // The host fill must not run; the device fill copies the pattern's bytes in, on the stream given.
+        int device_fills = 0;
+        const UnitFiller fill =
+            UnitFiller([](int, std::span<float>) { FAIL("the host fill ran although the device can fill"); })
+                .with_device_fill([&](int unit, DType as, void* dst, CUstream_st* on) {
+                    CHECK(as == dtype);
+                    CHECK(on == stream.get());
+                    const auto bytes = expected_unit(layout, unit, as);
+                    CUDA_CHECK(cudaMemcpyAsync(dst, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, on));
+                    CUDA_CHECK(cudaStreamSynchronize(on));
+                    ++device_fills;
+                });
+        auto backend = make_backend(config);
+        backend->place(layout, fill);
+        CHECK(device_fills == static_cast<int>(layout.units.size()));
+        run_forwards(*backend, layout, dtype, stream.get());
+    }
+}
+
 TEST_CASE("device: a budget below the weights is refused", "[gpu][backends]") {
     require_gpu();
     const auto layout = WeightLayout::for_model(*find_builtin_model("tiny"));

@@ -31,7 +31,10 @@
 #include "kernels/compute/gemm.hpp"
 #include "kernels/compute/gpu_attention.hpp"
 #include "kernels/compute/gpu_kernels.cuh"
+#include "kernels/compute/gpu_synthetic_weights.hpp"
 #include "kernels/model/dtype.hpp"
+#include "kernels/model/synthetic_weights.hpp"
+#include "kernels/model/weight_layout.hpp"
 #include "gpu_test_support.hpp"
 
 using namespace sweetspot;
@@ -340,6 +343,34 @@ TEMPLATE_TEST_CASE("launch_count_nonfinite counts the NaN and infinite values, p
             planted += 2;
         }
         CHECK(counted(x) == planted);
+    }
+}
+
+TEST_CASE("gpu::fill_synthetic_unit makes the host's synthetic weights bit for bit, in every dtype", "[gpu]") {
+    require_gpu();
+    const CudaStream stream;
+    // tiny_odd has padding in its units; `wide`'s embedding (17,000 × 1,024) is past the fill
+    // kernel's grid cap, so the grid-stride loop comes round.
+    for (const ModelConfig& model : {*find_builtin_model("tiny_odd"), ModelConfig{"wide", 1, 1024, 8, 17000, 64, 1e-5f}}) {
+        const auto layout = WeightLayout::for_model(model);
+        for (const DType dtype : {DType::fp32, DType::fp16, DType::bf16}) {
+            for (int unit = 0; unit < static_cast<int>(layout.units.size()); ++unit) {
+                INFO(model.name << " " << enum_name(dtype) << " unit " << unit);
+                std::vector<float> values(static_cast<std::size_t>(layout.units[static_cast<std::size_t>(unit)].numel));
+                fill_synthetic_unit(model, layout, unit, kSeed, values);
+                std::vector<std::byte> want(values.size() * dtype_size(dtype));
+                convert_from_f32(values, dtype, want.data());
+
+                const DeviceMemory d = allocate_device(static_cast<std::int64_t>(want.size()));
+                CUDA_CHECK(cudaMemsetAsync(d.get(), 0xFF, want.size(), stream.get()));  // NaN: nothing left unwritten
+                gpu::fill_synthetic_unit(model, layout, unit, kSeed, dtype, d.get(), stream.get());
+                std::vector<std::byte> got(want.size());
+                CUDA_CHECK(cudaMemcpyAsync(got.data(), d.get(), got.size(), cudaMemcpyDeviceToHost, stream.get()));
+                CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+                const auto differ = std::mismatch(want.begin(), want.end(), got.begin());
+                CHECK(differ.first == want.end());
+            }
+        }
     }
 }
 

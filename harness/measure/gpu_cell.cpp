@@ -17,6 +17,7 @@
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/cuda_resources.hpp"
 #include "kernels/compute/gpu_forward.hpp"
+#include "kernels/compute/gpu_synthetic_weights.hpp"
 #include "kernels/compute/nvtx.hpp"
 
 namespace sweetspot {
@@ -35,6 +36,17 @@ constexpr std::chrono::milliseconds kMemoryReadPeriod{5};
 // NVML's watch over this process's GPU, started before the process creates its CUDA context (the
 // device's UUID comes from cudaGetDeviceProperties, which creates none), or nullptr with `why_not`
 // set where NVML cannot read it.
+// The cell's weights; synthetic ones can also be made by a kernel where a backend keeps them on
+// the device (Backend::UnitFiller), a checkpoint's only be read on the host.
+Backend::UnitFiller gpu_unit_filler(const CellParams& c, const WeightLayout& layout) {
+    Backend::UnitFiller fill = make_unit_filler(c, layout);
+    if (c.weights != kSyntheticWeights) return fill;
+    return fill.with_device_fill([model = c.model, layout, seed = c.seed](int unit, DType dtype, void* dst,
+                                                                          CUstream_st* stream) {
+        gpu::fill_synthetic_unit(model, layout, unit, seed, dtype, dst, stream);
+    });
+}
+
 std::unique_ptr<GpuMemoryWatch> watch_gpu_memory(std::string& why_not) {
     int device = 0;
     CUDA_CHECK(cudaGetDevice(&device));
@@ -103,7 +115,7 @@ public:
         if (collect_) collector_.emplace();
         clock_.lap("prepare");
         backend_ = make_backend(gpu_backend_config(c, options, compute_));
-        backend_->place(layout_, make_unit_filler(c, layout_));
+        backend_->place(layout_, gpu_unit_filler(c, layout_));
         clock_.lap("weights");
         forward_.emplace(c.model, layout_, c.dtype, c.batch, c.seq, compute_.get(), forward_options(c, options));
         forward_->set_tokens(tokens_);

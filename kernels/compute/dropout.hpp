@@ -10,11 +10,7 @@
 // Compiled by both the host compiler and nvcc (the functions are __host__ __device__ there).
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define SWEETSPOT_HOST_DEVICE __host__ __device__
-#else
-#define SWEETSPOT_HOST_DEVICE
-#endif
+#include "kernels/model/host_device.hpp"
 
 namespace sweetspot {
 

@@ -12,8 +12,9 @@ namespace sweetspot {
 // 1/sqrt(2·n_layer) as in GPT-2; LayerNorm weights 1 + N(0, 0.02) and every bias N(0, 0.02),
 // so that no parameter is zero and every term of the forward is exercised by numerical checks.
 // Depends only on (seed, unit, tensor, element index): units can be filled in any order.
-// The normal deviates are Irwin–Hall sums of four uniforms (kernels/model/synthetic_weights.cpp), so
-// they are bounded at ±2·sqrt(3) standard deviations.
+// The normal deviates are Irwin–Hall sums of four uniforms, so
+// they are bounded at ±2·sqrt(3) standard deviations. The per-element arithmetic is in
+// synthetic_value.hpp, which the GPU fill (gpu_synthetic_weights.hpp) shares.
 void fill_synthetic_unit(const ModelConfig& model, const WeightLayout& layout, int unit,
                          std::uint64_t seed, std::span<float> out);
 
