@@ -307,7 +307,6 @@ TEST_CASE("the key of a fully specified cell is pinned", "[matrix]") {
           "batch=8\n"
           "budget=50%\n"
           "dtype=bf16\n"
-          "iterations=7\n"
           "mode=train\n"
           "model=pinned_model\n"
           "model.ln_eps=9.99999997e-07\n"
@@ -322,9 +321,8 @@ TEST_CASE("the key of a fully specified cell is pinned", "[matrix]") {
           "streams=2\n"
           "trace_iterations=1\n"
           "variant=attn_ln\n"
-          "warmups=2\n"
           "weights=synthetic\n");
-    CHECK(c.key() == "65eb04d17a1a8901");
+    CHECK(c.key() == "40dc828f4faa4b27");
 }
 
 TEST_CASE("keys differ when any keyed axis changes", "[matrix]") {
@@ -333,8 +331,7 @@ TEST_CASE("keys differ when any keyed axis changes", "[matrix]") {
         "model = \"tiny_odd\"",  "variant = \"all\"",      "backend = \"device\"",   "dtype = \"fp16\"",
         "batch = 2",             "seq = 32",               "streams = 2",            "prefetch = \"jit\"",
         "budget = \"50%\"",      "activations = \"managed\"", "mode = \"train\"",    "weights = \"w.safetensors\"",
-        "warmups = 0",           "iterations = 6",         "trace_iterations = 1",   "seed = 2",
-        "debug_fault = \"abort\"",
+        "trace_iterations = 1",  "seed = 2",              "debug_fault = \"abort\"",
     };
     std::vector<std::string> keys = {base};
     for (const auto& change : changes) {
@@ -345,7 +342,7 @@ TEST_CASE("keys differ when any keyed axis changes", "[matrix]") {
     }
 }
 
-TEST_CASE("keys are equal when only the timeout or the sweep name differs", "[matrix]") {
+TEST_CASE("keys are equal when only how long a cell is measured, or the sweep name, differs", "[matrix]") {
     const Matrix m = parse(R"(
 [[sweep]]
 name = "a"
@@ -354,10 +351,15 @@ timeout = "10m"
 [[sweep]]
 name = "b"
 timeout = 30
+iterations = 20
 )");
     CHECK(m.cells.size() == 1);
     CHECK(m.duplicates == 1);
-    CHECK(key_with_defaults("timeout = \"1h\"") == key_with_defaults(""));
+    for (const char* measured_longer : {"timeout = \"1h\"", "warmups = 0", "iterations = 6",
+                                        "max_noise = 0.5", "max_iterations = 100", "max_time = \"30s\""}) {
+        INFO(measured_longer);
+        CHECK(key_with_defaults(measured_longer) == key_with_defaults(""));
+    }
 }
 
 TEST_CASE("every cell's canonical text parses back to the same key", "[matrix]") {
@@ -615,10 +617,10 @@ TEST_CASE("--shard i/N: every cell in exactly one shard, the same split every ti
     for (const char* bad : {"0/3", "4/3", "3", "a/b", "1/", "/2", "-1/2", "1/2/3", "1 /2"})
         CHECK_THROWS_WITH(parse_shard(bad), ContainsSubstring("--shard expects i/N"));
 
-    // Three model sizes, five of each, with another iteration count for some: unequal costs.
+    // Three model sizes, five of each, at two batch sizes: unequal costs.
     const Matrix m = parse_matrix("name = \"s\"\n[defaults]\nbackend = \"host\"\n[[sweep]]\nname = \"a\"\n"
                                   "model = [\"tiny\", \"tiny_odd\", \"gpt2_small\"]\nseed = [1, 2, 3, 4, 5]\n"
-                                  "iterations = [1, 4]\n",
+                                  "batch = [1, 4]\n",
                                   "test");
     REQUIRE(m.cells.size() == 30);
     for (const int n : {1, 2, 3, 7, 40}) {

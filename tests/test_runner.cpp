@@ -251,27 +251,41 @@ batch = 2
     CHECK(wait_until([] { return !process_running_with("seed=515151"); }, 10s));
 }
 
-TEST_CASE("--rerun measures cells that are already ok again", "[runner]") {
+TEST_CASE("--rerun measures cells that are already ok again; measuring longer is not another cell", "[runner]") {
     TempDir tmp;
     write_file(tmp.file("m.toml"), "[defaults]\nmodel = \"tiny\"\nseq = 8\niterations = 1\n[[sweep]]\nbatch = [1, 2]\n");
     const auto db = tmp.file("m.db");
     REQUIRE(run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'").exit_code == 0);
-    auto again = run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'");
+    // More iterations and warm-ups measure the same cells longer: they are already done.
+    auto again = run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "' --set iterations=3 --set warmups=2");
     CHECK(again.exit_code == 0);
     CHECK(again.output.find("2 already done") != std::string::npos);
     CHECK(read_cells(db).at(0).run_id == 1);
-    REQUIRE(run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "' --rerun").exit_code == 0);
+    REQUIRE(run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "' --rerun --set iterations=3").exit_code == 0);
     const auto cells = read_cells(db);
     REQUIRE(cells.size() == 2);
     CHECK(cells.at(0).run_id == 3);
     CHECK(cells.at(1).run_id == 3);
+    CHECK(scalar(db, "SELECT count(*) FROM cells WHERE iterations = 3") == 2);
     CHECK(scalar(db, "SELECT count(*) FROM runs") == 3);
     // The first measurements are kept as history: their rows and iterations, as JSON.
     CHECK(scalar(db, "SELECT count(*) FROM cell_history") == 2);
     CHECK(scalar(db, "SELECT count(*) FROM cell_history h JOIN cells c USING (cell_key)"
                      " WHERE json_extract(h.cell, '$.run_id') = 1 AND json_extract(h.cell, '$.status') = 'ok'"
                      " AND json_extract(h.cell, '$.latency_median_ms') > 0"
+                     " AND json_extract(h.cell, '$.iterations') = 1"
                      " AND json_array_length(h.iterations) = json_extract(h.cell, '$.warmups') + 1") == 2);
+    // summary shows the latest measurement of each cell and says there are earlier ones; --history lists them.
+    const auto summary = run_sweetspot("summary '" + db + "'");
+    CHECK_THAT(summary.output, Catch::Matchers::ContainsSubstring("2 earlier measurements of 2 of these cells"));
+    const auto history = run_sweetspot("summary '" + db + "' --history --format csv");
+    REQUIRE(history.exit_code == 0);
+    std::istringstream csv(history.output);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(csv, line);) lines.push_back(line.substr(0, line.find('\r')));  // CSV ends lines in CRLF
+    REQUIRE(lines.size() == 3);
+    CHECK(lines[0] == "cell,#,key,measured at,run,status,timed,median ms,p10 ms,p90 ms,noise %,replaced at");
+    for (const std::size_t i : {1u, 2u}) CHECK_THAT(lines[i], Catch::Matchers::ContainsSubstring(",1,ok,1,"));  // run 1, 1 timed
 }
 
 TEST_CASE("tokens/s is batch x seq over the median of the timed iterations", "[runner]") {

@@ -417,6 +417,78 @@ TEST_CASE("the managed-memory abilities and probe of a run are stored and summar
     CHECK_THAT(none.str(), !ContainsSubstring("Managed memory"));
 }
 
+// What a version-7 database stored for `c`: a key and canonical text that still had the cell's
+// warmups and iterations in them.
+void store_as_version_7(Store& s, const CellParams& c) {
+    const std::string old_canonical = c.canonical() + "iterations=" + std::to_string(c.iterations) +
+                                      "\nwarmups=" + std::to_string(c.warmups) + "\n";
+    s.db().prepare("UPDATE cells SET cell_key = ?1, canonical = ?2 WHERE cell_key = ?3")
+        .bind(1, fnv1a64_hex(old_canonical))
+        .bind(2, old_canonical)
+        .bind(3, c.key())
+        .run();
+}
+
+TEST_CASE("upgrading to version 8 re-keys cells without their iterations; cells that differed only there become "
+          "one cell with history",
+          "[store]") {
+    TempDir tmp;
+    const auto path = tmp.file("v7.db");
+    CellParams five = tiny_cell(2, 8), seven = tiny_cell(2, 8), other = tiny_cell(1, 8);
+    seven.iterations = 7;
+    std::string five_old_key;
+    {
+        auto s = Store::open(path);
+        RunInfo info;
+        info.started_at = "2026-01-01T00:00:00Z";
+        const auto run = s.begin_run(info);
+        s.record_cell(run, 0, five, ok_outcome(1.0));
+        s.record_cell(run, 0, five, ok_outcome(1.5));  // a rerun: one row of history under five's key
+        store_as_version_7(s, five);
+        s.db().exec("UPDATE cell_history SET cell_key = (SELECT cell_key FROM cells)");
+        s.record_cell(run, 1, seven, ok_outcome(2.0));  // under the new key nobody holds yet
+        store_as_version_7(s, seven);
+        s.record_cell(run, 2, other, ok_outcome(3.0));
+        store_as_version_7(s, other);
+        five_old_key = fnv1a64_hex(five.canonical() + "iterations=5\nwarmups=1\n");
+        s.db().exec("UPDATE schema_info SET version = 7; PRAGMA user_version = 7");
+    }
+    {
+        auto read = Store::open_read_only(path);
+        CHECK(count_rows(read, "cells") == 3);  // reading changed nothing
+    }
+
+    auto s = Store::open(path);
+    CHECK(count_rows(s, "cells") == 2);
+    // The cell with 7 iterations, recorded last, is the cell now, under the key without them.
+    auto kept = s.db().prepare("SELECT iterations, latency_median_ms, canonical FROM cells WHERE cell_key = ?");
+    kept.bind(1, five.key());
+    REQUIRE(kept.step());
+    CHECK(kept.int64(0) == 7);
+    CHECK(kept.real(1) == Catch::Approx(2.0 * 1.05));  // ok_outcome's median is 1.05 × its base
+    CHECK(kept.text(2) == five.canonical());
+    CHECK(s.load_outcome(other.key()));
+    // Its history: the 5-iteration cell's first measurement and its last, in recording order.
+    auto history = s.db().prepare("SELECT json_extract(cell, '$.latency_median_ms'), json_extract(cell, '$.cell_key')"
+                                  " FROM cell_history WHERE cell_key = ? ORDER BY history_id");
+    history.bind(1, five.key());
+    REQUIRE(history.step());
+    CHECK(history.real(0) == Catch::Approx(1.0 * 1.05));
+    REQUIRE(history.step());
+    CHECK(history.real(0) == Catch::Approx(1.5 * 1.05));
+    CHECK(history.text(1) == five_old_key);  // the row as version 7 stored it
+    CHECK_FALSE(history.step());
+    CHECK(count_rows(s, "cell_history") == 2);
+    // The kept cell's iterations came through; the replaced one's went to its history.
+    auto iterations = s.db().prepare("SELECT count(*) FROM iterations JOIN cells USING (cell_id) WHERE cell_key = ?");
+    iterations.bind(1, five.key());
+    REQUIRE(iterations.step());
+    CHECK(iterations.int64(0) == 6);  // one warm-up and five timed
+    auto v = s.db().prepare("SELECT version FROM schema_info");
+    REQUIRE(v.step());
+    CHECK(v.int64(0) == 8);
+}
+
 TEST_CASE("a version-6 database is read as it is and upgraded when a run writes to it", "[store]") {
     TempDir tmp;
     const auto path = tmp.file("v6.db");

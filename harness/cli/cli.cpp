@@ -532,23 +532,27 @@ std::int64_t named_cell(Store& store, const std::string& name) {
 }
 
 int cmd_summary(const std::vector<std::string>& args) {
-    Command cmd{"summary", "DB [--run ID | --cell ID|KEY] [--format table|csv|json|markdown]",
+    Command cmd{"summary", "DB [--run ID | --cell ID|KEY] [--history] [--format table|csv|json|markdown]",
                 "Prints the runs stored in the results database DB and a table of its cells\n"
                 "(median / p10 / p90 latency, tokens/s, numerical check), then the cells\n"
-                "that are not ok with their reasons. With --cell, prints what was recorded in that\n"
+                "that are not ok with their reasons. A cell's row is its latest measurement;\n"
+                "--history also lists the earlier ones (a rerun keeps them). With --cell, prints what was recorded in that\n"
                 "cell's traced iterations instead, in the form of the nsys stats reports\n"
                 "cuda_gpu_kern_sum, nvtx_sum and um_total_sum.",
                 po::options_description("options"), {}};
     cmd.options.add_options()
         ("db", po::value<std::string>()->required(), "results database")
         ("run", po::value<std::int64_t>(), "only the cells measured by this run")
-        ("cell", po::value<std::string>(), "kernels, NVTX ranges and Unified Memory totals of this cell (its cell_id or key)");
-    add_format_option(cmd, "table: every section, for people; csv, json or markdown: the cells table alone (numbers unrounded in csv and json)");
+        ("cell", po::value<std::string>(), "kernels, NVTX ranges and Unified Memory totals of this cell (its cell_id or key)")
+        ("history", po::bool_switch(), "also the earlier measurements of each cell (cell_history), oldest first");
+    add_format_option(cmd, "table: every section, for people; csv, json or markdown: the cells table alone, or with --history the "
+                           "earlier measurements' (numbers unrounded in csv and json)");
     cmd.positional.add("db", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
     SummaryOptions opt;
     opt.format = format_option(vm);
+    opt.history = vm["history"].as<bool>();
     if (vm.count("cell") && opt.format != TableFormat::text) throw po::error("--cell prints its reports as tables only");
     auto store = Store::open_read_only(vm["db"].as<std::string>());
     if (vm.count("run")) opt.run_id = vm["run"].as<std::int64_t>();

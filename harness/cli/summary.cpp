@@ -186,6 +186,53 @@ void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
     out << "\n";
 }
 
+// The earlier measurements of the cells shown (cell_history: what a rerun, a retry of a cell that
+// was not ok, a merge or the version-8 re-keying replaced), oldest first under each cell. Without
+// --history the text summary says only how many there are.
+void print_history(Store& store, const SummaryOptions& opt, std::ostream& out) {
+    if (!has_table(store.db(), "cell_history")) return;
+    auto st = store.db().prepare(
+        "SELECT c.cell_id, c.cell_index, h.cell_key, json_extract(h.cell, '$.started_at'), json_extract(h.cell, '$.run_id'),"
+        " json_extract(h.cell, '$.status'),"
+        " (SELECT count(*) FROM json_each(h.iterations) j WHERE json_extract(j.value, '$.phase') = 'timed'),"
+        " json_extract(h.cell, '$.latency_median_ms'), json_extract(h.cell, '$.latency_p10_ms'),"
+        " json_extract(h.cell, '$.latency_p90_ms'), json_extract(h.cell, '$.noise_pct'), h.superseded_at"
+        " FROM cell_history h JOIN cells c USING (cell_key) WHERE ?1 IS NULL OR c.run_id = ?1"
+        " ORDER BY c.cell_index, c.cell_id, h.history_id");
+    st.bind(1, opt.run_id);
+    using A = TextTable::Align;
+    TextTable t;
+    for (const char* h : {"cell", "#"}) t.add_column(h, A::right);
+    for (const char* h : {"key", "measured at"}) t.add_column(h);
+    t.add_column("run", A::right);
+    t.add_column("status");
+    for (const char* h : {"timed", "median ms", "p10 ms", "p90 ms", "noise %"}) t.add_column(h, A::right);
+    t.add_column("replaced at");
+    const bool text = opt.format == TableFormat::text || opt.format == TableFormat::markdown;
+    auto num = [&](int col, int decimals) {
+        if (st.is_null(col)) return std::string("-");
+        return text ? fixed(st.real(col), decimals) : st.text(col);
+    };
+    std::set<std::int64_t> cells;
+    while (st.step()) {
+        t.add_row({st.text(0), st.text(1), st.text(2), st.text(3), st.text(4), st.text(5), st.text(6), num(7, 3),
+                   num(8, 3), num(9, 3), num(10, 2), st.text(11)});
+        cells.insert(st.int64(0));
+    }
+    if (opt.format != TableFormat::text) {
+        t.print(out, opt.format);
+        return;
+    }
+    if (t.empty()) return;
+    if (!opt.history) {
+        out << "\n" << t.rows() << " earlier measurements of " << cells.size()
+            << " of these cells are kept in cell_history (--history shows them)\n";
+        return;
+    }
+    out << "\nEarlier measurements (cell_history; the cells table shows the latest of each cell)\n";
+    t.print(out);
+}
+
 // The memory estimator against NVML's measured peak, per GPU cell that has both (the view
 // memory_accuracy); nothing for databases before version 6 or without such cells.
 void print_memory_accuracy(Store& store, const SummaryOptions& opt, std::ostream& out) {
@@ -355,6 +402,10 @@ void print_summary(Store& store, const SummaryOptions& options, std::ostream& ou
         print_cell_events(store, *options.cell_id, out);
         return;
     }
+    if (options.format != TableFormat::text && options.history) {
+        print_history(store, options, out);
+        return;
+    }
     if (options.format != TableFormat::text || options.cells_only) {
         print_cells(store, options, out);
         return;
@@ -362,6 +413,7 @@ void print_summary(Store& store, const SummaryOptions& options, std::ostream& ou
     print_runs(store, options, out);
     print_managed_memory(store, options, out);
     print_cells(store, options, out);
+    print_history(store, options, out);
     print_memory_accuracy(store, options, out);
     print_phases(store, options, out);
     print_problems(store, options, out);

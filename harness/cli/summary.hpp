@@ -17,6 +17,9 @@ struct SummaryOptions {
     // tools, the numbers unrounded in CSV and JSON.
     TableFormat format = TableFormat::text;
     bool cells_only = false;  // the cells table and the status counts, without the other sections
+    // The earlier measurements of each cell too (cell_history); with csv, json or markdown
+    // their table instead of the cells table.
+    bool history = false;
 };
 
 void print_summary(Store& store, const SummaryOptions& options, std::ostream& out);

@@ -27,6 +27,7 @@ public:
     void add_row(std::vector<std::string> cells);
     void print(std::ostream& out, TableFormat format = TableFormat::text) const;
     bool empty() const { return rows_.empty(); }
+    std::size_t rows() const { return rows_.size(); }
 
 private:
     std::vector<std::string> headers_;

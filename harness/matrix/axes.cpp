@@ -285,9 +285,15 @@ std::vector<Axis> make_axes() {
         dropout_axis(),
         choice_axis("mode", &CellParams::mode),
         weights_axis(),
-        shown(integer_axis("warmups", 0, AxisLimits::iterations, &CellParams::warmups), S::when_varies, S::when_varies),
-        shown(integer_axis("iterations", 1, AxisLimits::iterations, &CellParams::iterations), S::when_varies,
-              S::when_varies),
+        // How long a cell is measured, not what is measured: neither is part of the key, so a cell
+        // measured again with more iterations is the same cell with a longer history. Traced
+        // iterations are: a cell that traces has the collector loaded while it is timed.
+        keyed(shown(integer_axis("warmups", 0, AxisLimits::iterations, &CellParams::warmups), S::when_varies,
+                    S::when_varies),
+              K::no),
+        keyed(shown(integer_axis("iterations", 1, AxisLimits::iterations, &CellParams::iterations), S::when_varies,
+                    S::when_varies),
+              K::no),
         integer_axis("trace_iterations", 0, AxisLimits::iterations, &CellParams::trace_iterations),
         max_noise_axis(),
         shown(keyed(integer_axis("max_iterations", 0, AxisLimits::iterations, &CellParams::max_iterations), K::no),

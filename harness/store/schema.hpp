@@ -15,5 +15,6 @@ extern const char* const kUpgradeV3Sql;
 extern const char* const kUpgradeV4Sql;
 extern const char* const kUpgradeV5Sql;
 extern const char* const kUpgradeV6Sql;
+extern const char* const kUpgradeV7Sql;
 
 }  // namespace sweetspot

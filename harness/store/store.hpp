@@ -17,7 +17,7 @@ namespace sweetspot {
 
 // 1: runs, cells, iterations. 2: GPU placement columns, CUPTI event tables, per-cell event totals.
 // 3: cells.dropout and cells.launches_per_forward.
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 // The oldest version this sweetspot reads; a run that writes to one upgrades it first.
 inline constexpr int kOldestReadableSchemaVersion = 2;
 
@@ -138,6 +138,12 @@ struct CellOutcome {
 // attached to it), if any, into this database's cell_history: its row (every column, whatever the
 // schema version adds) and its iterations, as JSON. Called before a newer measurement replaces it.
 void keep_as_history(Database& db, const std::string& key, const std::string& schema = "main");
+
+// Recomputes every stored cell's key and canonical text from its canonical text, for when what
+// the key covers changes (schema version 8: warmups and iterations left it).
+// Cells that now share a key become one: the last recorded stays in `cells`, the others go to
+// its cell_history, and each cell's history moves to its new key.
+void rekey_cells(Database& db);
 
 class Store {
 public:
