@@ -75,6 +75,7 @@ TEST_CASE("compare: workloads matched by parameters, a 10 % slowdown reported si
         auto s = Store::open(a);
         RunInfo info;
         info.started_at = "2026-11-23T00:00:00Z";
+        info.matrix_name = "cmp";
         const auto run = s.begin_run(info);
         record(s, run, 0, tiny_at(1, 10), around(100.0, 10));
         record(s, run, 1, tiny_at(2, 10), around(200.0, 10));
@@ -84,6 +85,7 @@ TEST_CASE("compare: workloads matched by parameters, a 10 % slowdown reported si
         auto s = Store::open(b);
         RunInfo info;
         info.started_at = "2026-11-24T00:00:00Z";
+        info.matrix_name = "cmp";
         const auto run = s.begin_run(info);
         // Measured with more iterations and another noise criterion: the same workloads all the same.
         record(s, run, 0, tiny_at(1, 12), around(110.0, 12));  // 10 % slower
@@ -124,7 +126,11 @@ TEST_CASE("compare: workloads matched by parameters, a 10 % slowdown reported si
                ContainsSubstring("2 workloads in both"));
     CHECK_THAT(test::run_sweetspot("compare '" + a + "@2' '" + b + "@1'").output,
                ContainsSubstring("0 workloads in both, 0 only in A, 3 only in B"));
+    // The runs of one matrix, by its name; a name no run has is bad input that lists those there are.
+    CHECK_THAT(test::run_sweetspot("compare '" + a + "@cmp' '" + b + "@cmp'").output, ContainsSubstring("2 workloads in both"));
     const auto bad = test::run_sweetspot("compare '" + a + "@x' '" + b + "'");
     CHECK(bad.exit_code == 2);
+    CHECK_THAT(bad.output, ContainsSubstring("no run of " + a + " ran a matrix named 'x' (its matrices: cmp)"));
     CHECK_THAT(bad.output, ContainsSubstring("DB@RUN"));
+    CHECK(test::run_sweetspot("compare '" + a + "@' '" + b + "'").exit_code == 2);
 }

@@ -358,17 +358,18 @@ int cmd_submit(const std::vector<std::string>& all_args) {
 
 int cmd_compare(const std::vector<std::string>& args) {
     Command cmd{"compare", "A B [--alpha P] [--threshold PCT] [--fail-if-slower PCT] [--format table|csv|json|markdown]",
-                "Compares two sets of measurements of the same workloads: A and B are results databases, or\n"
-                "one run of one (DB@RUN, run ids as `sweetspot summary DB` lists them). Cells are matched by\n"
+                "Compares two sets of measurements of the same workloads: A and B are results databases, one\n"
+                "run of one (DB@RUN, run ids as `sweetspot summary DB` lists them), or the runs of one matrix\n"
+                "in one (DB@MATRIX, by the matrix's name). Cells are matched by\n"
                 "their parameters, not by how long they were measured; for each workload measured ok in both,\n"
                 "prints the median latencies, B / A, the p-value of a two-sided Mann-Whitney U test on the timed\n"
                 "iterations, and the verdict: faster, slower or same.",
                 po::options_description("options"), {}};
     cmd.options.add_options()
-        ("a", po::value<std::string>()->required(), "the baseline: a results database, or DB@RUN")
+        ("a", po::value<std::string>()->required(), "the baseline: a results database, DB@RUN or DB@MATRIX")
         ("b", po::value<std::string>()->required(), "the measurements compared with it")
-        ("alpha", po::value<double>()->default_value(0.05), "significance level: a difference counts when p is below it")
-        ("threshold", po::value<double>()->default_value(2.0),
+        ("alpha", po::value<double>()->default_value(0.05, "0.05"), "significance level: a difference counts when p is below it")
+        ("threshold", po::value<double>()->default_value(2.0, "2"),
          "a significant change smaller than this many percent reads 'same'")
         ("fail-if-slower", po::value<double>(),
          "exit 1 when a workload is significantly slower in B by more than this many percent (for CI)");

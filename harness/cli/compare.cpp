@@ -16,9 +16,10 @@
 namespace sweetspot {
 namespace {
 
-// How a cell was measured, not what, besides the axes its key leaves out (the timeout, the noise
-// criterion): they do not tell two workloads apart.
-constexpr std::string_view kMeasurementSettings[] = {"warmups", "iterations", "trace_iterations", "repeat"};
+// Keyed axes that do not tell two workloads apart here: whether the cell also traced (its timed
+// iterations are compared all the same) and the repeat (repeats are pooled). The axes the key
+// leaves out (warm-ups, iterations, the noise criterion, the timeout) never do.
+constexpr std::string_view kMeasurementSettings[] = {"trace_iterations", "repeat"};
 // Named in every row; the other identifying axes only where the matched workloads differ in them.
 constexpr std::string_view kAlwaysShown[] = {"model", "variant", "backend", "dtype", "batch", "seq"};
 
@@ -33,15 +34,16 @@ struct Workload {
 };
 
 // The ok cells' workloads of one side, in the order their first cell was measured.
-std::vector<Workload> read_workloads(Store& store, std::optional<std::int64_t> run_id,
-                                     const std::vector<const Axis*>& identity) {
+std::vector<Workload> read_workloads(Store& store, const CompareSide& side, const std::vector<const Axis*>& identity) {
     std::string columns;
     for (const Axis* axis : identity) columns += ", c." + std::string(axis->column);
     auto st = store.db().prepare("SELECT i.latency_ms" + columns +
                                  " FROM cells c JOIN iterations i USING (cell_id)"
                                  " WHERE c.status = 'ok' AND i.phase = 'timed' AND (?1 IS NULL OR c.run_id = ?1)"
+                                 " AND (?2 IS NULL OR c.run_id IN (SELECT run_id FROM runs WHERE matrix_name = ?2))"
                                  " ORDER BY c.cell_id, i.iteration");
-    st.bind(1, run_id);
+    st.bind(1, side.run_id);
+    st.bind(2, side.matrix);
     std::vector<Workload> workloads;
     std::map<std::vector<std::string>, std::size_t> index;
     while (st.step()) {
@@ -56,18 +58,39 @@ std::vector<Workload> read_workloads(Store& store, std::optional<std::int64_t> r
 
 std::string pct(double fraction) { return (fraction >= 0 ? "+" : "") + fixed(100.0 * fraction, 1) + " %"; }
 
+// A side's matrix must have runs in its database: a misspelt name would otherwise compare nothing.
+void require_matrix(Store& store, const CompareSide& side) {
+    if (!side.matrix) return;
+    std::vector<std::string> names;
+    auto st = store.db().prepare("SELECT DISTINCT matrix_name FROM runs WHERE matrix_name IS NOT NULL ORDER BY 1");
+    while (st.step()) names.push_back(st.text(0));
+    if (std::find(names.begin(), names.end(), *side.matrix) != names.end()) return;
+    std::string known;
+    for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+    throw std::invalid_argument("'" + side.path + "@" + *side.matrix + "': no run of " + side.path +
+                                " ran a matrix named '" + *side.matrix + "' (its matrices: " +
+                                (known.empty() ? "none" : known) +
+                                "); DB@RUN names a run by its id (see `sweetspot summary DB`), DB@MATRIX the runs of a matrix");
+}
+
 }  // namespace
 
-std::string CompareSide::name() const { return run_id ? path + " (run " + std::to_string(*run_id) + ")" : path; }
+std::string CompareSide::name() const {
+    if (run_id) return path + " (run " + std::to_string(*run_id) + ")";
+    if (matrix) return path + " (matrix " + *matrix + ")";
+    return path;
+}
 
 CompareSide parse_compare_side(const std::string& text) {
     const auto at = text.rfind('@');
-    if (at == std::string::npos) return {text, std::nullopt};
-    const std::string run = text.substr(at + 1);
-    if (run.empty() || !std::all_of(run.begin(), run.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
-        run.size() > 18)
-        throw std::invalid_argument("'" + text + "': a run is named DB@RUN with RUN a run id (see `sweetspot summary DB`)");
-    return {text.substr(0, at), std::stoll(run)};
+    if (at == std::string::npos) return {text, std::nullopt, std::nullopt};
+    const std::string name = text.substr(at + 1);
+    if (name.empty())
+        throw std::invalid_argument("'" + text + "': DB@RUN names a run by its id (see `sweetspot summary DB`), "
+                                    "DB@MATRIX the runs of a matrix by its name");
+    const bool digits = std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits && name.size() <= 18) return {text.substr(0, at), std::stoll(name), std::nullopt};
+    return {text.substr(0, at), std::nullopt, name};
 }
 
 CompareCounts print_comparison(const CompareSide& a, const CompareSide& b, const CompareOptions& options, std::ostream& out) {
@@ -82,8 +105,10 @@ CompareCounts print_comparison(const CompareSide& a, const CompareSide& b, const
             !listed(axis.name, kMeasurementSettings) && in_a.count(column) && in_b.count(column))
             identity.push_back(&axis);
     }
-    const std::vector<Workload> side_a = read_workloads(store_a, a.run_id, identity);
-    const std::vector<Workload> side_b = read_workloads(store_b, b.run_id, identity);
+    require_matrix(store_a, a);
+    require_matrix(store_b, b);
+    const std::vector<Workload> side_a = read_workloads(store_a, a, identity);
+    const std::vector<Workload> side_b = read_workloads(store_b, b, identity);
     std::map<std::vector<std::string>, const Workload*> by_values;
     for (const Workload& w : side_b) by_values.emplace(w.values, &w);
 

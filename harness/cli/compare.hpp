@@ -11,12 +11,15 @@
 namespace sweetspot {
 
 // One side of a comparison: a results database, or one run of it ("DB@RUN").
+// One side of a comparison: a database's ok cells, or those of one run, or of the runs of one matrix.
 struct CompareSide {
     std::string path;
     std::optional<std::int64_t> run_id;
+    std::optional<std::string> matrix;  // runs.matrix_name
     std::string name() const;
 };
-// "results.db" or "results.db@3"; throws std::invalid_argument for a malformed run id.
+// "results.db", "results.db@3" (a run id) or "results.db@bench-backends" (a matrix's name);
+// throws std::invalid_argument for an empty name after '@'.
 CompareSide parse_compare_side(const std::string& text);
 
 struct CompareOptions {
