@@ -1,6 +1,5 @@
 #include "backends/explicit_copy_backend.hpp"
 
-#include <cstring>
 #include <string>
 
 namespace sweetspot {
@@ -24,7 +23,7 @@ void ExplicitCopyBackend::place(const WeightLayout& layout, const UnitFiller& fi
     host_weights_ = allocate_pinned(host_packed_.total_bytes);
     std::byte* host = host_weights_.get();
     fill_units(layout, config_.dtype, fill, [&](int unit, const void* data, std::size_t bytes) {
-        std::memcpy(host + host_packed_.offsets[static_cast<std::size_t>(unit)], data, bytes);
+        parallel_copy(host + host_packed_.offsets[static_cast<std::size_t>(unit)], data, bytes);
     });
 
     device_ = plan_.device_layout(unit_bytes_, kUnitAlignmentBytes);

@@ -1,6 +1,5 @@
 #include "backends/managed_weights.hpp"
 
-#include <cstring>
 
 #include "backends/residency_plan.hpp"
 
@@ -19,7 +18,7 @@ ManagedWeights::ManagedWeights(const WeightLayout& layout, DType dtype, const Ba
     // Host threads write the converted weights straight into managed memory: its pages are first
     // touched, and so resident, on the host.
     fill_units(layout, dtype, fill, [&](int unit, const void* data, std::size_t bytes) {
-        std::memcpy(base + packed_.offsets[static_cast<std::size_t>(unit)], data, bytes);
+        parallel_copy(base + packed_.offsets[static_cast<std::size_t>(unit)], data, bytes);
     });
 }
 

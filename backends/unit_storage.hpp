@@ -3,11 +3,13 @@
 // (host threads only), header-only.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <span>
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "kernels/compute/parallel_for.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/weight_layout.hpp"
 
@@ -37,6 +39,16 @@ inline PackedUnits pack_units(std::span<const std::int64_t> unit_bytes, std::int
         packed.total_bytes += round_up_bytes(b, alignment);
     }
     return packed;
+}
+
+// memcpy with every core: the first write to a page of pinned or managed memory faults it in, and
+// one thread faulting in a model's pages one after another is most of the time it takes to place
+// the weights of a UVM backend.
+inline void parallel_copy(void* dst, const void* src, std::size_t bytes) {
+    parallel_for(static_cast<std::int64_t>(bytes), [&](std::int64_t begin, std::int64_t end) {
+        std::memcpy(static_cast<std::byte*>(dst) + begin, static_cast<const std::byte*>(src) + begin,
+                    static_cast<std::size_t>(end - begin));
+    });
 }
 
 // Receives unit `unit`'s weights, already in the cell's dtype.

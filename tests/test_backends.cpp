@@ -528,6 +528,18 @@ TEST_CASE("slot ring: every unit resident needs no slot", "[backends]") {
     CHECK_THROWS_AS(ring.place({true, false}, 0, 2), std::logic_error);
 }
 
+TEST_CASE("parallel_copy copies every byte, whatever the split", "[backends]") {
+    // Sizes below one thread's least share, at it, and split over the cores with an odd remainder.
+    for (const std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{1} << 20, (std::size_t{7} << 20) + 13}) {
+        INFO(bytes << " bytes");
+        std::vector<std::byte> src(bytes), dst(bytes + 1, std::byte{0xAB});
+        for (std::size_t i = 0; i < bytes; ++i) src[i] = static_cast<std::byte>((i * 131 + i / 4099) & 0xFF);
+        parallel_copy(dst.data(), src.data(), bytes);
+        CHECK(std::equal(src.begin(), src.end(), dst.begin()));
+        CHECK(dst[bytes] == std::byte{0xAB});  // nothing past the end
+    }
+}
+
 TEST_CASE("backend availability says why a backend cannot run here", "[backends]") {
     CHECK(backend_unavailable_reason(BackendId::host).empty());
 #ifdef SWEETSPOT_HAVE_CUDA
