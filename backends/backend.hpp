@@ -73,12 +73,20 @@ struct PlacementStats {
 class UnitFiller {
 public:
     using HostFill = std::function<void(int unit, std::span<float> dst)>;
+    using HostFillAs = std::function<void(int unit, DType dtype, void* dst)>;
     using DeviceFill = std::function<void(int unit, DType dtype, void* dst, CUstream_st* stream)>;
 
     template <class F>
         requires std::is_invocable_v<const F&, int, std::span<float>>
     UnitFiller(F host) : host_(std::move(host)) {}  // NOLINT: a plain fill converts implicitly
 
+    // The same filler that can also write a unit in any dtype straight into host memory through
+    // `host_as` (one pass: no fp32 copy to convert).
+    UnitFiller with_host_fill_as(HostFillAs host_as) const {
+        UnitFiller f = *this;
+        f.host_as_ = std::move(host_as);
+        return f;
+    }
     // The same filler that can also fill device memory through `device`.
     UnitFiller with_device_fill(DeviceFill device) const {
         UnitFiller f = *this;
@@ -88,6 +96,10 @@ public:
 
     // Writes unit `unit`'s fp32 weights into `dst` (unit.numel elements).
     void operator()(int unit, std::span<float> dst) const { host_(unit, dst); }
+    bool fills_host_as() const { return static_cast<bool>(host_as_); }
+    // Writes unit `unit` in `dtype` into host memory at `dst` (the same bits as operator()
+    // followed by convert_from_f32). Only where fills_host_as().
+    void fill_host_as(int unit, DType dtype, void* dst) const { host_as_(unit, dtype, dst); }
     bool fills_device() const { return static_cast<bool>(device_); }
     // Enqueues on `stream` the writing of unit `unit`, in `dtype`, into device memory at `dst`
     // (the same bits as operator() followed by convert_from_f32). Only where fills_device().
@@ -95,6 +107,7 @@ public:
 
 private:
     HostFill host_;
+    HostFillAs host_as_;
     DeviceFill device_;
 };
 

@@ -22,9 +22,8 @@ void ExplicitCopyBackend::place(const WeightLayout& layout, const UnitFiller& fi
     host_packed_ = pack_units(unit_bytes_, kUnitAlignmentBytes);
     host_weights_ = allocate_pinned(host_packed_.total_bytes);
     std::byte* host = host_weights_.get();
-    fill_units(layout, config_.dtype, fill, [&](int unit, const void* data, std::size_t bytes) {
-        parallel_copy(host + host_packed_.offsets[static_cast<std::size_t>(unit)], data, bytes);
-    });
+    fill_units_in_place(layout, config_.dtype, fill,
+                        [&](int unit) { return host + host_packed_.offsets[static_cast<std::size_t>(unit)]; });
 
     device_ = plan_.device_layout(unit_bytes_, kUnitAlignmentBytes);
     device_weights_ = allocate_device(device_.total_bytes);

@@ -1,6 +1,7 @@
 #pragma once
 // `host`: every unit in ordinary host memory, computed on the CPU. Nothing moves, so acquire
 // and release only hand out pointers; it is the reference the GPU backends are checked against.
+#include <memory>
 #include <vector>
 
 #include "backends/backend.hpp"
@@ -16,7 +17,8 @@ public:
     PlacementStats placement() const override { return {}; }
 
 private:
-    std::vector<std::vector<float>> units_;
+    // Not std::vector<float>: its zero-fill would touch every page once before the fill does.
+    std::vector<std::unique_ptr<float[]>> units_;
 };
 
 }  // namespace sweetspot

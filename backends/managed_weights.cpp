@@ -15,11 +15,9 @@ ManagedWeights::ManagedWeights(const WeightLayout& layout, DType dtype, const Ba
     : device_(current_device()), unit_bytes_(sweetspot::unit_bytes(layout, dtype)), packed_(pack_units(unit_bytes_, kManagedUnitAlignmentBytes)),
       memory_(allocate_managed_memory(packed_.total_bytes, allow_oversubscription)) {
     std::byte* base = memory_.get();
-    // Host threads write the converted weights straight into managed memory: its pages are first
-    // touched, and so resident, on the host.
-    fill_units(layout, dtype, fill, [&](int unit, const void* data, std::size_t bytes) {
-        parallel_copy(base + packed_.offsets[static_cast<std::size_t>(unit)], data, bytes);
-    });
+    // Host threads write the weights straight into managed memory, in its dtype: its pages are
+    // first touched, and so resident, on the host, and the faults are spread over the cores.
+    fill_units_in_place(layout, dtype, fill, [&](int unit) { return base + packed_.offsets[static_cast<std::size_t>(unit)]; });
 }
 
 void ManagedWeights::prefetch_to_device(int unit, cudaStream_t stream) const {

@@ -3,13 +3,11 @@
 // (host threads only), header-only.
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <span>
 #include <vector>
 
 #include "backends/backend.hpp"
-#include "kernels/compute/parallel_for.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/weight_layout.hpp"
 
@@ -41,36 +39,46 @@ inline PackedUnits pack_units(std::span<const std::int64_t> unit_bytes, std::int
     return packed;
 }
 
-// memcpy with every core: the first write to a page of pinned or managed memory faults it in, and
-// one thread faulting in a model's pages one after another is most of the time it takes to place
-// the weights of a UVM backend.
-inline void parallel_copy(void* dst, const void* src, std::size_t bytes) {
-    parallel_for(static_cast<std::int64_t>(bytes), [&](std::int64_t begin, std::int64_t end) {
-        std::memcpy(static_cast<std::byte*>(dst) + begin, static_cast<const std::byte*>(src) + begin,
-                    static_cast<std::size_t>(end - begin));
-    });
+// Writes unit `unit` in `dtype` into host memory at `dst`: through the filler's own pass where it
+// has one (synthetic weights), else in fp32 (into `scratch` unless the dtype is fp32) and
+// converted into place over the host's cores.
+inline void fill_unit_as(const WeightLayout& layout, DType dtype, const Backend::UnitFiller& fill, int unit, void* dst,
+                         std::vector<float>& scratch) {
+    if (fill.fills_host_as()) {
+        fill.fill_host_as(unit, dtype, dst);
+        return;
+    }
+    const auto numel = static_cast<std::size_t>(layout.units[static_cast<std::size_t>(unit)].numel);
+    if (dtype == DType::fp32) {
+        fill(unit, std::span<float>(static_cast<float*>(dst), numel));
+        return;
+    }
+    scratch.resize(numel);
+    fill(unit, scratch);
+    convert_from_f32(scratch, dtype, dst);
+}
+
+// Fills every unit in `dtype` straight into the host memory it stays in (pinned, managed, or the
+// host backend's): `dst_of(unit)` says where each goes.
+inline void fill_units_in_place(const WeightLayout& layout, DType dtype, const Backend::UnitFiller& fill,
+                                const std::function<void*(int unit)>& dst_of) {
+    std::vector<float> scratch;
+    for (int u = 0; u < static_cast<int>(layout.units.size()); ++u) fill_unit_as(layout, dtype, fill, u, dst_of(u), scratch);
 }
 
 // Receives unit `unit`'s weights, already in the cell's dtype.
 using UnitSink = std::function<void(int unit, const void* data, std::size_t bytes)>;
 
-// Fills every unit through `fill`, converts it to `dtype` and hands it to `sink`, one unit at a
-// time: the filler and the conversion spread each unit over the host's cores themselves, and one
-// fp32 unit in flight keeps host memory bounded (a 13B model's embedding is ~1 GB).
+// Fills every unit in `dtype` into a host buffer and hands it to `sink` (which copies it to where
+// the host cannot write, device memory), one unit at a time: one unit in flight keeps host memory
+// bounded (a 13B model's embedding is ~1 GB).
 inline void fill_units(const WeightLayout& layout, DType dtype, const Backend::UnitFiller& fill, const UnitSink& sink) {
-    std::vector<float> values;
-    std::vector<std::byte> converted;
-    for (std::size_t u = 0; u < layout.units.size(); ++u) {
-        const auto numel = static_cast<std::size_t>(layout.units[u].numel);
-        values.resize(numel);
-        fill(static_cast<int>(u), values);
-        if (dtype == DType::fp32) {
-            sink(static_cast<int>(u), values.data(), numel * sizeof(float));
-        } else {
-            converted.resize(numel * dtype_size(dtype));
-            convert_from_f32(values, dtype, converted.data());
-            sink(static_cast<int>(u), converted.data(), converted.size());
-        }
+    std::vector<float> scratch;
+    std::vector<std::byte> staged;
+    for (int u = 0; u < static_cast<int>(layout.units.size()); ++u) {
+        staged.resize(static_cast<std::size_t>(layout.units[static_cast<std::size_t>(u)].numel) * dtype_size(dtype));
+        fill_unit_as(layout, dtype, fill, u, staged.data(), scratch);
+        sink(u, staged.data(), staged.size());
     }
 }
 

@@ -27,6 +27,7 @@
 
 #include "kernels/compute/cuda_resources.hpp"
 #include "backends/unit_storage.hpp"
+#include "kernels/model/synthetic_weights.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/compute/managed_memory.hpp"
 #include "kernels/model/model_config.hpp"
@@ -528,15 +529,36 @@ TEST_CASE("slot ring: every unit resident needs no slot", "[backends]") {
     CHECK_THROWS_AS(ring.place({true, false}, 0, 2), std::logic_error);
 }
 
-TEST_CASE("parallel_copy copies every byte, whatever the split", "[backends]") {
-    // Sizes below one thread's least share, at it, and split over the cores with an odd remainder.
-    for (const std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{1} << 20, (std::size_t{7} << 20) + 13}) {
-        INFO(bytes << " bytes");
-        std::vector<std::byte> src(bytes), dst(bytes + 1, std::byte{0xAB});
-        for (std::size_t i = 0; i < bytes; ++i) src[i] = static_cast<std::byte>((i * 131 + i / 4099) & 0xFF);
-        parallel_copy(dst.data(), src.data(), bytes);
-        CHECK(std::equal(src.begin(), src.end(), dst.begin()));
-        CHECK(dst[bytes] == std::byte{0xAB});  // nothing past the end
+TEST_CASE("fill_units_in_place: a filler's own dtype pass where it has one, else fp32 converted into place",
+          "[backends]") {
+    const auto model = *find_builtin_model("tiny_odd");
+    const auto layout = WeightLayout::for_model(model);
+    for (const DType dtype : {DType::fp32, DType::fp16, DType::bf16}) {
+        INFO(enum_name(dtype));
+        const auto packed = pack_units(unit_bytes(layout, dtype), kUnitAlignmentBytes);
+        const auto place_with = [&](const UnitFiller& fill) {
+            std::vector<std::byte> memory(static_cast<std::size_t>(packed.total_bytes));
+            fill_units_in_place(layout, dtype, fill, [&](int unit) { return memory.data() + packed.offsets[static_cast<std::size_t>(unit)]; });
+            return memory;
+        };
+        const UnitFiller plain = [&](int unit, std::span<float> dst) { fill_synthetic_unit(model, layout, unit, 7, dst); };
+        int passes = 0;
+        const UnitFiller own = UnitFiller([](int, std::span<float>) { FAIL("the fp32 fill ran beside the filler's own pass"); })
+                                   .with_host_fill_as([&](int unit, DType as, void* dst) {
+                                       ++passes;
+                                       fill_synthetic_unit_as(model, layout, unit, 7, as, dst);
+                                   });
+        const auto through_fp32 = place_with(plain);
+        CHECK(place_with(own) == through_fp32);
+        CHECK(passes == static_cast<int>(layout.units.size()));
+        // What the fp32 path placed is each unit's fp32 values converted.
+        for (int u = 0; u < static_cast<int>(layout.units.size()); ++u) {
+            std::vector<float> values(static_cast<std::size_t>(layout.units[static_cast<std::size_t>(u)].numel));
+            fill_synthetic_unit(model, layout, u, 7, values);
+            std::vector<std::byte> want(values.size() * dtype_size(dtype));
+            convert_from_f32(values, dtype, want.data());
+            CHECK(std::equal(want.begin(), want.end(), through_fp32.begin() + packed.offsets[static_cast<std::size_t>(u)]));
+        }
     }
 }
 

@@ -372,6 +372,25 @@ TEST_CASE("synthetic weights match the golden checksum", "[kernels]") {
     CHECK(std::bit_cast<std::uint32_t>(emb[1]) == 0x3C9D2593u);  // wte[0][1] = 0.0192
 }
 
+TEST_CASE("fill_synthetic_unit_as writes what fill_synthetic_unit then convert_from_f32 would, padding included",
+          "[kernels]") {
+    const auto m = builtin("tiny_odd");  // padded units
+    const auto layout = WeightLayout::for_model(m);
+    for (const DType dtype : {DType::fp32, DType::fp16, DType::bf16}) {
+        for (int u = 0; u < static_cast<int>(layout.units.size()); ++u) {
+            INFO(enum_name(dtype) << " unit " << u);
+            const auto values = synthetic_unit(m, layout, u, kSeed);
+            std::vector<std::byte> want(values.size() * dtype_size(dtype)), got(want.size(), std::byte{0x5A});
+            convert_from_f32(values, dtype, want.data());
+            fill_synthetic_unit_as(m, layout, u, kSeed, dtype, got.data());
+            CHECK(want == got);
+        }
+    }
+    std::vector<float> any(8);
+    CHECK_THROWS_WITH(fill_synthetic_unit_as(m, layout, -1, kSeed, DType::fp32, any.data()),
+                      Catch::Matchers::ContainsSubstring("unit -1 is not in the layout"));
+}
+
 TEST_CASE("fill_synthetic_unit rejects a wrong buffer or unit", "[kernels]") {
     const auto m = builtin("tiny");
     const auto layout = WeightLayout::for_model(m);

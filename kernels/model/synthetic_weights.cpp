@@ -60,37 +60,61 @@ TensorInit tensor_init(const ModelConfig& m, UnitKind kind, int tensor) {
 namespace {
 
 // Large tensors (a 13B model's units hold up to 330M elements) are split across the host's cores.
-void fill_tensor(float* dst, std::int64_t numel, std::uint64_t key, const synthetic::TensorInit& init) {
+// `store(i, value)` writes element i of the tensor.
+template <class Store>
+void fill_tensor(std::int64_t numel, std::uint64_t key, const synthetic::TensorInit& init, const Store& store) {
     parallel_for(numel, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t i = begin; i < end; ++i) dst[i] = synthetic::value(key, static_cast<std::uint64_t>(i), init);
+        for (std::int64_t i = begin; i < end; ++i) store(i, synthetic::value(key, static_cast<std::uint64_t>(i), init));
     });
+}
+
+const UnitLayout& checked_unit(const WeightLayout& layout, int unit, const char* caller) {
+    if (unit < 0 || unit >= static_cast<int>(layout.units.size())) {
+        throw std::invalid_argument(std::string(caller) + ": unit " + std::to_string(unit) + " is not in the layout (" +
+                                    std::to_string(layout.units.size()) + " units).");
+    }
+    return layout.units[static_cast<std::size_t>(unit)];
+}
+
+// Unit `u` as T at `out`: each value made, then `convert`ed; the padding between and after the
+// tensors zero.
+template <class T, class Convert>
+void fill_unit_as(const ModelConfig& model, const UnitLayout& u, int unit, std::uint64_t seed, T* out,
+                  const Convert& convert) {
+    std::int64_t filled_to = 0;  // everything before this is written; gaps up to the next tensor are padding
+    for (std::size_t t = 0; t < u.tensors.size(); ++t) {
+        const TensorSpec& spec = u.tensors[t];
+        std::fill(out + filled_to, out + spec.offset, T{});
+        const int tensor = static_cast<int>(t);
+        T* dst = out + spec.offset;
+        fill_tensor(spec.numel, synthetic::tensor_key(seed, unit, tensor), synthetic::tensor_init(model, u.kind, tensor),
+                    [&](std::int64_t i, float v) { dst[i] = convert(v); });
+        filled_to = spec.offset + spec.numel;
+    }
+    std::fill(out + filled_to, out + u.numel, T{});
 }
 
 }  // namespace
 
 void fill_synthetic_unit(const ModelConfig& model, const WeightLayout& layout, int unit, std::uint64_t seed,
                          std::span<float> out) {
-    if (unit < 0 || unit >= static_cast<int>(layout.units.size())) {
-        throw std::invalid_argument("fill_synthetic_unit: unit " + std::to_string(unit) + " is not in the layout (" +
-                                    std::to_string(layout.units.size()) + " units).");
-    }
-    const UnitLayout& u = layout.units[static_cast<std::size_t>(unit)];
+    const UnitLayout& u = checked_unit(layout, unit, "fill_synthetic_unit");
     if (static_cast<std::int64_t>(out.size()) != u.numel) {
         throw std::invalid_argument("fill_synthetic_unit: unit " + std::to_string(unit) + " has " +
                                     std::to_string(u.numel) + " elements but the buffer has " +
                                     std::to_string(out.size()) + ".");
     }
-    std::int64_t filled_to = 0;  // everything before this is written; gaps up to the next tensor are padding
-    for (std::size_t t = 0; t < u.tensors.size(); ++t) {
-        const TensorSpec& spec = u.tensors[t];
-        std::fill(out.begin() + filled_to, out.begin() + spec.offset, 0.0f);
-        const int tensor = static_cast<int>(t);
-        const std::uint64_t key = synthetic::tensor_key(seed, unit, tensor);
-        const synthetic::TensorInit init = synthetic::tensor_init(model, u.kind, tensor);
-        fill_tensor(out.data() + spec.offset, spec.numel, key, init);
-        filled_to = spec.offset + spec.numel;
+    fill_unit_as(model, u, unit, seed, out.data(), [](float v) { return v; });
+}
+
+void fill_synthetic_unit_as(const ModelConfig& model, const WeightLayout& layout, int unit, std::uint64_t seed,
+                            DType dtype, void* dst) {
+    const UnitLayout& u = checked_unit(layout, unit, "fill_synthetic_unit_as");
+    switch (dtype) {
+        case DType::fp32: fill_unit_as(model, u, unit, seed, static_cast<float*>(dst), [](float v) { return v; }); return;
+        case DType::fp16: fill_unit_as(model, u, unit, seed, static_cast<std::uint16_t*>(dst), float_to_fp16_bits); return;
+        case DType::bf16: fill_unit_as(model, u, unit, seed, static_cast<std::uint16_t*>(dst), float_to_bf16_bits); return;
     }
-    std::fill(out.begin() + filled_to, out.end(), 0.0f);
 }
 
 }  // namespace sweetspot

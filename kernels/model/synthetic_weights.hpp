@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/model/dtype.hpp"
 #include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {
@@ -17,5 +18,11 @@ namespace sweetspot {
 // synthetic_value.hpp, which the GPU fill (gpu_synthetic_weights.hpp) shares.
 void fill_synthetic_unit(const ModelConfig& model, const WeightLayout& layout, int unit,
                          std::uint64_t seed, std::span<float> out);
+
+// The same unit written in `dtype` at `dst` (unit.numel elements of it, padding zeroed): the same
+// bits as fill_synthetic_unit followed by convert_from_f32, in one pass over the host's cores
+// that makes, rounds and stores each value, with no fp32 copy in between.
+void fill_synthetic_unit_as(const ModelConfig& model, const WeightLayout& layout, int unit, std::uint64_t seed,
+                            DType dtype, void* dst);
 
 }  // namespace sweetspot
