@@ -13,6 +13,7 @@
 #include "backends/residency_plan.hpp"
 #include "harness/matrix/matrix.hpp"
 #include "harness/measure/memory_estimate.hpp"
+#include "harness/system/system_info.hpp"
 #include "harness/store/sqlite.hpp"
 #include "harness/store/store.hpp"
 #include "kernels/model/number_text.hpp"
@@ -343,6 +344,32 @@ TEST_CASE("a cell whose predicted need exceeds the GPU is a predicted OOM, with 
     CHECK_THAT(why, ContainsSubstring("workspace 32.0 MiB"));
     CHECK_THAT(why, ContainsSubstring("the CUDA context and libraries 600.0 MiB as measured on Fixture GPU"));
     CHECK_THAT(why, ContainsSubstring("--force runs it anyway"));
+}
+
+TEST_CASE("a cell whose page-locked or managed memory exceeds what the host has available is a predicted host OOM",
+          "[estimate]") {
+    // explicit-copy pins every weight on the host; uvm's weights are managed and start there.
+    const CellParams copy = one_cell("model = \"tiny_odd\"\nbackend = \"explicit-copy\"\nbudget = \"50%\"");
+    const std::int64_t pinned = estimate_memory(copy).pinned_host;
+    REQUIRE(pinned > 0);
+    CHECK(predicted_host_oom(copy, pinned).empty());  // exactly what is available still fits
+    const std::string why = predicted_host_oom(copy, pinned - 1);
+    CHECK_THAT(why, ContainsSubstring("predicted host OOM: it needs " + human_bytes(static_cast<double>(pinned)) +
+                                      " of host memory (page-locked " + human_bytes(static_cast<double>(pinned)) +
+                                      ", managed 0 B)"));
+    CHECK_THAT(why, ContainsSubstring("--force runs it anyway"));
+
+    const CellParams uvm = one_cell("model = \"tiny_odd\"\nbackend = \"uvm\"\nbudget = \"70%\"");
+    CHECK(predicted_host_oom(uvm, 10 * MiB).empty());  // 5 units on 2 MiB blocks each
+    CHECK_THAT(predicted_host_oom(uvm, 10 * MiB - 1), ContainsSubstring("managed 10.0 MiB"));
+    // The device backend holds nothing on the host.
+    CHECK(predicted_host_oom(one_cell("model = \"tiny_odd\"\nbackend = \"device\""), 0).empty());
+}
+
+TEST_CASE("the host's available memory is read from the kernel", "[estimate]") {
+    const auto available = host_memory_available_bytes();
+    REQUIRE(available);  // Linux says, in /proc/meminfo
+    CHECK(*available > 0);
 }
 
 TEST_CASE("list and estimate print their tables alone for other tools, sizes in bytes", "[estimate][cli]") {

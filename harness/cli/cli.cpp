@@ -193,8 +193,9 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
         ("db", po::value<std::string>(), "results database (default: results/<matrix name>.db)")
         ("rerun", po::bool_switch(), "measure cells again even if they are already ok in the database")
         ("force", po::bool_switch(),
-         "run cells predicted not to fit the GPU (otherwise skipped as 'predicted OOM' once the database holds "
-         "cells of that GPU to measure the CUDA context and libraries' memory on)")
+         "run cells predicted not to fit the GPU or the host (otherwise skipped as 'predicted OOM' once the "
+         "database holds cells of that GPU to measure the CUDA context and libraries' memory on, or as 'predicted "
+         "host OOM' when their page-locked or managed weights exceed the host's available memory)")
         ("timeout", po::value<std::string>(), "per-cell timeout overriding the matrix (\"90s\", \"10m\", seconds)")
         ("only", po::value<std::vector<std::string>>()->composing(),
          "run only the cells with AXIS=VALUE[,VALUE...] (repeatable), e.g. --only model=gpt2_1.5b --only backend=uvm")

@@ -198,4 +198,13 @@ std::string predicted_oom(const CellParams& cell, std::int64_t capacity, const F
            " as measured on " + fixed.gpu + "), above the " + b(capacity) + " the GPU has; --force runs it anyway";
 }
 
+std::string predicted_host_oom(const CellParams& cell, std::int64_t available) {
+    const MemoryEstimate e = estimate_memory(cell);
+    const std::int64_t need = e.pinned_host + e.managed;
+    if (need <= available) return {};
+    const auto b = [](std::int64_t n) { return human_bytes(static_cast<double>(n)); };
+    return "predicted host OOM: it needs " + b(need) + " of host memory (page-locked " + b(e.pinned_host) + ", managed " +
+           b(e.managed) + "), above the " + b(available) + " the host has available; --force runs it anyway";
+}
+
 }  // namespace sweetspot

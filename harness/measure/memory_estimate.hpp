@@ -8,7 +8,7 @@
 // What a GPU process holds beyond its allocations (the CUDA context and the libraries; the page
 // tables mapping host memory; the driver's own memory for managed memory) is measured per GPU
 // model and driver from a results database (measured_fixed_costs) and added by predicted_peak.
-// The host's pageable memory is not predicted yet.
+// On the host, the page-locked and managed memory are predicted; the pageable memory is not.
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -82,6 +82,12 @@ std::int64_t predicted_peak(const CellParams& cell, const MemoryEstimate& e, con
 // Why `cell` is predicted not to fit a GPU of `capacity` bytes (the numbers, and --force), or
 // empty when its predicted need fits.
 std::string predicted_oom(const CellParams& cell, std::int64_t capacity, const FixedCost& fixed);
+
+// Why `cell` is predicted not to fit the host's `available` memory: its page-locked weights
+// (explicit-copy) and managed memory (the UVM backends' weights, which start on the host), with
+// the numbers and --force; empty when they fit. The pageable memory a cell uses besides (the
+// check's host reference, a unit being converted) is small against these and not predicted.
+std::string predicted_host_oom(const CellParams& cell, std::int64_t available);
 
 // What fits a GPU of `capacity` bytes for a cell taken as a template: the largest batch at its seq
 // and the largest seq at its batch whose predicted need fits (empty when not even 1 does), and,

@@ -320,6 +320,8 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
             if (why.empty() && uses_gpu(cell) && !gpu.name) why = "no GPU visible to sweetspot (" + gpu.note + ")";
             const std::optional<FixedCost> fixed = uses_gpu(cell) ? fixed_cost_here(gpu, store) : std::nullopt;
             if (why.empty() && fixed && gpu.memory_bytes && !options.force) why = predicted_oom(cell, *gpu.memory_bytes, *fixed);
+            if (why.empty() && uses_gpu(cell) && !options.force)
+                if (const auto available = host_memory_available_bytes()) why = predicted_host_oom(cell, *available);
             if (!why.empty()) {
                 CellOutcome o;
                 o.status = CellStatus::skipped;

@@ -25,6 +25,15 @@ std::string cpu_model_name() {
 
 }  // namespace
 
+std::optional<std::int64_t> host_memory_available_bytes() {
+    std::ifstream f("/proc/meminfo");
+    std::string name, unit;
+    std::int64_t kib = 0;
+    while (f >> name >> kib >> unit)
+        if (name == "MemAvailable:" && unit == "kB") return kib * 1024;
+    return std::nullopt;
+}
+
 SystemInfo query_system_info() {
     SystemInfo info;
     char host[256] = {};

@@ -1,6 +1,8 @@
 #pragma once
 // Facts about the host a run happens on, stored with every run. (GPU facts come from a probe
 // process: harness/measure/gpu_probe.hpp.)
+#include <cstdint>
+#include <optional>
 #include <string>
 
 namespace sweetspot {
@@ -11,6 +13,10 @@ struct SystemInfo {
 };
 
 SystemInfo query_system_info();
+
+// The memory the host can give a new process now without swapping (MemAvailable in
+// /proc/meminfo), or none where the kernel does not say.
+std::optional<std::int64_t> host_memory_available_bytes();
 
 // Current time as ISO 8601 UTC ("2026-11-22T09:30:00Z").
 std::string utc_timestamp();
