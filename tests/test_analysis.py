@@ -72,6 +72,7 @@ from results_db import ResultsDb  # noqa: E402
 BACKENDS_TABLE = REPO / "scripts" / "bench" / "backends_table.py"
 VARIANTS_TABLE = REPO / "scripts" / "bench" / "variants_table.py"
 MEMORY_TABLE = REPO / "scripts" / "bench" / "memory_table.py"
+OVERHEAD_TABLE = REPO / "scripts" / "bench" / "overhead_table.py"
 GB = 1_000_000_000
 MIB = 2**20
 GIB = 2**30
@@ -814,6 +815,31 @@ class NormalizedTest(DbTest):
         self.assertIn("| all | | 4 | 50.00 % | 0.38 % | 0.00 % | 1 |", out)
         self.assertIn("| device | 1,600.0–1,600.0 | 500.0–500.0 | 1,100.0–1,100.0 | 0.0–0.0 |", out)
         self.assertIn("| uvm-prefetch | 3,200.0–3,200.0 | 500.0–500.0 | 1,100.0–1,100.0 | 1,600.0–1,600.0 |", out)
+
+    def test_overhead_table_script(self):
+        """scripts/bench/overhead_table.py: each cell's wall time less (warm-ups + timed iterations) ×
+        its median, against the target of its model; the median seconds of each phase per backend."""
+        db = FixtureDb(self.folder, "overhead.db")
+        for backend, model, wall, weight_bytes, phases in [
+                ("device", "gpt2_1.5b", 2.0, 3 * GB, [("weights", 0.5), ("timed", 1.0)]),
+                ("device", "gpt2_1.5b", 4.0, 3 * GB, [("weights", 2.5), ("timed", 1.0)]),
+                ("explicit-copy", "gpt3_13b", 5.0, 26 * GB, [("weights", 3.0), ("timed", 1.0)]),
+                ("device", "tiny", 1.0, 1000, [("weights", 0.1), ("timed", 0.1)])]:
+            cell = gpu_cell(db, backend, model=model, wall_s=wall, weight_bytes=weight_bytes, warmups=1,
+                            latency_median_ms=250.0)
+            for i in range(3):  # with the warm-up: 4 × 250 ms measuring
+                db.insert("iterations", dict(cell_id=cell, phase="timed", iteration=i, latency_ms=250.0))
+            for position, (phase, seconds) in enumerate(phases):
+                db.insert("cell_phases", dict(cell_id=cell, position=position, phase=phase, seconds=seconds))
+        gpu_cell(db, "device", model="gpt2_1.5b", status="failed", wall_s=99.0, latency_median_ms=None)  # not counted
+        db.close()
+        out = subprocess.run([sys.executable, str(OVERHEAD_TABLE), db.path], check=True, capture_output=True,
+                             text=True).stdout
+        self.assertIn("| gpt2_1.5b | fp32 | device | 2 | 1.00 | 2.00 | 3.00 | 1.50 | 1 of 2 |", out)
+        self.assertIn("| gpt3_13b | fp32 | explicit-copy | 1 | 4.00 | 4.00 | 4.00 | 2.30 | 0 of 1 |", out)  # 1 + 26/20
+        self.assertIn("| tiny | fp32 | device | 1 | 0.00 | 0.00 | 0.00 | – | – |", out)
+        self.assertIn("| phase | device: median s | explicit-copy: median s |", out)
+        self.assertIn("| weights | 0.50 | 3.00 |", out)  # median of 0.5, 2.5, 0.1
 
     def test_cell_table_shows_what_a_fusion_saves(self):
         """Launches per forward and activation MiB in the page's cell table, per cell."""
