@@ -67,9 +67,10 @@ struct PlacementStats {
     int resident_units = 0, streamed_units = 0, slots = 0;
 };
 
-// Where the weights come from, unit by unit: always as fp32 on the host; for weights a kernel can
-// make (the synthetic ones), also straight into device memory in the cell's dtype, which a
-// backend that keeps units on the device uses instead: nothing made on the host, nothing copied.
+// Where the weights come from, unit by unit: always as fp32 on the host. Weights that are made
+// rather than read (the synthetic ones) can also be written in any dtype straight into the host
+// memory they stay in, in one pass, and into device memory by a kernel, which a backend that keeps
+// units on the device uses instead: nothing made on the host, nothing copied.
 class UnitFiller {
 public:
     using HostFill = std::function<void(int unit, std::span<float> dst)>;

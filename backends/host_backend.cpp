@@ -1,15 +1,16 @@
 #include "backends/host_backend.hpp"
 
-#include "backends/unit_storage.hpp"
-
 #include <stdexcept>
 #include <string>
+
+#include "backends/unit_storage.hpp"
 
 namespace sweetspot {
 
 void HostBackend::place(const WeightLayout& layout, const UnitFiller& fill) {
     units_.clear();
-    for (const UnitLayout& u : layout.units) units_.push_back(std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(u.numel)));
+    for (const UnitLayout& u : layout.units)
+        units_.push_back(std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(u.numel)));
     fill_units_in_place(layout, DType::fp32, fill, [&](int unit) { return units_[static_cast<std::size_t>(unit)].get(); });
 }
 

@@ -121,10 +121,6 @@ bool create_database(const std::string& path, bool replace_empty_file) {
     return file.commit_if_absent();
 }
 
-}  // namespace
-
-namespace {
-
 // The rows of the `cells` of `schema` that `condition` (on c, binding ?2) selects, into this
 // database's cell_history under `key`: every column, whatever the schema version adds, and the
 // iterations, as JSON.
