@@ -5,8 +5,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <stdexcept>
-#include <string>
 
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/device_common.cuh"
@@ -51,11 +49,7 @@ void fill_unit(const ModelConfig& model, const UnitLayout& u, int unit, std::uin
 
 void fill_synthetic_unit(const ModelConfig& model, const WeightLayout& layout, int unit, std::uint64_t seed, DType dtype,
                          void* dst, CUstream_st* stream) {
-    if (unit < 0 || unit >= static_cast<int>(layout.units.size())) {
-        throw std::invalid_argument("gpu::fill_synthetic_unit: unit " + std::to_string(unit) +
-                                    " is not in the layout (" + std::to_string(layout.units.size()) + " units).");
-    }
-    const UnitLayout& u = layout.units[static_cast<std::size_t>(unit)];
+    const UnitLayout& u = synthetic::checked_unit(layout, unit, "gpu::fill_synthetic_unit");
     switch (dtype) {
         case DType::fp32: fill_unit(model, u, unit, seed, static_cast<float*>(dst), stream); break;
         case DType::fp16: fill_unit(model, u, unit, seed, static_cast<__half*>(dst), stream); break;

@@ -53,6 +53,9 @@ SWEETSPOT_HOST_DEVICE inline float value(std::uint64_t key, std::uint64_t index,
 // because mix64 is a bijection.
 std::uint64_t tensor_key(std::uint64_t seed, int unit, int tensor);
 
+// Unit `unit` of `layout`; throws std::invalid_argument naming `caller` when there is none.
+const UnitLayout& checked_unit(const WeightLayout& layout, int unit, const char* caller);
+
 // GPT-2's initialisation of a tensor (synthetic_weights.hpp says which).
 TensorInit tensor_init(const ModelConfig& model, UnitKind kind, int tensor);
 

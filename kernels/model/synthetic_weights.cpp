@@ -55,6 +55,14 @@ TensorInit tensor_init(const ModelConfig& m, UnitKind kind, int tensor) {
     throw std::logic_error("unknown unit kind");
 }
 
+const UnitLayout& checked_unit(const WeightLayout& layout, int unit, const char* caller) {
+    if (unit < 0 || unit >= static_cast<int>(layout.units.size())) {
+        throw std::invalid_argument(std::string(caller) + ": unit " + std::to_string(unit) + " is not in the layout (" +
+                                    std::to_string(layout.units.size()) + " units).");
+    }
+    return layout.units[static_cast<std::size_t>(unit)];
+}
+
 }  // namespace synthetic
 
 namespace {
@@ -68,13 +76,6 @@ void fill_tensor(std::int64_t numel, std::uint64_t key, const synthetic::TensorI
     });
 }
 
-const UnitLayout& checked_unit(const WeightLayout& layout, int unit, const char* caller) {
-    if (unit < 0 || unit >= static_cast<int>(layout.units.size())) {
-        throw std::invalid_argument(std::string(caller) + ": unit " + std::to_string(unit) + " is not in the layout (" +
-                                    std::to_string(layout.units.size()) + " units).");
-    }
-    return layout.units[static_cast<std::size_t>(unit)];
-}
 
 // Unit `u` as T at `out`: each value made, then `convert`ed; the padding between and after the
 // tensors zero.
@@ -98,18 +99,18 @@ void fill_unit_as(const ModelConfig& model, const UnitLayout& u, int unit, std::
 
 void fill_synthetic_unit(const ModelConfig& model, const WeightLayout& layout, int unit, std::uint64_t seed,
                          std::span<float> out) {
-    const UnitLayout& u = checked_unit(layout, unit, "fill_synthetic_unit");
+    const UnitLayout& u = synthetic::checked_unit(layout, unit, "fill_synthetic_unit");
     if (static_cast<std::int64_t>(out.size()) != u.numel) {
         throw std::invalid_argument("fill_synthetic_unit: unit " + std::to_string(unit) + " has " +
                                     std::to_string(u.numel) + " elements but the buffer has " +
                                     std::to_string(out.size()) + ".");
     }
-    fill_unit_as(model, u, unit, seed, out.data(), [](float v) { return v; });
+    fill_synthetic_unit_as(model, layout, unit, seed, DType::fp32, out.data());
 }
 
 void fill_synthetic_unit_as(const ModelConfig& model, const WeightLayout& layout, int unit, std::uint64_t seed,
                             DType dtype, void* dst) {
-    const UnitLayout& u = checked_unit(layout, unit, "fill_synthetic_unit_as");
+    const UnitLayout& u = synthetic::checked_unit(layout, unit, "fill_synthetic_unit_as");
     switch (dtype) {
         case DType::fp32: fill_unit_as(model, u, unit, seed, static_cast<float*>(dst), [](float v) { return v; }); return;
         case DType::fp16: fill_unit_as(model, u, unit, seed, static_cast<std::uint16_t*>(dst), float_to_fp16_bits); return;
