@@ -88,7 +88,8 @@ public:
         f.host_as_ = std::move(host_as);
         return f;
     }
-    // The same filler that can also fill device memory through `device`.
+    // The same filler that can also fill memory kernels write (device, managed, or page-locked
+    // host memory through its device pointer) through `device`.
     UnitFiller with_device_fill(DeviceFill device) const {
         UnitFiller f = *this;
         f.device_ = std::move(device);
@@ -102,7 +103,7 @@ public:
     // followed by convert_from_f32). Only where fills_host_as().
     void fill_host_as(int unit, DType dtype, void* dst) const { host_as_(unit, dtype, dst); }
     bool fills_device() const { return static_cast<bool>(device_); }
-    // Enqueues on `stream` the writing of unit `unit`, in `dtype`, into device memory at `dst`
+    // Enqueues on `stream` the writing of unit `unit`, in `dtype`, by kernels at `dst`
     // (the same bits as operator() followed by convert_from_f32). Only where fills_device().
     void fill_device(int unit, DType dtype, void* dst, CUstream_st* stream) const { device_(unit, dtype, dst, stream); }
 

@@ -11,13 +11,27 @@ cudaMemLocation host_location() { return cudaMemLocation{cudaMemLocationTypeHost
 }  // namespace
 
 ManagedWeights::ManagedWeights(const WeightLayout& layout, DType dtype, const Backend::UnitFiller& fill,
-                               bool allow_oversubscription)
+                               bool allow_oversubscription, const std::vector<bool>& stays_on_device)
     : device_(current_device()), unit_bytes_(sweetspot::unit_bytes(layout, dtype)), packed_(pack_units(unit_bytes_, kManagedUnitAlignmentBytes)),
       memory_(allocate_managed_memory(packed_.total_bytes, allow_oversubscription)) {
     std::byte* base = memory_.get();
-    // Host threads write the weights straight into managed memory, in its dtype: its pages are
-    // first touched, and so resident, on the host, and the faults are spread over the cores.
-    fill_units_in_place(layout, dtype, fill, [&](int unit) { return base + packed_.offsets[static_cast<std::size_t>(unit)]; });
+    const auto dst_of = [&](int unit) { return base + packed_.offsets[static_cast<std::size_t>(unit)]; };
+    if (!fill.fills_device()) {
+        // Host threads write the weights straight into managed memory, in its dtype: its pages are
+        // first touched, and so resident, on the host, and the faults are spread over the cores.
+        fill_units_in_place(layout, dtype, fill, dst_of);
+        return;
+    }
+    // Kernels make each unit where they first touch it, on the GPU, and a migration takes every
+    // unit that does not stay there to the host: GPT-2 1.5B in bf16 took 4.9 s to fill on 16
+    // cores, and this 0.8 s, most of it the migration.
+    const CudaStream stream;
+    for (int u = 0; u < units(); ++u) {
+        fill.fill_device(u, dtype, dst_of(u), stream.get());
+        const auto i = static_cast<std::size_t>(u);
+        if (i >= stays_on_device.size() || !stays_on_device[i]) prefetch_to_host(u, stream.get());
+    }
+    CUDA_CHECK(cudaStreamSynchronize(stream.get()));
 }
 
 void ManagedWeights::prefetch_to_device(int unit, cudaStream_t stream) const {

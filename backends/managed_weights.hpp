@@ -1,8 +1,8 @@
 #pragma once
-// The weights of the two UVM backends: one managed allocation holding every unit, first touched
-// on the host (as cuda-uvm-gpt2 did), in the cell's dtype, plus the migrations and hints the backends
-// apply per unit. Each unit starts on a 2 MiB boundary because the UVM driver migrates and
-// tracks residency in 2 MiB chunks: units that shared a chunk would move together.
+// The weights of the two UVM backends: one managed allocation holding every unit, resident on the
+// host once placed (as cuda-uvm-gpt2 left them), in the cell's dtype, plus the migrations and
+// hints the backends apply per unit. Each unit starts on a 2 MiB boundary because the UVM driver
+// migrates and tracks residency in 2 MiB chunks: units that shared a chunk would move together.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -17,8 +17,11 @@ namespace sweetspot {
 class ManagedWeights {
 public:
     // Checks the whole allocation against the free device memory first (allocate_managed throws
-    // ManagedMemoryRefused before anything is allocated), then fills every unit on host threads.
-    ManagedWeights(const WeightLayout& layout, DType dtype, const Backend::UnitFiller& fill, bool allow_oversubscription);
+    // ManagedMemoryRefused before anything is allocated), then fills every unit: by kernels where
+    // the filler has a device fill, each unit then migrated to the host unless `stays_on_device`
+    // says the backend keeps it resident, else on host threads.
+    ManagedWeights(const WeightLayout& layout, DType dtype, const Backend::UnitFiller& fill, bool allow_oversubscription,
+                   const std::vector<bool>& stays_on_device = {});
 
     int device() const { return device_; }
     int units() const { return static_cast<int>(unit_bytes_.size()); }

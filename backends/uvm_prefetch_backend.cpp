@@ -33,7 +33,7 @@ void UvmPrefetchBackend::place(const WeightLayout& layout, const UnitFiller& fil
     // Until the new weights exist, acquire and release know no unit.
     ring_.clear();
     weights_.reset();
-    weights_.emplace(layout, config_.dtype, fill, config_.allow_oversubscription);
+    weights_.emplace(layout, config_.dtype, fill, config_.allow_oversubscription, plan.resident);
     if (config_.evict == UvmEvict::read_mostly)
         for (int u = 0; u < weights_->units(); ++u) weights_->set_read_mostly(u);
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <span>
@@ -26,6 +27,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/compute/cuda_resources.hpp"
+#include "kernels/compute/gpu_synthetic_weights.hpp"
 #include "backends/unit_storage.hpp"
 #include "kernels/model/synthetic_weights.hpp"
 #include "kernels/model/dtype.hpp"
@@ -628,11 +630,14 @@ std::int64_t test_budget(const BackendConfig& config, const std::vector<std::int
     return std::max(wanted, minimum);
 }
 
+// Unit `unit`'s weights as the backend must hand them out, in the cell's dtype.
+using ExpectedUnit = std::function<std::vector<std::byte>(int unit)>;
+
 // Empty when what the compute stream read through every acquired pointer is the unit's weights.
-std::string compare_units(const WeightLayout& layout, DType dtype, const PackedUnits& packed, const std::byte* seen,
-                          int iteration) {
+std::string compare_units(const WeightLayout& layout, const ExpectedUnit& expected, const PackedUnits& packed,
+                          const std::byte* seen, int iteration) {
     for (int u = 0; u < static_cast<int>(layout.units.size()); ++u) {
-        const auto want = expected_unit(layout, u, dtype);
+        const auto want = expected(u);
         const std::byte* got = seen + packed.offsets[static_cast<std::size_t>(u)];
         for (std::size_t i = 0; i < want.size(); ++i) {
             if (got[i] != want[i]) {
@@ -647,8 +652,10 @@ std::string compare_units(const WeightLayout& layout, DType dtype, const PackedU
 
 // Three forwards as the model runs them: reset, then acquire → use on the compute stream →
 // release for every unit. The "use" is a copy of the unit's bytes to the host on the compute
-// stream: it sees what a kernel enqueued there would see.
-void run_forwards(Backend& backend, const WeightLayout& layout, DType dtype, cudaStream_t stream) {
+// stream: it sees what a kernel enqueued there would see. By default the units hold fill_pattern.
+void run_forwards(Backend& backend, const WeightLayout& layout, DType dtype, cudaStream_t stream,
+                  const ExpectedUnit& expected = {}) {
+    const ExpectedUnit want = expected ? expected : [&](int unit) { return expected_unit(layout, unit, dtype); };
     const auto units = unit_bytes(layout, dtype);
     const auto packed = pack_units(units, 256);
     const auto seen = allocate_pinned(packed.total_bytes);
@@ -663,7 +670,7 @@ void run_forwards(Backend& backend, const WeightLayout& layout, DType dtype, cud
             backend.release(u);
         }
         CUDA_CHECK(cudaStreamSynchronize(stream));
-        CHECK(compare_units(layout, dtype, packed, seen.get(), iteration) == "");
+        CHECK(compare_units(layout, want, packed, seen.get(), iteration) == "");
     }
 }
 
@@ -720,33 +727,95 @@ TEST_CASE("device: every unit resident, read back intact", "[gpu][backends]") {
     check_backend(gpu_config("device", 0, 0), 100);
 }
 
-TEST_CASE("device: weights a filler can make on the device are made there, at each unit's place", "[gpu][backends]") {
+namespace {
+
+// Each GPU backend at a budget where it keeps some units resident and streams the others, with
+// each UVM eviction mode.
+std::vector<BackendConfig> placing_configs() {
+    std::vector<BackendConfig> configs{gpu_config("device", 0, 0), gpu_config("explicit-copy", 1, 1),
+                                       gpu_config("uvm", 0, 0)};
+    for (const auto evict : {UvmEvict::migrate, UvmEvict::read_mostly}) {
+        configs.push_back(gpu_config("uvm-prefetch", 1, 1));
+        configs.back().evict = evict;
+    }
+    return configs;
+}
+
+// `base` for `dtype` on `stream`, at the budget of placing_configs.
+BackendConfig placing_config(const BackendConfig& base, DType dtype, const std::vector<std::int64_t>& units,
+                             cudaStream_t stream) {
+    auto config = base;
+    config.dtype = dtype;
+    config.compute_stream = stream;
+    config.budget_bytes = test_budget(config, units, config.backend == BackendId::device ? 100 : 60);
+    return config;
+}
+
+std::string config_name(const BackendConfig& config) {
+    return std::string(enum_name(config.backend)) + ", evict " +
+           (config.evict == UvmEvict::migrate ? "migrate" : "read_mostly") + ", " + std::string(enum_name(config.dtype));
+}
+
+}  // namespace
+
+TEST_CASE("every GPU backend: weights a filler can make by kernels are made there, at each unit's place",
+          "[gpu][backends]") {
     require_gpu();
-    for (const DType dtype : {DType::fp32, DType::bf16}) {
-        INFO(enum_name(dtype));
-        const auto layout = WeightLayout::for_model(*find_builtin_model("tiny_odd"));
-        const auto units = unit_bytes(layout, dtype);
-        CudaStream stream;
-        auto config = gpu_config("device", 0, 0);
-        config.dtype = dtype;
-        config.compute_stream = stream.get();
-        config.budget_bytes = total_of(units);
-        // The host fill must not run; the device fill copies the pattern's bytes in, on the stream given.
-        int device_fills = 0;
-        const UnitFiller fill =
-            UnitFiller([](int, std::span<float>) { FAIL("the host fill ran although the device can fill"); })
-                .with_device_fill([&](int unit, DType as, void* dst, CUstream_st* on) {
-                    CHECK(as == dtype);
-                    CHECK(on == stream.get());
-                    const auto bytes = expected_unit(layout, unit, as);
-                    CUDA_CHECK(cudaMemcpyAsync(dst, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, on));
-                    CUDA_CHECK(cudaStreamSynchronize(on));
-                    ++device_fills;
-                });
-        auto backend = make_backend(config);
-        backend->place(layout, fill);
-        CHECK(device_fills == static_cast<int>(layout.units.size()));
-        run_forwards(*backend, layout, dtype, stream.get());
+    const auto layout = WeightLayout::for_model(test_models()[2]);
+    for (const auto& base : placing_configs()) {
+        for (const DType dtype : {DType::fp32, DType::bf16}) {
+            const auto units = unit_bytes(layout, dtype);
+            CudaStream stream;
+            const auto config = placing_config(base, dtype, units, stream.get());
+            INFO(config_name(config));
+            // The host fill must not run; the device fill copies the pattern's bytes in, on the
+            // stream given (the compute stream, where the backend has no stream of its own).
+            int device_fills = 0;
+            const UnitFiller fill =
+                UnitFiller([](int, std::span<float>) { FAIL("the host fill ran although kernels can fill"); })
+                    .with_device_fill([&](int unit, DType as, void* dst, CUstream_st* on) {
+                        CHECK(as == dtype);
+                        CHECK(on != nullptr);
+                        if (!backend_traits(config.backend).managed_weights) CHECK(on == stream.get());
+                        const auto bytes = expected_unit(layout, unit, as);
+                        CUDA_CHECK(cudaMemcpyAsync(dst, bytes.data(), bytes.size(), cudaMemcpyDefault, on));
+                        CUDA_CHECK(cudaStreamSynchronize(on));
+                        ++device_fills;
+                    });
+            auto backend = make_backend(config);
+            backend->place(layout, fill);
+            CHECK(device_fills == static_cast<int>(layout.units.size()));
+            check_placement(*backend, config, units);
+            run_forwards(*backend, layout, dtype, stream.get());
+        }
+    }
+}
+
+TEST_CASE("every GPU backend: the synthetic weights the GPU makes are the host's, bit for bit, wherever they are placed",
+          "[gpu][backends]") {
+    require_gpu();
+    const auto model = test_models()[2];
+    const auto layout = WeightLayout::for_model(model);
+    constexpr std::uint64_t kSeed = 11;
+    for (const auto& base : placing_configs()) {
+        for (const DType dtype : {DType::fp32, DType::fp16, DType::bf16}) {
+            const auto units = unit_bytes(layout, dtype);
+            CudaStream stream;
+            const auto config = placing_config(base, dtype, units, stream.get());
+            INFO(config_name(config));
+            const UnitFiller fill =
+                UnitFiller([](int, std::span<float>) { FAIL("the host fill ran although kernels can fill"); })
+                    .with_device_fill([&](int unit, DType as, void* dst, CUstream_st* on) {
+                        gpu::fill_synthetic_unit(model, layout, unit, kSeed, as, dst, on);
+                    });
+            auto backend = make_backend(config);
+            backend->place(layout, fill);
+            run_forwards(*backend, layout, dtype, stream.get(), [&](int unit) {
+                std::vector<std::byte> bytes(static_cast<std::size_t>(units[static_cast<std::size_t>(unit)]));
+                fill_synthetic_unit_as(model, layout, unit, kSeed, dtype, bytes.data());
+                return bytes;
+            });
+        }
     }
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// RAII owners for CUDA resources: streams, events, device, pinned and managed memory, shared by
+// RAII owners for CUDA resources: streams, events, device, pinned (pinned_memory.hpp) and managed memory, shared by
 // the GPU forward, the backends and the harness. Creation goes through CUDA_CHECK; destruction ignores errors, because a
 // destructor must not throw and an error there means the context is already lost (the error
 // was reported by the call that broke it).
@@ -11,6 +11,7 @@
 
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/managed_memory.hpp"
+#include "kernels/compute/pinned_memory.hpp"
 
 namespace sweetspot {
 
@@ -65,9 +66,8 @@ private:
     cudaEvent_t event_ = nullptr;
 };
 
-// Memory released by `Free`: cudaFree for cudaMalloc and cudaMallocManaged memory, cudaFreeHost
-// for pinned host memory. cudaFree and cudaFreeHost wait for the device to be idle first, so
-// memory still in use by enqueued work is never freed under it.
+// Memory released by `Free`: cudaFree, for cudaMalloc and cudaMallocManaged memory. cudaFree waits
+// for the device to be idle first, so memory still in use by enqueued work is never freed under it.
 template <cudaError_t (*Free)(void*)>
 class CudaMemory {
 public:
@@ -97,18 +97,11 @@ private:
 
 using DeviceMemory = CudaMemory<cudaFree>;
 using ManagedMemory = CudaMemory<cudaFree>;
-using PinnedHostMemory = CudaMemory<cudaFreeHost>;
 
 inline DeviceMemory allocate_device(std::int64_t bytes) {
     void* p = nullptr;
     CUDA_CHECK(cudaMalloc(&p, static_cast<std::size_t>(bytes)));
     return DeviceMemory(p);
-}
-
-inline PinnedHostMemory allocate_pinned(std::int64_t bytes) {
-    void* p = nullptr;
-    CUDA_CHECK(cudaHostAlloc(&p, static_cast<std::size_t>(bytes), cudaHostAllocDefault));
-    return PinnedHostMemory(p);
 }
 
 // The only door to managed memory is allocate_managed (kernels/compute/managed_memory.hpp): it refuses

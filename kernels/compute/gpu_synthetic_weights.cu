@@ -27,14 +27,23 @@ __global__ void synthetic_tensor_kernel(T* dst, std::int64_t numel, std::uint64_
     }
 }
 
+// Zeroes dst[begin, end): the padding between and after the tensors, as on the host.
+template <class T>
+void zero(T* dst, std::int64_t begin, std::int64_t end, cudaStream_t stream) {
+    if (end > begin)
+        CUDA_CHECK(cudaMemsetAsync(dst + begin, 0, static_cast<std::size_t>(end - begin) * sizeof(T), stream));
+}
+
+// Only the tensors and the gaps between them are written, each once: `dst` may be page-locked
+// host memory that the writes reach over the link.
 template <class T>
 void fill_unit(const ModelConfig& model, const UnitLayout& u, int unit, std::uint64_t seed, T* dst,
                cudaStream_t stream) {
-    // Padding between and after the tensors is zero, as on the host; writing the tensors over
-    // the zeros costs one pass of memset at memory bandwidth.
-    CUDA_CHECK(cudaMemsetAsync(dst, 0, static_cast<std::size_t>(u.numel) * sizeof(T), stream));
+    std::int64_t filled_to = 0;
     for (std::size_t t = 0; t < u.tensors.size(); ++t) {
         const TensorSpec& spec = u.tensors[t];
+        zero(dst, filled_to, spec.offset, stream);
+        filled_to = spec.offset + spec.numel;
         if (spec.numel == 0) continue;
         const int tensor = static_cast<int>(t);
         const auto blocks = static_cast<int>(std::min((spec.numel + kBlock - 1) / kBlock, kMaxBlocks));
@@ -43,6 +52,7 @@ void fill_unit(const ModelConfig& model, const UnitLayout& u, int unit, std::uin
                                                                  synthetic::tensor_init(model, u.kind, tensor));
         CUDA_CHECK_LAUNCH();
     }
+    zero(dst, filled_to, u.numel, stream);
 }
 
 }  // namespace
