@@ -1,6 +1,6 @@
 #pragma once
-// `uvm`: weights in managed memory, first touched on the host, faulted in on demand by the
-// kernels; no prefetch. acquire hands out the managed pointer.
+// `uvm`: weights in managed memory, on the host once placed (ManagedWeights), faulted in on
+// demand by the kernels; no prefetch. acquire hands out the managed pointer.
 //
 // With a budget below the weights the backend emulates oversubscription safely by doing what the
 // driver would: it tracks which units are (believed to be) on the device in LRU order and, before

@@ -1,6 +1,7 @@
 #pragma once
-// `uvm-prefetch`: weights in managed memory (first touched on the host) brought to the GPU by
-// cudaMemPrefetchAsync on the prefetch streams (round-robin; streams = 0 uses the compute stream).
+// `uvm-prefetch`: weights in managed memory (ManagedWeights: on the host once placed, but for the
+// units the budget keeps resident) brought to the GPU by cudaMemPrefetchAsync on the prefetch
+// streams (round-robin; streams = 0 uses the compute stream).
 //   prefetch -1 (jit, cuda-uvm-gpt2's behaviour): acquire prefetches the unit itself and returns at once.
 //   prefetch n >= 1: the next n streamed units of the forward are prefetched ahead of the one
 //     being computed; acquire makes the compute stream wait for the unit's prefetch.

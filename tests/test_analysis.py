@@ -477,6 +477,23 @@ class BackendsTableTest(BoundFixture):
         self.check(self.markdown_rows(self.script(self.path, db.path, "--markdown")), expected)
 
 
+    def test_best_keeps_the_fastest_setting_of_each_budget(self):
+        """A second database with two more explicit-copy fp32 25 % cells, 350 ms (2 streams) and 280 ms
+        (3 streams): --best keeps the 280 ms one (bound 240, 280 / 240 = 1.17) and every other row."""
+        db = FixtureDb(self.folder, "settings.db")
+        db.set_run(h2d_gbps=25.0, gpu_name="Fixture GPU")
+        for median, streams in ((350.0, 2), (280.0, 3)):
+            gpu_cell(db, "explicit-copy", budget="25%", budget_bytes=2 * GB, weight_bytes=8 * GB, oversubscription=4.0,
+                     resident_bytes=2 * GB, streamed_bytes=6 * GB, streams=streams, latency_median_ms=median,
+                     latency_p10_ms=median, latency_p90_ms=median)
+        db.close()
+        rows = self.markdown_rows(self.script(self.path, db.path, "--markdown", "--best"))
+        expected = dict(self.EXPECTED)
+        expected[("explicit-copy", "fp32", "25%")] = ("6.00", "280.0", "280.0–280.0", "240.0", "1.17", "-", "-", "-")
+        self.check(rows, expected)
+        self.assertEqual(rows[("explicit-copy", "fp32", "25%")]["streams"], "3")
+
+
 class ReportBoundTest(BoundFixture):
     """The report's bound_ms and x_bound columns (analysis/results_db.py), and the figures and table built on them."""
 

@@ -8,7 +8,6 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstdint>
 #include <filesystem>
@@ -688,14 +687,7 @@ int cmd_cell(const std::vector<std::string>& args) {
     options.run_label = vm["run-label"].as<std::string>();
     if (vm.count("spawned-at"))
         options.spawned_at = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(vm["spawned-at"].as<std::int64_t>()));
-    const int code = execute_cell(cell, vm["scratch"].as<std::string>(), options);
-    // The outcome is written and its database closed. Ending the process here skips unloading
-    // cuBLAS and the CUDA runtime's teardown (0.15-0.28 s of each GPU cell's exit on an H100
-    // host), which the operating system and the driver do anyway when the process ends.
-    std::cout.flush();
-    std::cerr.flush();
-    std::fflush(nullptr);
-    std::_Exit(code);
+    return execute_cell(cell, vm["scratch"].as<std::string>(), options);
 }
 
 // GPU facts and the link probe, in their own process (started by `run`; not for direct use).

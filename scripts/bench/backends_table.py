@@ -8,8 +8,10 @@ streamed bytes at the rates the run's managed-memory probe measured, analysis/bo
 ratio median / driver bound. streamed_bytes are the weights the backend could not keep resident
 under the cell's budget (all weights for on-demand `uvm`, whose LRU eviction misses every access
 under cyclic layer order). Several databases may be given (e.g. one per sweep); a `device` cell
-in any of them serves as the reference for the same workload in all.
-Usage: backends_table.py DB [DB ...] [--markdown]
+in any of them serves as the reference for the same workload in all. --best keeps, per model, dtype,
+batch × seq, backend and budget, only the fastest cell (lowest median): the best setting of each
+backend at each budget.
+Usage: backends_table.py DB [DB ...] [--markdown] [--best]
 """
 import argparse
 import pathlib
@@ -45,7 +47,7 @@ def rows(dbs):
         bound = bound_ms(c, device_ms)
         driver = driver_bound_ms(c, device_ms, rates)
         pct = 100.0 * c["budget_bytes"] / c["weight_bytes"]
-        yield [
+        yield c["latency_median_ms"], [
             c["model"], c["dtype"], f'{c["batch"]}×{c["seq"]}', c["backend"], c["prefetch"], str(c["streams"]),
             f"{pct:.0f}%", c["resident"], c["evict"],
             f'{(c["streamed_bytes"] or 0) / 1e9:.2f}', f'{c["latency_median_ms"]:.1f}',
@@ -57,12 +59,23 @@ def rows(dbs):
         ]
 
 
+def best(rows_with_medians):
+    """The fastest row of each (model, dtype, b×s, backend, budget), in the order they first came."""
+    fastest = {}
+    for median, row in rows_with_medians:
+        key = (row[0], row[1], row[2], row[3], row[6])
+        if key not in fastest or median < fastest[key][0]:
+            fastest[key] = (median, row)
+    return [row for _, row in fastest.values()]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("db", nargs="+")
     p.add_argument("--markdown", action="store_true", help="a Markdown table instead of aligned text")
+    p.add_argument("--best", action="store_true", help="only the fastest cell per model, dtype, shape, backend, budget")
     a = p.parse_args()
-    table = list(rows(a.db))
+    table = best(rows(a.db)) if a.best else [row for _, row in rows(a.db)]
     if a.markdown:
         print("| " + " | ".join(COLUMNS) + " |")
         print("|" + "---|" * len(COLUMNS))
