@@ -68,26 +68,18 @@ struct PlacementStats {
 };
 
 // Where the weights come from, unit by unit: always as fp32 on the host. Weights that are made
-// rather than read (the synthetic ones) can also be written in any dtype straight into the host
-// memory they stay in, in one pass, and into device memory by a kernel, which a backend that keeps
-// units on the device uses instead: nothing made on the host, nothing copied.
+// rather than read (the synthetic ones) can also be written by kernels, in any dtype, straight
+// into the memory they stay in, which every GPU backend then uses instead: nothing made on the
+// host's cores, nothing staged.
 class UnitFiller {
 public:
     using HostFill = std::function<void(int unit, std::span<float> dst)>;
-    using HostFillAs = std::function<void(int unit, DType dtype, void* dst)>;
     using DeviceFill = std::function<void(int unit, DType dtype, void* dst, CUstream_st* stream)>;
 
     template <class F>
         requires std::is_invocable_v<const F&, int, std::span<float>>
     UnitFiller(F host) : host_(std::move(host)) {}  // NOLINT: a plain fill converts implicitly
 
-    // The same filler that can also write a unit in any dtype straight into host memory through
-    // `host_as` (one pass: no fp32 copy to convert).
-    UnitFiller with_host_fill_as(HostFillAs host_as) const {
-        UnitFiller f = *this;
-        f.host_as_ = std::move(host_as);
-        return f;
-    }
     // The same filler that can also fill memory kernels write (device, managed, or page-locked
     // host memory through its device pointer) through `device`.
     UnitFiller with_device_fill(DeviceFill device) const {
@@ -98,10 +90,6 @@ public:
 
     // Writes unit `unit`'s fp32 weights into `dst` (unit.numel elements).
     void operator()(int unit, std::span<float> dst) const { host_(unit, dst); }
-    bool fills_host_as() const { return static_cast<bool>(host_as_); }
-    // Writes unit `unit` in `dtype` into host memory at `dst` (the same bits as operator()
-    // followed by convert_from_f32). Only where fills_host_as().
-    void fill_host_as(int unit, DType dtype, void* dst) const { host_as_(unit, dtype, dst); }
     bool fills_device() const { return static_cast<bool>(device_); }
     // Enqueues on `stream` the writing of unit `unit`, in `dtype`, by kernels at `dst`
     // (the same bits as operator() followed by convert_from_f32). Only where fills_device().
@@ -109,7 +97,6 @@ public:
 
 private:
     HostFill host_;
-    HostFillAs host_as_;
     DeviceFill device_;
 };
 

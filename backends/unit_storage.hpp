@@ -39,15 +39,10 @@ inline PackedUnits pack_units(std::span<const std::int64_t> unit_bytes, std::int
     return packed;
 }
 
-// Writes unit `unit` in `dtype` into host memory at `dst`: through the filler's own pass where it
-// has one (synthetic weights), else in fp32 (into `scratch` unless the dtype is fp32) and
-// converted into place over the host's cores.
+// Writes unit `unit` in `dtype` into host memory at `dst`: in fp32 (into `scratch` unless the
+// dtype is fp32) and converted into place over the host's cores.
 inline void fill_unit_as(const WeightLayout& layout, DType dtype, const Backend::UnitFiller& fill, int unit, void* dst,
                          std::vector<float>& scratch) {
-    if (fill.fills_host_as()) {
-        fill.fill_host_as(unit, dtype, dst);
-        return;
-    }
     const auto numel = static_cast<std::size_t>(layout.units[static_cast<std::size_t>(unit)].numel);
     if (dtype == DType::fp32) {
         fill(unit, std::span<float>(static_cast<float*>(dst), numel));

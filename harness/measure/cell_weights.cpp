@@ -13,12 +13,9 @@ namespace sweetspot {
 Backend::UnitFiller make_unit_filler(const CellParams& cell, const WeightLayout& layout) {
     require_layout_for(cell.model, layout, "make_unit_filler");
     if (cell.weights == kSyntheticWeights) {
-        const Backend::UnitFiller fill = [model = cell.model, layout, seed = cell.seed](int unit, std::span<float> dst) {
+        return [model = cell.model, layout, seed = cell.seed](int unit, std::span<float> dst) {
             fill_synthetic_unit(model, layout, unit, seed, dst);
         };
-        return fill.with_host_fill_as([model = cell.model, layout, seed = cell.seed](int unit, DType dtype, void* dst) {
-            fill_synthetic_unit_as(model, layout, unit, seed, dtype, dst);
-        });
     }
     // Shared, because std::function copies its target and the mapping must outlive every copy.
     auto checkpoint = std::make_shared<const Gpt2Checkpoint>(Gpt2Checkpoint::open(cell.weights, cell.model));

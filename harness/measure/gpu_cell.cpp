@@ -33,11 +33,8 @@ std::int64_t device_used_bytes() {
 // streaming, and an NVML reading costs microseconds of a CPU core the forward does not use.
 constexpr std::chrono::milliseconds kMemoryReadPeriod{5};
 
-// NVML's watch over this process's GPU, started before the process creates its CUDA context (the
-// device's UUID comes from cudaGetDeviceProperties, which creates none), or nullptr with `why_not`
-// set where NVML cannot read it.
-// The cell's weights; synthetic ones can also be made by a kernel where a backend keeps them on
-// the device (Backend::UnitFiller), a checkpoint's only be read on the host.
+// The cell's weights; synthetic ones are also made by kernels, straight into the memory each GPU
+// backend keeps them in (Backend::UnitFiller), a checkpoint's are only read on the host.
 Backend::UnitFiller gpu_unit_filler(const CellParams& c, const WeightLayout& layout) {
     Backend::UnitFiller fill = make_unit_filler(c, layout);
     if (c.weights != kSyntheticWeights) return fill;
@@ -47,6 +44,9 @@ Backend::UnitFiller gpu_unit_filler(const CellParams& c, const WeightLayout& lay
     });
 }
 
+// NVML's watch over this process's GPU, started before the process creates its CUDA context (the
+// device's UUID comes from cudaGetDeviceProperties, which creates none), or nullptr with `why_not`
+// set where NVML cannot read it.
 std::unique_ptr<GpuMemoryWatch> watch_gpu_memory(std::string& why_not) {
     int device = 0;
     CUDA_CHECK(cudaGetDevice(&device));

@@ -28,7 +28,7 @@ void first_touch(std::byte* base, std::int64_t bytes) {
 
 }  // namespace
 
-PinnedHostMemory::PinnedHostMemory(std::int64_t bytes) : bytes_(bytes) {
+PinnedHostMemory::PinnedHostMemory(std::int64_t bytes) {
     if (bytes <= 0) throw std::invalid_argument("PinnedHostMemory: " + std::to_string(bytes) + " bytes");
     mapped_bytes_ = (static_cast<std::size_t>(bytes) + kHugePage - 1) / kHugePage * kHugePage;
     void* p = mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -61,14 +61,13 @@ PinnedHostMemory::PinnedHostMemory(std::int64_t bytes) : bytes_(bytes) {
 
 PinnedHostMemory::PinnedHostMemory(PinnedHostMemory&& other) noexcept
     : host_(std::exchange(other.host_, nullptr)), device_(std::exchange(other.device_, nullptr)),
-      bytes_(std::exchange(other.bytes_, 0)), mapped_bytes_(std::exchange(other.mapped_bytes_, 0)) {}
+      mapped_bytes_(std::exchange(other.mapped_bytes_, 0)) {}
 
 PinnedHostMemory& PinnedHostMemory::operator=(PinnedHostMemory&& other) noexcept {
     if (this != &other) {
         reset();
         host_ = std::exchange(other.host_, nullptr);
         device_ = std::exchange(other.device_, nullptr);
-        bytes_ = std::exchange(other.bytes_, 0);
         mapped_bytes_ = std::exchange(other.mapped_bytes_, 0);
     }
     return *this;
@@ -83,7 +82,6 @@ void PinnedHostMemory::reset() noexcept {
     munmap(host_, mapped_bytes_);
     host_ = nullptr;
     device_ = nullptr;
-    bytes_ = 0;
     mapped_bytes_ = 0;
 }
 

@@ -25,15 +25,13 @@ public:
     std::byte* get() const { return host_; }
     // The same memory as kernels address it.
     std::byte* device_pointer() const { return device_; }
-    std::int64_t bytes() const { return bytes_; }
 
 private:
     void reset() noexcept;
 
     std::byte* host_ = nullptr;
     std::byte* device_ = nullptr;
-    std::int64_t bytes_ = 0;
-    std::size_t mapped_bytes_ = 0;  // bytes_ rounded up to whole huge pages
+    std::size_t mapped_bytes_ = 0;  // the bytes asked for, rounded up to whole huge pages
 };
 
 inline PinnedHostMemory allocate_pinned(std::int64_t bytes) { return PinnedHostMemory(bytes); }

@@ -21,7 +21,8 @@ void fill_synthetic_unit(const ModelConfig& model, const WeightLayout& layout, i
 
 // The same unit written in `dtype` at `dst` (unit.numel elements of it, padding zeroed): the same
 // bits as fill_synthetic_unit followed by convert_from_f32, in one pass over the host's cores
-// that makes, rounds and stores each value, with no fp32 copy in between.
+// that makes, rounds and stores each value. The host's counterpart of gpu::fill_synthetic_unit,
+// which the GPU backends use: the tests hold the kernel to it in every dtype.
 void fill_synthetic_unit_as(const ModelConfig& model, const WeightLayout& layout, int unit, std::uint64_t seed,
                             DType dtype, void* dst);
 
