@@ -16,6 +16,7 @@ time_split's link rate and transfers() rows on its synthetic trace.
 
 Run: python3 tests/test_analysis.py [-v] [TestClass.test_name], from any folder.
 """
+import importlib.util
 import math
 import os
 import pathlib
@@ -73,6 +74,7 @@ BACKENDS_TABLE = REPO / "scripts" / "bench" / "backends_table.py"
 VARIANTS_TABLE = REPO / "scripts" / "bench" / "variants_table.py"
 MEMORY_TABLE = REPO / "scripts" / "bench" / "memory_table.py"
 OVERHEAD_TABLE = REPO / "scripts" / "bench" / "overhead_table.py"
+FIT_CHECK = REPO / "scripts" / "bench" / "fit_check.py"
 GB = 1_000_000_000
 MIB = 2**20
 GIB = 2**30
@@ -857,6 +859,34 @@ class NormalizedTest(DbTest):
         self.assertIn("| tiny | fp32 | device | 1 | 0.00 | 0.00 | 0.00 | – | – |", out)
         self.assertIn("| phase | device: median s | explicit-copy: median s |", out)
         self.assertIn("| weights | 0.50 | 3.00 |", out)  # median of 0.5, 2.5, 0.1
+
+    def test_fit_check_counts_a_uvm_cell_whose_budget_the_driver_broke_as_not_running(self):
+        """scripts/bench/fit_check.py's outcome of a run at the limit: a uvm-prefetch cell whose trace
+        holds device-to-host migrations the driver made to evict (cause 4) ran, but not under its
+        budget; migrations the backend asked for (cause 1), or an explicit-copy cell's copies, do not
+        count; a failed cell did not run."""
+        spec = importlib.util.spec_from_file_location("fit_check", FIT_CHECK)
+        fit_check = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(fit_check)
+        db = FixtureDb(self.folder, "fit.db")
+        kept = gpu_cell(db, "uvm-prefetch", batch=4, trace_iterations=1)
+        db.add_copy(kept, 1, 2, 12, 3 * MIB, cause=1)
+        broken = gpu_cell(db, "uvm-prefetch", batch=5, trace_iterations=1)
+        db.add_copy(broken, 1, 2, 12, 3 * MIB, cause=1)
+        db.add_copy(broken, 3, 4, 12, 2 * MIB, cause=4)
+        db.add_copy(broken, 5, 6, 12, 1 * MIB, cause=4)
+        copied = gpu_cell(db, "explicit-copy", batch=4)
+        db.add_copy(copied, 1, 2, 12, 3 * MIB)
+        gpu_cell(db, "explicit-copy", batch=5, status="failed", reason="out of memory")
+        db.close()
+        uvm = dict(model="tiny", backend="uvm-prefetch")
+        self.assertEqual(fit_check.outcome(db.path, uvm, 4), (True, "ok"))
+        self.assertEqual(fit_check.outcome(db.path, uvm, 5),
+                         (False, "ok, budget not held (3 MiB evicted by the driver)"))
+        self.assertEqual(fit_check.outcome(db.path, uvm, 6), (False, "not run"))
+        copy = dict(model="tiny", backend="explicit-copy")
+        self.assertEqual(fit_check.outcome(db.path, copy, 4), (True, "ok"))
+        self.assertEqual(fit_check.outcome(db.path, copy, 5), (False, "failed"))
 
     def test_cell_table_shows_what_a_fusion_saves(self):
         """Launches per forward and activation MiB in the page's cell table, per cell."""
