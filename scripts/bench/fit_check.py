@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """`sweetspot estimate --fit` against runs at the limit (issue 15): for each cell of a matrix taken as a
-template, the largest batch the estimator says fits the GPU (B), then that cell run at B and at B + 1
-(`--set batch=B,B+1 --force`, the second predicted OOM). The answer holds when B runs and B + 1 does not.
-Prints one row per template and the number that hold.
+template, the largest batch the estimator says fits the GPU (B), then that cell run at B, B + 1 and B + 2
+(`--set batch=B,B+1,B+2 --force`, the last two predicted OOM). The answer holds when it is within one
+batch step of the largest batch that runs: B runs and B + 2 does not; it is exact when B + 1 does not run
+either. Prints one row per template and the number that hold.
 
 A `uvm` or `uvm-prefetch` cell does not fail when its allocations leave no room for the weights its
 budget keeps on the GPU: the driver evicts them to make room, and the cell runs, but not under its
@@ -70,7 +71,8 @@ def fits(args):
 
 
 def run_at_limit(args, axes, batch):
-    command = [sweetspot(), "run", args.matrix, "--db", args.db, "--force", "--set", f"batch={batch},{batch + 1}"]
+    batches = ",".join(str(b) for b in range(batch, batch + 3))
+    command = [sweetspot(), "run", args.matrix, "--db", args.db, "--force", "--set", f"batch={batches}"]
     if axes.get("backend") in MANAGED:
         command += ["--set", "trace_iterations=1"]  # its trace records the driver's evictions
     for axis, value in axes.items():
@@ -119,25 +121,26 @@ def main():
 
     held, templates = 0, list(fits(args))
     if not args.dry_run:
-        print("| cell | largest batch | at it | one more | --fit |")
-        print("|---|---|---|---|---|", flush=True)
+        print("| cell | largest batch | at it | one more | two more | --fit |")
+        print("|---|---|---|---|---|---|", flush=True)
     for axes, batch in templates:
         cell = " ".join(f"{k}={v}" for k, v in axes.items())
         if batch is None:
             if not args.dry_run:
-                print(f"| {cell} | none | - | - | no batch fits |", flush=True)
+                print(f"| {cell} | none | - | - | - | no batch fits |", flush=True)
             continue
         run_at_limit(args, axes, batch)
         if args.dry_run:
             continue
-        (at_ran, at), (above_ran, above) = outcome(args.db, axes, batch), outcome(args.db, axes, batch + 1)
-        ok = at_ran and not above_ran
+        (at_ran, at), (one_ran, one), (two_ran, two) = (outcome(args.db, axes, b) for b in range(batch, batch + 3))
+        ok = at_ran and not two_ran
         held += ok
+        verdict = ("holds, one step under" if one_ran else "holds, exact") if ok else "misses"
         # Each row as soon as its runs end: a long check that is cut short keeps what it found.
-        print(f"| {cell} | {batch} | {at} | {above} | {'holds' if ok else 'misses'} |", flush=True)
+        print(f"| {cell} | {batch} | {at} | {one} | {two} | {verdict} |", flush=True)
     if args.dry_run:
         return 0
-    print(f"\n{held} of {len(templates)} --fit answers hold (the batch runs, the next one up does not).")
+    print(f"\n{held} of {len(templates)} --fit answers hold (the batch runs, two up does not).")
     return 0 if held == len(templates) else 1
 
 
