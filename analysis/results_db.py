@@ -13,7 +13,7 @@ from bound import bound_ms, device_latencies, driver_bound_ms, managed_rates
 
 # Versions this report reads: it names every column it needs and skips a figure whose columns a
 # file lacks, so an older file cannot be misread.
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
 
 # What the report takes from a cell's run (absent from the oldest files: filled with NULL).
 RUN_COLUMNS = ("h2d_gbps", "d2h_gbps", "gpu_name", "gpu_driver", "cpu_model", "host")

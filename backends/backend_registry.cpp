@@ -45,28 +45,32 @@ std::string on_demand_cannot_honour(const BackendConfig& config, std::span<const
            std::to_string(largest) + " bytes), which uvm must fault in whole";
 }
 
-WeightFootprint no_weights_on_gpu(const BackendConfig&, std::span<const std::int64_t>) { return {}; }
+// The host backend computes in fp32 only (its dtypes), so the units' bytes are its weights.
+WeightFootprint host_footprint(const BackendConfig&, std::span<const std::int64_t> unit_bytes) {
+    return {0, 0, 0, total_of(unit_bytes)};
+}
 
 WeightFootprint device_footprint(const BackendConfig&, std::span<const std::int64_t> unit_bytes) {
-    return {pack_units(unit_bytes, kUnitAlignmentBytes).total_bytes, 0, 0};
+    return {pack_units(unit_bytes, kUnitAlignmentBytes).total_bytes, 0, 0, 0};
 }
 
 WeightFootprint explicit_copy_footprint(const BackendConfig& config, std::span<const std::int64_t> unit_bytes) {
     const ResidencyPlan plan =
         plan_residency(unit_bytes, config.budget_bytes, streaming_slots(config.prefetch_depth), config.resident);
-    return {plan.device_layout(unit_bytes, kUnitAlignmentBytes).total_bytes,
-            pack_units(unit_bytes, kUnitAlignmentBytes).total_bytes, 0};
+    const std::int64_t pinned = pack_units(unit_bytes, kUnitAlignmentBytes).total_bytes;
+    return {plan.device_layout(unit_bytes, kUnitAlignmentBytes).total_bytes, pinned, 0, pinned};
 }
 
 WeightFootprint uvm_footprint(const BackendConfig& config, std::span<const std::int64_t> unit_bytes) {
+    // Placing migrates every unit to the host; the forward faults them in.
     return {std::min(config.budget_bytes, total_of(unit_bytes)), 0,
-            pack_units(unit_bytes, kManagedUnitAlignmentBytes).total_bytes};
+            pack_units(unit_bytes, kManagedUnitAlignmentBytes).total_bytes, total_of(unit_bytes)};
 }
 
 WeightFootprint uvm_prefetch_footprint(const BackendConfig& config, std::span<const std::int64_t> unit_bytes) {
     const ResidencyPlan plan =
         plan_residency(unit_bytes, config.budget_bytes, streaming_slots(config.prefetch_depth), config.resident);
-    return {plan.device_bytes(), 0, pack_units(unit_bytes, kManagedUnitAlignmentBytes).total_bytes};
+    return {plan.device_bytes(), 0, pack_units(unit_bytes, kManagedUnitAlignmentBytes).total_bytes, plan.streamed_bytes};
 }
 
 }  // namespace
@@ -80,7 +84,7 @@ const std::vector<BackendTraits>& backend_registry() {
         {BackendId::explicit_copy, true, true, false, true, all_dtypes(), streaming_cannot_honour, explicit_copy_footprint},
         {BackendId::uvm, true, true, true, false, all_dtypes(), on_demand_cannot_honour, uvm_footprint},
         {BackendId::uvm_prefetch, true, true, true, false, all_dtypes(), streaming_cannot_honour, uvm_prefetch_footprint},
-        {BackendId::host, false, false, false, false, {DType::fp32}, nothing_to_refuse, no_weights_on_gpu},
+        {BackendId::host, false, false, false, false, {DType::fp32}, nothing_to_refuse, host_footprint},
     };
     return registry;
 }

@@ -21,6 +21,10 @@ struct WeightFootprint {
     std::int64_t device_bytes = 0;
     std::int64_t pinned_host_bytes = 0;  // the page-locked copy explicit-copy streams from
     std::int64_t managed_bytes = 0;      // the managed allocation, wherever the driver keeps its pages
+    // Host memory the weights hold at the cell's peak: explicit-copy's page-locked copy, the
+    // managed pages the driver keeps on the host once the weights are placed (every unit for
+    // uvm, the streamed units for uvm-prefetch), the host backend's fp32 units.
+    std::int64_t host_bytes = 0;
 };
 
 struct BackendTraits {

@@ -816,13 +816,18 @@ class NormalizedTest(DbTest):
 
     def test_memory_table_script(self):
         """scripts/bench/memory_table.py: per backend and variant, the largest and median |error| of
-        the predicted peak (memory_accuracy) and of the predicted allocations; the peak's parts."""
+        the predicted peak (memory_accuracy) and of the predicted allocations; the peak's parts; the
+        peak's error per model and dtype; the host peak's error (host_memory_accuracy) per backend,
+        split by whether the check ran its reference forward."""
         db = FixtureDb(self.folder, "memory.db")
         common = dict(device_weight_bytes=1000 * MIB, activation_bytes=100 * MIB, predicted_alloc_bytes=1100 * MIB,
                       gpu_context_bytes=500 * MIB)
+        hosts = {1: (1000, 990, 1), 2: (400, 404, 0), 3: (400, 400, 0)}  # rss, predicted MiB, reference ran
         for batch, peak, predicted in [(1, 1600, 1608), (2, 1600, 1596), (3, 1600, 1600)]:
+            rss, host, ran = hosts[batch]
             gpu_cell(db, "device", batch=batch, gpu_peak_bytes=peak * MIB, predicted_peak_bytes=predicted * MIB,
-                     gpu_other_processes=1 if batch == 3 else 0, **common)
+                     gpu_other_processes=1 if batch == 3 else 0, peak_host_rss_bytes=rss * MIB,
+                     predicted_host_peak_bytes=host * MIB, check_reference_computed=ran, **common)
         gpu_cell(db, "uvm-prefetch", gpu_peak_bytes=3200 * MIB, predicted_peak_bytes=1600 * MIB,
                  gpu_other_processes=0, **common)
         gpu_cell(db, "device", batch=4, gpu_peak_bytes=None, predicted_peak_bytes=1600 * MIB, **common)  # no NVML
@@ -834,6 +839,9 @@ class NormalizedTest(DbTest):
         self.assertIn("| all | | 4 | 50.00 % | 0.38 % | 0.00 % | 1 |", out)
         self.assertIn("| device | 1,600.0–1,600.0 | 500.0–500.0 | 1,100.0–1,100.0 | 0.0–0.0 |", out)
         self.assertIn("| uvm-prefetch | 3,200.0–3,200.0 | 500.0–500.0 | 1,100.0–1,100.0 | 1,600.0–1,600.0 |", out)
+        self.assertIn("| tiny | fp32 | 4 | 50.00 % | 0.38 % |", out)
+        self.assertIn("| device | ran | 1 | 1.00 % | 1.00 % | 1,000.0–1,000.0 |", out)  # 990 against 1000
+        self.assertIn("| device | reused | 2 | 1.00 % | 0.50 % | 400.0–400.0 |", out)  # |+4| and 0 of 400
 
     def test_overhead_table_script(self):
         """scripts/bench/overhead_table.py: each cell's wall time less (warm-ups + timed iterations) ×

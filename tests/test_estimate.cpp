@@ -47,10 +47,19 @@ CellOutcome used_beyond(std::int64_t beyond) {
 // The weight bytes of tiny_odd in fp32, the model of the calibration fixtures.
 std::int64_t tiny_weight_bytes() { return one_cell("model = \"tiny_odd\"").weight_bytes(); }
 
+// The host memory of a cell of tiny_odd whose process held `beyond` bytes besides the estimate's
+// host terms, the reference forward of its check run or not.
+void host_rss(CellOutcome& o, const CellParams& c, std::int64_t beyond, bool reference_ran) {
+    o.check_reference = "host fp32 forward";
+    o.check_reference_computed = reference_ran;
+    o.peak_host_rss_bytes = estimate_memory(c).host_total(reference_ran) + beyond;
+}
+
 // A results database: one run on `gpu` with two device cells (600 and 598 MiB beyond their
-// allocations); an explicit-copy cell whose page-locked weights cost 1/64 of their bytes beyond
-// that; a uvm-prefetch cell whose peak holds 2 GiB beyond its allocations; and a failed device
-// cell, which must not count.
+// allocations; on the host, 400 and 420 MiB beyond the estimate's host terms, the second having run
+// its reference forward); an explicit-copy cell whose page-locked weights cost 1/64 of their bytes
+// beyond that (390 MiB on the host); a uvm-prefetch cell whose peak holds 2 GiB beyond its
+// allocations (no host reading); and a failed device cell, which must not count.
 void write_calibration_db(const std::string& path, const std::string& gpu) {
     auto store = Store::open(path);
     RunInfo info;
@@ -60,9 +69,15 @@ void write_calibration_db(const std::string& path, const std::string& gpu) {
     const auto run = store.begin_run(info);
     int index = 0;
     const auto cell = [&](const std::string& axes) { return one_cell("model = \"tiny_odd\"\n" + axes); };
-    store.record_cell(run, index++, cell("backend = \"device\""), used_beyond(600 * MiB));
-    store.record_cell(run, index++, cell("backend = \"device\"\nbatch = 3"), used_beyond(598 * MiB));
-    store.record_cell(run, index++, cell("backend = \"explicit-copy\""), used_beyond(600 * MiB + tiny_weight_bytes() / 64));
+    const auto on_host = [&](CellOutcome o, const CellParams& c, std::int64_t beyond, bool reference_ran) {
+        host_rss(o, c, beyond, reference_ran);
+        return o;
+    };
+    const CellParams device = cell("backend = \"device\""), device3 = cell("backend = \"device\"\nbatch = 3");
+    const CellParams copy = cell("backend = \"explicit-copy\"");
+    store.record_cell(run, index++, device, on_host(used_beyond(600 * MiB), device, 400 * MiB, false));
+    store.record_cell(run, index++, device3, on_host(used_beyond(598 * MiB), device3, 420 * MiB, true));
+    store.record_cell(run, index++, copy, on_host(used_beyond(600 * MiB + tiny_weight_bytes() / 64), copy, 390 * MiB, false));
     store.record_cell(run, index++, cell("backend = \"uvm-prefetch\"\nprefetch = \"jit\""), used_beyond(2048 * MiB));
     CellOutcome failed = used_beyond(9000 * MiB);
     failed.status = CellStatus::failed;
@@ -130,6 +145,49 @@ TEST_CASE("the weights term follows each backend's placement", "[estimate]") {
     CHECK(host.device_total() == 0);
 }
 
+TEST_CASE("the host terms: the weights' host memory, the logits, the check's reference forward", "[estimate]") {
+    // tiny_odd, every tensor starting on a multiple of 128 values: units of 28 416 (embedding: wte
+    // 300 · 78 padded to 23 424, wpe 64 · 78 = 4 992), 74 752 (each of the 3 blocks: the four layer
+    // norm vectors and proj's and fc proj's biases 128 each, qkv 18 304 + 256, proj 6 144, fc
+    // 24 448 + 384, fc proj 24 448) and 23 680 (head: 128 + 128 + 23 424) fp32 values, 1 105 408
+    // bytes in all. Batch 2, seq 8: 16 tokens, so the CPU forward's activations are
+    // 16 · 11 · 78 + 8 · 8 floats (55 168 bytes) and its logits 16 · 300 floats (19 200 bytes).
+    const std::string shape = "model = \"tiny_odd\"\nbatch = 2\nseq = 8\n";
+    const MemoryEstimate host = estimate_memory(one_cell(shape + "backend = \"host\""));
+    CHECK(host.host_weights == 1105408);
+    CHECK(host.host_buffers == 55168 + 19200);
+    CHECK(host.host_reference == 0);
+
+    // A GPU cell of a small model checks its whole output: the 16 rows fetched and the reference's
+    // (2 · 19 200 bytes); the reference forward holds the largest unit in fp32 (a block, 299 008
+    // bytes) and its activations.
+    const MemoryEstimate device = estimate_memory(one_cell(shape + "backend = \"device\""));
+    CHECK(device.host_weights == 0);
+    CHECK(device.host_buffers == 2 * 19200);
+    CHECK(device.host_reference == 299008 + 55168);
+    CHECK(device.host_total(true) == 2 * 19200 + 299008 + 55168);
+    CHECK(device.host_total(false) == 2 * 19200);
+
+    // The weights on the host: explicit-copy's page-locked copy, every unit for uvm (placing
+    // migrates them all to the host), the streamed units for uvm-prefetch, none at 100 %.
+    const MemoryEstimate copy = estimate_memory(one_cell(shape + "backend = \"explicit-copy\""));
+    CHECK(copy.host_weights == copy.pinned_host);
+    CHECK(estimate_memory(one_cell(shape + "backend = \"uvm\"\nbudget = \"70%\"")).host_weights == 1105408);
+    CHECK(estimate_memory(one_cell(shape + "backend = \"uvm-prefetch\"\nprefetch = 1")).host_weights == 0);
+    const CellParams streaming = one_cell(shape + "backend = \"uvm-prefetch\"\nprefetch = 1\nbudget = \"60%\"");
+    const auto units = unit_bytes(WeightLayout::for_model(streaming.model), streaming.dtype);
+    const ResidencyPlan plan = plan_residency(units, streaming.budget_bytes(), streaming_slots(1), streaming.resident);
+    REQUIRE(plan.streamed_bytes > 0);
+    CHECK(estimate_memory(streaming).host_weights == plan.streamed_bytes);
+
+    // A large model checks the first 16 positions of sample 0 only: GPT-3 6.7B's reference forward
+    // holds its largest unit, the embedding ((50 257 + 2 048) · 4 096 fp32 values), whatever the batch.
+    const MemoryEstimate large = estimate_memory(
+        one_cell("model = \"gpt3_6.7b\"\nbatch = 16\nseq = 1024\nbackend = \"device\"\ndtype = \"bf16\""));
+    CHECK(large.host_buffers == 2 * 16 * 50257 * 4);
+    CHECK(large.host_reference == std::int64_t{50257 + 2048} * 4096 * 4 + (16 * 11 * 4096 + 16 * 16) * 4);
+}
+
 TEST_CASE("the activation terms follow the variant and the activations axis", "[estimate]") {
     const MemoryEstimate base = estimate_memory(one_cell("model = \"tiny_odd\"\nbackend = \"device\"\nbatch = 2\nseq = 64"));
     // tiny_odd has 3 heads: 2 · 3 · 64 · 64 fp32 scores.
@@ -188,6 +246,12 @@ TEST_CASE("the CUDA context and libraries' memory is measured from a results dat
     REQUIRE(costs[0].managed_overhead.size() == 1);
     CHECK(costs[0].managed_overhead_for(DType::fp32) == overhead);
     CHECK(costs[0].managed_overhead_for(DType::bf16) == overhead);
+    // On the host, per backend the largest of its cells' memory beyond the host terms, the reference
+    // forward counted where it ran; a backend without cells takes the largest measured.
+    REQUIRE(costs[0].host_process.size() == 2);
+    CHECK(costs[0].host_process_for(BackendId::device) == 420 * MiB);
+    CHECK(costs[0].host_process_for(BackendId::explicit_copy) == 390 * MiB);
+    CHECK(costs[0].host_process_for(BackendId::uvm) == 420 * MiB);
 
     // The predicted peaks add those: page tables for explicit-copy's pinned weights, every managed
     // weight byte and the driver's overhead for uvm-prefetch.
@@ -202,6 +266,20 @@ TEST_CASE("the CUDA context and libraries' memory is measured from a results dat
           prefetch_e.device_total() + prefetch_e.retained_managed + 600 * MiB + overhead);
     // What must fit leaves out the pages the driver may evict.
     CHECK(predicted_need(prefetch_e, costs[0]) == prefetch_e.device_total() + 600 * MiB);
+    // The host peak: the host terms, the reference forward where it runs, and the backend's own.
+    CHECK(predicted_host_peak(copy, copy_e, costs[0], false) == copy_e.host_total(false) + 390 * MiB);
+    CHECK(predicted_host_peak(copy, copy_e, costs[0], true) == copy_e.host_total(true) + 390 * MiB);
+    CHECK(predicted_host_peak(prefetch, prefetch_e, costs[0], true) == prefetch_e.host_total(true) + 420 * MiB);
+
+    // Without a UVM cell the driver's memory for managed weights is not measured: no peak for UVM
+    // cells (a guess of 0 would under-predict the first of them), and none for the host without
+    // cells that say whether their reference ran.
+    FixedCost no_uvm = costs[0];
+    no_uvm.managed_overhead.clear();
+    no_uvm.host_process.clear();
+    CHECK_FALSE(predicted_peak(prefetch, prefetch_e, no_uvm));
+    CHECK(predicted_peak(copy, copy_e, no_uvm) == predicted_need(copy_e, no_uvm));
+    CHECK_FALSE(predicted_host_peak(copy, copy_e, no_uvm, true));
 
     const auto matrix = tmp.file("m.toml");
     test::write_file(matrix, "name = \"est\"\n[defaults]\nmodel = \"tiny_odd\"\nbackend = \"device\"\n[[sweep]]\nname = \"s\"\n");
@@ -238,7 +316,7 @@ TEST_CASE("the CUDA context and libraries' memory is measured from a results dat
 
 
 TEST_CASE("fit: the largest batch and seq under a capacity, and the smallest budget a backend runs at", "[estimate]") {
-    const FixedCost fixed{"Fixture GPU", "CUDA 13.0", 600 * MiB, 598 * MiB, 2, 0.0, {}};
+    const FixedCost fixed{"Fixture GPU", "CUDA 13.0", 600 * MiB, 598 * MiB, 2, 0.0, {}, {}};
     const CellParams cell = one_cell("model = \"tiny_odd\"\nbackend = \"device\"\nseq = 16");
     const auto peak = [&](int batch, int seq) {
         CellParams c = cell;
@@ -334,7 +412,7 @@ TEST_CASE("run stores each GPU cell's predicted allocations, whether it ran or n
 }
 
 TEST_CASE("a cell whose predicted need exceeds the GPU is a predicted OOM, with the numbers", "[estimate]") {
-    const FixedCost fixed{"Fixture GPU", "CUDA 13.0", 600 * MiB, 598 * MiB, 2, 0.0, {}};
+    const FixedCost fixed{"Fixture GPU", "CUDA 13.0", 600 * MiB, 598 * MiB, 2, 0.0, {}, {}};
     const CellParams cell = one_cell("model = \"tiny_odd\"\nbackend = \"device\"\nbatch = 2\nseq = 64");
     const MemoryEstimate e = estimate_memory(cell);
     const std::int64_t need = e.device_total() + fixed.largest;

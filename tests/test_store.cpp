@@ -313,6 +313,11 @@ TEST_CASE("opening again keeps the data; read-only opening checks the file", "[s
                       path + " has schema version 99; this sweetspot reads versions 2 to " + std::to_string(kSchemaVersion));
 }
 
+// Takes version 9's additions out of a database: the predicted host peak, whether the check ran its
+// reference forward, and the view that compares the host peaks.
+constexpr const char* kBeforeVersion9 =
+    "DROP VIEW host_memory_accuracy; ALTER TABLE cells DROP COLUMN predicted_host_peak_bytes;"
+    "ALTER TABLE cells DROP COLUMN check_reference_computed;";
 // Turns a database back into version 6: the prefetch_api axis back, the kept reference logits and
 // the noise criterion out.
 constexpr const char* kBeforeVersion7 =
@@ -347,6 +352,7 @@ void write_old_version(const std::string& path, int version) {
         RunInfo info;
         info.started_at = "2026-01-01T00:00:00Z";
         s.record_cell(s.begin_run(info), 0, tiny_cell(2, 8), ok_outcome(1.0));
+        if (version < 9) s.db().exec(kBeforeVersion9);
         if (version < 7) s.db().exec(kBeforeVersion7);
         if (version < 6) s.db().exec(kBeforeVersion6);
         if (version < 5) s.db().exec(kBeforeVersion5);
@@ -451,6 +457,7 @@ TEST_CASE("upgrading to version 8 re-keys cells without their iterations; cells 
         s.record_cell(run, 2, other, ok_outcome(3.0));
         store_as_version_7(s, other);
         five_old_key = fnv1a64_hex(five.canonical() + "iterations=5\nwarmups=1\n");
+        s.db().exec(kBeforeVersion9);
         s.db().exec("UPDATE schema_info SET version = 7; PRAGMA user_version = 7");
     }
     {
@@ -486,7 +493,37 @@ TEST_CASE("upgrading to version 8 re-keys cells without their iterations; cells 
     CHECK(iterations.int64(0) == 6);  // one warm-up and five timed
     auto v = s.db().prepare("SELECT version FROM schema_info");
     REQUIRE(v.step());
-    CHECK(v.int64(0) == 8);
+    CHECK(v.int64(0) == kSchemaVersion);
+}
+
+TEST_CASE("a version-8 database is read as it is and upgraded when a run writes to it", "[store]") {
+    TempDir tmp;
+    const auto path = tmp.file("v8.db");
+    write_old_version(path, 8);
+    CHECK_FALSE(has_column(Store::open_read_only(path).db(), "cells", "predicted_host_peak_bytes"));  // reading changed nothing
+    auto s = Store::open(path);
+    CHECK(has_column(s.db(), "cells", "check_reference_computed"));
+    // A cell recorded after the upgrade stores both; the one before has neither.
+    CellOutcome o = ok_outcome(1.0);
+    o.predicted_host_peak_bytes = 123456789;
+    o.check_reference_computed = false;
+    RunInfo info;
+    info.started_at = "2026-01-02T00:00:00Z";
+    s.record_cell(s.begin_run(info), 1, tiny_cell(2, 16), o);
+    auto v = s.db().prepare("SELECT version, (SELECT count(*) FROM host_memory_accuracy) FROM schema_info");
+    REQUIRE(v.step());
+    CHECK(v.int64(0) == kSchemaVersion);
+    CHECK(v.int64(1) == 0);  // ok_outcome has no host reading
+    auto cells = s.db().prepare("SELECT predicted_host_peak_bytes, check_reference_computed FROM cells ORDER BY cell_index");
+    REQUIRE(cells.step());
+    CHECK(cells.is_null(0));
+    CHECK(cells.is_null(1));
+    REQUIRE(cells.step());
+    CHECK(cells.int64(0) == 123456789);
+    CHECK(cells.int64(1) == 0);
+    const std::optional<CellOutcome> loaded = s.load_outcome(tiny_cell(2, 16).key());
+    REQUIRE(loaded);
+    CHECK(loaded->check_reference_computed == false);
 }
 
 TEST_CASE("a version-6 database is read as it is and upgraded when a run writes to it", "[store]") {

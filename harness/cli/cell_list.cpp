@@ -52,6 +52,7 @@ void print_cell_list(const std::vector<CellParams>& cells, const std::optional<F
     t.add_column("weight bytes", A::right);
     t.add_column(fixed ? "predicted peak" : "predicted device", A::right);
     t.add_column("runnable here");
+    bool unmeasured_managed = false;  // a UVM cell without a peak: the driver's overhead is not measured
     for (std::size_t i = 0; i < cells.size(); ++i) {
         const CellParams& c = cells[i];
         std::vector<std::string> row = {std::to_string(i), c.key(), c.sweep};
@@ -61,7 +62,9 @@ void print_cell_list(const std::vector<CellParams>& cells, const std::optional<F
         std::string predicted = "-";
         if (backend_traits(c.backend).needs_gpu && cell_impossible_reason(c).empty()) {
             const MemoryEstimate e = estimate_memory(c);
-            predicted = size_cell(fixed ? predicted_peak(c, e, *fixed) : e.device_total(), format);
+            const std::optional<std::int64_t> peak = fixed ? predicted_peak(c, e, *fixed) : e.device_total();
+            if (peak) predicted = size_cell(*peak, format);
+            else unmeasured_managed = true;
         }
         row.push_back(predicted);
         row.push_back(why.empty() ? "yes" : "no: " + why);
@@ -69,6 +72,9 @@ void print_cell_list(const std::vector<CellParams>& cells, const std::optional<F
     }
     t.print(out, format);
     if (format != TableFormat::text) return;
+    if (unmeasured_managed)
+        out << "\nNo peak for uvm and uvm-prefetch cells: no such cell of this GPU and driver has measured the memory\n"
+               "the driver holds for managed weights yet.\n";
 
     std::set<std::string> seen;
     out << "\nmodels\n";

@@ -38,14 +38,15 @@ void print_memory_estimates(const std::vector<CellParams>& cells, const std::opt
     TextTable t = cell_table(shown, {"weights", "activations", "scores", "workspace", "device"});
     if (fixed) t.add_column("peak", TextTable::Align::right);
     t.add_column("kept managed", TextTable::Align::right);
-    for (const char* h : {"pinned host", "managed"}) t.add_column(h, TextTable::Align::right);
+    for (const char* h : {"pinned host", "managed", "host"}) t.add_column(h, TextTable::Align::right);
+    if (fixed) t.add_column("host peak", TextTable::Align::right);
     t.add_column("note");
     for (std::size_t i = 0; i < cells.size(); ++i) {
         const CellParams& c = cells[i];
         std::vector<std::string> row = row_start(i, c, shown);
         const std::string why = cell_impossible_reason(c);
         if (!why.empty()) {
-            row.insert(row.end(), fixed ? 9 : 8, "");
+            row.insert(row.end(), fixed ? 11 : 9, "");
             row.push_back("cannot run: " + why);
             t.add_row(std::move(row));
             continue;
@@ -53,9 +54,16 @@ void print_memory_estimates(const std::vector<CellParams>& cells, const std::opt
         const MemoryEstimate e = estimate_memory(c);
         row.insert(row.end(), {bytes_or_dash(e.weights), bytes_or_dash(e.activations), bytes_or_dash(e.scores),
                                bytes_or_dash(e.workspace), bytes_or_dash(e.device_total())});
-        if (fixed) row.push_back(bytes_or_dash(e.device_total() == 0 ? 0 : predicted_peak(c, e, *fixed)));
+        if (fixed) {
+            const std::optional<std::int64_t> peak = e.device_total() == 0 ? 0 : predicted_peak(c, e, *fixed);
+            row.push_back(peak ? bytes_or_dash(*peak) : "-");
+        }
         row.push_back(bytes_or_dash(e.retained_managed));
-        row.insert(row.end(), {bytes_or_dash(e.pinned_host), bytes_or_dash(e.managed)});
+        row.insert(row.end(), {bytes_or_dash(e.pinned_host), bytes_or_dash(e.managed), bytes_or_dash(e.host_total(true))});
+        if (fixed) {
+            const std::optional<std::int64_t> host = e.device_total() == 0 ? std::nullopt : predicted_host_peak(c, e, *fixed, true);
+            row.push_back(host ? bytes_or_dash(*host) : "-");
+        }
         row.push_back(e.managed_activations ? "activations are managed memory" : "");
         t.add_row(std::move(row));
     }
@@ -74,11 +82,20 @@ void print_memory_estimates(const std::vector<CellParams>& cells, const std::opt
                 << " % of the pinned host memory (the GPU's page tables for it)";
         for (const auto& [dtype, bytes] : fixed->managed_overhead)
             out << " + " << b(bytes) << " the driver holds for managed " << enum_name(dtype) << " weights";
-        out << ", as measured there.\n";
+        out << ", as measured there";
+        if (fixed->managed_overhead.empty()) out << " ('-' for uvm and uvm-prefetch: no such cell has measured it yet)";
+        out << ".\nhost peak = host + what the cell's process holds besides, measured there per backend:";
+        for (const auto& [backend, bytes] : fixed->host_process) out << " " << enum_name(backend) << " " << b(bytes);
+        if (fixed->host_process.empty()) out << " none yet ('-'; cells of schema 9 on measure it)";
+        out << ".\n";
     } else {
         out << "The CUDA context and the libraries' memory come on top (fixed per GPU and driver; --calibration DB\n"
                "measures them from a results database of that GPU and adds a peak column).\n";
     }
+    out << "host: the weights' host memory (the page-locked copy, the managed pages kept on the host, or the host\n"
+           "backend's fp32 units), the logits held on the host, and the check's host reference forward (its largest\n"
+           "unit in fp32 and its activations), which the first cell of a large model's workload runs and later\n"
+           "cells skip, reusing the reference the database keeps.\n";
     out << "weights: what the backend holds on the GPU (resident units and streaming slots; for uvm and\n"
            "uvm-prefetch, the managed weights it lets the GPU keep). scores: the attention's [batch, heads,\n"
            "seq, seq] buffer, which flash_attention does without.\n";

@@ -64,8 +64,9 @@ bool full_check(const CellParams& cell) {
 HostReferencePart host_reference_part(const CellParams& cell, std::span<const std::int32_t> tokens) {
     HostReferencePart part;
     part.full = full_check(cell);
-    part.batch = part.full ? cell.batch : 1;
-    part.seq = part.full ? cell.seq : std::min(cell.seq, kPrefixPositions);
+    const HostReferenceShape shape = host_reference_shape(cell);
+    part.batch = shape.batch;
+    part.seq = shape.seq;
     for (int b = 0; b < part.batch; ++b)
         for (int t = 0; t < part.seq; ++t) part.tokens.push_back(tokens[static_cast<std::size_t>(b * cell.seq + t)]);
     return part;
@@ -112,8 +113,14 @@ std::optional<std::string> kept_reference_key(const CellParams& cell, std::span<
     return key_of(cell, host_reference_part(cell, tokens));
 }
 
+HostReferenceShape host_reference_shape(const CellParams& cell) {
+    if (full_check(cell)) return {cell.batch, cell.seq};
+    return {1, std::min(cell.seq, kPrefixPositions)};
+}
+
 std::int64_t host_reference_rows(const CellParams& cell) {
-    return full_check(cell) ? std::int64_t{cell.batch} * cell.seq : std::min(cell.seq, kPrefixPositions);
+    const HostReferenceShape shape = host_reference_shape(cell);
+    return std::int64_t{shape.batch} * shape.seq;
 }
 
 LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layout,
@@ -126,7 +133,8 @@ LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layou
     const std::optional<std::string> key = key_of(cell, part);
 
     std::vector<float> ref;
-    if (key && kept && kept->key == *key) {
+    const bool reused = key && kept && kept->key == *key;
+    if (reused) {
         ref = kept->logits;
     } else {
         CellUnits weights(cell, layout);
@@ -148,6 +156,7 @@ LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layou
     check.tolerance = gpu_tolerance(cell.dtype, cell.tf32);
     check.max_abs_err = error.max_abs_err();
     check.rel_err = error.rel_err();
+    check.reference_computed = !reused;
     if (key) check.kept = ReferenceLogits{*key, cell.model.name, batch, seq, cell.model.vocab_size, std::move(ref)};
     return check;
 }
@@ -179,6 +188,7 @@ void judge_output(std::int64_t nonfinite, std::int64_t logit_count, const std::o
         out.check_rel_err = check->rel_err;
         out.check_tolerance = check->tolerance;
         out.reference = check->kept;
+        out.check_reference_computed = check->reference_computed;
     }
     if (nonfinite > 0) {
         out.status = CellStatus::failed;

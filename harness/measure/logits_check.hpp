@@ -21,6 +21,8 @@ struct LogitsCheck {
     double max_abs_err = 0, rel_err = 0, tolerance = 0;
     // The reference logits, where the database keeps them for later cells (kept_reference_key).
     std::optional<ReferenceLogits> kept;
+    // Whether the reference forward ran (false: the kept reference of an earlier cell was reused).
+    bool reference_computed = true;
     bool passed() const { return rel_err <= tolerance; }  // false for NaN too
 };
 
@@ -51,8 +53,15 @@ double gpu_tolerance(DType dtype, bool tf32);
 // seed and dtype (the host rounds them through it), the dropout masks, and the prefix's tokens.
 std::optional<std::string> kept_reference_key(const CellParams& cell, std::span<const std::int32_t> tokens);
 
-// The rows of a cell's logits [batch·seq, vocab] that check_against_host compares: all of them,
-// or the first positions of sample 0. A caller need only fetch these from the device.
+// The part of a cell's output [batch, seq] that check_against_host recomputes on the host: all of
+// it, or the first positions of sample 0.
+struct HostReferenceShape {
+    int batch = 0, seq = 0;
+};
+HostReferenceShape host_reference_shape(const CellParams& cell);
+
+// The rows of a cell's logits [batch·seq, vocab] that check_against_host compares (those of
+// host_reference_shape). A caller need only fetch these from the device.
 std::int64_t host_reference_rows(const CellParams& cell);
 
 // Compares `logits` [batch, seq, vocab] (at least its first host_reference_rows rows) with the

@@ -7,6 +7,8 @@
 #include "backends/backend_registry.hpp"
 #include "backends/residency_plan.hpp"
 #include "harness/measure/cell_exec.hpp"
+#include "harness/measure/logits_check.hpp"
+#include "kernels/compute/cpu_forward.hpp"
 #include "kernels/compute/gemm_workspace.hpp"
 #include "kernels/model/activation_layout.hpp"
 #include "kernels/model/number_text.hpp"
@@ -25,7 +27,18 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
     e.weights = weights.device_bytes;
     e.pinned_host = weights.pinned_host_bytes;
     e.managed = weights.managed_bytes;
-    if (!backend.needs_gpu) return e;
+    e.host_weights = weights.host_bytes;
+    const auto logits_bytes = [&](std::int64_t rows) { return rows * cell.model.vocab_size * std::int64_t{sizeof(float)}; };
+    if (!backend.needs_gpu) {
+        e.host_buffers = CpuForward::activation_bytes_for(cell.model, cell.batch, cell.seq) +
+                         logits_bytes(std::int64_t{cell.batch} * cell.seq);
+        return e;
+    }
+    e.host_buffers = 2 * logits_bytes(host_reference_rows(cell));
+    const auto fp32_units = unit_bytes(WeightLayout::for_model(cell.model), DType::fp32);
+    const HostReferenceShape reference = host_reference_shape(cell);
+    e.host_reference = *std::max_element(fp32_units.begin(), fp32_units.end()) +
+                       CpuForward::activation_bytes_for(cell.model, reference.batch, reference.seq);
 
     const ActivationLayout layout = activation_layout(cell.model, cell.dtype, cell.batch, cell.seq,
                                                       !cell.variant.has(Fusion::flash_attention));
@@ -38,20 +51,37 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
     return e;
 }
 
-std::int64_t FixedCost::managed_overhead_for(DType dtype) const {
-    if (const auto it = managed_overhead.find(dtype); it != managed_overhead.end()) return it->second;
-    std::int64_t other = 0;
-    for (const auto& [d, bytes] : managed_overhead) other = std::max(other, bytes);
+namespace {
+
+// The entry for `key`, else the largest entry of another key; none when the map is empty.
+template <class Key>
+std::optional<std::int64_t> own_or_largest(const std::map<Key, std::int64_t>& measured, Key key) {
+    if (const auto it = measured.find(key); it != measured.end()) return it->second;
+    std::optional<std::int64_t> other;
+    for (const auto& [k, bytes] : measured) other = std::max(other.value_or(bytes), bytes);
     return other;
+}
+
+}  // namespace
+
+std::optional<std::int64_t> FixedCost::managed_overhead_for(DType dtype) const {
+    return own_or_largest(managed_overhead, dtype);
+}
+
+std::optional<std::int64_t> FixedCost::host_process_for(BackendId backend) const {
+    return own_or_largest(host_process, backend);
 }
 
 namespace {
 
-// One ok GPU cell's measured peak and what it allocated, for the calibration.
+// One ok GPU cell's measured peak and what it allocated, for the calibration; and on the host,
+// its process's peak resident memory less the estimate's host terms, where the cell says whether
+// its reference forward ran.
 struct MeasuredCell {
     const BackendTraits* backend;
     DType dtype;
     std::int64_t peak, allocated, activations, weight_bytes;
+    std::optional<std::int64_t> host_beyond;
     std::int64_t beyond() const { return peak - allocated; }
 };
 
@@ -82,6 +112,10 @@ std::optional<FixedCost> calibrate(std::string gpu, std::string driver, const st
             const auto [it, added] = f.managed_overhead.emplace(c.dtype, overhead);
             if (!added) it->second = std::max(it->second, overhead);
         }
+        if (c.host_beyond) {
+            const auto [it, added] = f.host_process.emplace(c.backend->id, *c.host_beyond);
+            if (!added) it->second = std::max(it->second, *c.host_beyond);
+        }
     }
     if (variance > 0) f.per_pinned_byte = std::max(0.0, covariance / variance);
     return f;
@@ -94,8 +128,11 @@ std::vector<FixedCost> measured_fixed_costs(Database& db) {
     // first iteration.
     const std::string used =
         has_column(db, "cells", "gpu_peak_bytes") ? "coalesce(c.gpu_peak_bytes, c.device_used_bytes)" : "c.device_used_bytes";
+    // Before schema 9 no cell said whether its reference forward ran, so none measures the host.
+    const std::string computed = has_column(db, "cells", "check_reference_computed") ? "c.check_reference_computed" : "NULL";
     auto st = db.prepare("SELECT coalesce(r.gpu_name, ''), coalesce(r.gpu_driver, ''), c.backend, c.dtype, " + used +
-                         ", c.device_weight_bytes + c.activation_bytes, c.activation_bytes, c.weight_bytes"
+                         ", c.device_weight_bytes + c.activation_bytes, c.activation_bytes, c.weight_bytes, "
+                         "c.canonical, c.peak_host_rss_bytes, " + computed +
                          " FROM cells c JOIN runs r USING (run_id)"
                          " WHERE c.status = 'ok' AND " + used + " IS NOT NULL"
                          " AND c.device_weight_bytes IS NOT NULL AND c.activation_bytes IS NOT NULL"
@@ -116,7 +153,12 @@ std::vector<FixedCost> measured_fixed_costs(Database& db) {
             gpu = st.text(0);
             driver = st.text(1);
         }
-        cells.push_back({&backend_traits(*backend), *dtype, st.int64(4), st.int64(5), st.int64(6), st.int64(7)});
+        MeasuredCell cell{&backend_traits(*backend), *dtype, st.int64(4), st.int64(5), st.int64(6), st.int64(7), std::nullopt};
+        if (!st.is_null(9) && !st.is_null(10)) {
+            const CellParams params = CellParams::from_canonical(st.text(8));
+            cell.host_beyond = st.int64(9) - estimate_memory(params).host_total(st.int64(10) != 0);
+        }
+        cells.push_back(cell);
     }
     flush();
     return costs;
@@ -181,9 +223,18 @@ std::int64_t predicted_need(const MemoryEstimate& e, const FixedCost& fixed) {
     return e.device_total() + fixed.largest + std::llround(fixed.per_pinned_byte * static_cast<double>(e.pinned_host));
 }
 
-std::int64_t predicted_peak(const CellParams& cell, const MemoryEstimate& e, const FixedCost& fixed) {
-    const bool managed_weights = backend_traits(cell.backend).managed_weights;
-    return predicted_need(e, fixed) + e.retained_managed + (managed_weights ? fixed.managed_overhead_for(cell.dtype) : 0);
+std::optional<std::int64_t> predicted_peak(const CellParams& cell, const MemoryEstimate& e, const FixedCost& fixed) {
+    if (!backend_traits(cell.backend).managed_weights) return predicted_need(e, fixed);
+    const std::optional<std::int64_t> overhead = fixed.managed_overhead_for(cell.dtype);
+    if (!overhead) return std::nullopt;
+    return predicted_need(e, fixed) + e.retained_managed + *overhead;
+}
+
+std::optional<std::int64_t> predicted_host_peak(const CellParams& cell, const MemoryEstimate& e, const FixedCost& fixed,
+                                                bool reference_runs) {
+    const std::optional<std::int64_t> process = fixed.host_process_for(cell.backend);
+    if (!process) return std::nullopt;
+    return e.host_total(reference_runs) + *process;
 }
 
 std::string predicted_oom(const CellParams& cell, std::int64_t capacity, const FixedCost& fixed) {

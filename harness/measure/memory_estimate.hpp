@@ -8,7 +8,10 @@
 // What a GPU process holds beyond its allocations (the CUDA context and the libraries; the page
 // tables mapping host memory; the driver's own memory for managed memory) is measured per GPU
 // model and driver from a results database (measured_fixed_costs) and added by predicted_peak.
-// On the host, the page-locked and managed memory are predicted; the pageable memory is not.
+// On the host, the weights' memory (page-locked, managed pages kept there, the host backend's own),
+// the logits the process holds and the check's host reference forward are computed the same way;
+// what the process holds besides (the libraries, the CUDA runtime, the allocator) is measured per
+// GPU model and driver and per backend, and added by predicted_host_peak.
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -38,6 +41,18 @@ struct MemoryEstimate {
     // Host memory, bytes.
     std::int64_t pinned_host = 0;  // page-locked weights (explicit-copy)
     std::int64_t managed = 0;      // managed allocations (UVM weights; managed activations)
+    // The weights' host memory at the peak (WeightFootprint::host_bytes).
+    std::int64_t host_weights = 0;
+    // Host cells: the CPU forward's activations and the logits. GPU cells: the logits rows the
+    // check fetches from the device and the reference logits of those rows.
+    std::int64_t host_buffers = 0;
+    // GPU cells: the check's host reference forward, where it runs (the first cell of a workload
+    // whose reference the database keeps; every cell of a small model): its largest unit in fp32,
+    // made one at a time, and its activations.
+    std::int64_t host_reference = 0;
+    std::int64_t host_total(bool reference_runs) const {
+        return host_weights + host_buffers + (reference_runs ? host_reference : 0);
+    }
 
     // What sweetspot allocates on the device: the harness's own accounting of a cell
     // (device_weight_bytes + activation_bytes) measures the same.
@@ -63,9 +78,17 @@ struct FixedCost {
     // their activations and all their weight bytes.
     std::map<DType, std::int64_t> managed_overhead;
 
+    // What a cell's process holds on the host beyond the estimate's host terms (the libraries'
+    // code and data, the CUDA runtime and driver, the allocator's slack), per backend: the largest
+    // over that backend's cells of their peak resident memory less host_total.
+    std::map<BackendId, std::int64_t> host_process;
+
     // That dtype's managed overhead; the largest measured for another dtype when none was
-    // measured for it; 0 without UVM cells.
-    std::int64_t managed_overhead_for(DType dtype) const;
+    // measured for it; none without UVM cells (it is measured, not guessed).
+    std::optional<std::int64_t> managed_overhead_for(DType dtype) const;
+    // That backend's host process memory; the largest measured for another backend when none was
+    // measured for it; none without cells that say whether their reference forward ran.
+    std::optional<std::int64_t> host_process_for(BackendId backend) const;
 };
 
 // One entry per GPU and driver with such cells, from a results database (a run's own connection
@@ -76,8 +99,14 @@ std::vector<FixedCost> measured_fixed_costs(Database& db);
 // page tables of its page-locked memory. What predicted_oom and fit compare with a capacity.
 std::int64_t predicted_need(const MemoryEstimate& e, const FixedCost& fixed);
 // The peak device memory a GPU cell is predicted to reach: its need, the managed pages the driver
-// keeps (retained_managed) and, for managed weights, the driver's overhead for them.
-std::int64_t predicted_peak(const CellParams& cell, const MemoryEstimate& e, const FixedCost& fixed);
+// keeps (retained_managed) and, for managed weights, the driver's overhead for them; none for
+// managed weights before a UVM cell has measured that overhead.
+std::optional<std::int64_t> predicted_peak(const CellParams& cell, const MemoryEstimate& e, const FixedCost& fixed);
+// The peak host memory a GPU cell's process is predicted to reach: host_total (with the check's
+// reference forward where `reference_runs`) and the process's own memory measured for its
+// backend; none before any cell measured that.
+std::optional<std::int64_t> predicted_host_peak(const CellParams& cell, const MemoryEstimate& e, const FixedCost& fixed,
+                                                bool reference_runs);
 
 // Why `cell` is predicted not to fit a GPU of `capacity` bytes (the numbers, and --force), or
 // empty when its predicted need fits.

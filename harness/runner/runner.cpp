@@ -197,12 +197,15 @@ std::optional<FixedCost> fixed_cost_here(const GpuFacts& gpu, Store& store) {
 }
 
 // What the estimator says of a GPU cell, stored with it whether it ran or not: its allocations,
-// and its peak where the fixed cost of this GPU and driver has been measured.
-void add_predictions(const CellParams& cell, const std::optional<FixedCost>& fixed, CellOutcome& o) {
+// and its device and host peaks where the fixed costs of this GPU and driver have been measured.
+// `reference_runs`: the cell's check computes its host reference (the database keeps none for it).
+void add_predictions(const CellParams& cell, const std::optional<FixedCost>& fixed, bool reference_runs, CellOutcome& o) {
     if (!uses_gpu(cell) || !cell_impossible_reason(cell).empty()) return;
     const MemoryEstimate e = estimate_memory(cell);
     o.predicted_alloc_bytes = e.device_total();
-    if (fixed) o.predicted_peak_bytes = predicted_peak(cell, e, *fixed);
+    if (!fixed) return;
+    o.predicted_peak_bytes = predicted_peak(cell, e, *fixed);
+    o.predicted_host_peak_bytes = predicted_host_peak(cell, e, *fixed, reference_runs);
 }
 
 // The GPUs a sweep spreads its cells over when --gpus is not given: every GPU the probe saw, named
@@ -327,7 +330,7 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
                 o.status = CellStatus::skipped;
                 o.reason = why;
                 o.started_at = o.finished_at = utc_timestamp();
-                add_predictions(cell, fixed, o);
+                add_predictions(cell, fixed, true, o);
                 store.record_cell(run_id, static_cast<int>(next), cell, o);
                 count(totals, o.status);
                 progress.cell_done(cell.label(), std::string(enum_name(o.status)), std::nullopt, o.reason, false, 0);
@@ -360,7 +363,7 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
                 totals.interrupted = true;
                 break;
             }
-            add_predictions(cell, taken->fixed, o);
+            add_predictions(cell, taken->fixed, !taken->kept, o);
             store.record_cell(run_id, static_cast<int>(taken->index), cell, o);
             count(totals, o.status);
             std::optional<double> median;

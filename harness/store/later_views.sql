@@ -23,3 +23,12 @@ SELECT cell_id, model, backend, variant, dtype, batch, seq, budget,
        gpu_context_bytes, gpu_own_peak_bytes, gpu_other_processes, gpu_other_bytes
 FROM cells
 WHERE status = 'ok' AND gpu_peak_bytes > 0 AND predicted_alloc_bytes IS NOT NULL;
+
+-- The estimator's peak host memory against the cell process's peak resident memory, one row per
+-- ok GPU cell that has both: error_pct is (predicted − measured) / measured, in percent.
+CREATE VIEW IF NOT EXISTS host_memory_accuracy AS
+SELECT cell_id, model, backend, variant, dtype, batch, seq, budget, check_reference_computed,
+       predicted_host_peak_bytes, peak_host_rss_bytes,
+       100.0 * (predicted_host_peak_bytes - peak_host_rss_bytes) / peak_host_rss_bytes AS host_error_pct
+FROM cells
+WHERE status = 'ok' AND peak_host_rss_bytes > 0 AND predicted_host_peak_bytes IS NOT NULL;

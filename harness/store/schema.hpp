@@ -16,5 +16,6 @@ extern const char* const kUpgradeV4Sql;
 extern const char* const kUpgradeV5Sql;
 extern const char* const kUpgradeV6Sql;
 extern const char* const kUpgradeV7Sql;
+extern const char* const kUpgradeV8Sql;
 
 }  // namespace sweetspot

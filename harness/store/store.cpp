@@ -225,6 +225,7 @@ Store Store::open(const std::string& path, Access access) {
         rekey_cells(db);
         db.exec(kUpgradeV7Sql);
     }
+    if (version <= 8) db.exec(kUpgradeV8Sql);
     db.exec(kLaterViewsSql);
     tx.commit();
     return Store(std::move(db), std::move(lock));
@@ -314,7 +315,9 @@ std::int64_t Store::record_cell(std::int64_t run_id, int cell_index, const CellP
         {"resident_bytes", sql(o.resident_bytes)}, {"streamed_bytes", sql(o.streamed_bytes)},
         {"streamed_gbps", streamed_gbps}, {"device_weight_bytes", sql(o.device_weight_bytes)},
         {"device_used_bytes", sql(o.device_used_bytes)}, {"predicted_alloc_bytes", sql(o.predicted_alloc_bytes)},
-        {"predicted_peak_bytes", sql(o.predicted_peak_bytes)}, {"gpu_used_before_bytes", sql(o.gpu_used_before_bytes)},
+        {"predicted_peak_bytes", sql(o.predicted_peak_bytes)},
+        {"predicted_host_peak_bytes", sql(o.predicted_host_peak_bytes)},
+        {"gpu_used_before_bytes", sql(o.gpu_used_before_bytes)},
         {"gpu_context_bytes", sql(o.gpu_context_bytes)}, {"gpu_peak_bytes", sql(o.gpu_peak_bytes)},
         {"gpu_own_peak_bytes", sql(o.gpu_own_peak_bytes)}, {"gpu_other_processes", sql(o.gpu_other_processes)},
         {"gpu_other_bytes", sql(o.gpu_other_bytes)}, {"gpu_memory_readings", sql(o.gpu_memory_readings)},
@@ -322,6 +325,8 @@ std::int64_t Store::record_cell(std::int64_t run_id, int cell_index, const CellP
         {"check_reference", sql(o.check_reference)}, {"check_max_abs_err", sql(o.check_max_abs_err)},
         {"check_rel_err", sql(o.check_rel_err)}, {"check_tolerance", sql(o.check_tolerance)},
         {"check_reference_key", o.reference ? sql(o.reference->key) : SqlValue{}},
+        {"check_reference_computed",
+         o.check_reference_computed ? sql(std::int64_t{*o.check_reference_computed ? 1 : 0}) : SqlValue{}},
         {"noise_pct", sql(o.noise_pct)}, {"noisy", sql(o.noisy ? 1 : 0)},
         {"peak_host_rss_bytes", sql(o.peak_host_rss_bytes)}, {"activation_bytes", sql(o.activation_bytes)},
         {"launches_per_forward", sql(o.launches_per_forward)}, {"gpu", sql(o.gpu)},
@@ -382,7 +387,8 @@ std::optional<CellOutcome> Store::load_outcome(const std::string& key) {
         " check_tolerance, peak_host_rss_bytes, activation_bytes, resident_bytes, streamed_bytes,"
         " device_weight_bytes, device_used_bytes, um_profiling, dropped_records, launches_per_forward,"
         " gpu_used_before_bytes, gpu_context_bytes, gpu_peak_bytes, gpu_own_peak_bytes, gpu_other_processes,"
-        " gpu_other_bytes, gpu_memory_readings, gpu_memory_note, check_reference_key, noise_pct, noisy"
+        " gpu_other_bytes, gpu_memory_readings, gpu_memory_note, check_reference_key, noise_pct, noisy,"
+        " check_reference_computed"
         " FROM cells WHERE cell_key = ?");
     st.bind(1, key);
     if (!st.step()) return std::nullopt;
@@ -416,6 +422,7 @@ std::optional<CellOutcome> Store::load_outcome(const std::string& key) {
     if (!st.is_null(26)) o.reference = load_reference(st.text(26));
     o.noise_pct = opt_real(27);
     o.noisy = st.int64(28) != 0;
+    if (!st.is_null(29)) o.check_reference_computed = st.int64(29) != 0;
     // um_profiling is set exactly when the cell's events were recorded.
     if (!st.is_null(15)) {
         o.events = load_events(db_, cell_id);

@@ -17,7 +17,7 @@ namespace sweetspot {
 
 // 1: runs, cells, iterations. 2: GPU placement columns, CUPTI event tables, per-cell event totals.
 // 3: cells.dropout and cells.launches_per_forward.
-inline constexpr int kSchemaVersion = 8;
+inline constexpr int kSchemaVersion = 9;
 // The oldest version this sweetspot reads; a run that writes to one upgrades it first.
 inline constexpr int kOldestReadableSchemaVersion = 2;
 
@@ -113,6 +113,8 @@ struct CellOutcome {
     // The reference the check used, where it is one the database keeps (recording the cell adds
     // it, once per key).
     std::optional<ReferenceLogits> reference;
+    // Whether the check ran its reference forward (false: it reused the database's kept reference).
+    std::optional<bool> check_reference_computed;
     std::optional<std::int64_t> peak_host_rss_bytes, activation_bytes;
     std::optional<std::int64_t> launches_per_forward;  // kernels and GEMMs a GPU forward enqueues
     // GPU backends: where the weights went, and the device memory in use after the first
@@ -123,6 +125,10 @@ struct CellOutcome {
     // peak, those allocations plus the fixed cost measured on this GPU and driver by the cells
     // already in the database (none before there are such cells).
     std::optional<std::int64_t> predicted_alloc_bytes, predicted_peak_bytes;
+    // GPU cells: the host memory the estimator predicts the cell's process peaks at (its weights'
+    // host memory, logits, the check's host reference forward where it runs, and the process's own
+    // memory measured on this GPU and driver), where that has been measured.
+    std::optional<std::int64_t> predicted_host_peak_bytes;
     // GPU cells: the device memory NVML read around the cell (harness/measure/gpu_memory_watch.hpp),
     // or gpu_memory_note saying why there is none.
     std::optional<std::int64_t> gpu_used_before_bytes, gpu_context_bytes, gpu_peak_bytes, gpu_own_peak_bytes;

@@ -46,6 +46,13 @@ std::int64_t CpuForward::activation_bytes() const {
     return static_cast<std::int64_t>(floats * sizeof(float));
 }
 
+std::int64_t CpuForward::activation_bytes_for(const ModelConfig& model, int batch, int seq) {
+    // x, ln, att and y of n_embd, qkv of 3 · n_embd and fc of 4 · n_embd per token; one head's scores.
+    const std::size_t bt = as_size(batch) * as_size(seq);
+    const std::size_t floats = bt * 11 * as_size(model.n_embd) + as_size(seq) * as_size(seq);
+    return static_cast<std::int64_t>(floats * sizeof(float));
+}
+
 void CpuForward::run(LayerSource& weights, std::span<const std::int32_t> tokens, std::span<float> logits) {
     const std::size_t bt = as_size(batch_) * as_size(seq_);
     if (tokens.size() != bt) {

@@ -21,6 +21,8 @@ public:
     void run(LayerSource& weights, std::span<const std::int32_t> tokens, std::span<float> logits);
 
     std::int64_t activation_bytes() const;
+    // What activation_bytes() is for a forward of this shape, without making one.
+    static std::int64_t activation_bytes_for(const ModelConfig& model, int batch, int seq);
 
 private:
     // One per kind of unit; each reads its weights from `unit` and updates the buffers.

@@ -8,6 +8,9 @@ the measured peak where it can be split: the CUDA context (NVML, right after it 
 cell's allocations (the harness's accounting), and what is left (the libraries' code and pools,
 and for the UVM backends the managed pages the driver kept on the device beyond the budget).
 Cells that ran beside another process are counted: their peak may include its allocations.
+A third table gives the peak's error per model and dtype. A fourth sets the predicted peak host
+memory against the cell process's peak resident memory (the view host_memory_accuracy, schema 9
+on), per backend, split by whether the cell's check ran its host reference forward.
 Usage: memory_table.py DB [DB ...]
 """
 import argparse
@@ -18,15 +21,20 @@ from collections import defaultdict
 MIB = 2**20
 QUERY = """
 SELECT backend, variant, peak_error_pct, alloc_error_pct, gpu_peak_bytes, allocated_bytes, gpu_context_bytes,
-       gpu_other_processes
+       gpu_other_processes, model, dtype
 FROM memory_accuracy
+"""
+HOST_QUERY = """
+SELECT backend, check_reference_computed, host_error_pct, peak_host_rss_bytes
+FROM host_memory_accuracy
 """
 
 
-def rows(dbs):
+def rows(dbs, query=QUERY, view="memory_accuracy"):
     for db in dbs:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        yield from con.execute(QUERY)
+        if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = ?", (view,)).fetchone():
+            yield from con.execute(query)
         con.close()
 
 
@@ -76,6 +84,32 @@ def main():
         rest = [c[4] - c[5] - c[6] for c in cells]
         print(f"| {backend} | {mib_range([c[4] for c in cells])} | {mib_range([c[6] for c in cells])} | "
               f"{mib_range([c[5] for c in cells])} | {mib_range(rest)} |")
+    print()
+    print("| model | dtype | cells | peak: max |error| | peak: median |error| |")
+    print("|---|---|---|---|---|")
+    by_model = defaultdict(list)
+    for c in everything:
+        by_model[(c[8], c[9])].append(c)
+    for (model, dtype), cells in sorted(by_model.items()):
+        peak = abs_stats([c[2] for c in cells])
+        print(f"| {model} | {dtype} | {len(cells)} | {pct(peak, 0)} | {pct(peak, 1)} |")
+    host_table(a.db)
+
+
+def host_table(dbs):
+    groups = defaultdict(list)
+    for backend, computed, error, rss in rows(dbs, HOST_QUERY, "host_memory_accuracy"):
+        groups[(backend, "ran" if computed else "reused")].append((error, rss))
+    print()
+    if not groups:
+        print("no GPU cell with both a predicted and a measured peak host memory (host_memory_accuracy is empty)")
+        return
+    print("| backend | host reference | cells | host peak: max |error| | median |error| | measured MiB |")
+    print("|---|---|---|---|---|---|")
+    for (backend, reference), cells in sorted(groups.items()):
+        err = abs_stats([c[0] for c in cells])
+        print(f"| {backend} | {reference} | {len(cells)} | {pct(err, 0)} | {pct(err, 1)} | "
+              f"{mib_range([c[1] for c in cells])} |")
 
 
 if __name__ == "__main__":
