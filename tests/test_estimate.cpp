@@ -241,11 +241,12 @@ TEST_CASE("the CUDA context and libraries' memory is measured from a results dat
     // The explicit-copy cell's 1/64 of its weight bytes beyond the device cells' largest.
     CHECK(costs[0].per_pinned_byte == Catch::Approx(1.0 / 64).epsilon(1e-3));
     // The uvm-prefetch cell's peak less the fixed cost, its activations and all its weights (the
-    // driver keeps every page it migrated); the same for a dtype no UVM cell measured.
+    // driver keeps every page it migrated); for a dtype no UVM cell measured, scaled by the element
+    // sizes (bf16's half of fp32's).
     const std::int64_t overhead = 1100 * MiB + 2048 * MiB - 600 * MiB - 100 * MiB - tiny_weight_bytes();
     REQUIRE(costs[0].managed_overhead.size() == 1);
     CHECK(costs[0].managed_overhead_for(DType::fp32) == overhead);
-    CHECK(costs[0].managed_overhead_for(DType::bf16) == overhead);
+    CHECK(costs[0].managed_overhead_for(DType::bf16) == overhead / 2);
     // On the host, per backend the largest of its cells' memory beyond the host terms, the reference
     // forward counted where it ran; a backend without cells takes the largest measured.
     REQUIRE(costs[0].host_process.size() == 2);

@@ -44,8 +44,8 @@ def fixed_costs(ok):
 def predicted_peaks(ok):
     """The cells with both sides, with predicted_peak: the estimator's stored peak where the cell has one;
     else, for cells whose weights are not managed memory, the predicted allocations plus the largest
-    fixed cost measured on the other cells of the same GPU and driver (the cell's own measurement is
-    left out of its prediction). A UVM cell's peak also holds the managed pages the driver keeps,
+    fixed cost measured on the other cells of the same GPU and driver (its device cells where there
+    are any; the cell's own measurement is left out of its prediction). A UVM cell's peak also holds the managed pages the driver keeps,
     which only the estimator's stored peak predicts, so UVM cells without one are left out, as are
     cells with no other cell to measure the fixed cost on. Apart from drawing, so tests can check
     them."""
@@ -59,6 +59,12 @@ def predicted_peaks(ok):
     def fixed_for(cell):
         others = costs[(costs["gpu_name"] == cell["gpu_name"]) & (costs["gpu_driver"] == cell["gpu_driver"])
                        & (costs["cell_id"] != cell["cell_id"])]
+        # An explicit-copy cell's memory beyond its allocations also holds the GPU's page tables for
+        # its pinned weights (up to 0.17 GiB for GPT-3 13B), so device cells measure the fixed cost
+        # where there are any, as the estimator's calibration does.
+        device = others[others["backend"] == "device"]
+        if len(device):
+            others = device
         return others["fixed"].max() if len(others) else float("nan")
 
     cells["predicted_peak"] = [float("nan") if cell["backend"] in UVM_BACKENDS else cell[PREDICTED] + fixed_for(cell)

@@ -83,8 +83,9 @@ struct FixedCost {
     // over that backend's cells of their peak resident memory less host_total.
     std::map<BackendId, std::int64_t> host_process;
 
-    // That dtype's managed overhead; the largest measured for another dtype when none was
-    // measured for it; none without UVM cells (it is measured, not guessed).
+    // That dtype's managed overhead; when none was measured for it, the largest measured for
+    // another dtype scaled by the element sizes; none without UVM cells (it is measured, not
+    // guessed).
     std::optional<std::int64_t> managed_overhead_for(DType dtype) const;
     // That backend's host process memory; the largest measured for another backend when none was
     // measured for it; none without cells that say whether their reference forward ran.
