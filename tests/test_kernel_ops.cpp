@@ -349,8 +349,9 @@ TEMPLATE_TEST_CASE("launch_count_nonfinite counts the NaN and infinite values, p
 TEST_CASE("gpu::fill_synthetic_unit makes the host's synthetic weights bit for bit, in every dtype", "[gpu]") {
     require_gpu();
     const CudaStream stream;
-    // tiny_odd has padding in its units; `wide`'s embedding (17,000 × 1,024) is past the fill
-    // kernel's grid cap, so the grid-stride loop comes round.
+    // tiny_odd has padding in its units, and tensors whose size is no multiple of a vector store;
+    // `wide`'s embedding ((17,000 + 64) × 1,024 values) is past the fill kernel's grid cap (8,192
+    // blocks of 256 threads, 16 bytes each: 16.8 M 16-bit values), so the grid-stride loop comes round.
     for (const ModelConfig& model : {*find_builtin_model("tiny_odd"), ModelConfig{"wide", 1, 1024, 8, 17000, 64, 1e-5f}}) {
         const auto layout = WeightLayout::for_model(model);
         for (const DType dtype : {DType::fp32, DType::fp16, DType::bf16}) {
@@ -371,6 +372,24 @@ TEST_CASE("gpu::fill_synthetic_unit makes the host's synthetic weights bit for b
                 CHECK(differ.first == want.end());
             }
         }
+    }
+    // A destination not on 16 bytes (one value in) is written value by value, to the same bits.
+    const ModelConfig model = *find_builtin_model("tiny_odd");
+    const auto layout = WeightLayout::for_model(model);
+    for (const DType dtype : {DType::fp32, DType::fp16, DType::bf16}) {
+        INFO(enum_name(dtype) << " one value past 16 bytes");
+        std::vector<float> values(static_cast<std::size_t>(layout.units[1].numel));
+        fill_synthetic_unit(model, layout, 1, kSeed, values);
+        std::vector<std::byte> want(values.size() * dtype_size(dtype));
+        convert_from_f32(values, dtype, want.data());
+        const DeviceMemory d = allocate_device(static_cast<std::int64_t>(want.size() + dtype_size(dtype)));
+        CUDA_CHECK(cudaMemsetAsync(d.get(), 0xFF, want.size() + dtype_size(dtype), stream.get()));
+        auto* shifted = static_cast<std::byte*>(d.get()) + dtype_size(dtype);
+        gpu::fill_synthetic_unit(model, layout, 1, kSeed, dtype, shifted, stream.get());
+        std::vector<std::byte> got(want.size());
+        CUDA_CHECK(cudaMemcpyAsync(got.data(), shifted, got.size(), cudaMemcpyDeviceToHost, stream.get()));
+        CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+        CHECK(std::mismatch(want.begin(), want.end(), got.begin()).first == want.end());
     }
 }
 
