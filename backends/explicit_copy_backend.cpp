@@ -19,19 +19,21 @@ void ExplicitCopyBackend::place(const WeightLayout& layout, const UnitFiller& fi
     unit_bytes_ = unit_bytes(layout, config_.dtype);
     plan_ = plan_residency(unit_bytes_, config_.budget_bytes, streaming_slots(config_.prefetch_depth), config_.resident);
 
-    host_packed_ = pack_units(unit_bytes_, kUnitAlignmentBytes);
-    host_weights_ = allocate_pinned(host_packed_.total_bytes);
-    std::byte* host = host_weights_.get();
+    host_packed_ = pack_units(unit_bytes_, kPinnedUnitAlignmentBytes);
     if (fill.fills_device()) {
-        // Kernels write the page-locked copy over the link, faster than the host's cores make it.
-        for (std::size_t u = 0; u < unit_bytes_.size(); ++u)
-            fill.fill_device(static_cast<int>(u), config_.dtype, host_weights_.device_pointer() + host_packed_.offsets[u],
-                             config_.compute_stream);
+        // Kernels write each unit of the page-locked copy over the link, faster than the host's
+        // cores make it, while the next unit is being pinned.
+        host_weights_ = PinnedHostMemory(host_packed_.total_bytes, host_packed_.offsets, [&](std::size_t u, std::byte* device) {
+            fill.fill_device(static_cast<int>(u), config_.dtype, device, config_.compute_stream);
+        });
         CUDA_CHECK(cudaStreamSynchronize(config_.compute_stream));
     } else {
-        fill_units_in_place(layout, config_.dtype, fill,
-                            [&](int unit) { return host + host_packed_.offsets[static_cast<std::size_t>(unit)]; });
+        host_weights_ = PinnedHostMemory(host_packed_.total_bytes, host_packed_.offsets, {});
+        fill_units_in_place(layout, config_.dtype, fill, [&](int unit) {
+            return host_weights_.get() + host_packed_.offsets[static_cast<std::size_t>(unit)];
+        });
     }
+    std::byte* host = host_weights_.get();
 
     device_ = plan_.device_layout(unit_bytes_, kUnitAlignmentBytes);
     device_weights_ = allocate_device(device_.total_bytes);

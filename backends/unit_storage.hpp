@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "kernels/compute/pinned_memory.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/weight_layout.hpp"
 
@@ -17,6 +18,10 @@ namespace sweetspot {
 // each unit's tensors the alignment the kernels and cuBLAS expect (units are multiples of 256
 // bytes in every dtype, so it costs nothing).
 inline constexpr std::int64_t kUnitAlignmentBytes = 256;
+// Where a unit starts inside explicit-copy's page-locked copy: each unit is registered on its own
+// (PinnedHostMemory's pieces, so that the kernels filling one unit run while the next is pinned),
+// and two registrations may not share a page.
+inline constexpr std::int64_t kPinnedUnitAlignmentBytes = kPinnedPieceAlignmentBytes;
 // Where a unit starts inside the managed allocation: the driver migrates managed memory in 2 MiB
 // blocks, so no unit shares a block with its neighbour.
 inline constexpr std::int64_t kManagedUnitAlignmentBytes = std::int64_t{2} << 20;

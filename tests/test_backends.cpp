@@ -32,6 +32,7 @@
 #include "kernels/model/synthetic_weights.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/compute/managed_memory.hpp"
+#include "kernels/compute/pinned_memory.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/weight_layout.hpp"
 #include "gpu_test_support.hpp"
@@ -717,6 +718,53 @@ BackendConfig gpu_config(const char* name, int prefetch_depth, int streams) {
 }
 
 }  // namespace
+
+TEST_CASE("page-locked memory in pieces: pieces must start on huge pages, after each other", "[backends]") {
+    constexpr std::int64_t MiB = std::int64_t{1} << 20;
+    const auto refused = [](std::int64_t bytes, std::vector<std::int64_t> offsets) {
+        CHECK_THROWS_AS(PinnedHostMemory(bytes, offsets, {}), std::invalid_argument);
+    };
+    refused(6 * MiB, {});                 // no piece
+    refused(6 * MiB, {2 * MiB});          // the first not at 0
+    refused(6 * MiB, {0, 3 * MiB});       // not on a huge page
+    refused(6 * MiB, {0, 4 * MiB, 2 * MiB});  // not increasing
+    refused(6 * MiB, {0, 6 * MiB});       // past the end
+    refused(0, {0});
+}
+
+TEST_CASE("page-locked memory in pieces: each is ready in order, at its place on the device", "[gpu][backends]") {
+    require_gpu();
+    constexpr std::int64_t MiB = std::int64_t{1} << 20;
+    const std::vector<std::int64_t> offsets = {0, 2 * MiB, 8 * MiB};
+    const std::int64_t bytes = 9 * MiB + 123;
+    const CudaStream stream;
+    std::vector<std::size_t> order;
+    std::vector<std::byte*> devices;
+    // Each piece is filled by the GPU as soon as it is ready, with its own byte value.
+    PinnedHostMemory memory(bytes, offsets, [&](std::size_t piece, std::byte* device) {
+        order.push_back(piece);
+        devices.push_back(device);
+        const std::int64_t end = piece + 1 < offsets.size() ? offsets[piece + 1] : bytes;
+        CUDA_CHECK(cudaMemsetAsync(device, static_cast<int>(piece + 1), static_cast<std::size_t>(end - offsets[piece]),
+                                   stream.get()));
+    });
+    CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    CHECK(order == std::vector<std::size_t>{0, 1, 2});
+    for (std::size_t i = 0; i < offsets.size(); ++i) CHECK(devices[i] == memory.device_pointer() + offsets[i]);
+    const auto* host = reinterpret_cast<const unsigned char*>(memory.get());
+    for (std::size_t i = 0; i < offsets.size(); ++i) {
+        const std::int64_t end = i + 1 < offsets.size() ? offsets[i + 1] : bytes;
+        INFO("piece " << i);
+        CHECK(std::all_of(host + offsets[i], host + end, [&](unsigned char b) { return b == i + 1; }));
+    }
+    // A piece is page-locked: copied to the device and back asynchronously.
+    const DeviceMemory d = allocate_device(6 * MiB);
+    CUDA_CHECK(cudaMemcpyAsync(d.get(), memory.get() + offsets[1], 6 * MiB, cudaMemcpyHostToDevice, stream.get()));
+    CUDA_CHECK(cudaMemsetAsync(memory.device_pointer() + offsets[1], 0, 6 * MiB, stream.get()));
+    CUDA_CHECK(cudaMemcpyAsync(memory.get() + offsets[1], d.get(), 6 * MiB, cudaMemcpyDeviceToHost, stream.get()));
+    CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    CHECK(std::all_of(host + offsets[1], host + offsets[2], [](unsigned char b) { return b == 2; }));
+}
 
 TEST_CASE("device: every unit resident, read back intact", "[gpu][backends]") {
     require_gpu();

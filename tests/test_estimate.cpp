@@ -123,10 +123,11 @@ TEST_CASE("the weights term follows each backend's placement", "[estimate]") {
     CHECK(d.managed == 0);
     CHECK(d.workspace == 32 * MiB);
 
-    // explicit-copy at 100 %: every unit resident on the device, and the pinned copy it streams from.
+    // explicit-copy at 100 %: every unit resident on the device, and the pinned copy it streams
+    // from, each unit on its own huge pages (it is registered on its own).
     const MemoryEstimate copy = estimate_memory(one_cell("model = \"tiny_odd\"\nbackend = \"explicit-copy\""));
     CHECK(copy.weights == d.weights);
-    CHECK(copy.pinned_host == d.weights);
+    CHECK(copy.pinned_host == 5 * 2 * MiB);
 
     // uvm-prefetch: managed weights, each unit on its own 2 MiB blocks; at 100 % all stay on the GPU.
     const MemoryEstimate prefetch = estimate_memory(one_cell("model = \"tiny_odd\"\nbackend = \"uvm-prefetch\"\nprefetch = \"jit\""));
