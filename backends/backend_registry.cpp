@@ -57,7 +57,7 @@ WeightFootprint device_footprint(const BackendConfig&, std::span<const std::int6
 WeightFootprint explicit_copy_footprint(const BackendConfig& config, std::span<const std::int64_t> unit_bytes) {
     const ResidencyPlan plan =
         plan_residency(unit_bytes, config.budget_bytes, streaming_slots(config.prefetch_depth), config.resident);
-    const std::int64_t pinned = pack_units(unit_bytes, kPinnedUnitAlignmentBytes).total_bytes;
+    const std::int64_t pinned = plan.host_layout(unit_bytes, kPinnedUnitAlignmentBytes).total_bytes;
     return {plan.device_layout(unit_bytes, kUnitAlignmentBytes).total_bytes, pinned, 0, pinned};
 }
 

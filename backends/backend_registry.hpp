@@ -19,7 +19,7 @@ struct WeightFootprint {
     // and streaming slots); for uvm and uvm-prefetch, what the backend lets the GPU hold of the
     // managed allocation (the budget, or the plan's resident units and slots), as they report it.
     std::int64_t device_bytes = 0;
-    std::int64_t pinned_host_bytes = 0;  // the page-locked copy explicit-copy streams from
+    std::int64_t pinned_host_bytes = 0;  // the page-locked copy of the units explicit-copy streams
     std::int64_t managed_bytes = 0;      // the managed allocation, wherever the driver keeps its pages
     // Host memory the weights hold at the cell's peak: explicit-copy's page-locked copy, the
     // managed pages the driver keeps on the host once the weights are placed (every unit for

@@ -19,29 +19,41 @@ void ExplicitCopyBackend::place(const WeightLayout& layout, const UnitFiller& fi
     unit_bytes_ = unit_bytes(layout, config_.dtype);
     plan_ = plan_residency(unit_bytes_, config_.budget_bytes, streaming_slots(config_.prefetch_depth), config_.resident);
 
-    host_packed_ = pack_units(unit_bytes_, kPinnedUnitAlignmentBytes);
-    if (fill.fills_device()) {
-        // Kernels write each unit of the page-locked copy over the link, faster than the host's
-        // cores make it, while the next unit is being pinned.
-        host_weights_ = PinnedHostMemory(host_packed_.total_bytes, host_packed_.offsets, [&](std::size_t u, std::byte* device) {
-            fill.fill_device(static_cast<int>(u), config_.dtype, device, config_.compute_stream);
-        });
-        CUDA_CHECK(cudaStreamSynchronize(config_.compute_stream));
-    } else {
-        host_weights_ = PinnedHostMemory(host_packed_.total_bytes, host_packed_.offsets, {});
-        fill_units_in_place(layout, config_.dtype, fill, [&](int unit) {
-            return host_weights_.get() + host_packed_.offsets[static_cast<std::size_t>(unit)];
-        });
-    }
-    std::byte* host = host_weights_.get();
-
+    // Resident units live in device memory only; the streamed ones in page-locked memory, which the
+    // copies stream from.
     device_ = plan_.device_layout(unit_bytes_, kUnitAlignmentBytes);
     device_weights_ = allocate_device(device_.total_bytes);
-
-    for (std::size_t u = 0; u < unit_bytes_.size(); ++u) {
-        if (!plan_.resident[u]) continue;
-        CUDA_CHECK(cudaMemcpy(device_weights_.get() + device_.unit_offsets[u], host + host_packed_.offsets[u],
-                              static_cast<std::size_t>(unit_bytes_[u]), cudaMemcpyHostToDevice));
+    host_ = plan_.host_layout(unit_bytes_, kPinnedUnitAlignmentBytes);
+    std::vector<int> streamed;  // the unit in each piece of the page-locked memory
+    for (std::size_t u = 0; u < unit_bytes_.size(); ++u)
+        if (!plan_.resident[u]) streamed.push_back(static_cast<int>(u));
+    const auto on_device = [&](std::size_t u) { return device_weights_.get() + device_.unit_offsets[u]; };
+    host_weights_ = PinnedHostMemory{};
+    if (fill.fills_device()) {
+        // Kernels write every unit where it stays: the resident ones in device memory, the streamed
+        // ones over the link into page-locked memory, each while the next is being pinned.
+        for (std::size_t u = 0; u < unit_bytes_.size(); ++u)
+            if (plan_.resident[u]) fill.fill_device(static_cast<int>(u), config_.dtype, on_device(u), config_.compute_stream);
+        if (!streamed.empty())
+            host_weights_ = PinnedHostMemory(host_.total_bytes, host_.starts, [&](std::size_t piece, std::byte* device) {
+                fill.fill_device(streamed[piece], config_.dtype, device, config_.compute_stream);
+            });
+        CUDA_CHECK(cudaStreamSynchronize(config_.compute_stream));
+    } else {
+        if (!streamed.empty()) host_weights_ = PinnedHostMemory(host_.total_bytes, host_.starts, {});
+        // Made on the host's cores: the streamed units in place, the resident ones staged and copied.
+        std::vector<float> scratch;
+        std::vector<std::byte> staged;
+        for (std::size_t u = 0; u < unit_bytes_.size(); ++u) {
+            const int unit = static_cast<int>(u);
+            if (!plan_.resident[u]) {
+                fill_unit_as(layout, config_.dtype, fill, unit, host_weights_.get() + host_.unit_offsets[u], scratch);
+                continue;
+            }
+            staged.resize(static_cast<std::size_t>(unit_bytes_[u]));
+            fill_unit_as(layout, config_.dtype, fill, unit, staged.data(), scratch);
+            CUDA_CHECK(cudaMemcpy(on_device(u), staged.data(), staged.size(), cudaMemcpyHostToDevice));
+        }
     }
     slot_streams_.make_slots(plan_.slots);
     ring_.place(plan_.resident, plan_.slots, config_.prefetch_depth);
@@ -66,7 +78,7 @@ void ExplicitCopyBackend::fetch(const SlotRing::Entry& entry) {
     const auto unit = static_cast<std::size_t>(entry.unit);
     const cudaStream_t stream = slot_streams_.fetch_stream(entry.seq);
     slot_streams_.wait_released(entry.slot, stream);
-    CUDA_CHECK(cudaMemcpyAsync(slot_pointer(entry.slot), host_weights_.get() + host_packed_.offsets[unit],
+    CUDA_CHECK(cudaMemcpyAsync(slot_pointer(entry.slot), host_weights_.get() + host_.unit_offsets[unit],
                                static_cast<std::size_t>(unit_bytes_[unit]), cudaMemcpyHostToDevice, stream));
     slot_streams_.mark_fetched(entry.slot, stream);
 }
@@ -83,6 +95,7 @@ PlacementStats ExplicitCopyBackend::placement() const {
     s.resident_bytes = plan_.resident_bytes;
     s.streamed_bytes = plan_.streamed_bytes;
     s.device_weight_bytes = device_.total_bytes;
+    s.pinned_host_bytes = host_.total_bytes;
     s.resident_units = plan_.resident_units();
     s.streamed_units = plan_.streamed_units();
     s.slots = plan_.slots;

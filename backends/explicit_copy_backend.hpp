@@ -1,8 +1,8 @@
 #pragma once
-// `explicit-copy` (FlexGen / ZeRO-Inference style): every unit in pinned host memory; the units
-// of the residency plan are copied to the device once, the others are streamed in every forward
-// into a ring of device slots (SlotRing) by cudaMemcpyAsync on the copy streams, ordered by the
-// SlotStreams events:
+// `explicit-copy` (FlexGen / ZeRO-Inference style): the units of the residency plan live in device
+// memory only; the others live in pinned host memory, each unit pinned on its own, and are streamed
+// in every forward into a ring of device slots (SlotRing) by cudaMemcpyAsync on the copy streams,
+// ordered by the SlotStreams events:
 //   copy of streamed unit k into slot k % S  waits for  released[slot]  (recorded on the compute
 //   stream when the unit that used the slot before was released), then records fetched[slot];
 //   acquire makes the compute stream wait for fetched[slot].
@@ -47,7 +47,7 @@ private:
 
     std::vector<std::int64_t> unit_bytes_;
     ResidencyPlan plan_;
-    PackedUnits host_packed_;
+    ResidencyPlan::HostLayout host_;      // where the streamed units are in host_weights_
     PinnedHostMemory host_weights_;
     DeviceMemory device_weights_;            // resident units, then the slots
     ResidencyPlan::DeviceLayout device_;  // where the resident units and the slots are in device_weights_

@@ -177,4 +177,16 @@ ResidencyPlan::DeviceLayout ResidencyPlan::device_layout(std::span<const std::in
     return l;
 }
 
+ResidencyPlan::HostLayout ResidencyPlan::host_layout(std::span<const std::int64_t> unit_bytes, std::int64_t alignment) const {
+    HostLayout l;
+    l.unit_offsets.assign(unit_bytes.size(), -1);
+    for (std::size_t u = 0; u < unit_bytes.size(); ++u) {
+        if (resident[u]) continue;
+        l.unit_offsets[u] = l.total_bytes;
+        l.starts.push_back(l.total_bytes);
+        l.total_bytes += (unit_bytes[u] + alignment - 1) / alignment * alignment;
+    }
+    return l;
+}
+
 }  // namespace sweetspot

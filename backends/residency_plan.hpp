@@ -30,6 +30,14 @@ struct ResidencyPlan {
         std::int64_t total_bytes = 0;            // the allocation's size
     };
     DeviceLayout device_layout(std::span<const std::int64_t> unit_bytes, std::int64_t alignment) const;
+    // One host allocation holding the streamed units (what explicit-copy copies from), each
+    // starting on `alignment` bytes; the resident units need none, they live on the device.
+    struct HostLayout {
+        std::vector<std::int64_t> unit_offsets;  // per unit; -1 for a resident one
+        std::vector<std::int64_t> starts;        // the streamed units' offsets, in forward order
+        std::int64_t total_bytes = 0;
+    };
+    HostLayout host_layout(std::span<const std::int64_t> unit_bytes, std::int64_t alignment) const;
 };
 
 // Bytes of every unit of `layout` stored in `dtype`, in forward order.

@@ -52,12 +52,14 @@ std::int64_t tiny_weight_bytes() { return one_cell("model = \"tiny_odd\"").weigh
 void host_rss(CellOutcome& o, const CellParams& c, std::int64_t beyond, bool reference_ran) {
     o.check_reference = "host fp32 forward";
     o.check_reference_computed = reference_ran;
+    o.pinned_host_bytes = estimate_memory(c).pinned_host;
     o.peak_host_rss_bytes = estimate_memory(c).host_total(reference_ran) + beyond;
 }
 
 // A results database: one run on `gpu` with two device cells (600 and 598 MiB beyond their
 // allocations; on the host, 400 and 420 MiB beyond the estimate's host terms, the second having run
-// its reference forward); an explicit-copy cell whose page-locked weights cost 1/64 of their bytes
+// its reference forward); an explicit-copy cell at 60 % whose page-locked weights (the units it
+// streams) cost 1/64 of their bytes
 // beyond that (390 MiB on the host); a uvm-prefetch cell whose peak holds 2 GiB beyond its
 // allocations (no host reading); and a failed device cell, which must not count.
 void write_calibration_db(const std::string& path, const std::string& gpu) {
@@ -74,10 +76,11 @@ void write_calibration_db(const std::string& path, const std::string& gpu) {
         return o;
     };
     const CellParams device = cell("backend = \"device\""), device3 = cell("backend = \"device\"\nbatch = 3");
-    const CellParams copy = cell("backend = \"explicit-copy\"");
+    const CellParams copy = cell("backend = \"explicit-copy\"\nprefetch = 1\nbudget = \"60%\"");
     store.record_cell(run, index++, device, on_host(used_beyond(600 * MiB), device, 400 * MiB, false));
     store.record_cell(run, index++, device3, on_host(used_beyond(598 * MiB), device3, 420 * MiB, true));
-    store.record_cell(run, index++, copy, on_host(used_beyond(600 * MiB + tiny_weight_bytes() / 64), copy, 390 * MiB, false));
+    store.record_cell(run, index++, copy,
+                      on_host(used_beyond(600 * MiB + estimate_memory(copy).pinned_host / 64), copy, 390 * MiB, false));
     store.record_cell(run, index++, cell("backend = \"uvm-prefetch\"\nprefetch = \"jit\""), used_beyond(2048 * MiB));
     CellOutcome failed = used_beyond(9000 * MiB);
     failed.status = CellStatus::failed;
@@ -123,11 +126,16 @@ TEST_CASE("the weights term follows each backend's placement", "[estimate]") {
     CHECK(d.managed == 0);
     CHECK(d.workspace == 32 * MiB);
 
-    // explicit-copy at 100 %: every unit resident on the device, and the pinned copy it streams
-    // from, each unit on its own huge pages (it is registered on its own).
+    // explicit-copy at 100 %: every unit resident on the device, nothing pinned; under a budget the
+    // streamed units are pinned, each on its own huge pages (it is registered on its own).
     const MemoryEstimate copy = estimate_memory(one_cell("model = \"tiny_odd\"\nbackend = \"explicit-copy\""));
     CHECK(copy.weights == d.weights);
-    CHECK(copy.pinned_host == 5 * 2 * MiB);
+    CHECK(copy.pinned_host == 0);
+    const CellParams copy60 = one_cell("model = \"tiny_odd\"\nbackend = \"explicit-copy\"\nprefetch = 1\nbudget = \"60%\"");
+    const ResidencyPlan plan60 = plan_residency(unit_bytes(WeightLayout::for_model(copy60.model), copy60.dtype),
+                                                copy60.budget_bytes(), streaming_slots(1), copy60.resident);
+    REQUIRE(plan60.streamed_units() > 0);
+    CHECK(estimate_memory(copy60).pinned_host == plan60.streamed_units() * 2 * MiB);
 
     // uvm-prefetch: managed weights, each unit on its own 2 MiB blocks; at 100 % all stay on the GPU.
     const MemoryEstimate prefetch = estimate_memory(one_cell("model = \"tiny_odd\"\nbackend = \"uvm-prefetch\"\nprefetch = \"jit\""));
@@ -171,7 +179,8 @@ TEST_CASE("the host terms: the weights' host memory, the logits, the check's ref
 
     // The weights on the host: explicit-copy's page-locked copy, every unit for uvm (placing
     // migrates them all to the host), the streamed units for uvm-prefetch, none at 100 %.
-    const MemoryEstimate copy = estimate_memory(one_cell(shape + "backend = \"explicit-copy\""));
+    const MemoryEstimate copy = estimate_memory(one_cell(shape + "backend = \"explicit-copy\"\nprefetch = 1\nbudget = \"60%\""));
+    CHECK(copy.pinned_host > 0);
     CHECK(copy.host_weights == copy.pinned_host);
     CHECK(estimate_memory(one_cell(shape + "backend = \"uvm\"\nbudget = \"70%\"")).host_weights == 1105408);
     CHECK(estimate_memory(one_cell(shape + "backend = \"uvm-prefetch\"\nprefetch = 1")).host_weights == 0);
@@ -239,7 +248,7 @@ TEST_CASE("the CUDA context and libraries' memory is measured from a results dat
     CHECK(costs[0].largest == 600 * MiB);
     CHECK(costs[0].smallest == 598 * MiB);
     CHECK(costs[0].cells == 2);  // the device cells: not the failed one
-    // The explicit-copy cell's 1/64 of its weight bytes beyond the device cells' largest.
+    // The explicit-copy cell's 1/64 of its pinned bytes beyond the device cells' largest.
     CHECK(costs[0].per_pinned_byte == Catch::Approx(1.0 / 64).epsilon(1e-3));
     // The uvm-prefetch cell's peak less the fixed cost, its activations and all its weights (the
     // driver keeps every page it migrated); for a dtype no UVM cell measured, scaled by the element
@@ -257,7 +266,7 @@ TEST_CASE("the CUDA context and libraries' memory is measured from a results dat
 
     // The predicted peaks add those: page tables for explicit-copy's pinned weights, every managed
     // weight byte and the driver's overhead for uvm-prefetch.
-    const CellParams copy = one_cell("model = \"tiny_odd\"\nbackend = \"explicit-copy\"");
+    const CellParams copy = one_cell("model = \"tiny_odd\"\nbackend = \"explicit-copy\"\nprefetch = 1\nbudget = \"60%\"");
     const MemoryEstimate copy_e = estimate_memory(copy);
     CHECK(predicted_peak(copy, copy_e, costs[0]) ==
           copy_e.device_total() + 600 * MiB + std::llround(static_cast<double>(copy_e.pinned_host) * costs[0].per_pinned_byte));
@@ -428,7 +437,7 @@ TEST_CASE("a cell whose predicted need exceeds the GPU is a predicted OOM, with 
 
 TEST_CASE("a cell whose page-locked or managed memory exceeds what the host has available is a predicted host OOM",
           "[estimate]") {
-    // explicit-copy pins every weight on the host; uvm's weights are managed and start there.
+    // explicit-copy pins the units it streams on the host; uvm's weights are managed and start there.
     const CellParams copy = one_cell("model = \"tiny_odd\"\nbackend = \"explicit-copy\"\nbudget = \"50%\"");
     const std::int64_t pinned = estimate_memory(copy).pinned_host;
     REQUIRE(pinned > 0);

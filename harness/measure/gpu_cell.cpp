@@ -160,6 +160,7 @@ public:
         out.resident_bytes = placed.resident_bytes;
         out.streamed_bytes = placed.streamed_bytes;
         out.device_weight_bytes = placed.device_weight_bytes;
+        out.pinned_host_bytes = placed.pinned_host_bytes;
         out.device_used_bytes = device_used_;
         out.launches_per_forward = forward_->launches_per_forward();
         out.gpu_memory_note = memory_note_;

@@ -80,6 +80,7 @@ struct MeasuredCell {
     const BackendTraits* backend;
     DType dtype;
     std::int64_t peak, allocated, activations, weight_bytes;
+    std::int64_t pinned;  // page-locked bytes (every weight byte for explicit-copy before schema 9)
     std::optional<std::int64_t> host_beyond;
     std::int64_t beyond() const { return peak - allocated; }
 };
@@ -102,7 +103,7 @@ std::optional<FixedCost> calibrate(std::string gpu, std::string driver, const st
     double covariance = 0, variance = 0;
     for (const MeasuredCell& c : cells) {
         if (c.backend->pinned_weights && any_own) {
-            const auto w = static_cast<double>(c.weight_bytes);
+            const auto w = static_cast<double>(c.pinned);
             covariance += static_cast<double>(c.beyond() - f.largest) * w;
             variance += w * w;
         }
@@ -129,9 +130,10 @@ std::vector<FixedCost> measured_fixed_costs(Database& db) {
         has_column(db, "cells", "gpu_peak_bytes") ? "coalesce(c.gpu_peak_bytes, c.device_used_bytes)" : "c.device_used_bytes";
     // Before schema 9 no cell said whether its reference forward ran, so none measures the host.
     const std::string computed = has_column(db, "cells", "check_reference_computed") ? "c.check_reference_computed" : "NULL";
+    const std::string pinned = has_column(db, "cells", "pinned_host_bytes") ? "c.pinned_host_bytes" : "NULL";
     auto st = db.prepare("SELECT coalesce(r.gpu_name, ''), coalesce(r.gpu_driver, ''), c.backend, c.dtype, " + used +
                          ", c.device_weight_bytes + c.activation_bytes, c.activation_bytes, c.weight_bytes, "
-                         "c.canonical, c.peak_host_rss_bytes, " + computed +
+                         "c.canonical, c.peak_host_rss_bytes, " + computed + ", " + pinned +
                          " FROM cells c JOIN runs r USING (run_id)"
                          " WHERE c.status = 'ok' AND " + used + " IS NOT NULL"
                          " AND c.device_weight_bytes IS NOT NULL AND c.activation_bytes IS NOT NULL"
@@ -152,10 +154,15 @@ std::vector<FixedCost> measured_fixed_costs(Database& db) {
             gpu = st.text(0);
             driver = st.text(1);
         }
-        MeasuredCell cell{&backend_traits(*backend), *dtype, st.int64(4), st.int64(5), st.int64(6), st.int64(7), std::nullopt};
+        const BackendTraits& traits = backend_traits(*backend);
+        const std::int64_t weight_bytes = st.int64(7);
+        const std::int64_t pinned_bytes = !st.is_null(11) ? st.int64(11) : traits.pinned_weights ? weight_bytes : 0;
+        MeasuredCell cell{&traits, *dtype, st.int64(4), st.int64(5), st.int64(6), weight_bytes, pinned_bytes, std::nullopt};
         if (!st.is_null(9) && !st.is_null(10)) {
-            const CellParams params = CellParams::from_canonical(st.text(8));
-            cell.host_beyond = st.int64(9) - estimate_memory(params).host_total(st.int64(10) != 0);
+            const MemoryEstimate e = estimate_memory(CellParams::from_canonical(st.text(8)));
+            // The page-locked bytes the cell held, not what this version would pin for it.
+            const std::int64_t host = e.host_total(st.int64(10) != 0) - e.pinned_host + pinned_bytes;
+            cell.host_beyond = st.int64(9) - host;
         }
         cells.push_back(cell);
     }

@@ -70,8 +70,8 @@ struct FixedCost {
     std::int64_t largest = 0, smallest = 0;
     int cells = 0;
     // Device memory per byte of page-locked host memory, for the GPU's page tables that map it:
-    // the explicit-copy cells' peak beyond their allocations and `largest`, against their weight
-    // bytes (least squares through zero; 0 without such cells).
+    // the explicit-copy cells' peak beyond their allocations and `largest`, against the bytes they
+    // pinned (least squares through zero; 0 without such cells).
     double per_pinned_byte = 0;
     // What the driver holds for managed weights beyond the pages themselves, per dtype: the
     // largest over the uvm and uvm-prefetch cells of that dtype of their peak less `largest`,

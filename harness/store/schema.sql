@@ -105,6 +105,7 @@ CREATE TABLE cells (
     streamed_bytes      INTEGER,
     streamed_gbps       REAL,
     device_weight_bytes INTEGER,
+    pinned_host_bytes   INTEGER,
     device_used_bytes   INTEGER,
     predicted_alloc_bytes INTEGER,
     predicted_peak_bytes INTEGER,

@@ -314,6 +314,7 @@ std::int64_t Store::record_cell(std::int64_t run_id, int cell_index, const CellP
         {"tokens_per_s", sql(o.tokens_per_s)},
         {"resident_bytes", sql(o.resident_bytes)}, {"streamed_bytes", sql(o.streamed_bytes)},
         {"streamed_gbps", streamed_gbps}, {"device_weight_bytes", sql(o.device_weight_bytes)},
+        {"pinned_host_bytes", sql(o.pinned_host_bytes)},
         {"device_used_bytes", sql(o.device_used_bytes)}, {"predicted_alloc_bytes", sql(o.predicted_alloc_bytes)},
         {"predicted_peak_bytes", sql(o.predicted_peak_bytes)},
         {"predicted_host_peak_bytes", sql(o.predicted_host_peak_bytes)},
@@ -388,7 +389,7 @@ std::optional<CellOutcome> Store::load_outcome(const std::string& key) {
         " device_weight_bytes, device_used_bytes, um_profiling, dropped_records, launches_per_forward,"
         " gpu_used_before_bytes, gpu_context_bytes, gpu_peak_bytes, gpu_own_peak_bytes, gpu_other_processes,"
         " gpu_other_bytes, gpu_memory_readings, gpu_memory_note, check_reference_key, noise_pct, noisy,"
-        " check_reference_computed"
+        " check_reference_computed, pinned_host_bytes"
         " FROM cells WHERE cell_key = ?");
     st.bind(1, key);
     if (!st.step()) return std::nullopt;
@@ -423,6 +424,7 @@ std::optional<CellOutcome> Store::load_outcome(const std::string& key) {
     o.noise_pct = opt_real(27);
     o.noisy = st.int64(28) != 0;
     if (!st.is_null(29)) o.check_reference_computed = st.int64(29) != 0;
+    o.pinned_host_bytes = opt_int(30);
     // um_profiling is set exactly when the cell's events were recorded.
     if (!st.is_null(15)) {
         o.events = load_events(db_, cell_id);

@@ -120,6 +120,9 @@ struct CellOutcome {
     // GPU backends: where the weights went, and the device memory in use after the first
     // iteration (CUDA context included).
     std::optional<std::int64_t> resident_bytes, streamed_bytes, device_weight_bytes, device_used_bytes;
+    // GPU backends: the page-locked host memory they hold for the weights (explicit-copy's copy of
+    // the streamed units; 0 for the others).
+    std::optional<std::int64_t> pinned_host_bytes;
     // GPU cells: the device memory the estimator predicts the cell allocates (weights, activations,
     // scores, GEMM workspace), decided before it runs, whether it ran or not; and its predicted
     // peak, those allocations plus the fixed cost measured on this GPU and driver by the cells
