@@ -14,7 +14,7 @@
 
 namespace sweetspot {
 
-// Where a unit starts inside a device or pinned allocation: cudaMalloc's alignment, which gives
+// Where a unit starts inside a device allocation: cudaMalloc's alignment, which gives
 // each unit's tensors the alignment the kernels and cuBLAS expect (units are multiples of 256
 // bytes in every dtype, so it costs nothing).
 inline constexpr std::int64_t kUnitAlignmentBytes = 256;
