@@ -215,6 +215,16 @@ TEST_CASE("a GPU cell's measured memory is stored, and set against the predictio
     CHECK_THAT(summary.str(), ContainsSubstring("GPU memory: predicted peak against NVML's measured peak"));
     CHECK_THAT(summary.str(), ContainsSubstring("-0.99 %"));
 
+    // The host side where the cell has both: 500 predicted against 400 MiB measured, 25 % over.
+    o.predicted_host_peak_bytes = 500 * MiB;
+    o.peak_host_rss_bytes = 400 * MiB;
+    cell.batch = 3;
+    s.record_cell(run, 2, cell, o);
+    std::ostringstream with_host;
+    print_summary(s, SummaryOptions{}, with_host);
+    CHECK_THAT(with_host.str(), ContainsSubstring("host: predicted"));
+    CHECK_THAT(with_host.str(), ContainsSubstring("25.00 %"));
+
     // A cell without NVML keeps the reason, and no numbers.
     CellOutcome without = o;
     without.gpu_used_before_bytes = without.gpu_context_bytes = without.gpu_peak_bytes = std::nullopt;

@@ -234,27 +234,35 @@ void print_history(Store& store, const SummaryOptions& opt, std::ostream& out) {
 }
 
 // The memory estimator against NVML's measured peak, per GPU cell that has both (the view
-// memory_accuracy); nothing for databases before version 6 or without such cells.
+// memory_accuracy), with its peak host memory against the process's where the cell has both
+// (host_memory_accuracy, version 9 on); nothing for databases before version 6 or without such cells.
 void print_memory_accuracy(Store& store, const SummaryOptions& opt, std::ostream& out) {
     auto has_view = store.db().prepare("SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = 'memory_accuracy'");
     if (!has_view.step()) return;
+    auto has_host = store.db().prepare("SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = 'host_memory_accuracy'");
+    const bool host = has_host.step();
     auto st = store.db().prepare(
         "SELECT m.cell_id, m.backend, m.predicted_peak_bytes, m.gpu_peak_bytes, m.peak_error_pct, m.gpu_context_bytes,"
-        " m.gpu_other_processes FROM memory_accuracy m JOIN cells c USING (cell_id)"
+        " m.gpu_other_processes, " +
+        std::string(host ? "h.predicted_host_peak_bytes, h.peak_host_rss_bytes, h.host_error_pct" : "NULL, NULL, NULL") +
+        " FROM memory_accuracy m JOIN cells c USING (cell_id)" +
+        (host ? " LEFT JOIN host_memory_accuracy h USING (cell_id)" : "") +
         " WHERE ?1 IS NULL OR c.run_id = ?1 ORDER BY c.cell_index, m.cell_id");
     st.bind(1, opt.run_id);
     TextTable t;
     t.add_column("cell", TextTable::Align::right);
     t.add_column("backend");
-    for (const char* h : {"predicted peak", "measured peak", "error", "CUDA context", "other processes"})
+    for (const char* h : {"predicted peak", "measured peak", "error", "CUDA context", "other processes", "host: predicted",
+                          "measured", "error"})
         t.add_column(h, TextTable::Align::right);
-    while (st.step()) {
-        const bool predicted = !st.is_null(2);
-        t.add_row({st.text(0), st.text(1), predicted ? human_bytes(st.int64(2)) : "-", human_bytes(st.int64(3)),
-                   predicted ? fixed(st.real(4), 2) + " %" : "-", human_bytes(st.int64(5)), st.text(6)});
-    }
+    const auto bytes_or_dash = [&](int i) { return st.is_null(i) ? std::string("-") : human_bytes(st.int64(i)); };
+    const auto pct_or_dash = [&](int i) { return st.is_null(i) ? std::string("-") : fixed(st.real(i), 2) + " %"; };
+    while (st.step())
+        t.add_row({st.text(0), st.text(1), bytes_or_dash(2), human_bytes(st.int64(3)), pct_or_dash(4), human_bytes(st.int64(5)),
+                   st.text(6), bytes_or_dash(7), bytes_or_dash(8), pct_or_dash(9)});
     if (t.empty()) return;
-    out << "\nGPU memory: predicted peak against NVML's measured peak (results/README.md says what each includes)\n";
+    out << "\nGPU memory: predicted peak against NVML's measured peak, and the process's peak host memory against "
+           "its prediction\n(results/README.md says what each includes)\n";
     t.print(out);
 }
 
