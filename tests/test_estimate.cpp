@@ -53,7 +53,8 @@ void host_rss(CellOutcome& o, const CellParams& c, std::int64_t beyond, bool ref
     o.check_reference = "host fp32 forward";
     o.check_reference_computed = reference_ran;
     o.pinned_host_bytes = estimate_memory(c).pinned_host;
-    o.peak_host_rss_bytes = estimate_memory(c).host_total(reference_ran) + beyond;
+    o.predicted_host_alloc_bytes = estimate_memory(c).host_total(reference_ran);
+    o.peak_host_rss_bytes = *o.predicted_host_alloc_bytes + beyond;
 }
 
 // A results database: one run on `gpu` with two device cells (600 and 598 MiB beyond their
@@ -413,13 +414,16 @@ TEST_CASE("run stores each GPU cell's predicted allocations, whether it ran or n
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     Database d(db, Database::Mode::read_only);
-    auto st = d.prepare("SELECT backend, predicted_alloc_bytes FROM cells ORDER BY cell_index");
+    auto st = d.prepare("SELECT backend, predicted_alloc_bytes, predicted_host_alloc_bytes FROM cells ORDER BY cell_index");
     REQUIRE(st.step());
     CHECK(st.text(0) == "device");  // skipped on a machine without a GPU, measured on one
-    CHECK(st.int64(1) == estimate_memory(one_cell("model = \"tiny_odd\"\nbackend = \"device\"")).device_total());
+    const MemoryEstimate device = estimate_memory(one_cell("model = \"tiny_odd\"\nbackend = \"device\""));
+    CHECK(st.int64(1) == device.device_total());
+    CHECK(st.int64(2) == device.host_total(true));  // a small model's check always runs its reference
     REQUIRE(st.step());
     CHECK(st.text(0) == "host");
     CHECK(st.is_null(1));
+    CHECK(st.is_null(2));
 }
 
 TEST_CASE("a cell whose predicted need exceeds the GPU is a predicted OOM, with the numbers", "[estimate]") {

@@ -823,6 +823,9 @@ TEST_CASE("CpuForward reports the activation buffers it holds", "[kernels]") {
     // x, ln, att, y: [bt, c]; qkv: [bt, 3c]; fc: [bt, 4c]; scores: [seq, seq].
     const std::int64_t bt = batch * seq, c = m.n_embd;
     CHECK(forward.activation_bytes() == static_cast<std::int64_t>(sizeof(float)) * (bt * c * 11 + seq * seq));
+    // What the memory estimator asks for without making a forward is what one holds.
+    CHECK(CpuForward::activation_bytes_for(m, batch, seq) == forward.activation_bytes());
+    CHECK(CpuForward::activation_bytes_for(m, 1, 7) == CpuForward(m, WeightLayout::for_model(m), 1, 7).activation_bytes());
 }
 
 TEST_CASE("CpuForward and reference_forward reject bad arguments", "[kernels]") {

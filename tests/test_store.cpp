@@ -317,6 +317,7 @@ TEST_CASE("opening again keeps the data; read-only opening checks the file", "[s
 // reference forward, and the view that compares the host peaks.
 constexpr const char* kBeforeVersion9 =
     "DROP VIEW host_memory_accuracy; ALTER TABLE cells DROP COLUMN predicted_host_peak_bytes;"
+    "ALTER TABLE cells DROP COLUMN predicted_host_alloc_bytes;"
     "ALTER TABLE cells DROP COLUMN check_reference_computed; ALTER TABLE cells DROP COLUMN pinned_host_bytes;";
 // Turns a database back into version 6: the prefetch_api axis back, the kept reference logits and
 // the noise criterion out.

@@ -19,7 +19,8 @@ namespace sweetspot {
 MemoryEstimate estimate_memory(const CellParams& cell) {
     const BackendTraits& backend = backend_traits(cell.backend);
     const BackendConfig config = backend_config(cell);
-    const auto units = unit_bytes(WeightLayout::for_model(cell.model), cell.dtype);
+    const WeightLayout layout_of_weights = WeightLayout::for_model(cell.model);
+    const auto units = unit_bytes(layout_of_weights, cell.dtype);
     if (const std::string why = backend.cannot_honour(config, units); !why.empty()) throw std::invalid_argument(why);
 
     MemoryEstimate e;
@@ -35,7 +36,7 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
         return e;
     }
     e.host_buffers = 2 * logits_bytes(host_reference_rows(cell));
-    const auto fp32_units = unit_bytes(WeightLayout::for_model(cell.model), DType::fp32);
+    const auto fp32_units = unit_bytes(layout_of_weights, DType::fp32);
     const HostReferenceShape reference = host_reference_shape(cell);
     e.host_reference = *std::max_element(fp32_units.begin(), fp32_units.end()) +
                        CpuForward::activation_bytes_for(cell.model, reference.batch, reference.seq);
@@ -74,8 +75,7 @@ std::optional<std::int64_t> FixedCost::host_process_for(BackendId backend) const
 namespace {
 
 // One ok GPU cell's measured peak and what it allocated, for the calibration; and on the host,
-// its process's peak resident memory less the estimate's host terms, where the cell says whether
-// its reference forward ran.
+// its process's peak resident memory less the host memory the estimator accounted for when it ran.
 struct MeasuredCell {
     const BackendTraits* backend;
     DType dtype;
@@ -128,12 +128,14 @@ std::vector<FixedCost> measured_fixed_costs(Database& db) {
     // first iteration.
     const std::string used =
         has_column(db, "cells", "gpu_peak_bytes") ? "coalesce(c.gpu_peak_bytes, c.device_used_bytes)" : "c.device_used_bytes";
-    // Before schema 9 no cell said whether its reference forward ran, so none measures the host.
-    const std::string computed = has_column(db, "cells", "check_reference_computed") ? "c.check_reference_computed" : "NULL";
+    // Before schema 9 no cell stored the host memory the estimator accounts for, so none measures the
+    // host's other memory.
+    const std::string host_terms =
+        has_column(db, "cells", "predicted_host_alloc_bytes") ? "c.predicted_host_alloc_bytes" : "NULL";
     const std::string pinned = has_column(db, "cells", "pinned_host_bytes") ? "c.pinned_host_bytes" : "NULL";
     auto st = db.prepare("SELECT coalesce(r.gpu_name, ''), coalesce(r.gpu_driver, ''), c.backend, c.dtype, " + used +
                          ", c.device_weight_bytes + c.activation_bytes, c.activation_bytes, c.weight_bytes, "
-                         "c.canonical, c.peak_host_rss_bytes, " + computed + ", " + pinned +
+                         "c.peak_host_rss_bytes, " + host_terms + ", " + pinned +
                          " FROM cells c JOIN runs r USING (run_id)"
                          " WHERE c.status = 'ok' AND " + used + " IS NOT NULL"
                          " AND c.device_weight_bytes IS NOT NULL AND c.activation_bytes IS NOT NULL"
@@ -156,14 +158,9 @@ std::vector<FixedCost> measured_fixed_costs(Database& db) {
         }
         const BackendTraits& traits = backend_traits(*backend);
         const std::int64_t weight_bytes = st.int64(7);
-        const std::int64_t pinned_bytes = !st.is_null(11) ? st.int64(11) : traits.pinned_weights ? weight_bytes : 0;
+        const std::int64_t pinned_bytes = !st.is_null(10) ? st.int64(10) : traits.pinned_weights ? weight_bytes : 0;
         MeasuredCell cell{&traits, *dtype, st.int64(4), st.int64(5), st.int64(6), weight_bytes, pinned_bytes, std::nullopt};
-        if (!st.is_null(9) && !st.is_null(10)) {
-            const MemoryEstimate e = estimate_memory(CellParams::from_canonical(st.text(8)));
-            // The page-locked bytes the cell held, not what this version would pin for it.
-            const std::int64_t host = e.host_total(st.int64(10) != 0) - e.pinned_host + pinned_bytes;
-            cell.host_beyond = st.int64(9) - host;
-        }
+        if (!st.is_null(8) && !st.is_null(9)) cell.host_beyond = st.int64(8) - st.int64(9);
         cells.push_back(cell);
     }
     flush();

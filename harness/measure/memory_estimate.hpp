@@ -80,7 +80,8 @@ struct FixedCost {
 
     // What a cell's process holds on the host beyond the estimate's host terms (the libraries'
     // code and data, the CUDA runtime and driver, the allocator's slack), per backend: the largest
-    // over that backend's cells of their peak resident memory less host_total.
+    // over that backend's cells of their peak resident memory less the host_total they stored
+    // (predicted_host_alloc_bytes).
     std::map<BackendId, std::int64_t> host_process;
 
     // That dtype's managed overhead; when none was measured for it, the largest measured for

@@ -199,10 +199,13 @@ std::optional<FixedCost> fixed_cost_here(const GpuFacts& gpu, Store& store) {
 // What the estimator says of a GPU cell, stored with it whether it ran or not: its allocations,
 // and its device and host peaks where the fixed costs of this GPU and driver have been measured.
 // `reference_runs`: the cell's check computes its host reference (the database keeps none for it).
+// The host memory the estimator accounts for is stored as the cell ran (its reference forward
+// counted where it did run), for later calibrations.
 void add_predictions(const CellParams& cell, const std::optional<FixedCost>& fixed, bool reference_runs, CellOutcome& o) {
     if (!uses_gpu(cell) || !cell_impossible_reason(cell).empty()) return;
     const MemoryEstimate e = estimate_memory(cell);
     o.predicted_alloc_bytes = e.device_total();
+    o.predicted_host_alloc_bytes = e.host_total(o.check_reference_computed.value_or(reference_runs));
     if (!fixed) return;
     o.predicted_peak_bytes = predicted_peak(cell, e, *fixed);
     o.predicted_host_peak_bytes = predicted_host_peak(cell, e, *fixed, reference_runs);

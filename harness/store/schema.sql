@@ -110,6 +110,7 @@ CREATE TABLE cells (
     predicted_alloc_bytes INTEGER,
     predicted_peak_bytes INTEGER,
     predicted_host_peak_bytes INTEGER,
+    predicted_host_alloc_bytes INTEGER,
     gpu_used_before_bytes INTEGER,
     gpu_context_bytes   INTEGER,
     gpu_peak_bytes      INTEGER,

@@ -318,6 +318,7 @@ std::int64_t Store::record_cell(std::int64_t run_id, int cell_index, const CellP
         {"device_used_bytes", sql(o.device_used_bytes)}, {"predicted_alloc_bytes", sql(o.predicted_alloc_bytes)},
         {"predicted_peak_bytes", sql(o.predicted_peak_bytes)},
         {"predicted_host_peak_bytes", sql(o.predicted_host_peak_bytes)},
+        {"predicted_host_alloc_bytes", sql(o.predicted_host_alloc_bytes)},
         {"gpu_used_before_bytes", sql(o.gpu_used_before_bytes)},
         {"gpu_context_bytes", sql(o.gpu_context_bytes)}, {"gpu_peak_bytes", sql(o.gpu_peak_bytes)},
         {"gpu_own_peak_bytes", sql(o.gpu_own_peak_bytes)}, {"gpu_other_processes", sql(o.gpu_other_processes)},

@@ -132,6 +132,10 @@ struct CellOutcome {
     // host memory, logits, the check's host reference forward where it runs, and the process's own
     // memory measured on this GPU and driver), where that has been measured.
     std::optional<std::int64_t> predicted_host_peak_bytes;
+    // GPU cells: the host memory the estimator accounts for (MemoryEstimate::host_total, the check's
+    // reference forward counted where it ran), without the process's own: what the calibration
+    // subtracts from the measured peak.
+    std::optional<std::int64_t> predicted_host_alloc_bytes;
     // GPU cells: the device memory NVML read around the cell (harness/measure/gpu_memory_watch.hpp),
     // or gpu_memory_note saying why there is none.
     std::optional<std::int64_t> gpu_used_before_bytes, gpu_context_bytes, gpu_peak_bytes, gpu_own_peak_bytes;

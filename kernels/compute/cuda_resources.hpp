@@ -1,8 +1,8 @@
 #pragma once
-// RAII owners for CUDA resources: streams, events, device, pinned (pinned_memory.hpp) and managed memory, shared by
-// the GPU forward, the backends and the harness. Creation goes through CUDA_CHECK; destruction ignores errors, because a
-// destructor must not throw and an error there means the context is already lost (the error
-// was reported by the call that broke it).
+// RAII owners for CUDA resources: streams, events, device, pinned (pinned_memory.hpp) and managed
+// memory, shared by the GPU forward, the backends and the harness. Creation goes through
+// CUDA_CHECK; destruction ignores errors, because a destructor must not throw and an error there
+// means the context is already lost (the error was reported by the call that broke it).
 #include <cuda_runtime_api.h>
 
 #include <cstddef>

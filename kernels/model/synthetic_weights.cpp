@@ -76,7 +76,6 @@ void fill_tensor(std::int64_t numel, std::uint64_t key, const synthetic::TensorI
     });
 }
 
-
 // Unit `u` as T at `out`: each value made, then `convert`ed; the padding between and after the
 // tensors zero.
 template <class T, class Convert>
