@@ -13,17 +13,17 @@ from bound import bound_ms, device_latencies, driver_bound_ms, managed_rates
 
 # Versions this report reads: it names every column it needs and skips a figure whose columns a
 # file lacks, so an older file cannot be misread.
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 
 # What the report takes from a cell's run (absent from the oldest files: filled with NULL).
 RUN_COLUMNS = ("h2d_gbps", "d2h_gbps", "gpu_name", "gpu_driver", "cpu_model", "host")
 
 # The parameters that define a measurement (results/README.md, `cells`), in the order labels use.
 PARAMETERS = ("model", "variant", "backend", "dtype", "batch", "seq", "streams", "prefetch", "budget", "resident",
-              "evict", "tf32", "dropout", "activations", "mode", "weights", "warmups", "iterations",
+              "evict", "tf32", "launch", "dropout", "activations", "mode", "weights", "warmups", "iterations",
               "trace_iterations", "seed", "repeat", "debug_fault")
 # Parameters that later schema versions added, with the value every cell of an older file had.
-ADDED_PARAMETERS = {"dropout": 0.0, "repeat": 1}
+ADDED_PARAMETERS = {"dropout": 0.0, "repeat": 1, "launch": "kernels"}
 # The model's shape: part of what a cell measures, but labels name the model instead. Two models
 # of one name differ only when a matrix redefined a custom model between runs.
 MODEL_SHAPE = ("n_layer", "n_embd", "n_head", "vocab_size", "max_positions")

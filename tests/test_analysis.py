@@ -289,6 +289,14 @@ class BoundTest(unittest.TestCase):
         ref = bound.device_latencies([cell("device", latency=50.0, dtype="fp16"), cell("device", latency=70.0)])
         self.assertEqual(sorted(ref.values()), [50.0, 70.0])
 
+    def test_reference_is_the_fastest_device_cell_of_the_workload(self):
+        """Repeats and launch settings of one workload: the fastest is the in-memory reference, in any
+        order; a NaN latency is no reference."""
+        cells = [cell("device", latency=70.0), cell("device", latency=60.0, launch="graphs"),
+                 cell("device", latency=float("nan")), cell("device", latency=65.0, repeat=2)]
+        for order in (cells, cells[::-1]):
+            self.assertEqual(list(bound.device_latencies(order).values()), [60.0])
+
 
 class DriverBoundTest(unittest.TestCase):
     """driver bound = max(streamed ÷ the probe's rate in + streamed ÷ its rate out, the `device` latency)
@@ -414,7 +422,7 @@ class BoundFixture(DbTest):
 class BackendsTableTest(BoundFixture):
     """scripts/bench/backends_table.py: the table in docs/benchmarks.md."""
 
-    COLUMNS = ["model", "dtype", "b×s", "backend", "prefetch", "streams", "budget", "resident", "evict",
+    COLUMNS = ["model", "dtype", "b×s", "backend", "prefetch", "streams", "budget", "resident", "evict", "launch",
                "streamed GB", "median ms", "p10–p90 ms", "bound ms", "× bound", "driver bound ms", "× driver bound",
                "link GB/s", "rel err"]
 
@@ -494,6 +502,29 @@ class BackendsTableTest(BoundFixture):
         expected[("explicit-copy", "fp32", "25%")] = ("6.00", "280.0", "280.0–280.0", "240.0", "1.17", "-", "-", "-")
         self.check(rows, expected)
         self.assertEqual(rows[("explicit-copy", "fp32", "25%")]["streams"], "3")
+
+    def test_launch_column_and_databases_before_it(self):
+        """A uvm-prefetch cell that launched graphs, faster than the fixture's (120 against 150 ms):
+        --best keeps it and says so; a database from before schema 10 (no launch column) reads as
+        kernels."""
+        db = FixtureDb(self.folder, "graphs.db")
+        db.set_run(h2d_gbps=15.0, gpu_name="Fixture GPU")
+        gpu_cell(db, "uvm-prefetch", budget="75%", budget_bytes=6 * GB, weight_bytes=8 * GB, oversubscription=4 / 3,
+                 resident_bytes=6 * GB, streamed_bytes=2 * GB, prefetch="1", launch="graphs",
+                 latency_median_ms=120.0, latency_p10_ms=110.0, latency_p90_ms=130.0)
+        db.close()
+        rows = self.markdown_rows(self.script(self.path, db.path, "--markdown", "--best"))
+        self.assertEqual(rows[("uvm-prefetch", "fp32", "75%")]["launch"], "graphs")
+        self.assertEqual(rows[("uvm-prefetch", "fp32", "75%")]["median ms"], "120.0")
+        old = os.path.join(self.folder, "v9.db")
+        shutil.copy(self.path, old)
+        con = sqlite3.connect(old)
+        con.execute("ALTER TABLE cells DROP COLUMN launch")
+        con.commit()
+        con.close()
+        rows = self.markdown_rows(self.script(old, "--markdown"))
+        self.check(rows, self.EXPECTED)
+        self.assertEqual({r["launch"] for r in rows.values()}, {"kernels"})
 
 
 class ReportBoundTest(BoundFixture):

@@ -12,6 +12,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch_test_macros.hpp>
@@ -390,6 +391,54 @@ TEST_CASE("GpuForward with managed activations", "[gpu][kernels]") {
     GpuForwardOptions options;
     options.managed_activations = true;
     check_against_cpu(builtin("tiny"), 2, 33, options, kAllDtypes, tolerance);
+}
+
+TEST_CASE("unit graphs compute what the kernels launched one by one compute, bit for bit", "[gpu][kernels]") {
+    require_gpu();
+    const ModelConfig m = builtin("tiny_odd");
+    const WeightLayout layout = WeightLayout::for_model(m);
+    const int units = static_cast<int>(layout.units.size());
+    const auto synthetic = synthetic_units(m, layout);
+    const auto tokens = make_tokens(m, 2, 33);
+    const std::vector<Event> one_run = expected_events(layout);
+    Stream stream;
+    for (const DType dtype : kAllDtypes) {
+        const DtypeUnits weights = in_dtype(synthetic, dtype);
+        // residual_ln hands each block's MLP output to the next unit's kernels: the state a
+        // replayed graph must restore on the host.
+        for (const char* name : {"baseline", "dropout_ln", "all"}) {
+            for (const float p : {0.0f, 0.1f}) {
+                INFO(enum_name(dtype) << " variant " << name << " dropout " << p);
+                GpuForwardOptions options;
+                options.variant = *Variant::parse(name);
+                options.dropout = Dropout{p, 5};
+                DeviceSource one_by_one_source(weights);
+                GpuForward one_by_one(m, layout, dtype, 2, 33, stream.get(), options);
+                one_by_one.set_tokens(tokens);
+                one_by_one.run(one_by_one_source);
+                const std::vector<float> want = one_by_one.logits_to_host();
+                REQUIRE_FALSE(all_zero(want));
+                CHECK(one_by_one.graph_captures() == 0);
+
+                options.unit_graphs = true;
+                // Two copies of the weights: a forward over the other copy captures every unit
+                // again, a forward over the same copy replays.
+                DeviceSource first(weights), second(weights);
+                GpuForward graphs(m, layout, dtype, 2, 33, stream.get(), options);
+                graphs.set_tokens(tokens);
+                const std::pair<DeviceSource*, int> runs[] = {
+                    {&first, units}, {&first, units}, {&second, 2 * units}, {&second, 2 * units}, {&first, 3 * units}};
+                for (const auto& [source, captures] : runs) {
+                    source->events.clear();
+                    graphs.run(*source);
+                    CHECK(source->events == one_run);
+                    CHECK(graphs.graph_captures() == captures);
+                    CHECK(graphs.launches_per_forward() == one_by_one.launches_per_forward());
+                    CHECK(bit_identical(graphs.logits_to_host(), want));
+                }
+            }
+        }
+    }
 }
 
 TEST_CASE("GpuForward checks its tokens", "[gpu][kernels]") {

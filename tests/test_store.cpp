@@ -313,6 +313,8 @@ TEST_CASE("opening again keeps the data; read-only opening checks the file", "[s
                       path + " has schema version 99; this sweetspot reads versions 2 to " + std::to_string(kSchemaVersion));
 }
 
+// Takes version 10's addition out of a database: the launch axis.
+constexpr const char* kBeforeVersion10 = "ALTER TABLE cells DROP COLUMN launch;";
 // Takes version 9's additions out of a database: the predicted host peak, whether the check ran its
 // reference forward, and the view that compares the host peaks.
 constexpr const char* kBeforeVersion9 =
@@ -353,6 +355,7 @@ void write_old_version(const std::string& path, int version) {
         RunInfo info;
         info.started_at = "2026-01-01T00:00:00Z";
         s.record_cell(s.begin_run(info), 0, tiny_cell(2, 8), ok_outcome(1.0));
+        if (version < 10) s.db().exec(kBeforeVersion10);
         if (version < 9) s.db().exec(kBeforeVersion9);
         if (version < 7) s.db().exec(kBeforeVersion7);
         if (version < 6) s.db().exec(kBeforeVersion6);
@@ -458,6 +461,7 @@ TEST_CASE("upgrading to version 8 re-keys cells without their iterations; cells 
         s.record_cell(run, 2, other, ok_outcome(3.0));
         store_as_version_7(s, other);
         five_old_key = fnv1a64_hex(five.canonical() + "iterations=5\nwarmups=1\n");
+        s.db().exec(kBeforeVersion10);
         s.db().exec(kBeforeVersion9);
         s.db().exec("UPDATE schema_info SET version = 7; PRAGMA user_version = 7");
     }
@@ -525,6 +529,31 @@ TEST_CASE("a version-8 database is read as it is and upgraded when a run writes 
     const std::optional<CellOutcome> loaded = s.load_outcome(tiny_cell(2, 16).key());
     REQUIRE(loaded);
     CHECK(loaded->check_reference_computed == false);
+}
+
+TEST_CASE("a version-9 database is read as it is and upgraded when a run writes to it; its cells launched kernels",
+          "[store]") {
+    TempDir tmp;
+    const auto path = tmp.file("v9.db");
+    write_old_version(path, 9);
+    CHECK_FALSE(has_column(Store::open_read_only(path).db(), "cells", "launch"));  // reading changed nothing
+    auto s = Store::open(path);
+    CellParams graphs = tiny_cell(2, 16);
+    graphs.launch = Launch::graphs;
+    RunInfo info;
+    info.started_at = "2026-01-02T00:00:00Z";
+    s.record_cell(s.begin_run(info), 1, graphs, ok_outcome(1.0));
+    auto v = s.db().prepare("SELECT version FROM schema_info");
+    REQUIRE(v.step());
+    CHECK(v.int64(0) == kSchemaVersion);
+    auto cells = s.db().prepare("SELECT launch, canonical FROM cells ORDER BY cell_index");
+    REQUIRE(cells.step());
+    CHECK(cells.text(0) == "kernels");
+    REQUIRE(cells.step());
+    CHECK(cells.text(0) == "graphs");
+    CHECK(CellParams::from_canonical(cells.text(1)).launch == Launch::graphs);
+    // The default stays out of the key: the cells of version 9 keep theirs.
+    CHECK(tiny_cell(2, 8).canonical().find("launch") == std::string::npos);
 }
 
 TEST_CASE("a version-6 database is read as it is and upgraded when a run writes to it", "[store]") {

@@ -282,6 +282,7 @@ std::vector<Axis> make_axes() {
         keyed(choice_axis("resident", &CellParams::resident), K::unless_default),
         keyed(choice_axis("evict", &CellParams::evict), K::unless_default),
         tf32_axis(),
+        keyed(choice_axis("launch", &CellParams::launch), K::unless_default),
         dropout_axis(),
         choice_axis("mode", &CellParams::mode),
         weights_axis(),

@@ -25,6 +25,14 @@ struct EnumNames<Activations> {
         {{Activations::device, "device"}, {Activations::managed, "managed"}}};
 };
 
+// How the GPU forward puts a unit's kernels on the stream: one launch each, or captured once as a
+// CUDA graph and launched as one (kernels/compute/unit_graphs.hpp), which takes the host less time.
+enum class Launch { kernels, graphs };
+template <>
+struct EnumNames<Launch> {
+    static constexpr std::array<EnumName<Launch>, 2> list = {{{Launch::kernels, "kernels"}, {Launch::graphs, "graphs"}}};
+};
+
 enum class Mode { infer, train };
 template <>
 struct EnumNames<Mode> {
@@ -105,6 +113,7 @@ struct CellParams {
     ResidentPolicy resident = ResidentPolicy::interleaved;  // which layers a budget keeps on the device
     UvmEvict evict = UvmEvict::migrate;                     // how the UVM backends evict a layer
     bool tf32 = false;                                      // fp32 GEMMs on TF32 tensor cores
+    Launch launch = Launch::kernels;                        // how the GPU forward enqueues a unit's kernels
     double dropout = 0;                                     // probability at each dropout site
     Mode mode = Mode::infer;
     std::string weights = "synthetic";  // or a path to a .safetensors checkpoint

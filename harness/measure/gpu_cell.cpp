@@ -95,6 +95,7 @@ GpuForwardOptions forward_options(const CellParams& c, const MeasureOptions& opt
     f.allow_oversubscription = options.allow_oversubscription;
     f.variant = c.variant;
     f.dropout = c.dropout_masks();
+    f.unit_graphs = c.launch == Launch::graphs;
     return f;
 }
 

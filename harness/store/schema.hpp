@@ -17,5 +17,6 @@ extern const char* const kUpgradeV5Sql;
 extern const char* const kUpgradeV6Sql;
 extern const char* const kUpgradeV7Sql;
 extern const char* const kUpgradeV8Sql;
+extern const char* const kUpgradeV9Sql;
 
 }  // namespace sweetspot

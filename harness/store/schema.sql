@@ -72,6 +72,7 @@ CREATE TABLE cells (
     resident            TEXT NOT NULL,
     evict               TEXT NOT NULL,
     tf32                INTEGER NOT NULL,
+    launch              TEXT NOT NULL,
     dropout             REAL NOT NULL,
     activations         TEXT NOT NULL,
     mode                TEXT NOT NULL,

@@ -226,6 +226,7 @@ Store Store::open(const std::string& path, Access access) {
         db.exec(kUpgradeV7Sql);
     }
     if (version <= 8) db.exec(kUpgradeV8Sql);
+    if (version <= 9) db.exec(kUpgradeV9Sql);
     db.exec(kLaterViewsSql);
     tx.commit();
     return Store(std::move(db), std::move(lock));

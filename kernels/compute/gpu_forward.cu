@@ -12,6 +12,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -22,6 +23,7 @@
 #include "kernels/compute/gpu_kernels.cuh"
 #include "kernels/compute/managed_memory.hpp"
 #include "kernels/compute/nvtx.hpp"
+#include "kernels/compute/unit_graphs.hpp"
 #include "kernels/model/activation_layout.hpp"
 
 namespace sweetspot {
@@ -60,6 +62,7 @@ struct GpuForward::Impl {
     int launches = 0;  // kernels and GEMMs enqueued by the forward in progress
     // The layer whose MLP output waits in y for its residual add (residual_ln), or -1.
     int pending_mlp_layer = -1;
+    std::optional<UnitGraphs> graphs;  // with options.unit_graphs
 
     Impl(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_, int batch_, int seq_,
          cudaStream_t stream_, const GpuForwardOptions& options_);
@@ -128,6 +131,7 @@ GpuForward::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_, D
     tokens = reinterpret_cast<std::int32_t*>(base + l.tokens);
 
     gemm = std::make_unique<Gemm>(dtype, stream, options.tf32);
+    if (options.unit_graphs) graphs.emplace(static_cast<int>(layout.units.size()));
 }
 
 template <class T>
@@ -181,7 +185,20 @@ void GpuForward::Impl::run(LayerSource& weights) {
         }
         {
             const NvtxRange phase("compute");
-            compute(p, layout.units[as_size(unit)]);
+            const UnitLayout& u = layout.units[as_size(unit)];
+            if (graphs) {
+                // A replayed graph enqueues nothing from the host code, so what that code leaves
+                // for the next unit comes from the capture.
+                const int before = launches;
+                const auto effect = graphs->run(unit, p, stream, [&] {
+                    compute(p, u);
+                    return UnitGraphs::HostEffect{launches - before, pending_mlp_layer};
+                });
+                launches = before + effect.launches;
+                pending_mlp_layer = effect.state_after;
+            } else {
+                compute(p, u);
+            }
         }
         const NvtxRange phase("release");
         weights.release(unit);
@@ -372,5 +389,7 @@ std::int64_t GpuForward::activation_bytes() const { return impl_->arena_bytes; }
 std::int64_t GpuForward::workspace_bytes() const { return impl_->gemm->workspace_bytes(); }
 
 int GpuForward::launches_per_forward() const { return impl_->launches; }
+
+int GpuForward::graph_captures() const { return impl_->graphs ? impl_->graphs->captures() : 0; }
 
 }  // namespace sweetspot

@@ -23,6 +23,7 @@ struct GpuForwardOptions {
     bool allow_oversubscription = false;
     Variant variant;  // which fusions replace baseline kernels
     Dropout dropout;  // GPT-2's dropouts, with the masks every forward draws (dropout.hpp)
+    bool unit_graphs = false;  // each unit's kernels launched as one CUDA graph (unit_graphs.hpp)
 };
 
 class GpuForward {
@@ -52,6 +53,9 @@ public:
     std::int64_t workspace_bytes() const;   // cuBLAS workspace
     // Kernels and GEMMs the last forward enqueued (what a fusion saves in launches).
     int launches_per_forward() const;
+    // Units captured as CUDA graphs so far (unit_graphs): once each, again only when a unit's
+    // weights moved; 0 without unit_graphs.
+    int graph_captures() const;
 
 private:
     struct Impl;

@@ -24,12 +24,13 @@ from bound import bound_ms, device_latencies, driver_bound_ms, managed_rates  # 
 QUERY = """
 SELECT c.cell_id, c.run_id, c.model, c.dtype, c.batch, c.seq, c.backend, c.prefetch, c.streams, c.budget, c.resident,
        c.evict, c.weight_bytes, c.budget_bytes, c.resident_bytes, c.streamed_bytes, c.latency_median_ms,
-       c.latency_p10_ms, c.latency_p90_ms, c.streamed_gbps, r.h2d_gbps, c.check_rel_err, c.variant, c.tf32
+       c.latency_p10_ms, c.latency_p90_ms, c.streamed_gbps, r.h2d_gbps, c.check_rel_err, c.variant, c.tf32{launch}
 FROM cells c JOIN runs r USING (run_id)
 WHERE c.status = 'ok' AND c.backend != 'host'
 """
 
-COLUMNS = ["model", "dtype", "b×s", "backend", "prefetch", "streams", "budget", "resident", "evict", "streamed GB",
+COLUMNS = ["model", "dtype", "b×s", "backend", "prefetch", "streams", "budget", "resident", "evict", "launch",
+           "streamed GB",
            "median ms", "p10–p90 ms", "bound ms", "× bound", "driver bound ms", "× driver bound", "link GB/s", "rel err"]
 
 
@@ -39,17 +40,21 @@ def rows(dbs):
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         con.row_factory = sqlite3.Row
         rates = managed_rates(con)
-        cells += [(c, rates) for c in con.execute(QUERY).fetchall()]
+        # Cells before schema 10 have no launch column: they all launched kernels one by one.
+        has_launch = any(r["name"] == "launch" for r in con.execute("PRAGMA table_info(cells)"))
+        query = QUERY.format(launch=", c.launch" if has_launch else ", 'kernels' AS launch")
+        cells += [(c, rates) for c in con.execute(query).fetchall()]
     device_ms = device_latencies([c for c, _ in cells])
     cells.sort(key=lambda cr: (cr[0]["model"], cr[0]["dtype"], cr[0]["seq"], cr[0]["backend"], cr[0]["prefetch"],
-                               cr[0]["streams"], cr[0]["budget_bytes"], cr[0]["resident"], cr[0]["evict"]))
+                               cr[0]["streams"], cr[0]["budget_bytes"], cr[0]["resident"], cr[0]["evict"],
+                               cr[0]["launch"]))
     for c, rates in cells:
         bound = bound_ms(c, device_ms)
         driver = driver_bound_ms(c, device_ms, rates)
         pct = 100.0 * c["budget_bytes"] / c["weight_bytes"]
         yield c["latency_median_ms"], [
             c["model"], c["dtype"], f'{c["batch"]}×{c["seq"]}', c["backend"], c["prefetch"], str(c["streams"]),
-            f"{pct:.0f}%", c["resident"], c["evict"],
+            f"{pct:.0f}%", c["resident"], c["evict"], c["launch"],
             f'{(c["streamed_bytes"] or 0) / 1e9:.2f}', f'{c["latency_median_ms"]:.1f}',
             f'{c["latency_p10_ms"]:.1f}–{c["latency_p90_ms"]:.1f}',
             f"{bound:.1f}" if bound else "-", f'{c["latency_median_ms"] / bound:.2f}' if bound else "-",
