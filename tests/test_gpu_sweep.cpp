@@ -193,3 +193,64 @@ TEST_CASE("a sweep of the tiny models through every GPU backend and dtype", "[gp
         CHECK(c.phase_ranges == 0);
     }
 }
+
+TEST_CASE("a cell that launches graphs computes and traces the kernels of one that launches them one by one",
+          "[gpu][runner]") {
+    test::require_gpu();
+    test::TempDir tmp;
+    const auto matrix = tmp.file("m.toml"), db = tmp.file("r.db");
+    test::write_file(matrix, R"(name = "gpu-graphs"
+[defaults]
+model = "tiny_odd"
+batch = 2
+seq = 16
+warmups = 1
+iterations = 2
+trace_iterations = 1
+timeout = "3m"
+
+[[sweep]]
+name = "resident"
+backend = "device"
+dtype = ["fp32", "fp16"]
+launch = ["kernels", "graphs"]
+
+[[sweep]]
+name = "streamed"
+backend = ["explicit-copy", "uvm-prefetch"]
+dtype = ["fp32", "fp16"]
+launch = ["kernels", "graphs"]
+prefetch = 1
+budget = "60%"
+evict = "read-mostly"
+)");
+    const auto run = test::run_sweetspot("run '" + matrix + "' --db '" + db + "'");
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    const auto cells = read_cells(db);
+    REQUIRE(cells.size() == 12);
+    for (const auto& [id, c] : cells) {
+        INFO("cell " << id << " " << c.backend << ": " << c.status << " " << c.reason);
+        CHECK(c.status == "ok");
+        CHECK(c.checked_within_tolerance);
+        CHECK(c.traced == 1);
+        CHECK(c.kernels > 0);
+        CHECK(c.phase_ranges > 0);
+    }
+    // Pairs of cells that differ only in launch: the same kernels in the traced iteration, the
+    // same launches counted, and the same logits' error against the reference.
+    Database rdb(db, Database::Mode::read_only);
+    auto pairs = rdb.prepare(
+        "SELECT k.backend, k.dtype, k.cell_id, g.cell_id, k.launches_per_forward, g.launches_per_forward,"
+        " k.check_rel_err, g.check_rel_err FROM cells k JOIN cells g"
+        " ON g.backend = k.backend AND g.dtype = k.dtype AND g.launch = 'graphs' WHERE k.launch = 'kernels'");
+    int compared = 0;
+    while (pairs.step()) {
+        INFO(pairs.text(0) << " " << pairs.text(1));
+        CHECK(cells.at(pairs.int64(2)).kernels == cells.at(pairs.int64(3)).kernels);
+        CHECK(pairs.int64(4) == pairs.int64(5));
+        CHECK(pairs.real(6) == pairs.real(7));
+        ++compared;
+    }
+    CHECK(compared == 6);
+}
