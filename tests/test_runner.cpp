@@ -371,6 +371,22 @@ TEST_CASE("which cells may run side by side on several GPUs", "[runner]") {
     CHECK(running.running() == 0);
 }
 
+TEST_CASE("a cell waits for the running cell that computes its host reference, not for others", "[runner]") {
+    RunningCells running;
+    running.started(Sharing::beside_any, "ref-a");
+    running.started(Sharing::beside_any);  // reuses a kept reference, or needs none
+    CHECK(running.computing("ref-a"));
+    CHECK_FALSE(running.computing("ref-b"));
+    CHECK_FALSE(running.computing(""));
+    running.started(Sharing::link, "ref-a");  // two cells of one workload (a rerun, say)
+    running.finished(Sharing::beside_any, "ref-a");
+    CHECK(running.computing("ref-a"));
+    running.finished(Sharing::link, "ref-a");
+    CHECK_FALSE(running.computing("ref-a"));
+    running.finished(Sharing::beside_any);
+    CHECK(running.running() == 0);
+}
+
 TEST_CASE("run --gpus spreads cells over GPUs, each process told its own", "[runner]") {
     TempDir tmp;
     const auto db = tmp.file("g.db");

@@ -23,16 +23,18 @@ bool RunningCells::can_start(Sharing s) const {
     return false;
 }
 
-void RunningCells::started(Sharing s) {
+void RunningCells::started(Sharing s, const std::string& reference) {
     ++running_;
     if (s == Sharing::alone) ++alone_;
     if (s == Sharing::link) ++link_;
+    if (!reference.empty()) computing_.insert(reference);
 }
 
-void RunningCells::finished(Sharing s) {
+void RunningCells::finished(Sharing s, const std::string& reference) {
     --running_;
     if (s == Sharing::alone) --alone_;
     if (s == Sharing::link) --link_;
+    if (const auto at = computing_.find(reference); !reference.empty() && at != computing_.end()) computing_.erase(at);
 }
 
 }  // namespace sweetspot

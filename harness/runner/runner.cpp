@@ -295,56 +295,74 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
     RunTotals totals;
     std::mutex mutex;  // guards everything below it, the store and the progress output
     std::condition_variable cell_ended;
-    std::size_t next = 0;
+    // Cells taken, resumed or skipped; every cell before `first` is.
+    std::vector<bool> handled(matrix.cells.size(), false);
+    std::size_t first = 0;
     RunningCells running;
 
     // A cell to measure: where it is in the matrix, with the timeout it runs under, how it shares
     // the machine, the fixed cost its predicted peak adds (what the database knew before it ran),
-    // and the host reference logits the database keeps for its workload.
+    // the host reference logits the database keeps for its workload, and the key of the one it
+    // computes and stores where the database keeps none yet.
     struct Taken {
         std::size_t index;
         CellParams cell;
         Sharing sharing;
         std::optional<FixedCost> fixed;
         std::optional<ReferenceLogits> kept;
+        std::string computes_reference;
     };
-    // Takes the next cell to measure, recording on the way the cells that need no process
-    // (already ok, skipped); empty when there is none left or the sweep is stopping.
+    // Takes the next cell to measure in matrix order, recording on the way the cells that need no
+    // process (already ok, skipped); empty when there is none left or the sweep is stopping. Cells
+    // wait for a running cell that computes their reference (cell_sharing.hpp), and the cells
+    // after them may go first meanwhile; any other cell that may not start yet holds up the ones
+    // after it.
     const auto take = [&](std::unique_lock<std::mutex>& lock) -> std::optional<Taken> {
         for (;;) {
-            if (g_stop_requested.load() || next >= matrix.cells.size()) return std::nullopt;
-            CellParams cell = matrix.cells[next];
-            // The timeout stored with the cell is the one it ran under.
-            cell.timeout_s = options.timeout_override_s.value_or(cell.timeout_s);
-            if (!options.rerun && done.count(cell.key())) {
-                ++totals.resumed;
-                progress.cell_done(cell.label(), "done", std::nullopt, "already ok in the database", false, 0);
-                ++next;
-                continue;
-            }
-            std::string why = cell_unsupported_reason(cell);
-            if (why.empty() && uses_gpu(cell) && !gpu.name) why = "no GPU visible to sweetspot (" + gpu.note + ")";
-            const std::optional<FixedCost> fixed = uses_gpu(cell) ? fixed_cost_here(gpu, store) : std::nullopt;
-            if (why.empty() && fixed && gpu.memory_bytes && !options.force) why = predicted_oom(cell, *gpu.memory_bytes, *fixed);
-            if (why.empty() && uses_gpu(cell) && !options.force)
-                if (const auto available = host_memory_available_bytes()) why = predicted_host_oom(cell, *available);
-            if (!why.empty()) {
-                CellOutcome o;
-                o.status = CellStatus::skipped;
-                o.reason = why;
-                o.started_at = o.finished_at = utc_timestamp();
-                add_predictions(cell, fixed, true, o);
-                store.record_cell(run_id, static_cast<int>(next), cell, o);
-                count(totals, o.status);
-                progress.cell_done(cell.label(), std::string(enum_name(o.status)), std::nullopt, o.reason, false, 0);
-                ++next;
-                continue;
-            }
-            if (const Sharing sharing = sharing_of(cell, options.share_link); running.can_start(sharing)) {
+            if (g_stop_requested.load()) return std::nullopt;
+            while (first < handled.size() && handled[first]) ++first;
+            if (first >= handled.size()) return std::nullopt;
+            for (std::size_t i = first; i < handled.size(); ++i) {
+                if (handled[i]) continue;
+                CellParams cell = matrix.cells[i];
+                // The timeout stored with the cell is the one it ran under.
+                cell.timeout_s = options.timeout_override_s.value_or(cell.timeout_s);
+                if (!options.rerun && done.count(cell.key())) {
+                    ++totals.resumed;
+                    progress.cell_done(cell.label(), "done", std::nullopt, "already ok in the database", false, 0);
+                    handled[i] = true;
+                    continue;
+                }
                 const auto key = uses_gpu(cell) ? kept_reference_key(cell, cell.token_ids()) : std::nullopt;
+                if (key && running.computing(*key)) continue;
+                std::string why = cell_unsupported_reason(cell);
+                if (why.empty() && uses_gpu(cell) && !gpu.name) why = "no GPU visible to sweetspot (" + gpu.note + ")";
+                const std::optional<FixedCost> fixed = uses_gpu(cell) ? fixed_cost_here(gpu, store) : std::nullopt;
+                if (why.empty() && fixed && gpu.memory_bytes && !options.force)
+                    why = predicted_oom(cell, *gpu.memory_bytes, *fixed);
+                if (why.empty() && uses_gpu(cell) && !options.force)
+                    if (const auto available = host_memory_available_bytes()) why = predicted_host_oom(cell, *available);
+                if (!why.empty()) {
+                    CellOutcome o;
+                    o.status = CellStatus::skipped;
+                    o.reason = why;
+                    o.started_at = o.finished_at = utc_timestamp();
+                    add_predictions(cell, fixed, true, o);
+                    store.record_cell(run_id, static_cast<int>(i), cell, o);
+                    count(totals, o.status);
+                    progress.cell_done(cell.label(), std::string(enum_name(o.status)), std::nullopt, o.reason, false, 0);
+                    handled[i] = true;
+                    continue;
+                }
+                const Sharing sharing = sharing_of(cell, options.share_link);
+                if (!running.can_start(sharing)) break;
                 std::optional<ReferenceLogits> kept = key ? store.load_reference(*key) : std::nullopt;
-                return Taken{next++, std::move(cell), sharing, fixed, std::move(kept)};
+                handled[i] = true;
+                return Taken{i, std::move(cell), sharing, fixed, std::move(kept), key && !kept ? *key : std::string()};
             }
+            if (g_stop_requested.load()) return std::nullopt;
+            while (first < handled.size() && handled[first]) ++first;
+            if (first >= handled.size()) return std::nullopt;
             cell_ended.wait(lock);
         }
     };
@@ -356,11 +374,11 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
         std::unique_lock lock(mutex);
         while (std::optional<Taken> taken = take(lock)) {
             const CellParams& cell = taken->cell;
-            running.started(taken->sharing);
+            running.started(taken->sharing, taken->computes_reference);
             lock.unlock();
             CellOutcome o = run_cell_process(cell, scratch, options, run_label, slot, on_gpu, taken->kept);
             lock.lock();
-            running.finished(taken->sharing);
+            running.finished(taken->sharing, taken->computes_reference);
             cell_ended.notify_all();
             if (g_stop_requested.load()) {
                 totals.interrupted = true;
