@@ -503,6 +503,27 @@ class BackendsTableTest(BoundFixture):
         self.check(rows, expected)
         self.assertEqual(rows[("explicit-copy", "fp32", "25%")]["streams"], "3")
 
+    def test_best_takes_each_settings_median_repeat(self):
+        """Three repeats of explicit-copy fp32 25 % with 3 streams (200, 260 and 300 ms) against one
+        cell with 2 streams (270 ms): the 3-stream setting's median repeat, 260 ms, is the fastest.
+        With only two repeats (200 and 300 ms) the slower one stands for the setting, and 270 wins."""
+        def database(name, medians):
+            db = FixtureDb(self.folder, name)
+            db.set_run(h2d_gbps=25.0, gpu_name="Fixture GPU")
+            for repeat, median in enumerate(medians, start=1):
+                gpu_cell(db, "explicit-copy", budget="25%", budget_bytes=2 * GB, weight_bytes=8 * GB, oversubscription=4.0,
+                         resident_bytes=2 * GB, streamed_bytes=6 * GB, streams=3, repeat=repeat,
+                         latency_median_ms=median, latency_p10_ms=median, latency_p90_ms=median)
+            gpu_cell(db, "explicit-copy", budget="25%", budget_bytes=2 * GB, weight_bytes=8 * GB, oversubscription=4.0,
+                     resident_bytes=2 * GB, streamed_bytes=6 * GB, streams=2, latency_median_ms=270.0,
+                     latency_p10_ms=270.0, latency_p90_ms=270.0)
+            db.close()
+            return self.markdown_rows(self.script(self.path, db.path, "--markdown", "--best"))
+        three = database("three.db", (300.0, 200.0, 260.0))[("explicit-copy", "fp32", "25%")]
+        self.assertEqual((three["streams"], three["median ms"]), ("3", "260.0"))
+        two = database("two.db", (300.0, 200.0))[("explicit-copy", "fp32", "25%")]
+        self.assertEqual((two["streams"], two["median ms"]), ("2", "270.0"))
+
     def test_launch_column_and_databases_before_it(self):
         """A uvm-prefetch cell that launched graphs, faster than the fixture's (120 against 150 ms):
         --best keeps it and says so; a database from before schema 10 (no launch column) reads as

@@ -9,8 +9,10 @@ ratio median / driver bound. streamed_bytes are the weights the backend could no
 under the cell's budget (all weights for on-demand `uvm`, whose LRU eviction misses every access
 under cyclic layer order). Several databases may be given (e.g. one per sweep); a `device` cell
 in any of them serves as the reference for the same workload in all. --best keeps, per model, dtype,
-batch × seq, backend and budget, only the fastest cell (lowest median): the best setting of each
-backend at each budget.
+batch × seq, backend and budget, only the fastest setting (lowest median): the best setting of each
+backend at each budget. A setting measured more than once (`repeat`, or in several databases) is
+represented by its median repeat, the slower of the middle two for an even count, so the best of
+noisy repeats is not mistaken for the setting's speed.
 Usage: backends_table.py DB [DB ...] [--markdown] [--best]
 """
 import argparse
@@ -22,12 +24,12 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "analysis")
 from bound import bound_ms, device_latencies, driver_bound_ms, managed_rates  # noqa: E402
 
 QUERY = """
-SELECT c.cell_id, c.run_id, c.model, c.dtype, c.batch, c.seq, c.backend, c.prefetch, c.streams, c.budget, c.resident,
-       c.evict, c.weight_bytes, c.budget_bytes, c.resident_bytes, c.streamed_bytes, c.latency_median_ms,
-       c.latency_p10_ms, c.latency_p90_ms, c.streamed_gbps, r.h2d_gbps, c.check_rel_err, c.variant, c.tf32{launch}
-FROM cells c JOIN runs r USING (run_id)
+SELECT c.*, r.h2d_gbps FROM cells c JOIN runs r USING (run_id)
 WHERE c.status = 'ok' AND c.backend != 'host'
 """
+# Columns that later schema versions added, with the value every cell of an older file had (NULL:
+# not known then).
+ADDED = {"dropout": 0.0, "launch": "kernels", "streamed_bytes": None, "streamed_gbps": None}
 
 COLUMNS = ["model", "dtype", "b×s", "backend", "prefetch", "streams", "budget", "resident", "evict", "launch",
            "streamed GB",
@@ -40,10 +42,7 @@ def rows(dbs):
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         con.row_factory = sqlite3.Row
         rates = managed_rates(con)
-        # Cells before schema 10 have no launch column: they all launched kernels one by one.
-        has_launch = any(r["name"] == "launch" for r in con.execute("PRAGMA table_info(cells)"))
-        query = QUERY.format(launch=", c.launch" if has_launch else ", 'kernels' AS launch")
-        cells += [(c, rates) for c in con.execute(query).fetchall()]
+        cells += [(dict(ADDED, **dict(c)), rates) for c in con.execute(QUERY).fetchall()]
     device_ms = device_latencies([c for c, _ in cells])
     cells.sort(key=lambda cr: (cr[0]["model"], cr[0]["dtype"], cr[0]["seq"], cr[0]["backend"], cr[0]["prefetch"],
                                cr[0]["streams"], cr[0]["budget_bytes"], cr[0]["resident"], cr[0]["evict"],
@@ -52,7 +51,9 @@ def rows(dbs):
         bound = bound_ms(c, device_ms)
         driver = driver_bound_ms(c, device_ms, rates)
         pct = 100.0 * c["budget_bytes"] / c["weight_bytes"]
-        yield c["latency_median_ms"], [
+        setting = tuple(c[k] for k in ("model", "dtype", "batch", "seq", "variant", "tf32", "dropout", "activations",
+                                       "backend", "prefetch", "streams", "budget_bytes", "resident", "evict", "launch"))
+        yield c["latency_median_ms"], setting, [
             c["model"], c["dtype"], f'{c["batch"]}×{c["seq"]}', c["backend"], c["prefetch"], str(c["streams"]),
             f"{pct:.0f}%", c["resident"], c["evict"], c["launch"],
             f'{(c["streamed_bytes"] or 0) / 1e9:.2f}', f'{c["latency_median_ms"]:.1f}',
@@ -64,10 +65,16 @@ def rows(dbs):
         ]
 
 
-def best(rows_with_medians):
-    """The fastest row of each (model, dtype, b×s, backend, budget), in the order they first came."""
+def best(rows_with_settings):
+    """The row of the fastest setting of each (model, dtype, b×s, backend, budget), in the order they
+    first came; each setting's row is its median repeat (the slower of the middle two)."""
+    repeats = {}
+    for median, setting, row in rows_with_settings:
+        repeats.setdefault(setting, []).append((median, row))
     fastest = {}
-    for median, row in rows_with_medians:
+    for measured in repeats.values():
+        measured.sort(key=lambda m: m[0])
+        median, row = measured[len(measured) // 2]
         key = (row[0], row[1], row[2], row[3], row[6])
         if key not in fastest or median < fastest[key][0]:
             fastest[key] = (median, row)
@@ -80,7 +87,7 @@ def main():
     p.add_argument("--markdown", action="store_true", help="a Markdown table instead of aligned text")
     p.add_argument("--best", action="store_true", help="only the fastest cell per model, dtype, shape, backend, budget")
     a = p.parse_args()
-    table = best(rows(a.db)) if a.best else [row for _, row in rows(a.db)]
+    table = best(rows(a.db)) if a.best else [row for _, _, row in rows(a.db)]
     if a.markdown:
         print("| " + " | ".join(COLUMNS) + " |")
         print("|" + "---|" * len(COLUMNS))
