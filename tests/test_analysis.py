@@ -58,6 +58,7 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
 
 import bound  # noqa: E402
 import html_page  # noqa: E402
@@ -68,7 +69,7 @@ from figures import (bandwidth, cell_phases, driver_oversubscription, normalized
                      throughput, timeline, um_traffic)
 from figures.common import Skip  # noqa: E402
 from figures.sweeps import Swept, series  # noqa: E402
-from results_db import ResultsDb  # noqa: E402
+from results_db import PARAMETERS, ResultsDb  # noqa: E402
 
 BACKENDS_TABLE = REPO / "scripts" / "bench" / "backends_table.py"
 VARIANTS_TABLE = REPO / "scripts" / "bench" / "variants_table.py"
@@ -629,12 +630,27 @@ class ReportBoundTest(BoundFixture):
         fixed by the swept ratio, so it must not split the line); the fp16 cell is a different workload."""
         points = oversubscription.slowdown(report_data(self.path).ok)
         panels = series(points, Swept("oversubscription", "oversubscription"), ("budget",))
-        self.assertEqual([b for b, _ in panels], ["explicit-copy"])
+        self.assertEqual([(title, left_out) for title, _, left_out in panels], [("explicit-copy", 0)])
         (label, line), = panels[0][1]
         line = line.sort_values("oversubscription")
         self.assertEqual(list(line["oversubscription"]), [2.0, 4.0])
         self.assertEqual(list(line["x_bound"]), [1.5, 1.25])
         self.assertEqual(list(line["dtype"]), ["fp32", "fp32"])
+
+    def test_lines_left_out_name_what_the_drawn_ones_share(self):
+        """Ten lines in one panel, nine of model tiny (streams 1-9) and one of tiny_odd: the eight drawn
+        are all tiny, so the title says so, the labels name only streams, and two are left out."""
+        rows = []
+        for model, streams in [("tiny", s) for s in range(1, 10)] + [("tiny_odd", 1)]:
+            for budget in ("25%", "50%"):
+                row = {p: "x" for p in PARAMETERS}
+                row.update(model=model, backend="explicit-copy", streams=streams, budget=budget, y=1.0)
+                rows.append(row)
+        panels = series(pd.DataFrame(rows), Swept("budget", "budget", order=str), ())
+        (title, lines, left_out), = panels
+        self.assertEqual(title, "explicit-copy: model=tiny")
+        self.assertEqual([label for label, _ in lines], [f"streams={s}" for s in range(1, 9)])
+        self.assertEqual(left_out, 2)
 
     def test_bandwidth_points(self):
         """Link figure: streamed bytes ÷ median latency (achieved) and ÷ bound (attainable), in GB/s."""

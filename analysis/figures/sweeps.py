@@ -10,6 +10,9 @@ from results_db import PARAMETERS, PROTOCOL
 # Lines beyond this many per panel are left out (the caption says how many): a legend longer
 # than this cannot be read in print.
 MAX_SERIES = 8
+# Legends of more lines than this go below their panel, which grows to hold them: inside, they
+# would hide the lines themselves.
+LEGEND_INSIDE = 3
 
 
 class Swept:
@@ -34,7 +37,9 @@ class Swept:
 
 
 def series(cells, swept, fixed_out):
-    """(backend, [(label, cells of one line)]) for every backend with a line of two or more x values."""
+    """(title, [(label, cells of one line)], lines left out) for every backend with a line of two or
+    more x values; at most MAX_SERIES lines each, labelled by what tells those apart. The title names
+    the backend, and what the lines drawn share that the lines left out do not."""
     others = [p for p in PARAMETERS if p not in (swept.column, "backend", *fixed_out)]
     out = []
     for backend in backends_in(cells):
@@ -42,7 +47,12 @@ def series(cells, swept, fixed_out):
         groups = [g for _, g in mine.groupby(others, dropna=False, sort=True) if g[swept.column].nunique() > 1]
         if not groups:
             continue
-        out.append((backend, labelled(groups, exclude=(swept.column, "backend", *fixed_out))))
+        shown = groups[:MAX_SERIES]
+        exclude = (swept.column, "backend", *fixed_out)
+        differing_shown = varying(pd.concat(shown), exclude=exclude)
+        shared = [n for n in varying(pd.concat(groups), exclude=exclude) if n not in differing_shown and n not in PROTOCOL]
+        title = backend + (": " + series_label(tuple(shown[0].iloc[0][n] for n in shared), shared) if shared else "")
+        out.append((title, labelled(shown, exclude=exclude), len(groups) - len(shown)))
     return out
 
 
@@ -68,11 +78,12 @@ def sweep_figure(cells, swept, y, y_lo, y_hi, y_label, *, fixed_out=(), referenc
     panels = series(cells.dropna(subset=[y]), swept, fixed_out)
     if not panels:
         raise Skip(why_empty)
-    fig, axes = panel_grid(len(panels))
+    most_lines = max(len(lines) for _, lines, _ in panels)
+    legend_below = most_lines > LEGEND_INSIDE
+    fig, axes = panel_grid(len(panels), height=3.6 + (0.22 * (most_lines + 1) + 0.4 if legend_below else 0))
     shown = hidden = points = 0
-    for ax, (backend, lines) in zip(axes, panels):
-        hidden += max(0, len(lines) - MAX_SERIES)
-        lines = lines[:MAX_SERIES]
+    for ax, (title, lines, left_out) in zip(axes, panels):
+        hidden += left_out
         ticks = swept.ticks(pd.concat([g for _, g in lines])[swept.column])
         for i, (label, g) in enumerate(lines):
             g = g.assign(x=swept.positions(g[swept.column], ticks)).sort_values("x")
@@ -85,7 +96,7 @@ def sweep_figure(cells, swept, y, y_lo, y_hi, y_label, *, fixed_out=(), referenc
             ax.set_xticks(range(len(ticks)), [str(t) for t in ticks])
         if reference is not None:
             ax.axhline(reference[0], color="black", linestyle="--", linewidth=1, label=reference[1])
-        ax.set_title(backend)
+        ax.set_title(title)
         ax.set_xlabel(swept.label)
         ax.set_ylabel(y_label)
         if swept.order is None and not swept.log and _whole_numbers(pd.concat([g for _, g in lines])[swept.column]):
@@ -97,7 +108,10 @@ def sweep_figure(cells, swept, y, y_lo, y_hi, y_label, *, fixed_out=(), referenc
             ax.xaxis.set_minor_locator(NullLocator())
         if _spans_decades(pd.concat([g for _, g in lines])[y]):
             ax.set_yscale("log")
-        ax.legend(loc="best", framealpha=0.85)
+        if legend_below:
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), framealpha=0.85)
+        else:
+            ax.legend(loc="best", framealpha=0.85)
     fig.tight_layout()
     summary = f"{shown} series, {points} cells, on {len(panels)} backend{'s' if len(panels) > 1 else ''}"
     if hidden:
