@@ -194,7 +194,8 @@ TEST_CASE("a sweep of the tiny models through every GPU backend and dtype", "[gp
     }
 }
 
-TEST_CASE("a cell that launches graphs computes and traces the kernels of one that launches them one by one",
+TEST_CASE("a cell that launches graphs computes and traces the kernels of one that launches them one by one, on "
+          "every GPU backend",
           "[gpu][runner]") {
     test::require_gpu();
     test::TempDir tmp;
@@ -223,12 +224,27 @@ launch = ["kernels", "graphs"]
 prefetch = 1
 budget = "60%"
 evict = "read-mostly"
+
+[[sweep]]
+name = "on-demand"
+backend = "uvm"
+dtype = ["fp32", "fp16"]
+launch = ["kernels", "graphs"]
+budget = "70%"
+
+[[sweep]]
+name = "managed-activations"
+backend = "uvm-prefetch"
+dtype = ["fp32", "fp16"]
+launch = ["kernels", "graphs"]
+prefetch = "jit"
+activations = "managed"
 )");
     const auto run = test::run_sweetspot("run '" + matrix + "' --db '" + db + "'");
     INFO(run.output);
     REQUIRE(run.exit_code == 0);
     const auto cells = read_cells(db);
-    REQUIRE(cells.size() == 12);
+    REQUIRE(cells.size() == 20);
     for (const auto& [id, c] : cells) {
         INFO("cell " << id << " " << c.backend << ": " << c.status << " " << c.reason);
         CHECK(c.status == "ok");
@@ -243,7 +259,8 @@ evict = "read-mostly"
     auto pairs = rdb.prepare(
         "SELECT k.backend, k.dtype, k.cell_id, g.cell_id, k.launches_per_forward, g.launches_per_forward,"
         " k.check_rel_err, g.check_rel_err FROM cells k JOIN cells g"
-        " ON g.backend = k.backend AND g.dtype = k.dtype AND g.launch = 'graphs' WHERE k.launch = 'kernels'");
+        " ON g.backend = k.backend AND g.dtype = k.dtype AND g.prefetch = k.prefetch AND g.activations = k.activations"
+        " AND g.launch = 'graphs' WHERE k.launch = 'kernels'");
     int compared = 0;
     while (pairs.step()) {
         INFO(pairs.text(0) << " " << pairs.text(1));
@@ -252,5 +269,5 @@ evict = "read-mostly"
         CHECK(pairs.real(6) == pairs.real(7));
         ++compared;
     }
-    CHECK(compared == 6);
+    CHECK(compared == 10);
 }
