@@ -18,15 +18,17 @@ using Catch::Matchers::ContainsSubstring;
 
 namespace {
 
-constexpr const char* kMatrix = R"(name = "gpu-e2e"
-[defaults]
+// Small and quick, with one traced iteration: what every matrix of these tests starts with.
+constexpr const char* kDefaults = R"([defaults]
 batch = 2
 seq = 16
 warmups = 1
 iterations = 2
 trace_iterations = 1
 timeout = "3m"
+)";
 
+const std::string kMatrix = std::string("name = \"gpu-e2e\"\n") + kDefaults + R"(
 [[sweep]]
 name = "resident"
 model = ["tiny", "tiny_odd"]
@@ -68,6 +70,16 @@ struct Cell {
     bool checked_within_tolerance = false;
     std::int64_t traced = 0, kernels = 0, phase_ranges = 0;
 };
+
+// An ok cell whose logits passed the check and whose one traced iteration was recorded: its
+// kernels and its NVTX phase ranges.
+void check_measured_and_traced(const Cell& c) {
+    CHECK(c.status == "ok");
+    CHECK(c.checked_within_tolerance);
+    CHECK(c.traced == 1);
+    CHECK(c.kernels > 0);
+    CHECK(c.phase_ranges > 0);
+}
 
 std::map<std::int64_t, Cell> read_cells(const std::string& db_path) {
     Database db(db_path, Database::Mode::read_only);
@@ -117,11 +129,7 @@ TEST_CASE("a sweep of the tiny models through every GPU backend and dtype", "[gp
             continue;
         }
         ++ok;
-        CHECK(c.status == "ok");
-        CHECK(c.checked_within_tolerance);
-        CHECK(c.traced == 1);
-        CHECK(c.kernels > 0);
-        CHECK(c.phase_ranges > 0);
+        check_measured_and_traced(c);
     }
     CHECK(ok == 39);
     CHECK(skipped == listed_no);
@@ -200,15 +208,7 @@ TEST_CASE("a cell that launches graphs computes and traces the kernels of one th
     test::require_gpu();
     test::TempDir tmp;
     const auto matrix = tmp.file("m.toml"), db = tmp.file("r.db");
-    test::write_file(matrix, R"(name = "gpu-graphs"
-[defaults]
-model = "tiny_odd"
-batch = 2
-seq = 16
-warmups = 1
-iterations = 2
-trace_iterations = 1
-timeout = "3m"
+    test::write_file(matrix, std::string("name = \"gpu-graphs\"\n") + kDefaults + R"(model = "tiny_odd"
 
 [[sweep]]
 name = "resident"
@@ -247,11 +247,7 @@ activations = "managed"
     REQUIRE(cells.size() == 20);
     for (const auto& [id, c] : cells) {
         INFO("cell " << id << " " << c.backend << ": " << c.status << " " << c.reason);
-        CHECK(c.status == "ok");
-        CHECK(c.checked_within_tolerance);
-        CHECK(c.traced == 1);
-        CHECK(c.kernels > 0);
-        CHECK(c.phase_ranges > 0);
+        check_measured_and_traced(c);
     }
     // Pairs of cells that differ only in launch: the same kernels in the traced iteration, the
     // same launches counted, and the same logits' error against the reference.

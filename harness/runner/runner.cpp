@@ -312,6 +312,11 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
         std::optional<ReferenceLogits> kept;
         std::string computes_reference;
     };
+    // Whether every cell is handled, or the sweep is stopping.
+    const auto nothing_left = [&] {
+        while (first < handled.size() && handled[first]) ++first;
+        return g_stop_requested.load() || first >= handled.size();
+    };
     // Takes the next cell to measure in matrix order, recording on the way the cells that need no
     // process (already ok, skipped); empty when there is none left or the sweep is stopping. Cells
     // wait for a running cell that computes their reference (cell_sharing.hpp), and the cells
@@ -319,9 +324,7 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
     // after it.
     const auto take = [&](std::unique_lock<std::mutex>& lock) -> std::optional<Taken> {
         for (;;) {
-            if (g_stop_requested.load()) return std::nullopt;
-            while (first < handled.size() && handled[first]) ++first;
-            if (first >= handled.size()) return std::nullopt;
+            if (nothing_left()) return std::nullopt;
             for (std::size_t i = first; i < handled.size(); ++i) {
                 if (handled[i]) continue;
                 CellParams cell = matrix.cells[i];
@@ -360,9 +363,8 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
                 handled[i] = true;
                 return Taken{i, std::move(cell), sharing, fixed, std::move(kept), key && !kept ? *key : std::string()};
             }
-            if (g_stop_requested.load()) return std::nullopt;
-            while (first < handled.size() && handled[first]) ++first;
-            if (first >= handled.size()) return std::nullopt;
+            // The scan may have resumed or skipped every cell left.
+            if (nothing_left()) return std::nullopt;
             cell_ended.wait(lock);
         }
     };
