@@ -29,19 +29,22 @@ def present(value):
     return value
 
 
-def workload(cell):
-    """What a `device` cell must share with a cell to be its reference."""
-    return (cell["model"], cell["dtype"], cell["batch"], cell["seq"], cell["variant"], cell["tf32"])
+def workload(cell, columns):
+    """What a `device` cell must share with a cell to be its reference: its values of the workload
+    parameters `columns` (analysis/axes.py, Axes.workload), so a cell with dropout is set against a
+    `device` cell with the same dropout."""
+    return tuple(cell[c] for c in columns)
 
 
-def device_latencies(cells):
-    """Median latency of the fastest `device` cell of each workload: of its repeats, and of the ways
-    of launching its kernels (`launch`), which change how fast the same work runs in memory."""
+def device_latencies(cells, columns):
+    """Median latency of the fastest `device` cell of each workload (over `columns`): of its repeats,
+    and of its placement settings (`launch`), which change how fast the same work runs in memory."""
     fastest = {}
     for c in cells:
         latency = present(c["latency_median_ms"]) if c["backend"] == "device" else None
-        if latency is not None and (workload(c) not in fastest or latency < fastest[workload(c)]):
-            fastest[workload(c)] = latency
+        key = workload(c, columns)
+        if latency is not None and (key not in fastest or latency < fastest[key]):
+            fastest[key] = latency
     return fastest
 
 
@@ -53,9 +56,9 @@ def link_ms(cell):
     return streamed / (gbps * 1e6)
 
 
-def bound_ms(cell, device_ms):
+def bound_ms(cell, device_ms, columns):
     """The cell's bound (ms), or None when neither term is known."""
-    parts = [v for v in (link_ms(cell), present(device_ms.get(workload(cell)))) if v is not None]
+    parts = [v for v in (link_ms(cell), present(device_ms.get(workload(cell, columns)))) if v is not None]
     return max(parts) if parts else None
 
 
@@ -100,10 +103,10 @@ def driver_link_ms(cell, rates):
     return streamed / (measured[bring] * 1e6) + streamed / (measured[evict] * 1e6)
 
 
-def driver_bound_ms(cell, device_ms, rates):
+def driver_bound_ms(cell, device_ms, rates, columns):
     """The cell's driver bound (ms), or None when the cell has no driver term."""
     driver = driver_link_ms(cell, rates)
     if driver is None:
         return None
-    return max(v for v in (driver, present(device_ms.get(workload(cell)))) if v is not None)
+    return max(v for v in (driver, present(device_ms.get(workload(cell, columns)))) if v is not None)
 

@@ -2,37 +2,24 @@
 
 The file is opened read-only. Figures ask which tables and columns exist, because files written
 by older versions lack some (version 1 had no event tables at first, version 4 no predicted
-allocations, version 5 no NVML readings).
+allocations, version 5 no NVML readings). The cells' parameters and their roles come from the
+file's own `axes` table (analysis/axes.py), or for files older than it from OLDER_AXES.
 """
 import pathlib
 import sqlite3
 
 import pandas as pd
 
+from axes import Axes
 from bound import bound_ms, device_latencies, driver_bound_ms, managed_rates
 
-# Versions this report reads: it names every column it needs and skips a figure whose columns a
-# file lacks, so an older file cannot be misread.
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+# Versions this report reads without an `axes` table: it names every column it needs and skips a
+# figure whose columns a file lacks, so an older file cannot be misread. Files that describe their
+# own columns (schema 11 on) are read by that description.
+OLDER_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 
 # What the report takes from a cell's run (absent from the oldest files: filled with NULL).
 RUN_COLUMNS = ("h2d_gbps", "d2h_gbps", "gpu_name", "gpu_driver", "cpu_model", "host")
-
-# The parameters that define a measurement (results/README.md, `cells`), in the order labels use.
-PARAMETERS = ("model", "variant", "backend", "dtype", "batch", "seq", "streams", "prefetch", "budget", "resident",
-              "evict", "tf32", "launch", "dropout", "activations", "mode", "weights", "warmups", "iterations",
-              "trace_iterations", "seed", "repeat", "debug_fault")
-# Parameters that later schema versions added, with the value every cell of an older file had.
-ADDED_PARAMETERS = {"dropout": 0.0, "repeat": 1, "launch": "kernels"}
-# The model's shape: part of what a cell measures, but labels name the model instead. Two models
-# of one name differ only when a matrix redefined a custom model between runs.
-MODEL_SHAPE = ("n_layer", "n_embd", "n_head", "vocab_size", "max_positions")
-# Bound a cell's run and change nothing it measures: the timeout, and the noise criterion's
-# threshold and limits (how many timed iterations a cell takes).
-RUN_LIMITS = ("timeout_s", "max_noise_pct", "max_iterations", "max_time_s")
-# Of those, the ones that say how a cell was measured rather than what: cells that differ only in
-# these measure the same workload.
-PROTOCOL = ("warmups", "iterations", "trace_iterations", "seed", "repeat")
 
 
 class BadInput(Exception):
@@ -74,9 +61,11 @@ class ResultsDb:
         if row is None:
             raise BadDatabase(f"{self.path}: schema_info is empty")
         self.schema_version = row[0]
-        if self.schema_version not in READABLE_SCHEMA_VERSIONS:
-            raise BadDatabase(f"{self.path} has schema version {self.schema_version}; this report reads versions "
-                              + ", ".join(map(str, READABLE_SCHEMA_VERSIONS)))
+        if self.schema_version not in OLDER_SCHEMA_VERSIONS and "axes" not in self.tables:
+            raise BadDatabase(f"{self.path} has schema version {self.schema_version} and no `axes` table describing its "
+                              "columns; this report reads versions " + ", ".join(map(str, OLDER_SCHEMA_VERSIONS))
+                              + " and the files that describe themselves")
+        self.axes = Axes.of(self.con)
         self._columns = {}
 
     def columns(self, table):
@@ -104,18 +93,19 @@ class ResultsDb:
         for c in ("streamed_bytes", "streamed_gbps"):
             if c not in cells:
                 cells[c] = None
-        for c, value in ADDED_PARAMETERS.items():
+        for c, value in self.axes.older_values.items():
             if c not in cells:
                 cells[c] = value
         records = cells.to_dict("records")
         # As in scripts/bench/backends_table.py: measured GPU cells only; a host cell has no link.
         measured = [r["status"] == "ok" and r["backend"] != "host" for r in records]
-        device_ms = device_latencies([r for r, m in zip(records, measured) if m])
-        cells["bound_ms"] = [bound_ms(r, device_ms) if m else None for r, m in zip(records, measured)]
+        workload = self.axes.workload
+        device_ms = device_latencies([r for r, m in zip(records, measured) if m], workload)
+        cells["bound_ms"] = [bound_ms(r, device_ms, workload) if m else None for r, m in zip(records, measured)]
         cells["bound_ms"] = cells["bound_ms"].astype(float)
         cells["x_bound"] = cells["latency_median_ms"] / cells["bound_ms"]
         rates = managed_rates(self.con)
-        cells["driver_bound_ms"] = [driver_bound_ms(r, device_ms, rates) if m else None
+        cells["driver_bound_ms"] = [driver_bound_ms(r, device_ms, rates, workload) if m else None
                                     for r, m in zip(records, measured)]
         cells["driver_bound_ms"] = cells["driver_bound_ms"].astype(float)
         cells["x_driver_bound"] = cells["latency_median_ms"] / cells["driver_bound_ms"]

@@ -69,7 +69,8 @@ from figures import (bandwidth, cell_phases, driver_oversubscription, normalized
                      throughput, timeline, um_traffic)
 from figures.common import Skip  # noqa: E402
 from figures.sweeps import Swept, series  # noqa: E402
-from results_db import PARAMETERS, ResultsDb  # noqa: E402
+from axes import OLDER_AXES, Axes  # noqa: E402
+from results_db import ResultsDb  # noqa: E402
 
 BACKENDS_TABLE = REPO / "scripts" / "bench" / "backends_table.py"
 VARIANTS_TABLE = REPO / "scripts" / "bench" / "variants_table.py"
@@ -234,8 +235,12 @@ class DbTest(unittest.TestCase):
 
 # --- analysis/bound.py ----------------------------------------------------------------------------
 
+# The workload parameters of the cells below (a database's come from its axes, analysis/axes.py).
+WORKLOAD = ("model", "dtype", "batch", "seq", "variant", "tf32", "dropout")
+
+
 def cell(backend="explicit-copy", streamed=6 * GB, gbps=25.0, latency=300.0, **workload):
-    c = dict(model="tiny", dtype="fp32", batch=1, seq=8, variant="baseline", tf32=0, backend=backend,
+    c = dict(model="tiny", dtype="fp32", batch=1, seq=8, variant="baseline", tf32=0, dropout=0.0, backend=backend,
              streamed_bytes=streamed, h2d_gbps=gbps, latency_median_ms=latency)
     c.update(workload)
     return c
@@ -258,36 +263,36 @@ class BoundTest(unittest.TestCase):
     def test_bound_is_the_larger_term(self):
         device = cell("device", streamed=0, latency=100.0)
         cells = [device, cell(streamed=6 * GB), cell(streamed=2 * GB)]
-        ref = bound.device_latencies(cells)
-        self.assertAlmostEqual(bound.bound_ms(cell(streamed=6 * GB), ref), 240.0)  # link 240 > device 100
-        self.assertAlmostEqual(bound.bound_ms(cell(streamed=2 * GB), ref), 100.0)  # link 80 < device 100
-        self.assertAlmostEqual(bound.bound_ms(device, ref), 100.0)  # its own latency; link 0
+        ref = bound.device_latencies(cells, WORKLOAD)
+        self.assertAlmostEqual(bound.bound_ms(cell(streamed=6 * GB), ref, WORKLOAD), 240.0)  # link 240 > device 100
+        self.assertAlmostEqual(bound.bound_ms(cell(streamed=2 * GB), ref, WORKLOAD), 100.0)  # link 80 < device 100
+        self.assertAlmostEqual(bound.bound_ms(device, ref, WORKLOAD), 100.0)  # its own latency; link 0
 
     def test_bound_with_one_term_missing(self):
-        ref = bound.device_latencies([cell("device", streamed=0, latency=100.0)])
-        self.assertAlmostEqual(bound.bound_ms(cell(streamed=6 * GB), {}), 240.0)  # no device cell: link
+        ref = bound.device_latencies([cell("device", streamed=0, latency=100.0)], WORKLOAD)
+        self.assertAlmostEqual(bound.bound_ms(cell(streamed=6 * GB), {}, WORKLOAD), 240.0)  # no device cell: link
         for gbps in (None, float("nan")):  # no link probe: device
-            self.assertAlmostEqual(bound.bound_ms(cell(streamed=6 * GB, gbps=gbps), ref), 100.0)
-        self.assertAlmostEqual(bound.bound_ms(cell(streamed=float("nan")), ref), 100.0)
-        self.assertIsNone(bound.bound_ms(cell(gbps=None), {}))
-        self.assertIsNone(bound.bound_ms(cell(gbps=float("nan")), {}))
-        nan_device = bound.device_latencies([cell("device", latency=float("nan"))])
-        self.assertAlmostEqual(bound.bound_ms(cell(streamed=2 * GB), nan_device), 80.0)  # NaN latency: link only
+            self.assertAlmostEqual(bound.bound_ms(cell(streamed=6 * GB, gbps=gbps), ref, WORKLOAD), 100.0)
+        self.assertAlmostEqual(bound.bound_ms(cell(streamed=float("nan")), ref, WORKLOAD), 100.0)
+        self.assertIsNone(bound.bound_ms(cell(gbps=None), {}, WORKLOAD))
+        self.assertIsNone(bound.bound_ms(cell(gbps=float("nan")), {}, WORKLOAD))
+        nan_device = bound.device_latencies([cell("device", latency=float("nan"))], WORKLOAD)
+        self.assertAlmostEqual(bound.bound_ms(cell(streamed=2 * GB), nan_device, WORKLOAD), 80.0)  # NaN latency: link only
 
     def test_reference_is_the_device_cell_of_the_same_workload(self):
         # The device cell takes 1000 ms, far above the 240 ms link time: a wrong reference shows.
         device = cell("device", streamed=0, latency=1000.0)
-        ref = bound.device_latencies([device])
-        self.assertAlmostEqual(bound.bound_ms(cell(), ref), 1000.0)
+        ref = bound.device_latencies([device], WORKLOAD)
+        self.assertAlmostEqual(bound.bound_ms(cell(), ref, WORKLOAD), 1000.0)
         for other in (dict(dtype="fp16"), dict(batch=2), dict(seq=16), dict(variant="attn_ln"), dict(tf32=1),
-                      dict(model="tiny_odd")):
-            self.assertAlmostEqual(bound.bound_ms(cell(**other), ref), 240.0, msg=other)
+                      dict(model="tiny_odd"), dict(dropout=0.1)):
+            self.assertAlmostEqual(bound.bound_ms(cell(**other), ref, WORKLOAD), 240.0, msg=other)
 
     def test_only_device_cells_are_references(self):
         ref = bound.device_latencies([cell("explicit-copy", latency=1000.0), cell("uvm", latency=900.0),
-                                      cell("host", latency=800.0)])
+                                      cell("host", latency=800.0)], WORKLOAD)
         self.assertEqual(ref, {})
-        ref = bound.device_latencies([cell("device", latency=50.0, dtype="fp16"), cell("device", latency=70.0)])
+        ref = bound.device_latencies([cell("device", latency=50.0, dtype="fp16"), cell("device", latency=70.0)], WORKLOAD)
         self.assertEqual(sorted(ref.values()), [50.0, 70.0])
 
     def test_reference_is_the_fastest_device_cell_of_the_workload(self):
@@ -296,7 +301,7 @@ class BoundTest(unittest.TestCase):
         cells = [cell("device", latency=70.0), cell("device", latency=60.0, launch="graphs"),
                  cell("device", latency=float("nan")), cell("device", latency=65.0, repeat=2)]
         for order in (cells, cells[::-1]):
-            self.assertEqual(list(bound.device_latencies(order).values()), [60.0])
+            self.assertEqual(list(bound.device_latencies(order, WORKLOAD).values()), [60.0])
 
 
 class DriverBoundTest(unittest.TestCase):
@@ -332,11 +337,48 @@ class DriverBoundTest(unittest.TestCase):
         self.assertIsNone(bound.driver_link_ms(self.uvm(streamed_bytes=None), self.RATES))
 
     def test_driver_bound_is_the_larger_term(self):
-        ref = bound.device_latencies([cell("device", streamed=0, latency=600.0)])
-        self.assertAlmostEqual(bound.driver_bound_ms(self.uvm(), ref, self.RATES), 600.0)  # device 600 > 500
-        self.assertAlmostEqual(bound.driver_bound_ms(self.uvm("uvm", prefetch="off"), ref, self.RATES), 900.0)
-        self.assertAlmostEqual(bound.driver_bound_ms(self.uvm(), {}, self.RATES), 500.0)  # no device cell
-        self.assertIsNone(bound.driver_bound_ms(self.uvm("explicit-copy"), ref, self.RATES))
+        ref = bound.device_latencies([cell("device", streamed=0, latency=600.0)], WORKLOAD)
+        self.assertAlmostEqual(bound.driver_bound_ms(self.uvm(), ref, self.RATES, WORKLOAD), 600.0)  # device 600 > 500
+        self.assertAlmostEqual(bound.driver_bound_ms(self.uvm("uvm", prefetch="off"), ref, self.RATES, WORKLOAD), 900.0)
+        self.assertAlmostEqual(bound.driver_bound_ms(self.uvm(), {}, self.RATES, WORKLOAD), 500.0)  # no device cell
+        self.assertIsNone(bound.driver_bound_ms(self.uvm("explicit-copy"), ref, self.RATES, WORKLOAD))
+
+
+class WorkloadFromAxesTest(DbTest):
+    """The bound's `device` reference shares every workload parameter the database's `axes` table
+    names: a dropout-0.1 uvm cell is not set against the faster dropout-0 device cell (the bound once
+    left dropout out), while one of the same dropout is its reference."""
+
+    @classmethod
+    def build(cls, db):
+        db.set_run(h2d_gbps=25.0)
+        common = dict(budget="50%", budget_bytes=4 * GB, weight_bytes=8 * GB, oversubscription=2.0, streamed_bytes=4 * GB)
+        ids = {}
+        ids["device"] = gpu_cell(db, "device", dropout=0.0, latency_median_ms=100.0, **dict(common, streamed_bytes=0))
+        ids["uvm"] = gpu_cell(db, "uvm", dropout=0.1, latency_median_ms=900.0, **common)
+        ids["uvm0"] = gpu_cell(db, "uvm", dropout=0.0, latency_median_ms=900.0, **common)
+        return ids
+
+    def test_dropout_is_part_of_the_workload(self):
+        self.assertIn("dropout", ResultsDb(self.path).axes.workload)
+        cells = ResultsDb(self.path).cells().set_index("cell_id")
+        # link 4e9 / 25e9 = 160 ms; the dropout-0 device cell's 100 ms is no reference for dropout 0.1.
+        self.assertAlmostEqual(cells.loc[self.ids["uvm"], "bound_ms"], 160.0)
+        self.assertAlmostEqual(cells.loc[self.ids["uvm0"], "bound_ms"], 160.0)
+        with sqlite3.connect(self.path) as con:
+            con.execute("UPDATE cells SET latency_median_ms = 300.0 WHERE cell_id = ?", (self.ids["device"],))
+        cells = ResultsDb(self.path).cells().set_index("cell_id")
+        self.assertAlmostEqual(cells.loc[self.ids["uvm"], "bound_ms"], 160.0)
+        self.assertAlmostEqual(cells.loc[self.ids["uvm0"], "bound_ms"], 300.0)
+        with sqlite3.connect(self.path) as con:
+            con.execute("UPDATE cells SET latency_median_ms = 100.0 WHERE cell_id = ?", (self.ids["device"],))
+
+    def test_older_files_are_described_by_the_constants(self):
+        older = Axes(OLDER_AXES)
+        self.assertIn("dropout", older.workload)
+        self.assertNotIn("launch", older.workload)  # a placement: the fastest device cell over it is the reference
+        self.assertEqual(older.model_shape, ("n_layer", "n_embd", "n_head", "vocab_size", "max_positions"))
+        self.assertEqual(older.fill_missing({"model": "tiny"})["launch"], "kernels")
 
 
 # --- the bound fixture: scripts/bench/backends_table.py and the report's bound columns --------------
@@ -541,8 +583,9 @@ class BackendsTableTest(BoundFixture):
         old = os.path.join(self.folder, "v9.db")
         shutil.copy(self.path, old)
         con = sqlite3.connect(old)
-        con.execute("ALTER TABLE cells DROP COLUMN launch")
-        con.commit()
+        # As version 9 wrote it: no launch column, and no description of its columns.
+        con.executescript("ALTER TABLE cells DROP COLUMN launch; DROP TABLE axes; DROP TABLE measures;"
+                          "UPDATE schema_info SET version = 9")
         con.close()
         rows = self.markdown_rows(self.script(old, "--markdown"))
         self.check(rows, self.EXPECTED)
@@ -629,7 +672,7 @@ class ReportBoundTest(BoundFixture):
         """The two fp32 explicit-copy budgets form one line over oversubscription 2 and 4 (budget is
         fixed by the swept ratio, so it must not split the line); the fp16 cell is a different workload."""
         points = oversubscription.slowdown(report_data(self.path).ok)
-        panels = series(points, Swept("oversubscription", "oversubscription"), ("budget",))
+        panels = series(points, Axes(OLDER_AXES), Swept("oversubscription", "oversubscription"), ("budget",))
         self.assertEqual([(title, left_out) for title, _, left_out in panels], [("explicit-copy", 0)])
         (label, line), = panels[0][1]
         line = line.sort_values("oversubscription")
@@ -643,10 +686,10 @@ class ReportBoundTest(BoundFixture):
         rows = []
         for model, streams in [("tiny", s) for s in range(1, 10)] + [("tiny_odd", 1)]:
             for budget in ("25%", "50%"):
-                row = {p: "x" for p in PARAMETERS}
+                row = {p: "x" for p in Axes(OLDER_AXES).parameters}
                 row.update(model=model, backend="explicit-copy", streams=streams, budget=budget, y=1.0)
                 rows.append(row)
-        panels = series(pd.DataFrame(rows), Swept("budget", "budget", order=str), ())
+        panels = series(pd.DataFrame(rows), Axes(OLDER_AXES), Swept("budget", "budget", order=str), ())
         (title, lines, left_out), = panels
         self.assertEqual(title, "explicit-copy: model=tiny")
         self.assertEqual([label for label, _ in lines], [f"streams={s}" for s in range(1, 9)])
@@ -801,7 +844,8 @@ class NormalizedTest(DbTest):
         return ids
 
     def test_ratio_direction_and_geometric_mean(self):
-        table = normalized.normalized(report_data(self.path).ok)
+        data = report_data(self.path)
+        table = normalized.normalized(data.ok, data.db.axes)
         self.assertEqual(set(table["processor"]), {"GPU A"})
         rows = table.set_index("variant")
         fused = rows.loc["attn_ln"]
@@ -831,7 +875,8 @@ class NormalizedTest(DbTest):
             gpu_cell(db, "device", variant="attn_ln", batch=8, repeat=repeat, latency_median_ms=fused,
                      latency_p10_ms=fused - 5, latency_p90_ms=fused + 5, streamed_bytes=0)
         db.close()
-        rows = normalized.normalized(report_data(db.path).ok).set_index("variant")
+        data = report_data(db.path)
+        rows = normalized.normalized(data.ok, data.db.axes).set_index("variant")
         fused = rows.loc["attn_ln"]
         self.assertAlmostEqual(fused["perf"], (2.0 * 2.5 * 1.25) ** (1 / 3))
         self.assertAlmostEqual(fused["perf_lo"], 1.25)

@@ -175,13 +175,13 @@ TEST_CASE("non-finite output fails a cell whatever its check says; a check outsi
     CellOutcome ok;
     judge_output(count_nonfinite(finite), 4, passing, ok);
     CHECK(ok.status == CellStatus::ok);
-    CHECK(ok.check_rel_err == 1e-6);
-    CHECK(ok.check_reference == "test reference");
+    CHECK(ok.get<"check_rel_err">() == 1e-6);
+    CHECK(ok.get<"check_reference">() == "test reference");
 
     CellOutcome unchecked;
     judge_output(0, 4, std::nullopt, unchecked);
     CHECK(unchecked.status == CellStatus::ok);
-    CHECK_FALSE(unchecked.check_rel_err);
+    CHECK_FALSE(unchecked.get<"check_rel_err">());
 
     CellOutcome invalid;
     judge_output(0, 4, failing, invalid);

@@ -12,7 +12,7 @@
 #include "harness/cli/compare.hpp"
 #include "harness/cli/rank_test.hpp"
 #include "harness/matrix/matrix.hpp"
-#include "harness/store/store.hpp"
+#include "harness/measure/cell_outcome.hpp"
 #include "test_support.hpp"
 
 using namespace sweetspot;
@@ -40,9 +40,10 @@ std::vector<double> around(double centre, int n) {
 void record(Store& store, std::int64_t run, int index, const CellParams& cell, std::vector<double> timed_ms) {
     CellOutcome o;
     o.status = CellStatus::ok;
-    o.started_at = o.finished_at = "2026-11-23T00:00:00Z";
+    o.set<"started_at">("2026-11-23T00:00:00Z");
+    o.set<"finished_at">("2026-11-23T00:00:00Z");
     o.timed_ms = std::move(timed_ms);
-    store.record_cell(run, index, cell, o);
+    record_outcome(store, run, index, cell, o);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "backends/residency_plan.hpp"
 #include "harness/matrix/matrix.hpp"
+#include "harness/measure/cell_outcome.hpp"
 #include "harness/measure/memory_estimate.hpp"
 #include "harness/system/system_info.hpp"
 #include "harness/store/sqlite.hpp"
@@ -38,9 +39,9 @@ CellOutcome used_beyond(std::int64_t beyond) {
     CellOutcome o;
     o.status = CellStatus::ok;
     o.timed_ms = {1.0};
-    o.device_weight_bytes = 1000 * MiB;
-    o.activation_bytes = 100 * MiB;
-    o.device_used_bytes = 1100 * MiB + beyond;
+    o.set<"device_weight_bytes">(1000 * MiB);
+    o.set<"activation_bytes">(100 * MiB);
+    o.set<"device_used_bytes">(1100 * MiB + beyond);
     return o;
 }
 
@@ -50,11 +51,11 @@ std::int64_t tiny_weight_bytes() { return one_cell("model = \"tiny_odd\"").weigh
 // The host memory of a cell of tiny_odd whose process held `beyond` bytes besides the estimate's
 // host terms, the reference forward of its check run or not.
 void host_rss(CellOutcome& o, const CellParams& c, std::int64_t beyond, bool reference_ran) {
-    o.check_reference = "host fp32 forward";
-    o.check_reference_computed = reference_ran;
-    o.pinned_host_bytes = estimate_memory(c).pinned_host;
-    o.predicted_host_alloc_bytes = estimate_memory(c).host_total(reference_ran);
-    o.peak_host_rss_bytes = *o.predicted_host_alloc_bytes + beyond;
+    o.set<"check_reference">("host fp32 forward");
+    o.set<"check_reference_computed">(reference_ran);
+    o.set<"pinned_host_bytes">(estimate_memory(c).pinned_host);
+    o.set<"predicted_host_alloc_bytes">(estimate_memory(c).host_total(reference_ran));
+    o.set<"peak_host_rss_bytes">(estimate_memory(c).host_total(reference_ran) + beyond);
 }
 
 // A results database: one run on `gpu` with two device cells (600 and 598 MiB beyond their
@@ -78,14 +79,14 @@ void write_calibration_db(const std::string& path, const std::string& gpu) {
     };
     const CellParams device = cell("backend = \"device\""), device3 = cell("backend = \"device\"\nbatch = 3");
     const CellParams copy = cell("backend = \"explicit-copy\"\nprefetch = 1\nbudget = \"60%\"");
-    store.record_cell(run, index++, device, on_host(used_beyond(600 * MiB), device, 400 * MiB, false));
-    store.record_cell(run, index++, device3, on_host(used_beyond(598 * MiB), device3, 420 * MiB, true));
-    store.record_cell(run, index++, copy,
-                      on_host(used_beyond(600 * MiB + estimate_memory(copy).pinned_host / 64), copy, 390 * MiB, false));
-    store.record_cell(run, index++, cell("backend = \"uvm-prefetch\"\nprefetch = \"jit\""), used_beyond(2048 * MiB));
+    record_outcome(store, run, index++, device, on_host(used_beyond(600 * MiB), device, 400 * MiB, false));
+    record_outcome(store, run, index++, device3, on_host(used_beyond(598 * MiB), device3, 420 * MiB, true));
+    record_outcome(store, run, index++, copy,
+                   on_host(used_beyond(600 * MiB + estimate_memory(copy).pinned_host / 64), copy, 390 * MiB, false));
+    record_outcome(store, run, index++, cell("backend = \"uvm-prefetch\"\nprefetch = \"jit\""), used_beyond(2048 * MiB));
     CellOutcome failed = used_beyond(9000 * MiB);
     failed.status = CellStatus::failed;
-    store.record_cell(run, index++, cell("backend = \"device\"\nbatch = 2"), failed);
+    record_outcome(store, run, index++, cell("backend = \"device\"\nbatch = 2"), failed);
 }
 
 }  // namespace
@@ -312,8 +313,8 @@ TEST_CASE("the CUDA context and libraries' memory is measured from a results dat
         info.started_at = "2026-11-23T01:00:00Z";
         info.gpu_name = "Other GPU";
         info.gpu_driver = "CUDA 13.0";
-        other.record_cell(other.begin_run(info), 9, one_cell("model = \"tiny_odd\"\nbackend = \"device\"\nbatch = 3"),
-                          used_beyond(700 * MiB));
+        record_outcome(other, other.begin_run(info), 9, one_cell("model = \"tiny_odd\"\nbackend = \"device\"\nbatch = 3"),
+                       used_beyond(700 * MiB));
     }
     const auto two = test::run_sweetspot("estimate '" + matrix + "' --calibration '" + db + "'");
     CHECK(two.exit_code == 2);

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "harness/cli/summary.hpp"
+#include "harness/measure/cell_outcome.hpp"
 #include "harness/measure/gpu_memory_watch.hpp"
 #include "harness/measure/memory_estimate.hpp"
 #include "harness/measure/nvml_memory.hpp"
@@ -171,30 +172,33 @@ TEST_CASE("a GPU cell's measured memory is stored, and set against the predictio
     CellOutcome o;
     o.status = CellStatus::ok;
     o.timed_ms = {1.0};
-    o.device_weight_bytes = 1000 * MiB;
-    o.activation_bytes = 100 * MiB;
-    o.device_used_bytes = 2000 * MiB;
-    o.predicted_alloc_bytes = 1100 * MiB;
-    o.predicted_peak_bytes = 1600 * MiB;
-    o.gpu_used_before_bytes = 400 * MiB;
-    o.gpu_context_bytes = 450 * MiB;
-    o.gpu_peak_bytes = 1616 * MiB;
-    o.gpu_own_peak_bytes = 1550 * MiB;
-    o.gpu_other_processes = 1;
-    o.gpu_other_bytes = 400 * MiB;
-    o.gpu_memory_readings = 12;
-    const auto id = s.record_cell(run, 0, cell, o);
+    o.set<"device_weight_bytes">(1000 * MiB);
+    o.set<"activation_bytes">(100 * MiB);
+    o.set<"device_used_bytes">(2000 * MiB);
+    o.set<"predicted_alloc_bytes">(1100 * MiB);
+    o.set<"predicted_peak_bytes">(1600 * MiB);
+    o.set<"gpu_used_before_bytes">(400 * MiB);
+    o.set<"gpu_context_bytes">(450 * MiB);
+    o.set<"gpu_peak_bytes">(1616 * MiB);
+    o.set<"gpu_own_peak_bytes">(1550 * MiB);
+    o.set<"gpu_other_processes">(1);
+    o.set<"gpu_other_bytes">(400 * MiB);
+    o.set<"gpu_memory_readings">(12);
+    const auto id = record_outcome(s, run, 0, cell, o);
 
-    const std::optional<CellOutcome> back = s.load_outcome(cell.key());
-    REQUIRE(back);
-    CHECK(back->gpu_used_before_bytes == 400 * MiB);
-    CHECK(back->gpu_context_bytes == 450 * MiB);
-    CHECK(back->gpu_peak_bytes == 1616 * MiB);
-    CHECK(back->gpu_own_peak_bytes == 1550 * MiB);
-    CHECK(back->gpu_other_processes == 1);
-    CHECK(back->gpu_other_bytes == 400 * MiB);
-    CHECK(back->gpu_memory_readings == 12);
-    CHECK(back->gpu_memory_note.empty());
+    auto back = s.db().prepare(
+        "SELECT gpu_used_before_bytes, gpu_context_bytes, gpu_peak_bytes, gpu_own_peak_bytes, gpu_other_processes,"
+        " gpu_other_bytes, gpu_memory_readings, gpu_memory_note IS NULL FROM cells WHERE cell_key = ?");
+    back.bind(1, cell.key());
+    REQUIRE(back.step());
+    CHECK(back.int64(0) == 400 * MiB);
+    CHECK(back.int64(1) == 450 * MiB);
+    CHECK(back.int64(2) == 1616 * MiB);
+    CHECK(back.int64(3) == 1550 * MiB);
+    CHECK(back.int64(4) == 1);
+    CHECK(back.int64(5) == 400 * MiB);
+    CHECK(back.int64(6) == 12);
+    CHECK(back.int64(7) == 1);
 
     auto st = s.db().prepare("SELECT cell_id, peak_error_pct, allocated_bytes, alloc_error_pct FROM memory_accuracy");
     REQUIRE(st.step());
@@ -216,10 +220,10 @@ TEST_CASE("a GPU cell's measured memory is stored, and set against the predictio
     CHECK_THAT(summary.str(), ContainsSubstring("-0.99 %"));
 
     // The host side where the cell has both: 500 predicted against 400 MiB measured, 25 % over.
-    o.predicted_host_peak_bytes = 500 * MiB;
-    o.peak_host_rss_bytes = 400 * MiB;
+    o.set<"predicted_host_peak_bytes">(500 * MiB);
+    o.set<"peak_host_rss_bytes">(400 * MiB);
     cell.batch = 3;
-    s.record_cell(run, 2, cell, o);
+    record_outcome(s, run, 2, cell, o);
     std::ostringstream with_host;
     print_summary(s, SummaryOptions{}, with_host);
     CHECK_THAT(with_host.str(), ContainsSubstring("host: predicted"));
@@ -227,14 +231,20 @@ TEST_CASE("a GPU cell's measured memory is stored, and set against the predictio
 
     // A cell without NVML keeps the reason, and no numbers.
     CellOutcome without = o;
-    without.gpu_used_before_bytes = without.gpu_context_bytes = without.gpu_peak_bytes = std::nullopt;
-    without.gpu_own_peak_bytes = without.gpu_other_processes = without.gpu_other_bytes = std::nullopt;
-    without.gpu_memory_readings = std::nullopt;
-    without.gpu_memory_note = "NVML not available (libnvidia-ml.so.1 does not load)";
+    const std::optional<std::int64_t> none;
+    without.set<"gpu_used_before_bytes">(none);
+    without.set<"gpu_context_bytes">(none);
+    without.set<"gpu_peak_bytes">(none);
+    without.set<"gpu_own_peak_bytes">(none);
+    without.set<"gpu_other_processes">(none);
+    without.set<"gpu_other_bytes">(none);
+    without.set<"gpu_memory_readings">(none);
+    without.set<"gpu_memory_note">("NVML not available (libnvidia-ml.so.1 does not load)");
     cell.batch = 2;
-    s.record_cell(run, 1, cell, without);
-    const std::optional<CellOutcome> note = s.load_outcome(cell.key());
-    REQUIRE(note);
-    CHECK(note->gpu_memory_note == without.gpu_memory_note);
-    CHECK_FALSE(note->gpu_peak_bytes);
+    record_outcome(s, run, 1, cell, without);
+    auto note = s.db().prepare("SELECT gpu_memory_note, gpu_peak_bytes IS NULL FROM cells WHERE cell_key = ?");
+    note.bind(1, cell.key());
+    REQUIRE(note.step());
+    CHECK(note.text(0) == "NVML not available (libnvidia-ml.so.1 does not load)");
+    CHECK(note.int64(1) == 1);
 }

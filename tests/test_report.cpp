@@ -11,7 +11,7 @@
 #include <fstream>
 #include <optional>
 
-#include "harness/store/store.hpp"
+#include "harness/measure/cell_outcome.hpp"
 #include "kernels/model/model_config.hpp"
 #include "test_support.hpp"
 
@@ -158,11 +158,10 @@ CellOutcome measured(const CellParams& c, double median_ms) {
     CellOutcome o;
     o.status = CellStatus::ok;
     o.timed_ms = {median_ms * 0.98, median_ms, median_ms * 1.01, median_ms * 1.05};
-    o.tokens_per_s = c.batch * c.seq / median_ms * 1e3;
-    const auto weights = c.weight_bytes();
-    o.resident_bytes = c.backend == BackendId::uvm ? 0 : c.budget_bytes();
-    o.streamed_bytes = weights - *o.resident_bytes;
-    o.device_used_bytes = c.budget_bytes() + (std::int64_t{1} << 29);
+    const std::int64_t resident = c.backend == BackendId::uvm ? 0 : c.budget_bytes();
+    o.set<"resident_bytes">(resident);
+    o.set<"streamed_bytes">(c.weight_bytes() - resident);
+    o.set<"device_used_bytes">(c.budget_bytes() + (std::int64_t{1} << 29));
     return o;
 }
 
@@ -244,7 +243,7 @@ void add_gpu_cells(const std::string& db) {
     const auto run = store.begin_run(info);
     int index = 0;
     constexpr double device_ms = 8.0;
-    auto record = [&](const CellParams& c, const CellOutcome& o) { store.record_cell(run, index++, c, o); };
+    auto record = [&](const CellParams& c, const CellOutcome& o) { record_outcome(store, run, index++, c, o); };
 
     const auto device = gpu_cell("device", 1, "off", 100);
     record(device, measured(device, device_ms));

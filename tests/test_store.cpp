@@ -15,7 +15,9 @@
 #include <tuple>
 
 #include "harness/collect/event_totals.hpp"
+#include "harness/measure/cell_outcome.hpp"
 #include "harness/measure/memory_estimate.hpp"
+#include "harness/store/event_tables.hpp"
 #include "harness/store/merge.hpp"
 #include "harness/store/store.hpp"
 #include "harness/cli/summary.hpp"
@@ -39,18 +41,17 @@ CellParams tiny_cell(int batch, int seq) {
 CellOutcome ok_outcome(double base_ms) {
     CellOutcome o;
     o.status = CellStatus::ok;
-    o.started_at = "2026-11-22T10:00:00Z";
-    o.finished_at = "2026-11-22T10:00:01Z";
-    o.wall_s = 1.0;
-    o.init_s = 0.1;
+    o.set<"started_at">("2026-11-22T10:00:00Z");
+    o.set<"finished_at">("2026-11-22T10:00:01Z");
+    o.set<"wall_s">(1.0);
+    o.set<"init_s">(0.1);
     o.warmup_ms = {base_ms * 3};
     o.timed_ms = {base_ms * 1.2, base_ms, base_ms * 1.1, base_ms * 0.9, base_ms * 1.05};
-    o.tokens_per_s = 64 / (base_ms / 1000);
-    o.check_reference = "float64 loops";
-    o.check_max_abs_err = 1e-6;
-    o.check_rel_err = 2e-7;
-    o.check_tolerance = 1e-4;
-    o.exit_code = 0;
+    o.set<"check_reference">("float64 loops");
+    o.set<"check_max_abs_err">(1e-6);
+    o.set<"check_rel_err">(2e-7);
+    o.set<"check_tolerance">(1e-4);
+    o.set<"exit_code">(0);
     return o;
 }
 
@@ -200,6 +201,28 @@ CellEvents sample_events(std::int64_t base_ns = 0) {
     return e;
 }
 
+// The latencies stored for the cell `key` in one phase, in iteration order.
+std::vector<double> stored_latencies(Store& s, const std::string& key, const std::string& phase) {
+    auto st = s.db().prepare("SELECT latency_ms FROM iterations JOIN cells USING (cell_id) WHERE cell_key = ? AND phase = ?"
+                             " ORDER BY iteration");
+    st.bind(1, key).bind(2, phase);
+    std::vector<double> ms;
+    while (st.step()) ms.push_back(st.real(0));
+    return ms;
+}
+
+// The events stored for `cell_id`, with what its row says of them (dropped records, UM profiling).
+CellEvents stored_events(Store& s, std::int64_t cell_id) {
+    CellEvents e = load_events(s.db(), cell_id);
+    auto st = s.db().prepare("SELECT um_profiling, dropped_records FROM cells WHERE cell_id = ?");
+    st.bind(1, cell_id);
+    REQUIRE(st.step());
+    e.um_supported = st.text(0) == "supported";
+    if (!e.um_supported) e.um_note = st.text(0);
+    e.dropped_records = st.int64(1);
+    return e;
+}
+
 std::int64_t count_cell_rows(Store& s, const std::string& table, std::int64_t cell_id) {
     auto st = s.db().prepare("SELECT count(*) FROM " + table + " WHERE cell_id = ?");
     st.bind(1, cell_id);
@@ -220,18 +243,18 @@ void fill_fixture(Store& s) {
     const auto run = s.begin_run(gpu_run);
     auto traced = ok_outcome(2.0);
     traced.events = sample_events();
-    s.record_cell(run, 0, tiny_cell(1, 16), traced);
+    record_outcome(s, run, 0, tiny_cell(1, 16), traced);
     traced = ok_outcome(3.5);
     traced.events = sample_events(10'000'000);
     traced.events->kernels.pop_back();
-    s.record_cell(run, 1, tiny_cell(2, 16), traced);
-    s.record_cell(run, 2, tiny_cell(4, 32), ok_outcome(9.0));
+    record_outcome(s, run, 1, tiny_cell(2, 16), traced);
+    record_outcome(s, run, 2, tiny_cell(4, 32), ok_outcome(9.0));
     CellOutcome failed;
     failed.status = CellStatus::failed;
     failed.reason = "killed by signal 11 (Segmentation fault)";
-    failed.stderr_tail = "debug_fault = \"segfault\": failing on purpose\n";
-    failed.signal = 11;
-    s.record_cell(run, 3, tiny_cell(8, 32), failed);
+    failed.set<"stderr_tail">("debug_fault = \"segfault\": failing on purpose\n");
+    failed.set<"signal">(11);
+    record_outcome(s, run, 3, tiny_cell(8, 32), failed);
     s.finish_run(run, "finished");
 }
 
@@ -273,14 +296,14 @@ TEST_CASE("a new database gets the current schema version in WAL mode", "[store]
     auto s = Store::open(tmp.file("sub/dir/r.db"));
     auto v = s.db().prepare("SELECT version, created_by FROM schema_info");
     REQUIRE(v.step());
-    CHECK(v.int64(0) == kSchemaVersion);
+    CHECK(v.int64(0) == schema_version());
     CHECK(v.text(1).rfind("sweetspot ", 0) == 0);
     auto wal = s.db().prepare("PRAGMA journal_mode");
     REQUIRE(wal.step());
     CHECK(wal.text(0) == "wal");
     auto uv = s.db().prepare("PRAGMA user_version");
     REQUIRE(uv.step());
-    CHECK(uv.int64(0) == kSchemaVersion);
+    CHECK(uv.int64(0) == schema_version());
 }
 
 TEST_CASE("opening again keeps the data; read-only opening checks the file", "[store]") {
@@ -310,62 +333,19 @@ TEST_CASE("opening again keeps the data; read-only opening checks the file", "[s
         db.exec("UPDATE schema_info SET version = 99");
     }
     CHECK_THROWS_WITH(Store::open_read_only(path),
-                      path + " has schema version 99; this sweetspot reads versions 2 to " + std::to_string(kSchemaVersion));
+                      path + " has schema version 99; this sweetspot reads versions 2 to " + std::to_string(schema_version()));
 }
 
-// Takes version 10's addition out of a database: the launch axis.
-constexpr const char* kBeforeVersion10 = "ALTER TABLE cells DROP COLUMN launch;";
-// Takes version 9's additions out of a database: the predicted host peak, whether the check ran its
-// reference forward, and the view that compares the host peaks.
-constexpr const char* kBeforeVersion9 =
-    "DROP VIEW host_memory_accuracy; ALTER TABLE cells DROP COLUMN predicted_host_peak_bytes;"
-    "ALTER TABLE cells DROP COLUMN predicted_host_alloc_bytes;"
-    "ALTER TABLE cells DROP COLUMN check_reference_computed; ALTER TABLE cells DROP COLUMN pinned_host_bytes;";
-// Turns a database back into version 6: the prefetch_api axis back, the kept reference logits and
-// the noise criterion out.
-constexpr const char* kBeforeVersion7 =
-    "ALTER TABLE cells ADD COLUMN prefetch_api TEXT NOT NULL DEFAULT 'single';"
-    "ALTER TABLE cells DROP COLUMN check_reference_key; DROP TABLE reference_logits;"
-    "ALTER TABLE cells DROP COLUMN max_noise_pct; ALTER TABLE cells DROP COLUMN max_iterations;"
-    "ALTER TABLE cells DROP COLUMN max_time_s; ALTER TABLE cells DROP COLUMN noise_pct; ALTER TABLE cells DROP COLUMN noisy;";
-// Takes version 6's additions out of a database: the prefetch_api axis, the cells' predicted peak,
-// NVML readings, phases and history.
-constexpr const char* kBeforeVersion6 =
-    "DROP VIEW memory_accuracy; DROP TABLE cell_phases; DROP TABLE cell_history;"
-    "ALTER TABLE cells DROP COLUMN predicted_peak_bytes;"
-    "ALTER TABLE cells DROP COLUMN prefetch_api; ALTER TABLE cells DROP COLUMN gpu;"
-    "ALTER TABLE cells DROP COLUMN gpu_used_before_bytes; ALTER TABLE cells DROP COLUMN gpu_context_bytes;"
-    "ALTER TABLE cells DROP COLUMN gpu_peak_bytes; ALTER TABLE cells DROP COLUMN gpu_own_peak_bytes;"
-    "ALTER TABLE cells DROP COLUMN gpu_other_processes; ALTER TABLE cells DROP COLUMN gpu_other_bytes;"
-    "ALTER TABLE cells DROP COLUMN gpu_memory_readings; ALTER TABLE cells DROP COLUMN gpu_memory_note;";
-// Takes version 5's addition out of a database: the cells' predicted allocations.
-constexpr const char* kBeforeVersion5 = "ALTER TABLE cells DROP COLUMN predicted_alloc_bytes;";
-// Takes version 4's additions out of a database: the runs' managed-memory abilities and probe.
-constexpr const char* kBeforeVersion4 =
-    "DROP TABLE managed_probe; ALTER TABLE runs DROP COLUMN concurrent_managed_access;"
-    "ALTER TABLE runs DROP COLUMN pageable_memory_access;"
-    "ALTER TABLE runs DROP COLUMN pageable_memory_access_uses_host_page_tables;"
-    "ALTER TABLE runs DROP COLUMN direct_managed_mem_access_from_host;";
-
 // A database as `version` wrote it: one run with one ok cell, then the later versions' additions
-// taken out. Read-only, it must still summarise, and stay at its version.
+// taken out by the schema's own list of versions (downgrade_schema). Read-only, it must still
+// summarise, and stay at its version.
 void write_old_version(const std::string& path, int version) {
     {
         auto s = Store::open(path);
         RunInfo info;
         info.started_at = "2026-01-01T00:00:00Z";
-        s.record_cell(s.begin_run(info), 0, tiny_cell(2, 8), ok_outcome(1.0));
-        if (version < 10) s.db().exec(kBeforeVersion10);
-        if (version < 9) s.db().exec(kBeforeVersion9);
-        if (version < 7) s.db().exec(kBeforeVersion7);
-        if (version < 6) s.db().exec(kBeforeVersion6);
-        if (version < 5) s.db().exec(kBeforeVersion5);
-        if (version < 4) s.db().exec(kBeforeVersion4);
-        if (version < 3)  // version 2 lacked these three columns
-            s.db().exec("ALTER TABLE cells DROP COLUMN dropout; ALTER TABLE cells DROP COLUMN repeat;"
-                        "ALTER TABLE cells DROP COLUMN launches_per_forward;");
-        s.db().exec("UPDATE schema_info SET version = " + std::to_string(version) +
-                    "; PRAGMA user_version = " + std::to_string(version));
+        record_outcome(s, s.begin_run(info), 0, tiny_cell(2, 8), ok_outcome(1.0));
+        downgrade_schema(s.db(), version);
     }
     auto r = Store::open_read_only(path);
     std::ostringstream out;
@@ -452,18 +432,16 @@ TEST_CASE("upgrading to version 8 re-keys cells without their iterations; cells 
         RunInfo info;
         info.started_at = "2026-01-01T00:00:00Z";
         const auto run = s.begin_run(info);
-        s.record_cell(run, 0, five, ok_outcome(1.0));
-        s.record_cell(run, 0, five, ok_outcome(1.5));  // a rerun: one row of history under five's key
+        record_outcome(s, run, 0, five, ok_outcome(1.0));
+        record_outcome(s, run, 0, five, ok_outcome(1.5));  // a rerun: one row of history under five's key
         store_as_version_7(s, five);
         s.db().exec("UPDATE cell_history SET cell_key = (SELECT cell_key FROM cells)");
-        s.record_cell(run, 1, seven, ok_outcome(2.0));  // under the new key nobody holds yet
+        record_outcome(s, run, 1, seven, ok_outcome(2.0));  // under the new key nobody holds yet
         store_as_version_7(s, seven);
-        s.record_cell(run, 2, other, ok_outcome(3.0));
+        record_outcome(s, run, 2, other, ok_outcome(3.0));
         store_as_version_7(s, other);
         five_old_key = fnv1a64_hex(five.canonical() + "iterations=5\nwarmups=1\n");
-        s.db().exec(kBeforeVersion10);
-        s.db().exec(kBeforeVersion9);
-        s.db().exec("UPDATE schema_info SET version = 7; PRAGMA user_version = 7");
+        downgrade_schema(s.db(), 7);
     }
     {
         auto read = Store::open_read_only(path);
@@ -479,7 +457,10 @@ TEST_CASE("upgrading to version 8 re-keys cells without their iterations; cells 
     CHECK(kept.int64(0) == 7);
     CHECK(kept.real(1) == Catch::Approx(2.0 * 1.05));  // ok_outcome's median is 1.05 × its base
     CHECK(kept.text(2) == five.canonical());
-    CHECK(s.load_outcome(other.key()));
+    auto other_kept = s.db().prepare("SELECT count(*) FROM cells WHERE cell_key = ?");
+    other_kept.bind(1, other.key());
+    REQUIRE(other_kept.step());
+    CHECK(other_kept.int64(0) == 1);
     // Its history: the 5-iteration cell's first measurement and its last, in recording order.
     auto history = s.db().prepare("SELECT json_extract(cell, '$.latency_median_ms'), json_extract(cell, '$.cell_key')"
                                   " FROM cell_history WHERE cell_key = ? ORDER BY history_id");
@@ -498,7 +479,7 @@ TEST_CASE("upgrading to version 8 re-keys cells without their iterations; cells 
     CHECK(iterations.int64(0) == 6);  // one warm-up and five timed
     auto v = s.db().prepare("SELECT version FROM schema_info");
     REQUIRE(v.step());
-    CHECK(v.int64(0) == kSchemaVersion);
+    CHECK(v.int64(0) == schema_version());
 }
 
 TEST_CASE("a version-8 database is read as it is and upgraded when a run writes to it", "[store]") {
@@ -510,14 +491,14 @@ TEST_CASE("a version-8 database is read as it is and upgraded when a run writes 
     CHECK(has_column(s.db(), "cells", "check_reference_computed"));
     // A cell recorded after the upgrade stores both; the one before has neither.
     CellOutcome o = ok_outcome(1.0);
-    o.predicted_host_peak_bytes = 123456789;
-    o.check_reference_computed = false;
+    o.set<"predicted_host_peak_bytes">(123456789);
+    o.set<"check_reference_computed">(false);
     RunInfo info;
     info.started_at = "2026-01-02T00:00:00Z";
-    s.record_cell(s.begin_run(info), 1, tiny_cell(2, 16), o);
+    record_outcome(s, s.begin_run(info), 1, tiny_cell(2, 16), o);
     auto v = s.db().prepare("SELECT version, (SELECT count(*) FROM host_memory_accuracy) FROM schema_info");
     REQUIRE(v.step());
-    CHECK(v.int64(0) == kSchemaVersion);
+    CHECK(v.int64(0) == schema_version());
     CHECK(v.int64(1) == 0);  // ok_outcome has no host reading
     auto cells = s.db().prepare("SELECT predicted_host_peak_bytes, check_reference_computed FROM cells ORDER BY cell_index");
     REQUIRE(cells.step());
@@ -526,9 +507,6 @@ TEST_CASE("a version-8 database is read as it is and upgraded when a run writes 
     REQUIRE(cells.step());
     CHECK(cells.int64(0) == 123456789);
     CHECK(cells.int64(1) == 0);
-    const std::optional<CellOutcome> loaded = s.load_outcome(tiny_cell(2, 16).key());
-    REQUIRE(loaded);
-    CHECK(loaded->check_reference_computed == false);
 }
 
 TEST_CASE("a version-9 database is read as it is and upgraded when a run writes to it; its cells launched kernels",
@@ -542,10 +520,10 @@ TEST_CASE("a version-9 database is read as it is and upgraded when a run writes 
     graphs.launch = Launch::graphs;
     RunInfo info;
     info.started_at = "2026-01-02T00:00:00Z";
-    s.record_cell(s.begin_run(info), 1, graphs, ok_outcome(1.0));
+    record_outcome(s, s.begin_run(info), 1, graphs, ok_outcome(1.0));
     auto v = s.db().prepare("SELECT version FROM schema_info");
     REQUIRE(v.step());
-    CHECK(v.int64(0) == kSchemaVersion);
+    CHECK(v.int64(0) == schema_version());
     auto cells = s.db().prepare("SELECT launch, canonical FROM cells ORDER BY cell_index");
     REQUIRE(cells.step());
     CHECK(cells.text(0) == "kernels");
@@ -568,7 +546,7 @@ TEST_CASE("a version-6 database is read as it is and upgraded when a run writes 
     CHECK(has_table(s.db(), "reference_logits"));
     auto v = s.db().prepare("SELECT version, (SELECT count(*) FROM cells) FROM schema_info");
     REQUIRE(v.step());
-    CHECK(v.int64(0) == kSchemaVersion);
+    CHECK(v.int64(0) == schema_version());
     CHECK(v.int64(1) == 1);
 }
 
@@ -583,7 +561,7 @@ TEST_CASE("a version-5 database is read as it is and upgraded when a run writes 
     auto v = s.db().prepare("SELECT version, (SELECT count(*) FROM memory_accuracy), (SELECT gpu_peak_bytes FROM cells)"
                             " FROM schema_info");
     REQUIRE(v.step());
-    CHECK(v.int64(0) == kSchemaVersion);
+    CHECK(v.int64(0) == schema_version());
     CHECK(v.int64(1) == 0);
     CHECK(v.is_null(2));
 }
@@ -596,7 +574,7 @@ TEST_CASE("a version-3 database is read as it is and upgraded when a run writes 
     auto s = Store::open(path);
     auto v = s.db().prepare("SELECT version, (SELECT count(*) FROM managed_probe) FROM schema_info");
     REQUIRE(v.step());
-    CHECK(v.int64(0) == kSchemaVersion);
+    CHECK(v.int64(0) == schema_version());
     CHECK(v.int64(1) == 0);
     s.begin_run(run_with_managed_probe());
     auto n = s.db().prepare("SELECT count(*) FROM managed_probe");
@@ -611,7 +589,7 @@ TEST_CASE("a version-2 database is read as it is and upgraded when a run writes 
     auto s = Store::open(path);
     auto v = s.db().prepare("SELECT version, (SELECT dropout FROM cells), (SELECT count(*) FROM cells) FROM schema_info");
     REQUIRE(v.step());
-    CHECK(v.int64(0) == kSchemaVersion);
+    CHECK(v.int64(0) == schema_version());
     CHECK(v.real(1) == 0.0);
     CHECK(v.int64(2) == 1);
     RunInfo info;
@@ -619,7 +597,7 @@ TEST_CASE("a version-2 database is read as it is and upgraded when a run writes 
     const auto run = s.begin_run(info);
     CellParams dropped = tiny_cell(2, 8);
     dropped.dropout = 0.1;
-    s.record_cell(run, 1, dropped, ok_outcome(1.0));
+    record_outcome(s, run, 1, dropped, ok_outcome(1.0));
     auto d = s.db().prepare("SELECT dropout FROM cells WHERE cell_index = 1");
     REQUIRE(d.step());
     CHECK(d.real(0) == Catch::Approx(0.1));
@@ -631,20 +609,14 @@ TEST_CASE("a cell and its iterations round-trip through the store", "[store]") {
     const auto run = s.begin_run(sample_run());
     const auto cell = tiny_cell(2, 16);
     const auto in = ok_outcome(4.0);
-    s.record_cell(run, 7, cell, in);
+    record_outcome(s, run, 7, cell, in);
 
-    const auto out = s.load_outcome(cell.key());
-    REQUIRE(out);
-    CHECK(out->status == CellStatus::ok);
-    CHECK(out->timed_ms == in.timed_ms);
-    CHECK(out->warmup_ms == in.warmup_ms);
-    CHECK(out->check_rel_err == in.check_rel_err);
-    CHECK(out->tokens_per_s == in.tokens_per_s);
-    CHECK_FALSE(s.load_outcome("0000000000000000"));
+    CHECK(stored_latencies(s, cell.key(), "timed") == in.timed_ms);
+    CHECK(stored_latencies(s, cell.key(), "warmup") == in.warmup_ms);
 
     auto st = s.db().prepare(
         "SELECT cell_index, sweep, model, n_params, batch, seq, latency_median_ms, latency_p10_ms, weight_bytes,"
-        " budget_bytes, oversubscription, canonical FROM cells WHERE cell_key = ?");
+        " budget_bytes, oversubscription, canonical, status, check_rel_err, tokens_per_s FROM cells WHERE cell_key = ?");
     st.bind(1, cell.key());
     REQUIRE(st.step());
     CHECK(st.int64(0) == 7);
@@ -660,6 +632,9 @@ TEST_CASE("a cell and its iterations round-trip through the store", "[store]") {
     CHECK(st.int64(9) == st.int64(8));  // budget 100%
     CHECK(st.real(10) == Catch::Approx(1.0));
     CHECK(st.text(11) == cell.canonical());
+    CHECK(st.text(12) == "ok");
+    CHECK(st.real(13) == 2e-7);
+    CHECK(st.real(14) == Catch::Approx(2 * 16 / 4.2e-3));  // batch x seq / median
 }
 
 TEST_CASE("derived columns: oversubscription is weights over budget, streamed_gbps uses the median", "[store]") {
@@ -671,8 +646,8 @@ TEST_CASE("derived columns: oversubscription is weights over budget, streamed_gb
     cell.budget = *Budget::parse("25%");
     auto o = ok_outcome(4.0);
     o.timed_ms = {4.8, 4.0, 4.4, 3.6, 4.3};  // median 4.3; the mean (4.22) would give another rate
-    o.streamed_bytes = 301'000'000;
-    s.record_cell(run, 0, cell, o);
+    o.set<"streamed_bytes">(301'000'000);
+    record_outcome(s, run, 0, cell, o);
 
     auto st = s.db().prepare("SELECT oversubscription, streamed_gbps, latency_median_ms FROM cells");
     REQUIRE(st.step());
@@ -692,8 +667,8 @@ TEST_CASE("recording a key again replaces the row and its iterations", "[store]"
     CellOutcome failed;
     failed.status = CellStatus::failed;
     failed.reason = "first try";
-    s.record_cell(run, 0, cell, failed);
-    s.record_cell(run, 0, cell, ok_outcome(2.0));
+    record_outcome(s, run, 0, cell, failed);
+    record_outcome(s, run, 0, cell, ok_outcome(2.0));
     CHECK(count_rows(s, "cells") == 1);
     CHECK(count_rows(s, "iterations") == 6);
     CHECK(s.ok_keys() == std::set<std::string>{cell.key()});
@@ -705,18 +680,17 @@ TEST_CASE("a cell whose write fails leaves nothing behind", "[store]") {
     const auto run = s.begin_run(sample_run());
     auto bad = ok_outcome(2.0);
     bad.status = static_cast<CellStatus>(99);  // violates the CHECK constraint after the iterations are prepared
-    CHECK_THROWS_AS(s.record_cell(run, 0, tiny_cell(1, 16), bad), SqliteError);
+    CHECK_THROWS_AS(record_outcome(s, run, 0, tiny_cell(1, 16), bad), SqliteError);
     CHECK(count_rows(s, "cells") == 0);
     CHECK(count_rows(s, "iterations") == 0);
     // The connection is usable afterwards.
-    s.record_cell(run, 0, tiny_cell(1, 16), ok_outcome(2.0));
+    record_outcome(s, run, 0, tiny_cell(1, 16), ok_outcome(2.0));
     CHECK(count_rows(s, "cells") == 1);
 }
 
-TEST_CASE("a cell's events round-trip through the store", "[store]") {
+TEST_CASE("a cell's events round-trip through the store, and from a cell's scratch database into the results", "[store]") {
     TempDir tmp;
-    auto s = Store::open(tmp.file("r.db"));
-    const auto run = s.begin_run(sample_run());
+    auto scratch = Store::open(tmp.file("scratch.db"));
     const auto cell = tiny_cell(2, 16);
     auto in = ok_outcome(4.0);
     in.traced_ms = {5.0, 5.5};
@@ -727,21 +701,32 @@ TEST_CASE("a cell's events round-trip through the store", "[store]") {
         in.events->um_note = "CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED";
         in.events->gpu_page_faults.clear();
     }
-    const auto cell_id = s.record_cell(run, 0, cell, in);
+    const auto scratch_cell = record_outcome(scratch, scratch.begin_run(sample_run()), 0, cell, in);
+    check_same_events(stored_events(scratch, scratch_cell), *in.events);
 
-    const auto out = s.load_outcome(cell.key());
-    REQUIRE(out);
-    CHECK(out->traced_ms == in.traced_ms);
-    REQUIRE(out->events);
-    check_same_events(*out->events, *in.events);
+    // The results database already holds names the scratch one numbers otherwise: they are renumbered.
+    auto s = Store::open(tmp.file("r.db"));
+    auto other = ok_outcome(2.0);
+    other.events = CellEvents{};
+    other.events->kernels = {kernel(0, 10, "another_kernel", 1), kernel(20, 30, "softmax_kernel", 1)};
+    record_outcome(s, s.begin_run(sample_run()), 0, tiny_cell(8, 16), other);
+    const auto run = s.begin_run(sample_run());
+    const auto cell_id = s.import_cell(tmp.file("scratch.db"), cell.key(), run, 3, {}, {});
+    REQUIRE(cell_id);
+    check_same_events(stored_events(s, *cell_id), *in.events);
+    CHECK(stored_latencies(s, cell.key(), "traced") == in.traced_ms);
+    CHECK_FALSE(s.import_cell(tmp.file("scratch.db"), "0000000000000000", run, 4, {}, {}));
 
     // Names are stored once and shared; ranges reference them the nsys way (text NULL, textId set).
-    CHECK(count_rows(s, "StringIds") == 7);
+    CHECK(count_rows(scratch, "StringIds") == 7);
+    CHECK(count_rows(s, "StringIds") == 8);
     auto nvtx = s.db().prepare(
         "SELECT count(*) FROM NVTX_EVENTS WHERE text IS NULL AND textId IS NOT NULL AND eventType = 59 AND globalTid = 7");
     REQUIRE(nvtx.step());
     CHECK(nvtx.int64(0) == 7);
-    auto names = s.db().prepare("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE shortName = demangledName");
+    auto names =
+        s.db().prepare("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE shortName = demangledName AND cell_id = ?");
+    names.bind(1, *cell_id);
     REQUIRE(names.step());
     CHECK(names.int64(0) == 3);
 
@@ -750,7 +735,7 @@ TEST_CASE("a cell's events round-trip through the store", "[store]") {
         "SELECT um_profiling, um_htod_bytes, um_dtoh_bytes, gpu_page_faults, cpu_page_faults, thrashing, throttling,"
         " remote_maps, kernel_busy_ms, copy_ms, copy_compute_overlap_ms, dropped_records, collector_overhead_ms"
         " FROM cells WHERE cell_id = ?");
-    st.bind(1, cell_id);
+    st.bind(1, *cell_id);
     REQUIRE(st.step());
     const auto t = totals_of(*in.events);
     CHECK(st.text(0) == (in.events->um_supported ? "supported" : in.events->um_note));
@@ -768,19 +753,16 @@ TEST_CASE("a cell's events round-trip through the store", "[store]") {
     CHECK(st.real(12) == Catch::Approx(0.025));
 }
 
-TEST_CASE("a cell without events has NULL totals and loads without events", "[store]") {
+TEST_CASE("a cell without events has NULL totals and no event rows", "[store]") {
     TempDir tmp;
     auto s = Store::open(tmp.file("r.db"));
     const auto cell = tiny_cell(1, 16);
-    const auto cell_id = s.record_cell(s.begin_run(sample_run()), 0, cell, ok_outcome(2.0));
+    const auto cell_id = record_outcome(s, s.begin_run(sample_run()), 0, cell, ok_outcome(2.0));
     auto st = s.db().prepare("SELECT um_profiling IS NULL, kernel_busy_ms IS NULL FROM cells WHERE cell_id = ?");
     st.bind(1, cell_id);
     REQUIRE(st.step());
     CHECK(st.int64(0) == 1);
     CHECK(st.int64(1) == 1);
-    const auto out = s.load_outcome(cell.key());
-    REQUIRE(out);
-    CHECK_FALSE(out->events);
     for (const auto& table : kEventTables) CHECK(count_rows(s, table) == 0);
 }
 
@@ -790,14 +772,14 @@ TEST_CASE("replacing or deleting a cell removes its events", "[store]") {
     const auto run = s.begin_run(sample_run());
     auto with_events = ok_outcome(2.0);
     with_events.events = sample_events();
-    const auto first = s.record_cell(run, 0, tiny_cell(1, 16), with_events);
-    const auto other = s.record_cell(run, 1, tiny_cell(2, 16), with_events);
+    const auto first = record_outcome(s, run, 0, tiny_cell(1, 16), with_events);
+    const auto other = record_outcome(s, run, 1, tiny_cell(2, 16), with_events);
 
     // Same key again, now with a single kernel: the old cell's rows go with its row.
     auto fewer = ok_outcome(2.0);
     fewer.events = CellEvents{};
     fewer.events->kernels = {kernel(0, 10, "only", 1)};
-    const auto second = s.record_cell(run, 0, tiny_cell(1, 16), fewer);
+    const auto second = record_outcome(s, run, 0, tiny_cell(1, 16), fewer);
     for (const auto& table : kEventTables) {
         INFO(table);
         CHECK(count_cell_rows(s, table, first) == 0);
@@ -827,7 +809,7 @@ TEST_CASE("100k event records store well within a second", "[store]") {
         e.ranges.push_back({i * 4000, i * 4000 + 3000, "layer " + std::to_string(i % 48), 7});
 
     const auto t0 = std::chrono::steady_clock::now();
-    s.record_cell(s.begin_run(sample_run()), 0, tiny_cell(1, 16), o);
+    record_outcome(s, s.begin_run(sample_run()), 0, tiny_cell(1, 16), o);
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
     CHECK(took.count() < 5.0);
     CHECK(count_rows(s, "CUPTI_ACTIVITY_KIND_KERNEL") + count_rows(s, "CUPTI_ACTIVITY_KIND_MEMCPY") +
@@ -870,7 +852,7 @@ TEST_CASE("the enum tables carry the values nsys exports", "[store]") {
     CHECK(count_rows(s, "ENUM_CUDA_UNIF_MEM_MIGRATION") == 6);
 }
 
-TEST_CASE("latency statistics interpolate percentiles", "[store]") {
+TEST_CASE("latency statistics interpolate percentiles", "[measure]") {
     const auto s = LatencyStats::of({5, 1, 4, 2, 3, 6, 7, 8, 9, 10});
     CHECK(s.median == Catch::Approx(5.5));
     CHECK(s.p10 == Catch::Approx(1.9));
@@ -1069,14 +1051,16 @@ TEST_CASE("merge: shards into one, every row kept, string ids remapped, idempote
         info.started_at = "2026-11-23T09:00:00Z";
         const auto run = b.begin_run(info);
         auto traced = ok_outcome(5.0);
-        traced.started_at = traced.finished_at = "2026-11-23T09:00:05Z";
+        traced.set<"started_at">("2026-11-23T09:00:05Z");
+        traced.set<"finished_at">("2026-11-23T09:00:05Z");
         traced.events = sample_events();
         traced.events->kernels.insert(traced.events->kernels.begin(), kernel(500'000, 600'000, "layernorm_kernel", 13));
         std::reverse(traced.events->ranges.begin(), traced.events->ranges.end());
-        b.record_cell(run, 0, tiny_cell(64, 8), traced);  // only in B
+        record_outcome(b, run, 0, tiny_cell(64, 8), traced);  // only in B
         auto later = ok_outcome(7.0);
-        later.started_at = later.finished_at = "2099-01-01T00:00:00Z";
-        b.record_cell(run, 1, tiny_cell(2, 16), later);  // also in A, measured later
+        later.set<"started_at">("2099-01-01T00:00:00Z");
+        later.set<"finished_at">("2099-01-01T00:00:00Z");
+        record_outcome(b, run, 1, tiny_cell(2, 16), later);  // also in A, measured later
     }
     const auto kernel_names = [](Database& db, const std::string& key) {
         auto st = db.prepare("SELECT group_concat(s.value, '|') FROM (SELECT k.shortName FROM CUPTI_ACTIVITY_KIND_KERNEL k"
@@ -1149,12 +1133,12 @@ TEST_CASE("reference logits: kept once per key with the cell that computed them,
         CHECK_FALSE(s.load_reference(ref.key));
         auto first = ok_outcome(1.0);
         first.reference = ref;
-        s.record_cell(run, 0, tiny_cell(1, 16), first);
+        record_outcome(s, run, 0, tiny_cell(1, 16), first);
         // A second cell of the same workload names the same reference; the row stays the first one's.
         auto second = ok_outcome(2.0);
         second.reference = ref;
         second.reference->logits[0] = 99.0f;
-        s.record_cell(run, 1, tiny_cell(2, 16), second);
+        record_outcome(s, run, 1, tiny_cell(2, 16), second);
         CHECK(count_rows(s, "reference_logits") == 1);
         const auto back = s.load_reference(ref.key);
         REQUIRE(back);
@@ -1163,11 +1147,6 @@ TEST_CASE("reference logits: kept once per key with the cell that computed them,
         CHECK(back->seq == 2);
         CHECK(back->vocab == 3);
         CHECK(back->logits == ref.logits);  // bit for bit, the first cell's
-        const auto outcome = s.load_outcome(tiny_cell(2, 16).key());
-        REQUIRE(outcome);
-        REQUIRE(outcome->reference);
-        CHECK(outcome->reference->key == ref.key);
-        CHECK(outcome->reference->logits == ref.logits);
         auto keys = s.db().prepare("SELECT count(*) FROM cells WHERE check_reference_key = ?");
         keys.bind(1, ref.key);
         REQUIRE(keys.step());

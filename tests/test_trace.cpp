@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "harness/store/store.hpp"
+#include "harness/measure/cell_outcome.hpp"
 #include "harness/cli/trace_export.hpp"
 #include "kernels/model/model_config.hpp"
 #include "test_support.hpp"
@@ -77,7 +77,7 @@ std::int64_t stored_cell(Store& store) {
     o.status = CellStatus::ok;
     o.timed_ms = {1.0};
     o.events = fixture_events();
-    return store.record_cell(run, 0, cell, o);
+    return record_outcome(store, run, 0, cell, o);
 }
 
 }  // namespace

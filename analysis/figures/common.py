@@ -7,7 +7,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from results_db import PARAMETERS  # noqa: E402
 
 # Sizes in points at the saved figure size: readable when a figure is printed at column width.
 STYLE = {
@@ -78,9 +77,10 @@ def value_text(v):
     return str(v)
 
 
-def varying(cells, exclude=()):
-    """The parameters that take more than one value among `cells` (those a label must name)."""
-    return [p for p in PARAMETERS if p in cells and p not in exclude and cells[p].astype(str).nunique() > 1]
+def varying(cells, axes, exclude=()):
+    """The parameters (of `axes`, analysis/axes.py) that take more than one value among `cells`:
+    those a label must name."""
+    return [p for p in axes.parameters if p in cells and p not in exclude and cells[p].astype(str).nunique() > 1]
 
 
 def series_label(key, names):

@@ -13,7 +13,7 @@ def render(data):
     require_gpu_cells(data.cells, "device budget to oversubscribe")
     cells = driver_slowdown(data.ok)
     fig, summary = sweep_figure(
-        cells, Swept("oversubscription", "oversubscription (weight bytes ÷ budget bytes)"), "x_driver_bound", "lo",
+        cells, data.db.axes, Swept("oversubscription", "oversubscription (weight bytes ÷ budget bytes)"), "x_driver_bound", "lo",
         "hi", "latency ÷ driver bound", fixed_out=("budget",), reference=(1.0, "driver bound"),
         why_empty="no UVM backend (uvm, uvm-prefetch) was measured at two or more budgets in a run whose managed-memory "
                   "probe measured the driver's rates (schema version 4 and later).")

@@ -18,7 +18,7 @@ def prefetch_order(value):
 def render(data):
     require_gpu_cells(data.cells, "prefetching")
     fig, summary = sweep_figure(
-        data.ok, Swept("prefetch", "prefetch (look-ahead depth in layers)", order=prefetch_order), "latency_median_ms",
+        data.ok, data.db.axes, Swept("prefetch", "prefetch (look-ahead depth in layers)", order=prefetch_order), "latency_median_ms",
         "latency_p10_ms", "latency_p90_ms", "forward latency (ms)",
         why_empty="no backend was measured at two or more prefetch settings with every other parameter the same.")
     return Drawn(fig, "Median forward latency of the timed iterations against the prefetch setting: off (on demand), "

@@ -9,7 +9,7 @@ TITLE = "Latency vs copy/prefetch streams"
 def render(data):
     require_gpu_cells(data.cells, "copy or prefetch streams")
     fig, summary = sweep_figure(
-        data.ok, Swept("streams", "copy/prefetch streams"), "latency_median_ms", "latency_p10_ms", "latency_p90_ms",
+        data.ok, data.db.axes, Swept("streams", "copy/prefetch streams"), "latency_median_ms", "latency_p10_ms", "latency_p90_ms",
         "forward latency (ms)",
         why_empty="no backend was measured at two or more stream counts with every other parameter the same.")
     return Drawn(fig, "Median forward latency of the timed iterations against the number of copy/prefetch streams "

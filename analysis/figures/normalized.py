@@ -4,14 +4,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from figures.common import Drawn, Skip, count_phrase, panel_grid
-from results_db import MODEL_SHAPE, PARAMETERS, PROTOCOL
 
 NAME = "normalized_performance"
 TITLE = "Performance normalized to baseline"
 
 # The fusion variants in the order the UM-layerfusion report showed them; others follow by name.
 VARIANT_ORDER = ["baseline", "dropout_ln", "attn_ln", "ffn_ln", "attn_proj", "all"]
-WORKLOAD = [p for p in PARAMETERS if p != "variant" and p not in PROTOCOL] + list(MODEL_SHAPE) + ["processor"]
 
 
 def processor(cell):
@@ -24,21 +22,27 @@ def geometric_mean(values):
     return float(np.exp(np.log(values).mean()))
 
 
-def normalized(ok):
+def workload(axes):
+    """The columns a variant's cell shares with the baseline cell it is set against: what is computed
+    and how it runs, but the variant, and the processor (analysis/axes.py)."""
+    return [p for p in axes.identity if p != "variant"] + ["processor"]
+
+
+def normalized(ok, axes):
     """Per (processor, model, variant): geometric means over workloads of baseline ÷ variant latency,
     the number of workloads, and error bars. A workload's baseline is the median of its baseline
     cells' medians (its repeats). The error bars are the run-to-run spread where a variant was
     measured more than once on a workload (the lowest and highest ratio over its repeats), else the
     spread of the timed iterations (the ratio at the variant's 90th and 10th percentile latency)."""
     cells = ok.assign(processor=ok.apply(processor, axis=1))
-    workload = [p for p in WORKLOAD if p in cells]  # older files lack the columns of later axes
-    base = (cells[cells["variant"] == "baseline"].groupby(workload, dropna=False)["latency_median_ms"].median()
+    shared = [p for p in workload(axes) if p in cells]  # older files lack the columns of later axes
+    base = (cells[cells["variant"] == "baseline"].groupby(shared, dropna=False)["latency_median_ms"].median()
             .rename("baseline_ms").reset_index())
-    paired = cells.merge(base, on=workload)
+    paired = cells.merge(base, on=shared)
     paired["perf"] = paired["baseline_ms"] / paired["latency_median_ms"]
     paired["perf_p90"] = paired["baseline_ms"] / paired["latency_p90_ms"]
     paired["perf_p10"] = paired["baseline_ms"] / paired["latency_p10_ms"]
-    per_workload = (paired.groupby(workload + ["variant"], dropna=False)
+    per_workload = (paired.groupby(shared + ["variant"], dropna=False)
                     .agg(perf=("perf", geometric_mean), run_lo=("perf", "min"), run_hi=("perf", "max"),
                          repeats=("perf", "size"), iter_lo=("perf_p90", geometric_mean),
                          iter_hi=("perf_p10", geometric_mean))
@@ -63,7 +67,7 @@ def render(data):
     if not (ok["variant"] == "baseline").any():
         raise Skip("no baseline cell was measured, and performance is normalized to the baseline variant of the "
                    "same workload.")
-    table = normalized(ok)
+    table = normalized(ok, data.db.axes)
     processors = sorted(table["processor"].unique())
     fig, axes = panel_grid(len(processors), width=6.0, max_cols=1)
     # One colour per variant across panels.

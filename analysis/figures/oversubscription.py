@@ -32,7 +32,7 @@ def render(data):
     require_gpu_cells(data.cells, "device budget to oversubscribe")
     cells = slowdown(data.ok)
     fig, summary = sweep_figure(
-        cells, Swept("oversubscription", "oversubscription (weight bytes ÷ budget bytes)"), "x_bound", "lo", "hi",
+        cells, data.db.axes, Swept("oversubscription", "oversubscription (weight bytes ÷ budget bytes)"), "x_bound", "lo", "hi",
         "latency ÷ bound", fixed_out=("budget",), reference=(1.0, "bound"),
         why_empty="no streaming GPU backend (explicit-copy, uvm, uvm-prefetch) was measured at two or more budgets "
                   "with a known bound (a link probe or a device cell of the same workload).")

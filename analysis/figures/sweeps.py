@@ -5,7 +5,6 @@ import pandas as pd
 from matplotlib.ticker import MaxNLocator, NullLocator
 
 from figures.common import Skip, backends_in, panel_grid, series_label, value_text, varying, workload_label
-from results_db import PARAMETERS, PROTOCOL
 
 # Lines beyond this many per panel are left out (the caption says how many): a legend longer
 # than this cannot be read in print.
@@ -36,11 +35,11 @@ class Swept:
         return values.map({v: i for i, v in enumerate(ticks)}).astype(float)
 
 
-def series(cells, swept, fixed_out):
+def series(cells, axes, swept, fixed_out):
     """(title, [(label, cells of one line)], lines left out) for every backend with a line of two or
     more x values; at most MAX_SERIES lines each, labelled by what tells those apart. The title names
     the backend, and what the lines drawn share that the lines left out do not."""
-    others = [p for p in PARAMETERS if p not in (swept.column, "backend", *fixed_out)]
+    others = [p for p in axes.parameters if p not in (swept.column, "backend", *fixed_out)]
     out = []
     for backend in backends_in(cells):
         mine = cells[cells["backend"] == backend]
@@ -49,40 +48,42 @@ def series(cells, swept, fixed_out):
             continue
         shown = groups[:MAX_SERIES]
         exclude = (swept.column, "backend", *fixed_out)
-        differing_shown = varying(pd.concat(shown), exclude=exclude)
-        shared = [n for n in varying(pd.concat(groups), exclude=exclude) if n not in differing_shown and n not in PROTOCOL]
+        differing_shown = varying(pd.concat(shown), axes, exclude=exclude)
+        shared = [n for n in varying(pd.concat(groups), axes, exclude=exclude)
+                  if n not in differing_shown and n not in axes.protocol]
         title = backend + (": " + series_label(tuple(shown[0].iloc[0][n] for n in shared), shared) if shared else "")
-        out.append((title, labelled(shown, exclude=exclude), len(groups) - len(shown)))
+        out.append((title, labelled(shown, axes, exclude=exclude), len(groups) - len(shown)))
     return out
 
 
-def labelled(groups, exclude):
+def labelled(groups, axes, exclude):
     """(label, cells) per line: labels name the parameters that differ between lines, leaving out
     how cells were measured (iterations, seed...) unless only that tells two lines apart."""
-    differing = varying(pd.concat(groups), exclude=exclude)
+    differing = varying(pd.concat(groups), axes, exclude=exclude)
     if not differing:
         return [(workload_label(groups[0].iloc[0]), groups[0])]
-    names = [n for n in differing if n not in PROTOCOL]
+    names = [n for n in differing if n not in axes.protocol]
     labels = [series_label(tuple(g.iloc[0][n] for n in names), names) for g in groups]
     if len(set(labels)) < len(labels):
         labels = [series_label(tuple(g.iloc[0][n] for n in differing), differing) for g in groups]
     return list(zip(labels, groups))
 
 
-def sweep_figure(cells, swept, y, y_lo, y_hi, y_label, *, fixed_out=(), reference=None, why_empty=""):
-    """The figure and a sentence on what it holds. Cells need columns y, y_lo, y_hi (error bar ends).
+def sweep_figure(cells, axes, swept, y, y_lo, y_hi, y_label, *, fixed_out=(), reference=None, why_empty=""):
+    """The figure and a sentence on what it holds. Cells need columns y, y_lo, y_hi (error bar ends);
+    axes: their database's parameters (analysis/axes.py).
 
     fixed_out: parameters determined by the swept one (e.g. budget by oversubscription), left
     out of the grouping. reference: (y, label) of a horizontal line. Raises Skip(why_empty) when
     no backend has a line."""
-    panels = series(cells.dropna(subset=[y]), swept, fixed_out)
+    panels = series(cells.dropna(subset=[y]), axes, swept, fixed_out)
     if not panels:
         raise Skip(why_empty)
     most_lines = max(len(lines) for _, lines, _ in panels)
     legend_below = most_lines > LEGEND_INSIDE
-    fig, axes = panel_grid(len(panels), height=3.6 + (0.22 * (most_lines + 1) + 0.4 if legend_below else 0))
+    fig, panel_axes = panel_grid(len(panels), height=3.6 + (0.22 * (most_lines + 1) + 0.4 if legend_below else 0))
     shown = hidden = points = 0
-    for ax, (title, lines, left_out) in zip(axes, panels):
+    for ax, (title, lines, left_out) in zip(panel_axes, panels):
         hidden += left_out
         ticks = swept.ticks(pd.concat([g for _, g in lines])[swept.column])
         for i, (label, g) in enumerate(lines):

@@ -21,7 +21,7 @@ def throughput(ok):
 def render(data):
     cells = throughput(data.ok)
     fig, summary = sweep_figure(
-        cells, Swept("batch", "batch size (sequences per forward)", log=True), "tps", "tps_lo", "tps_hi",
+        cells, data.db.axes, Swept("batch", "batch size (sequences per forward)", log=True), "tps", "tps_lo", "tps_hi",
         "throughput (tokens/s)",
         why_empty="no model was measured at two or more batch sizes with every other parameter the same.")
     return Drawn(fig, "Tokens per second (batch × sequence length ÷ median forward latency) against the batch size "

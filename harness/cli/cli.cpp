@@ -241,6 +241,12 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
     }
     std::cerr << "sweetspot: " << matrix.cells.size() << " cells from " << matrix.path << " -> " << opt.db_path << "\n";
     const RunTotals t = run_matrix(matrix, opt, std::cerr);
+    if (!t.error.empty()) {
+        std::cerr << "sweetspot run: error: " << t.error << "\n"
+                  << "sweetspot: the sweep stopped; " << t.ok + t.failed + t.timeout + t.invalid + t.skipped
+                  << " cells were stored before. Once the database can be written again, the same command resumes.\n";
+        return t.exit_code();
+    }
     if (t.run_id) {
         // The cells this run measured, on stdout: what a script or a log keeps.
         auto results = Store::open_read_only(opt.db_path);
@@ -253,7 +259,7 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
               << " invalid, " << t.skipped << " skipped, " << t.resumed << " already done"
               << (t.interrupted ? "; interrupted, run the same command again to resume" : "") << "\n"
               << "sweetspot: results in " << opt.db_path << " (sweetspot summary " << opt.db_path << ")\n";
-    return t.interrupted ? kExitInterrupted : t.exit_code();
+    return t.exit_code();
 }
 
 // `sbatch` on PATH, or empty.

@@ -10,7 +10,7 @@
 
 #include "harness/cli/rank_test.hpp"
 #include "harness/matrix/axes.hpp"
-#include "harness/store/store.hpp"
+#include "harness/measure/cell_outcome.hpp"
 #include "kernels/model/number_text.hpp"
 
 namespace sweetspot {

@@ -106,9 +106,9 @@ int write_logits(const LogitsRequest& r, std::ostream& report) {
     report << r.output << ": float32 [" << batch << ", " << seq << ", " << model.vocab_size << "] logits of model '"
            << model.name << "' (weights " << r.weights << ") on backend " << enum_name(r.backend) << " in "
            << enum_name(r.dtype) << (given ? "" : ", random token ids from seed " + std::to_string(r.seed)) << "\n";
-    if (outcome.check_rel_err)
-        report << "checked against the " << outcome.check_reference.value_or("reference") << ": relative error " << *outcome.check_rel_err
-               << " (tolerance " << outcome.check_tolerance.value_or(0) << ")\n";
+    if (const auto rel_err = outcome.get<"check_rel_err">())
+        report << "checked against the " << outcome.get<"check_reference">().value_or("reference") << ": relative error "
+               << *rel_err << " (tolerance " << outcome.get<"check_tolerance">().value_or(0) << ")\n";
     if (outcome.status != CellStatus::ok) {
         report << "sweetspot logits: " << enum_name(outcome.status) << ": " << outcome.reason << "\n";
         return kExitFailed;

@@ -45,6 +45,7 @@ void integer_range(Axis& a, std::int64_t min, std::int64_t max) {
 template <class Int>
 Axis integer_axis(std::string_view name, std::int64_t min, std::int64_t max, Int CellParams::*field) {
     Axis a = axis_named(name, Axis::Written::integer, Axis::Column::integer);
+    a.unit = Unit::count;
     integer_range(a, min, max);
     a.get = [field](const CellParams& c) { return std::to_string(c.*field); };
     a.set = [field](CellParams& c, const std::string& v) { c.*field = static_cast<Int>(*parse_integer(v)); };
@@ -84,6 +85,7 @@ Axis choice_axis(std::string_view name, E CellParams::*field) {
 // model's name brings it), but keyed, so redefining a custom model changes its cells' keys.
 Axis shape_axis(std::string_view name, std::string_view column, int max, int ModelConfig::*field) {
     Axis a = axis_named(name, Axis::Written::not_in_matrix, Axis::Column::integer);
+    a.unit = Unit::count;
     a.column = column;
     a.in_list = a.in_summary = Axis::Shown::never;  // `list` prints each model's shape below its table
     integer_range(a, 1, max);
@@ -165,6 +167,7 @@ Axis variant_axis() {
 // before the axis keep their keys.
 Axis dropout_axis() {
     Axis a = axis_named("dropout", Axis::Written::number_or_string, Axis::Column::real);
+    a.unit = Unit::ratio;
     a.keyed = Axis::Keyed::unless_default;
     a.expects = "a probability from 0 up to (not including) 1";
     a.normalize = [](std::string_view text) -> std::optional<std::string> {
@@ -179,6 +182,7 @@ Axis dropout_axis() {
 
 Axis tf32_axis() {
     Axis a = axis_named("tf32", Axis::Written::boolean, Axis::Column::integer);
+    a.unit = Unit::flag;
     a.keyed = Axis::Keyed::unless_default;
     a.expects = "true or false";
     a.normalize = [](std::string_view text) -> std::optional<std::string> {
@@ -218,6 +222,7 @@ Axis measurement_setting(std::string_view name, std::string_view column) {
 Axis seconds_axis(std::string_view name, std::string_view column, double least, double CellParams::*field,
                   const std::string& zero_means = "") {
     Axis a = measurement_setting(name, column);
+    a.unit = Unit::s;
     a.expects = "a duration such as \"90s\", \"10m\" or \"1h\", or a number of seconds of at least " +
                 format_number(least) + (zero_means.empty() ? "" : " (0: " + zero_means + ")");
     const bool zero_allowed = !zero_means.empty();
@@ -235,6 +240,7 @@ Axis seconds_axis(std::string_view name, std::string_view column, double least, 
 // The noise criterion's threshold, a percentage.
 Axis max_noise_axis() {
     Axis a = measurement_setting("max_noise", "max_noise_pct");
+    a.unit = Unit::percent;
     a.expects = "a percentage >= 0 (2 or \"2%\"; 0: no noise criterion)";
     a.normalize = [](std::string_view text) -> std::optional<std::string> {
         if (!text.empty() && text.back() == '%') text.remove_suffix(1);
@@ -258,56 +264,103 @@ Axis keyed(Axis a, Axis::Keyed rule) {
     return a;
 }
 
+Axis role(Axis a, Axis::Role role, std::string_view meaning) {
+    a.role = role;
+    a.meaning = meaning;
+    return a;
+}
+
+// An integer that counts nothing.
+Axis no_unit(Axis a) {
+    a.unit = Unit::none;
+    return a;
+}
+
+// An axis whose column a later schema version added; `before`: what the cells stored before it had,
+// where that is not the axis's default.
+Axis added_in(Axis a, int version, std::string before = "") {
+    a.since = version;
+    a.before = std::move(before);
+    return a;
+}
+
 std::vector<Axis> make_axes() {
     using S = Axis::Shown;
     using K = Axis::Keyed;
+    using R = Axis::Role;
     constexpr std::int64_t max_seed = std::numeric_limits<std::int64_t>::max();
     return {
-        model_axis(),
-        shape_axis("model.n_layer", "n_layer", ModelLimits::layers, &ModelConfig::n_layer),
-        shape_axis("model.n_embd", "n_embd", ModelLimits::hidden, &ModelConfig::n_embd),
-        shape_axis("model.n_head", "n_head", ModelLimits::hidden, &ModelConfig::n_head),
-        shape_axis("model.vocab_size", "vocab_size", ModelLimits::vocab, &ModelConfig::vocab_size),
-        shape_axis("model.max_positions", "max_positions", ModelLimits::positions, &ModelConfig::max_positions),
-        ln_eps_axis(),
-        shown(variant_axis(), S::always, S::always),
-        shown(choice_axis("backend", &CellParams::backend), S::always, S::always),
-        shown(choice_axis("dtype", &CellParams::dtype), S::always, S::always),
-        shown(integer_axis("batch", 1, AxisLimits::tokens, &CellParams::batch), S::always, S::always),
-        shown(integer_axis("seq", 1, ModelLimits::positions, &CellParams::seq), S::always, S::always),
-        integer_axis("streams", 0, AxisLimits::streams, &CellParams::streams),
-        prefetch_axis(),
-        budget_axis(),
-        choice_axis("activations", &CellParams::activations),
-        keyed(choice_axis("resident", &CellParams::resident), K::unless_default),
-        keyed(choice_axis("evict", &CellParams::evict), K::unless_default),
-        tf32_axis(),
-        keyed(choice_axis("launch", &CellParams::launch), K::unless_default),
-        dropout_axis(),
-        choice_axis("mode", &CellParams::mode),
-        weights_axis(),
+        role(model_axis(), R::workload, "model name"),
+        role(shape_axis("model.n_layer", "n_layer", ModelLimits::layers, &ModelConfig::n_layer), R::workload,
+             "transformer blocks"),
+        role(shape_axis("model.n_embd", "n_embd", ModelLimits::hidden, &ModelConfig::n_embd), R::workload, "hidden size"),
+        role(shape_axis("model.n_head", "n_head", ModelLimits::hidden, &ModelConfig::n_head), R::workload,
+             "attention heads"),
+        role(shape_axis("model.vocab_size", "vocab_size", ModelLimits::vocab, &ModelConfig::vocab_size), R::workload,
+             "vocabulary"),
+        role(shape_axis("model.max_positions", "max_positions", ModelLimits::positions, &ModelConfig::max_positions),
+             R::workload, "position-embedding rows"),
+        role(ln_eps_axis(), R::workload, "LayerNorm epsilon"),
+        role(shown(variant_axis(), S::always, S::always), R::workload, "fused-kernel variant"),
+        role(shown(choice_axis("backend", &CellParams::backend), S::always, S::always), R::placement, "memory backend"),
+        role(shown(choice_axis("dtype", &CellParams::dtype), S::always, S::always), R::workload, "compute dtype"),
+        role(shown(integer_axis("batch", 1, AxisLimits::tokens, &CellParams::batch), S::always, S::always), R::workload,
+             "sequences per iteration"),
+        role(shown(integer_axis("seq", 1, ModelLimits::positions, &CellParams::seq), S::always, S::always), R::workload,
+             "tokens per sequence"),
+        role(integer_axis("streams", 0, AxisLimits::streams, &CellParams::streams), R::placement,
+             "copy or prefetch streams"),
+        role(prefetch_axis(), R::placement, "prefetch: off, jit or a look-ahead depth in layers"),
+        role(budget_axis(), R::placement, "device memory the weights may occupy"),
+        role(choice_axis("activations", &CellParams::activations), R::placement,
+             "where the GPU forward keeps its activations"),
+        role(keyed(choice_axis("resident", &CellParams::resident), K::unless_default), R::placement,
+             "which layers a budget keeps on the device"),
+        role(keyed(choice_axis("evict", &CellParams::evict), K::unless_default), R::placement,
+             "how the UVM backends evict a layer"),
+        role(tf32_axis(), R::workload, "fp32 GEMMs on TF32 tensor cores"),
+        role(added_in(keyed(choice_axis("launch", &CellParams::launch), K::unless_default), 10), R::placement,
+             "how the GPU forward enqueues a unit's kernels"),
+        role(added_in(dropout_axis(), 3), R::workload, "probability at each of GPT-2's dropouts"),
+        role(choice_axis("mode", &CellParams::mode), R::workload, "inference or training"),
+        role(weights_axis(), R::workload, "synthetic weights or a checkpoint's path"),
         // How long a cell is measured, not what is measured: neither is part of the key, so a cell
         // measured again with more iterations is the same cell with a longer history. Traced
         // iterations are: a cell that traces has the collector loaded while it is timed.
-        keyed(shown(integer_axis("warmups", 0, AxisLimits::iterations, &CellParams::warmups), S::when_varies,
-                    S::when_varies),
-              K::no),
-        keyed(shown(integer_axis("iterations", 1, AxisLimits::iterations, &CellParams::iterations), S::when_varies,
-                    S::when_varies),
-              K::no),
-        integer_axis("trace_iterations", 0, AxisLimits::iterations, &CellParams::trace_iterations),
-        max_noise_axis(),
-        shown(keyed(integer_axis("max_iterations", 0, AxisLimits::iterations, &CellParams::max_iterations), K::no),
-              S::when_varies, S::never),
+        role(keyed(shown(integer_axis("warmups", 0, AxisLimits::iterations, &CellParams::warmups), S::when_varies,
+                         S::when_varies),
+                   K::no),
+             R::protocol, "untimed iterations first"),
+        role(keyed(shown(integer_axis("iterations", 1, AxisLimits::iterations, &CellParams::iterations), S::when_varies,
+                         S::when_varies),
+                   K::no),
+             R::protocol, "timed iterations"),
+        role(integer_axis("trace_iterations", 0, AxisLimits::iterations, &CellParams::trace_iterations), R::protocol,
+             "profiled iterations, after the timed ones"),
+        // Cells before the noise criterion ran their iterations with none.
+        role(added_in(max_noise_axis(), 7, "0"), R::protocol, "the noise criterion's threshold, percent"),
+        role(added_in(shown(keyed(integer_axis("max_iterations", 0, AxisLimits::iterations, &CellParams::max_iterations),
+                                  K::no),
+                            S::when_varies, S::never),
+                      7),
+             R::protocol, "the most timed iterations the noise criterion may take"),
         // The noise criterion's time limit: no more timed iterations once they took this long.
-        seconds_axis("max_time", "max_time_s", 0, &CellParams::max_time_s, "no limit"),
-        shown(integer_axis("seed", 0, max_seed, &CellParams::seed), S::when_varies, S::when_varies),
-        keyed(shown(integer_axis("repeat", 1, AxisLimits::repeats, &CellParams::repeat), S::when_varies, S::when_varies),
-              K::unless_default),
+        role(added_in(seconds_axis("max_time", "max_time_s", 0, &CellParams::max_time_s, "no limit"), 7), R::protocol,
+             "the noise criterion's time limit, seconds"),
+        role(no_unit(shown(integer_axis("seed", 0, max_seed, &CellParams::seed), S::when_varies, S::when_varies)),
+             R::protocol,
+             "seed of the synthetic weights and token ids"),
+        role(added_in(keyed(shown(integer_axis("repeat", 1, AxisLimits::repeats, &CellParams::repeat), S::when_varies,
+                                  S::when_varies),
+                            K::unless_default),
+                      3),
+             R::protocol, "which repeat of the same measurement"),
         // Bounds the run, does not change it. Its column holds the timeout the cell ran under (a
         // run's --timeout replaces the matrix's).
-        seconds_axis("timeout", "timeout_s", AxisLimits::min_timeout_s, &CellParams::timeout_s),
-        keyed(choice_axis("debug_fault", &CellParams::debug_fault), K::unless_default),
+        role(seconds_axis("timeout", "timeout_s", AxisLimits::min_timeout_s, &CellParams::timeout_s), R::limit,
+             "the cell's timeout, seconds"),
+        role(keyed(choice_axis("debug_fault", &CellParams::debug_fault), K::unless_default), R::limit,
+             "injected failure for harness tests"),
     };
 }
 
@@ -329,6 +382,13 @@ std::vector<std::string> matrix_axis_names() {
     for (const Axis& a : axes())
         if (a.in_matrix()) names.emplace_back(a.name);
     return names;
+}
+
+std::vector<const Axis*> axes_with_role(std::initializer_list<Axis::Role> roles) {
+    std::vector<const Axis*> found;
+    for (const Axis& a : axes())
+        if (a.has_column() && std::find(roles.begin(), roles.end(), a.role) != roles.end()) found.push_back(&a);
+    return found;
 }
 
 bool shows_axis(const Axis& axis, Axis::Shown rule, const std::vector<CellParams>& cells) {

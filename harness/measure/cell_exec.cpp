@@ -49,9 +49,9 @@ namespace {
 void write_outcome(const std::string& scratch_db, const CellParams& c, const CellOutcome& o) {
     auto store = Store::open(scratch_db);
     RunInfo info;
-    info.started_at = o.started_at.empty() ? utc_timestamp() : o.started_at;
+    info.started_at = o.get<"started_at">().value_or(utc_timestamp());
     const auto run = store.begin_run(info);
-    store.record_cell(run, 0, c, o);
+    record_outcome(store, run, 0, c, o);
 }
 
 }  // namespace
@@ -107,7 +107,7 @@ std::string cell_unavailable_reason(const CellParams& c) {
 
 CellOutcome measure_cell(const CellParams& cell, const MeasureOptions& options) {
     CellOutcome out;
-    out.started_at = utc_timestamp();
+    out.set<"started_at">(utc_timestamp());
     const auto t_init = std::chrono::steady_clock::now();
     if (options.spawned_at)
         out.phases.push_back({"start", std::chrono::duration<double>(t_init - *options.spawned_at).count()});
@@ -120,7 +120,7 @@ CellOutcome measure_cell(const CellParams& cell, const MeasureOptions& options) 
 #else
     std::unique_ptr<CellForward> forward = make_host_forward(cell, tokens);
 #endif
-    out.init_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_init).count();
+    out.set<"init_s">(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_init).count());
     if (const std::vector<CellPhase> setup = forward->setup_phases(); setup.empty()) {
         clock.lap("setup");
     } else {
@@ -131,7 +131,7 @@ CellOutcome measure_cell(const CellParams& cell, const MeasureOptions& options) 
     PhaseClock teardown(out.phases);
     forward.reset();
     teardown.lap("teardown");
-    out.finished_at = utc_timestamp();
+    out.set<"finished_at">(utc_timestamp());
     return out;
 }
 

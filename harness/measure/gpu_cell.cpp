@@ -158,23 +158,23 @@ public:
 
     void add_placement(CellOutcome& out) const override {
         const PlacementStats placed = backend_->placement();
-        out.resident_bytes = placed.resident_bytes;
-        out.streamed_bytes = placed.streamed_bytes;
-        out.device_weight_bytes = placed.device_weight_bytes;
-        out.pinned_host_bytes = placed.pinned_host_bytes;
-        out.device_used_bytes = device_used_;
-        out.launches_per_forward = forward_->launches_per_forward();
-        out.gpu_memory_note = memory_note_;
+        out.set<"resident_bytes">(placed.resident_bytes);
+        out.set<"streamed_bytes">(placed.streamed_bytes);
+        out.set<"device_weight_bytes">(placed.device_weight_bytes);
+        out.set<"pinned_host_bytes">(placed.pinned_host_bytes);
+        out.set<"device_used_bytes">(device_used_);
+        out.set<"launches_per_forward">(forward_->launches_per_forward());
+        if (!memory_note_.empty()) out.set<"gpu_memory_note">(memory_note_);
         if (!memory_watch_) return;
         const GpuMemoryMeasurement m = memory_watch_->measurement();
-        out.gpu_used_before_bytes = m.before_bytes;
-        out.gpu_context_bytes = m.context_bytes;
-        out.gpu_peak_bytes = m.peak_bytes;
-        out.gpu_own_peak_bytes = m.own_peak_bytes;
-        out.gpu_other_processes = m.other_processes;
-        out.gpu_other_bytes = m.other_peak_bytes;
-        out.gpu_memory_readings = m.readings;
-        if (!m.error.empty()) out.gpu_memory_note = "NVML readings stopped: " + m.error;
+        out.set<"gpu_used_before_bytes">(m.before_bytes);
+        out.set<"gpu_context_bytes">(m.context_bytes);
+        out.set<"gpu_peak_bytes">(m.peak_bytes);
+        out.set<"gpu_own_peak_bytes">(m.own_peak_bytes);
+        out.set<"gpu_other_processes">(m.other_processes);
+        out.set<"gpu_other_bytes">(m.other_peak_bytes);
+        out.set<"gpu_memory_readings">(m.readings);
+        if (!m.error.empty()) out.set<"gpu_memory_note">("NVML readings stopped: " + m.error);
     }
 
 private:

@@ -183,12 +183,12 @@ std::optional<LogitsCheck> check_against_float64(const CellParams& cell, const W
 void judge_output(std::int64_t nonfinite, std::int64_t logit_count, const std::optional<LogitsCheck>& check,
                   CellOutcome& out) {
     if (check) {
-        out.check_reference = check->reference;
-        out.check_max_abs_err = check->max_abs_err;
-        out.check_rel_err = check->rel_err;
-        out.check_tolerance = check->tolerance;
+        out.set<"check_reference">(check->reference);
+        out.set<"check_max_abs_err">(check->max_abs_err);
+        out.set<"check_rel_err">(check->rel_err);
+        out.set<"check_tolerance">(check->tolerance);
+        out.set<"check_reference_computed">(check->reference_computed);
         out.reference = check->kept;
-        out.check_reference_computed = check->reference_computed;
     }
     if (nonfinite > 0) {
         out.status = CellStatus::failed;

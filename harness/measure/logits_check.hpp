@@ -10,7 +10,7 @@
 #include <string>
 
 #include "harness/matrix/cell.hpp"
-#include "harness/store/store.hpp"
+#include "harness/measure/cell_outcome.hpp"
 #include "kernels/model/layer_source.hpp"
 #include "kernels/model/weight_layout.hpp"
 

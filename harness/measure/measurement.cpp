@@ -15,7 +15,7 @@ std::vector<std::int32_t> cell_tokens(const CellParams& cell, const MeasureOptio
 void measure_iterations(const CellParams& c, std::size_t token_count, CellForward& forward,
                         const MeasureOptions& options, CellOutcome& out) {
     PhaseClock clock(out.phases);
-    out.activation_bytes = forward.activation_bytes();
+    out.set<"activation_bytes">(forward.activation_bytes());
     for (int i = 0; i < c.warmups; ++i) out.warmup_ms.push_back(forward.iteration_ms("warmup " + std::to_string(i)));
     clock.lap("warmups");
     // The noise criterion (cell.hpp): at least `iterations`, then more while the noise is above
@@ -33,8 +33,6 @@ void measure_iterations(const CellParams& c, std::size_t token_count, CellForwar
     };
     while (more_wanted())
         out.timed_ms.push_back(forward.iteration_ms("iteration " + std::to_string(out.timed_ms.size())));
-    out.noise_pct = noise_pct(out.timed_ms);
-    out.noisy = c.max_noise_pct > 0 && out.noise_pct && *out.noise_pct > c.max_noise_pct;
     clock.lap("timed");
     // Traced iterations run after the timed ones, so collection never perturbs the latencies
     // that are reported; their own latencies show what tracing costs.
@@ -46,7 +44,6 @@ void measure_iterations(const CellParams& c, std::size_t token_count, CellForwar
         clock.lap("traced");
     }
     forward.add_placement(out);
-    out.tokens_per_s = static_cast<double>(token_count) / (LatencyStats::of(out.timed_ms).median / 1000.0);
 
     const std::int64_t logit_count = static_cast<std::int64_t>(token_count) * c.model.vocab_size;
     judge_output(forward.count_nonfinite_logits(), logit_count, forward.check(), out);
@@ -55,7 +52,7 @@ void measure_iterations(const CellParams& c, std::size_t token_count, CellForwar
 
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
-    out.peak_host_rss_bytes = static_cast<std::int64_t>(ru.ru_maxrss) * 1024;
+    out.set<"peak_host_rss_bytes">(static_cast<std::int64_t>(ru.ru_maxrss) * 1024);
 }
 
 }  // namespace sweetspot

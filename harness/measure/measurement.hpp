@@ -13,8 +13,8 @@
 
 #include "harness/collect/events.hpp"
 #include "harness/matrix/cell.hpp"
+#include "harness/measure/cell_outcome.hpp"
 #include "harness/measure/logits_check.hpp"
-#include "harness/store/store.hpp"
 
 namespace sweetspot {
 

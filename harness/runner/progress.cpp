@@ -40,4 +40,6 @@ void Progress::cell_done(const std::string& label, const std::string& status, st
     out_ << "  [" << format_clock(elapsed) << " elapsed, ETA " << eta << "]\n" << std::flush;
 }
 
+void Progress::note(const std::string& text) { out_ << "sweetspot: " << text << "\n" << std::flush; }
+
 }  // namespace sweetspot

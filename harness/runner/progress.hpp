@@ -15,6 +15,8 @@ public:
     // then do not distort the ETA.
     void cell_done(const std::string& label, const std::string& status, std::optional<double> median_ms,
                    const std::string& note, bool measured, double cell_wall_s);
+    // A line about the sweep itself (waiting for a lock), between the cells' lines.
+    void note(const std::string& text);
 
 private:
     int total_, parallel_, done_ = 0, measured_ = 0;

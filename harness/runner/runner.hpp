@@ -28,12 +28,18 @@ struct RunTotals {
     int ok = 0, failed = 0, timeout = 0, skipped = 0, invalid = 0;
     int resumed = 0;   // already ok in the database, not run again
     std::optional<std::int64_t> run_id;  // the run this sweep stored
-    bool interrupted = false;
-    // 0 when every cell is ok or skipped, 1 when one failed, timed out or was invalid.
+    bool interrupted = false;            // SIGINT or SIGTERM
+    // Why the sweep stopped before its cells were done: the database could not be written (a full
+    // disk, a file made read-only, a lock held too long, a damaged page). The cells stored before
+    // stay, and the same command resumes once the cause is gone.
+    std::string error;
+    // 2 after an error, 130 when interrupted, 1 when a cell failed, timed out or was invalid, else 0.
     int exit_code() const;
 };
 
-// SIGINT and SIGTERM stop the sweep after killing the running cell; completed cells stay.
+// SIGINT and SIGTERM stop the sweep after killing the running cell; completed cells stay. Errors
+// opening the database (not ours, damaged, locked by another sweep) or recording the run throw;
+// once the run is recorded, an error writing a cell stops the sweep and is in the totals.
 RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostream& progress);
 
 }  // namespace sweetspot

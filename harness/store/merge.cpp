@@ -88,9 +88,9 @@ MergeCounts merge_database(Store& out, const std::string& shard_path) {
     {
         Store shard = Store::open_read_only(shard_path);
         const int version = check_results_database(shard.db());
-        if (version != kSchemaVersion)
+        if (version != schema_version())
             throw std::runtime_error(shard_path + " has schema version " + std::to_string(version) + "; merge takes version " +
-                                     std::to_string(kSchemaVersion) + " (a run of this sweetspot on it upgrades it)");
+                                     std::to_string(schema_version()) + " (a run of this sweetspot on it upgrades it)");
     }
     Database& db = out.db();
     // A read-only URI, so that merging never writes to a shard: the path absolute, and the
@@ -114,18 +114,21 @@ MergeCounts merge_database(Store& out, const std::string& shard_path) {
         std::string cell_values;
         for (const std::string& n : cell_columns) cell_values += (cell_values.empty() ? "" : ", ") + copied_value(n, "run_id", "?");
 
-        auto shard_cells = db.prepare("SELECT cell_id, cell_key, run_id, started_at, finished_at FROM shard.cells ORDER BY cell_id");
+        auto shard_cells = db.prepare("SELECT cell_id, cell_key, run_id, finished_at FROM shard.cells ORDER BY cell_id");
         while (shard_cells.step()) {
             const std::int64_t shard_cell = shard_cells.int64(0);
             const std::string key = shard_cells.text(1);
-            const std::string started = shard_cells.text(3), finished = shard_cells.text(4);
+            const std::string finished = shard_cells.text(3);
             bool run_added = false;
             const std::int64_t run = main_run_for(db, shard_cells.int64(2), run_copies, run_added);
             counts.runs_added += run_added ? 1 : 0;
 
+            // Timestamps compared as stored: a cell that never started (skipped, or failed before its
+            // process ran) has none.
             auto here = db.prepare(
-                "SELECT c.finished_at, c.started_at IS ? AND c.finished_at IS ? AND c.run_id = ? FROM main.cells c WHERE c.cell_key = ?");
-            here.bind(1, started).bind(2, finished).bind(3, run).bind(4, key);
+                "SELECT c.finished_at, c.started_at IS s.started_at AND c.finished_at IS s.finished_at AND c.run_id = ?"
+                " FROM main.cells c JOIN shard.cells s ON s.cell_id = ? WHERE c.cell_key = ?");
+            here.bind(1, run).bind(2, shard_cell).bind(3, key);
             if (here.step()) {
                 if (here.int64(1) != 0) {  // this very measurement, merged before
                     ++counts.cells_already_there;

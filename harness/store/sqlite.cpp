@@ -9,7 +9,8 @@ namespace sweetspot {
 namespace {
 
 [[noreturn]] void fail(sqlite3* db, const std::string& what) {
-    throw SqliteError(what + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
+    if (db == nullptr) throw SqliteError(what + ": out of memory", SQLITE_NOMEM);
+    throw SqliteError(what + ": " + sqlite3_errmsg(db), sqlite3_extended_errcode(db));
 }
 
 int open_flags(Database::Mode mode) {
@@ -43,16 +44,18 @@ std::string immutable_uri(const std::string& path) {
 
 Database::Database(const std::string& path, Mode mode) : path_(path) {
     const std::string name = mode == Mode::read_only_immutable ? immutable_uri(path) : path;
-    if (sqlite3_open_v2(name.c_str(), &db_, open_flags(mode), nullptr) != SQLITE_OK) {
+    if (const int rc = sqlite3_open_v2(name.c_str(), &db_, open_flags(mode), nullptr); rc != SQLITE_OK) {
         std::string msg = "cannot open database '" + path + "': " + (db_ ? sqlite3_errmsg(db_) : "out of memory");
         sqlite3_close(db_);
         db_ = nullptr;
-        throw SqliteError(msg);
+        throw SqliteError(msg, rc);
     }
     sqlite3_extended_result_codes(db_, 1);
     // Readers (a user's query, `summary`) may run while a sweep writes.
     sqlite3_busy_timeout(db_, 10000);
 }
+
+bool SqliteError::busy() const { return (code_ & 0xff) == SQLITE_BUSY || (code_ & 0xff) == SQLITE_LOCKED; }
 
 Database::Database(Database&& other) noexcept
     : db_(std::exchange(other.db_, nullptr)), path_(std::move(other.path_)) {}
@@ -73,7 +76,7 @@ void Database::exec(const std::string& sql) {
     if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
         std::string msg = err ? err : sqlite3_errmsg(db_);
         sqlite3_free(err);
-        throw SqliteError(path_ + ": " + msg);
+        throw SqliteError(path_ + ": " + msg, sqlite3_extended_errcode(db_));
     }
 }
 

@@ -17,7 +17,14 @@ namespace sweetspot {
 
 class SqliteError : public std::runtime_error {
 public:
-    using std::runtime_error::runtime_error;
+    // `code`: SQLite's extended result code.
+    SqliteError(const std::string& what, int code) : std::runtime_error(what), code_(code) {}
+    int code() const { return code_; }
+    // Another connection held a lock for longer than this one waited (the busy timeout).
+    bool busy() const;
+
+private:
+    int code_;
 };
 
 class Statement;

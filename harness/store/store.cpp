@@ -1,23 +1,24 @@
 #include "harness/store/store.hpp"
 
-#include "harness/collect/event_totals.hpp"
+#include <algorithm>
+#include <filesystem>
+#include <stdexcept>
+#include <utility>
+
 #include "harness/matrix/axes.hpp"
 #include "harness/store/event_tables.hpp"
-#include "harness/store/schema.hpp"
-#include "harness/store/sql_values.hpp"
+#include "harness/store/row_copy.hpp"
 #include "harness/system/output_file.hpp"
 #include "harness/system/system_info.hpp"
 #include "harness/system/version.hpp"
 
-#include <algorithm>
-#include <cmath>
-#include <filesystem>
-#include <map>
-#include <stdexcept>
-#include <utility>
-
 namespace sweetspot {
 namespace {
+
+// A sweep checks the integrity of the database it is about to write with SQLite's quick_check
+// (every page read once) where that is cheap: up to this size, a fraction of a second. Larger
+// files (event tables of traced sweeps) are checked as SQLite reads them.
+constexpr std::uintmax_t kQuickCheckMaxBytes = std::uintmax_t{256} << 20;
 
 void configure_connection(Database& db) {
     db.exec("PRAGMA foreign_keys = ON");
@@ -32,32 +33,48 @@ bool can_read(Database& db) {
     }
 }
 
+// A new database: the schema is created under a temporary name and the file appears complete
+// or not at all. False when another process created `path` first.
+bool create_database(const std::string& path, bool replace_empty_file) {
+    OutputFile file(path);
+    {
+        Database db(file.temp_path(), Database::Mode::read_write_create);
+        db.exec("PRAGMA journal_mode = WAL");
+        Transaction tx(db);
+        create_schema(db);
+        auto ins = db.prepare("INSERT INTO schema_info (version, created_at, created_by) VALUES (?, ?, ?)");
+        ins.bind(1, schema_version()).bind(2, utc_timestamp()).bind(3, std::string("sweetspot ") + kVersion).run();
+        db.exec("PRAGMA user_version = " + std::to_string(schema_version()));
+        tx.commit();
+    }
+    if (replace_empty_file) {
+        file.commit();
+        return true;
+    }
+    return file.commit_if_absent();
+}
+
+void quick_check(Database& db) {
+    auto st = db.prepare("PRAGMA quick_check(5)");
+    std::string problems;
+    while (st.step())
+        if (st.text(0) != "ok") problems += "\n  " + st.text(0);
+    if (!problems.empty())
+        throw SchemaError(db.path() + " is damaged (SQLite's quick_check):" + problems +
+                          "\nRestore it from a copy, or recover what it holds with `sqlite3 " + db.path() +
+                          " .recover | sqlite3 NEW.db`; this sweep writes nothing to it.");
+}
+
+// Runs that say `running` while nobody holds the database's sweep lock were killed before they
+// could close (SIGKILL, a crash, the machine): they say so from now on.
+void close_abandoned_runs(Database& db) {
+    db.prepare("UPDATE runs SET status = 'interrupted', stop_reason = ?1 WHERE status = 'running'")
+        .bind(1, "the sweep's process ended without closing the run (killed, crashed, or the machine stopped); "
+                 "found when the next sweep opened the database")
+        .run();
+}
+
 }  // namespace
-
-LatencyStats LatencyStats::of(std::vector<double> s) {
-    if (s.empty()) throw std::invalid_argument("latency statistics of an empty sample");
-    std::sort(s.begin(), s.end());
-    auto q = [&](double p) {
-        const double pos = p * static_cast<double>(s.size() - 1);
-        const auto lo = static_cast<std::size_t>(std::floor(pos));
-        const auto hi = std::min(lo + 1, s.size() - 1);
-        return s[lo] + (s[hi] - s[lo]) * (pos - static_cast<double>(lo));
-    };
-    double sum = 0;
-    for (double v : s) sum += v;
-    return {q(0.5), q(0.1), q(0.9), s.front(), s.back(), sum / static_cast<double>(s.size())};
-}
-
-std::optional<double> noise_pct(const std::vector<double>& samples_ms) {
-    if (samples_ms.size() < 2) return std::nullopt;
-    double sum = 0;
-    for (const double v : samples_ms) sum += v;
-    const double n = static_cast<double>(samples_ms.size()), mean = sum / n;
-    if (mean <= 0) return std::nullopt;
-    double squares = 0;
-    for (const double v : samples_ms) squares += (v - mean) * (v - mean);
-    return 100.0 * std::sqrt(squares / (n - 1)) / mean;
-}
 
 int check_results_database(Database& db) {
     bool ours = false;
@@ -70,126 +87,11 @@ int check_results_database(Database& db) {
     auto st = db.prepare("SELECT version FROM schema_info");
     if (!st.step()) throw std::runtime_error(db.path() + ": schema_info is empty");
     const auto v = st.int64(0);
-    if (v < kOldestReadableSchemaVersion || v > kSchemaVersion)
+    if (v < kOldestReadableSchemaVersion || v > schema_version())
         throw std::runtime_error(db.path() + " has schema version " + std::to_string(v) + "; this sweetspot reads versions " +
-                                 std::to_string(kOldestReadableSchemaVersion) + " to " + std::to_string(kSchemaVersion));
+                                 std::to_string(kOldestReadableSchemaVersion) + " to " + std::to_string(schema_version()));
+    check_schema(db, static_cast<int>(v));
     return static_cast<int>(v);
-}
-
-namespace {
-
-// Every axis that has a `cells` column, in the column's type.
-void append_parameters(Row& row, const CellParams& c) {
-    for (const Axis& axis : axes())
-        if (axis.column_type != Axis::Column::none) row.emplace_back(axis.column, axis_column_value(axis, axis.get(c)));
-}
-
-// The per-cell totals and the collector's verdict on UM profiling, as `cells` columns.
-void append_event_totals(Row& row, const CellEvents& e) {
-    const EventTotals t = totals_of(e);
-    const std::string um_profiling = e.um_supported ? "supported" : e.um_note.empty() ? "not supported" : e.um_note;
-    row.insert(row.end(), {
-        {"um_profiling", sql(um_profiling)}, {"um_htod_bytes", sql(t.um_htod_bytes)},
-        {"um_dtoh_bytes", sql(t.um_dtoh_bytes)}, {"gpu_page_faults", sql(t.gpu_page_faults)},
-        {"cpu_page_faults", sql(t.cpu_page_faults)}, {"thrashing", sql(t.thrashing)},
-        {"throttling", sql(t.throttling)}, {"remote_maps", sql(t.remote_maps)},
-        {"kernel_busy_ms", sql(t.kernel_busy_ms)}, {"copy_ms", sql(t.copy_ms)},
-        {"copy_compute_overlap_ms", sql(t.copy_compute_overlap_ms)}, {"dropped_records", sql(t.dropped_records)},
-        {"collector_overhead_ms", sql(t.collector_overhead_ms)},
-    });
-}
-
-// A new database: the schema is created under a temporary name and the file appears complete
-// or not at all. False when another process created `path` first.
-bool create_database(const std::string& path, bool replace_empty_file) {
-    OutputFile file(path);
-    {
-        Database db(file.temp_path(), Database::Mode::read_write_create);
-        db.exec("PRAGMA journal_mode = WAL");
-        Transaction tx(db);
-        db.exec(kSchemaSql);
-        auto ins = db.prepare("INSERT INTO schema_info (version, created_at, created_by) VALUES (?, ?, ?)");
-        ins.bind(1, kSchemaVersion).bind(2, utc_timestamp()).bind(3, std::string("sweetspot ") + kVersion).run();
-        db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
-        db.exec(kLaterViewsSql);
-        tx.commit();
-    }
-    if (replace_empty_file) {
-        file.commit();
-        return true;
-    }
-    return file.commit_if_absent();
-}
-
-// The rows of the `cells` of `schema` that `condition` (on c, binding ?2) selects, into this
-// database's cell_history under `key`: every column, whatever the schema version adds, and the
-// iterations, as JSON.
-template <class Value>
-void insert_history(Database& db, const std::string& key, const std::string& schema, const std::string& condition,
-                    const Value& value) {
-    // json_object for the first columns, then json_insert for the rest: an SQL function takes
-    // at most 127 arguments, and `cells` has more columns than that makes pairs.
-    constexpr int kPairsPerCall = 60;
-    std::vector<std::string> names;
-    auto columns = db.prepare("SELECT name FROM pragma_table_info('cells', ?) ORDER BY cid");
-    columns.bind(1, schema);
-    while (columns.step()) names.push_back(columns.text(0));
-    std::string row;
-    for (std::size_t first = 0; first < names.size(); first += kPairsPerCall) {
-        std::string pairs;
-        for (std::size_t i = first; i < std::min(names.size(), first + kPairsPerCall); ++i)
-            pairs += ", " + (first == 0 ? "'" + names[i] + "'" : "'$.\"" + names[i] + "\"'") + ", c.\"" + names[i] + "\"";
-        row = first == 0 ? "json_object(" + pairs.substr(2) + ")" : "json_insert(" + row + pairs + ")";
-    }
-    db.prepare("INSERT INTO cell_history (cell_key, superseded_at, cell, iterations)"
-               " SELECT ?3, ?1, " + row + ","
-               " (SELECT json_group_array(json_object('phase', i.phase, 'iteration', i.iteration, 'latency_ms', i.latency_ms))"
-               "  FROM " + schema + ".iterations i WHERE i.cell_id = c.cell_id)"
-               " FROM " + schema + ".cells c WHERE " + condition)
-        .bind(1, utc_timestamp())
-        .bind(2, value)
-        .bind(3, key)
-        .run();
-}
-
-}  // namespace
-
-void keep_as_history(Database& db, const std::string& key, const std::string& schema) {
-    insert_history(db, key, schema, "c.cell_key = ?2", key);
-}
-
-void rekey_cells(Database& db) {
-    struct Stored {
-        std::int64_t cell_id;
-        std::string old_key, canonical;
-    };
-    // By the key their parameters have now, in the order they were recorded (cell_id).
-    std::map<std::string, std::vector<Stored>> by_key;
-    auto cells = db.prepare("SELECT cell_id, cell_key, canonical FROM cells ORDER BY cell_id");
-    while (cells.step()) {
-        const CellParams c = CellParams::from_canonical(cells.text(2));
-        by_key[c.key()].push_back({cells.int64(0), cells.text(1), c.canonical()});
-    }
-    // Everything moves to its new key through a temporary one ("rekey:" + key), so that a new
-    // key cannot meet a row still under an old one midway.
-    for (const auto& [key, stored] : by_key) {
-        const std::string moving = "rekey:" + key;
-        for (const Stored& cell : stored)
-            db.prepare("UPDATE cell_history SET cell_key = ?1 WHERE cell_key = ?2").bind(1, moving).bind(2, cell.old_key).run();
-        // Cells that differed only in what the key no longer covers are one cell now: the last
-        // recorded stays, the earlier ones become its history, as a rerun would have made them.
-        for (std::size_t i = 0; i + 1 < stored.size(); ++i) {
-            insert_history(db, moving, "main", "c.cell_id = ?2", stored[i].cell_id);
-            db.prepare("DELETE FROM cells WHERE cell_id = ?").bind(1, stored[i].cell_id).run();
-        }
-        db.prepare("UPDATE cells SET cell_key = ?1, canonical = ?2 WHERE cell_id = ?3")
-            .bind(1, moving)
-            .bind(2, stored.back().canonical)
-            .bind(3, stored.back().cell_id)
-            .run();
-    }
-    db.exec("UPDATE cell_history SET cell_key = substr(cell_key, 7) WHERE cell_key LIKE 'rekey:%';"
-            "UPDATE cells SET cell_key = substr(cell_key, 7) WHERE cell_key LIKE 'rekey:%';");
 }
 
 Store Store::open(const std::string& path, Access access) {
@@ -198,11 +100,13 @@ Store Store::open(const std::string& path, Access access) {
     std::error_code ec;
     const bool exists = fs::exists(path, ec);
     if (!exists || fs::file_size(path, ec) == 0) create_database(path, exists);
-    // Checked on a read-only connection first: a file that is not ours, or of a schema version
-    // we do not know, is refused before anything (the WAL switch, a view) changes it.
+    // Checked on a read-only connection first: a file that is not ours, of a schema version we do
+    // not know, lacking a column its version has, or (for a sweep) damaged, is refused before
+    // anything (the WAL switch, a view) changes it.
     {
         Database probe(path, Database::Mode::read_only);
         check_results_database(probe);
+        if (access == Access::exclusive && fs::file_size(path, ec) <= kQuickCheckMaxBytes) quick_check(probe);
     }
     std::optional<FileLock> lock;
     if (access == Access::exclusive) {
@@ -215,19 +119,8 @@ Store Store::open(const std::string& path, Access access) {
     db.exec("PRAGMA journal_mode = WAL");
     configure_connection(db);
     Transaction tx(db);
-    const int version = check_results_database(db);
-    if (version <= 2) db.exec(kUpgradeV2Sql);
-    if (version <= 3) db.exec(kUpgradeV3Sql);
-    if (version <= 4) db.exec(kUpgradeV4Sql);
-    if (version <= 5) db.exec(kUpgradeV5Sql);
-    if (version <= 6) db.exec(kUpgradeV6Sql);
-    if (version <= 7) {
-        rekey_cells(db);
-        db.exec(kUpgradeV7Sql);
-    }
-    if (version <= 8) db.exec(kUpgradeV8Sql);
-    if (version <= 9) db.exec(kUpgradeV9Sql);
-    db.exec(kLaterViewsSql);
+    upgrade_schema(db, check_results_database(db));
+    if (lock) close_abandoned_runs(db);
     tx.commit();
     return Store(std::move(db), std::move(lock));
 }
@@ -274,9 +167,13 @@ std::int64_t Store::begin_run(const RunInfo& r) {
     return run_id;
 }
 
-void Store::finish_run(std::int64_t run_id, const std::string& status) {
-    auto st = db_.prepare("UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ?");
-    st.bind(1, status).bind(2, utc_timestamp()).bind(3, run_id).run();
+void Store::finish_run(std::int64_t run_id, const std::string& status, const std::string& reason) {
+    db_.prepare("UPDATE runs SET status = ?1, finished_at = ?2, stop_reason = ?3 WHERE run_id = ?4")
+        .bind(1, status)
+        .bind(2, utc_timestamp())
+        .bind(3, reason.empty() ? std::optional<std::string>() : std::optional<std::string>(reason))
+        .bind(4, run_id)
+        .run();
 }
 
 std::set<std::string> Store::ok_keys() {
@@ -286,76 +183,87 @@ std::set<std::string> Store::ok_keys() {
     return keys;
 }
 
-std::int64_t Store::record_cell(std::int64_t run_id, int cell_index, const CellParams& c, const CellOutcome& o) {
-    Transaction tx(db_);
+std::int64_t Store::insert_cell(std::int64_t run_id, int cell_index, const CellParams& c, const Row& values) {
     const std::string key = c.key();
     keep_as_history(db_, key);
     db_.prepare("DELETE FROM cells WHERE cell_key = ?").bind(1, key).run();
-
-    const auto weight_bytes = c.weight_bytes();
-    const auto budget_bytes = c.budget_bytes();
-    std::optional<LatencyStats> lat;
-    if (!o.timed_ms.empty()) lat = LatencyStats::of(o.timed_ms);
-    auto stat = [&](double LatencyStats::*field) { return lat ? SqlValue{(*lat).*field} : SqlValue{}; };
-    SqlValue streamed_gbps;
-    if (lat && o.streamed_bytes) streamed_gbps = static_cast<double>(*o.streamed_bytes) / (lat->median * 1e6);
-
-    Row row = {
-        {"run_id", sql(run_id)}, {"cell_key", sql(key)}, {"cell_index", sql(cell_index)}, {"sweep", sql(c.sweep)},
-        {"status", sql(enum_name(o.status))}, {"reason", sql(o.reason)}, {"n_params", sql(c.model.n_params())},
-        {"budget_bytes", sql(budget_bytes)}, {"weight_bytes", sql(weight_bytes)},
-        {"oversubscription", sql(static_cast<double>(weight_bytes) / static_cast<double>(budget_bytes))},
-        {"canonical", sql(c.canonical())},
-        {"started_at", sql(o.started_at)}, {"finished_at", sql(o.finished_at)}, {"wall_s", sql(o.wall_s)},
-        {"init_s", sql(o.init_s)}, {"exit_code", sql(o.exit_code)}, {"signal", sql(o.signal)},
-        {"stderr_tail", sql(o.stderr_tail)},
-        {"latency_median_ms", stat(&LatencyStats::median)}, {"latency_p10_ms", stat(&LatencyStats::p10)},
-        {"latency_p90_ms", stat(&LatencyStats::p90)}, {"latency_min_ms", stat(&LatencyStats::min)},
-        {"latency_max_ms", stat(&LatencyStats::max)}, {"latency_mean_ms", stat(&LatencyStats::mean)},
-        {"tokens_per_s", sql(o.tokens_per_s)},
-        {"resident_bytes", sql(o.resident_bytes)}, {"streamed_bytes", sql(o.streamed_bytes)},
-        {"streamed_gbps", streamed_gbps}, {"device_weight_bytes", sql(o.device_weight_bytes)},
-        {"pinned_host_bytes", sql(o.pinned_host_bytes)},
-        {"device_used_bytes", sql(o.device_used_bytes)}, {"predicted_alloc_bytes", sql(o.predicted_alloc_bytes)},
-        {"predicted_peak_bytes", sql(o.predicted_peak_bytes)},
-        {"predicted_host_peak_bytes", sql(o.predicted_host_peak_bytes)},
-        {"predicted_host_alloc_bytes", sql(o.predicted_host_alloc_bytes)},
-        {"gpu_used_before_bytes", sql(o.gpu_used_before_bytes)},
-        {"gpu_context_bytes", sql(o.gpu_context_bytes)}, {"gpu_peak_bytes", sql(o.gpu_peak_bytes)},
-        {"gpu_own_peak_bytes", sql(o.gpu_own_peak_bytes)}, {"gpu_other_processes", sql(o.gpu_other_processes)},
-        {"gpu_other_bytes", sql(o.gpu_other_bytes)}, {"gpu_memory_readings", sql(o.gpu_memory_readings)},
-        {"gpu_memory_note", o.gpu_memory_note.empty() ? SqlValue{} : sql(o.gpu_memory_note)},
-        {"check_reference", sql(o.check_reference)}, {"check_max_abs_err", sql(o.check_max_abs_err)},
-        {"check_rel_err", sql(o.check_rel_err)}, {"check_tolerance", sql(o.check_tolerance)},
-        {"check_reference_key", o.reference ? sql(o.reference->key) : SqlValue{}},
-        {"check_reference_computed",
-         o.check_reference_computed ? sql(std::int64_t{*o.check_reference_computed ? 1 : 0}) : SqlValue{}},
-        {"noise_pct", sql(o.noise_pct)}, {"noisy", sql(o.noisy ? 1 : 0)},
-        {"peak_host_rss_bytes", sql(o.peak_host_rss_bytes)}, {"activation_bytes", sql(o.activation_bytes)},
-        {"launches_per_forward", sql(o.launches_per_forward)}, {"gpu", sql(o.gpu)},
-    };
-    append_parameters(row, c);
-    if (o.events) append_event_totals(row, *o.events);
+    Row row = {{"run_id", sql(run_id)}, {"cell_key", sql(key)}, {"cell_index", sql(cell_index)}, {"sweep", sql(c.sweep)},
+               {"canonical", sql(c.canonical())}};
+    for (const Axis& axis : axes())
+        if (axis.has_column()) row.emplace_back(axis.column, axis_column_value(axis, axis.get(c)));
+    row.insert(row.end(), values.begin(), values.end());
     insert_row(db_, "cells", row);
+    return db_.last_insert_rowid();
+}
+
+void Store::insert_iterations(std::int64_t cell_id, const std::string& phase, const std::vector<double>& latencies_ms) {
+    auto st = db_.prepare("INSERT INTO iterations (cell_id, phase, iteration, latency_ms) VALUES (?, ?, ?, ?)");
+    for (std::size_t i = 0; i < latencies_ms.size(); ++i)
+        insert_values(st, cell_id, phase, static_cast<std::int64_t>(i), latencies_ms[i]);
+}
+
+void Store::insert_phases(std::int64_t cell_id, const std::vector<CellPhase>& phases) {
+    auto next = db_.prepare("SELECT coalesce(max(position) + 1, 0) FROM cell_phases WHERE cell_id = ?");
+    next.bind(1, cell_id);
+    next.step();
+    const std::int64_t first = next.int64(0);
+    auto st = db_.prepare("INSERT INTO cell_phases (cell_id, position, phase, seconds) VALUES (?, ?, ?, ?)");
+    for (std::size_t i = 0; i < phases.size(); ++i)
+        insert_values(st, cell_id, first + static_cast<std::int64_t>(i), phases[i].name, phases[i].seconds);
+}
+
+std::optional<std::int64_t> Store::import_cell(const std::string& scratch_path, const std::string& key, std::int64_t run_id,
+                                               int cell_index, const Row& parent,
+                                               const std::vector<CellPhase>& more_phases) {
+    Attached scratch(db_, scratch_path, "scratch");
+    Transaction tx(db_);
+    auto found = db_.prepare("SELECT cell_id, check_reference_key FROM scratch.cells WHERE cell_key = ?");
+    found.bind(1, key);
+    if (!found.step()) return std::nullopt;
+    const std::int64_t scratch_cell = found.int64(0);
+    const std::optional<std::string> reference =
+        found.is_null(1) ? std::nullopt : std::optional<std::string>(found.text(1));
+    keep_as_history(db_, key);
+    db_.prepare("DELETE FROM cells WHERE cell_key = ?").bind(1, key).run();
+
+    // The row by column name: the cell's values where the runner has none, the runner's where it has.
+    const std::vector<std::string> theirs = table_columns(db_, "scratch", "cells");
+    std::string names, values;
+    int next_parameter = 4;
+    std::vector<const SqlValue*> bound;
+    for (const std::string& column : table_columns(db_, "main", "cells")) {
+        if (column == "cell_id") continue;
+        const auto given = std::find_if(parent.begin(), parent.end(), [&](const auto& p) { return p.first == column; });
+        std::string value;
+        if (column == "run_id") value = "?2";
+        else if (column == "cell_index") value = "?3";
+        else if (given != parent.end()) {
+            value = "?" + std::to_string(next_parameter++);
+            bound.push_back(&given->second);
+        } else if (std::find(theirs.begin(), theirs.end(), column) != theirs.end()) {
+            value = "t." + quoted(column);
+        } else {
+            continue;
+        }
+        names += (names.empty() ? "" : ", ") + quoted(column);
+        values += (values.empty() ? "" : ", ") + value;
+    }
+    auto insert = db_.prepare("INSERT INTO main.cells (" + names + ") SELECT " + values +
+                              " FROM scratch.cells t WHERE t.cell_id = ?1");
+    insert.bind(1, scratch_cell).bind(2, run_id).bind(3, cell_index);
+    for (std::size_t i = 0; i < bound.size(); ++i) bind_sql(insert, static_cast<int>(i) + 4, *bound[i]);
+    insert.run();
     const std::int64_t cell_id = db_.last_insert_rowid();
 
-    auto it = db_.prepare("INSERT INTO iterations (cell_id, phase, iteration, latency_ms) VALUES (?, ?, ?, ?)");
-    auto insert_phase = [&](const char* phase, const std::vector<double>& ms) {
-        for (std::size_t i = 0; i < ms.size(); ++i) {
-            it.reset();
-            it.bind(1, cell_id).bind(2, phase).bind(3, static_cast<std::int64_t>(i)).bind(4, ms[i]).run();
-        }
-    };
-    insert_phase("warmup", o.warmup_ms);
-    insert_phase("timed", o.timed_ms);
-    insert_phase("traced", o.traced_ms);
-    auto ph = db_.prepare("INSERT INTO cell_phases (cell_id, position, phase, seconds) VALUES (?, ?, ?, ?)");
-    for (std::size_t i = 0; i < o.phases.size(); ++i) {
-        ph.reset();
-        ph.bind(1, cell_id).bind(2, static_cast<std::int64_t>(i)).bind(3, o.phases[i].name).bind(4, o.phases[i].seconds).run();
-    }
-    if (o.events) write_events(db_, cell_id, *o.events);
-    if (o.reference) keep_reference(*o.reference);
+    db_.exec("INSERT OR IGNORE INTO main.StringIds (value) SELECT value FROM scratch.StringIds");
+    std::vector<std::string> copies;
+    for (const std::string& table : kCellTables) copies.push_back(copy_rows_sql(db_, "scratch", table, "cell_id"));
+    copy_rows(db_, copies, scratch_cell, cell_id);
+    if (reference)
+        db_.prepare("INSERT OR IGNORE INTO main.reference_logits SELECT * FROM scratch.reference_logits WHERE reference_key = ?")
+            .bind(1, *reference)
+            .run();
+    insert_phases(cell_id, more_phases);
     tx.commit();
     return cell_id;
 }
@@ -382,69 +290,6 @@ void Store::keep_reference(const ReferenceLogits& r) {
         .bind(5, r.vocab)
         .bind_blob(6, r.logits)
         .run();
-}
-
-std::optional<CellOutcome> Store::load_outcome(const std::string& key) {
-    auto st = db_.prepare(
-        "SELECT cell_id, status, reason, init_s, tokens_per_s, check_reference, check_max_abs_err, check_rel_err,"
-        " check_tolerance, peak_host_rss_bytes, activation_bytes, resident_bytes, streamed_bytes,"
-        " device_weight_bytes, device_used_bytes, um_profiling, dropped_records, launches_per_forward,"
-        " gpu_used_before_bytes, gpu_context_bytes, gpu_peak_bytes, gpu_own_peak_bytes, gpu_other_processes,"
-        " gpu_other_bytes, gpu_memory_readings, gpu_memory_note, check_reference_key, noise_pct, noisy,"
-        " check_reference_computed, pinned_host_bytes"
-        " FROM cells WHERE cell_key = ?");
-    st.bind(1, key);
-    if (!st.step()) return std::nullopt;
-    auto opt_real = [&](int i) { return st.is_null(i) ? std::nullopt : std::optional<double>(st.real(i)); };
-    auto opt_int = [&](int i) { return st.is_null(i) ? std::nullopt : std::optional<std::int64_t>(st.int64(i)); };
-    CellOutcome o;
-    const auto cell_id = st.int64(0);
-    o.status = parse_enum<CellStatus>(st.text(1)).value();
-    o.reason = st.text(2);
-    o.init_s = opt_real(3);
-    o.tokens_per_s = opt_real(4);
-    if (!st.is_null(5)) o.check_reference = st.text(5);
-    o.check_max_abs_err = opt_real(6);
-    o.check_rel_err = opt_real(7);
-    o.check_tolerance = opt_real(8);
-    o.peak_host_rss_bytes = opt_int(9);
-    o.activation_bytes = opt_int(10);
-    o.resident_bytes = opt_int(11);
-    o.streamed_bytes = opt_int(12);
-    o.device_weight_bytes = opt_int(13);
-    o.device_used_bytes = opt_int(14);
-    o.launches_per_forward = opt_int(17);
-    o.gpu_used_before_bytes = opt_int(18);
-    o.gpu_context_bytes = opt_int(19);
-    o.gpu_peak_bytes = opt_int(20);
-    o.gpu_own_peak_bytes = opt_int(21);
-    o.gpu_other_processes = opt_int(22);
-    o.gpu_other_bytes = opt_int(23);
-    o.gpu_memory_readings = opt_int(24);
-    if (!st.is_null(25)) o.gpu_memory_note = st.text(25);
-    if (!st.is_null(26)) o.reference = load_reference(st.text(26));
-    o.noise_pct = opt_real(27);
-    o.noisy = st.int64(28) != 0;
-    if (!st.is_null(29)) o.check_reference_computed = st.int64(29) != 0;
-    o.pinned_host_bytes = opt_int(30);
-    // um_profiling is set exactly when the cell's events were recorded.
-    if (!st.is_null(15)) {
-        o.events = load_events(db_, cell_id);
-        o.events->um_supported = st.text(15) == "supported";
-        if (!o.events->um_supported) o.events->um_note = st.text(15);
-        o.events->dropped_records = opt_int(16).value_or(0);
-    }
-
-    auto it = db_.prepare("SELECT phase, latency_ms FROM iterations WHERE cell_id = ? ORDER BY phase, iteration");
-    it.bind(1, cell_id);
-    while (it.step()) {
-        const auto phase = it.text(0);
-        (phase == "warmup" ? o.warmup_ms : phase == "timed" ? o.timed_ms : o.traced_ms).push_back(it.real(1));
-    }
-    auto ph = db_.prepare("SELECT phase, seconds FROM cell_phases WHERE cell_id = ? ORDER BY position");
-    ph.bind(1, cell_id);
-    while (ph.step()) o.phases.push_back({ph.text(0), ph.real(1)});
-    return o;
 }
 
 }  // namespace sweetspot

@@ -11,15 +11,12 @@
 #include "harness/matrix/cell.hpp"
 #include "harness/collect/events.hpp"
 #include "harness/system/file_lock.hpp"
+#include "harness/store/history.hpp"
+#include "harness/store/schema.hpp"
+#include "harness/store/sql_values.hpp"
 #include "harness/store/sqlite.hpp"
 
 namespace sweetspot {
-
-// 1: runs, cells, iterations. 2: GPU placement columns, CUPTI event tables, per-cell event totals.
-// 3: cells.dropout and cells.launches_per_forward.
-inline constexpr int kSchemaVersion = 10;
-// The oldest version this sweetspot reads; a run that writes to one upgrades it first.
-inline constexpr int kOldestReadableSchemaVersion = 2;
 
 // What Unified Memory can do on the run's GPU: the device attributes that tell a machine whose GPU
 // reads pageable host memory directly (HMM, Grace Hopper) from one that needs managed memory
@@ -54,27 +51,6 @@ struct RunInfo {
     std::vector<ManagedRate> managed_rates;
 };
 
-// What became of a cell.
-enum class CellStatus { ok, failed, timeout, skipped, invalid };
-template <>
-struct EnumNames<CellStatus> {
-    static constexpr std::array<EnumName<CellStatus>, 5> list = {{{CellStatus::ok, "ok"},
-                                                                  {CellStatus::failed, "failed"},
-                                                                  {CellStatus::timeout, "timeout"},
-                                                                  {CellStatus::skipped, "skipped"},
-                                                                  {CellStatus::invalid, "invalid"}}};
-};
-
-struct LatencyStats {
-    double median = 0, p10 = 0, p90 = 0, min = 0, max = 0, mean = 0;
-    // Percentiles by linear interpolation between order statistics. Requires a non-empty sample.
-    static LatencyStats of(std::vector<double> samples_ms);
-};
-
-// The noise of a cell's timed iterations: their relative standard deviation (sample standard
-// deviation over the mean), in percent; nullopt for fewer than two.
-std::optional<double> noise_pct(const std::vector<double>& samples_ms);
-
 // How long one phase of a cell took, wall clock, in seconds (results/README.md, cell_phases, names
 // them all).
 struct CellPhase {
@@ -91,102 +67,53 @@ struct ReferenceLogits {
     std::vector<float> logits;  // [batch, seq, vocab]
 };
 
-// What measuring a cell produced. The child process fills the measurements; the parent adds
-// what only it can see (exit status, timeout, stderr tail, wall time).
-struct CellOutcome {
-    CellStatus status = CellStatus::failed;
-    std::string reason;
-    std::string stderr_tail;
-    std::optional<int> exit_code, signal;
-    std::string started_at, finished_at;
-    std::optional<double> wall_s, init_s;
-    std::vector<double> warmup_ms, timed_ms;
-    // The timed iterations' noise (noise_pct), and whether they stopped on a limit above the
-    // cell's max_noise.
-    std::optional<double> noise_pct;
-    bool noisy = false;
-    std::vector<double> traced_ms;     // the traced iterations (collection on), stored as phase 'traced'
-    std::optional<CellEvents> events;  // what the collector recorded in the traced iterations
-    std::optional<double> tokens_per_s;
-    std::optional<std::string> check_reference;
-    std::optional<double> check_max_abs_err, check_rel_err, check_tolerance;
-    // The reference the check used, where it is one the database keeps (recording the cell adds
-    // it, once per key).
-    std::optional<ReferenceLogits> reference;
-    // Whether the check ran its reference forward (false: it reused the database's kept reference).
-    std::optional<bool> check_reference_computed;
-    std::optional<std::int64_t> peak_host_rss_bytes, activation_bytes;
-    std::optional<std::int64_t> launches_per_forward;  // kernels and GEMMs a GPU forward enqueues
-    // GPU backends: where the weights went, and the device memory in use after the first
-    // iteration (CUDA context included).
-    std::optional<std::int64_t> resident_bytes, streamed_bytes, device_weight_bytes, device_used_bytes;
-    // GPU backends: the page-locked host memory they hold for the weights (explicit-copy's copy of
-    // the streamed units; 0 for the others).
-    std::optional<std::int64_t> pinned_host_bytes;
-    // GPU cells: the device memory the estimator predicts the cell allocates (weights, activations,
-    // scores, GEMM workspace), decided before it runs, whether it ran or not; and its predicted
-    // peak, those allocations plus the fixed cost measured on this GPU and driver by the cells
-    // already in the database (none before there are such cells).
-    std::optional<std::int64_t> predicted_alloc_bytes, predicted_peak_bytes;
-    // GPU cells: the host memory the estimator predicts the cell's process peaks at (its weights'
-    // host memory, logits, the check's host reference forward where it runs, and the process's own
-    // memory measured on this GPU and driver), where that has been measured.
-    std::optional<std::int64_t> predicted_host_peak_bytes;
-    // GPU cells: the host memory the estimator accounts for (MemoryEstimate::host_total, the check's
-    // reference forward counted where it ran), without the process's own: what the calibration
-    // subtracts from the measured peak.
-    std::optional<std::int64_t> predicted_host_alloc_bytes;
-    // GPU cells: the device memory NVML read around the cell (harness/measure/gpu_memory_watch.hpp),
-    // or gpu_memory_note saying why there is none.
-    std::optional<std::int64_t> gpu_used_before_bytes, gpu_context_bytes, gpu_peak_bytes, gpu_own_peak_bytes;
-    std::optional<std::int64_t> gpu_other_processes, gpu_other_bytes, gpu_memory_readings;
-    std::string gpu_memory_note;
-    // The CUDA_VISIBLE_DEVICES the cell's process ran with (run --gpus), if the run set one.
-    std::optional<std::string> gpu;
-    // Where the cell's wall time went, phase by phase, in the order they ran.
-    std::vector<CellPhase> phases;
-};
-
-// The measurement stored for `key` in the `cells` of `schema` (this database, "main", or one
-// attached to it), if any, into this database's cell_history: its row (every column, whatever the
-// schema version adds) and its iterations, as JSON. Called before a newer measurement replaces it.
-void keep_as_history(Database& db, const std::string& key, const std::string& schema = "main");
-
-// Recomputes every stored cell's key and canonical text from its canonical text, for when what
-// the key covers changes (schema version 8: warmups and iterations left it).
-// Cells that now share a key become one: the last recorded stays in `cells`, the others go to
-// its cell_history, and each cell's history moves to its new key.
-void rekey_cells(Database& db);
-
 class Store {
 public:
     // shared: any number of writers (SQLite serialises them); exclusive: this store is the only
     // writer until it is closed (a sweep), and opening fails while another exclusive one is open.
     enum class Access { shared, exclusive };
-    // Creates the file and schema if missing; refuses, without changing it, a file that is not a
-    // sweetspot database or is of another schema version.
+    // Creates the file and schema if missing, or upgrades an older one; refuses, without changing
+    // it, a file that is not a sweetspot database, is of a version this sweetspot does not read, or
+    // lacks a table or column of its version. An exclusive opening (a sweep) also refuses a damaged
+    // file (SQLite's quick_check, where the file is small enough for it to be cheap), and marks the
+    // runs left `running` by a killed sweep `interrupted`.
     static Store open(const std::string& path, Access access = Access::shared);
     // For reading only: the file must exist and be a sweetspot database.
     static Store open_read_only(const std::string& path);
 
     std::int64_t begin_run(const RunInfo& info);
-    void finish_run(std::int64_t run_id, const std::string& status);
+    // Closes the run: `finished`, or `interrupted` with why (`runs.stop_reason`).
+    void finish_run(std::int64_t run_id, const std::string& status, const std::string& reason = "");
 
     // Keys of cells whose status is ok (resume skips them).
     std::set<std::string> ok_keys();
 
-    // Writes one cell and its iterations in one transaction, replacing an earlier row with the
-    // same key. Returns the new cell_id.
-    std::int64_t record_cell(std::int64_t run_id, int cell_index, const CellParams& cell, const CellOutcome& outcome);
-    // The outcome stored for `key` (the child process hands its measurements to the parent this
-    // way, through a scratch database); nullopt when there is no such cell.
-    std::optional<CellOutcome> load_outcome(const std::string& key);
+    // A cell's row: its identity, its parameters (every axis with a column) and `values` (`status`,
+    // `reason` and the measures, by column name), replacing an earlier row with the same key, which
+    // goes to cell_history. Returns its cell_id. Inside the caller's transaction, with the rows
+    // below: a cell is recorded whole or not at all.
+    std::int64_t insert_cell(std::int64_t run_id, int cell_index, const CellParams& cell, const Row& values);
+    // The latencies of one phase of a cell's iterations ("warmup", "timed", "traced").
+    void insert_iterations(std::int64_t cell_id, const std::string& phase, const std::vector<double>& latencies_ms);
+    // Phases of the cell's wall time, numbered on from those it has.
+    void insert_phases(std::int64_t cell_id, const std::vector<CellPhase>& phases);
+
+    // Moves the cell `key` that a cell's process recorded in the database at `scratch_path` into
+    // this one, in one transaction: its row by column name (the columns this database declares and
+    // the scratch database has), its iterations, phases, events and kept reference, as run
+    // `run_id`'s cell number `cell_index`, with `parent` (the values only the runner knows: its
+    // status after the process's end, wall time, predictions) set over the cell's own, and
+    // `more_phases` after its phases. An earlier row of the key goes to cell_history. Returns the
+    // new cell_id; nullopt when the scratch database has no such cell.
+    std::optional<std::int64_t> import_cell(const std::string& scratch_path, const std::string& key, std::int64_t run_id,
+                                            int cell_index, const Row& parent, const std::vector<CellPhase>& more_phases);
     // The kept reference logits of that key, if the database has them.
     std::optional<ReferenceLogits> load_reference(const std::string& key);
     // Keeps `reference` (nothing when its key is already kept).
     void keep_reference(const ReferenceLogits& reference);
 
     Database& db() { return db_; }
+    const std::string& path() const { return db_.path(); }
 
 private:
     Store(Database db, std::optional<FileLock> lock) : db_(std::move(db)), lock_(std::move(lock)) {}
@@ -194,8 +121,9 @@ private:
     std::optional<FileLock> lock_;
 };
 
-// Checks that `db` is a sweetspot results database this version can read and returns its schema
-// version. Throws std::runtime_error with a message for the user otherwise.
+// Checks that `db` is a sweetspot results database this version can read, with every table and
+// column its version has (schema.hpp), and returns its schema version. Throws std::runtime_error
+// with a message for the user otherwise.
 int check_results_database(Database& db);
 
 }  // namespace sweetspot

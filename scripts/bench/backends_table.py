@@ -21,38 +21,46 @@ import sqlite3
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "analysis"))
+from axes import Axes  # noqa: E402
 from bound import bound_ms, device_latencies, driver_bound_ms, managed_rates  # noqa: E402
 
 QUERY = """
 SELECT c.*, r.h2d_gbps FROM cells c JOIN runs r USING (run_id)
 WHERE c.status = 'ok' AND c.backend != 'host'
 """
-# Columns that later schema versions added, with the value every cell of an older file had (NULL:
-# not known then).
-ADDED = {"dropout": 0.0, "launch": "kernels", "streamed_bytes": None, "streamed_gbps": None}
+# Measures that later schema versions added, unknown for the cells of an older file.
+ADDED_MEASURES = {"streamed_bytes": None, "streamed_gbps": None}
 
 COLUMNS = ["model", "dtype", "b×s", "backend", "prefetch", "streams", "budget", "resident", "evict", "launch",
            "streamed GB",
            "median ms", "p10–p90 ms", "bound ms", "× bound", "driver bound ms", "× driver bound", "link GB/s", "rel err"]
 
 
+def shared(columns, more):
+    """The columns of `columns` that `more` has too, in their order (None: no databases yet)."""
+    return more if columns is None else tuple(c for c in columns if c in more)
+
+
 def rows(dbs):
     cells = []  # (cell, its database's probe rates): run ids repeat across databases
+    # What the databases' axes say a workload is, and a setting (what is computed and how it runs).
+    workload = identity = None
     for db in dbs:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         con.row_factory = sqlite3.Row
         rates = managed_rates(con)
-        cells += [(dict(ADDED, **dict(c)), rates) for c in con.execute(QUERY).fetchall()]
-    device_ms = device_latencies([c for c, _ in cells])
+        axes = Axes.of(con)
+        workload, identity = shared(workload, axes.workload), shared(identity, axes.identity)
+        cells += [(axes.fill_missing(dict(ADDED_MEASURES, **dict(c))), rates) for c in con.execute(QUERY).fetchall()]
+    device_ms = device_latencies([c for c, _ in cells], workload)
     cells.sort(key=lambda cr: (cr[0]["model"], cr[0]["dtype"], cr[0]["seq"], cr[0]["backend"], cr[0]["prefetch"],
                                cr[0]["streams"], cr[0]["budget_bytes"], cr[0]["resident"], cr[0]["evict"],
                                cr[0]["launch"]))
     for c, rates in cells:
-        bound = bound_ms(c, device_ms)
-        driver = driver_bound_ms(c, device_ms, rates)
+        bound = bound_ms(c, device_ms, workload)
+        driver = driver_bound_ms(c, device_ms, rates, workload)
         pct = 100.0 * c["budget_bytes"] / c["weight_bytes"]
-        setting = tuple(c[k] for k in ("model", "dtype", "batch", "seq", "variant", "tf32", "dropout", "activations",
-                                       "backend", "prefetch", "streams", "budget_bytes", "resident", "evict", "launch"))
+        setting = tuple(c[k] for k in identity)
         yield c["latency_median_ms"], setting, [
             c["model"], c["dtype"], f'{c["batch"]}×{c["seq"]}', c["backend"], c["prefetch"], str(c["streams"]),
             f"{pct:.0f}%", c["resident"], c["evict"], c["launch"],

@@ -1,0 +1,232 @@
+#pragma once
+// Every number a cell's row stores beside its parameters, declared once: its `cells` column, SQL
+// type, unit, who fills it, whether `summary` and `compare` show it, the schema version that added
+// it and what it means. The schema (harness/store/schema.cpp), the row a cell writes and the
+// runner moves (harness/measure/cell_outcome.cpp), the `measures` table of every database, and
+// `summary` and `compare` walk this table, so a new measurement is one entry here plus the code
+// that measures it. The table is constexpr so that code naming a measure
+// (`outcome.set<"streamed_bytes">(n)`) is checked against it when it compiles.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kernels/model/named_enum.hpp"
+
+namespace sweetspot {
+
+enum class SqlType { integer, real, text };
+template <>
+struct EnumNames<SqlType> {
+    static constexpr std::array<EnumName<SqlType>, 3> list = {
+        {{SqlType::integer, "INTEGER"}, {SqlType::real, "REAL"}, {SqlType::text, "TEXT"}}};
+};
+
+enum class Unit { ms, s, bytes, gbps, percent, count, tokens_per_s, ratio, flag, text, timestamp, none };
+template <>
+struct EnumNames<Unit> {
+    static constexpr std::array<EnumName<Unit>, 12> list = {{{Unit::ms, "ms"},
+                                                             {Unit::s, "s"},
+                                                             {Unit::bytes, "bytes"},
+                                                             {Unit::gbps, "GB/s"},
+                                                             {Unit::percent, "%"},
+                                                             {Unit::count, "count"},
+                                                             {Unit::tokens_per_s, "tokens/s"},
+                                                             {Unit::ratio, "ratio"},
+                                                             {Unit::flag, "0/1"},
+                                                             {Unit::text, "text"},
+                                                             {Unit::timestamp, "ISO 8601 UTC"},
+                                                             {Unit::none, ""}}};
+};
+
+// Who sets a value. `cell`: the cell's process, from what it measured. `parent`: the runner, which
+// alone sees the process's exit, wall time and output. `estimator`: the memory estimator, before
+// the cell runs. `derived`: computed from the cell's parameters and its other values by
+// derive_measures (harness/measure/cell_outcome.cpp), the one place each of them is made.
+enum class FilledBy { cell, parent, estimator, derived };
+template <>
+struct EnumNames<FilledBy> {
+    static constexpr std::array<EnumName<FilledBy>, 4> list = {{{FilledBy::cell, "cell"},
+                                                                {FilledBy::parent, "parent"},
+                                                                {FilledBy::estimator, "estimator"},
+                                                                {FilledBy::derived, "derived"}}};
+};
+
+struct Measure {
+    std::string_view name;  // its `cells` column
+    SqlType type = SqlType::real;
+    Unit unit = Unit::none;
+    FilledBy filled_by = FilledBy::cell;
+    int since = 2;  // the schema version that added it (2: every database sweetspot reads)
+    std::string_view meaning;
+    // Its column in `summary`'s cells table (under `label`, with `decimals`, -1 for scientific
+    // notation, in the text table) and in its csv and json.
+    bool in_summary = false;
+    // Set against each other by `compare` for the workloads two databases share.
+    bool in_compare = false;
+    std::string_view label = {};
+    int decimals = 3;
+    // What rows written before the column existed hold (an SQL literal): the column is then NOT
+    // NULL with this default. Empty: NULL where nothing was measured.
+    std::string_view before = {};
+};
+
+// The declarations, in the order of their `cells` columns.
+inline constexpr auto kMeasures = std::to_array<Measure>({
+    // What the cell's parameters make of the model and the budget.
+    {.name = "n_params", .type = SqlType::integer, .unit = Unit::count, .filled_by = FilledBy::derived,
+     .meaning = "parameters of the model (untied lm_head)"},
+    {.name = "budget_bytes", .type = SqlType::integer, .unit = Unit::bytes, .filled_by = FilledBy::derived,
+     .meaning = "device bytes the weights may occupy"},
+    {.name = "weight_bytes", .type = SqlType::integer, .unit = Unit::bytes, .filled_by = FilledBy::derived,
+     .meaning = "bytes of all weights in the cell's dtype, as laid out"},
+    {.name = "oversubscription", .type = SqlType::real, .unit = Unit::ratio, .filled_by = FilledBy::derived,
+     .meaning = "weight_bytes / budget_bytes"},
+    // The cell's process, as the runner saw it.
+    {.name = "started_at", .type = SqlType::text, .unit = Unit::timestamp, .filled_by = FilledBy::parent,
+     .meaning = "when the cell started"},
+    {.name = "finished_at", .type = SqlType::text, .unit = Unit::timestamp, .filled_by = FilledBy::parent,
+     .meaning = "when it ended"},
+    {.name = "wall_s", .type = SqlType::real, .unit = Unit::s, .filled_by = FilledBy::parent,
+     .meaning = "wall time of the cell's process"},
+    {.name = "init_s", .type = SqlType::real, .unit = Unit::s, .meaning = "model and weight set-up time inside it"},
+    {.name = "exit_code", .type = SqlType::integer, .filled_by = FilledBy::parent,
+     .meaning = "exit status of the cell's process"},
+    {.name = "signal", .type = SqlType::integer, .filled_by = FilledBy::parent, .meaning = "signal that ended it"},
+    {.name = "stderr_tail", .type = SqlType::text, .unit = Unit::text, .filled_by = FilledBy::parent,
+     .meaning = "last 4 kB of its stdout and stderr"},
+    // The timed iterations.
+    {.name = "latency_median_ms", .unit = Unit::ms, .filled_by = FilledBy::derived,
+     .meaning = "median latency of the timed iterations", .in_summary = true, .in_compare = true, .label = "median ms"},
+    {.name = "latency_p10_ms", .unit = Unit::ms, .filled_by = FilledBy::derived,
+     .meaning = "10th percentile of the timed iterations", .in_summary = true, .label = "p10 ms"},
+    {.name = "latency_p90_ms", .unit = Unit::ms, .filled_by = FilledBy::derived,
+     .meaning = "90th percentile of the timed iterations", .in_summary = true, .label = "p90 ms"},
+    {.name = "latency_min_ms", .unit = Unit::ms, .filled_by = FilledBy::derived, .meaning = "fastest timed iteration"},
+    {.name = "latency_max_ms", .unit = Unit::ms, .filled_by = FilledBy::derived, .meaning = "slowest timed iteration"},
+    {.name = "latency_mean_ms", .unit = Unit::ms, .filled_by = FilledBy::derived, .meaning = "mean of the timed iterations"},
+    {.name = "noise_pct", .unit = Unit::percent, .filled_by = FilledBy::derived, .since = 7,
+     .meaning = "relative standard deviation of the timed iterations", .in_summary = true, .label = "noise %",
+     .decimals = 2},
+    {.name = "noisy", .type = SqlType::integer, .unit = Unit::flag, .filled_by = FilledBy::derived, .since = 7,
+     .meaning = "the timed iterations stopped on a limit with noise_pct above max_noise_pct", .before = "0"},
+    {.name = "tokens_per_s", .unit = Unit::tokens_per_s, .filled_by = FilledBy::derived,
+     .meaning = "batch x seq / median latency", .in_summary = true, .label = "tokens/s", .decimals = 0},
+    // Where the backend put the weights.
+    {.name = "resident_bytes", .type = SqlType::integer, .unit = Unit::bytes,
+     .meaning = "weight bytes kept on the device for the whole cell"},
+    {.name = "streamed_bytes", .type = SqlType::integer, .unit = Unit::bytes,
+     .meaning = "weight bytes that cross the host link in every iteration"},
+    {.name = "streamed_gbps", .unit = Unit::gbps, .filled_by = FilledBy::derived,
+     .meaning = "streamed_bytes / median latency: the link bandwidth the cell achieved"},
+    {.name = "device_weight_bytes", .type = SqlType::integer, .unit = Unit::bytes,
+     .meaning = "device memory the backend held for weights"},
+    {.name = "pinned_host_bytes", .type = SqlType::integer, .unit = Unit::bytes, .since = 9,
+     .meaning = "page-locked host memory the backend held for weights"},
+    {.name = "device_used_bytes", .type = SqlType::integer, .unit = Unit::bytes,
+     .meaning = "device memory in use after the first iteration (cudaMemGetInfo)"},
+    // The memory estimator's predictions, made before the cell runs.
+    {.name = "predicted_alloc_bytes", .type = SqlType::integer, .unit = Unit::bytes, .filled_by = FilledBy::estimator,
+     .since = 5, .meaning = "device memory the estimator predicts the cell allocates"},
+    {.name = "predicted_peak_bytes", .type = SqlType::integer, .unit = Unit::bytes, .filled_by = FilledBy::estimator,
+     .since = 6, .meaning = "predicted_alloc_bytes plus the fixed cost measured on this GPU and driver"},
+    {.name = "predicted_host_peak_bytes", .type = SqlType::integer, .unit = Unit::bytes,
+     .filled_by = FilledBy::estimator, .since = 9, .meaning = "the peak host memory predicted for the cell's process"},
+    {.name = "predicted_host_alloc_bytes", .type = SqlType::integer, .unit = Unit::bytes,
+     .filled_by = FilledBy::estimator, .since = 9,
+     .meaning = "the part of that prediction the estimator computes, without the process's own memory"},
+    // The device memory NVML read around the cell.
+    {.name = "gpu_used_before_bytes", .type = SqlType::integer, .unit = Unit::bytes, .since = 6,
+     .meaning = "device memory in use before the cell's CUDA context"},
+    {.name = "gpu_context_bytes", .type = SqlType::integer, .unit = Unit::bytes, .since = 6,
+     .meaning = "what creating the cell's CUDA context added"},
+    {.name = "gpu_peak_bytes", .type = SqlType::integer, .unit = Unit::bytes, .since = 6,
+     .meaning = "the cell's measured device memory peak, less gpu_used_before_bytes"},
+    {.name = "gpu_own_peak_bytes", .type = SqlType::integer, .unit = Unit::bytes, .since = 6,
+     .meaning = "the most device memory NVML attributed to the cell's process"},
+    {.name = "gpu_other_processes", .type = SqlType::integer, .unit = Unit::count, .since = 6,
+     .meaning = "the most other processes on the GPU at once"},
+    {.name = "gpu_other_bytes", .type = SqlType::integer, .unit = Unit::bytes, .since = 6,
+     .meaning = "the most device memory those processes held at once"},
+    {.name = "gpu_memory_readings", .type = SqlType::integer, .unit = Unit::count, .since = 6,
+     .meaning = "NVML readings taken"},
+    {.name = "gpu_memory_note", .type = SqlType::text, .unit = Unit::text, .since = 6,
+     .meaning = "why the NVML columns are missing or stopped early"},
+    {.name = "gpu", .type = SqlType::text, .unit = Unit::text, .filled_by = FilledBy::parent, .since = 6,
+     .meaning = "the CUDA_VISIBLE_DEVICES the cell's process ran with"},
+    // The output against its reference.
+    {.name = "check_reference", .type = SqlType::text, .unit = Unit::text, .meaning = "what the output was compared with"},
+    {.name = "check_max_abs_err", .unit = Unit::ratio, .meaning = "max absolute difference of the logits"},
+    {.name = "check_rel_err", .unit = Unit::ratio, .meaning = "max absolute difference / max absolute reference value",
+     .in_summary = true, .label = "rel err", .decimals = -1},
+    {.name = "check_tolerance", .unit = Unit::ratio, .meaning = "the relative error allowed for the dtype"},
+    {.name = "check_reference_key", .type = SqlType::text, .unit = Unit::text, .filled_by = FilledBy::derived, .since = 7,
+     .meaning = "the reference_logits row the check compared with"},
+    {.name = "check_reference_computed", .type = SqlType::integer, .unit = Unit::flag, .since = 9,
+     .meaning = "the check ran its reference forward (0: reused the database's)"},
+    // The process's memory and work.
+    {.name = "peak_host_rss_bytes", .type = SqlType::integer, .unit = Unit::bytes,
+     .meaning = "peak resident memory of the cell's process"},
+    {.name = "activation_bytes", .type = SqlType::integer, .unit = Unit::bytes,
+     .meaning = "bytes of the forward's activation buffers"},
+    {.name = "launches_per_forward", .type = SqlType::integer, .unit = Unit::count, .since = 3,
+     .meaning = "kernels and GEMMs one GPU forward enqueues"},
+    // The totals of the traced iterations' events (harness/collect/event_totals.hpp).
+    {.name = "um_profiling", .type = SqlType::text, .unit = Unit::text, .filled_by = FilledBy::derived,
+     .meaning = "whether CUPTI recorded Unified Memory counters, else why not"},
+    {.name = "um_htod_bytes", .type = SqlType::integer, .unit = Unit::bytes, .filled_by = FilledBy::derived, .meaning = "UM bytes migrated host to device"},
+    {.name = "um_dtoh_bytes", .type = SqlType::integer, .unit = Unit::bytes, .filled_by = FilledBy::derived, .meaning = "UM bytes migrated device to host"},
+    {.name = "gpu_page_faults", .type = SqlType::integer, .unit = Unit::count, .filled_by = FilledBy::derived, .meaning = "GPU page faults"},
+    {.name = "cpu_page_faults", .type = SqlType::integer, .unit = Unit::count, .filled_by = FilledBy::derived, .meaning = "CPU page faults"},
+    {.name = "thrashing", .type = SqlType::integer, .unit = Unit::count, .filled_by = FilledBy::derived, .meaning = "UM thrashing records"},
+    {.name = "throttling", .type = SqlType::integer, .unit = Unit::count, .filled_by = FilledBy::derived, .meaning = "UM throttling records"},
+    {.name = "remote_maps", .type = SqlType::integer, .unit = Unit::count, .filled_by = FilledBy::derived, .meaning = "UM remote-map records"},
+    {.name = "kernel_busy_ms", .unit = Unit::ms, .filled_by = FilledBy::derived, .meaning = "time at least one kernel ran"},
+    {.name = "copy_ms", .unit = Unit::ms, .filled_by = FilledBy::derived, .meaning = "time at least one copy ran"},
+    {.name = "copy_compute_overlap_ms", .unit = Unit::ms, .filled_by = FilledBy::derived, .meaning = "time a copy and a kernel ran at once"},
+    {.name = "dropped_records", .type = SqlType::integer, .unit = Unit::count, .filled_by = FilledBy::derived,
+     .meaning = "records CUPTI dropped: non-zero means the events are incomplete"},
+    {.name = "collector_overhead_ms", .unit = Unit::ms, .filled_by = FilledBy::derived, .meaning = "time covered by CUPTI's overhead records"},
+});
+
+// A measure's name as a template argument: outcome.set<"streamed_bytes">(n) names the measure at
+// compile time, so a misspelt name or a value of the wrong type does not compile.
+template <std::size_t N>
+struct MeasureName {
+    char chars[N]{};
+    consteval MeasureName(const char (&name)[N]) {
+        for (std::size_t i = 0; i < N; ++i) chars[i] = name[i];
+    }
+    constexpr std::string_view view() const { return {chars, N - 1}; }
+};
+
+consteval std::size_t measure_index(std::string_view name) {
+    for (std::size_t i = 0; i < kMeasures.size(); ++i)
+        if (kMeasures[i].name == name) return i;
+    throw "no measure of that name in kMeasures (harness/matrix/measures.hpp)";
+}
+
+// The C++ type of a measure's values.
+template <SqlType type>
+struct MeasureValue;
+template <>
+struct MeasureValue<SqlType::integer> {
+    using type = std::int64_t;
+};
+template <>
+struct MeasureValue<SqlType::real> {
+    using type = double;
+};
+template <>
+struct MeasureValue<SqlType::text> {
+    using type = std::string;
+};
+template <MeasureName name>
+using measure_t = typename MeasureValue<kMeasures[measure_index(name.view())].type>::type;
+
+// The declaration of `name`, or nullptr for a name that is no measure (names read from elsewhere).
+const Measure* find_measure(std::string_view name);
+
+}  // namespace sweetspot

@@ -1,0 +1,58 @@
+#include "harness/runner/run_metadata.hpp"
+
+#include <algorithm>
+
+#include "harness/measure/cell_exec.hpp"
+#include "harness/system/system_info.hpp"
+#include "harness/system/version.hpp"
+#include "kernels/model/number_text.hpp"
+
+namespace sweetspot {
+
+GpuFacts probe_for_sweep(const Matrix& matrix, std::ostream& out) {
+    if (std::none_of(matrix.cells.begin(), matrix.cells.end(), uses_gpu)) return {};
+    out << "sweetspot: probing the GPU and the host link (pinned 1 GiB copies)\n";
+    GpuFacts gpu = probe_gpu_in_child(true);
+    if (gpu.h2d_gbps)
+        out << "sweetspot: " << gpu.name.value_or("GPU") << ", pinned host->device " << fixed(*gpu.h2d_gbps, 1)
+            << " GB/s, device->host " << fixed(gpu.d2h_gbps.value_or(0), 1) << " GB/s\n";
+    else
+        out << "sweetspot: no GPU measurement (" << gpu.note << "); GPU cells will be skipped\n";
+    if (!gpu.managed_rates.empty()) {
+        out << "sweetspot: managed memory (" << human_bytes(gpu.managed_rates.front().bytes) << " range):";
+        for (const ManagedRate& m : gpu.managed_rates)
+            out << " " << m.operation << " " << fixed(m.gbps, 1) << " GB/s (host " << fixed(m.host_ms, 2) << " ms)";
+        out << "\n";
+    }
+    if (gpu.h2d_gbps && !gpu.note.empty()) out << "sweetspot: " << gpu.note << "\n";
+    return gpu;
+}
+
+RunInfo run_info(const Matrix& matrix, const RunOptions& options, const GpuFacts& gpu) {
+    const auto sys = query_system_info();
+    RunInfo info;
+    info.started_at = utc_timestamp();
+    info.host = sys.host;
+    info.os = sys.os;
+    info.cpu_model = sys.cpu_model;
+    info.cpu_count = sys.cpu_count;
+    info.gpu_name = gpu.name;
+    info.gpu_driver = gpu.driver;
+    info.cuda_runtime = gpu.runtime;
+    info.gpu_memory_bytes = gpu.memory_bytes;
+    info.h2d_gbps = gpu.h2d_gbps;
+    info.d2h_gbps = gpu.d2h_gbps;
+    info.managed = gpu.managed;
+    info.managed_rates = gpu.managed_rates;
+    info.sweetspot_version = kVersion;
+    info.git_revision = git_revision();
+    info.command_line = options.command_line;
+    info.matrix_path = matrix.path;
+    info.matrix_name = matrix.name;
+    info.matrix_hash = matrix.hash();
+    info.matrix_text = matrix.text;
+    info.cells_total = static_cast<int>(matrix.cells.size());
+    return info;
+}
+
+}  // namespace sweetspot

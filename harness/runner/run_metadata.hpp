@@ -1,0 +1,19 @@
+#pragma once
+// What a sweep records about itself before its first cell: the GPU and its host link, probed
+// where the matrix has GPU cells (with the rates printed), and the run's row.
+#include <ostream>
+
+#include "harness/matrix/matrix.hpp"
+#include "harness/measure/gpu_probe.hpp"
+#include "harness/runner/runner.hpp"
+
+namespace sweetspot {
+
+// The GPU facts of this machine where some cell needs a GPU (probed in a child process, and
+// printed to `out`); none otherwise.
+GpuFacts probe_for_sweep(const Matrix& matrix, std::ostream& out);
+
+// The run's row: the machine, the GPU, the matrix and the command.
+RunInfo run_info(const Matrix& matrix, const RunOptions& options, const GpuFacts& gpu);
+
+}  // namespace sweetspot
