@@ -414,10 +414,10 @@ int cmd_merge(const std::vector<std::string>& args) {
         if (std::filesystem::exists(out_path) && std::filesystem::equivalent(shard, out_path))
             throw po::error(shard + " is OUT.db itself");
     }
-    Store out = Store::open(out_path, Store::Access::exclusive);
-    for (const std::string& shard : shards) {
-        const MergeCounts c = merge_database(out, shard);
-        std::cout << shard << ": " << c.cells_added << " cells added, " << c.cells_already_there << " already there, "
+    const std::vector<MergeCounts> counts = merge_databases(out_path, shards);
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+        const MergeCounts& c = counts[i];
+        std::cout << shards[i] << ": " << c.cells_added << " cells added, " << c.cells_already_there << " already there, "
                   << c.conflicts << " measured in both (the older kept in cell_history), " << c.runs_added << " runs added\n";
     }
     return kExitOk;

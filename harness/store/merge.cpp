@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "harness/store/sqlite.hpp"
+#include "harness/store/store.hpp"
 #include "harness/system/system_info.hpp"
 
 namespace sweetspot {
@@ -82,8 +83,6 @@ std::int64_t main_run_for(Database& db, std::int64_t shard_run, const std::vecto
     return run;
 }
 
-}  // namespace
-
 MergeCounts merge_database(Store& out, const std::string& shard_path) {
     {
         Store shard = Store::open_read_only(shard_path);
@@ -154,6 +153,15 @@ MergeCounts merge_database(Store& out, const std::string& shard_path) {
         throw;
     }
     db.exec("DETACH DATABASE shard");
+    return counts;
+}
+
+}  // namespace
+
+std::vector<MergeCounts> merge_databases(const std::string& out_path, const std::vector<std::string>& shard_paths) {
+    Store out = Store::open(out_path, Store::Access::exclusive);
+    std::vector<MergeCounts> counts;
+    for (const std::string& shard : shard_paths) counts.push_back(merge_database(out, shard));
     return counts;
 }
 

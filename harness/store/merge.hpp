@@ -5,8 +5,7 @@
 // measurements) is a conflict: the newer measurement is the cell, the older goes to cell_history,
 // so nothing measured is dropped.
 #include <string>
-
-#include "harness/store/store.hpp"
+#include <vector>
 
 namespace sweetspot {
 
@@ -14,7 +13,8 @@ struct MergeCounts {
     int runs_added = 0, cells_added = 0, cells_already_there = 0, conflicts = 0;
 };
 
-// Merges the database at `shard_path` (of this schema version; opened read-only) into `out`.
-MergeCounts merge_database(Store& out, const std::string& shard_path);
+// Merges the databases at `shard_paths` (of this schema version; opened read-only) into the one at
+// `out_path`, created if missing. Returns what each shard added, in their order.
+std::vector<MergeCounts> merge_databases(const std::string& out_path, const std::vector<std::string>& shard_paths);
 
 }  // namespace sweetspot
