@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -89,17 +88,10 @@ std::int64_t count_cell_rows(Store& s, const std::string& table, std::int64_t ce
     return st.int64(0);
 }
 
-std::string read_text(const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
 // Columns per table as documented: a "### `name`" heading followed by a markdown table.
 std::map<std::string, std::set<std::string>> documented_columns() {
     std::map<std::string, std::set<std::string>> out;
-    std::istringstream in(read_text(test::source_path("results/README.md")));
+    std::istringstream in(read_bytes(test::source_path("results/README.md")));
     std::string line, table;
     const std::regex heading(R"(^### `(\w+)`)");
     const std::regex row(R"(^\| (\w+) \| [A-Z]+ \|)");
@@ -113,7 +105,7 @@ std::map<std::string, std::set<std::string>> documented_columns() {
 
 std::map<std::string, std::string> documented_queries() {
     std::map<std::string, std::string> out;
-    const std::string text = read_text(test::source_path("results/README.md"));
+    const std::string text = read_bytes(test::source_path("results/README.md"));
     const std::regex block(R"(```sql\n-- query: ([\w-]+)\n([\s\S]*?)```)");
     for (auto it = std::sregex_iterator(text.begin(), text.end(), block); it != std::sregex_iterator(); ++it)
         out[(*it)[1]] = (*it)[2];
