@@ -48,9 +48,9 @@ inline std::int64_t count_rows(Store& s, const std::string& table) {
     return st.int64(0);
 }
 
-inline RunInfo sample_run() {
+inline RunInfo sample_run(const std::string& started_at = "2026-11-22T10:00:00Z") {
     RunInfo r;
-    r.started_at = "2026-11-22T10:00:00Z";
+    r.started_at = started_at;
     r.host = "testhost";
     r.matrix_name = "unit";
     r.cells_total = 3;
@@ -195,14 +195,14 @@ inline constexpr const char* kBeforeVersion4 =
     "ALTER TABLE runs DROP COLUMN pageable_memory_access_uses_host_page_tables;"
     "ALTER TABLE runs DROP COLUMN direct_managed_mem_access_from_host;";
 
-// A database as `version` wrote it: one run with one ok cell, then the later versions' additions
-// taken out. Read-only, it must still summarise, and stay at its version.
-inline void write_old_version(const std::string& path, int version) {
+// A database as `version` wrote it: one run with one ok cell, `cell`, then the later versions'
+// additions taken out. Read-only, it must still summarise, and stay at its version.
+inline void write_old_version(const std::string& path, int version, const CellParams& cell = tiny_cell(2, 8)) {
     {
         auto s = Store::open(path);
         RunInfo info;
         info.started_at = "2026-01-01T00:00:00Z";
-        s.record_cell(s.begin_run(info), 0, tiny_cell(2, 8), ok_outcome(1.0));
+        s.record_cell(s.begin_run(info), 0, cell, ok_outcome(1.0));
         if (version < 10) s.db().exec(kBeforeVersion10);
         if (version < 9) s.db().exec(kBeforeVersion9);
         if (version < 7) s.db().exec(kBeforeVersion7);

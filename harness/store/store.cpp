@@ -23,15 +23,6 @@ void configure_connection(Database& db) {
     db.exec("PRAGMA foreign_keys = ON");
 }
 
-bool can_read(Database& db) {
-    try {
-        db.prepare("SELECT count(*) FROM sqlite_master").step();
-        return true;
-    } catch (const SqliteError&) {
-        return false;
-    }
-}
-
 }  // namespace
 
 LatencyStats LatencyStats::of(std::vector<double> s) {
