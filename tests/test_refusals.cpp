@@ -9,8 +9,6 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "harness/system/file_lock.hpp"
@@ -19,18 +17,12 @@
 
 using namespace sweetspot;
 using Catch::Matchers::ContainsSubstring;
+using test::read_bytes;
 using test::run_sweetspot;
 using test::TempDir;
 using test::write_file;
 
 namespace {
-
-std::string read_bytes(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::ostringstream s;
-    s << f.rdbuf();
-    return s.str();
-}
 
 std::string quoted(const std::string& path) { return "'" + path + "'"; }
 

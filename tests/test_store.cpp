@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -18,57 +17,16 @@
 #include "harness/measure/cell_outcome.hpp"
 #include "harness/measure/memory_estimate.hpp"
 #include "harness/store/event_tables.hpp"
-#include "harness/store/merge.hpp"
 #include "harness/store/store.hpp"
 #include "harness/cli/summary.hpp"
 #include "kernels/model/model_config.hpp"
+#include "store_fixture.hpp"
 #include "test_support.hpp"
 
 using namespace sweetspot;
-using sweetspot::test::TempDir;
+using namespace sweetspot::test;
 
 namespace {
-
-CellParams tiny_cell(int batch, int seq) {
-    CellParams c;
-    c.model = *find_builtin_model("tiny");
-    c.batch = batch;
-    c.seq = seq;
-    c.sweep = "unit";
-    return c;
-}
-
-CellOutcome ok_outcome(double base_ms) {
-    CellOutcome o;
-    o.status = CellStatus::ok;
-    o.set<"started_at">("2026-11-22T10:00:00Z");
-    o.set<"finished_at">("2026-11-22T10:00:01Z");
-    o.set<"wall_s">(1.0);
-    o.set<"init_s">(0.1);
-    o.warmup_ms = {base_ms * 3};
-    o.timed_ms = {base_ms * 1.2, base_ms, base_ms * 1.1, base_ms * 0.9, base_ms * 1.05};
-    o.set<"check_reference">("float64 loops");
-    o.set<"check_max_abs_err">(1e-6);
-    o.set<"check_rel_err">(2e-7);
-    o.set<"check_tolerance">(1e-4);
-    o.set<"exit_code">(0);
-    return o;
-}
-
-std::int64_t count_rows(Store& s, const std::string& table) {
-    auto st = s.db().prepare("SELECT count(*) FROM " + table);
-    st.step();
-    return st.int64(0);
-}
-
-RunInfo sample_run() {
-    RunInfo r;
-    r.started_at = "2026-11-22T10:00:00Z";
-    r.host = "testhost";
-    r.matrix_name = "unit";
-    r.cells_total = 3;
-    return r;
-}
 
 // CellEvents has no comparison of its own (events.hpp is the collector's contract); these compare
 // every field, so a column lost on the way through the database fails the round-trip test.
@@ -125,82 +83,6 @@ void check_same_events(const CellEvents& a, const CellEvents& b) {
     CHECK(a.um_note == b.um_note);
 }
 
-KernelRecord kernel(std::int64_t start, std::int64_t end, const std::string& name, std::uint32_t stream) {
-    KernelRecord k;
-    k.start_ns = start;
-    k.end_ns = end;
-    k.device_id = 0;
-    k.context_id = 1;
-    k.stream_id = stream;
-    k.correlation_id = static_cast<std::uint32_t>(start / 1000);
-    k.grid_x = 96;
-    k.grid_y = 2;
-    k.grid_z = 1;
-    k.block_x = 256;
-    k.block_y = 1;
-    k.block_z = 1;
-    k.registers_per_thread = 64;
-    k.static_shared_memory = 1024;
-    k.dynamic_shared_memory = 49152;
-    k.name = name;
-    return k;
-}
-
-MemcpyRecord migration(std::int64_t start, std::int64_t end, int copy_kind, std::int64_t bytes, std::uint64_t address) {
-    MemcpyRecord m;
-    m.start_ns = start;
-    m.end_ns = end;
-    m.copy_kind = copy_kind;
-    m.src_kind = copy_kind == 11 ? 4 : 2;
-    m.dst_kind = copy_kind == 11 ? 2 : 4;
-    m.bytes = bytes;
-    m.migration_cause = copy_kind == 11 ? 2 : 4;  // page fault in, eviction out
-    m.address = address;
-    return m;
-}
-
-// One traced iteration of a two-layer model (ns from 1'000'000 to 2'000'000) with a record of every
-// kind: kernels of two names, UM migrations both ways and a plain copy, GPU faults in each layer,
-// CPU faults, UM counters, NVTX ranges and collector overhead. `base_ns` shifts it all.
-CellEvents sample_events(std::int64_t base_ns = 0) {
-    CellEvents e;
-    const auto t = [&](std::int64_t ns) { return base_ns + ns; };
-    e.ranges = {{t(1'000'000), t(2'000'000), "traced iteration 0", 7},
-                {t(1'000'000), t(1'500'000), "layer 0", 7},
-                {t(1'000'000), t(1'100'000), "acquire", 7},
-                {t(1'100'000), t(1'500'000), "compute", 7},
-                {t(1'500'000), t(2'000'000), "layer 1", 7},
-                {t(1'500'000), t(1'600'000), "acquire", 7},
-                {t(1'600'000), t(2'000'000), "compute", 7}};
-    e.kernels = {kernel(t(1'100'000), t(1'300'000), "gemm_sm90<float>", 13),
-                 kernel(t(1'300'000), t(1'400'000), "softmax_kernel", 13),
-                 kernel(t(1'600'000), t(1'900'000), "gemm_sm90<float>", 13)};
-    e.memcpys = {migration(t(1'010'000), t(1'090'000), 11, 2 << 20, 0x7f0000000000),
-                 migration(t(1'510'000), t(1'590'000), 11, 1 << 20, 0x7f0000200000),
-                 migration(t(1'950'000), t(1'990'000), 12, 1 << 19, 0x7f0000000000)};
-    MemcpyRecord plain;
-    plain.start_ns = t(1'050'000);
-    plain.end_ns = t(1'060'000);
-    plain.stream_id = 14;
-    plain.correlation_id = 99;
-    plain.copy_kind = 1;
-    plain.src_kind = 1;
-    plain.dst_kind = 2;
-    plain.bytes = 4096;
-    e.memcpys.push_back(plain);
-    e.gpu_page_faults = {{t(1'005'000), t(1'008'000), 0, 0x7f0000000000, 12, 1},
-                         {t(1'505'000), t(1'508'000), 0, 0x7f0000200000, 5, 2},
-                         {t(1'520'000), t(1'522'000), 0, 0x7f0000210000, 3, 1}};
-    e.cpu_page_faults = {{t(1'960'000), 0x7f0000000000, 0x401000},
-                         {t(1'970'000), 0xffff800000001000, 0xffffffff81000000}};  // top bit set: unsigned
-    e.um_other = {{UmOtherRecord::Kind::thrashing, t(1'200'000), t(1'210'000), 0x7f0000000000, 1},
-                  {UmOtherRecord::Kind::throttling, t(1'220'000), t(1'230'000), 0x7f0000000000, 2},
-                  {UmOtherRecord::Kind::remote_map, t(1'240'000), t(1'250'000), 0x7f0000200000, 3}};
-    e.overheads = {{0x10000, t(1'000'000), t(1'020'000)}, {1, t(1'700'000), t(1'705'000)}};
-    e.dropped_records = 2;
-    return e;
-}
-
 // The latencies stored for the cell `key` in one phase, in iteration order.
 std::vector<double> stored_latencies(Store& s, const std::string& key, const std::string& phase) {
     auto st = s.db().prepare("SELECT latency_ms FROM iterations JOIN cells USING (cell_id) WHERE cell_key = ? AND phase = ?"
@@ -230,45 +112,10 @@ std::int64_t count_cell_rows(Store& s, const std::string& table, std::int64_t ce
     return st.int64(0);
 }
 
-const std::vector<std::string> kEventTables = {
-    "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUDA_UM_GPU_PAGE_FAULT_EVENTS",
-    "CUDA_UM_CPU_PAGE_FAULT_EVENTS", "UM_COUNTER_EVENTS", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_OVERHEAD"};
-
-// A database with a few ok cells and one failed one, for the documented queries. The first two
-// cells have events (cell ids 1 and 2), the third was measured without.
-void fill_fixture(Store& s) {
-    auto gpu_run = sample_run();
-    gpu_run.gpu_name = "NVIDIA H100 80GB HBM3";
-    gpu_run.gpu_memory_bytes = 85'000'000'000;
-    const auto run = s.begin_run(gpu_run);
-    auto traced = ok_outcome(2.0);
-    traced.events = sample_events();
-    record_outcome(s, run, 0, tiny_cell(1, 16), traced);
-    traced = ok_outcome(3.5);
-    traced.events = sample_events(10'000'000);
-    traced.events->kernels.pop_back();
-    record_outcome(s, run, 1, tiny_cell(2, 16), traced);
-    record_outcome(s, run, 2, tiny_cell(4, 32), ok_outcome(9.0));
-    CellOutcome failed;
-    failed.status = CellStatus::failed;
-    failed.reason = "killed by signal 11 (Segmentation fault)";
-    failed.set<"stderr_tail">("debug_fault = \"segfault\": failing on purpose\n");
-    failed.set<"signal">(11);
-    record_outcome(s, run, 3, tiny_cell(8, 32), failed);
-    s.finish_run(run, "finished");
-}
-
-std::string read_text(const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
 // Columns per table as documented: a "### `name`" heading followed by a markdown table.
 std::map<std::string, std::set<std::string>> documented_columns() {
     std::map<std::string, std::set<std::string>> out;
-    std::istringstream in(read_text(test::source_path("results/README.md")));
+    std::istringstream in(read_bytes(test::source_path("results/README.md")));
     std::string line, table;
     const std::regex heading(R"(^### `(\w+)`)");
     const std::regex row(R"(^\| (\w+) \| [A-Z]+ \|)");
@@ -282,7 +129,7 @@ std::map<std::string, std::set<std::string>> documented_columns() {
 
 std::map<std::string, std::string> documented_queries() {
     std::map<std::string, std::string> out;
-    const std::string text = read_text(test::source_path("results/README.md"));
+    const std::string text = read_bytes(test::source_path("results/README.md"));
     const std::regex block(R"(```sql\n-- query: ([\w-]+)\n([\s\S]*?)```)");
     for (auto it = std::sregex_iterator(text.begin(), text.end(), block); it != std::sregex_iterator(); ++it)
         out[(*it)[1]] = (*it)[2];
@@ -334,26 +181,6 @@ TEST_CASE("opening again keeps the data; read-only opening checks the file", "[s
     }
     CHECK_THROWS_WITH(Store::open_read_only(path),
                       path + " has schema version 99; this sweetspot reads versions 2 to " + std::to_string(schema_version()));
-}
-
-// A database as `version` wrote it: one run with one ok cell, then the later versions' additions
-// taken out by the schema's own list of versions (downgrade_schema). Read-only, it must still
-// summarise, and stay at its version.
-void write_old_version(const std::string& path, int version) {
-    {
-        auto s = Store::open(path);
-        RunInfo info;
-        info.started_at = "2026-01-01T00:00:00Z";
-        record_outcome(s, s.begin_run(info), 0, tiny_cell(2, 8), ok_outcome(1.0));
-        downgrade_schema(s.db(), version);
-    }
-    auto r = Store::open_read_only(path);
-    std::ostringstream out;
-    print_summary(r, SummaryOptions{}, out);
-    CHECK_THAT(out.str(), Catch::Matchers::ContainsSubstring("1 ok"));
-    auto v = r.db().prepare("SELECT version FROM schema_info");
-    REQUIRE(v.step());
-    CHECK(v.int64(0) == version);  // reading changed nothing
 }
 
 RunInfo run_with_managed_probe() {
@@ -1037,130 +864,33 @@ TEST_CASE("sweetspot summary DB --cell ID", "[store][summary]") {
     CHECK(contains(missing.output, "no cell 99"));
 }
 
-TEST_CASE("merge: shards into one, every row kept, string ids remapped, idempotent, conflicts as history", "[store][merge]") {
-    TempDir tmp;
-    // Shard A: the fixture (events of two cells). Shard B: its own string table first, so the same
-    // kernel names have other ids there, then a cell that A also has, measured later.
-    {
-        auto a = Store::open(tmp.file("a.db"));
-        fill_fixture(a);
-    }
-    {
-        auto b = Store::open(tmp.file("b.db"));
-        RunInfo info = sample_run();
-        info.started_at = "2026-11-23T09:00:00Z";
-        const auto run = b.begin_run(info);
-        auto traced = ok_outcome(5.0);
-        traced.set<"started_at">("2026-11-23T09:00:05Z");
-        traced.set<"finished_at">("2026-11-23T09:00:05Z");
-        traced.events = sample_events();
-        traced.events->kernels.insert(traced.events->kernels.begin(), kernel(500'000, 600'000, "layernorm_kernel", 13));
-        std::reverse(traced.events->ranges.begin(), traced.events->ranges.end());
-        record_outcome(b, run, 0, tiny_cell(64, 8), traced);  // only in B
-        auto later = ok_outcome(7.0);
-        later.set<"started_at">("2099-01-01T00:00:00Z");
-        later.set<"finished_at">("2099-01-01T00:00:00Z");
-        record_outcome(b, run, 1, tiny_cell(2, 16), later);  // also in A, measured later
-    }
-    const auto kernel_names = [](Database& db, const std::string& key) {
-        auto st = db.prepare("SELECT group_concat(s.value, '|') FROM (SELECT k.shortName FROM CUPTI_ACTIVITY_KIND_KERNEL k"
-                             " JOIN cells c USING (cell_id) WHERE c.cell_key = ? ORDER BY k.start) k"
-                             " JOIN StringIds s ON s.id = k.shortName");
-        st.bind(1, key);
-        st.step();
-        return st.is_null(0) ? std::string() : st.text(0);
-    };
-    std::string a_names, b_names;
-    {
-        auto a = Store::open_read_only(tmp.file("a.db"));
-        a_names = kernel_names(a.db(), tiny_cell(1, 16).key());
-        auto b = Store::open_read_only(tmp.file("b.db"));
-        b_names = kernel_names(b.db(), tiny_cell(64, 8).key());
-        // B numbered the names in another order than A (what the remapping is for).
-        auto ids = b.db().prepare("SELECT id FROM StringIds WHERE value = 'softmax_kernel'");
-        REQUIRE(ids.step());
-        auto a_ids = a.db().prepare("SELECT id FROM StringIds WHERE value = 'softmax_kernel'");
-        REQUIRE(a_ids.step());
-        CHECK(ids.int64(0) != a_ids.int64(0));
-    }
-    auto out = Store::open(tmp.file("out.db"));
-    const MergeCounts first = merge_database(out, tmp.file("a.db"));
-    CHECK(first.cells_added == 4);
-    CHECK(first.runs_added == 1);
-    const MergeCounts again = merge_database(out, tmp.file("a.db"));
-    CHECK(again.cells_added == 0);
-    CHECK(again.cells_already_there == 4);
-    CHECK(again.runs_added == 0);
-    const MergeCounts second = merge_database(out, tmp.file("b.db"));
-    CHECK(second.cells_added == 2);
-    CHECK(second.conflicts == 1);
-    CHECK(second.runs_added == 1);
-
-    CHECK(count_rows(out, "cells") == 5);
-    CHECK(count_rows(out, "runs") == 2);
-    CHECK(count_rows(out, "cell_history") == 1);  // A's measurement of the cell B measured later
-    CHECK(kernel_names(out.db(), tiny_cell(1, 16).key()) == a_names);
-    CHECK(kernel_names(out.db(), tiny_cell(64, 8).key()) == b_names);
-    CHECK_FALSE(a_names.empty());
-    CHECK_FALSE(b_names.empty());
-    auto newer = out.db().prepare("SELECT latency_median_ms FROM cells WHERE cell_key = ?");
-    newer.bind(1, tiny_cell(2, 16).key());
-    REQUIRE(newer.step());
-    CHECK(newer.real(0) == Catch::Approx(7.0).epsilon(0.2));
-    for (const std::string& table : kEventTables) {
-        INFO(table);
-        Store a = Store::open_read_only(tmp.file("a.db"));
-        Store b = Store::open_read_only(tmp.file("b.db"));
-        // A's events, less those of the cell B replaced, plus all of B's.
-        auto replaced = a.db().prepare("SELECT count(*) FROM " + table + " t JOIN cells c USING (cell_id) WHERE c.cell_key = ?");
-        replaced.bind(1, tiny_cell(2, 16).key());
-        replaced.step();
-        CHECK(count_rows(out, table) == count_rows(a, table) - replaced.int64(0) + count_rows(b, table));
-    }
-    auto check = out.db().prepare("PRAGMA integrity_check");
-    REQUIRE(check.step());
-    CHECK(check.text(0) == "ok");
-
-    CHECK_THROWS_WITH(merge_database(out, tmp.file("missing.db")), Catch::Matchers::ContainsSubstring("no such database"));
-}
-
-TEST_CASE("reference logits: kept once per key with the cell that computed them, read back, merged", "[store][merge]") {
+TEST_CASE("reference logits: kept once per key with the cell that computed them, read back", "[store]") {
     TempDir tmp;
     ReferenceLogits ref{"0123456789abcdef", "tiny", 1, 2, 3, {0.5f, -1.25f, 3.0f, 1e-30f, -0.0f, 7.75f}};
-    {
-        auto s = Store::open(tmp.file("a.db"));
-        const auto run = s.begin_run(sample_run());
-        CHECK_FALSE(s.load_reference(ref.key));
-        auto first = ok_outcome(1.0);
-        first.reference = ref;
-        record_outcome(s, run, 0, tiny_cell(1, 16), first);
-        // A second cell of the same workload names the same reference; the row stays the first one's.
-        auto second = ok_outcome(2.0);
-        second.reference = ref;
-        second.reference->logits[0] = 99.0f;
-        record_outcome(s, run, 1, tiny_cell(2, 16), second);
-        CHECK(count_rows(s, "reference_logits") == 1);
-        const auto back = s.load_reference(ref.key);
-        REQUIRE(back);
-        CHECK(back->model == "tiny");
-        CHECK(back->batch == 1);
-        CHECK(back->seq == 2);
-        CHECK(back->vocab == 3);
-        CHECK(back->logits == ref.logits);  // bit for bit, the first cell's
-        auto keys = s.db().prepare("SELECT count(*) FROM cells WHERE check_reference_key = ?");
-        keys.bind(1, ref.key);
-        REQUIRE(keys.step());
-        CHECK(keys.int64(0) == 2);
-        // A row whose blob does not hold batch × seq × vocab floats is not a reference.
-        s.db().exec("UPDATE reference_logits SET vocab = 4");
-        CHECK_FALSE(s.load_reference(ref.key));
-        s.db().exec("UPDATE reference_logits SET vocab = 3");
-    }
-    auto out = Store::open(tmp.file("out.db"));
-    merge_database(out, tmp.file("a.db"));
-    merge_database(out, tmp.file("a.db"));
-    CHECK(count_rows(out, "reference_logits") == 1);
-    const auto merged = out.load_reference(ref.key);
-    REQUIRE(merged);
-    CHECK(merged->logits == ref.logits);
+    auto s = Store::open(tmp.file("a.db"));
+    const auto run = s.begin_run(sample_run());
+    CHECK_FALSE(s.load_reference(ref.key));
+    auto first = ok_outcome(1.0);
+    first.reference = ref;
+    record_outcome(s, run, 0, tiny_cell(1, 16), first);
+    // A second cell of the same workload names the same reference; the row stays the first one's.
+    auto second = ok_outcome(2.0);
+    second.reference = ref;
+    second.reference->logits[0] = 99.0f;
+    record_outcome(s, run, 1, tiny_cell(2, 16), second);
+    CHECK(count_rows(s, "reference_logits") == 1);
+    const auto back = s.load_reference(ref.key);
+    REQUIRE(back);
+    CHECK(back->model == "tiny");
+    CHECK(back->batch == 1);
+    CHECK(back->seq == 2);
+    CHECK(back->vocab == 3);
+    CHECK(back->logits == ref.logits);  // bit for bit, the first cell's
+    auto keys = s.db().prepare("SELECT count(*) FROM cells WHERE check_reference_key = ?");
+    keys.bind(1, ref.key);
+    REQUIRE(keys.step());
+    CHECK(keys.int64(0) == 2);
+    // A row whose blob does not hold batch × seq × vocab floats is not a reference.
+    s.db().exec("UPDATE reference_logits SET vocab = 4");
+    CHECK_FALSE(s.load_reference(ref.key));
 }

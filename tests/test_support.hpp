@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -32,6 +33,14 @@ public:
 private:
     std::filesystem::path path_;
 };
+
+// The bytes of the file at `path` (empty where there is none).
+inline std::string read_bytes(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::ostringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
 
 inline void write_file(const std::string& path, const std::string& text) {
     std::ofstream f(path, std::ios::binary);

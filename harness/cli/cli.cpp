@@ -403,9 +403,11 @@ int cmd_compare(const std::vector<std::string>& args) {
 int cmd_merge(const std::vector<std::string>& args) {
     Command cmd{"merge", "OUT.db SHARD.db...",
                 "Combines results databases (the shards of run --shard or sweetspot submit) into OUT.db, creating\n"
-                "it if needed. Runs keep their metadata, cells their iterations, phases and events. Merging a\n"
-                "database again adds nothing. A cell measured in two databases keeps the newer measurement; the\n"
-                "older goes to cell_history. The shards are only read.",
+                "it if needed. Runs keep their metadata, cells their iterations, phases, events and history.\n"
+                "Merging a database again adds nothing. A cell measured in two databases keeps the newer\n"
+                "measurement; the older goes to cell_history. The shards are only read (one of an older schema\n"
+                "version through an upgraded copy in TMPDIR), and all are checked before OUT.db is touched: if one\n"
+                "is refused, OUT.db stays as it was.",
                 po::options_description("options"), {}};
     cmd.options.add_options()
         ("out", po::value<std::string>()->required(), "the database to merge into")
@@ -420,11 +422,12 @@ int cmd_merge(const std::vector<std::string>& args) {
         if (std::filesystem::exists(out_path) && std::filesystem::equivalent(shard, out_path))
             throw po::error(shard + " is OUT.db itself");
     }
-    Store out = Store::open(out_path, Store::Access::exclusive);
-    for (const std::string& shard : shards) {
-        const MergeCounts c = merge_database(out, shard);
-        std::cout << shard << ": " << c.cells_added << " cells added, " << c.cells_already_there << " already there, "
-                  << c.conflicts << " measured in both (the older kept in cell_history), " << c.runs_added << " runs added\n";
+    const std::vector<MergeCounts> counts = merge_databases(out_path, shards);
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+        const MergeCounts& c = counts[i];
+        std::cout << shards[i] << ": " << c.cells_added << " cells added, " << c.cells_already_there << " already there, "
+                  << c.conflicts << " measured in both (the older kept in cell_history), " << c.history_added
+                  << " earlier measurements added to cell_history, " << c.runs_added << " runs added\n";
     }
     return kExitOk;
 }

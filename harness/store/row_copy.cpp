@@ -40,13 +40,15 @@ void copy_rows(Database& db, const std::vector<std::string>& copies, std::int64_
     for (const std::string& sql : copies) db.prepare(sql).bind(1, from_id).bind(2, to_id).run();
 }
 
-Attached::Attached(Database& db, const std::string& path, const std::string& name) : db_(db), name_(name) {
-    // A read-only URI, so that nothing here writes to the attached file: the path absolute, and the
-    // characters a URI gives a meaning to escaped.
+std::string read_only_uri(const std::string& path, bool immutable) {
     std::string uri = "file:";
     for (const char c : std::filesystem::absolute(path).string())
         uri += c == '%' ? std::string("%25") : c == '?' ? std::string("%3f") : c == '#' ? std::string("%23") : std::string(1, c);
-    db_.prepare("ATTACH DATABASE ? AS " + name_).bind(1, uri + "?mode=ro").run();
+    return uri + (immutable ? "?mode=ro&immutable=1" : "?mode=ro");
+}
+
+Attached::Attached(Database& db, const std::string& uri, const std::string& name) : db_(db), name_(name) {
+    db_.prepare("ATTACH DATABASE ? AS " + name_).bind(1, uri).run();
 }
 
 Attached::~Attached() {

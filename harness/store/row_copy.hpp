@@ -27,10 +27,15 @@ void copy_rows(Database& db, const std::vector<std::string>& copies, std::int64_
 // `name` quoted as an SQL identifier.
 std::string quoted(const std::string& name);
 
-// ATTACHes the database at `path` read-only under `name` for as long as it lives.
+// The URI that attaches the database at `path` read-only, so that nothing writes to it: the path
+// absolute, the characters a URI gives a meaning to escaped. `immutable` for a file SQLite must
+// read as it stands (a WAL database in a folder it cannot write, whose -wal file holds nothing).
+std::string read_only_uri(const std::string& path, bool immutable = false);
+
+// ATTACHes the database at `uri` (read_only_uri) under `name` for as long as it lives.
 class Attached {
 public:
-    Attached(Database& db, const std::string& path, const std::string& name);
+    Attached(Database& db, const std::string& uri, const std::string& name);
     Attached(const Attached&) = delete;
     Attached& operator=(const Attached&) = delete;
     ~Attached();

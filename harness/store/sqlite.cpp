@@ -84,6 +84,8 @@ Statement Database::prepare(std::string_view sql) { return Statement(db_, sql); 
 
 std::int64_t Database::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }
 
+int Database::attach_limit() const { return sqlite3_limit(db_, SQLITE_LIMIT_ATTACHED, -1); }
+
 Statement::Statement(sqlite3* db, std::string_view sql) : db_(db) {
     if (sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr) != SQLITE_OK)
         fail(db, "cannot prepare \"" + std::string(sql.substr(0, 80)) + "\"");
@@ -170,6 +172,15 @@ Transaction::~Transaction() {
 void Transaction::commit() {
     db_.exec("COMMIT");
     done_ = true;
+}
+
+bool can_read(Database& db) {
+    try {
+        db.prepare("SELECT count(*) FROM sqlite_master").step();
+        return true;
+    } catch (const SqliteError&) {
+        return false;
+    }
 }
 
 bool has_table(Database& db, const std::string& name) {

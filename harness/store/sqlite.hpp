@@ -45,6 +45,8 @@ public:
     void exec(const std::string& sql);
     Statement prepare(std::string_view sql);
     std::int64_t last_insert_rowid() const;
+    // How many databases this connection can have attached at once.
+    int attach_limit() const;
     const std::string& path() const { return path_; }
     sqlite3* handle() const { return db_; }
 
@@ -109,6 +111,9 @@ private:
     bool done_ = false;
 };
 
+// Whether SQLite can read the file `db` opened: not a file that is not SQLite, nor a WAL database
+// through a read-only connection in a folder where SQLite cannot create the shared-memory file.
+bool can_read(Database& db);
 // Whether `db` has a table of that name (an older results database may lack a later one).
 bool has_table(Database& db, const std::string& name);
 // Whether `table` has a column named `column` (databases of older schema versions lack some).

@@ -24,15 +24,6 @@ void configure_connection(Database& db) {
     db.exec("PRAGMA foreign_keys = ON");
 }
 
-bool can_read(Database& db) {
-    try {
-        db.prepare("SELECT count(*) FROM sqlite_master").step();
-        return true;
-    } catch (const SqliteError&) {
-        return false;
-    }
-}
-
 // A new database: the schema is created under a temporary name and the file appears complete
 // or not at all. False when another process created `path` first.
 bool create_database(const std::string& path, bool replace_empty_file) {
@@ -215,7 +206,7 @@ void Store::insert_phases(std::int64_t cell_id, const std::vector<CellPhase>& ph
 std::optional<std::int64_t> Store::import_cell(const std::string& scratch_path, const std::string& key, std::int64_t run_id,
                                                int cell_index, const Row& parent,
                                                const std::vector<CellPhase>& more_phases) {
-    Attached scratch(db_, scratch_path, "scratch");
+    Attached scratch(db_, read_only_uri(scratch_path), "scratch");
     Transaction tx(db_);
     auto found = db_.prepare("SELECT cell_id, check_reference_key FROM scratch.cells WHERE cell_key = ?");
     found.bind(1, key);
