@@ -87,7 +87,8 @@ public:
           progress_(static_cast<int>(matrix.cells.size()), out, workers_),
           handled_(matrix.cells.size(), false) {}
 
-    // Runs every worker to the end of the cells, the user's stop, or a database error (`error`).
+    // Runs every worker to the end of the cells, the user's stop, or a database error, and closes
+    // the run with how it ended.
     RunTotals run() {
         {
             std::vector<std::jthread> threads;
@@ -96,6 +97,16 @@ public:
         totals_.interrupted = stop_requested().load() && error_.empty();
         totals_.run_id = run_id_;
         totals_.error = error_;
+        const std::string reason = !error_.empty()       ? "the database could not be written: " + error_
+                                   : totals_.interrupted ? "stopped by SIGINT or SIGTERM"
+                                                         : "";
+        try {
+            with_busy_retries([&] { store_.finish_run(run_id_, reason.empty() ? "finished" : "interrupted", reason); });
+        } catch (const SqliteError& e) {
+            // The database that stopped the sweep may refuse this too: the next sweep closes the
+            // run (Store::open), and the user reads why here.
+            totals_.error += "; closing the run failed as well: " + std::string(e.what());
+        }
         return totals_;
     }
 
@@ -265,19 +276,7 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
         out << "sweetspot: " << gpus.size() << " GPUs (" << comma_list(gpus) << "), one cell on each at a time"
             << (options.share_link ? "" : "; cells that stream weights over the host link one at a time") << "\n";
     StopSignals signals;
-    RunTotals totals = Sweep(matrix, options, out, store, run_id, gpu, gpus).run();
-    const std::string status = totals.interrupted || !totals.error.empty() ? "interrupted" : "finished";
-    const std::string reason = !totals.error.empty() ? "the database could not be written: " + totals.error
-                               : totals.interrupted ? "stopped by SIGINT or SIGTERM"
-                                                    : "";
-    try {
-        store.finish_run(run_id, status, reason);
-    } catch (const SqliteError& e) {
-        // The database that stopped the sweep may refuse this too: the next sweep closes the run
-        // (close_abandoned_runs), and the user reads why here.
-        totals.error += "; closing the run failed as well: " + std::string(e.what());
-    }
-    return totals;
+    return Sweep(matrix, options, out, store, run_id, gpu, gpus).run();
 }
 
 }  // namespace sweetspot

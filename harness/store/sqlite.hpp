@@ -22,6 +22,8 @@ public:
     int code() const { return code_; }
     // Another connection held a lock for longer than this one waited (the busy timeout).
     bool busy() const;
+    // The file is not a database, or one of its pages is not what SQLite wrote.
+    bool damaged() const;
 
 private:
     int code_;

@@ -25,18 +25,22 @@ void configure_connection(Database& db) {
 }
 
 // A new database: the schema is created under a temporary name and the file appears complete
-// or not at all. False when another process created `path` first.
+// or not at all. False when another process created `path` first. The file is made with a rollback
+// journal, which its commit empties into it: in WAL mode a checkpoint that fails on a full disk
+// would leave the schema in a -wal file that the rename does not take along. The first opening for
+// writing switches it to WAL.
 bool create_database(const std::string& path, bool replace_empty_file) {
     OutputFile file(path);
-    {
+    try {
         Database db(file.temp_path(), Database::Mode::read_write_create);
-        db.exec("PRAGMA journal_mode = WAL");
         Transaction tx(db);
         create_schema(db);
         auto ins = db.prepare("INSERT INTO schema_info (version, created_at, created_by) VALUES (?, ?, ?)");
         ins.bind(1, schema_version()).bind(2, utc_timestamp()).bind(3, std::string("sweetspot ") + kVersion).run();
         db.exec("PRAGMA user_version = " + std::to_string(schema_version()));
         tx.commit();
+    } catch (const SqliteError& e) {
+        throw SqliteError("cannot create " + path + " (" + e.what() + ")", e.code());
     }
     if (replace_empty_file) {
         file.commit();
@@ -46,10 +50,16 @@ bool create_database(const std::string& path, bool replace_empty_file) {
 }
 
 void quick_check(Database& db) {
-    auto st = db.prepare("PRAGMA quick_check(5)");
     std::string problems;
-    while (st.step())
-        if (st.text(0) != "ok") problems += "\n  " + st.text(0);
+    try {
+        auto st = db.prepare("PRAGMA quick_check(5)");
+        while (st.step())
+            if (st.text(0) != "ok") problems += "\n  " + st.text(0);
+    } catch (const SqliteError& e) {
+        // A page damaged where quick_check starts stops it with an error rather than a row.
+        if (!e.damaged()) throw;
+        problems = std::string("\n  ") + e.what();
+    }
     if (!problems.empty())
         throw SchemaError(db.path() + " is damaged (SQLite's quick_check):" + problems +
                           "\nRestore it from a copy, or recover what it holds with `sqlite3 " + db.path() +
