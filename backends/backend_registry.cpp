@@ -77,14 +77,27 @@ WeightFootprint uvm_prefetch_footprint(const BackendConfig& config, std::span<co
 
 bool BackendTraits::computes_in(DType dtype) const { return std::find(dtypes.begin(), dtypes.end(), dtype) != dtypes.end(); }
 
+bool BackendTraits::uses(std::string_view axis) const {
+    return std::find(placement_axes.begin(), placement_axes.end(), axis) != placement_axes.end();
+}
+
 const std::vector<BackendTraits>& backend_registry() {
+    // Every GPU backend runs the GPU forward, whose activations and kernel launches are settings; a
+    // budget bounds where the weights may be (device refuses one below them). Streams and a prefetch
+    // depth shape the streaming backends, the resident policy those that plan residency, and the
+    // eviction those whose weights are managed.
     static const std::vector<BackendTraits> registry = {
-        // id, needs_gpu, runs_under_budget, managed_weights, pinned_weights, dtypes, cannot_honour, footprint
-        {BackendId::device, true, false, false, false, all_dtypes(), device_cannot_honour, device_footprint},
-        {BackendId::explicit_copy, true, true, false, true, all_dtypes(), streaming_cannot_honour, explicit_copy_footprint},
-        {BackendId::uvm, true, true, true, false, all_dtypes(), on_demand_cannot_honour, uvm_footprint},
-        {BackendId::uvm_prefetch, true, true, true, false, all_dtypes(), streaming_cannot_honour, uvm_prefetch_footprint},
-        {BackendId::host, false, false, false, false, {DType::fp32}, nothing_to_refuse, host_footprint},
+        // id, needs_gpu, runs_under_budget, managed_weights, pinned_weights, dtypes, cannot_honour, footprint,
+        // placement axes
+        {BackendId::device, true, false, false, false, all_dtypes(), device_cannot_honour, device_footprint,
+         {"budget", "activations", "launch"}},
+        {BackendId::explicit_copy, true, true, false, true, all_dtypes(), streaming_cannot_honour, explicit_copy_footprint,
+         {"streams", "prefetch", "budget", "resident", "activations", "launch"}},
+        {BackendId::uvm, true, true, true, false, all_dtypes(), on_demand_cannot_honour, uvm_footprint,
+         {"budget", "evict", "activations", "launch"}},
+        {BackendId::uvm_prefetch, true, true, true, false, all_dtypes(), streaming_cannot_honour, uvm_prefetch_footprint,
+         {"streams", "prefetch", "budget", "resident", "evict", "activations", "launch"}},
+        {BackendId::host, false, false, false, false, {DType::fp32}, nothing_to_refuse, host_footprint, {}},
     };
     return registry;
 }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/backend.hpp"
@@ -47,8 +48,13 @@ struct BackendTraits {
     std::function<std::string(const BackendConfig& config, std::span<const std::int64_t> unit_bytes)> cannot_honour;
     // The weights' footprint for a configuration cannot_honour accepts.
     std::function<WeightFootprint(const BackendConfig& config, std::span<const std::int64_t> unit_bytes)> footprint;
+    // The placement axes (harness/matrix/axes.cpp) whose values change what the backend does; the
+    // others have no effect on its cells, which the matrix gives their defaults so that no workload
+    // is measured twice under two names.
+    std::vector<std::string_view> placement_axes;
 
     bool computes_in(DType dtype) const;
+    bool uses(std::string_view axis) const;
 };
 
 // Every backend, in the order of BackendId.

@@ -226,3 +226,17 @@ TEST_CASE("a cell's progress label names every axis keyed only when set, when it
     CHECK(cells[0].label() == "tiny uvm-prefetch baseline fp32 b1 s64 streams=1 prefetch=off budget=50%");
     CHECK_THAT(cells[3].label(), ContainsSubstring("budget=50% evict=read-mostly repeat=2"));
 }
+
+TEST_CASE("the registry names placement axes only, and every GPU backend uses the GPU forward's", "[axes]") {
+    for (const BackendTraits& backend : backend_registry()) {
+        INFO(enum_name(backend.id));
+        for (const std::string_view name : backend.placement_axes) {
+            INFO(name);
+            const Axis* axis = find_axis(name);
+            REQUIRE(axis);
+            CHECK(axis->role == Axis::Role::placement);
+        }
+        CHECK(backend.uses("launch") == backend.needs_gpu);
+        CHECK(backend.uses("activations") == backend.needs_gpu);
+    }
+}

@@ -297,15 +297,15 @@ TEST_CASE("a prefix check's host reference is kept under a key of what it depend
 }
 
 TEST_CASE("resident, evict and tf32 axes: parsed, keyed only when not default", "[checks][matrix]") {
-    const auto base = parse_matrix("[defaults]\nmodel = \"tiny\"\n", "m.toml").cells.at(0);
+    // uvm-prefetch: a backend that uses both resident and evict (backend_registry.cpp).
+    const std::string defaults = "[defaults]\nmodel = \"tiny\"\nbackend = \"uvm-prefetch\"\n";
+    const auto base = parse_matrix(defaults, "m.toml").cells.at(0);
     const auto explicit_defaults =
-        parse_matrix("[defaults]\nmodel = \"tiny\"\nresident = \"interleaved\"\nevict = \"migrate\"\ntf32 = false\n",
-                     "m.toml").cells.at(0);
+        parse_matrix(defaults + "resident = \"interleaved\"\nevict = \"migrate\"\ntf32 = false\n", "m.toml").cells.at(0);
     CHECK(explicit_defaults.key() == base.key());
 
     const auto m = parse_matrix(
-        "[defaults]\nmodel = \"tiny\"\n[[sweep]]\nresident = [\"first\", \"last\"]\nevict = \"read-mostly\"\ntf32 = true\n",
-        "m.toml");
+        defaults + "[[sweep]]\nresident = [\"first\", \"last\"]\nevict = \"read-mostly\"\ntf32 = true\n", "m.toml");
     REQUIRE(m.cells.size() == 2);
     CHECK(m.cells[0].resident == ResidentPolicy::first);
     CHECK(m.cells[1].resident == ResidentPolicy::last);

@@ -216,6 +216,7 @@ TEST_CASE("per-sweep and global exclusions remove cells and are counted", "[matr
 TEST_CASE("exclusions compare values in normal form, whatever their spelling", "[matrix]") {
     const Matrix m = parse(R"(
 [[sweep]]
+backend = "uvm-prefetch"
 prefetch = ["2", 3]
 budget = ["1KiB", "50%"]
 timeout = "1m"
@@ -270,6 +271,7 @@ TEST_CASE("custom models, with and without a base, reach CellParams::model", "[m
 TEST_CASE("axis values in every accepted spelling reach the cell", "[matrix]") {
     const Matrix m = parse(R"(
 [defaults]
+backend = "uvm-prefetch"
 prefetch = "jit"
 budget = "12GiB"
 timeout = "1.5m"
@@ -326,7 +328,8 @@ TEST_CASE("the key of a fully specified cell is pinned", "[matrix]") {
 }
 
 TEST_CASE("keys differ when any keyed axis changes", "[matrix]") {
-    const std::string base = key_with_defaults("");
+    // On uvm-prefetch, which uses every placement axis but launch (backend_registry.cpp).
+    const std::string base = key_with_defaults("backend = \"uvm-prefetch\"");
     const std::vector<std::string> changes = {
         "model = \"tiny_odd\"",  "variant = \"all\"",      "backend = \"device\"",   "dtype = \"fp16\"",
         "batch = 2",             "seq = 32",               "streams = 2",            "prefetch = \"jit\"",
@@ -336,7 +339,7 @@ TEST_CASE("keys differ when any keyed axis changes", "[matrix]") {
     std::vector<std::string> keys = {base};
     for (const auto& change : changes) {
         INFO(change);
-        const std::string key = key_with_defaults(change);
+        const std::string key = key_with_defaults(change.starts_with("backend") ? change : "backend = \"uvm-prefetch\"\n" + change);
         CHECK(std::find(keys.begin(), keys.end(), key) == keys.end());
         keys.push_back(key);
     }
@@ -474,7 +477,7 @@ TEST_CASE("integer axes are bounded where a huge value would overflow a size or 
         CHECK(e.line() == 2);
         CHECK_THAT(e.message(), ContainsSubstring(expected));
     }
-    CHECK(parse("[defaults]\nbudget = \"8192TiB\"\n").cells[0].budget_bytes() == 9'007'199'254'740'992);
+    CHECK(parse("[defaults]\nbackend = \"uvm\"\nbudget = \"8192TiB\"\n").cells[0].budget_bytes() == 9'007'199'254'740'992);
 
     // batch × seq × vocab logits: a cell may run at most 2^20 tokens per forward.
     const MatrixError tokens = matrix_error("[defaults]\nmodel = \"gpt2_small\"\nseq = 1024\n[[sweep]]\nbatch = [1, 2048]\n");
@@ -602,7 +605,7 @@ TEST_CASE("sizes in decimal and binary units are exact byte counts", "[matrix]")
     CHECK(Budget::parse("100%")->resolve(9'223'372'036'854'775'807) == 9'223'372'036'854'775'807);
 
     // Through a matrix: model tiny in fp32 lays out 174 848 elements (tensors padded to 128).
-    const Matrix m = parse("[[sweep]]\nbudget = [\"50%\", \"512MB\", \"100KiB\"]\n");
+    const Matrix m = parse("[[sweep]]\nbackend = \"explicit-copy\"\nbudget = [\"50%\", \"512MB\", \"100KiB\"]\n");
     REQUIRE(m.cells.size() == 3);
     CHECK(m.cells[0].weight_bytes() == 699'392);
     CHECK(m.cells[0].budget_bytes() == 349'696);
@@ -681,4 +684,47 @@ TEST_CASE("--set gives an axis its values in every sweep, in place of the matrix
     CHECK_THROWS_WITH(parse_matrix(text, "m.toml", {"batch=0"}), ContainsSubstring("--set batch=0: 'batch' must be"));
     CHECK_THROWS_WITH(parse_matrix(text, "m.toml", {"model=gpt5"}), ContainsSubstring("--set model=gpt5"));
     CHECK_THROWS_WITH(parse_matrix(text, "m.toml", {"batch="}), ContainsSubstring("--set expects AXIS=VALUE"));
+}
+
+TEST_CASE("a placement axis a backend does not use takes its default there, said once per sweep", "[matrix]") {
+    // device uses neither streams nor prefetch (backend_registry.cpp): its cells of the two stream
+    // counts measure one workload, kept once.
+    const Matrix m = parse(R"(
+[[sweep]]
+name = "mixed"
+backend = ["device", "explicit-copy"]
+streams = [1, 2]
+prefetch = 2
+)");
+    REQUIRE(m.cells.size() == 3);
+    CHECK(m.duplicates == 1);
+    CHECK(m.cells[0].backend == BackendId::device);
+    CHECK(m.cells[0].streams == 1);
+    CHECK(m.cells[0].prefetch == Prefetch{});
+    CHECK(m.cells[1].streams == 1);
+    CHECK(m.cells[2].streams == 2);
+    CHECK(m.cells[2].prefetch == Prefetch{Prefetch::Kind::depth, 2});
+    REQUIRE(m.notes.size() == 2);
+    CHECK(m.notes[0] == "sweep 'mixed': prefetch has no effect on backend device, whose cells take the default (off)");
+    CHECK(m.notes[1] == "sweep 'mixed': streams has no effect on backend device, whose cells take the default (1)");
+
+    // Inherited from [defaults], the value is dropped where a sweep's backends do not use it.
+    const Matrix inherited = parse("[defaults]\nevict = \"read-mostly\"\n[[sweep]]\nbackend = \"explicit-copy\"\n"
+                                   "[[sweep]]\nbackend = \"uvm\"\n");
+    REQUIRE(inherited.cells.size() == 2);
+    CHECK(inherited.cells[0].evict == UvmEvict::migrate);
+    CHECK(inherited.cells[1].evict == UvmEvict::read_mostly);
+    CHECK(inherited.notes.size() == 1);
+}
+
+TEST_CASE("a sweep that sets a placement axis none of its backends uses is refused where it says so", "[matrix]") {
+    const MatrixError e = matrix_error("[[sweep]]\nbackend = \"device\"\nevict = [\"migrate\", \"read-mostly\"]\n");
+    CHECK(e.line() == 3);
+    CHECK(e.column() == 21);
+    CHECK(e.message() ==
+          "'evict' = read-mostly has no effect on the backend of sweep 'sweep1' (device): remove it, or give the sweep a "
+          "backend that uses it (uvm, uvm-prefetch)");
+    // The default written out is harmless, and so is --set, which gives every sweep the same values.
+    CHECK(parse("[[sweep]]\nbackend = \"device\"\nevict = \"migrate\"\n").cells.size() == 1);
+    CHECK(parse_matrix("[[sweep]]\nbackend = \"device\"\n", "inline.toml", {"evict=read-mostly"}).cells.size() == 1);
 }

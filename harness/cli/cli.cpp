@@ -240,6 +240,7 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
                             " s such as \"90s\", \"10m\" or a number of seconds, got '" + vm["timeout"].as<std::string>() + "'");
     }
     std::cerr << "sweetspot: " << matrix.cells.size() << " cells from " << matrix.path << " -> " << opt.db_path << "\n";
+    for (const std::string& note : matrix.notes) std::cerr << "sweetspot: note: " << note << "\n";
     const RunTotals t = run_matrix(matrix, opt, std::cerr);
     if (!t.error.empty()) {
         std::cerr << "sweetspot run: error: " << t.error << "\n"
@@ -460,6 +461,7 @@ int matrix_table_command(
     if (m.excluded) std::cout << ", " << m.excluded << " excluded";
     if (m.duplicates) std::cout << ", " << m.duplicates << " duplicates dropped";
     if (!m.overrides.empty()) std::cout << "\nset on the command line, in every sweep: " << comma_list(m.overrides);
+    for (const std::string& note : m.notes) std::cout << "\nnote: " << note;
     std::cout << "\n\n";
     print(m.cells, vm, std::cout);
     return kExitOk;

@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 
+#include "backends/backend_registry.hpp"
 #include "harness/matrix/axes.hpp"
 #include "kernels/model/checked_math.hpp"
 #include "kernels/model/number_text.hpp"
@@ -476,6 +477,8 @@ private:
     void require_bounded(const std::vector<Sweep>& sweeps) const;
     void expand(Sweep& sweep, Matrix& m);
     CellParams build_cell(const Assignment& cell, const Sweep& sweep) const;
+    void apply_only_used_axes(CellParams& c, const Sweep& sweep, Matrix& m);
+    void require_used(const Sweep& sweep, const std::set<BackendId>& backends) const;
     void require_matched(const std::vector<Exclusion>& exclusions, const std::string& scope) const;
 
     std::string path_;
@@ -484,6 +487,7 @@ private:
     Assignment defaults_;
     std::vector<Exclusion> global_exclusions_;
     std::set<std::string> seen_keys_;
+    std::set<std::string> notes_;  // Matrix::notes already given
 };
 
 toml::table MatrixReader::parse_toml(std::string_view text) const {
@@ -748,6 +752,7 @@ Value MatrixReader::read_value(std::size_t axis, const toml::node& n) const {
 
 void MatrixReader::expand(Sweep& sweep, Matrix& m) {
     int kept = 0;
+    std::set<BackendId> backends;  // of the cells the exclusions keep
     for_each_combination(defaults_, sweep.settings, [&](const Assignment& cell) {
         const bool excluded_here = mark_matches(sweep.exclusions, cell);
         const bool excluded_globally = mark_matches(global_exclusions_, cell);
@@ -757,6 +762,8 @@ void MatrixReader::expand(Sweep& sweep, Matrix& m) {
         }
         ++kept;
         CellParams c = build_cell(cell, sweep);
+        backends.insert(c.backend);
+        apply_only_used_axes(c, sweep, m);
         if (!seen_keys_.insert(c.key()).second) {
             ++m.duplicates;
             return;
@@ -768,6 +775,45 @@ void MatrixReader::expand(Sweep& sweep, Matrix& m) {
                               count_text(combination_count(sweep.settings)) + " of them");
     }
     if (overrides_.empty()) require_matched(sweep.exclusions, "sweep '" + sweep.name + "'");
+    require_used(sweep, backends);
+}
+
+// The placement axes the cell's backend does not use (backend_registry.hpp) take their defaults, so
+// that the same workload is not measured twice under two names; the matrix says so once per sweep.
+void MatrixReader::apply_only_used_axes(CellParams& c, const Sweep& sweep, Matrix& m) {
+    const BackendTraits& backend = backend_traits(c.backend);
+    for (const Axis& axis : axes()) {
+        // The backend axis picks the backend; the others of its role say how the backend places weights.
+        if (axis.role != Axis::Role::placement || axis.name == "backend" || backend.uses(axis.name)) continue;
+        if (axis.get(c) == axis.default_text) continue;
+        const std::string note = "sweep '" + sweep.name + "': " + std::string(axis.name) + " has no effect on backend " +
+                                 std::string(enum_name(c.backend)) + ", whose cells take the default (" +
+                                 axis.default_text + ")";
+        if (notes_.insert(note).second) m.notes.push_back(note);
+        axis.set(c, axis.default_text);
+    }
+}
+
+// A placement axis the sweep itself sets to other than its default, though none of its backends
+// uses it, is a mistake to point at rather than a setting to drop.
+void MatrixReader::require_used(const Sweep& sweep, const std::set<BackendId>& backends) const {
+    for (const Setting& setting : sweep.settings) {
+        const Axis& axis = axes()[setting.axis];
+        if (axis.role != Axis::Role::placement || axis.name == "backend") continue;
+        if (std::any_of(backends.begin(), backends.end(), [&](BackendId b) { return backend_traits(b).uses(axis.name); }))
+            continue;
+        for (const Value& v : setting.values) {
+            if (!has_position(v.where) || v.text == axis.default_text) continue;
+            std::vector<std::string> names, users;
+            for (const BackendId b : backends) names.emplace_back(enum_name(b));
+            for (const BackendTraits& b : backend_registry())
+                if (b.uses(axis.name)) users.emplace_back(enum_name(b.id));
+            fail(v.where, key_text(axis.name) + " = " + v.text + " has no effect on the " +
+                              (names.size() == 1 ? "backend" : "backends") + " of sweep '" + sweep.name + "' (" +
+                              comma_list(names) + "): remove it, or give the sweep a backend that uses it (" +
+                              comma_list(users) + ")");
+        }
+    }
 }
 
 CellParams MatrixReader::build_cell(const Assignment& cell, const Sweep& sweep) const {

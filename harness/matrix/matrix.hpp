@@ -34,6 +34,9 @@ struct Matrix {
     std::vector<CellParams> cells;  // expansion order, exclusions and duplicates removed
     int excluded = 0;         // cells removed by exclusions
     int duplicates = 0;       // cells produced twice (same key) and kept once
+    // What the expansion changed that the file did not say, once per sweep: a placement axis its
+    // backend does not use, set to the default (`list` and `run` print these).
+    std::vector<std::string> notes;
     std::vector<std::string> overrides;  // the --set values the cells were expanded with, "axis=v1,v2"
 
     std::string hash() const { return fnv1a64_hex(text); }
