@@ -700,7 +700,7 @@ TEST_CASE("results/README.md documents exactly the columns of every table", "[st
           "CUPTI_ACTIVITY_KIND_MEMCPY", "CUDA_UM_GPU_PAGE_FAULT_EVENTS", "CUDA_UM_CPU_PAGE_FAULT_EVENTS",
           "UM_COUNTER_EVENTS", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_OVERHEAD", "ENUM_CUDA_MEMCPY_OPER",
           "ENUM_CUDA_UNIF_MEM_MIGRATION", "ENUM_CUDA_UNIF_MEM_ACCESS_TYPE", "cuda_gpu_kern_sum", "nvtx_sum",
-          "um_total_sum", "um_sum", "memory_accuracy"}) {
+          "um_total_sum", "um_sum", "memory_accuracy", "axes", "measures"}) {
         INFO("table " << table);
         std::set<std::string> actual;
         auto st = s.db().prepare(std::string("SELECT name FROM pragma_table_info('") + table + "')");
