@@ -13,6 +13,7 @@
 #include "harness/cli/rank_test.hpp"
 #include "harness/matrix/matrix.hpp"
 #include "harness/measure/cell_outcome.hpp"
+#include "harness/store/sqlite.hpp"
 #include "test_support.hpp"
 
 using namespace sweetspot;
@@ -103,6 +104,14 @@ TEST_CASE("compare: workloads matched by parameters, a 10 % slowdown reported si
     CHECK_THAT(r.output, ContainsSubstring("<0.001  slower"));
     CHECK_THAT(r.output, ContainsSubstring("+0.0 %   1.000  same"));
     CHECK_THAT(r.output, ContainsSubstring("Mann-Whitney U"));
+    // It says which parameters it pooled over: the database's protocol and limit axes.
+    {
+        Database d(a, Database::Mode::read_only);
+        auto st = d.prepare("SELECT group_concat(name, ', ') FROM"
+                            " (SELECT name FROM axes WHERE role IN ('protocol', 'limit') ORDER BY rowid)");
+        REQUIRE(st.step());
+        CHECK_THAT(r.output, ContainsSubstring("(" + st.text(0) + ")"));
+    }
 
     std::ostringstream table;
     const CompareCounts counts = print_comparison(parse_compare_side(a), parse_compare_side(b), CompareOptions{}, table);

@@ -475,13 +475,13 @@ TEST_CASE("list and estimate print their tables alone for other tools, sizes in 
     const auto csv = test::run_sweetspot("estimate '" + matrix + "' --format csv");
     INFO(csv.output);
     REQUIRE(csv.exit_code == 0);
-    CHECK(csv.output.rfind("#,model,", 0) == 0);  // the table alone, from its header
+    CHECK(csv.output.rfind("cell_index,model,", 0) == 0);  // the table alone, from its header
     CHECK_THAT(csv.output, ContainsSubstring("," + std::to_string(e.device_total()) + ","));
     const auto json = test::run_sweetspot("list '" + matrix + "' --format json");
     INFO(json.output);
     REQUIRE(json.exit_code == 0);
-    CHECK_THAT(json.output, ContainsSubstring("\"weight bytes\": " + std::to_string(cell.weight_bytes())));
-    CHECK_THAT(json.output, ContainsSubstring("\"key\": \"" + cell.key() + "\""));
+    CHECK_THAT(json.output, ContainsSubstring("\"weight_bytes\": " + std::to_string(cell.weight_bytes())));
+    CHECK_THAT(json.output, ContainsSubstring("\"cell_key\": \"" + cell.key() + "\""));
     const auto db = tmp.file("calibration.db");
     write_calibration_db(db, "Fixture GPU");
     const auto fits = test::run_sweetspot("estimate '" + matrix + "' --calibration '" + db + "' --fit 1GiB --format markdown");

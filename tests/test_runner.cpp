@@ -284,7 +284,8 @@ TEST_CASE("--rerun measures cells that are already ok again; measuring longer is
     std::vector<std::string> lines;
     for (std::string line; std::getline(csv, line);) lines.push_back(line.substr(0, line.find('\r')));  // CSV ends lines in CRLF
     REQUIRE(lines.size() == 3);
-    CHECK(lines[0] == "cell,#,key,measured at,run,status,timed,median ms,p10 ms,p90 ms,noise %,replaced at");
+    CHECK(lines[0] == "cell_id,cell_index,cell_key,started_at,run_id,status,timed_iterations,latency_median_ms,latency_p10_ms,"
+                      "latency_p90_ms,noise_pct,superseded_at");
     for (const std::size_t i : {1u, 2u}) CHECK_THAT(lines[i], Catch::Matchers::ContainsSubstring(",1,ok,1,"));  // run 1, 1 timed
 }
 

@@ -3,10 +3,10 @@
 #include <cstdio>
 #include <set>
 #include <string>
+#include <variant>
 
 #include "harness/cli/table.hpp"
 #include "harness/matrix/axes.hpp"
-#include "backends/backend_registry.hpp"
 #include "harness/measure/cell_exec.hpp"
 
 namespace sweetspot {
@@ -25,49 +25,55 @@ std::string shape_line(const ModelConfig& m) {
 
 }  // namespace
 
-TextTable::Align column_align(const Axis& axis) {
-    return axis.column_type == Axis::Column::integer || axis.column_type == Axis::Column::real ||
-                   axis.written == Axis::Written::integer_or_string
-               ? TextTable::Align::right
-               : TextTable::Align::left;
-}
-
-std::vector<const Axis*> listed_axes(const std::vector<CellParams>& cells) {
-    std::vector<const Axis*> shown;
-    for (const Axis& axis : axes())
-        if (shows_axis(axis, axis.in_list, cells)) shown.push_back(&axis);
-    return shown;
+std::vector<const Axis*> add_axis_columns(DataTable& table, const std::vector<CellParams>& cells) {
+    std::vector<const Axis*> added;
+    for (const Axis& axis : axes()) {
+        const bool listed = shows_axis(axis, axis.in_list, cells);
+        if (!listed && !axis.has_column()) continue;
+        const bool number = axis.column_type == Axis::Column::integer || axis.column_type == Axis::Column::real ||
+                            axis.written == Axis::Written::integer_or_string;
+        table.add_column(listed ? std::string(axis.name) : "", std::string(axis.column),
+                         number ? TextTable::Align::right : TextTable::Align::left);
+        added.push_back(&axis);
+    }
+    return added;
 }
 
 void print_cell_list(const std::vector<CellParams>& cells, const std::optional<FixedCost>& fixed, TableFormat format,
                      std::ostream& out) {
-    const std::vector<const Axis*> shown = listed_axes(cells);
-
     using A = TextTable::Align;
-    TextTable t;
-    t.add_column("#", A::right);
-    t.add_column("key");
-    t.add_column("sweep");
-    for (const Axis* axis : shown) t.add_column(std::string(axis->name), column_align(*axis));
-    t.add_column("weight bytes", A::right);
-    t.add_column(fixed ? "predicted peak" : "predicted device", A::right);
-    t.add_column("runnable here");
+    DataTable t;
+    t.add_column("#", "cell_index", A::right);
+    t.add_column("key", "cell_key");
+    t.add_column("sweep", "sweep");
+    const std::vector<const Axis*> shown = add_axis_columns(t, cells);
+    t.add_column("weight bytes", "weight_bytes", A::right);
+    // People see the prediction asked for; other tools have both columns, the peak null without --calibration.
+    t.add_column(fixed ? "" : "predicted device", "predicted_alloc_bytes", A::right);
+    t.add_column(fixed ? "predicted peak" : "", "predicted_peak_bytes", A::right);
+    t.add_column("runnable here", "runnable_here");
+    t.add_column("", "reason");
     bool unmeasured_managed = false;  // a UVM cell without a peak: the driver's overhead is not measured
     for (std::size_t i = 0; i < cells.size(); ++i) {
         const CellParams& c = cells[i];
-        std::vector<std::string> row = {std::to_string(i), c.key(), c.sweep};
-        for (const Axis* axis : shown) row.push_back(axis->shown_text(c));
-        const std::string why = cell_unavailable_reason(c);
-        row.push_back(size_cell(c.weight_bytes(), format));
-        std::string predicted = "-";
-        if (backend_traits(c.backend).needs_gpu && cell_impossible_reason(c).empty()) {
+        std::vector<Field> row = {integer_field(static_cast<std::int64_t>(i)), text_field(c.key()), text_field(c.sweep)};
+        for (const Axis* axis : shown) row.push_back(axis_field(*axis, c));
+        row.push_back(bytes_field(c.weight_bytes()));
+        // As `estimate` predicts them: none on the device for a host cell.
+        Field alloc = missing_field(), peak = missing_field();
+        if (cell_impossible_reason(c).empty()) {
             const MemoryEstimate e = estimate_memory(c);
-            const std::optional<std::int64_t> peak = fixed ? predicted_peak(c, e, *fixed) : e.device_total();
-            if (peak) predicted = size_cell(*peak, format);
-            else unmeasured_managed = true;
+            alloc = bytes_field(e.device_total());
+            if (fixed) {
+                peak = bytes_field(e.device_total() == 0 ? 0 : predicted_peak(c, e, *fixed));
+                unmeasured_managed = unmeasured_managed || std::holds_alternative<std::monostate>(peak.value);
+            }
         }
-        row.push_back(predicted);
-        row.push_back(why.empty() ? "yes" : "no: " + why);
+        row.push_back(alloc);
+        row.push_back(peak);
+        const std::string why = cell_unavailable_reason(c);
+        row.push_back({why.empty() ? "yes" : "no: " + why, why.empty()});
+        row.push_back(why.empty() ? missing_field() : text_field(why));
         t.add_row(std::move(row));
     }
     t.print(out, format);

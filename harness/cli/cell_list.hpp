@@ -6,6 +6,7 @@
 #include <ostream>
 #include <vector>
 
+#include "harness/cli/cell_columns.hpp"
 #include "harness/cli/table.hpp"
 #include "harness/matrix/axes.hpp"
 #include "harness/matrix/cell.hpp"
@@ -15,13 +16,14 @@ namespace sweetspot {
 
 // With `fixed` (estimate --calibration's measured CUDA context and libraries), each GPU cell's
 // predicted peak; without, the device memory it is predicted to allocate (memory_estimate.hpp).
-// Other formats than text print the table alone, sizes in bytes.
+// Other formats than text print the table alone; csv and json with the keys results/README.md
+// documents.
 void print_cell_list(const std::vector<CellParams>& cells, const std::optional<FixedCost>& fixed, TableFormat format,
                      std::ostream& out);
 
-// The axes `list` shows for these cells (axes.hpp's in_list rule), in the registry's order, and
-// the column alignment of one.
-std::vector<const Axis*> listed_axes(const std::vector<CellParams>& cells);
-TextTable::Align column_align(const Axis& axis);
+// Adds the axis columns of a table of these cells (list, estimate): for people those `list` shows
+// (axes.hpp's in_list rule), for other tools every axis with a `cells` column, under the column's
+// name. Returns their axes, in the registry's order, for the rows' axis_field.
+std::vector<const Axis*> add_axis_columns(DataTable& table, const std::vector<CellParams>& cells);
 
 }  // namespace sweetspot

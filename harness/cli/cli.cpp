@@ -161,9 +161,15 @@ void keep_shard(Matrix& matrix, const po::variables_map& vm) {
               << " cells\n";
 }
 
-// --format: how the commands that print a table print it.
-void add_format_option(Command& cmd, const char* help) {
-    cmd.options.add_options()("format", po::value<std::string>()->default_value("table"), help);
+// --format: how the commands that print a table print it; `help` says what each format prints,
+// and the help adds what csv and json promise other tools.
+void add_format_option(Command& cmd, const std::string& help) {
+    const std::string machine =
+        help + ".\ncsv (RFC 4180) and json: the same keys whatever the cells, named as the database's columns "
+               "(latency_median_ms, budget, timeout_s; every axis); numbers unrounded, text as text; a flag is "
+               "true/false in json, 1/0 in csv; no value is null in json, an empty field in csv. results/README.md "
+               "(\"Machine-readable output\") lists the keys";
+    cmd.options.add_options()("format", po::value<std::string>()->default_value("table"), machine.c_str());
 }
 
 TableFormat format_option(const po::variables_map& vm) {
@@ -381,7 +387,7 @@ int cmd_compare(const std::vector<std::string>& args) {
          "a significant change smaller than this many percent reads 'same'")
         ("fail-if-slower", po::value<double>(),
          "exit 1 when a workload is significantly slower in B by more than this many percent (for CI)");
-    add_format_option(cmd, "table (with the sides and the method), or the table alone as csv, json or markdown");
+    add_format_option(cmd, "table (with the sides and the method), or the table alone as markdown, csv or json");
     cmd.positional.add("a", 1).add("b", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
@@ -444,7 +450,7 @@ int matrix_table_command(
         ("only", po::value<std::vector<std::string>>()->composing(), "only the cells with AXIS=VALUE[,VALUE...] (repeatable)")
         ("set", po::value<std::vector<std::string>>()->composing(), kSetHelp)
         ("shard", po::value<std::string>(), "only shard i of N (\"2/8\"), as run --shard splits the cells");
-    add_format_option(cmd, "table: for people; csv, json or markdown: the table alone, sizes in bytes in csv and json");
+    add_format_option(cmd, "table: for people; markdown, csv or json: the table alone, sizes in bytes in csv and json");
     cmd.positional.add("matrix", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
@@ -558,8 +564,8 @@ int cmd_summary(const std::vector<std::string>& args) {
         ("run", po::value<std::int64_t>(), "only the cells measured by this run")
         ("cell", po::value<std::string>(), "kernels, NVTX ranges and Unified Memory totals of this cell (its cell_id or key)")
         ("history", po::bool_switch(), "also the earlier measurements of each cell (cell_history), oldest first");
-    add_format_option(cmd, "table: every section, for people; csv, json or markdown: the cells table alone, or with --history the "
-                           "earlier measurements' (numbers unrounded in csv and json)");
+    add_format_option(cmd, "table: every section, for people; markdown, csv or json: the cells table alone, or with --history "
+                           "the earlier measurements'");
     cmd.positional.add("db", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;

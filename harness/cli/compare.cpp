@@ -2,42 +2,55 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
-#include <span>
 #include <stdexcept>
 #include <string_view>
+#include <variant>
 #include <vector>
 
+#include "harness/cli/cell_columns.hpp"
 #include "harness/cli/rank_test.hpp"
 #include "harness/matrix/axes.hpp"
+#include "harness/matrix/measures.hpp"
 #include "harness/measure/cell_outcome.hpp"
 #include "kernels/model/number_text.hpp"
 
 namespace sweetspot {
 namespace {
 
-// Keyed axes that do not tell two workloads apart here: whether the cell also traced (its timed
-// iterations are compared all the same) and the repeat (repeats are pooled). The axes the key
-// leaves out (warm-ups, iterations, the noise criterion, the timeout) never do.
-constexpr std::string_view kMeasurementSettings[] = {"trace_iterations", "repeat"};
-// Named in every row; the other identifying axes only where the matched workloads differ in them.
-constexpr std::string_view kAlwaysShown[] = {"model", "variant", "backend", "dtype", "batch", "seq"};
-
-bool listed(std::string_view name, std::span<const std::string_view> names) {
-    return std::find(names.begin(), names.end(), name) != names.end();
+// The measure compare sets side by side: the one measures.hpp declares in_compare, compared through
+// the samples it is the median of, the timed iterations of a workload's cells, pooled. Another
+// measure needs its samples read here, and names for its ratio, change and p-value.
+consteval std::size_t compared_measure() {
+    std::size_t found = kMeasures.size();
+    for (std::size_t i = 0; i < kMeasures.size(); ++i) {
+        if (!kMeasures[i].in_compare) continue;
+        if (found != kMeasures.size()) throw "compare compares one measure (in_compare in measures.hpp)";
+        found = i;
+    }
+    if (found == kMeasures.size() || kMeasures[found].name != "latency_median_ms")
+        throw "compare reads the samples of latency_median_ms (the timed iterations) alone";
+    return found;
 }
-
+constexpr const Measure& kCompared = kMeasures[compared_measure()];
 
 struct Workload {
-    std::vector<std::string> values;  // of the identifying axes, in order
-    std::vector<double> timed_ms;     // every timed iteration of its ok cells
+    std::vector<Field> fields;    // of the identifying axes, in order
+    std::vector<double> samples;  // every timed iteration of its ok cells, ms
+
+    // What matches it with a workload of the other side.
+    std::vector<Value> values() const {
+        std::vector<Value> v;
+        for (const Field& f : fields) v.push_back(f.value);
+        return v;
+    }
 };
 
 // The ok cells' workloads of one side, in the order their first cell was measured.
 std::vector<Workload> read_workloads(Store& store, const CompareSide& side, const std::vector<const Axis*>& identity) {
-    std::string columns;
-    for (const Axis* axis : identity) columns += ", c." + std::string(axis->column);
-    auto st = store.db().prepare("SELECT i.latency_ms" + columns +
+    CellColumns columns(column_names(store.db(), "cells"), "c.");
+    columns.add("latency_ms", SqlType::real, "i.latency_ms");
+    for (const Axis* axis : identity) columns.add(*axis);
+    auto st = store.db().prepare("SELECT " + columns.select_list() +
                                  " FROM cells c JOIN iterations i USING (cell_id)"
                                  " WHERE c.status = 'ok' AND i.phase = 'timed' AND (?1 IS NULL OR c.run_id = ?1)"
                                  " AND (?2 IS NULL OR c.run_id IN (SELECT run_id FROM runs WHERE matrix_name = ?2))"
@@ -45,13 +58,13 @@ std::vector<Workload> read_workloads(Store& store, const CompareSide& side, cons
     st.bind(1, side.run_id);
     st.bind(2, side.matrix);
     std::vector<Workload> workloads;
-    std::map<std::vector<std::string>, std::size_t> index;
+    std::map<std::vector<Value>, std::size_t> index;
     while (st.step()) {
-        std::vector<std::string> values;
-        for (std::size_t i = 0; i < identity.size(); ++i) values.push_back(st.text(static_cast<int>(i) + 1));
-        const auto [it, added] = index.emplace(values, workloads.size());
-        if (added) workloads.push_back({std::move(values), {}});
-        workloads[it->second].timed_ms.push_back(st.real(0));
+        Workload read;
+        for (const Axis* axis : identity) read.fields.push_back(columns.field(st, axis->column));
+        const auto [it, added] = index.emplace(read.values(), workloads.size());
+        if (added) workloads.push_back(std::move(read));
+        workloads[it->second].samples.push_back(std::get<double>(columns.value(st, "latency_ms")));
     }
     return workloads;
 }
@@ -96,69 +109,77 @@ CompareSide parse_compare_side(const std::string& text) {
 CompareCounts print_comparison(const CompareSide& a, const CompareSide& b, const CompareOptions& options, std::ostream& out) {
     Store store_a = Store::open_read_only(a.path);
     Store store_b = Store::open_read_only(b.path);
-    // The identifying axes both databases record (an older one lacks later axes' columns).
-    const std::set<std::string> in_a = column_names(store_a.db(), "cells"), in_b = column_names(store_b.db(), "cells");
-    std::vector<const Axis*> identity;
-    for (const Axis& axis : axes()) {
-        const std::string column(axis.column);
-        if (axis.column_type != Axis::Column::none && axis.keyed != Axis::Keyed::no &&
-            !listed(axis.name, kMeasurementSettings) && in_a.count(column) && in_b.count(column))
-            identity.push_back(&axis);
-    }
+    // Cells of one workload compute the same function, placed on the machine the same way; how
+    // they were measured (the protocol and limit axes) does not tell them apart.
+    const std::vector<const Axis*> identity = axes_with_role({Axis::Role::workload, Axis::Role::placement});
     require_matrix(store_a, a);
     require_matrix(store_b, b);
     const std::vector<Workload> side_a = read_workloads(store_a, a, identity);
     const std::vector<Workload> side_b = read_workloads(store_b, b, identity);
-    std::map<std::vector<std::string>, const Workload*> by_values;
-    for (const Workload& w : side_b) by_values.emplace(w.values, &w);
+    std::map<std::vector<Value>, const Workload*> by_values;
+    for (const Workload& w : side_b) by_values.emplace(w.values(), &w);
 
     std::vector<std::pair<const Workload*, const Workload*>> matched;
     for (const Workload& w : side_a)
-        if (const auto it = by_values.find(w.values); it != by_values.end()) matched.emplace_back(&w, it->second);
+        if (const auto it = by_values.find(w.values()); it != by_values.end()) matched.emplace_back(&w, it->second);
     CompareCounts counts;
     counts.matched = static_cast<int>(matched.size());
     counts.only_a = static_cast<int>(side_a.size() - matched.size());
     counts.only_b = static_cast<int>(side_b.size() - matched.size());
 
-    std::vector<std::size_t> shown;  // indices into identity
+    // For people, the axes the summary always shows, and those the matched workloads differ in;
+    // for other tools, every identifying axis.
+    using Align = TextTable::Align;
+    DataTable t;
     for (std::size_t i = 0; i < identity.size(); ++i) {
         bool varies = false;
-        for (const auto& [wa, wb] : matched) varies = varies || wa->values[i] != matched.front().first->values[i];
-        if (listed(identity[i]->name, kAlwaysShown) || varies) shown.push_back(i);
+        for (const auto& [wa, wb] : matched) varies = varies || wa->fields[i].value != matched.front().first->fields[i].value;
+        const Axis& axis = *identity[i];
+        t.add_column(axis.in_summary == Axis::Shown::always || varies ? std::string(axis.name) : "", std::string(axis.column),
+                     axis.column_type == Axis::Column::text ? Align::left : Align::right);
     }
-    using Align = TextTable::Align;
-    TextTable t;
-    for (const std::size_t i : shown)
-        t.add_column(std::string(identity[i]->name), identity[i]->column_type == Axis::Column::text ? Align::left : Align::right);
-    for (const char* h : {"A median ms", "B median ms", "B ÷ A", "change", "p"}) t.add_column(h, Align::right);
-    t.add_column("verdict");
+    const std::string label(kCompared.label), name(kCompared.name);
+    t.add_column("A " + label, "a_" + name, Align::right);
+    t.add_column("B " + label, "b_" + name, Align::right);
+    t.add_column("", "a_timed_iterations", Align::right);
+    t.add_column("", "b_timed_iterations", Align::right);
+    t.add_column("B ÷ A", "b_over_a", Align::right);
+    t.add_column("change", "change_pct", Align::right);
+    t.add_column("p", "p_value", Align::right);
+    t.add_column("verdict", "verdict");
     for (const auto& [wa, wb] : matched) {
-        std::vector<std::string> row;
-        for (const std::size_t i : shown) row.push_back(wa->values[i]);
-        const double median_a = LatencyStats::of(wa->timed_ms).median, median_b = LatencyStats::of(wb->timed_ms).median;
+        std::vector<Field> row = wa->fields;
+        const double median_a = LatencyStats::of(wa->samples).median, median_b = LatencyStats::of(wb->samples).median;
         const double change = median_b / median_a - 1.0;
-        std::string verdict = "too few", p_text = "-";
-        if (wa->timed_ms.size() >= 2 && wb->timed_ms.size() >= 2) {
-            const double p = mann_whitney_p(wa->timed_ms, wb->timed_ms);
-            p_text = p < 0.001 ? "<0.001" : fixed(p, 3);
+        std::string verdict = "too few";
+        Field p_field = missing_field();
+        if (wa->samples.size() >= 2 && wb->samples.size() >= 2) {
+            const double p = mann_whitney_p(wa->samples, wb->samples);
+            p_field = {p < 0.001 ? "<0.001" : fixed(p, 3), p};
             const bool differs = p < options.alpha && std::abs(change) * 100.0 >= options.threshold_pct;
             verdict = !differs ? "same" : change > 0 ? "slower" : "faster";
             if (verdict == "slower") counts.worst_slowdown_pct = std::max(counts.worst_slowdown_pct, change * 100.0);
         }
-        for (auto&& cell : {fixed(median_a, 3), fixed(median_b, 3), fixed(median_b / median_a, 3), pct(change), p_text, verdict})
-            row.push_back(cell);
+        for (auto&& field : {number_field(median_a, kCompared.decimals), number_field(median_b, kCompared.decimals),
+                             integer_field(static_cast<std::int64_t>(wa->samples.size())),
+                             integer_field(static_cast<std::int64_t>(wb->samples.size())),
+                             number_field(median_b / median_a, 3), Field{pct(change), 100.0 * change}, p_field,
+                             text_field(verdict)})
+            row.push_back(field);
         t.add_row(std::move(row));
     }
     if (options.format != TableFormat::text) {
         t.print(out, options.format);
         return counts;
     }
+    std::vector<std::string> pooled;
+    for (const Axis* axis : axes_with_role({Axis::Role::protocol, Axis::Role::limit})) pooled.emplace_back(axis->name);
     out << "A: " << a.name() << "\nB: " << b.name() << "\n\n";
     if (t.empty()) out << "(no workload measured ok in both)\n";
-    else t.print(out);
+    else t.print(out, TableFormat::text);
     out << "\n" << counts.matched << " workloads in both, " << counts.only_a << " only in A, " << counts.only_b
-        << " only in B. Matched by every parameter but warmups, iterations, trace_iterations, repeat, the\n"
-           "timeout and the noise criterion (the timed iterations of repeats are pooled). p: the two-sided Mann-Whitney U test of the timed\n"
+        << " only in B. Matched by every parameter but those of how the cells\nwere measured (" << comma_list(pooled)
+        << "):\nthe timed iterations of a workload's cells are pooled. p: the two-sided Mann-Whitney U test of the timed\n"
            "iterations (exact for small samples without ties); a change is 'faster' or 'slower' when p < "
         << fixed(options.alpha, 3) << " and it is at\nleast " << fixed(options.threshold_pct, 1) << " %, else 'same'.\n";
     return counts;

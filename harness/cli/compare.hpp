@@ -10,7 +10,6 @@
 
 namespace sweetspot {
 
-// One side of a comparison: a results database, or one run of it ("DB@RUN").
 // One side of a comparison: a database's ok cells, or those of one run, or of the runs of one matrix.
 struct CompareSide {
     std::string path;
@@ -33,11 +32,12 @@ struct CompareCounts {
     double worst_slowdown_pct = 0;  // the largest significant slowdown of B against A (0 without one)
 };
 
-// Matches the ok cells of A and B by every parameter but the measurement settings (warmups,
-// iterations, trace_iterations, the timeout, the noise criterion) and the repeat, whose timed
-// iterations are pooled, and
-// prints a row per workload in both: medians, B ÷ A, the p-value and the verdict (faster,
-// slower, same; "too few" with fewer than two iterations on a side).
+// Matches the ok cells of A and B by their workload and placement axes (axes.hpp's roles), pooling
+// the timed iterations of cells that differ only in how they were measured (the protocol and limit
+// axes: warm-ups, iterations, the noise criterion, the seed, the repeat, the timeout...), and
+// prints a row per workload in both: the medians, B ÷ A, the p-value and the verdict (faster,
+// slower, same; "too few" with fewer than two iterations on a side). csv and json: the table alone,
+// keys as results/README.md documents them.
 CompareCounts print_comparison(const CompareSide& a, const CompareSide& b, const CompareOptions& options, std::ostream& out);
 
 }  // namespace sweetspot

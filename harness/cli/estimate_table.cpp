@@ -1,8 +1,11 @@
 #include "harness/cli/estimate_table.hpp"
 
 #include <initializer_list>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <variant>
 
 #include "harness/cli/cell_list.hpp"
 #include "harness/cli/table.hpp"
@@ -13,58 +16,75 @@
 namespace sweetspot {
 namespace {
 
-// A table whose rows start with the cell's number and the axes `list` shows, then `columns`.
-TextTable cell_table(const std::vector<const Axis*>& shown, std::initializer_list<const char*> columns) {
-    TextTable t;
-    t.add_column("#", TextTable::Align::right);
-    for (const Axis* axis : shown) t.add_column(std::string(axis->name), column_align(*axis));
-    for (const char* h : columns) t.add_column(h, TextTable::Align::right);
-    return t;
-}
+// A table whose rows start with the cell's number and its axes, then `columns`: (header, key).
+struct EstimateTable {
+    DataTable table;
+    std::vector<const Axis*> axes;
+    std::size_t columns = 0;
 
-// The cell's number and its shown axes: the start of its row.
-std::vector<std::string> row_start(std::size_t i, const CellParams& c, const std::vector<const Axis*>& shown) {
-    std::vector<std::string> row = {std::to_string(i)};
-    for (const Axis* axis : shown) row.push_back(axis->shown_text(c));
-    return row;
-}
+    EstimateTable(const std::vector<CellParams>& cells, std::initializer_list<std::pair<const char*, const char*>> numbers)
+        : columns(numbers.size()) {
+        table.add_column("#", "cell_index", TextTable::Align::right);
+        axes = add_axis_columns(table, cells);
+        for (const auto& [header, key] : numbers) table.add_column(header, key, TextTable::Align::right);
+    }
+    // The cell's number and its axes: the start of its row.
+    std::vector<Field> row_start(std::size_t i, const CellParams& c) const {
+        std::vector<Field> row = {integer_field(static_cast<std::int64_t>(i))};
+        for (const Axis* axis : axes) row.push_back(axis_field(*axis, c));
+        return row;
+    }
+};
 
 }  // namespace
 
 void print_memory_estimates(const std::vector<CellParams>& cells, const std::optional<FixedCost>& fixed,
                             TableFormat format, std::ostream& out) {
-    const auto bytes_or_dash = [&](std::int64_t bytes) { return size_cell(bytes, format); };
-    const std::vector<const Axis*> shown = listed_axes(cells);
-    TextTable t = cell_table(shown, {"weights", "activations", "scores", "workspace", "device"});
-    if (fixed) t.add_column("peak", TextTable::Align::right);
-    t.add_column("kept managed", TextTable::Align::right);
-    for (const char* h : {"pinned host", "managed", "host"}) t.add_column(h, TextTable::Align::right);
-    if (fixed) t.add_column("host peak", TextTable::Align::right);
-    t.add_column("note");
+    // For other tools every term has a column, the peaks null without --calibration; people see
+    // the peaks only with it.
+    const char* peak = fixed ? "peak" : "";
+    const char* host_peak = fixed ? "host peak" : "";
+    EstimateTable cell_table(cells, {{"weights", "predicted_device_weight_bytes"},
+                                 {"activations", "predicted_activation_bytes"},
+                                 {"scores", "predicted_scores_bytes"},
+                                 {"workspace", "predicted_workspace_bytes"},
+                                 {"device", "predicted_alloc_bytes"},
+                                 {peak, "predicted_peak_bytes"},
+                                 {"kept managed", "predicted_kept_managed_bytes"},
+                                 {"pinned host", "predicted_pinned_host_bytes"},
+                                 {"managed", "predicted_managed_bytes"},
+                                 {"host", "predicted_host_alloc_bytes"},
+                                 {host_peak, "predicted_host_peak_bytes"}});
+    DataTable& t = cell_table.table;
+    t.add_column("note", "");
+    t.add_column("", "managed_activations");
+    t.add_column("", "reason");
     for (std::size_t i = 0; i < cells.size(); ++i) {
         const CellParams& c = cells[i];
-        std::vector<std::string> row = row_start(i, c, shown);
+        std::vector<Field> row = cell_table.row_start(i, c);
         const std::string why = cell_impossible_reason(c);
         if (!why.empty()) {
-            row.insert(row.end(), fixed ? 11 : 9, "");
-            row.push_back("cannot run: " + why);
+            row.insert(row.end(), cell_table.columns, Field{"", std::monostate{}});
+            row.push_back({"cannot run: " + why, std::monostate{}});
+            row.push_back(missing_field());
+            row.push_back(text_field(why));
             t.add_row(std::move(row));
             continue;
         }
         const MemoryEstimate e = estimate_memory(c);
-        row.insert(row.end(), {bytes_or_dash(e.weights), bytes_or_dash(e.activations), bytes_or_dash(e.scores),
-                               bytes_or_dash(e.workspace), bytes_or_dash(e.device_total())});
+        std::optional<std::int64_t> peak_bytes, host_peak_bytes;
         if (fixed) {
-            const std::optional<std::int64_t> peak = e.device_total() == 0 ? 0 : predicted_peak(c, e, *fixed);
-            row.push_back(peak ? bytes_or_dash(*peak) : "-");
+            peak_bytes = e.device_total() == 0 ? 0 : predicted_peak(c, e, *fixed);
+            if (e.device_total() != 0) host_peak_bytes = predicted_host_peak(c, e, *fixed, true);
         }
-        row.push_back(bytes_or_dash(e.retained_managed));
-        row.insert(row.end(), {bytes_or_dash(e.pinned_host), bytes_or_dash(e.managed), bytes_or_dash(e.host_total(true))});
-        if (fixed) {
-            const std::optional<std::int64_t> host = e.device_total() == 0 ? std::nullopt : predicted_host_peak(c, e, *fixed, true);
-            row.push_back(host ? bytes_or_dash(*host) : "-");
-        }
-        row.push_back(e.managed_activations ? "activations are managed memory" : "");
+        using Bytes = std::optional<std::int64_t>;
+        for (const Bytes bytes : std::initializer_list<Bytes>{e.weights, e.activations, e.scores, e.workspace, e.device_total(),
+                                                              peak_bytes, e.retained_managed, e.pinned_host, e.managed,
+                                                              e.host_total(true), host_peak_bytes})
+            row.push_back(bytes_field(bytes));
+        row.push_back({e.managed_activations ? "activations are managed memory" : "", std::monostate{}});
+        row.push_back({"", e.managed_activations});
+        row.push_back(missing_field());
         t.add_row(std::move(row));
     }
     t.print(out, format);
@@ -103,27 +123,33 @@ void print_memory_estimates(const std::vector<CellParams>& cells, const std::opt
 
 void print_fits(const std::vector<CellParams>& cells, std::int64_t capacity, const FixedCost& fixed, TableFormat format,
                 std::ostream& out) {
-    const std::vector<const Axis*> shown = listed_axes(cells);
-    TextTable t = cell_table(shown, {"largest batch", "peak at it", "largest seq", "peak there", "smallest budget"});
+    EstimateTable cell_table(cells, {{"largest batch", "largest_batch"},
+                                 {"peak at it", "largest_batch_peak_bytes"},
+                                 {"largest seq", "largest_seq"},
+                                 {"peak there", "largest_seq_peak_bytes"},
+                                 {"smallest budget", "smallest_budget_bytes"}});
+    DataTable& t = cell_table.table;
     for (std::size_t i = 0; i < cells.size(); ++i) {
         const CellParams& c = cells[i];
-        std::vector<std::string> row = row_start(i, c, shown);
+        std::vector<Field> row = cell_table.row_start(i, c);
         const Fit f = fit(c, capacity, fixed);
         const auto peak_at = [&](int batch, int seq) {
             CellParams at = c;
             at.batch = batch;
             at.seq = seq;
-            return size_cell(predicted_need(estimate_memory(at), fixed), format);
+            return bytes_field(predicted_need(estimate_memory(at), fixed));
         };
-        // For people the batch says at which seq, and the seq at which batch; for other tools the
-        // numbers alone (the cell's own seq and batch are its columns).
-        const bool people = format == TableFormat::text || format == TableFormat::markdown;
-        const std::string none = people ? "none" : "-";
-        row.push_back(f.batch ? std::to_string(*f.batch) + (people ? " (seq " + std::to_string(c.seq) + ")" : "") : none);
-        row.push_back(f.batch ? peak_at(*f.batch, c.seq) : "-");
-        row.push_back(f.seq ? std::to_string(*f.seq) + (people ? " (batch " + std::to_string(c.batch) + ")" : "") : none);
-        row.push_back(f.seq ? peak_at(c.batch, *f.seq) : "-");
-        row.push_back(f.smallest_budget ? size_cell(*f.smallest_budget, format) : "-");
+        // People read at which seq the batch is, and at which batch the seq; other tools have the
+        // cell's own seq and batch in their columns.
+        const auto largest = [](std::optional<int> n, const std::string& at) -> Field {
+            if (!n) return {"none", std::monostate{}};
+            return {std::to_string(*n) + " (" + at + ")", std::int64_t{*n}};
+        };
+        row.push_back(largest(f.batch, "seq " + std::to_string(c.seq)));
+        row.push_back(f.batch ? peak_at(*f.batch, c.seq) : missing_field());
+        row.push_back(largest(f.seq, "batch " + std::to_string(c.batch)));
+        row.push_back(f.seq ? peak_at(c.batch, *f.seq) : missing_field());
+        row.push_back(bytes_field(f.smallest_budget));
         t.add_row(std::move(row));
     }
     t.print(out, format);

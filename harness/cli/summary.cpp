@@ -1,16 +1,20 @@
 #include "harness/cli/summary.hpp"
 
-#include <charconv>
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <variant>
 #include <vector>
 
+#include "harness/cli/cell_columns.hpp"
 #include "harness/cli/table.hpp"
 #include "harness/matrix/axes.hpp"
+#include "harness/matrix/measures.hpp"
 #include "harness/store/sql_values.hpp"
 #include "kernels/model/number_text.hpp"
 
@@ -99,82 +103,103 @@ bool summary_shows(Store& store, const SummaryOptions& opt, const Axis& axis) {
 }
 
 
-void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
-    // An older database lacks the columns of later axes; its cells had those axes' defaults.
-    const std::set<std::string> present = column_names(store.db(), "cells");
-    std::vector<const Axis*> shown;
-    for (const Axis& axis : axes()) {
-        if (axis.column_type != Axis::Column::none && present.count(std::string(axis.column)) &&
-            summary_shows(store, opt, axis))
-            shown.push_back(&axis);
+// A table of cells, or of rows shaped like them, read by column name: each column goes into the
+// statement and into the table at once, under its name, and a row is read name by name.
+class CellTable {
+public:
+    using Align = TextTable::Align;
+    explicit CellTable(std::set<std::string> present) : columns_(std::move(present)) {}
+    // A column of `cells`, or `expression` under `name`.
+    void add(std::string header, const std::string& name, SqlType type, Align align, std::string expression = "") {
+        columns_.add(name, type, std::move(expression));
+        add_column(std::move(header), name, align);
     }
-    std::string columns;
-    for (const Axis* axis : shown) columns += ", " + std::string(axis->column);
-    // The noise criterion's columns (schema 7 on); older cells had none.
-    const std::string noise = present.count("noisy") ? "noise_pct, noisy" : "NULL, 0";
-    auto st = store.db().prepare("SELECT cell_id, status, latency_median_ms, latency_p10_ms, latency_p90_ms, tokens_per_s, "
-                                 "check_rel_err, " + noise + ", cell_index,"
-                                 " (SELECT count(*) FROM iterations i WHERE i.cell_id = cells.cell_id AND i.phase = 'timed')" +
-                                 columns +
+    // An empty `header` leaves the axis to other tools.
+    void add(std::string header, const Axis& axis) {
+        columns_.add(axis);
+        add_column(std::move(header), std::string(axis.column),
+                   axis.column_type == Axis::Column::text ? Align::left : Align::right);
+    }
+    // Under its label, rounded to its decimals for people; `expression`: where a row not in `cells` holds it.
+    void add(const Measure& measure, const std::string& expression = "") {
+        if (expression.empty()) columns_.add(measure);
+        else columns_.add(std::string(measure.name), measure.type, expression);
+        add_column(std::string(measure.label), std::string(measure.name), Align::right);
+    }
+    std::string select_list() const { return columns_.select_list(); }
+    const CellColumns& columns() const { return columns_; }
+    // The row's fields in the table's order.
+    std::vector<Field> row(const Statement& st) const {
+        std::vector<Field> fields;
+        for (const std::string& name : names_) {
+            fields.push_back(columns_.field(st, name));
+            const Measure* measure = find_measure(name);
+            if (const double* v = std::get_if<double>(&fields.back().value); v && measure)
+                fields.back().text = number_field(*v, measure->decimals).text;
+        }
+        return fields;
+    }
+    // The field of the column `name` in a row from row().
+    Field& field(std::vector<Field>& row, std::string_view name) const {
+        return row.at(static_cast<std::size_t>(std::find(names_.begin(), names_.end(), name) - names_.begin()));
+    }
+    DataTable table;
+
+private:
+    CellColumns columns_;
+    std::vector<std::string> names_;
+
+    void add_column(std::string header, std::string name, Align align) {
+        table.add_column(std::move(header), name, align);
+        names_.push_back(std::move(name));
+    }
+};
+
+void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
+    const std::set<std::string> present = column_names(store.db(), "cells");
+    using A = TextTable::Align;
+    CellTable cells(present);
+    cells.add("cell", "cell_id", SqlType::integer, A::right);
+    cells.add("#", "cell_index", SqlType::integer, A::right);  // the cell's number in its matrix, as `list` numbers it
+    cells.add("", "cell_key", SqlType::text, A::left);
+    // Every axis for other tools; for people, those the summary's rule shows (an older database
+    // lacks the columns of later axes, whose values its cells did not choose).
+    for (const Axis* axis : column_axes()) {
+        const bool shown = present.count(std::string(axis->column)) && summary_shows(store, opt, *axis);
+        cells.add(shown ? std::string(axis->name) : "", *axis);
+    }
+    cells.add("status", "status", SqlType::text, A::left);
+    // The timed iterations the cell took: `iterations`, or more where its noise criterion asked.
+    cells.add("timed", "timed_iterations", SqlType::integer, A::right,
+              "(SELECT count(*) FROM iterations i WHERE i.cell_id = cells.cell_id AND i.phase = 'timed')");
+    // The measures the summary shows, and the noisy mark: beside the noise for people, a column of
+    // its own (without a header) for other tools.
+    for (const Measure& m : kMeasures)
+        if (m.in_summary || m.name == "noisy") cells.add(m);
+    auto st = store.db().prepare("SELECT " + cells.select_list() +
                                  " FROM cells WHERE ?1 IS NULL OR run_id = ?1 ORDER BY cell_index, cell_id");
     st.bind(1, opt.run_id);
-    using A = TextTable::Align;
-    TextTable t;
-    t.add_column("cell", A::right);
-    t.add_column("#", A::right);  // the cell's number in its matrix, as `list` numbers it
-    for (const Axis* axis : shown)
-        t.add_column(std::string(axis->name), axis->column_type == Axis::Column::text ? A::left : A::right);
-    t.add_column("status");
-    // The timed iterations the cell took: `iterations`, or more where its noise criterion asked.
-    t.add_column("timed", A::right);
-    for (const char* h : {"median ms", "p10 ms", "p90 ms", "noise %", "tokens/s", "rel err"}) t.add_column(h, A::right);
-    // Rounded for people (the text and Markdown tables); the shortest text that reads back as
-    // the same double for other tools (CSV, JSON).
-    const bool text = opt.format == TableFormat::text || opt.format == TableFormat::markdown;
-    auto exact = [&](int col) {
-        char buf[40];
-        const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, st.real(col));
-        return std::string(buf, ec == std::errc() ? end : buf);
-    };
-    auto num = [&](int col, int decimals) {
-        return st.is_null(col) ? std::string("-") : text ? fixed(st.real(col), decimals) : exact(col);
-    };
-    auto sci = [&](int col) {
-        if (st.is_null(col)) return std::string("-");
-        if (!text) return exact(col);
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%.1e", st.real(col));
-        return std::string(buf);
-    };
-    constexpr int kFirstAxis = 11;
     std::map<std::string, int> by_status;
     int noisy = 0;
     while (st.step()) {
-        std::vector<std::string> row = {st.text(0), st.text(9)};
-        for (std::size_t i = 0; i < shown.size(); ++i) {
-            const int col = kFirstAxis + static_cast<int>(i);
-            const bool boolean = shown[i]->written == Axis::Written::boolean;
-            row.push_back(boolean ? (st.int64(col) != 0 ? "true" : "false") : st.text(col));
-        }
+        std::vector<Field> row = cells.row(st);
         // A noisy cell is ok, with its noise marked: it stopped on a limit above its max_noise.
-        const bool flagged = st.int64(8) != 0;
-        const std::string noise_text = text && flagged ? num(7, 2) + " noisy" : text ? num(7, 2) : num(7, 0);
-        for (auto&& cell : {st.text(1), st.text(10), num(2, 3), num(3, 3), num(4, 3), noise_text, num(5, 0), sci(6)})
-            row.push_back(cell);
-        t.add_row(std::move(row));
-        ++by_status[st.text(1)];
+        const bool flagged = cells.columns().value(st, "noisy") == Value(true);
+        if (flagged) cells.field(row, "noise_pct").text += " noisy";
+        cells.table.add_row(std::move(row));
+        ++by_status[cells.columns().text(st, "status")];
         noisy += flagged ? 1 : 0;
     }
     if (opt.format != TableFormat::text) {
-        t.print(out, opt.format);
+        cells.table.print(out, opt.format);
         return;
     }
     out << (opt.cells_only ? "" : "\n") << "Cells\n";
-    if (t.empty()) {
+    if (cells.table.empty()) {
         out << "(no cells)\n";
         return;
     }
-    t.print(out);
+    cells.table.print(out, TableFormat::text);
     out << "\n";
     bool first = true;
     for (const auto& [status, n] : by_status) {
@@ -191,34 +216,31 @@ void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
 // --history the text summary says only how many there are.
 void print_history(Store& store, const SummaryOptions& opt, std::ostream& out) {
     if (!has_table(store.db(), "cell_history")) return;
-    auto st = store.db().prepare(
-        "SELECT c.cell_id, c.cell_index, h.cell_key, json_extract(h.cell, '$.started_at'), json_extract(h.cell, '$.run_id'),"
-        " json_extract(h.cell, '$.status'),"
-        " (SELECT count(*) FROM json_each(h.iterations) j WHERE json_extract(j.value, '$.phase') = 'timed'),"
-        " json_extract(h.cell, '$.latency_median_ms'), json_extract(h.cell, '$.latency_p10_ms'),"
-        " json_extract(h.cell, '$.latency_p90_ms'), json_extract(h.cell, '$.noise_pct'), h.superseded_at"
-        " FROM cell_history h JOIN cells c USING (cell_key) WHERE ?1 IS NULL OR c.run_id = ?1"
-        " ORDER BY c.cell_index, c.cell_id, h.history_id");
-    st.bind(1, opt.run_id);
+    // A replaced row is JSON in cell_history.cell, each value under its column's name.
+    const auto stored = [](std::string_view name) { return "json_extract(h.cell, '$." + std::string(name) + "')"; };
     using A = TextTable::Align;
-    TextTable t;
-    for (const char* h : {"cell", "#"}) t.add_column(h, A::right);
-    for (const char* h : {"key", "measured at"}) t.add_column(h);
-    t.add_column("run", A::right);
-    t.add_column("status");
-    for (const char* h : {"timed", "median ms", "p10 ms", "p90 ms", "noise %"}) t.add_column(h, A::right);
-    t.add_column("replaced at");
-    const bool text = opt.format == TableFormat::text || opt.format == TableFormat::markdown;
-    auto num = [&](int col, int decimals) {
-        if (st.is_null(col)) return std::string("-");
-        return text ? fixed(st.real(col), decimals) : st.text(col);
-    };
-    std::set<std::int64_t> cells;
+    CellTable history({});
+    history.add("cell", "cell_id", SqlType::integer, A::right, "c.cell_id");
+    history.add("#", "cell_index", SqlType::integer, A::right, "c.cell_index");
+    history.add("key", "cell_key", SqlType::text, A::left, "h.cell_key");
+    history.add("measured at", "started_at", SqlType::text, A::left, stored("started_at"));
+    history.add("run", "run_id", SqlType::integer, A::right, stored("run_id"));
+    history.add("status", "status", SqlType::text, A::left, stored("status"));
+    history.add("timed", "timed_iterations", SqlType::integer, A::right,
+                "(SELECT count(*) FROM json_each(h.iterations) j WHERE json_extract(j.value, '$.phase') = 'timed')");
+    for (const std::string_view name : {"latency_median_ms", "latency_p10_ms", "latency_p90_ms", "noise_pct"})
+        history.add(*find_measure(name), stored(name));
+    history.add("replaced at", "superseded_at", SqlType::text, A::left, "h.superseded_at");
+    auto st = store.db().prepare("SELECT " + history.select_list() +
+                                 " FROM cell_history h JOIN cells c USING (cell_key) WHERE ?1 IS NULL OR c.run_id = ?1"
+                                 " ORDER BY c.cell_index, c.cell_id, h.history_id");
+    st.bind(1, opt.run_id);
+    std::set<std::string> cells;
     while (st.step()) {
-        t.add_row({st.text(0), st.text(1), st.text(2), st.text(3), st.text(4), st.text(5), st.text(6), num(7, 3),
-                   num(8, 3), num(9, 3), num(10, 2), st.text(11)});
-        cells.insert(st.int64(0));
+        history.table.add_row(history.row(st));
+        cells.insert(history.columns().text(st, "cell_id"));
     }
+    const DataTable& t = history.table;
     if (opt.format != TableFormat::text) {
         t.print(out, opt.format);
         return;
@@ -230,7 +252,7 @@ void print_history(Store& store, const SummaryOptions& opt, std::ostream& out) {
         return;
     }
     out << "\nEarlier measurements (cell_history; the cells table shows the latest of each cell)\n";
-    t.print(out);
+    t.print(out, TableFormat::text);
 }
 
 // The memory estimator against NVML's measured peak, per GPU cell that has both (the view

@@ -23,18 +23,20 @@ fit-check.db). --dry-run prints the commands instead of running them. SWEETSPOT_
 import argparse
 import json
 import os
+import pathlib
 import shlex
 import sqlite3
 import subprocess
 import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "analysis"))
+from axes import Axes  # noqa: E402
 
 # The backends whose weights are managed memory, which the driver may evict under pressure.
 MANAGED = ("uvm", "uvm-prefetch")
 # CUPTI's CUpti_ActivityUnifiedMemoryMigrationCause for a migration the driver made to evict.
 EVICTION = 4
 
-# Columns of `estimate --fit --format json` that are not axes of the cell.
-NOT_AXES = {"#", "largest batch", "peak at it", "largest seq", "peak there", "smallest budget", "batch"}
 
 
 def sweetspot():
@@ -50,24 +52,33 @@ def default_capacity(calibration):
     return f"{capacity}B"
 
 
+def template_axes(calibration):
+    """The axes a template's cells are picked by (`--only`): those a matrix sets that decide what is
+    computed and where it runs (the workload and placement axes), but the batch, which is searched.
+    Their columns, the keys of `estimate --format json`, are their names."""
+    con = sqlite3.connect(f"file:{calibration}?mode=ro", uri=True)
+    rows = Axes.of(con).rows
+    con.close()
+    return [column for column, role, in_matrix, _ in rows
+            if in_matrix and role in ("workload", "placement") and column != "batch"]
+
+
 def fits(args):
-    """The templates: each cell's shown axes (as `list` shows them) and its largest batch, or None."""
+    """The templates: each cell's template axes and its largest batch, or None."""
     command = [sweetspot(), "estimate", args.matrix, "--calibration", args.calibration, "--fit", args.capacity,
                "--format", "json"]
     for only in args.only:
         command += ["--only", only]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    names = template_axes(args.calibration)
     seen = set()
     for row in json.loads(out):
-        axes = {k: v for k, v in row.items() if k not in NOT_AXES}
-        # The variant column reads "all (residual_ln+...)": the preset's name is its first word.
-        if isinstance(axes.get("variant"), str):
-            axes["variant"] = axes["variant"].split(" ")[0]
+        axes = {k: row[k] for k in names}
         # Cells that differ only in batch share one template.
         key = json.dumps(axes, sort_keys=True)
         if key not in seen:
             seen.add(key)
-            yield axes, row["largest batch"]
+            yield axes, row["largest_batch"]
 
 
 def run_at_limit(args, axes, batch):
@@ -120,11 +131,13 @@ def main():
     args.capacity = args.capacity or default_capacity(args.calibration)
 
     held, templates = 0, list(fits(args))
+    # A template is named by the axes the templates differ in.
+    named = [k for k in (templates[0][0] if templates else {}) if len({str(t[k]) for t, _ in templates}) > 1]
     if not args.dry_run:
         print("| cell | largest batch | at it | one more | two more | --fit |")
         print("|---|---|---|---|---|---|", flush=True)
     for axes, batch in templates:
-        cell = " ".join(f"{k}={v}" for k, v in axes.items())
+        cell = " ".join(f"{k}={axes[k]}" for k in named or ("model", "backend"))
         if batch is None:
             if not args.dry_run:
                 print(f"| {cell} | none | - | - | - | no batch fits |", flush=True)
