@@ -3,9 +3,7 @@
 // (device, explicit-copy, uvm, uvm-prefetch, host) implements it in its own file.
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <span>
-#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -18,7 +16,7 @@ struct CUstream_st;  // cudaStream_t, without making this header depend on CUDA
 
 namespace sweetspot {
 
-// The backends; backend_registry.hpp says what each can do.
+// The backends; backend_registry.hpp says what each can do and makes them (make_backend).
 enum class BackendId { device, explicit_copy, uvm, uvm_prefetch, host };
 template <>
 struct EnumNames<BackendId> {
@@ -114,10 +112,5 @@ public:
     virtual void reset_residency() = 0;
     virtual PlacementStats placement() const = 0;
 };
-
-// Empty when `backend` can run in this build and on this machine; otherwise why not.
-std::string backend_unavailable_reason(BackendId backend);
-// Throws std::runtime_error when the backend is unavailable here.
-std::unique_ptr<Backend> make_backend(const BackendConfig& config);
 
 }  // namespace sweetspot
