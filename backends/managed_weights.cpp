@@ -60,4 +60,22 @@ void ManagedWeights::drop_device_copy(int unit) const {
     CUDA_CHECK(cudaMemAdvise(unit_pointer(unit), bytes, cudaMemAdviseSetReadMostly, host_location()));
 }
 
+void ManagedWeights::evict(int unit, UvmEvict how, cudaStream_t stream) const {
+    if (how == UvmEvict::migrate)
+        prefetch_to_host(unit, stream);
+    else
+        drop_device_copy(unit);
+}
+
+void ManagedWeights::evict_after(int unit, const CudaEvent& released, UvmEvict how, cudaStream_t stream) const {
+    if (how == UvmEvict::migrate) {
+        released.wait_on(stream);
+    } else {
+        // Host wait, unavoidable: cudaMemAdvise is not stream-ordered, so the read-only duplicate
+        // may only be dropped once the kernels that read it have finished.
+        released.synchronize();
+    }
+    evict(unit, how, stream);
+}
+
 }  // namespace sweetspot
