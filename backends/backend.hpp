@@ -3,9 +3,7 @@
 // (device, explicit-copy, uvm, uvm-prefetch, host) implements it in its own file.
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <span>
-#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -18,7 +16,7 @@ struct CUstream_st;  // cudaStream_t, without making this header depend on CUDA
 
 namespace sweetspot {
 
-// The backends; backend_registry.hpp says what each can do.
+// The backends; backend_registry.hpp says what each can do and makes them (make_backend).
 enum class BackendId { device, explicit_copy, uvm, uvm_prefetch, host };
 template <>
 struct EnumNames<BackendId> {
@@ -38,8 +36,8 @@ struct EnumNames<ResidentPolicy> {
 };
 
 // How the UVM backends evict a unit: migrate it back to the host, or drop the GPU's read-only
-// duplicate of a cudaMemAdviseSetReadMostly range (about 5 ms for 2 GiB on an H100, against
-// 160-250 ms to migrate it).
+// duplicate of a cudaMemAdviseSetReadMostly range, which moves no bytes and so costs a small
+// fraction of the migration (docs/benchmarks.md has both times).
 enum class UvmEvict { migrate, read_mostly };
 template <>
 struct EnumNames<UvmEvict> {
@@ -114,10 +112,5 @@ public:
     virtual void reset_residency() = 0;
     virtual PlacementStats placement() const = 0;
 };
-
-// Empty when `backend` can run in this build and on this machine; otherwise why not.
-std::string backend_unavailable_reason(BackendId backend);
-// Throws std::runtime_error when the backend is unavailable here.
-std::unique_ptr<Backend> make_backend(const BackendConfig& config);
 
 }  // namespace sweetspot

@@ -1,9 +1,11 @@
 #pragma once
-// What each backend is and can do, declared once. The harness asks this registry (which names
-// exist, which need a GPU, which dtypes they compute in, whether a configuration can be
-// honoured) and never spells a backend's name itself.
+// What each backend is and can do, declared once, and the one place that makes a backend. The
+// harness asks this registry (which names exist, which need a GPU, which dtypes they compute in,
+// whether a configuration can be honoured, whether one can run here) and never spells a
+// backend's name itself.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -60,5 +62,10 @@ struct BackendTraits {
 // Every backend, in the order of BackendId.
 const std::vector<BackendTraits>& backend_registry();
 const BackendTraits& backend_traits(BackendId backend);
+
+// Empty when `backend` can run in this build and on this machine; otherwise why not.
+std::string backend_unavailable_reason(BackendId backend);
+// Throws std::runtime_error when the backend is unavailable here.
+std::unique_ptr<Backend> make_backend(const BackendConfig& config);
 
 }  // namespace sweetspot

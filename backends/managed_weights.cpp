@@ -23,9 +23,9 @@ ManagedWeights::ManagedWeights(const WeightLayout& layout, DType dtype, const Ba
         return;
     }
     // Kernels make each unit on the GPU, and a migration takes every unit that does not stay there
-    // to the host: on an H100 host GPT-2 1.5B in bf16 took 4.9 s to fill on 16 cores, and takes
-    // 0.23-0.36 s this way. Each unit's pages are first made on the GPU by a prefetch, in bulk:
-    // made by the fill kernel's page faults, GPT-3 6.7B's took 1.5 s.
+    // to the host: many times faster than the host's cores filling them. Each unit's pages are
+    // first made on the GPU by a prefetch, in bulk, which costs far less than the fill kernel's
+    // page faults making them (docs/benchmarks.md, "Where the weights phase went").
     const CudaStream stream;
     for (int u = 0; u < units(); ++u) {
         prefetch_to_device(u, stream.get());
@@ -49,7 +49,8 @@ void ManagedWeights::prefetch_to_host(int unit, cudaStream_t stream) const {
 void ManagedWeights::set_read_mostly(int unit) const {
     const auto bytes = static_cast<std::size_t>(unit_bytes(unit));
     // The preferred location decides where unsetting ReadMostly collapses the copies (see
-    // drop_device_copy); on an H100 this pair refilled 2 GiB in 60 ms and dropped the copy in 5 ms.
+    // drop_device_copy): onto the host, whose copy stays valid, so a drop moves no bytes
+    // (docs/benchmarks.md has what the refill and the drop cost).
     CUDA_CHECK(cudaMemAdvise(unit_pointer(unit), bytes, cudaMemAdviseSetPreferredLocation, host_location()));
     CUDA_CHECK(cudaMemAdvise(unit_pointer(unit), bytes, cudaMemAdviseSetReadMostly, host_location()));
 }
@@ -58,6 +59,24 @@ void ManagedWeights::drop_device_copy(int unit) const {
     const auto bytes = static_cast<std::size_t>(unit_bytes(unit));
     CUDA_CHECK(cudaMemAdvise(unit_pointer(unit), bytes, cudaMemAdviseUnsetReadMostly, host_location()));
     CUDA_CHECK(cudaMemAdvise(unit_pointer(unit), bytes, cudaMemAdviseSetReadMostly, host_location()));
+}
+
+void ManagedWeights::evict(int unit, UvmEvict how, cudaStream_t stream) const {
+    if (how == UvmEvict::migrate)
+        prefetch_to_host(unit, stream);
+    else
+        drop_device_copy(unit);
+}
+
+void ManagedWeights::evict_after(int unit, const CudaEvent& released, UvmEvict how, cudaStream_t stream) const {
+    if (how == UvmEvict::migrate) {
+        released.wait_on(stream);
+    } else {
+        // Host wait, unavoidable: cudaMemAdvise is not stream-ordered, so the read-only duplicate
+        // may only be dropped once the kernels that read it have finished.
+        released.synchronize();
+    }
+    evict(unit, how, stream);
 }
 
 }  // namespace sweetspot

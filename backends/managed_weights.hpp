@@ -28,18 +28,25 @@ public:
     std::int64_t unit_bytes(int unit) const { return unit_bytes_[static_cast<std::size_t>(unit)]; }
     const void* unit_pointer(int unit) const { return memory_.get() + packed_.offsets[static_cast<std::size_t>(unit)]; }
 
-    // Stream-ordered migrations of one unit (cudaMemPrefetchAsync).
+    // Stream-ordered migration of one unit to the device (cudaMemPrefetchAsync).
     void prefetch_to_device(int unit, cudaStream_t stream) const;
-    void prefetch_to_host(int unit, cudaStream_t stream) const;
     // cudaMemAdviseSetReadMostly with the host as preferred location: a prefetch or fault on the
     // GPU then makes a read-only duplicate and the host copy stays valid.
     void set_read_mostly(int unit) const;
-    // Drops the GPU's read-only duplicate of a read-mostly unit (unset + set ReadMostly; the
-    // copies collapse onto the preferred location, the host). Not stream-ordered: the caller
-    // must know no enqueued work still reads the unit.
-    void drop_device_copy(int unit) const;
+    // Takes one unit off the device the way `how` says: UvmEvict::migrate migrates it back to the
+    // host on `stream` (stream-ordered); UvmEvict::read_mostly drops the GPU's read-only
+    // duplicate of a unit made read-mostly by set_read_mostly, at once and not stream-ordered, so
+    // the caller must know no enqueued work still reads the unit.
+    void evict(int unit, UvmEvict how, cudaStream_t stream) const;
+    // The same once the work recorded by `released` (the unit's last kernels) has finished: a
+    // migration waits for it on `stream`, a drop on the host.
+    void evict_after(int unit, const CudaEvent& released, UvmEvict how, cudaStream_t stream) const;
 
 private:
+    void prefetch_to_host(int unit, cudaStream_t stream) const;
+    // Unset + set ReadMostly: the copies collapse onto the preferred location, the host.
+    void drop_device_copy(int unit) const;
+
     int device_ = 0;
     std::vector<std::int64_t> unit_bytes_;
     PackedUnits packed_;

@@ -50,8 +50,8 @@ std::vector<int> choose_in_order(const std::vector<int>& order, std::span<const 
 // ceil(j·m/k) - 1. Each streamed copy then hides behind the compute of the resident units just
 // before it, and after the last copy completes only that one unit is left to compute. (Spreading
 // the resident units from the first candidate instead left up to m/k units of compute after the
-// last copy, which is exposed time whenever copies and compute are balanced; measured on an H100:
-// GPT-2 1.5B fp16 at 90 %, 3.3 ms of a 13.5 ms forward.) Since m/k >= 1 the indices are distinct.
+// last copy, which is exposed time whenever copies and compute are balanced: docs/benchmarks.md,
+// "Where the time goes: timeline evidence".) Since m/k >= 1 the indices are distinct.
 std::vector<int> choose_interleaved(const std::vector<int>& candidates, std::span<const std::int64_t> units,
                                     std::int64_t room) {
     const auto m = static_cast<std::int64_t>(candidates.size());

@@ -30,8 +30,9 @@ public:
     // the slot waits on this.
     void mark_released(int slot) const { slot_event(released_, slot).record(compute_); }
     void wait_released(int slot, cudaStream_t stream) const { slot_event(released_, slot).wait_on(stream); }
-    // The host waits, for work that is not stream-ordered.
-    void host_wait_released(int slot) const { slot_event(released_, slot).synchronize(); }
+    // The event itself, for work that may wait on the host instead (work that is not
+    // stream-ordered, such as uvm-prefetch's read-mostly eviction).
+    const CudaEvent& released(int slot) const { return slot_event(released_, slot); }
 
     void mark_fetched(int slot, cudaStream_t stream) const { slot_event(fetched_, slot).record(stream); }
     void await_fetched(int slot) const { slot_event(fetched_, slot).wait_on(compute_); }

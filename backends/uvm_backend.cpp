@@ -40,12 +40,7 @@ void UvmBackend::reset_residency() {
     CUDA_CHECK(cudaStreamSynchronize(evict_stream_.get()));
     // Kernels faulted units in whatever the budget; all go back so every iteration faults the
     // same bytes in. Units already on the host make these calls cheap.
-    for (int u = 0; u < weights_->units(); ++u) {
-        if (config_.evict == UvmEvict::migrate)
-            weights_->prefetch_to_host(u, evict_stream_.get());
-        else
-            weights_->drop_device_copy(u);
-    }
+    for (int u = 0; u < weights_->units(); ++u) weights_->evict(u, config_.evict, evict_stream_.get());
     CUDA_CHECK(cudaStreamSynchronize(evict_stream_.get()));
     lru_.clear();
     std::fill(on_device_.begin(), on_device_.end(), false);
@@ -87,7 +82,9 @@ void UvmBackend::make_room_for(int unit) {
             throw std::logic_error("uvm backend: the budget of " + std::to_string(config_.budget_bytes) +
                                    " bytes cannot hold the units acquired and not yet released");
         }
-        evict(victim);
+        // A drop waits on the host for the victim's kernels; the victim is the least recently
+        // used unit, so the host waits only if it runs that many units ahead of the GPU.
+        weights_->evict_after(victim, released_[static_cast<std::size_t>(victim)], config_.evict, evict_stream_.get());
         migrated = migrated || config_.evict == UvmEvict::migrate;
         lru_.erase(lru_.begin());
         on_device_[static_cast<std::size_t>(victim)] = false;
@@ -102,20 +99,6 @@ void UvmBackend::make_room_for(int unit) {
     lru_.push_back(unit);
     on_device_[u] = true;
     device_bytes_ += weights_->unit_bytes(unit);
-}
-
-void UvmBackend::evict(int unit) {
-    const auto& released = released_[static_cast<std::size_t>(unit)];
-    if (config_.evict == UvmEvict::migrate) {
-        released.wait_on(evict_stream_.get());
-        weights_->prefetch_to_host(unit, evict_stream_.get());
-        return;
-    }
-    // Host wait, unavoidable: cudaMemAdvise is not stream-ordered, so the read-only duplicate may
-    // only be dropped once the kernels that read it have finished. The victim is the least
-    // recently used unit, so the host waits only if it runs that many units ahead of the GPU.
-    CUDA_CHECK(cudaEventSynchronize(released.get()));
-    weights_->drop_device_copy(unit);
 }
 
 PlacementStats UvmBackend::placement() const {

@@ -36,7 +36,6 @@ private:
     bool budget_limited() const { return config_.budget_bytes < total_bytes_; }
     void check_unit(int unit) const;
     void make_room_for(int unit);
-    void evict(int unit);
 
     BackendConfig config_;
     CudaStream evict_stream_;

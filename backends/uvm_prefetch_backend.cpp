@@ -50,29 +50,16 @@ void UvmPrefetchBackend::reset_residency() {
     if (!weights_) return;
     slot_streams_.synchronize();
     CUDA_CHECK(cudaStreamSynchronize(evict_stream_.get()));
-    for (int seq = 0; seq < ring_.streamed_units(); ++seq) {
-        const int u = ring_.unit_at(seq);
-        if (config_.evict == UvmEvict::migrate)
-            weights_->prefetch_to_host(u, evict_stream_.get());
-        else
-            weights_->drop_device_copy(u);
-    }
+    for (int seq = 0; seq < ring_.streamed_units(); ++seq)
+        weights_->evict(ring_.unit_at(seq), config_.evict, evict_stream_.get());
     CUDA_CHECK(cudaStreamSynchronize(evict_stream_.get()));
     ring_.start_forward();
 }
 
 // Evicts a released streamed unit before its room in the budget is used again.
 void UvmPrefetchBackend::vacate(const SlotRing::Entry& entry) {
-    if (config_.evict == UvmEvict::migrate) {
-        slot_streams_.wait_released(entry.slot, evict_stream_.get());
-        weights_->prefetch_to_host(entry.unit, evict_stream_.get());
-        evicted_[static_cast<std::size_t>(entry.slot)].record(evict_stream_.get());
-    } else {
-        // Host wait, unavoidable: cudaMemAdvise is not stream-ordered, so the read-only duplicate
-        // may only be dropped once the kernels that read the unit have finished.
-        slot_streams_.host_wait_released(entry.slot);
-        weights_->drop_device_copy(entry.unit);
-    }
+    weights_->evict_after(entry.unit, slot_streams_.released(entry.slot), config_.evict, evict_stream_.get());
+    if (config_.evict == UvmEvict::migrate) evicted_[static_cast<std::size_t>(entry.slot)].record(evict_stream_.get());
 }
 
 // Streamed unit `seq` takes the room unit seq - S left. A migration back to the host is

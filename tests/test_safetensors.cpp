@@ -10,7 +10,7 @@
 #include <functional>
 #include <random>
 
-#include "backends/backend.hpp"
+#include "backends/backend_registry.hpp"
 #include "harness/measure/cell_exec.hpp"
 #include "harness/measure/cell_weights.hpp"
 #include "harness/cli/logits_command.hpp"

@@ -55,7 +55,8 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* b
     ::operator delete(buffer, std::align_val_t{kBufferAlign});
 }
 
-// Every counter kind the brief names, configured together before the kind is enabled.
+// Every Unified Memory counter kind the cell's events record (transfers each way, CPU and GPU page
+// faults, thrashing, throttling, remote maps), configured together before the kind is enabled.
 CUptiResult configure_um_counters() {
     const CUpti_ActivityUnifiedMemoryCounterKind kinds[] = {
         CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD,

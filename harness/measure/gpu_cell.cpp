@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backends/backend.hpp"
+#include "backends/backend_registry.hpp"
 #include "harness/collect/cupti_collector.hpp"
 #include "harness/measure/cell_exec.hpp"
 #include "harness/measure/cell_weights.hpp"

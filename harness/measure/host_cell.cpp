@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "backends/backend.hpp"
+#include "backends/backend_registry.hpp"
 #include "harness/measure/cell_exec.hpp"
 #include "harness/measure/cell_weights.hpp"
 #include "kernels/compute/cpu_forward.hpp"

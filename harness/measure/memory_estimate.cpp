@@ -52,9 +52,8 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
     return e;
 }
 
-// On an H100 (driver 580) the overhead was 150-185 MiB for fp32 weights and 73-91 MiB for bf16,
-// whatever the model (GPT-2 1.5B to GPT-3 13B): it follows the element size, so another dtype's
-// measurement is scaled by it.
+// The driver's overhead followed the element size on every model measured, GPT-2 1.5B to 13B
+// (docs/benchmarks.md has the figures), so another dtype's measurement is scaled by it.
 std::optional<std::int64_t> FixedCost::managed_overhead_for(DType dtype) const {
     if (const auto it = managed_overhead.find(dtype); it != managed_overhead.end()) return it->second;
     std::optional<std::int64_t> scaled;

@@ -8,8 +8,9 @@
 //   - any other GPU cell (all weights resident) runs beside anything but a host cell, and so does
 //     a cell that fails on purpose (debug_fault), which measures nothing.
 // A GPU cell whose workload's host reference logits another running cell is computing waits for
-// that cell and reuses what it stores, rather than computing the same reference beside it: on two
-// H200s, two GPT-3 6.7B cells doing so took 17 s each where one took 11 s.
+// that cell and reuses what it stores, rather than computing the same reference beside it: the
+// two computations share the host's cores, and each takes longer than one alone
+// (docs/benchmarks.md, "The two-GPU sweep").
 #include <set>
 #include <string>
 

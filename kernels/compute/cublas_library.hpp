@@ -1,9 +1,10 @@
 #pragma once
 // cuBLAS and cuBLASLt, opened when a Gemm is made instead of when the process starts. Loading
 // libcublasLt (half a gigabyte, with hundreds of thousands of relocations to apply) costs each
-// process about 0.4 s of CPU, and most of sweetspot's processes never multiply on a GPU: the run's
-// parent, host cells, summary, list, estimate, report. The entry points keep the headers' types;
-// the libraries are those of the toolkit sweetspot was built with (CUBLAS_VER_MAJOR).
+// process CPU time (docs/benchmarks.md has how much), and most of sweetspot's processes never
+// multiply on a GPU: the run's parent, host cells, summary, list, estimate, report. The entry
+// points keep the headers' types; the libraries are those of the toolkit sweetspot was built with
+// (CUBLAS_VER_MAJOR).
 #include <cublasLt.h>
 #include <cublas_v2.h>
 

@@ -1,10 +1,11 @@
 #pragma once
-// Page-locked host memory, made fast to get. cudaHostAlloc pins page by page in one thread: on an
-// H100 host it took 1.95 s for 3.1 GB, and freeing it 0.44 s. Here the memory is mapped
-// anonymously, asked for transparent huge pages, first touched by every core, then registered with
-// CUDA: 0.18 s for the same 3.1 GB, 0.06 s to release. Registered mapped, so kernels can write
-// into it through device_pointer() (a synthetic fill of explicit-copy's weights never runs on the
-// host's cores). It can be made in pieces, each ready as soon as it is registered.
+// Page-locked host memory, made fast to get. cudaHostAlloc pins page by page in one thread, which
+// takes seconds for a large model's weights, and freeing it takes long too. Here the memory is
+// mapped anonymously, asked for transparent huge pages, first touched by every core, then
+// registered with CUDA, in a fraction of that time either way (docs/benchmarks.md, "Where the
+// weights phase went"). Registered mapped, so kernels can write into it through device_pointer()
+// (a synthetic fill of explicit-copy's weights never runs on the host's cores). It can be made in
+// pieces, each ready as soon as it is registered.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -26,8 +27,8 @@ public:
     // The same, registered in pieces starting at `piece_offsets` (the first 0, each a multiple of
     // kPinnedPieceAlignmentBytes, increasing): each piece is touched by every core, then
     // registered while the cores touch the next one, and `ready` runs for it (to start the kernels
-    // that fill it). On an H100 host, 13.7 GB took 0.3 s to touch and 0.3-0.4 s to register: in
-    // pieces the two overlap. A copy must not span two pieces (each is its own registration).
+    // that fill it). Touching and registering take about as long as each other, so in pieces the
+    // two overlap. A copy must not span two pieces (each is its own registration).
     PinnedHostMemory(std::int64_t bytes, std::span<const std::int64_t> piece_offsets, const PieceReady& ready);
     ~PinnedHostMemory() { reset(); }
     PinnedHostMemory(PinnedHostMemory&& other) noexcept;
