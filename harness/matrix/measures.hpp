@@ -173,6 +173,8 @@ inline constexpr auto kMeasures = std::to_array<Measure>({
      .meaning = "bytes of the forward's activation buffers"},
     {.name = "launches_per_forward", .type = SqlType::integer, .unit = Unit::count, .since = 3,
      .meaning = "kernels and GEMMs one GPU forward enqueues"},
+    {.name = "cpu_load_1m", .unit = Unit::count, .since = 12,
+     .meaning = "the host's 1-minute load average as the cell's iterations began"},
     // The totals of the traced iterations' events (harness/collect/event_totals.hpp).
     {.name = "um_profiling", .type = SqlType::text, .unit = Unit::text, .filled_by = FilledBy::derived,
      .meaning = "whether CUPTI recorded Unified Memory counters, else why not"},

@@ -2,6 +2,8 @@
 
 #include <sys/resource.h>
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <chrono>
 
@@ -16,6 +18,9 @@ void measure_iterations(const CellParams& c, std::size_t token_count, CellForwar
                         const MeasureOptions& options, CellOutcome& out) {
     PhaseClock clock(out.phases);
     out.set<"activation_bytes">(forward.activation_bytes());
+    // What else the machine was running: a host cell shares the cores, a GPU cell the host threads
+    // that launch its kernels and copies.
+    if (double load = 0; getloadavg(&load, 1) == 1) out.set<"cpu_load_1m">(load);
     for (int i = 0; i < c.warmups; ++i) out.warmup_ms.push_back(forward.iteration_ms("warmup " + std::to_string(i)));
     clock.lap("warmups");
     // The noise criterion (cell.hpp): at least `iterations`, then more while the noise is above
