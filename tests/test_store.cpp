@@ -894,3 +894,27 @@ TEST_CASE("reference logits: kept once per key with the cell that computed them,
     s.db().exec("UPDATE reference_logits SET vocab = 4");
     CHECK_FALSE(s.load_reference(ref.key));
 }
+
+TEST_CASE("a database of every earlier version opens, reads, and upgrades to every declared column", "[store]") {
+    for (int version = kOldestReadableSchemaVersion; version < schema_version(); ++version) {
+        INFO("version " << version);
+        TempDir tmp;
+        const auto path = tmp.file("old.db");
+        write_old_version(path, version);  // reads it back read-only, unchanged
+        auto s = Store::open(path);
+        auto v = s.db().prepare("SELECT version FROM schema_info");
+        REQUIRE(v.step());
+        CHECK(v.int64(0) == schema_version());
+        for (const DeclaredColumn& c : declared_columns()) {
+            INFO(c.table << "." << c.name);
+            CHECK(has_column(s.db(), c.table, c.name));
+        }
+        // The cell from before: one row, with every later column at what cells before it had.
+        CHECK(count_rows(s, "cells") == 1);
+        auto launch = s.db().prepare("SELECT launch, dropout, cpu_load_1m IS NULL FROM cells");
+        REQUIRE(launch.step());
+        CHECK(launch.text(0) == "kernels");
+        CHECK(launch.real(1) == 0.0);
+        CHECK(launch.int64(2) == 1);
+    }
+}
