@@ -35,10 +35,17 @@ def connect(path):
 
     A WAL database in a folder this user cannot write (a results folder copied read-only) cannot
     be opened even read-only, since SQLite wants to create its -shm file; nobody can be writing to
-    it there either, so it is then read as immutable."""
+    it there either, so it is then read as immutable, unless its -wal file holds transactions that
+    reading it so would leave out (a sweep killed before it folded them in)."""
     uri = pathlib.Path(path).resolve().as_uri()
     first_error = None
     for options in ("mode=ro", "mode=ro&immutable=1"):
+        if options.endswith("immutable=1") and pathlib.Path(f"{path}-wal").is_file() \
+                and pathlib.Path(f"{path}-wal").stat().st_size > 0:
+            raise BadDatabase(f"{path} cannot be read where it is: it is a WAL database in a folder this user cannot "
+                              f"write, and {path}-wal holds transactions not yet in it. Copy both files to a folder "
+                              f"you can write and read the copy, or have the folder's owner fold them in: "
+                              f"sqlite3 {path} 'PRAGMA wal_checkpoint(TRUNCATE)'")
         con = None
         try:
             con = sqlite3.connect(f"{uri}?{options}", uri=True)

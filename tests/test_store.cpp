@@ -5,7 +5,10 @@
 #include <catch2/matchers/catch_matchers.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <chrono>
 #include <map>
 #include <regex>
@@ -917,4 +920,42 @@ TEST_CASE("a database of every earlier version opens, reads, and upgrades to eve
         CHECK(launch.real(1) == 0.0);
         CHECK(launch.int64(2) == 1);
     }
+}
+
+TEST_CASE("a WAL database whose -wal file a reader cannot fold in is refused, not read without it", "[store]") {
+    // Only a user who cannot write the folder meets this: run the reader as nobody.
+    if (geteuid() != 0 || test::run_command("command -v setpriv").exit_code != 0)
+        SKIP("needs root, to read the database as the user nobody with setpriv");
+    TempDir tmp;
+    const std::string folder = tmp.file("ro");
+    std::filesystem::create_directories(folder);
+    const std::string path = folder + "/r.db";
+    {
+        auto s = Store::open(path);
+        record_outcome(s, s.begin_run(sample_run()), 0, tiny_cell(1, 16), ok_outcome(1.0));
+    }
+    {
+        // A connection that ends without folding its transactions into the file, as a killed sweep does.
+        Database writer(path, Database::Mode::read_write);
+        writer.exec("PRAGMA wal_autocheckpoint = 0; UPDATE runs SET host = 'after'");
+        std::filesystem::copy_file(path, folder + "/copy.db");
+        std::filesystem::copy_file(path + "-wal", folder + "/copy.db-wal");
+    }
+    namespace fs = std::filesystem;
+    fs::permissions(tmp.file(""), fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+    fs::permissions(folder, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                                fs::perms::others_exec);
+    const auto as_nobody = [&](const std::string& db) {
+        return test::run_command("setpriv --reuid=nobody --regid=nogroup --clear-groups '" + test::sweetspot_binary() +
+                                 "' summary '" + db + "'");
+    };
+    const auto r = as_nobody(folder + "/copy.db");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Matchers::ContainsSubstring("-wal holds transactions not yet in it"));
+    // Without such transactions the file is read as it stands.
+    fs::remove(folder + "/copy.db-wal");
+    const auto plain = as_nobody(folder + "/copy.db");
+    INFO(plain.output);
+    CHECK(plain.exit_code == 0);
 }

@@ -40,13 +40,6 @@ std::string column_list(Database& db, const std::string& table, const std::strin
     return out;
 }
 
-// Whether the WAL database at `path` has transactions in its -wal file that its database file
-// does not hold yet (or may: frames already copied back are not told apart).
-bool has_wal_frames(const std::string& path) {
-    std::error_code ec;
-    const auto size = fs::file_size(path + "-wal", ec);
-    return !ec && size > 0;
-}
 
 // Refuses what merge cannot take: a file that is not a results database of a version this
 // sweetspot reads, or a cell or history row that names a run the shard's `runs` lacks (merge could

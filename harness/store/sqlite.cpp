@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 namespace sweetspot {
@@ -202,6 +203,12 @@ std::set<std::string> column_names(Database& db, const std::string& table) {
     st.bind(1, table);
     while (st.step()) names.insert(st.text(0));
     return names;
+}
+
+bool has_wal_frames(const std::string& path) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path + "-wal", ec);
+    return !ec && size > 0;
 }
 
 }  // namespace sweetspot

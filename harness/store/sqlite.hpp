@@ -116,6 +116,9 @@ private:
 // Whether SQLite can read the file `db` opened: not a file that is not SQLite, nor a WAL database
 // through a read-only connection in a folder where SQLite cannot create the shared-memory file.
 bool can_read(Database& db);
+// Whether the WAL database at `path` has transactions in its -wal file that its database file
+// may not hold yet: a connection that opens it `immutable` would not see them.
+bool has_wal_frames(const std::string& path);
 // Whether `db` has a table of that name (an older results database may lack a later one).
 bool has_table(Database& db, const std::string& name);
 // Whether `table` has a column named `column` (databases of older schema versions lack some).

@@ -132,7 +132,14 @@ Store Store::open_read_only(const std::string& path) {
     if (!can_read(db)) {
         // A WAL database in a folder this process cannot write: SQLite cannot create the
         // shared-memory file a reader needs. Nobody can be writing it from here either, so it
-        // is read as it stands. (A file that is not SQLite fails here too, and is named below.)
+        // is read as it stands, unless its -wal file holds transactions (a sweep killed before it
+        // could fold them in), which reading it so would silently leave out. (A file that is not
+        // SQLite fails here too, and is named below.)
+        if (has_wal_frames(path))
+            throw std::runtime_error(path + " cannot be read where it is: it is a WAL database in a folder this user cannot "
+                                            "write, and " + path + "-wal holds transactions not yet in it. Copy both files "
+                                            "to a folder you can write and read the copy, or have the folder's owner fold "
+                                            "them in: sqlite3 " + path + " 'PRAGMA wal_checkpoint(TRUNCATE)'");
         db = Database(path, Database::Mode::read_only_immutable);
     }
     configure_connection(db);
