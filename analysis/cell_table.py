@@ -21,6 +21,7 @@ COLUMNS = [
     ("latency_median_ms", "median ms", ".4g"),
     ("latency_p10_ms", "p10 ms", ".4g"),
     ("latency_p90_ms", "p90 ms", ".4g"),
+    ("spread_pct", "spread %", ".2f"),
     ("noise_pct", "noise %", ".2f"),
     ("tokens_per_s", "tokens/s", ",.0f"),
     ("bound_ms", "bound ms", ".4g"),
@@ -36,6 +37,7 @@ COLUMNS = [
     ("launches_per_forward", "launches / forward", ",d"),
     ("activation_bytes", "activations MiB", ",.1f"),
     ("check_rel_err", "rel. error", ".1e"),
+    ("warnings", "warnings", None),
     ("reason", "reason", None),
 ]
 # Shown in another unit than stored.

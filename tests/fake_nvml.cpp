@@ -16,6 +16,10 @@ struct State {
     std::vector<ProcessInfo> processes;
     int fail_memory_info = 0;  // the reading that fails, counted from 1 (0: none)
     int memory_reads = 0;
+    // The GPU's state; `state_supported` false answers every state query NVML_ERROR_NOT_SUPPORTED.
+    bool state_supported = true;
+    unsigned int sm_clock_mhz = 0, power_mw = 0, temperature_c = 0;
+    unsigned long long clock_events = 0;
 };
 State state;
 
@@ -33,6 +37,15 @@ void fake_nvml_set(unsigned long long used, const unsigned int* pids, const unsi
     for (unsigned int i = 0; i < n; ++i) state.processes.push_back({pids[i], bytes[i], ~0u, ~0u});
     state.fail_memory_info = fail_memory_info;
     state.memory_reads = 0;
+}
+
+void fake_nvml_set_state(int supported, unsigned int sm_clock_mhz, unsigned int power_mw, unsigned int temperature_c,
+                         unsigned long long clock_events) {
+    state.state_supported = supported != 0;
+    state.sm_clock_mhz = sm_clock_mhz;
+    state.power_mw = power_mw;
+    state.temperature_c = temperature_c;
+    state.clock_events = clock_events;
 }
 
 int nvmlInit_v2() { return 0; }
@@ -63,6 +76,36 @@ int nvmlDeviceGetComputeRunningProcesses_v2(void* device, unsigned int* count, P
     }
     *count = n;
     for (unsigned int i = 0; i < n; ++i) infos[i] = state.processes[i];
+    return 0;
+}
+
+constexpr int kNotSupported = 3;  // NVML_ERROR_NOT_SUPPORTED
+
+int nvmlDeviceGetClockInfo(void* device, int clock, unsigned int* mhz) {
+    if (device != &device_token || clock != 1) return 999;  // the SM clock only
+    if (!state.state_supported) return kNotSupported;
+    *mhz = state.sm_clock_mhz;
+    return 0;
+}
+
+int nvmlDeviceGetPowerUsage(void* device, unsigned int* mw) {
+    if (device != &device_token) return 999;
+    if (!state.state_supported) return kNotSupported;
+    *mw = state.power_mw;
+    return 0;
+}
+
+int nvmlDeviceGetTemperature(void* device, int sensor, unsigned int* c) {
+    if (device != &device_token || sensor != 0) return 999;  // the GPU's sensor only
+    if (!state.state_supported) return kNotSupported;
+    *c = state.temperature_c;
+    return 0;
+}
+
+int nvmlDeviceGetCurrentClocksEventReasons(void* device, unsigned long long* reasons) {
+    if (device != &device_token) return 999;
+    if (!state.state_supported) return kNotSupported;
+    *reasons = state.clock_events;
     return 0;
 }
 

@@ -177,7 +177,7 @@ TEST_CASE("summary --format csv, json and markdown: the cells table for other to
     const auto csv = run_sweetspot("summary '" + db + "' --format csv");
     REQUIRE(csv.exit_code == 0);
     CHECK(csv.output.rfind("cell_id,cell_index,cell_key,model,n_layer,", 0) == 0);
-    CHECK(contains(csv.output, ",status,timed_iterations,latency_median_ms,latency_p10_ms,latency_p90_ms,noise_pct,noisy,"));
+    CHECK(contains(csv.output, ",status,timed_iterations,latency_median_ms,latency_p10_ms,latency_p90_ms,spread_pct,noisy,"));
     CHECK(std::count(csv.output.begin(), csv.output.end(), '\n') == 4);  // the header and three cells
     CHECK_FALSE(contains(csv.output, "Runs"));
 

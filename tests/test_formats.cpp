@@ -421,8 +421,9 @@ TEST_CASE("summary --format json of a version-2 database: the same keys, the lat
     CHECK(rows[0].at("max_noise_pct") == 0.0);
     CHECK(rows[0].at("max_iterations") == 0);
     CHECK(rows[0].at("max_time_s") == 0.0);
-    CHECK(rows[0].at("noise_pct").is_null());
+    CHECK(rows[0].at("spread_pct").is_null());
     CHECK(rows[0].at("noisy") == false);
+    CHECK(rows[0].at("warnings").is_null());
     CHECK(rows[0].at("latency_median_ms") == 2.0);  // the median of 1 and 3 ms
     CHECK(rows[0].at("timed_iterations") == 2);
 }

@@ -31,17 +31,21 @@ constexpr std::int64_t MiB = std::int64_t{1} << 20;
 constexpr const char* kFakeUuid = "GPU-00112233-4455-6677-8899-aabbccddeeff";
 
 using FakeSet = void (*)(unsigned long long, const unsigned int*, const unsigned long long*, unsigned int, int);
+using FakeSetState = void (*)(int, unsigned int, unsigned int, unsigned int, unsigned long long);
 
-// The stand-in library, loaded the way NvmlDevice loads it (the same handle), and its setter.
+// The stand-in library, loaded the way NvmlDevice loads it (the same handle), and its setters.
 struct FakeNvml {
     void* handle;
     FakeSet set;
+    FakeSetState set_state;
     FakeNvml() {
         setenv("SWEETSPOT_NVML_LIBRARY", FAKE_NVML_LIBRARY, 1);
         handle = dlopen(FAKE_NVML_LIBRARY, RTLD_NOW | RTLD_LOCAL);
         REQUIRE(handle != nullptr);
         set = reinterpret_cast<FakeSet>(dlsym(handle, "fake_nvml_set"));
+        set_state = reinterpret_cast<FakeSetState>(dlsym(handle, "fake_nvml_set_state"));
         REQUIRE(set != nullptr);
+        REQUIRE(set_state != nullptr);
     }
     ~FakeNvml() {
         dlclose(handle);
@@ -84,6 +88,69 @@ TEST_CASE("NVML's readings: the device's used memory, this process's and the oth
 
     fake.set(MiB, pids, bytes, 0, 1);
     CHECK_THROWS_WITH(device->read(), "nvmlDeviceGetMemoryInfo failed: Unknown Error");
+}
+
+TEST_CASE("NVML's readings: the GPU's clock, power, temperature and clock events, where it reports them",
+          "[gpu_memory]") {
+    FakeNvml fake;
+    std::string why;
+    const auto device = NvmlDevice::open(kFakeUuid, why);
+    REQUIRE(device != nullptr);
+    fake.set(MiB, nullptr, nullptr, 0, 0);
+    fake.set_state(1, 1755, 612345, 71, 0x4);
+    const GpuMemoryReading r = device->read();
+    CHECK(r.sm_clock_mhz == 1755);
+    CHECK(r.power_w == 612.345);
+    CHECK(r.temperature_c == 71);
+    CHECK(r.clock_events == 0x4u);
+    // A driver that does not report them gives a reading without them, not an error.
+    fake.set_state(0, 0, 0, 0, 0);
+    const GpuMemoryReading bare = device->read();
+    CHECK(bare.used_bytes == MiB);
+    CHECK_FALSE(bare.sm_clock_mhz);
+    CHECK_FALSE(bare.power_w);
+    CHECK_FALSE(bare.temperature_c);
+    CHECK_FALSE(bare.clock_events);
+}
+
+TEST_CASE("the watch: the SM clock while busy, the most power and heat, what throttled the clocks", "[gpu_memory]") {
+    // Readings in turn: idle at 345 MHz (not a clock of the work), then busy at 1980, 1755 and
+    // 1830 MHz, the second held by the power cap (0x4) and, while idle, a bit that is no throttling
+    // (applications clocks, 0x2).
+    struct State {
+        int mhz;
+        double watts;
+        int celsius;
+        std::uint64_t events;
+    };
+    const std::vector<State> states = {{345, 70.0, 40, 0x1 | 0x2}, {1980, 650.5, 60, 0}, {1755, 699.9, 68, 0x4}, {1830, 640.0, 66, 0}};
+    std::atomic<std::size_t> next{0};
+    const auto reader = [&] {
+        const State& s = states[std::min(next.load(), states.size() - 1)];
+        GpuMemoryReading r;
+        r.used_bytes = MiB;
+        r.sm_clock_mhz = s.mhz;
+        r.power_w = s.watts;
+        r.temperature_c = s.celsius;
+        r.clock_events = s.events;
+        return r;
+    };
+    // A period no test waits out: only the readings taken here count.
+    GpuMemoryWatch watch(reader, std::chrono::hours(1));
+    watch.context_created();  // reads state 0 (idle), then the thread reads it again at once
+    for (std::size_t i = 1; i < states.size(); ++i) {
+        next = i;
+        watch.measurement();
+    }
+    const GpuMemoryMeasurement m = watch.measurement();  // state 3 once more
+    REQUIRE(m.sm_clock_busy_mhz);
+    // Busy clocks read: 1980, 1755, 1830, 1830: the median of four is the upper middle, 1830.
+    CHECK(*m.sm_clock_busy_mhz == 1830);
+    CHECK(m.power_max_w == 699.9);
+    CHECK(m.temperature_max_c == 68);
+    CHECK(m.throttling_events == 0x4u);
+    CHECK(throttling_names(*m.throttling_events) == "sw_power_cap");
+    CHECK(throttling_names(0x4 | 0x40 | 0x1 | 0x2) == "sw_power_cap, hw_thermal_slowdown");
 }
 
 TEST_CASE("without the NVML library there is no reading, and the reason says so", "[gpu_memory]") {

@@ -6,6 +6,7 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -80,15 +81,17 @@ TEST_CASE("a noisy cell iterates up to its limit and is flagged; a quiet one sto
     CHECK(quiet.timed_ms.size() == 3);
     CHECK_FALSE(flagged(quiet));
 
-    // Noisy at first (12, 8: 28 %), then steady at 10 ms: it stops as soon as the noise is
-    // under 5 %, which takes about 33 iterations in all.
+    // Noisy at first (12, 8), then steady at 10 ms: it stops as soon as the spread (interquartile
+    // range / 1.349 / median) is under 5 %. Three samples 8, 10, 12: quartiles 9 and 11, 14.8 %;
+    // four (8, 10, 10, 12): 9.5 and 10.5, 7.4 %; five (8, 10, 10, 10, 12): 10 and 10, 0 %. The
+    // two first iterations no longer weigh as they did in the standard deviation (14.1 % of five).
     std::vector<double> settling = {12, 8};
     for (int i = 0; i < 148; ++i) settling.push_back(10);
     const CellOutcome settled =
         measured(cell_with("iterations = 2\nmax_iterations = 150\nmax_noise = 5"), ScriptedForward(settling));
-    CHECK(settled.timed_ms.size() > 20);
-    CHECK(settled.timed_ms.size() < 60);
-    CHECK(*settled.get<"noise_pct">() <= 5.0);
+    CHECK(settled.timed_ms.size() == 5);
+    CHECK(*settled.get<"spread_pct">() == 0.0);
+    CHECK(*settled.get<"noise_pct">() == Catch::Approx(100.0 * std::sqrt(8.0 / 4.0) / 10.0));
     CHECK_FALSE(flagged(settled));
 
     // The default takes exactly `iterations` and only flags the noise.
@@ -130,7 +133,7 @@ TEST_CASE("a noisy cell is stored as ok and flagged, and summary shows it", "[no
     print_summary(store, SummaryOptions{}, summary);
     using Catch::Matchers::ContainsSubstring;
     CHECK_THAT(summary.str(), ContainsSubstring(" noisy"));
-    CHECK_THAT(summary.str(), ContainsSubstring("1 ok (1 noisy: their noise was above max_noise when they stopped)"));
+    CHECK_THAT(summary.str(), ContainsSubstring("1 ok (1 noisy: their spread was above max_noise when they stopped)"));
     // The table says how many timed iterations the cell took, beside the iterations it asked for.
     std::ostringstream csv;
     SummaryOptions as_csv;

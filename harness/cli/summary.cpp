@@ -172,7 +172,7 @@ void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
     // The timed iterations the cell took: `iterations`, or more where its noise criterion asked.
     cells.add("timed", "timed_iterations", SqlType::integer, A::right,
               "(SELECT count(*) FROM iterations i WHERE i.cell_id = cells.cell_id AND i.phase = 'timed')");
-    // The measures the summary shows, and the noisy mark: beside the noise for people, a column of
+    // The measures the summary shows, and the noisy mark: beside the spread for people, a column of
     // its own (without a header) for other tools.
     for (const Measure& m : kMeasures)
         if (m.in_summary || m.name == "noisy") cells.add(m);
@@ -185,7 +185,7 @@ void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
         std::vector<Field> row = cells.row(st);
         // A noisy cell is ok, with its noise marked: it stopped on a limit above its max_noise.
         const bool flagged = cells.columns().value(st, "noisy") == Value(true);
-        if (flagged) cells.field(row, "noise_pct").text += " noisy";
+        if (flagged) cells.field(row, "spread_pct").text += " noisy";
         cells.table.add_row(std::move(row));
         ++by_status[cells.columns().text(st, "status")];
         noisy += flagged ? 1 : 0;
@@ -205,7 +205,7 @@ void print_cells(Store& store, const SummaryOptions& opt, std::ostream& out) {
     for (const auto& [status, n] : by_status) {
         out << (first ? "" : ", ") << n << " " << status;
         if (status == "ok" && noisy > 0)
-            out << " (" << noisy << " noisy: their noise was above max_noise when they stopped)";
+            out << " (" << noisy << " noisy: their spread was above max_noise when they stopped)";
         first = false;
     }
     out << "\n";

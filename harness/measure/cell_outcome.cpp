@@ -6,21 +6,28 @@
 
 #include "harness/collect/event_totals.hpp"
 #include "harness/store/event_tables.hpp"
+#include "kernels/model/number_text.hpp"
 
 namespace sweetspot {
+
+namespace {
+
+// The p-quantile of sorted samples, by linear interpolation between order statistics.
+double quantile(const std::vector<double>& sorted, double p) {
+    const double pos = p * static_cast<double>(sorted.size() - 1);
+    const auto lo = static_cast<std::size_t>(std::floor(pos));
+    const auto hi = std::min(lo + 1, sorted.size() - 1);
+    return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
+}
+
+}  // namespace
 
 LatencyStats LatencyStats::of(std::vector<double> s) {
     if (s.empty()) throw std::invalid_argument("latency statistics of an empty sample");
     std::sort(s.begin(), s.end());
-    auto q = [&](double p) {
-        const double pos = p * static_cast<double>(s.size() - 1);
-        const auto lo = static_cast<std::size_t>(std::floor(pos));
-        const auto hi = std::min(lo + 1, s.size() - 1);
-        return s[lo] + (s[hi] - s[lo]) * (pos - static_cast<double>(lo));
-    };
     double sum = 0;
     for (double v : s) sum += v;
-    return {q(0.5), q(0.1), q(0.9), s.front(), s.back(), sum / static_cast<double>(s.size())};
+    return {quantile(s, 0.5), quantile(s, 0.1), quantile(s, 0.9), s.front(), s.back(), sum / static_cast<double>(s.size())};
 }
 
 std::optional<double> noise_pct(const std::vector<double>& samples_ms) {
@@ -32,6 +39,31 @@ std::optional<double> noise_pct(const std::vector<double>& samples_ms) {
     double squares = 0;
     for (const double v : samples_ms) squares += (v - mean) * (v - mean);
     return 100.0 * std::sqrt(squares / (n - 1)) / mean;
+}
+
+namespace {
+
+// The quartiles, as LatencyStats's percentiles are made.
+std::pair<double, double> quartiles(std::vector<double> samples) {
+    std::sort(samples.begin(), samples.end());
+    return {quantile(samples, 0.25), quantile(samples, 0.75)};
+}
+
+}  // namespace
+
+std::optional<double> spread_pct(const std::vector<double>& samples_ms) {
+    if (samples_ms.size() < 2) return std::nullopt;
+    const double median = LatencyStats::of(samples_ms).median;
+    if (median <= 0) return std::nullopt;
+    const auto [q1, q3] = quartiles(samples_ms);
+    return 100.0 * (q3 - q1) / 1.349 / median;
+}
+
+std::optional<std::int64_t> outlier_count(const std::vector<double>& samples_ms) {
+    if (samples_ms.size() < 5) return std::nullopt;
+    const auto [q1, q3] = quartiles(samples_ms);
+    const double reach = 3.0 * (q3 - q1);
+    return std::count_if(samples_ms.begin(), samples_ms.end(), [&](double v) { return v < q1 - reach || v > q3 + reach; });
 }
 
 Row CellOutcome::measure_row() const {
@@ -62,6 +94,27 @@ void derive_event_totals(CellOutcome& out) {
     out.set<"collector_overhead_ms">(t.collector_overhead_ms);
 }
 
+// What a reader of the cell's numbers should know: each an observation with its figure.
+void derive_warnings(const CellParams& c, CellOutcome& out) {
+    std::vector<std::string> warnings;
+    if (out.get<"noisy">().value_or(0) != 0)
+        warnings.push_back("noisy: spread " + fixed(*out.get<"spread_pct">(), 1) + " % above max_noise " +
+                           format_number(c.max_noise_pct) + " %");
+    if (const auto outliers = out.get<"outliers">(); outliers && *outliers > 0)
+        warnings.push_back(std::to_string(*outliers) + " outlier" + (*outliers > 1 ? "s" : "") + " among " +
+                           std::to_string(out.timed_ms.size()) + " timed iterations");
+    if (const auto events = out.get<"gpu_clock_events">(); events && !events->empty())
+        warnings.push_back("GPU throttled: " + *events);
+    const auto load = out.get<"cpu_load_1m">();
+    const auto cores = out.get<"cpu_cores">();
+    if (load && cores && *load > static_cast<double>(*cores))
+        warnings.push_back("loaded host: load " + fixed(*load, 1) + " on " + std::to_string(*cores) + " cores");
+    if (warnings.empty()) return;
+    std::string text;
+    for (const std::string& w : warnings) text += (text.empty() ? "" : "; ") + w;
+    out.set<"warnings">(text);
+}
+
 }  // namespace
 
 void derive_measures(const CellParams& c, CellOutcome& out) {
@@ -70,10 +123,13 @@ void derive_measures(const CellParams& c, CellOutcome& out) {
     out.set<"weight_bytes">(weights);
     out.set<"budget_bytes">(budget);
     out.set<"oversubscription">(static_cast<double>(weights) / static_cast<double>(budget));
-    const std::optional<double> noise = noise_pct(out.timed_ms);
-    out.set<"noise_pct">(noise);
-    out.set<"noisy">(c.max_noise_pct > 0 && noise && *noise > c.max_noise_pct);
+    out.set<"noise_pct">(noise_pct(out.timed_ms));
+    const std::optional<double> spread = spread_pct(out.timed_ms);
+    out.set<"spread_pct">(spread);
+    out.set<"outliers">(outlier_count(out.timed_ms));
+    out.set<"noisy">(c.max_noise_pct > 0 && spread && *spread > c.max_noise_pct);
     derive_event_totals(out);
+    derive_warnings(c, out);
     if (out.reference) out.set<"check_reference_key">(out.reference->key);
     if (out.timed_ms.empty()) return;
     const LatencyStats lat = LatencyStats::of(out.timed_ms);

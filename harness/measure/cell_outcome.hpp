@@ -35,6 +35,14 @@ struct LatencyStats {
 // The noise of a cell's timed iterations: their relative standard deviation (sample standard
 // deviation over the mean), in percent; nullopt for fewer than two.
 std::optional<double> noise_pct(const std::vector<double>& samples_ms);
+// Their robust spread: the interquartile range over the median, divided by 1.349 so that it is the
+// relative standard deviation of normally distributed samples, in percent; one slow iteration
+// cannot inflate it as it does the standard deviation. Quartiles by linear interpolation, as the
+// latency percentiles. nullopt for fewer than two. What the noise criterion compares.
+std::optional<double> spread_pct(const std::vector<double>& samples_ms);
+// How many lie beyond Tukey's far-out fences, three interquartile ranges below the first quartile
+// or above the third; nullopt for fewer than five, too few for quartiles to mean much.
+std::optional<std::int64_t> outlier_count(const std::vector<double>& samples_ms);
 
 class CellOutcome {
 public:

@@ -175,6 +175,10 @@ public:
         out.set<"gpu_other_processes">(m.other_processes);
         out.set<"gpu_other_bytes">(m.other_peak_bytes);
         out.set<"gpu_memory_readings">(m.readings);
+        out.set<"gpu_sm_clock_mhz">(m.sm_clock_busy_mhz);
+        out.set<"gpu_power_max_w">(m.power_max_w);
+        out.set<"gpu_temperature_max_c">(m.temperature_max_c);
+        if (m.throttling_events) out.set<"gpu_clock_events">(throttling_names(*m.throttling_events));
         if (!m.error.empty()) out.set<"gpu_memory_note">("NVML readings stopped: " + m.error);
     }
 

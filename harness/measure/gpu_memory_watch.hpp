@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "harness/measure/nvml_memory.hpp"
 
@@ -27,7 +28,17 @@ struct GpuMemoryMeasurement {
     std::int64_t other_peak_bytes = 0;           // the most memory they held at once
     int readings = 0;
     std::string error;  // why readings stopped early, if they did
+    // The state the GPU ran in, where NVML reports it: the median SM clock over the readings in
+    // which it was not idle (an idle GPU lowers its clocks, which says nothing of the work), the
+    // most power and the highest temperature, and every throttling clock event reason seen while
+    // it was busy (kThrottlingClockEvents' bits).
+    std::optional<double> sm_clock_busy_mhz, power_max_w;
+    std::optional<int> temperature_max_c;
+    std::optional<std::uint64_t> throttling_events;
 };
+
+// The names of the throttling reasons among NVML's clock event bits, joined by ", " ("" for none).
+std::string throttling_names(std::uint64_t events);
 
 class GpuMemoryWatch {
 public:
@@ -55,6 +66,7 @@ private:
     std::mutex mutex_;
     std::condition_variable_any wake_;
     GpuMemoryMeasurement m_;
+    std::vector<int> busy_clocks_mhz_;  // the SM clock of each reading while the GPU was busy
     std::int64_t context_used_ = 0;
     std::jthread thread_;  // last, so destroyed first: stopped and joined before the members it uses
 };

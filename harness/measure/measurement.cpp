@@ -2,10 +2,10 @@
 
 #include <sys/resource.h>
 
-#include <cstdlib>
-
 #include <algorithm>
 #include <chrono>
+
+#include "harness/system/system_info.hpp"
 
 namespace sweetspot {
 
@@ -18,9 +18,12 @@ void measure_iterations(const CellParams& c, std::size_t token_count, CellForwar
                         const MeasureOptions& options, CellOutcome& out) {
     PhaseClock clock(out.phases);
     out.set<"activation_bytes">(forward.activation_bytes());
-    // What else the machine was running: a host cell shares the cores, a GPU cell the host threads
-    // that launch its kernels and copies.
-    if (double load = 0; getloadavg(&load, 1) == 1) out.set<"cpu_load_1m">(load);
+    // What else the machine was running, and how fast its cores went: a host cell computes on them,
+    // a GPU cell needs their threads to launch its kernels and copies.
+    const HostLoad host = host_load();
+    out.set<"cpu_load_1m">(host.load_1m);
+    out.set<"cpu_cores">(host.cores);
+    out.set<"cpu_mhz">(host.mean_mhz);
     for (int i = 0; i < c.warmups; ++i) out.warmup_ms.push_back(forward.iteration_ms("warmup " + std::to_string(i)));
     clock.lap("warmups");
     // The noise criterion (cell.hpp): at least `iterations`, then more while the noise is above
@@ -33,8 +36,8 @@ void measure_iterations(const CellParams& c, std::size_t token_count, CellForwar
         if (done >= most || c.max_noise_pct <= 0) return false;
         const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - timed_start;
         if (c.max_time_s > 0 && elapsed.count() >= c.max_time_s) return false;
-        const std::optional<double> noise = noise_pct(out.timed_ms);
-        return !noise || *noise > c.max_noise_pct;
+        const std::optional<double> spread = spread_pct(out.timed_ms);
+        return !spread || *spread > c.max_noise_pct;
     };
     while (more_wanted())
         out.timed_ms.push_back(forward.iteration_ms("iteration " + std::to_string(out.timed_ms.size())));

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
@@ -28,6 +29,8 @@ struct NvmlProcessInfoV2 {  // nvmlProcessInfo_v2_t
 };
 // NVML reports a process's memory as this when it cannot tell (NVML_VALUE_NOT_AVAILABLE).
 constexpr unsigned long long kNvmlValueNotAvailable = ~0ull;
+constexpr int kNvmlClockSm = 1;         // NVML_CLOCK_SM
+constexpr int kNvmlTemperatureGpu = 0;  // NVML_TEMPERATURE_GPU
 
 }  // namespace
 
@@ -38,6 +41,11 @@ struct NvmlDevice::Api {
     NvmlReturn (*by_uuid)(const char*, NvmlDeviceHandle*);
     NvmlReturn (*memory_info)(NvmlDeviceHandle, NvmlMemory*);
     NvmlReturn (*compute_processes)(NvmlDeviceHandle, unsigned int*, NvmlProcessInfoV2*);
+    // The GPU's state; each may be missing from an older library (nullptr), and its reading then too.
+    NvmlReturn (*clock_info)(NvmlDeviceHandle, int, unsigned int*) = nullptr;
+    NvmlReturn (*power_usage)(NvmlDeviceHandle, unsigned int*) = nullptr;
+    NvmlReturn (*temperature)(NvmlDeviceHandle, int, unsigned int*) = nullptr;
+    NvmlReturn (*clock_events)(NvmlDeviceHandle, unsigned long long*) = nullptr;
 };
 
 std::string NvmlDevice::library_name() {
@@ -65,6 +73,15 @@ std::unique_ptr<NvmlDevice> NvmlDevice::open(const std::string& uuid, std::strin
         dlclose(library);
         return nullptr;
     }
+    const auto optional = [&](auto& fn, std::initializer_list<const char*> symbols) {
+        for (const char* symbol : symbols)
+            if (!fn) fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(library, symbol));
+    };
+    optional(api->clock_info, {"nvmlDeviceGetClockInfo"});
+    optional(api->power_usage, {"nvmlDeviceGetPowerUsage"});
+    optional(api->temperature, {"nvmlDeviceGetTemperature"});
+    // Renamed in CUDA 12 (from "throttle reasons"); the older name stays for older drivers.
+    optional(api->clock_events, {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
     if (const NvmlReturn r = api->init(); r != kNvmlSuccess) {
         why_not = std::string("nvmlInit failed: ") + api->error_string(r);
         dlclose(library);
@@ -121,6 +138,15 @@ GpuMemoryReading NvmlDevice::read() const {
             reading.other_bytes += bytes;
         }
     }
+    // A state the driver does not report leaves its field unset: it is not a failed reading.
+    if (unsigned int mhz = 0; api_->clock_info && api_->clock_info(device_, kNvmlClockSm, &mhz) == kNvmlSuccess)
+        reading.sm_clock_mhz = static_cast<int>(mhz);
+    if (unsigned int mw = 0; api_->power_usage && api_->power_usage(device_, &mw) == kNvmlSuccess)
+        reading.power_w = mw / 1000.0;
+    if (unsigned int c = 0; api_->temperature && api_->temperature(device_, kNvmlTemperatureGpu, &c) == kNvmlSuccess)
+        reading.temperature_c = static_cast<int>(c);
+    if (unsigned long long events = 0; api_->clock_events && api_->clock_events(device_, &events) == kNvmlSuccess)
+        reading.clock_events = events;
     return reading;
 }
 

@@ -1,8 +1,9 @@
 #pragma once
 // A GPU's memory as NVML (the driver's management library) reports it: the device's used memory,
 // which counts every process and the driver's own reservations, and the memory of each process
-// NVML lists on it. NVML comes with the driver, not the CUDA toolkit, so it is opened at run time
-// (dlopen): sweetspot builds without it and, where it is missing, loses only these numbers.
+// NVML lists on it; and beside it the state the GPU ran in (SM clock, power, temperature, what
+// held its clocks down). NVML comes with the driver, not the CUDA toolkit, so it is opened at run
+// time (dlopen): sweetspot builds without it and, where it is missing, loses only these numbers.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -20,7 +21,25 @@ struct GpuMemoryReading {
     // process's pid in the list, every process listed counts here.
     int other_processes = 0;
     std::int64_t other_bytes = 0;
+    // Where the driver answers (a GPU or driver may not support each query): the SM clock, the
+    // power draw, the temperature, and NVML's clock event reasons (a bitmask, kClockEvent*).
+    std::optional<int> sm_clock_mhz, temperature_c;
+    std::optional<double> power_w;
+    std::optional<std::uint64_t> clock_events;
 };
+
+// NVML's clock event reasons (nvmlClocksEventReason*): the GPU was idle, and the ones that held
+// its clocks below what the work asked for.
+inline constexpr std::uint64_t kClockEventGpuIdle = 0x1;
+struct ClockEvent {
+    std::uint64_t bit;
+    const char* name;
+};
+inline constexpr ClockEvent kThrottlingClockEvents[] = {{0x4, "sw_power_cap"},
+                                                        {0x8, "hw_slowdown"},
+                                                        {0x20, "sw_thermal_slowdown"},
+                                                        {0x40, "hw_thermal_slowdown"},
+                                                        {0x80, "hw_power_brake_slowdown"}};
 
 class NvmlDevice {
 public:

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <exception>
 #include <ctime>
 #include <fstream>
 #include <thread>
@@ -32,6 +34,27 @@ std::optional<std::int64_t> host_memory_available_bytes() {
     while (f >> name >> kib >> unit)
         if (name == "MemAvailable:" && unit == "kB") return kib * 1024;
     return std::nullopt;
+}
+
+HostLoad host_load() {
+    HostLoad h;
+    h.cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    if (double load = 0; getloadavg(&load, 1) == 1) h.load_1m = load;
+    std::ifstream f("/proc/cpuinfo");
+    double sum = 0;
+    int n = 0;
+    for (std::string line; std::getline(f, line);) {
+        const auto colon = line.find(':');
+        if (line.rfind("cpu MHz", 0) != 0 || colon == std::string::npos) continue;
+        try {
+            sum += std::stod(line.substr(colon + 1));
+            ++n;
+        } catch (const std::exception&) {
+            // A line the kernel wrote otherwise says nothing about the clock.
+        }
+    }
+    if (n > 0) h.mean_mhz = sum / n;
+    return h;
 }
 
 SystemInfo query_system_info() {
