@@ -68,6 +68,49 @@ TEST_CASE("noise: the relative standard deviation of the timed iterations", "[no
     CHECK(*noise_pct({10.0, 20.0}) == Catch::Approx(100.0 * 7.0710678 / 15.0));
 }
 
+TEST_CASE("spread: the interquartile range over the median, normalised; outliers beyond Tukey's far fences",
+          "[noise]") {
+    CHECK_FALSE(spread_pct({5.0}));
+    // 10 and 20: quartiles 12.5 and 17.5 (interpolated), median 15: 5 / 1.349 / 15.
+    CHECK(*spread_pct({20.0, 10.0}) == Catch::Approx(100.0 * 5.0 / 1.349 / 15.0));
+    // One slow iteration among nine steady ones moves the standard deviation, not the spread:
+    // quartiles 10 and 10.
+    std::vector<double> one_slow(9, 10.0);
+    one_slow.push_back(30.0);
+    CHECK(*spread_pct(one_slow) == 0.0);
+    CHECK(*noise_pct(one_slow) == Catch::Approx(100.0 * std::sqrt(360.0 / 9.0) / 12.0));  // 52.7 %
+    // Outliers: 9, 10, 11, 12, 13, 40: quartiles 10.25 and 12.75 (positions 1.25 and 3.75), the
+    // fences 10.25 - 7.5 and 12.75 + 7.5 = 20.25: 40 is beyond.
+    CHECK(*outlier_count({13, 9, 40, 11, 10, 12}) == 1);
+    CHECK(*outlier_count({13, 9, 20, 11, 10, 12}) == 0);
+    CHECK(*outlier_count(one_slow) == 1);
+    CHECK_FALSE(outlier_count({1, 2, 3, 100}));  // too few for quartiles to mean much
+}
+
+TEST_CASE("warnings name what makes a cell's numbers less trustworthy, with their figures", "[noise]") {
+    const CellParams cell = cell_with("iterations = 10\nmax_noise = 2");
+    CellOutcome o;
+    o.timed_ms = {10, 10, 10, 10, 10, 10, 10, 10, 11, 30};  // quartiles 10 and 10: spread 0, one outlier
+    o.set<"cpu_load_1m">(5.0);
+    o.set<"cpu_cores">(2);
+    o.set<"gpu_clock_events">("sw_power_cap");
+    derive_measures(cell, o);
+    CHECK(o.get<"warnings">() ==
+          "2 outliers among 10 timed iterations; GPU throttled: sw_power_cap; loaded host: load 5.0 on 2 cores");
+    // Noisy: 10 to 19 ms, quartiles 12.25 and 16.75, median 14.5: 4.5 / 1.349 / 14.5 = 23.0 %.
+    CellOutcome noisy;
+    for (int ms = 10; ms < 20; ++ms) noisy.timed_ms.push_back(ms);
+    noisy.set<"cpu_load_1m">(1.0);
+    noisy.set<"cpu_cores">(2);
+    noisy.set<"gpu_clock_events">("");
+    derive_measures(cell, noisy);
+    CHECK(noisy.get<"warnings">() == "noisy: spread 23.0 % above max_noise 2 %");
+    CellOutcome quiet;
+    quiet.timed_ms = {10, 10, 10};
+    derive_measures(cell, quiet);
+    CHECK_FALSE(quiet.get<"warnings">());
+}
+
 TEST_CASE("a noisy cell iterates up to its limit and is flagged; a quiet one stops at iterations", "[noise]") {
     // Alternating 10 and 20 ms: about 50 % noise, never under 2 %.
     const CellOutcome noisy = measured(cell_with("iterations = 3\nmax_iterations = 12"), ScriptedForward({10, 20}));
