@@ -1186,6 +1186,9 @@ class ShownValuesTest(unittest.TestCase):
                         budget="50%")
         text = timeline.caption(3, cell_row, ev, asked=True)
         self.assertIn("1 kernel and 1 copy on 2 streams, 2 UM migrations (4.0 MB)", text)  # 1.5 + 2.5 MB
+        self.assertNotIn("traced iterations took", text)
+        timed = timeline.caption(3, cell_row, ev, asked=True, timing=(713.0, 406.0))
+        self.assertIn("the traced iterations took 713.0 ms (median) against 406.0 ms timed, 1.76 × the latency", timed)
 
 
 if __name__ == "__main__":

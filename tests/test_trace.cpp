@@ -6,8 +6,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "harness/measure/cell_outcome.hpp"
+#include "harness/cli/summary.hpp"
 #include "harness/cli/trace_export.hpp"
 #include "kernels/model/model_config.hpp"
 #include "test_support.hpp"
@@ -75,7 +77,8 @@ std::int64_t stored_cell(Store& store) {
     cell.trace_iterations = 2;
     CellOutcome o;
     o.status = CellStatus::ok;
-    o.timed_ms = {1.0};
+    o.timed_ms = {1.0, 1.4, 1.2};  // median 1.2
+    o.traced_ms = {3.3, 2.7};      // median 3.0: 2.5 x the timed
     o.events = fixture_events();
     return record_outcome(store, run, 0, cell, o);
 }
@@ -99,6 +102,15 @@ TEST_CASE("a traced iteration becomes a trace that parses and nests", "[trace]")
     CHECK(t.gpu_fault_groups == 1);
     CHECK(t.cpu_faults == 1);
     CHECK(t.ranges == 5);  // the iteration and what it contains, not the cell or the next iteration
+    REQUIRE(t.timing);
+    CHECK(traced_timing_text(*t.timing) == "the traced iterations took 3.0 ms (median of 2) against 1.2 ms timed: 2.50 x");
+    std::ostringstream header;
+    SummaryOptions one;
+    one.cell_id = cell_id;
+    print_summary(store, one, header);
+    CHECK_THAT(header.str(), Catch::Matchers::ContainsSubstring(
+                                 "The events below are of the traced iterations, not the timed ones: the traced "
+                                 "iterations took 3.0 ms (median of 2) against 1.2 ms timed: 2.50 x"));
 
     // Python's json module is the independent parser; the check also verifies that on every
     // track spans are nested or disjoint, and that times are relative to the iteration start.
@@ -122,6 +134,10 @@ assert "traced iteration 0" in names and "layer 1" in names and "later" not in n
 first = min(e["ts"] for e in events if e["ph"] == "X")
 assert first == 0.0, first
 assert any(e.get("args", {}).get("name") == "UM migrations host→device" for e in events)
+meta = json.load(open(sys.argv[1]))["metadata"]
+assert meta["traced_over_timed"] == 2.5 and meta["timed_median_ms"] == 1.2 and meta["traced_median_ms"] == 3.0, meta
+assert meta["parameters"]["backend"] == "uvm" and meta["parameters"]["model"] == "tiny", meta
+assert meta["traced_iteration"] == 0, meta
 print("ok")
 PY)";
     CHECK(std::system(check.c_str()) == 0);

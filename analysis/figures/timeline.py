@@ -102,7 +102,17 @@ def render(data):
     begin, end = found[cell_id]
     fig = draw(ev, begin, end, cause_labels(db))
     cell = data.cells.set_index("cell_id").loc[cell_id]
-    return Drawn(fig, caption(cell_id, cell, ev, data.timeline_cell is not None))
+    return Drawn(fig, caption(cell_id, cell, ev, data.timeline_cell is not None, traced_against_timed(db, cell_id)))
+
+
+def traced_against_timed(db, cell_id):
+    """(median of the traced iterations, of the timed ones) in ms, or None where either is missing."""
+    rows = db.query("SELECT phase, latency_ms FROM iterations WHERE cell_id = ? AND phase IN ('timed', 'traced')",
+                    (int(cell_id),))
+    medians = rows.groupby("phase")["latency_ms"].median()
+    if "timed" not in medians or "traced" not in medians:
+        return None
+    return medians["traced"], medians["timed"]
 
 
 class Tracks:
@@ -191,7 +201,7 @@ def legend_handles(ev, causes):
     return handles
 
 
-def caption(cell_id, cell, ev, asked):
+def caption(cell_id, cell, ev, asked, timing=None):
     copies = ev["copies"]
     um = copies[copies["copyKind"].isin([11, 12])]
     plain = copies[~copies["copyKind"].isin([11, 12])]
@@ -204,6 +214,11 @@ def caption(cell_id, cell, ev, asked):
             f"({um['bytes'].sum() / 1e6:.1f} MB), {count_phrase(len(ev['gpu_faults']), 'GPU page-fault group')}, "
             f"{count_phrase(len(ev['cpu_faults']), 'CPU page fault')}, under the NVTX layer and phase ranges. "
             "Events shorter than 0.05 % of the window are widened to stay visible. ")
+    if timing is not None:
+        traced, timed = timing
+        text += (f"A traced iteration is not a timed one: the collector runs in it, and the traced iterations took "
+                 f"{traced:.1f} ms (median) against {timed:.1f} ms timed, {traced / timed:.2f} × the latency the cell "
+                 "reports. ")
     if not asked:
         text += ("Drawn for the traced cell with the most kinds of activity; `sweetspot report --timeline-cell ID` draws "
                  "another. ")

@@ -619,6 +619,8 @@ int cmd_trace(const std::vector<std::string>& args) {
     std::cout << path << ": " << t.kernels << " kernels and " << t.copies << " copies on " << t.streams << " streams, "
               << t.migrations << " UM migrations, " << t.gpu_fault_groups << " GPU page-fault groups, " << t.cpu_faults
               << " CPU page faults, " << t.ranges << " NVTX ranges\n";
+    if (t.timing)
+        std::cout << "It shows a traced iteration, not a timed one: " << traced_timing_text(*t.timing) << "\n";
     return kExitOk;
 }
 

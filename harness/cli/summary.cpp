@@ -13,6 +13,7 @@
 
 #include "harness/cli/cell_columns.hpp"
 #include "harness/cli/table.hpp"
+#include "harness/cli/traced_timing.hpp"
 #include "harness/matrix/axes.hpp"
 #include "harness/matrix/measures.hpp"
 #include "harness/store/sql_values.hpp"
@@ -375,6 +376,9 @@ std::optional<std::string> print_cell_header(Store& store, std::int64_t cell_id,
     out << "Traced iterations: kernels busy " << fixed(st.real(9), 3) << " ms, copies " << fixed(st.real(10), 3)
         << " ms, overlapping " << fixed(st.real(11), 3) << " ms; collector overhead " << fixed(st.real(12), 3)
         << " ms\n";
+    if (const auto timing = traced_timing(store.db(), cell_id))
+        out << "The events below are of the traced iterations, not the timed ones: " << traced_timing_text(*timing)
+            << "\n";
     out << "Unified Memory profiling: " << st.text(8) << "\n";
     if (st.int64(13) > 0)
         out << "Warning: CUPTI dropped " << st.int64(13) << " records; the tables below are incomplete\n";

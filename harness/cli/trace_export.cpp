@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -25,7 +26,11 @@ class TraceWriter {
 public:
     using json = nlohmann::json;
     TraceWriter(std::ostream& out, std::int64_t origin_ns) : out_(out), origin_(origin_ns) { out_ << "{\"traceEvents\":[\n"; }
-    void finish() { out_ << "\n],\"displayTimeUnit\":\"ms\"}\n"; }
+    // The events' array closed, with the trace's metadata (what Perfetto shows as the trace's info).
+    void finish(const json& metadata) {
+        out_ << "\n],\"displayTimeUnit\":\"ms\",\"metadata\":"
+             << metadata.dump(-1, ' ', false, json::error_handler_t::replace) << "}\n";
+    }
 
     void track_name(int pid, std::int64_t tid, const std::string& name) {
         element({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
@@ -65,6 +70,27 @@ std::pair<std::int64_t, std::int64_t> iteration_window(Store& store, std::int64_
                                  std::to_string(iteration) + "' (was it run with trace_iterations > " +
                                  std::to_string(iteration) + " and --collector cupti?)");
     return {st.int64(0), st.int64(1)};
+}
+
+// The cell's parameters (its canonical text, line by line) and the iteration's timing.
+nlohmann::json metadata(Store& store, std::int64_t cell_id, int iteration, const std::optional<TracedTiming>& timing) {
+    nlohmann::json m = {{"cell_id", cell_id}, {"traced_iteration", iteration}};
+    auto st = store.db().prepare("SELECT cell_key, canonical FROM cells WHERE cell_id = ?");
+    st.bind(1, cell_id);
+    if (st.step()) {
+        m["cell_key"] = st.text(0);
+        nlohmann::json parameters = nlohmann::json::object();
+        std::istringstream lines(st.text(1));
+        for (std::string line; std::getline(lines, line);)
+            if (const auto eq = line.find('='); eq != std::string::npos) parameters[line.substr(0, eq)] = line.substr(eq + 1);
+        m["parameters"] = parameters;
+    }
+    if (timing) {
+        m["timed_median_ms"] = timing->timed_median_ms;
+        m["traced_median_ms"] = timing->traced_median_ms;
+        m["traced_over_timed"] = timing->ratio();
+    }
+    return m;
 }
 
 }  // namespace
@@ -151,8 +177,9 @@ TraceSummary write_trace(Store& store, std::int64_t cell_id, int iteration, std:
     w.track_name(kGpuPid, kGpuFaultsTid, "GPU page faults");
     for (const auto t : threads) w.track_name(kCpuPid, t, "NVTX (thread " + std::to_string(t) + ")");
     w.track_name(kCpuPid, kCpuFaultsTid, "CPU page faults");
-    w.finish();
     summary.streams = static_cast<int>(streams.size());
+    summary.timing = traced_timing(store.db(), cell_id);
+    w.finish(metadata(store, cell_id, iteration, summary.timing));
     return summary;
 }
 

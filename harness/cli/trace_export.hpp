@@ -3,10 +3,13 @@
 // (JSON, loads in ui.perfetto.dev and chrome://tracing). Tracks: one per GPU stream (kernels and
 // copies), Unified Memory migrations host→device and device→host, GPU page-fault groups, and on
 // the CPU side the NVTX ranges (nested as they were opened) and CPU page faults. Timestamps are
-// microseconds from the start of the iteration.
+// microseconds from the start of the iteration. The trace's metadata holds the cell's parameters and
+// how its traced iterations compare with its timed ones.
 #include <cstdint>
+#include <optional>
 #include <ostream>
 
+#include "harness/cli/traced_timing.hpp"
 #include "harness/store/store.hpp"
 
 namespace sweetspot {
@@ -14,6 +17,7 @@ namespace sweetspot {
 struct TraceSummary {
     std::int64_t kernels = 0, copies = 0, migrations = 0, gpu_fault_groups = 0, cpu_faults = 0, ranges = 0;
     int streams = 0;
+    std::optional<TracedTiming> timing;  // the traced iterations against the timed ones
 };
 
 // Writes traced iteration `iteration` (0-based) of cell `cell_id`. Throws std::runtime_error when
