@@ -1,10 +1,12 @@
 // `sweetspot compare` and its significance test (harness/cli/compare.hpp, rank_test.hpp): exact
-// p-values against counted arrangements, and two databases with a known 10 % slowdown.
+// p-values against counted arrangements, the tie-corrected normal approximation worked out by
+// hand, and two databases with a known 10 % slowdown.
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -68,6 +70,39 @@ TEST_CASE("Mann-Whitney U: exact p-values for small samples, the normal approxim
     }
     CHECK(mann_whitney_p(x, y) < 1e-9);
     CHECK(mann_whitney_p({}, y) == 1.0);
+}
+
+TEST_CASE("Mann-Whitney U with ties: the normal approximation with the tie-corrected variance", "[compare]") {
+    // x: 1 six times, 2 three times, 3 once; y: 1 once, 2 three times, 3 six times (m = n = 10).
+    const std::vector<double> x = {1, 1, 1, 1, 1, 1, 2, 2, 2, 3}, y = {1, 2, 2, 2, 3, 3, 3, 3, 3, 3};
+    // U, the pairs with the x-value above, a tie counting one half:
+    //   the six 1s of x tie with y's 1:                 6 · ½           =  3
+    //   the three 2s are above y's 1, tie with its 2s:  3 · (1 + 3 · ½) =  7.5
+    //   the 3 is above y's 1 and 2s, ties with its 3s:  1 · (4 + 6 · ½) =  7
+    const double u = 3 + 7.5 + 7;  // 17.5, against a mean of mn/2 = 50
+    // Var U = mn/12 · ((N + 1) − Σ(t³ − t) / (N(N − 1))), N = 20, t the size of each group of tied
+    // values (1: 7, 2: 6, 3: 7): Σ(t³ − t) = 336 + 210 + 336 = 882, so Var U = 100/12 · (21 − 882/380)
+    // = 155.658 (without the correction 175).
+    const double corrected = 100.0 / 12.0 * (21.0 - 882.0 / 380.0);
+    // The same variance from the midranks a of all N values (1s: 4, 2s: 10.5, 3s: 17; mean 10.5), as
+    // a sum of m of N scores drawn without replacement: mn / (N(N − 1)) · Σ(a − 10.5)².
+    CHECK(corrected == Catch::Approx(100.0 / 380.0 * (7 * 6.5 * 6.5 + 6 * 0.0 + 7 * 6.5 * 6.5)));
+    // z = (|U − mn/2| − ½) / √Var U = 32 / 12.476 = 2.5649 (continuity corrected); p = 2(1 − Φ(z))
+    // = erfc(z / √2) = 0.01032; without the tie correction z = 2.4190 and p = 0.01556.
+    const double z = (std::abs(u - 50.0) - 0.5) / std::sqrt(corrected);
+    CHECK(z == Catch::Approx(2.564864).epsilon(1e-6));
+    const double p = std::erfc(z / std::sqrt(2.0));
+    CHECK(p == Catch::Approx(0.0103216).epsilon(1e-5));
+    CHECK(mann_whitney_p(x, y) == Catch::Approx(p).epsilon(1e-12));
+    CHECK(mann_whitney_p(y, x) == Catch::Approx(p).epsilon(1e-12));
+    CHECK(std::abs(mann_whitney_p(x, y) - 0.015564) > 0.005);  // not the uncorrected variance
+
+    // Small samples with a tie take the normal approximation too (the exact counts assume no ties):
+    // x = {1, 2, 3}, y = {3, 4, 5}: U = ½ (the tied 3s), mean 4.5, one pair of ties, so
+    // Var U = 9/12 · (7 − 6/30) = 5.1, z = 3.5 / √5.1 = 1.5498, p = 0.12118.
+    const std::vector<double> low = {1, 2, 3}, high = {3, 4, 5};
+    CHECK(mann_whitney_p(low, high) == Catch::Approx(std::erfc(3.5 / std::sqrt(5.1) / std::sqrt(2.0))).epsilon(1e-12));
+    CHECK(mann_whitney_p(low, high) == Catch::Approx(0.121183).epsilon(1e-5));
 }
 
 TEST_CASE("compare: workloads matched by parameters, a 10 % slowdown reported significant", "[compare][cli]") {
