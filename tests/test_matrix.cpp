@@ -650,6 +650,38 @@ TEST_CASE("--shard i/N: every cell in exactly one shard, the same split every ti
     }
 }
 
+TEST_CASE("--shard i/N: the most expensive cells first, each to the lightest shard, warm-ups counted", "[matrix][shard]") {
+    // A cell of the tiny model in fp32 (699 392 bytes of weights) with these forwards.
+    const auto cell = [](int warmups, int iterations, int traced) {
+        CellParams c;
+        c.warmups = warmups;
+        c.iterations = iterations;
+        c.trace_iterations = traced;
+        return c;
+    };
+    // Weight bytes times the forwards: warm-ups, timed and traced iterations, and one for placing
+    // the weights and the check. Two cells equal but for their warm-ups cost 4 and 8 units.
+    CHECK(shard_cost(cell(0, 3, 0)) == 699'392.0 * 4);
+    CHECK(shard_cost(cell(4, 3, 0)) == 699'392.0 * 8);
+    CHECK(shard_cost(cell(0, 3, 2)) == 699'392.0 * 6);
+
+    // Cells 0 to 4 of 3, 8, 5, 4 and 6 units into 2 shards, by hand:
+    //   8 (cell 1) to shard 1 (both empty: the first)   loads  8,  0
+    //   6 (cell 4) to shard 2                                  8,  6
+    //   5 (cell 2) to shard 2                                  8, 11
+    //   4 (cell 3) to shard 1                                 12, 11
+    //   3 (cell 0) to shard 2                                 12, 14
+    // The cheapest first would give shard 1 cells 0, 1, 2; matrix order 0, 2, 3; costs without the
+    // warm-ups (3, 4, 4, 4, 6) 3 and 4; without the traced iterations (3, 8, 5, 4, 4) 1 and 4.
+    const std::vector<CellParams> cells = {cell(0, 2, 0), cell(4, 3, 0), cell(1, 3, 0), cell(0, 3, 0), cell(0, 3, 2)};
+    CHECK(shard_positions(cells, {1, 2}) == std::vector<std::size_t>{1, 3});
+    CHECK(shard_positions(cells, {2, 2}) == std::vector<std::size_t>{0, 2, 4});
+    // 3 shards: 8 to 1; 6 to 2; 5 to 3; 4 to 3 (loads 8, 6, 5), making 9; 3 to 2 (8, 6, 9).
+    CHECK(shard_positions(cells, {1, 3}) == std::vector<std::size_t>{1});
+    CHECK(shard_positions(cells, {2, 3}) == std::vector<std::size_t>{0, 4});
+    CHECK(shard_positions(cells, {3, 3}) == std::vector<std::size_t>{2, 3});
+}
+
 TEST_CASE("--set gives an axis its values in every sweep, in place of the matrix's", "[matrix][set]") {
     const std::string text =
         "name = \"s\"\n[defaults]\nmodel = \"tiny\"\nbatch = 2\n"

@@ -371,13 +371,16 @@ int cmd_submit(const std::vector<std::string>& all_args) {
 }
 
 int cmd_compare(const std::vector<std::string>& args) {
-    Command cmd{"compare", "A B [--alpha P] [--threshold PCT] [--fail-if-slower PCT] [--format table|csv|json|markdown]",
+    Command cmd{"compare",
+                "A B [--alpha P] [--threshold PCT] [--fail-if-slower PCT [--allow-untestable]] [--format table|csv|json|markdown]",
                 "Compares two sets of measurements of the same workloads: A and B are results databases, one\n"
                 "run of one (DB@RUN, run ids as `sweetspot summary DB` lists them), or the runs of one matrix\n"
                 "in one (DB@MATRIX, by the matrix's name). Cells are matched by\n"
                 "their parameters, not by how long they were measured; for each workload measured ok in both,\n"
-                "prints the median latencies, B / A, the p-value of a two-sided Mann-Whitney U test on the timed\n"
-                "iterations, and the verdict: faster, slower or same.",
+                "prints the median latencies, B / A (the median of the ratios of B's iterations to A's) with its\n"
+                "confidence interval, the p-value of a two-sided Mann-Whitney U test on the timed iterations, and\n"
+                "the verdict: faster, slower, same, or untestable when the iterations are too few for any p below\n"
+                "--alpha (3 and 3 give 0.1 at best), with how many would do.",
                 po::options_description("options"), {}};
     cmd.options.add_options()
         ("a", po::value<std::string>()->required(), "the baseline: a results database, DB@RUN or DB@MATRIX")
@@ -386,7 +389,9 @@ int cmd_compare(const std::vector<std::string>& args) {
         ("threshold", po::value<double>()->default_value(2.0, "2"),
          "a significant change smaller than this many percent reads 'same'")
         ("fail-if-slower", po::value<double>(),
-         "exit 1 when a workload is significantly slower in B by more than this many percent (for CI)");
+         "exit 1 when a workload is significantly slower in B by more than this many percent, or is untestable "
+         "(for CI)")
+        ("allow-untestable", po::bool_switch(), "with --fail-if-slower: pass despite untestable workloads, whose slowdowns go unseen");
     add_format_option(cmd, "table (with the sides and the method), or the table alone as markdown, csv or json");
     cmd.positional.add("a", 1).add("b", 1);
     po::variables_map vm;
@@ -403,6 +408,16 @@ int cmd_compare(const std::vector<std::string>& args) {
         std::cerr << "sweetspot compare: B is slower than A by " << fixed(counts.worst_slowdown_pct, 1)
                   << " % on a workload (--fail-if-slower " << fixed(vm["fail-if-slower"].as<double>(), 1) << ")\n";
         return kExitFailed;
+    }
+    if (vm.count("fail-if-slower") && counts.untestable > 0) {
+        const std::string why = std::to_string(counts.untestable) + " workload(s) have too few timed iterations for any p below " +
+                                fixed(opt.alpha, 3) + ", so a slowdown there cannot be seen";
+        if (!vm["allow-untestable"].as<bool>()) {
+            std::cerr << "sweetspot compare: " << why << " (the table says how many iterations would do): measure more, "
+                      << "or pass --allow-untestable to pass without them\n";
+            return kExitFailed;
+        }
+        std::cerr << "sweetspot compare: passing although " << why << " (--allow-untestable)\n";
     }
     return kExitOk;
 }

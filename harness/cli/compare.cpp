@@ -1,7 +1,9 @@
 #include "harness/cli/compare.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string_view>
 #include <variant>
@@ -67,6 +69,12 @@ std::vector<Workload> read_workloads(Store& store, const CompareSide& side, cons
         workloads[it->second].samples.push_back(std::get<double>(columns.value(st, "latency_ms")));
     }
     return workloads;
+}
+
+std::vector<double> logs(const std::vector<double>& ms) {
+    std::vector<double> out;
+    for (const double v : ms) out.push_back(std::log(v));
+    return out;
 }
 
 std::string pct(double fraction) { return (fraction >= 0 ? "+" : "") + fixed(100.0 * fraction, 1) + " %"; }
@@ -139,32 +147,47 @@ CompareCounts print_comparison(const CompareSide& a, const CompareSide& b, const
                      axis.column_type == Axis::Column::text ? Align::left : Align::right);
     }
     const std::string label(kCompared.label), name(kCompared.name);
+    const std::string level = format_number(100.0 * (1.0 - options.alpha));
     t.add_column("A " + label, "a_" + name, Align::right);
     t.add_column("B " + label, "b_" + name, Align::right);
     t.add_column("", "a_timed_iterations", Align::right);
     t.add_column("", "b_timed_iterations", Align::right);
-    t.add_column("B ÷ A", "b_over_a", Align::right);
+    t.add_column("B ÷ A (" + level + " % CI)", "", Align::right);
+    t.add_column("", "b_over_a", Align::right);
+    t.add_column("", "b_over_a_ci_low", Align::right);
+    t.add_column("", "b_over_a_ci_high", Align::right);
     t.add_column("change", "change_pct", Align::right);
     t.add_column("p", "p_value", Align::right);
     t.add_column("verdict", "verdict");
     for (const auto& [wa, wb] : matched) {
         std::vector<Field> row = wa->fields;
-        const double median_a = LatencyStats::of(wa->samples).median, median_b = LatencyStats::of(wb->samples).median;
-        const double change = median_b / median_a - 1.0;
-        std::string verdict = "too few";
-        Field p_field = missing_field();
-        if (wa->samples.size() >= 2 && wb->samples.size() >= 2) {
-            const double p = mann_whitney_p(wa->samples, wb->samples);
-            p_field = {p < 0.001 ? "<0.001" : fixed(p, 3), p};
+        const std::size_t m = wa->samples.size(), n = wb->samples.size();
+        // The ratio on log latencies, where a slowdown by a factor is one shift whatever the latency.
+        const Shift shift = hodges_lehmann(logs(wa->samples), logs(wb->samples), options.alpha);
+        const double ratio = std::exp(shift.estimate), change = ratio - 1.0;
+        const auto bound = [](std::optional<double> log_bound) {
+            return log_bound ? std::optional(std::exp(*log_bound)) : std::nullopt;
+        };
+        const std::optional<double> low = bound(shift.low), high = bound(shift.high);
+        const double p = mann_whitney_p(wa->samples, wb->samples);
+        std::string verdict, verdict_text;
+        if (smallest_two_sided_p(m, n) >= options.alpha) {
+            const auto [need_a, need_b] = sizes_to_reach(m, n, options.alpha);
+            verdict = "untestable";
+            verdict_text = "untestable: needs " + std::to_string(need_a) + " and " + std::to_string(need_b) + " iterations";
+            ++counts.untestable;
+        } else {
             const bool differs = p < options.alpha && std::abs(change) * 100.0 >= options.threshold_pct;
-            verdict = !differs ? "same" : change > 0 ? "slower" : "faster";
+            verdict = verdict_text = !differs ? "same" : change > 0 ? "slower" : "faster";
             if (verdict == "slower") counts.worst_slowdown_pct = std::max(counts.worst_slowdown_pct, change * 100.0);
         }
-        for (auto&& field : {number_field(median_a, kCompared.decimals), number_field(median_b, kCompared.decimals),
-                             integer_field(static_cast<std::int64_t>(wa->samples.size())),
-                             integer_field(static_cast<std::int64_t>(wb->samples.size())),
-                             number_field(median_b / median_a, 3), Field{pct(change), 100.0 * change}, p_field,
-                             text_field(verdict)})
+        for (auto&& field : {number_field(LatencyStats::of(wa->samples).median, kCompared.decimals),
+                             number_field(LatencyStats::of(wb->samples).median, kCompared.decimals),
+                             integer_field(static_cast<std::int64_t>(m)), integer_field(static_cast<std::int64_t>(n)),
+                             text_field(fixed(ratio, 3) + (low ? " [" + fixed(*low, 3) + ", " + fixed(*high, 3) + "]" : "")),
+                             number_field(ratio, 3), number_field(low, 3), number_field(high, 3),
+                             Field{pct(change), 100.0 * change}, Field{p < 0.001 ? "<0.001" : fixed(p, 3), p},
+                             Field{verdict_text, verdict}})
             row.push_back(field);
         t.add_row(std::move(row));
     }
@@ -179,9 +202,14 @@ CompareCounts print_comparison(const CompareSide& a, const CompareSide& b, const
     else t.print(out, TableFormat::text);
     out << "\n" << counts.matched << " workloads in both, " << counts.only_a << " only in A, " << counts.only_b
         << " only in B. Matched by every parameter but those of how the cells\nwere measured (" << comma_list(pooled)
-        << "):\nthe timed iterations of a workload's cells are pooled. p: the two-sided Mann-Whitney U test of the timed\n"
-           "iterations (exact for small samples without ties); a change is 'faster' or 'slower' when p < "
-        << fixed(options.alpha, 3) << " and it is at\nleast " << fixed(options.threshold_pct, 1) << " %, else 'same'.\n";
+        << "):\nthe timed iterations of a workload's cells are pooled. B ÷ A: the median of the ratios of every B\n"
+           "iteration to every A iteration (Hodges-Lehmann), with its "
+        << level << " % confidence interval; change: B ÷ A − 1.\n"
+           "p: the two-sided Mann-Whitney U test of the timed iterations (exact for small samples without ties);\n"
+           "a change is 'faster' or 'slower' when p < "
+        << fixed(options.alpha, 3) << " and it is at least " << fixed(options.threshold_pct, 1)
+        << " %, else 'same'; 'untestable'\nwhen the iterations are too few for any p below " << fixed(options.alpha, 3)
+        << " (3 and 3 give 0.1 at best): the row says how\nmany would do.\n";
     return counts;
 }
 

@@ -30,14 +30,16 @@ struct CompareOptions {
 struct CompareCounts {
     int matched = 0, only_a = 0, only_b = 0;
     double worst_slowdown_pct = 0;  // the largest significant slowdown of B against A (0 without one)
+    int untestable = 0;             // workloads with too few iterations for any p below alpha
 };
 
 // Matches the ok cells of A and B by their workload and placement axes (axes.hpp's roles), pooling
 // the timed iterations of cells that differ only in how they were measured (the protocol and limit
 // axes: warm-ups, iterations, the noise criterion, the seed, the repeat, the timeout...), and
-// prints a row per workload in both: the medians, B ÷ A, the p-value and the verdict (faster,
-// slower, same; "too few" with fewer than two iterations on a side). csv and json: the table alone,
-// keys as results/README.md documents them.
+// prints a row per workload in both: the medians, B ÷ A (the Hodges–Lehmann estimate) with its
+// 1 − alpha confidence interval, the p-value and the verdict (faster, slower, same; untestable when
+// the two sides' iterations are too few for any p below alpha, with how many would do). csv and
+// json: the table alone, keys as results/README.md documents them.
 CompareCounts print_comparison(const CompareSide& a, const CompareSide& b, const CompareOptions& options, std::ostream& out);
 
 }  // namespace sweetspot
