@@ -370,6 +370,36 @@ int cmd_submit(const std::vector<std::string>& all_args) {
     return kExitOk;
 }
 
+// One side of a comparison as the command line names it. A run the database lacks would compare
+// nothing, which --fail-if-slower would pass.
+CompareSide compare_side(const std::string& text) {
+    const CompareSide side = parse_compare_side(text);
+    if (!side.run_id) return side;
+    Store store = Store::open_read_only(side.path);
+    std::vector<std::string> runs;
+    bool found = false;
+    for (auto st = store.db().prepare("SELECT run_id FROM runs ORDER BY run_id"); st.step();) {
+        runs.push_back(std::to_string(st.int64(0)));
+        found = found || st.int64(0) == *side.run_id;
+    }
+    if (!found)
+        throw std::invalid_argument("'" + text + "': " + side.path + " has no run " + std::to_string(*side.run_id) +
+                                    " (its runs: " + (runs.empty() ? "none" : comma_list(runs)) + "); `sweetspot summary " +
+                                    side.path + "` lists them");
+    return side;
+}
+
+// Why a comparison matched no workload, naming the side that lacks them.
+std::string nothing_compared(const CompareSide& a, const CompareSide& b, const CompareCounts& counts) {
+    const std::string side_a = "A (" + a.name() + ")", side_b = "B (" + b.name() + ")";
+    if (counts.only_a == 0 && counts.only_b == 0) return "neither " + side_a + " nor " + side_b + " has a workload measured ok";
+    if (counts.only_a == 0) return side_a + " has no workload measured ok";
+    if (counts.only_b == 0) return side_b + " has no workload measured ok";
+    return side_a + " and " + side_b + " have no workload in common (" + std::to_string(counts.only_a) + " only in A, " +
+           std::to_string(counts.only_b) + " only in B): they differ in a workload or placement axis (model, backend, "
+           "dtype, batch...); compare measurements of the same matrix";
+}
+
 int cmd_compare(const std::vector<std::string>& args) {
     Command cmd{"compare", "A B [--alpha P] [--threshold PCT] [--fail-if-slower PCT] [--format table|csv|json|markdown]",
                 "Compares two sets of measurements of the same workloads: A and B are results databases, one\n"
@@ -386,7 +416,8 @@ int cmd_compare(const std::vector<std::string>& args) {
         ("threshold", po::value<double>()->default_value(2.0, "2"),
          "a significant change smaller than this many percent reads 'same'")
         ("fail-if-slower", po::value<double>(),
-         "exit 1 when a workload is significantly slower in B by more than this many percent (for CI)");
+         "exit 1 when a workload is significantly slower in B by more than this many percent (for CI); "
+         "exit 2 when no workload was measured ok in both");
     add_format_option(cmd, "table (with the sides and the method), or the table alone as markdown, csv or json");
     cmd.positional.add("a", 1).add("b", 1);
     po::variables_map vm;
@@ -397,8 +428,12 @@ int cmd_compare(const std::vector<std::string>& args) {
     if (!(opt.alpha > 0 && opt.alpha < 1)) throw po::error("--alpha expects a probability between 0 and 1");
     if (!(opt.threshold_pct >= 0)) throw po::error("--threshold expects a percentage >= 0");
     opt.format = format_option(vm);
-    const CompareCounts counts =
-        print_comparison(parse_compare_side(vm["a"].as<std::string>()), parse_compare_side(vm["b"].as<std::string>()), opt, std::cout);
+    const CompareSide a = compare_side(vm["a"].as<std::string>()), b = compare_side(vm["b"].as<std::string>());
+    const CompareCounts counts = print_comparison(a, b, opt, std::cout);
+    if (vm.count("fail-if-slower") && counts.matched == 0) {
+        std::cerr << "sweetspot compare: --fail-if-slower: nothing compared: " << nothing_compared(a, b, counts) << "\n";
+        return kExitBadInput;
+    }
     if (vm.count("fail-if-slower") && counts.worst_slowdown_pct > vm["fail-if-slower"].as<double>()) {
         std::cerr << "sweetspot compare: B is slower than A by " << fixed(counts.worst_slowdown_pct, 1)
                   << " % on a workload (--fail-if-slower " << fixed(vm["fail-if-slower"].as<double>(), 1) << ")\n";
