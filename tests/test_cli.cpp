@@ -232,3 +232,37 @@ TEST_CASE("run --set: the overridden cells are run and the run records the comma
     CHECK(bad.exit_code == 2);
     CHECK(contains(bad.output, "--set batch=-1"));
 }
+
+TEST_CASE("an axis given twice by --set is refused naming both values; a matrix --set makes too large names --set", "[cli][set]") {
+    TempDir tmp;
+    const auto matrix = tmp.file("m.toml"), db = tmp.file("r.db");
+    write_file(matrix, "name = \"set\"\n[defaults]\nmodel = \"tiny\"\n[[sweep]]\nname = \"s\"\nbatch = [1, 2]\n");
+    const auto twice = run_sweetspot("list '" + matrix + "' --set batch=1 --set batch=2,4");
+    CHECK(twice.exit_code == 2);
+    CHECK(contains(twice.output, "--set gives batch twice"));
+    CHECK(contains(twice.output, "'batch=1'"));
+    CHECK(contains(twice.output, "'batch=2,4'"));
+    CHECK(run_sweetspot("run '" + matrix + "' --db '" + db + "' --set batch=1 --set batch=2").exit_code == 2);
+    CHECK_FALSE(std::filesystem::exists(db));
+
+    // 400 batches times 300 seeds: 120000 cells, more than a matrix may have; the file alone has 2.
+    const auto numbers = [](int n) {
+        std::string text;
+        for (int i = 1; i <= n; ++i) text += (i > 1 ? "," : "") + std::to_string(i);
+        return text;
+    };
+    const auto large = run_sweetspot("list '" + matrix + "' --set batch=" + numbers(400) + " --set seed=" + numbers(300));
+    INFO(large.output);
+    CHECK(large.exit_code == 2);
+    CHECK(contains(large.output, "--set"));
+    CHECK(contains(large.output, "120000 cells"));
+    CHECK_FALSE(contains(large.output, matrix + ":"));
+    // A file too large of itself is still named at its line, whatever --set changes besides.
+    const auto big = tmp.file("big.toml");
+    write_file(big, "[defaults]\nmodel = \"tiny\"\n[[sweep]]\nname = \"s\"\nbatch = [" + numbers(400) + "]\nseed = [" +
+                        numbers(300) + "]\n");
+    const auto file_large = run_sweetspot("list '" + big + "' --set dtype=fp32");
+    INFO(file_large.output);
+    CHECK(file_large.exit_code == 2);
+    CHECK(contains(file_large.output, big + ":3:"));
+}
