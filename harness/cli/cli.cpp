@@ -638,16 +638,19 @@ int cmd_trace(const std::vector<std::string>& args) {
     cmd.positional.add("db", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
+    const int iteration = vm["iteration"].as<int>();
+    if (iteration < 0)
+        throw po::error("--iteration expects a traced iteration's number, 0 or more; got " + std::to_string(iteration));
     auto store = Store::open_read_only(vm["db"].as<std::string>());
     const std::int64_t cell_id = named_cell(store, vm["cell"].as<std::string>());
     const std::string path =
         vm.count("output") ? vm["output"].as<std::string>()
                            : beside_db(vm["db"].as<std::string>(), "-cell" + std::to_string(cell_id) + "-iteration" +
-                                                                      std::to_string(vm["iteration"].as<int>()) + ".trace.json");
+                                                                      std::to_string(iteration) + ".trace.json");
     OutputFile file(path);
     std::ofstream out(file.temp_path());
     if (!out) throw std::runtime_error("cannot write " + path);
-    const auto t = write_trace(store, cell_id, vm["iteration"].as<int>(), out);
+    const auto t = write_trace(store, cell_id, iteration, out);
     out.close();
     if (!out) throw std::runtime_error("writing " + path + " failed");
     file.commit();
