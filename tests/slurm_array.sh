@@ -9,7 +9,7 @@
 set -uo pipefail
 bin=$1
 skip() { echo "slurm test skipped: $*"; exit 77; }
-fail() { echo "slurm test FAILED: $*"; for f in "$scratch"/*.out "$scratch"/res/slurm-*.out; do [[ -f $f ]] && { echo "== $f"; tail -20 "$f"; }; done; exit 1; }
+fail() { echo "slurm test FAILED: $*"; for f in "$scratch"/*.out "$res"/slurm-*.out; do [[ -f $f ]] && { echo "== $f"; tail -20 "$f"; }; done; exit 1; }
 [[ $(id -u) -eq 0 ]] || skip "it needs root to start munged, slurmctld and slurmd"
 for t in munge unmunge sbatch squeue scontrol sinfo sqlite3; do command -v "$t" >/dev/null || skip "$t is not installed (scripts/install-deps.sh installs Slurm)"; done
 for t in munged slurmctld slurmd; do [[ -x /usr/sbin/$t ]] || skip "/usr/sbin/$t is not installed"; done
@@ -18,6 +18,9 @@ host=$(hostname -s)
 getent hosts "$host" >/dev/null || skip "this machine's name $host does not resolve"
 
 scratch=$(mktemp -d /tmp/sweetspot-slurm.XXXXXX)
+# The shards' folder has a name the batch script must quote for bash and for sbatch, with a '%'
+# that Slurm's file-name patterns must not expand.
+res="$scratch/res 'a' #1 100%j"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$scratch"; }
 trap cleanup EXIT
@@ -93,7 +96,7 @@ slow_shard=
 for i in 1 2 3 4; do "$bin" list "$scratch/m.toml" --shard "$i/4" 2>/dev/null | grep -q "999777" && slow_shard=$i; done
 [[ -n $slow_shard ]] || fail "no shard holds the slow cell"
 
-out=$("$bin" submit "$scratch/m.toml" --tasks 4 --results "$scratch/res" 2>&1) || fail "submit: $out"
+out=$("$bin" submit "$scratch/m.toml" --tasks 4 --results "$res" 2>&1) || fail "submit: $out"
 job=$(echo "$out" | sed -n 's/.*submitted job array \([0-9]*\).*/\1/p')
 [[ -n $job ]] || fail "no job id in: $out"
 slow_running() { pgrep -f "seed=999777" >/dev/null; }
@@ -107,20 +110,21 @@ wait_for 120 array_done || fail "the array did not finish: $(squeue -j "$job")"
 
 keys=()
 for i in 1 2 3 4; do
-    db=$scratch/res/slurmtest.shard-$i-of-4.db
+    db=$res/slurmtest.shard-$i-of-4.db
     [[ -f $db ]] || fail "shard $i wrote no database"
     [[ $(sqlite3 "$db" "PRAGMA integrity_check") == ok ]] || fail "shard $i: integrity_check"
     mapfile -t -O "${#keys[@]}" keys < <(sqlite3 "$db" "SELECT cell_key FROM cells")
 done
+for i in 1 2 3 4; do [[ -f "$res/slurm-${job}_$i.out" ]] || fail "task $i's output is not $res/slurm-${job}_$i.out"; done
 distinct=$(printf '%s\n' "${keys[@]}" | sort -u | wc -l)
 [[ ${#keys[@]} -eq $cells && $distinct -eq $cells ]] || fail "${#keys[@]} cells (${distinct} distinct) in the shards, the matrix has $cells"
-slow_db=$scratch/res/slurmtest.shard-$slow_shard-of-4.db
+slow_db=$res/slurmtest.shard-$slow_shard-of-4.db
 runs=$(sqlite3 "$slow_db" "SELECT count(*) FROM runs")
 [[ $runs -ge 2 ]] || fail "the requeued shard shows $runs run(s)"
 [[ $(sqlite3 "$slow_db" "SELECT status FROM cells WHERE seed = 999777") == timeout ]] || fail "the slow cell is not recorded once, timed out"
 [[ $(sqlite3 "$slow_db" "SELECT count(*) FROM cells WHERE run_id = 1") -ge 1 ]] || fail "the requeued shard measured its first run's cells again"
 # The shards merged into one database: every cell once, and merging again changes nothing.
-shards=("$scratch"/res/slurmtest.shard-*-of-4.db)
+shards=("$res"/slurmtest.shard-*-of-4.db)
 "$bin" merge "$scratch/merged.db" "${shards[@]}" > "$scratch/merge.out" 2>&1 || fail "merge: $(cat "$scratch/merge.out")"
 "$bin" merge "$scratch/merged.db" "${shards[@]}" > "$scratch/merge-again.out" 2>&1 || fail "merge again"
 grep -q " 0 cells added" "$scratch/merge-again.out" || fail "merging again added cells: $(cat "$scratch/merge-again.out")"

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "harness/store/sqlite.hpp"
+#include "harness/store/store.hpp"
 
 #include "test_support.hpp"
 
@@ -231,4 +232,128 @@ TEST_CASE("run --set: the overridden cells are run and the run records the comma
     const auto bad = run_sweetspot("run '" + matrix + "' --db '" + db + "' --set batch=-1");
     CHECK(bad.exit_code == 2);
     CHECK(contains(bad.output, "--set batch=-1"));
+}
+
+TEST_CASE("an axis given twice by --set is refused naming both values; a matrix --set makes too large names --set", "[cli][set]") {
+    TempDir tmp;
+    const auto matrix = tmp.file("m.toml"), db = tmp.file("r.db");
+    write_file(matrix, "name = \"set\"\n[defaults]\nmodel = \"tiny\"\n[[sweep]]\nname = \"s\"\nbatch = [1, 2]\n");
+    const auto twice = run_sweetspot("list '" + matrix + "' --set batch=1 --set batch=2,4");
+    CHECK(twice.exit_code == 2);
+    CHECK(contains(twice.output, "--set gives batch twice"));
+    CHECK(contains(twice.output, "'batch=1'"));
+    CHECK(contains(twice.output, "'batch=2,4'"));
+    CHECK(run_sweetspot("run '" + matrix + "' --db '" + db + "' --set batch=1 --set batch=2").exit_code == 2);
+    CHECK_FALSE(std::filesystem::exists(db));
+
+    // 400 batches times 300 seeds: 120000 cells, more than a matrix may have; the file alone has 2.
+    const auto numbers = [](int n) {
+        std::string text;
+        for (int i = 1; i <= n; ++i) text += (i > 1 ? "," : "") + std::to_string(i);
+        return text;
+    };
+    const auto large = run_sweetspot("list '" + matrix + "' --set batch=" + numbers(400) + " --set seed=" + numbers(300));
+    INFO(large.output);
+    CHECK(large.exit_code == 2);
+    CHECK(contains(large.output, "--set"));
+    CHECK(contains(large.output, "120000 cells"));
+    CHECK_FALSE(contains(large.output, matrix + ":"));
+    // A file too large of itself is still named at its line, whatever --set changes besides.
+    const auto big = tmp.file("big.toml");
+    write_file(big, "[defaults]\nmodel = \"tiny\"\n[[sweep]]\nname = \"s\"\nbatch = [" + numbers(400) + "]\nseed = [" +
+                        numbers(300) + "]\n");
+    const auto file_large = run_sweetspot("list '" + big + "' --set dtype=fp32");
+    INFO(file_large.output);
+    CHECK(file_large.exit_code == 2);
+    CHECK(contains(file_large.output, big + ":3:"));
+}
+
+TEST_CASE("a database this user may not read is said to be unreadable, not to be another program's file", "[cli][store]") {
+    const auto as_user = sweetspot::test::as_unprivileged_user();
+    if (!as_user) SKIP("as root, reading as a user whom file permissions stop needs setpriv");
+    namespace fs = std::filesystem;
+    TempDir tmp;
+    const auto open_to_all = fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                             fs::perms::others_exec;
+    fs::permissions(tmp.file(""), open_to_all);
+    const std::string locked = tmp.file("locked"), open = tmp.file("open");
+    fs::create_directories(locked);
+    fs::create_directories(open);
+    fs::permissions(open, open_to_all);
+    sweetspot::Store::open(locked + "/r.db");
+    sweetspot::Store::open(open + "/secret.db");
+    fs::permissions(locked, fs::perms::none);
+    fs::permissions(open + "/secret.db", fs::perms::none);
+    for (const std::string& db : {locked + "/r.db", open + "/secret.db"}) {
+        const auto r = sweetspot::test::run_command(*as_user + "'" + sweetspot::test::sweetspot_binary() + "' summary '" + db + "'");
+        INFO(r.output);
+        CHECK(r.exit_code == 2);
+        CHECK(contains(r.output, "cannot read " + db + ": permission denied"));
+        CHECK_FALSE(contains(r.output, "not a sweetspot results database"));
+    }
+    fs::permissions(locked, fs::perms::owner_all);
+}
+
+TEST_CASE("a truncated database, and a file that is not SQLite, are named for what they are", "[cli][store]") {
+    TempDir tmp;
+    const std::string whole = tmp.file("whole.db"), cut = tmp.file("cut.db"), junk = tmp.file("junk.db"), other = tmp.file("other.db");
+    sweetspot::Store::open(whole);
+    const std::string bytes = sweetspot::test::read_bytes(whole);
+    REQUIRE(bytes.size() >= 4 * 4096);
+    write_file(cut, bytes.substr(0, bytes.size() / 2 + 100));
+    write_file(junk, std::string(4096, 'x'));
+    {
+        sweetspot::Database d(other, sweetspot::Database::Mode::read_write_create);
+        d.exec("CREATE TABLE notes (text TEXT)");
+    }
+    for (const std::string command : {"summary", "run"}) {
+        INFO(command);
+        const auto says = [&](const std::string& db) {
+            write_file(tmp.file("m.toml"), "[defaults]\nmodel = \"tiny\"\nseq = 8\niterations = 1\n");
+            return run_sweetspot(command == "run" ? "run '" + tmp.file("m.toml") + "' --db '" + db + "'" : "summary '" + db + "'");
+        };
+        const auto truncated = says(cut);
+        INFO(truncated.output);
+        CHECK(truncated.exit_code == 2);
+        CHECK(contains(truncated.output, cut + " is truncated: its header says " + std::to_string(bytes.size()) + " bytes, the file has " +
+                                             std::to_string(bytes.size() / 2 + 100)));
+        CHECK_FALSE(contains(truncated.output, "not a sweetspot results database"));
+        const auto not_sqlite = says(junk);
+        INFO(not_sqlite.output);
+        CHECK(not_sqlite.exit_code == 2);
+        CHECK(contains(not_sqlite.output, junk + " is not an SQLite database"));
+        CHECK_FALSE(contains(not_sqlite.output, "not a sweetspot results database"));
+        const auto theirs = says(other);
+        CHECK(theirs.exit_code == 2);
+        CHECK(contains(theirs.output, other + " is an SQLite database but not a sweetspot results database"));
+    }
+    CHECK(sweetspot::test::read_bytes(cut) == bytes.substr(0, bytes.size() / 2 + 100));
+}
+
+TEST_CASE("a folder given as a database is said to be a folder", "[cli][store]") {
+    TempDir tmp;
+    const std::string dir = tmp.file("dir");
+    std::filesystem::create_directories(dir);
+    write_file(tmp.file("m.toml"), "[defaults]\nmodel = \"tiny\"\nseq = 8\niterations = 1\n");
+    for (const std::string& args : {"run '" + tmp.file("m.toml") + "' --db '" + dir + "'", "summary '" + dir + "'"}) {
+        const auto r = run_sweetspot(args);
+        INFO(r.output);
+        CHECK(r.exit_code == 2);
+        CHECK(contains(r.output, dir + " is a folder, not a database file"));
+        CHECK_FALSE(contains(r.output, "disk I/O error"));
+    }
+    CHECK(std::filesystem::is_empty(dir));
+}
+
+TEST_CASE("trace refuses a negative --iteration as bad input", "[cli][trace]") {
+    TempDir tmp;
+    const auto db = tmp.file("r.db");
+    write_file(tmp.file("m.toml"), "[defaults]\nmodel = \"tiny\"\nseq = 8\nwarmups = 0\niterations = 1\n");
+    REQUIRE(run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'").exit_code == 0);
+    const auto r = run_sweetspot("trace '" + db + "' --cell 1 --iteration -1 -o '" + tmp.file("t.json") + "'");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "--iteration expects a traced iteration's number, 0 or more; got -1"));
+    CHECK_FALSE(contains(r.output, "trace_iterations > -1"));
+    CHECK_FALSE(std::filesystem::exists(tmp.file("t.json")));
 }

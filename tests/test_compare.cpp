@@ -255,8 +255,6 @@ TEST_CASE("compare: workloads matched by parameters, a 10 % slowdown reported si
     // One run of a database against another run; a malformed run id is bad input.
     CHECK_THAT(test::run_sweetspot("compare '" + a + "@1' '" + b + "@1'").output,
                ContainsSubstring("2 workloads in both"));
-    CHECK_THAT(test::run_sweetspot("compare '" + a + "@2' '" + b + "@1'").output,
-               ContainsSubstring("0 workloads in both, 0 only in A, 3 only in B"));
     // The runs of one matrix, by its name; a name no run has is bad input that lists those there are.
     CHECK_THAT(test::run_sweetspot("compare '" + a + "@cmp' '" + b + "@cmp'").output, ContainsSubstring("2 workloads in both"));
     const auto bad = test::run_sweetspot("compare '" + a + "@x' '" + b + "'");
@@ -328,4 +326,44 @@ TEST_CASE("compare: too few iterations to test are untestable, and fail --fail-i
     CHECK(lax.exit_code == 0);
     CHECK_THAT(lax.output, ContainsSubstring("B ÷ A (80 % CI)"));
     CHECK_THAT(lax.output, ContainsSubstring("0.100  slower"));
+}
+
+TEST_CASE("compare: a run the database lacks is bad input; --fail-if-slower fails when no workload is in both", "[compare][cli]") {
+    test::TempDir tmp;
+    const auto a = tmp.file("a.db"), b = tmp.file("b.db"), empty = tmp.file("empty.db");
+    const auto one_cell = [](const std::string& path, int batch) {
+        auto s = Store::open(path);
+        RunInfo info;
+        info.started_at = "2026-11-23T00:00:00Z";
+        record(s, s.begin_run(info), 0, tiny_at(batch, 10), around(100.0, 10));
+    };
+    one_cell(a, 1);
+    one_cell(b, 2);
+    Store::open(empty);
+
+    for (const std::string option : {"", " --fail-if-slower 5"}) {
+        const auto unknown = test::run_sweetspot("compare '" + a + "@7' '" + a + "'" + option);
+        INFO(unknown.output);
+        CHECK(unknown.exit_code == 2);
+        CHECK_THAT(unknown.output, ContainsSubstring("'" + a + "@7': " + a + " has no run 7 (its runs: 1)"));
+        const auto unknown_b = test::run_sweetspot("compare '" + a + "' '" + empty + "@1'" + option);
+        CHECK(unknown_b.exit_code == 2);
+        CHECK_THAT(unknown_b.output, ContainsSubstring(empty + " has no run 1 (its runs: none)"));
+    }
+
+    // Nothing in common passes no check: for CI, exit 2 saying which side lacks what.
+    const auto disjoint = test::run_sweetspot("compare '" + a + "' '" + b + "' --fail-if-slower 5");
+    INFO(disjoint.output);
+    CHECK(disjoint.exit_code == 2);
+    CHECK_THAT(disjoint.output, ContainsSubstring("--fail-if-slower: nothing compared: A (" + a + ") and B (" + b +
+                                                  ") have no workload in common (1 only in A, 1 only in B)"));
+    const auto none_in_a = test::run_sweetspot("compare '" + empty + "' '" + b + "' --fail-if-slower 5");
+    CHECK(none_in_a.exit_code == 2);
+    CHECK_THAT(none_in_a.output, ContainsSubstring("nothing compared: A (" + empty + ") has no workload measured ok"));
+    const auto none_in_b = test::run_sweetspot("compare '" + a + "' '" + empty + "' --fail-if-slower 5");
+    CHECK(none_in_b.exit_code == 2);
+    CHECK_THAT(none_in_b.output, ContainsSubstring("nothing compared: B (" + empty + ") has no workload measured ok"));
+    // Without --fail-if-slower, an empty comparison is still printed as one.
+    CHECK(test::run_sweetspot("compare '" + a + "' '" + b + "'").exit_code == 0);
+    CHECK(test::run_sweetspot("compare '" + a + "' '" + a + "' --fail-if-slower 5").exit_code == 0);
 }

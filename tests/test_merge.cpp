@@ -312,7 +312,7 @@ TEST_CASE("merge checks every shard before it creates or changes OUT", "[merge][
 
     SECTION("a file that is not SQLite") {
         write_file(tmp.file("junk.db"), std::string(3000, 'j'));
-        refused(tmp.file("junk.db"), "is not a sweetspot results database");
+        refused(tmp.file("junk.db"), "is not an SQLite database");
     }
     SECTION("an SQLite database of another program") {
         Database(tmp.file("other.db"), Database::Mode::read_write_create).exec("CREATE TABLE notes (text TEXT)");

@@ -371,7 +371,11 @@ TEST_CASE("report refuses bad input with exit code 2 and says what is missing", 
     write_file(tmp.file("text.db"), "not an SQLite file, just text\n");
     const auto text = report(tmp.file("text.db"), out);
     CHECK(text.exit_code == 2);
-    CHECK_THAT(text.output, ContainsSubstring("cannot read it as an SQLite database"));
+    CHECK_THAT(text.output, ContainsSubstring(tmp.file("text.db") + " is not an SQLite database"));
+    std::filesystem::create_directories(tmp.file("folder.db"));
+    const auto folder = report(tmp.file("folder.db"), out);
+    CHECK(folder.exit_code == 2);
+    CHECK_THAT(folder.output, ContainsSubstring(tmp.file("folder.db") + " is a folder, not a database file"));
 
     {
         Database other(tmp.file("other.db"), Database::Mode::read_write_create);

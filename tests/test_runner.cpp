@@ -8,11 +8,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
 #include <set>
+#include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "harness/matrix/matrix.hpp"
 #include "harness/runner/cell_sharing.hpp"
@@ -108,6 +112,55 @@ bool process_running_with(const std::string& needle) {
         if (cmdline.find(needle) != std::string::npos && cmdline.find("_cell") != std::string::npos) return true;
     }
     return false;
+}
+
+// A word for /bin/sh whatever it holds: single-quoted, each ' written as '\''.
+std::string sh_word(const std::string& text) {
+    std::string out = "'";
+    for (const char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+// The words sbatch takes from a batch script, read as Slurm's sbatch reads them (src/sbatch/opt.c):
+// the #SBATCH lines before the first line that is neither blank nor a comment; in each, blanks
+// separate words, '...' and "..." group, a backslash takes the next character as it is (inside
+// quotes too), and an unquoted # ends the line. A quote left open is an error to sbatch: "(unmatched)".
+std::vector<std::string> sbatch_words(const std::string& script) {
+    std::vector<std::string> words;
+    std::istringstream lines(script);
+    for (std::string line; std::getline(lines, line);) {
+        if (!line.empty() && line[0] != '#') break;
+        if (!line.starts_with("#SBATCH")) continue;
+        std::string word;
+        bool in_word = false, escaped = false;
+        char quote = 0;
+        for (const char c : line.substr(7)) {
+            if (escaped) {
+                word += c;
+                escaped = false;
+            } else if (c == '\\') {
+                escaped = in_word = true;
+            } else if (quote) {
+                if (c == quote) quote = 0;
+                else word += c;
+            } else if (c == '"' || c == '\'') {
+                quote = c;
+                in_word = true;
+            } else if (c == '#') {
+                break;
+            } else if (c == ' ' || c == '\t') {
+                if (in_word) words.push_back(word);
+                word.clear();
+                in_word = false;
+            } else {
+                word += c;
+                in_word = true;
+            }
+        }
+        if (quote) words.push_back("(unmatched)");
+        if (in_word) words.push_back(word);
+    }
+    return words;
 }
 
 const char* kFaultMatrix = R"(name = "faults"
@@ -475,6 +528,107 @@ TEST_CASE("submit --dry-run prints a job array of shards, and refuses what canno
     const auto no_slurm = test::run_command("PATH=/nonexistent '" + test::sweetspot_binary() + "' submit '" + tmp.file("m.toml") + "'");
     CHECK(no_slurm.exit_code == 2);
     CHECK_THAT(no_slurm.output, ContainsSubstring("sbatch is not on PATH"));
+}
+
+TEST_CASE("submit refuses a control character in anything its batch script would hold, naming where it came from",
+          "[runner][slurm]") {
+    TempDir tmp;
+    const std::string matrix = "name = \"arr\"\n[defaults]\nmodel = \"tiny\"\nseq = 8\n[[sweep]]\nbatch = [1, 2]\n";
+    write_file(tmp.file("m.toml"), matrix);
+    write_file(tmp.file("m\nx.toml"), matrix);
+    const std::string m = sh_word(tmp.file("m.toml"));
+    struct Case {
+        std::string args, names, shows;
+    };
+    // A line break in a comment or an #SBATCH line of the script would run what follows it in
+    // every array task, and end the #SBATCH lines that sbatch reads.
+    const std::vector<Case> cases = {
+        {m + " --results " + sh_word(tmp.file("dir\ntouch PWNED\n#")), "--results", "dir\\ntouch PWNED\\n#"},
+        {m + " --partition " + sh_word("gpu\ntouch PWNED"), "--partition", "'gpu\\ntouch PWNED'"},
+        {m + " --time " + sh_word("1:00:00\r"), "--time", "'1:00:00\\r'"},
+        {m + " -- --mem=8G " + sh_word("--comment=a\x7f" "b"), "sbatch option after --", "'--comment=a\\x7fb'"},
+        {m + " --set " + sh_word("batch=1\t"), "--set", "'batch=1\\t'"},
+        {sh_word(tmp.file("m\nx.toml")), "FILE", "m\\nx.toml"},
+    };
+    for (const Case& c : cases) {
+        const auto r = run_sweetspot("submit --dry-run " + c.args);
+        INFO(r.output);
+        CHECK(r.exit_code == 2);
+        CHECK_THAT(r.output, Catch::Matchers::ContainsSubstring(c.names));
+        CHECK_THAT(r.output, Catch::Matchers::ContainsSubstring(c.shows));
+        CHECK_THAT(r.output, Catch::Matchers::ContainsSubstring("control character"));
+        CHECK_THAT(r.output, !Catch::Matchers::ContainsSubstring("#!/bin/bash"));
+    }
+
+    // Submitted for real, nothing is written and sbatch is not run.
+    const std::string fake_bin = tmp.file("bin");
+    std::filesystem::create_directories(fake_bin);
+    write_file(fake_bin + "/sbatch", "#!/bin/sh\necho \"$@\" > '" + tmp.file("sbatch.args") + "'\necho 77\n");
+    std::filesystem::permissions(fake_bin + "/sbatch", std::filesystem::perms::owner_all);
+    const std::string results = tmp.file("res\ntouch PWNED\n#");
+    const auto submitted = test::run_command("cd " + sh_word(tmp.file("")) + " && PATH=" + sh_word(fake_bin) + ":\"$PATH\" " +
+                                             sh_word(test::sweetspot_binary()) + " submit " + m + " --results " + sh_word(results));
+    INFO(submitted.output);
+    CHECK(submitted.exit_code == 2);
+    CHECK_FALSE(std::filesystem::exists(tmp.file("sbatch.args")));
+    CHECK_FALSE(std::filesystem::exists(results));
+    CHECK_FALSE(std::filesystem::exists(tmp.file("PWNED")));
+}
+
+TEST_CASE("submit's batch script holds hostile names as whole quoted words: the task runs the sweep and nothing else, "
+          "sbatch reads each option whole", "[runner][slurm]") {
+    TempDir tmp;
+    const std::string hostile = "it's $(touch PWNED) `touch PWNED`; touch PWNED & \"q\" #x 100%j";
+    const std::string in = tmp.file("in " + hostile), results = tmp.file("out " + hostile);
+    std::filesystem::create_directories(in);
+    const std::string matrix = in + "/m " + hostile + ".toml";
+    write_file(matrix, "name = \"arr\"\n[defaults]\nmodel = \"tiny\"\nseq = 8\nwarmups = 0\niterations = 1\n");
+    const std::string partition = "gpu " + hostile + " \\b", time = "1:00:00 " + hostile, extra = "--comment=" + hostile + " \\b";
+    const auto r = run_sweetspot("submit " + sh_word(matrix) + " --dry-run --partition " + sh_word(partition) + " --time " +
+                                 sh_word(time) + " --results " + sh_word(results) + " --set " + sh_word("batch=1") + " -- " +
+                                 sh_word(extra));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+
+    // Slurm reads "%%" in a file name as one '%', and %A and %a as the job and the task.
+    std::string output = "--output=";
+    for (const char c : results) output += c == '%' ? std::string("%%") : std::string(1, c);
+    std::vector<std::string> expected = {"--job-name=sweetspot-arr", "--array=1-1", "--ntasks=1", output + "/slurm-%A_%a.out",
+                                         "--open-mode=append", "--signal=B:USR1@120", "--requeue", "--partition=" + partition,
+                                         "--time=" + time, extra};
+    std::vector<std::string> read = sbatch_words(r.output);
+    std::sort(expected.begin(), expected.end());
+    std::sort(read.begin(), read.end());
+    CHECK(read == expected);
+
+    // Run as Slurm runs an array task, from a folder of its own: the shard is measured and copied
+    // back, and no word of a name ran as a command.
+    const std::string script = tmp.file("task.sh"), work = tmp.file("work");
+    write_file(script, r.output);
+    CHECK(test::run_command("bash -n " + sh_word(script)).exit_code == 0);
+    std::filesystem::create_directories(results);
+    std::filesystem::create_directories(work);
+    const auto task = test::run_command("cd " + sh_word(work) + " && SLURM_ARRAY_JOB_ID=77 SLURM_ARRAY_TASK_ID=1 TMPDIR=" +
+                                        sh_word(tmp.file("")) + " bash " + sh_word(script));
+    INFO(task.output);
+    CHECK(task.exit_code == 0);
+    const std::string shard = results + "/arr.shard-1-of-1.db";
+    REQUIRE(std::filesystem::exists(shard));
+    CHECK(scalar(shard, "SELECT count(*) FROM cells WHERE status = 'ok' AND batch = 1") == 1);
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(tmp.file("")))
+        CHECK(entry.path().filename() != "PWNED");
+
+    // A backslash in --output would make Slurm expand none of its %A and %a: every task would
+    // write one file, named without the backslash.
+    const auto backslash = run_sweetspot("submit " + sh_word(matrix) + " --dry-run --results " + sh_word(tmp.file("a\\b")));
+    CHECK(backslash.exit_code == 2);
+    CHECK_THAT(backslash.output, Catch::Matchers::ContainsSubstring("--results"));
+    CHECK_THAT(backslash.output, Catch::Matchers::ContainsSubstring("backslash"));
+    // sbatch reads an #SBATCH line holding "hetjob" anywhere as the start of a heterogeneous
+    // job's next part, which an array cannot have.
+    const auto hetjob = run_sweetspot("submit " + sh_word(matrix) + " --dry-run --partition big-HetJob-nodes");
+    CHECK(hetjob.exit_code == 2);
+    CHECK_THAT(hetjob.output, Catch::Matchers::ContainsSubstring("--partition 'big-HetJob-nodes' holds 'hetjob'"));
 }
 
 TEST_CASE("submit's batch script as Slurm runs it: shards copied back, stopped and requeued, resumed", "[runner][slurm]") {

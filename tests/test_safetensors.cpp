@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
+#include <limits>
 #include <random>
 
 #include "backends/backend_registry.hpp"
@@ -516,6 +518,32 @@ TEST_CASE("a sweep runs cells on checkpoint weights", "[checkpoint][cli]") {
     CHECK(st.text(0) == "ok");
     CHECK(st.text(1) == dir);
     CHECK(st.real(2) < 1e-4);
+}
+
+// The logits of a failed forward are no logits: a script that reads the file after a failure, or
+// does not look at the exit code, must find the file it had, or none.
+TEST_CASE("sweetspot logits writes no file when its logits are not finite", "[checkpoint][cli]") {
+    TempDir tmp;
+    auto tensors = base_tensors();
+    tensor_named(tensors, "transformer.ln_f.bias").bytes =
+        test::encode(std::vector<float>(kModel.n_embd, std::numeric_limits<float>::quiet_NaN()), "F32");
+    const auto dir = write_checkpoint_dir(tmp, "nan", test::safetensors_file(tensors), test::gpt2_config_json(kModel));
+    const auto out_dir = tmp.file("out");
+    fs::create_directories(out_dir);
+    const auto out = out_dir + "/logits.npy";
+    const std::string args = "logits --weights '" + dir + "' --tokens 1,2,3 -o '" + out + "'";
+    const auto none_before = run_sweetspot(args);
+    INFO(none_before.output);
+    CHECK(none_before.exit_code == 1);
+    CHECK(contains(none_before.output, "non-finite values"));
+    CHECK(contains(none_before.output, out + " not written"));
+    CHECK(fs::is_empty(out_dir));
+
+    write_file(out, "an earlier file");
+    const auto one_before = run_sweetspot(args);
+    CHECK(one_before.exit_code == 1);
+    CHECK(test::read_bytes(out) == "an earlier file");
+    CHECK(std::distance(fs::directory_iterator(out_dir), fs::directory_iterator()) == 1);
 }
 
 TEST_CASE("sweetspot logits writes a valid .npy of the host forward", "[checkpoint][cli]") {

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -79,5 +80,14 @@ inline CommandResult run_command(const std::string& cmd) {
 
 // Runs `args` (shell words, already quoted where needed) with the sweetspot binary in front.
 inline CommandResult run_sweetspot(const std::string& args) { return run_command("'" + sweetspot_binary() + "' " + args); }
+
+// What to put in front of a command for file permissions to stop it: nothing for a user other
+// than root; for root, whom they do not stop, setpriv as the user nobody (who must then be able to
+// enter the folders above the files). nullopt where root has no setpriv.
+inline std::optional<std::string> as_unprivileged_user() {
+    if (geteuid() != 0) return "";
+    if (run_command("command -v setpriv").exit_code != 0) return std::nullopt;
+    return "setpriv --reuid=nobody --regid=nogroup --clear-groups ";
+}
 
 }  // namespace sweetspot::test

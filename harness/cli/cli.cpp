@@ -370,6 +370,36 @@ int cmd_submit(const std::vector<std::string>& all_args) {
     return kExitOk;
 }
 
+// One side of a comparison as the command line names it. A run the database lacks would compare
+// nothing, which --fail-if-slower would pass.
+CompareSide compare_side(const std::string& text) {
+    const CompareSide side = parse_compare_side(text);
+    if (!side.run_id) return side;
+    Store store = Store::open_read_only(side.path);
+    std::vector<std::string> runs;
+    bool found = false;
+    for (auto st = store.db().prepare("SELECT run_id FROM runs ORDER BY run_id"); st.step();) {
+        runs.push_back(std::to_string(st.int64(0)));
+        found = found || st.int64(0) == *side.run_id;
+    }
+    if (!found)
+        throw std::invalid_argument("'" + text + "': " + side.path + " has no run " + std::to_string(*side.run_id) +
+                                    " (its runs: " + (runs.empty() ? "none" : comma_list(runs)) + "); `sweetspot summary " +
+                                    side.path + "` lists them");
+    return side;
+}
+
+// Why a comparison matched no workload, naming the side that lacks them.
+std::string nothing_compared(const CompareSide& a, const CompareSide& b, const CompareCounts& counts) {
+    const std::string side_a = "A (" + a.name() + ")", side_b = "B (" + b.name() + ")";
+    if (counts.only_a == 0 && counts.only_b == 0) return "neither " + side_a + " nor " + side_b + " has a workload measured ok";
+    if (counts.only_a == 0) return side_a + " has no workload measured ok";
+    if (counts.only_b == 0) return side_b + " has no workload measured ok";
+    return side_a + " and " + side_b + " have no workload in common (" + std::to_string(counts.only_a) + " only in A, " +
+           std::to_string(counts.only_b) + " only in B): they differ in a workload or placement axis (model, backend, "
+           "dtype, batch...); compare measurements of the same matrix";
+}
+
 int cmd_compare(const std::vector<std::string>& args) {
     Command cmd{"compare",
                 "A B [--alpha P] [--threshold PCT] [--fail-if-slower PCT [--allow-untestable]] [--format table|csv|json|markdown]",
@@ -390,7 +420,7 @@ int cmd_compare(const std::vector<std::string>& args) {
          "a significant change smaller than this many percent reads 'same'")
         ("fail-if-slower", po::value<double>(),
          "exit 1 when a workload is significantly slower in B by more than this many percent, or is untestable "
-         "(for CI)")
+         "(for CI); exit 2 when no workload was measured ok in both")
         ("allow-untestable", po::bool_switch(), "with --fail-if-slower: pass despite untestable workloads, whose slowdowns go unseen");
     add_format_option(cmd, "table (with the sides and the method), or the table alone as markdown, csv or json");
     cmd.positional.add("a", 1).add("b", 1);
@@ -402,8 +432,12 @@ int cmd_compare(const std::vector<std::string>& args) {
     if (!(opt.alpha > 0 && opt.alpha < 1)) throw po::error("--alpha expects a probability between 0 and 1");
     if (!(opt.threshold_pct >= 0)) throw po::error("--threshold expects a percentage >= 0");
     opt.format = format_option(vm);
-    const CompareCounts counts =
-        print_comparison(parse_compare_side(vm["a"].as<std::string>()), parse_compare_side(vm["b"].as<std::string>()), opt, std::cout);
+    const CompareSide a = compare_side(vm["a"].as<std::string>()), b = compare_side(vm["b"].as<std::string>());
+    const CompareCounts counts = print_comparison(a, b, opt, std::cout);
+    if (vm.count("fail-if-slower") && counts.matched == 0) {
+        std::cerr << "sweetspot compare: --fail-if-slower: nothing compared: " << nothing_compared(a, b, counts) << "\n";
+        return kExitBadInput;
+    }
     if (vm.count("fail-if-slower") && counts.worst_slowdown_pct > vm["fail-if-slower"].as<double>()) {
         std::cerr << "sweetspot compare: B is slower than A by " << fixed(counts.worst_slowdown_pct, 1)
                   << " % on a workload (--fail-if-slower " << fixed(vm["fail-if-slower"].as<double>(), 1) << ")\n";
@@ -618,16 +652,19 @@ int cmd_trace(const std::vector<std::string>& args) {
     cmd.positional.add("db", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
+    const int iteration = vm["iteration"].as<int>();
+    if (iteration < 0)
+        throw po::error("--iteration expects a traced iteration's number, 0 or more; got " + std::to_string(iteration));
     auto store = Store::open_read_only(vm["db"].as<std::string>());
     const std::int64_t cell_id = named_cell(store, vm["cell"].as<std::string>());
     const std::string path =
         vm.count("output") ? vm["output"].as<std::string>()
                            : beside_db(vm["db"].as<std::string>(), "-cell" + std::to_string(cell_id) + "-iteration" +
-                                                                      std::to_string(vm["iteration"].as<int>()) + ".trace.json");
+                                                                      std::to_string(iteration) + ".trace.json");
     OutputFile file(path);
     std::ofstream out(file.temp_path());
     if (!out) throw std::runtime_error("cannot write " + path);
-    const auto t = write_trace(store, cell_id, vm["iteration"].as<int>(), out);
+    const auto t = write_trace(store, cell_id, iteration, out);
     out.close();
     if (!out) throw std::runtime_error("writing " + path + " failed");
     file.commit();

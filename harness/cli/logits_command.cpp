@@ -98,21 +98,23 @@ int write_logits(const LogitsRequest& r, std::ostream& report) {
     std::vector<float> logits;
     const CellOutcome outcome = measure_cell(
         cell, {.allow_oversubscription = r.allow_oversubscription, .collect = false, .tokens = tokens, .logits = &logits});
+    if (const auto rel_err = outcome.get<"check_rel_err">())
+        report << "checked against the " << outcome.get<"check_reference">().value_or("reference") << ": relative error "
+               << *rel_err << " (tolerance " << outcome.get<"check_tolerance">().value_or(0) << ")\n";
+    // Logits that are not finite or fail the check are no result: a script that reads the file
+    // without looking at the exit code must find the file it had before, or none.
+    if (outcome.status != CellStatus::ok) {
+        report << "sweetspot logits: " << enum_name(outcome.status) << ": " << outcome.reason << "; " << r.output
+               << " not written\n";
+        return kExitFailed;
+    }
     const std::vector<std::int64_t> shape = {batch, seq, model.vocab_size};
     OutputFile file(r.output);
     write_npy(file.temp_path(), logits, shape);
     file.commit();
-
     report << r.output << ": float32 [" << batch << ", " << seq << ", " << model.vocab_size << "] logits of model '"
            << model.name << "' (weights " << r.weights << ") on backend " << enum_name(r.backend) << " in "
            << enum_name(r.dtype) << (given ? "" : ", random token ids from seed " + std::to_string(r.seed)) << "\n";
-    if (const auto rel_err = outcome.get<"check_rel_err">())
-        report << "checked against the " << outcome.get<"check_reference">().value_or("reference") << ": relative error "
-               << *rel_err << " (tolerance " << outcome.get<"check_tolerance">().value_or(0) << ")\n";
-    if (outcome.status != CellStatus::ok) {
-        report << "sweetspot logits: " << enum_name(outcome.status) << ": " << outcome.reason << "\n";
-        return kExitFailed;
-    }
     return kExitOk;
 }
 

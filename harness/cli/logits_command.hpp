@@ -30,8 +30,9 @@ struct LogitsRequest {
 std::vector<std::int32_t> parse_token_list(std::string_view text);
 
 // Runs one forward and writes its logits, float32 [batch, seq, vocab], to request.output; says
-// what it wrote on `report`. Returns 0, or 1 when the run's own numerical check (against the
-// float64 reference or the host forward) failed; the file is written either way. Bad input
+// what it wrote on `report`. Returns 0, or 1 without writing the file when the logits are not
+// finite or the run's own numerical check (against the float64 reference or the host forward)
+// failed; a file already at request.output is then left as it was. Bad input
 // (unknown model, tokens outside the vocabulary, a backend that cannot run here) throws
 // std::invalid_argument, a bad checkpoint CheckpointError.
 int write_logits(const LogitsRequest& request, std::ostream& report);

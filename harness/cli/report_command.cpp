@@ -7,9 +7,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <vector>
 
+#include "harness/store/sqlite.hpp"
 #include "harness/system/child_process.hpp"
 #include "harness/system/exit_codes.hpp"
 #include "kernels/model/number_text.hpp"
@@ -88,10 +88,11 @@ std::vector<std::string> interpreters() {
 
 // Bad input the script would only see later, said in the words the other commands use.
 std::optional<std::string> database_problem(const std::string& path) {
-    std::error_code ec;
-    if (!fs::exists(path, ec)) return "no such database: " + path;
-    if (!fs::is_regular_file(path, ec)) return path + " is not a file";
-    if (!std::ifstream(path)) return "cannot read " + path;
+    try {
+        require_database_file(path);
+    } catch (const std::runtime_error& e) {
+        return e.what();
+    }
     return std::nullopt;
 }
 

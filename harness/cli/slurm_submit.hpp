@@ -29,7 +29,11 @@ struct SlurmJob {
 // The database task `shard` (1 .. tasks) writes in the results folder.
 std::string shard_database(const SlurmJob& job, int shard);
 
-// The batch script (bash with #SBATCH lines).
+// The batch script (bash with #SBATCH lines): the job's values only inside quoted words, each
+// option one word to sbatch. Throws std::invalid_argument, naming the option, for a value that
+// no script can hold safely: one with a control character (a line break would end its line and
+// run the rest), or on an #SBATCH line one with the word sbatch reads as the start of a
+// heterogeneous job's next part (hetjob, packjob), and a results folder with a backslash.
 std::string slurm_batch_script(const SlurmJob& job);
 
 // A word for a POSIX shell: single-quoted, with any ' inside written as '\''.

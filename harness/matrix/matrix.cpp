@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -483,6 +484,7 @@ private:
 
     std::string path_;
     std::vector<std::string> overrides_;  // --set AXIS=VALUE[,VALUE...]
+    std::map<std::size_t, std::string> overridden_;  // the axes --set gives, each with the --set that gives it
     ModelCatalog models_;
     Assignment defaults_;
     std::vector<Exclusion> global_exclusions_;
@@ -555,6 +557,13 @@ Matrix MatrixReader::read(std::string_view text) {
     // Each override replaces what every sweep (and [defaults]) says of its axis.
     for (const std::string& text : overrides_) {
         const Setting setting = read_override(text);
+        // A second --set of an axis would silently replace the first, while the run records both.
+        if (const auto [first, added] = overridden_.emplace(setting.axis, text); !added) {
+            const std::string axis(axes()[setting.axis].name);
+            throw std::invalid_argument("--set gives " + axis + " twice, '" + escape_controls(first->second) + "' and '" +
+                                        escape_controls(text) + "'; give all its values in one, such as --set " + axis +
+                                        "=V1,V2");
+        }
         for (Sweep& sweep : sweeps) {
             std::erase_if(sweep.settings, [&](const Setting& s) { return s.axis == setting.axis; });
             sweep.settings.push_back(setting);
@@ -619,18 +628,37 @@ void MatrixReader::require_bounded(const std::vector<Sweep>& sweeps) const {
     for (const auto& sweep : sweeps) count_values(sweep.exclusions);
     count_values(global_exclusions_);
 
-    std::int64_t total = 0;
+    // The cells of the file's own lists, without the axes --set gives: where these stay within the
+    // bound, --set took the matrix past it, and the message names --set, not a line of the file.
+    const auto file_count = [&](const Sweep& sweep) {
+        std::vector<Setting> own;
+        std::copy_if(sweep.settings.begin(), sweep.settings.end(), std::back_inserter(own),
+                     [&](const Setting& s) { return !overridden_.contains(s.axis); });
+        return combination_count(own);
+    };
+    const auto too_many = [&](const Sweep& sweep, bool the_file_alone, const std::string& what, const std::string& fix) {
+        if (the_file_alone) fail(sweep.where, what + "; " + fix);
+        std::vector<std::string> set_axes;
+        for (const auto& [axis, text] : overridden_) set_axes.emplace_back(axes()[axis].name);
+        throw std::invalid_argument("--set " + comma_list(set_axes) + ": " + what + "; give --set fewer values");
+    };
+    std::int64_t total = 0, file_total = 0;
     for (const auto& sweep : sweeps) {
         const auto count = combination_count(sweep.settings);
+        const auto own = file_count(sweep);
         if (!count || *count > kMaxCells) {
-            fail(sweep.where, "sweep '" + sweep.name + "' expands to " + count_text(count) + " cells, more than the " +
-                                  std::to_string(kMaxCells) + " a matrix may have; split it or narrow its lists");
+            too_many(sweep, !own || *own > kMaxCells,
+                     "sweep '" + sweep.name + "' expands to " + count_text(count) + " cells, more than the " +
+                         std::to_string(kMaxCells) + " a matrix may have",
+                     "split it or narrow its lists");
         }
-        total += *count;  // each at most kMaxCells, so no overflow
+        total += *count;  // each at most kMaxCells, so no overflow; nor of the file's own, each fewer
+        file_total += *own;
         if (total > kMaxCells) {
-            fail(sweep.where, "the sweeps up to '" + sweep.name + "' expand to " + std::to_string(total) +
-                                  " cells, more than the " + std::to_string(kMaxCells) +
-                                  " a matrix may have; split the matrix into several files or narrow its lists");
+            too_many(sweep, file_total > kMaxCells,
+                     "the sweeps up to '" + sweep.name + "' expand to " + std::to_string(total) + " cells, more than the " +
+                         std::to_string(kMaxCells) + " a matrix may have",
+                     "split the matrix into several files or narrow its lists");
         }
     }
 }

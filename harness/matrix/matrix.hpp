@@ -55,7 +55,8 @@ std::string default_db_path(const Matrix& matrix);
 // Throws MatrixError for syntax errors, unknown keys, wrong types and impossible values.
 // `overrides` ("AXIS=VALUE[,VALUE...]", the command line's --set) give an axis these values in
 // every sweep, in place of what the sweeps and [defaults] say; std::invalid_argument for an
-// unknown axis or a value it does not accept.
+// unknown axis, a value it does not accept, an axis given twice, or values that take the matrix
+// past the cells it may have.
 Matrix parse_matrix(std::string_view text, std::string_view path_for_messages,
                     const std::vector<std::string>& overrides = {});
 // Reads the file; an unreadable file is a MatrixError at line 0.

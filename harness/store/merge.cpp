@@ -107,7 +107,7 @@ private:
 // SQLite cannot read where it is (read as it stands, immutable, it would lose what the -wal file
 // holds). Throws for a shard that merge cannot take.
 std::string ready_shard(const std::string& path, std::optional<ShardCopies>& copies) {
-    if (!fs::exists(path)) throw std::runtime_error("no such database");
+    require_database_file(path);
     const auto upgraded_copy = [&] {
         if (!copies) copies.emplace();
         const std::string copy = copies->add(path);

@@ -1,7 +1,11 @@
 #include "harness/store/sqlite.hpp"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <utility>
@@ -41,7 +45,59 @@ std::string immutable_uri(const std::string& path) {
     return uri + "?immutable=1";
 }
 
+// Why this user cannot read `path`; `what` says what it may not do.
+std::string unreadable(const std::string& path, int error, const std::string& what) {
+    if (error == EACCES || error == EPERM) return "cannot read " + path + ": permission denied (this user may not " + what + ")";
+    return "cannot read " + path + ": " + std::strerror(error);
+}
+
+// The big-endian unsigned number of `bytes` bytes at `p`, as SQLite's file header stores them.
+std::uint64_t big_endian(const unsigned char* p, int bytes) {
+    std::uint64_t v = 0;
+    for (int i = 0; i < bytes; ++i) v = v << 8 | p[i];
+    return v;
+}
+
 }  // namespace
+
+void require_database_file(const std::string& path, bool may_create) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        if (errno != ENOENT) throw std::runtime_error(unreadable(path, errno, "enter a folder above it"));
+        if (may_create) return;
+        throw std::runtime_error("no such database: " + path);
+    }
+    if (S_ISDIR(st.st_mode))
+        throw std::runtime_error(path + " is a folder, not a database file; name a file, such as " + path + "/results.db");
+    // Opening a FIFO to read its header would wait for a writer.
+    if (!S_ISREG(st.st_mode)) throw std::runtime_error(path + " is not a regular file, so not a database");
+    if (st.st_size == 0) {
+        if (may_create) return;
+        throw std::runtime_error(path + " is an empty file, not a results database");
+    }
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw std::runtime_error(unreadable(path, errno, "read the file"));
+    unsigned char header[100] = {};
+    const ssize_t got = ::pread(fd, header, sizeof header, 0);
+    const int read_error = errno;
+    ::close(fd);
+    if (got < 0) throw std::runtime_error(unreadable(path, read_error, "read the file"));
+    static constexpr char kMagic[] = "SQLite format 3";  // with its NUL, the first 16 bytes of every SQLite file
+    if (got < static_cast<ssize_t>(sizeof header) || std::memcmp(header, kMagic, sizeof kMagic) != 0)
+        throw std::runtime_error(path + " is not an SQLite database (it does not begin with SQLite's file header); a results "
+                                        "database is a file that sweetspot run or merge wrote");
+    // SQLite's file format: the page size at offset 16 (1 for 65536), the page count at 28, valid
+    // where the change counter at 24 equals the one at 92. Pages past the end of the file may be
+    // in a -wal file that holds transactions, so only a file without one is called truncated.
+    const std::uint64_t page_size = big_endian(header + 16, 2) == 1 ? 65536 : big_endian(header + 16, 2);
+    const std::uint64_t pages = big_endian(header + 28, 4);
+    const bool count_valid = pages > 0 && big_endian(header + 24, 4) == big_endian(header + 92, 4);
+    const auto bytes = static_cast<std::uint64_t>(st.st_size);
+    if (count_valid && pages * page_size > bytes && !has_wal_frames(path))
+        throw std::runtime_error(path + " is truncated: its header says " + std::to_string(pages * page_size) +
+                                 " bytes, the file has " + std::to_string(bytes) + "; restore it from a copy, or recover what "
+                                 "it holds with `sqlite3 " + path + " .recover | sqlite3 NEW.db`");
+}
 
 Database::Database(const std::string& path, Mode mode) : path_(path) {
     const std::string name = mode == Mode::read_only_immutable ? immutable_uri(path) : path;

@@ -119,6 +119,12 @@ bool can_read(Database& db);
 // Whether the WAL database at `path` has transactions in its -wal file that its database file
 // may not hold yet: a connection that opens it `immutable` would not see them.
 bool has_wal_frames(const std::string& path);
+// Refuses, naming the cause, a path that cannot hold a database this user reads, before SQLite
+// opens it (SQLite calls a folder a disk I/O error, a file it may not read one it cannot open, and
+// a truncated file malformed): a folder, a file or folder this user may not read, a file that is
+// not SQLite, one shorter than its header says. A missing or empty file is refused too, unless
+// `may_create` (a sweep creates the database there).
+void require_database_file(const std::string& path, bool may_create = false);
 // Whether `db` has a table of that name (an older results database may lack a later one).
 bool has_table(Database& db, const std::string& name);
 // Whether `table` has a column named `column` (databases of older schema versions lack some).

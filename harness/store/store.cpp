@@ -82,7 +82,9 @@ int check_results_database(Database& db) {
     try {
         ours = has_table(db, "schema_info");
     } catch (const SqliteError& e) {
-        throw std::runtime_error(db.path() + " is not a sweetspot results database (" + e.what() + ")");
+        // A file require_database_file let through: SQLite's own header, but a page SQLite cannot read.
+        throw std::runtime_error(db.path() + (e.damaged() ? " is damaged" : " cannot be read") + " (SQLite: " + e.what() +
+                                 "); restore it from a copy");
     }
     if (!ours) throw std::runtime_error(db.path() + " is an SQLite database but not a sweetspot results database");
     auto st = db.prepare("SELECT version FROM schema_info");
@@ -97,6 +99,7 @@ int check_results_database(Database& db) {
 
 Store Store::open(const std::string& path, Access access) {
     namespace fs = std::filesystem;
+    require_database_file(path, true);
     if (const auto dir = fs::path(path).parent_path(); !dir.empty()) fs::create_directories(dir);
     std::error_code ec;
     const bool exists = fs::exists(path, ec);
@@ -127,14 +130,14 @@ Store Store::open(const std::string& path, Access access) {
 }
 
 Store Store::open_read_only(const std::string& path) {
-    if (!std::filesystem::exists(path)) throw std::runtime_error("no such database: " + path);
+    require_database_file(path);
     Database db(path, Database::Mode::read_only);
     if (!can_read(db)) {
         // A WAL database in a folder this process cannot write: SQLite cannot create the
         // shared-memory file a reader needs. Nobody can be writing it from here either, so it
         // is read as it stands, unless its -wal file holds transactions (a sweep killed before it
-        // could fold them in), which reading it so would silently leave out. (A file that is not
-        // SQLite fails here too, and is named below.)
+        // could fold them in), which reading it so would silently leave out. (A file damaged past
+        // its header fails here too, and is named below.)
         if (has_wal_frames(path))
             throw std::runtime_error(path + " cannot be read where it is: it is a WAL database in a folder this user cannot "
                                             "write, and " + path + "-wal holds transactions not yet in it. Copy both files "

@@ -73,12 +73,14 @@ public:
     // writer until it is closed (a sweep), and opening fails while another exclusive one is open.
     enum class Access { shared, exclusive };
     // Creates the file and schema if missing, or upgrades an older one; refuses, without changing
-    // it, a file that is not a sweetspot database, is of a version this sweetspot does not read, or
-    // lacks a table or column of its version. An exclusive opening (a sweep) also refuses a damaged
-    // file (SQLite's quick_check, where the file is small enough for it to be cheap), and marks the
-    // runs left `running` by a killed sweep `interrupted`.
+    // it, a path that cannot hold a database this user reads (require_database_file: a folder, a
+    // file it may not read, one that is not SQLite or is truncated), a file that is not a sweetspot
+    // database, is of a version this sweetspot does not read, or lacks a table or column of its
+    // version. An exclusive opening (a sweep) also refuses a damaged file (SQLite's quick_check,
+    // where the file is small enough for it to be cheap), and marks the runs left `running` by a
+    // killed sweep `interrupted`.
     static Store open(const std::string& path, Access access = Access::shared);
-    // For reading only: the file must exist and be a sweetspot database.
+    // For reading only: the file must exist, be readable and be a sweetspot database.
     static Store open_read_only(const std::string& path);
 
     std::int64_t begin_run(const RunInfo& info);
