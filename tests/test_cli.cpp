@@ -357,3 +357,14 @@ TEST_CASE("trace refuses a negative --iteration as bad input", "[cli][trace]") {
     CHECK_FALSE(contains(r.output, "trace_iterations > -1"));
     CHECK_FALSE(std::filesystem::exists(tmp.file("t.json")));
 }
+
+TEST_CASE("a mistyped command or --only axis gets a did-you-mean, as a matrix key does", "[cli]") {
+    const auto command = run_sweetspot("sumary results/x.db");
+    CHECK(command.exit_code == 2);
+    CHECK(contains(command.output, "sweetspot: unknown command 'sumary' (did you mean 'summary'?)"));
+    // Far from every command: no guess.
+    CHECK_FALSE(contains(run_sweetspot("frobnicate").output, "did you mean"));
+    const auto only = run_sweetspot("list '" + sweetspot::test::source_path("experiments/demo.toml") + "' --only bacth=1");
+    CHECK(only.exit_code == 2);
+    CHECK(contains(only.output, "got 'bacth=1' (did you mean 'batch'?)"));
+}

@@ -31,6 +31,7 @@
 #include "harness/cli/report_command.hpp"
 #include "harness/runner/runner.hpp"
 #include "harness/store/merge.hpp"
+#include "harness/system/did_you_mean.hpp"
 #include "harness/store/store.hpp"
 #include "harness/system/version.hpp"
 #include "harness/cli/summary.hpp"
@@ -802,19 +803,23 @@ int cli_main(int argc, char** argv) {
     }
     const std::vector<std::string> args(argv + 2, argv + argc);
     try {
-        if (command == "run") return cmd_run(args, join_command_line(argc, argv));
-        if (command == "list") return cmd_list(args);
-        if (command == "estimate") return cmd_estimate(args);
-        if (command == "summary") return cmd_summary(args);
-        if (command == "compare") return cmd_compare(args);
-        if (command == "trace") return cmd_trace(args);
-        if (command == "report") return cmd_report(args);
-        if (command == "logits") return cmd_logits(args);
-        if (command == "submit") return cmd_submit(args);
-        if (command == "merge") return cmd_merge(args);
-        if (command == "_cell") return cmd_cell(args);
-        if (command == "_probe") return cmd_probe(args);
-        std::cerr << "sweetspot: unknown command '" << command << "'\n\n" << kUsage;
+        const std::string command_line = join_command_line(argc, argv);
+        // The commands a user types, then the ones sweetspot runs itself (in a cell's process, the probe).
+        const std::vector<std::pair<std::string, std::function<int()>>> commands = {
+            {"run", [&] { return cmd_run(args, command_line); }}, {"list", [&] { return cmd_list(args); }},
+            {"estimate", [&] { return cmd_estimate(args); }},    {"summary", [&] { return cmd_summary(args); }},
+            {"compare", [&] { return cmd_compare(args); }},      {"trace", [&] { return cmd_trace(args); }},
+            {"report", [&] { return cmd_report(args); }},        {"logits", [&] { return cmd_logits(args); }},
+            {"submit", [&] { return cmd_submit(args); }},        {"merge", [&] { return cmd_merge(args); }},
+            {"_cell", [&] { return cmd_cell(args); }},           {"_probe", [&] { return cmd_probe(args); }},
+        };
+        std::vector<std::string> names;
+        for (const auto& [name, run] : commands) {
+            if (name == command) return run();
+            if (!name.starts_with('_')) names.push_back(name);
+        }
+        std::cerr << "sweetspot: unknown command '" << escape_controls(command) << "'" << suggestion(command, names)
+                  << "\n\n" << kUsage;
         return kExitBadInput;
     } catch (const MatrixError& e) {
         std::cerr << e.what() << "\n";
