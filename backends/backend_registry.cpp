@@ -9,7 +9,7 @@
 #include "backends/unit_storage.hpp"
 
 #ifdef SWEETSPOT_HAVE_CUDA
-#include <cuda_runtime_api.h>
+#include "kernels/compute/cuda_check.hpp"
 
 #include "backends/device_backend.hpp"
 #include "backends/explicit_copy_backend.hpp"
@@ -83,22 +83,6 @@ WeightFootprint uvm_prefetch_footprint(const BackendConfig& config, std::span<co
     return {plan.device_bytes(), 0, pack_units(unit_bytes, kManagedUnitAlignmentBytes).total_bytes, plan.streamed_bytes};
 }
 
-// Empty when a GPU is usable, otherwise why not.
-std::string gpu_unavailable_reason() {
-#ifdef SWEETSPOT_HAVE_CUDA
-    int count = 0;
-    const cudaError_t status = cudaGetDeviceCount(&count);
-    if (status != cudaSuccess) {
-        (void)cudaGetLastError();  // not sticky, but leave no error behind for the next call
-        return std::string("no GPU visible: ") + cudaGetErrorString(status);
-    }
-    if (count == 0) return std::string("no GPU visible: ") + cudaGetErrorString(cudaErrorNoDevice);
-    return {};
-#else
-    return "built without CUDA";
-#endif
-}
-
 void check_config(const BackendConfig& config) {
     const std::string name(enum_name(config.backend));
     if (config.streams < 0)
@@ -148,9 +132,12 @@ const BackendTraits& backend_traits(BackendId backend) {
 
 std::string backend_unavailable_reason(BackendId backend) {
     if (!backend_traits(backend).needs_gpu) return {};
-    if (auto why = gpu_unavailable_reason(); !why.empty())
-        return "backend '" + std::string(enum_name(backend)) + "' needs a GPU: " + why;
-    return {};
+#ifdef SWEETSPOT_HAVE_CUDA
+    const std::string why = gpu_unavailable_reason();
+#else
+    const std::string why = "built without CUDA";
+#endif
+    return why.empty() ? why : "backend '" + std::string(enum_name(backend)) + "' needs a GPU: " + why;
 }
 
 std::unique_ptr<Backend> make_backend(const BackendConfig& config) {

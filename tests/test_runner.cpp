@@ -228,6 +228,31 @@ mode = ["infer", "train"]
     CHECK(cells.at(1).reason == "mode 'train' is not implemented in this version of sweetspot");
 }
 
+TEST_CASE("a sweep whose every cell is skipped exits 1 and says why nothing was measured", "[runner]") {
+    TempDir tmp;
+    write_file(tmp.file("m.toml"), R"(
+[defaults]
+model = "tiny"
+seq = 8
+iterations = 1
+mode = "train"
+[[sweep]]
+batch = [1, 2, 3]
+)");
+    const auto db = tmp.file("m.db");
+    const auto r = run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'");
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find("nothing was measured: every cell was skipped, 3 of 3 because mode 'train' is not "
+                        "implemented in this version of sweetspot") != std::string::npos);
+    const auto cells = read_cells(db);
+    REQUIRE(cells.size() == 3);
+    for (const auto& [index, c] : cells) CHECK(c.status == "skipped");
+
+    // Run again: the skipped cells are still skipped, so still nothing measured.
+    CHECK(run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'").exit_code == 1);
+}
+
 TEST_CASE("a sweep killed with SIGKILL resumes without duplicate or partial cells", "[runner]") {
     TempDir tmp;
     // A unique seed lets the test find this sweep's cell processes among others.

@@ -66,7 +66,8 @@ commands:
 
 Run 'sweetspot <command> --help' or 'sweetspot help <command>' for a command's options.
 Matrix format: experiments/README.md. Database schema and example queries: results/README.md.
-Exit codes: 0 success, 1 a run finished with failed cells, 2 bad input, 130 interrupted.
+Exit codes: 0 success, 1 a run finished with failed cells or measured nothing, 2 bad input,
+130 interrupted.
 )";
 
 // A subcommand: its options, positional arguments and what runs it.
@@ -267,6 +268,12 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
               << " invalid, " << t.skipped << " skipped, " << t.resumed << " already done"
               << (t.interrupted ? "; interrupted, run the same command again to resume" : "") << "\n"
               << "sweetspot: results in " << opt.db_path << " (sweetspot summary " << opt.db_path << ")\n";
+    if (t.nothing_measured()) {
+        const auto most = std::max_element(t.skipped_because.begin(), t.skipped_because.end(),
+                                           [](const auto& a, const auto& b) { return a.second < b.second; });
+        std::cerr << "sweetspot run: nothing was measured: every cell was skipped, " << most->second << " of "
+                  << t.skipped << " because " << most->first << "\n";
+    }
     return t.exit_code();
 }
 

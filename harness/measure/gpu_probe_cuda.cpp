@@ -246,11 +246,9 @@ std::string version_text(int v) { return std::to_string(v / 1000) + "." + std::t
 
 GpuFacts measure_gpu_facts(bool measure_link) {
     GpuFacts f;
+    if (f.note = gpu_unavailable_reason(); !f.note.empty()) return f;
     int count = 0;
-    if (const auto err = cudaGetDeviceCount(&count); err != cudaSuccess || count == 0) {
-        f.note = err != cudaSuccess ? std::string("no usable GPU: ") + cudaGetErrorString(err) : "no GPU found";
-        return f;
-    }
+    CUDA_CHECK(cudaGetDeviceCount(&count));
     f.device_count = count;
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));

@@ -30,7 +30,8 @@ namespace {
 // merge, short enough that a stuck writer is reported.
 constexpr int kBusyTries = 30;
 
-void count(RunTotals& t, CellStatus status) {
+void count(RunTotals& t, CellStatus status, const std::string& reason) {
+    if (status == CellStatus::skipped) ++t.skipped_because[reason];
     switch (status) {
         case CellStatus::ok: ++t.ok; break;
         case CellStatus::failed: ++t.failed; break;
@@ -189,7 +190,7 @@ private:
     // Why the cell is not run here (not in this build, no GPU, predicted not to fit), or empty.
     std::string skip_reason(const CellParams& cell, const std::optional<FixedCost>& fixed) const {
         std::string why = cell_unsupported_reason(cell);
-        if (why.empty() && uses_gpu(cell) && !gpu_.name) why = "no GPU visible to sweetspot (" + gpu_.note + ")";
+        if (why.empty() && uses_gpu(cell) && !gpu_.name) why = "no GPU to run on: " + gpu_.note;
         if (why.empty() && fixed && gpu_.memory_bytes && !options_.force) why = predicted_oom(cell, *gpu_.memory_bytes, *fixed);
         if (why.empty() && uses_gpu(cell) && !options_.force)
             if (const auto available = host_memory_available_bytes()) why = predicted_host_oom(cell, *available);
@@ -204,7 +205,7 @@ private:
         o.set<"finished_at">(*o.get<"started_at">());
         add_predictions(cell, fixed, true, std::nullopt, o);
         with_busy_retries([&] { record_outcome(store_, run_id_, static_cast<int>(index), cell, o); });
-        count(totals_, o.status);
+        count(totals_, o.status, o.reason);
         progress_.cell_done(cell.label(), std::string(enum_name(o.status)), std::nullopt, o.reason, false, 0);
     }
 
@@ -215,7 +216,7 @@ private:
                         result.outcome);
         with_busy_retries([&] { store_cell_result(store_, run_id_, static_cast<int>(taken.index), cell, spec, result); });
         const CellOutcome& o = result.outcome;
-        count(totals_, o.status);
+        count(totals_, o.status, o.reason);
         progress_.cell_done(cell.label() + (gpu && workers_ > 1 ? "  on GPU " + *gpu : ""), std::string(enum_name(o.status)),
                             result.reported ? result.reported->median_ms : std::nullopt,
                             o.status == CellStatus::ok ? "" : o.reason, true, o.get<"wall_s">().value_or(0));
@@ -259,10 +260,12 @@ private:
 
 }  // namespace
 
+bool RunTotals::nothing_measured() const { return skipped > 0 && ok + failed + timeout + invalid + resumed == 0; }
+
 int RunTotals::exit_code() const {
     if (!error.empty()) return kExitBadInput;
     if (interrupted) return kExitInterrupted;
-    return failed + timeout + invalid > 0 ? kExitFailed : kExitOk;
+    return failed + timeout + invalid > 0 || nothing_measured() ? kExitFailed : kExitOk;
 }
 
 RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostream& out) {

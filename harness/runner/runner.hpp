@@ -1,6 +1,7 @@
 #pragma once
 // Sweeping a matrix: each cell in its own child process with a timeout, every outcome
 // committed as one transaction, cells already `ok` in the database skipped (resume).
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -27,13 +28,17 @@ struct RunOptions {
 struct RunTotals {
     int ok = 0, failed = 0, timeout = 0, skipped = 0, invalid = 0;
     int resumed = 0;   // already ok in the database, not run again
+    std::map<std::string, int> skipped_because;  // the skipped cells by their reason
     std::optional<std::int64_t> run_id;  // the run this sweep stored
     bool interrupted = false;            // SIGINT or SIGTERM
     // Why the sweep stopped before its cells were done: the database could not be written (a full
     // disk, a file made read-only, a lock held too long, a damaged page). The cells stored before
     // stay, and the same command resumes once the cause is gone.
     std::string error;
-    // 2 after an error, 130 when interrupted, 1 when a cell failed, timed out or was invalid, else 0.
+    // Every cell of the sweep skipped, none measured now or before: nothing was measured at all.
+    bool nothing_measured() const;
+    // 2 after an error, 130 when interrupted, 1 when a cell failed, timed out or was invalid, or
+    // when nothing was measured at all, else 0.
     int exit_code() const;
 };
 

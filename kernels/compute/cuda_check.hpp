@@ -17,6 +17,11 @@ public:
 void cuda_check(cudaError_t status, const char* call, const char* file, int line);
 void cublas_check(cublasStatus_t status, const char* call, const char* file, int line);
 
+// Why this process sees no GPU, in words a user acts on ("no NVIDIA driver on this machine", not
+// the runtime's "CUDA driver version is insufficient", which it also says when there is none); empty
+// when it sees one.
+std::string gpu_unavailable_reason();
+
 }  // namespace sweetspot
 
 #define CUDA_CHECK(call) ::sweetspot::cuda_check((call), #call, __FILE__, __LINE__)
