@@ -173,10 +173,10 @@ def driver_ceilings_section(db, cells):
                 ("its GB/s", "num"), ("ceiling GB/s", "num"), ("from", "text")]
     return ('<section id="driver-ceilings"><h2>Driver ceilings</h2><p>The rates the driver bounds of the uvm and '
             "uvm-prefetch cells divide their bytes by: each run's managed-memory probe (one operation on a 512 MiB "
-            "range, median of five calls), and the fastest cell of the run through the operation (the bytes it moved "
-            "that way in one forward ÷ its median latency). The ceiling is the higher of the two: the probe alone is no "
-            "ceiling of what the driver does in a forward. The cells table's driver bound from column says what set each "
-            "bound.</p>" + sortable_table(headings, rows) + "</section>")
+            "range, median of five calls), and the fastest cell of the run through the operation (the bytes it "
+            "moved that way in one forward ÷ its median latency). The ceiling is the higher of the two: the probe "
+            "alone is no ceiling of what the driver does in a forward. The cells table's driver bound from column "
+            "says what set each bound.</p>" + sortable_table(headings, rows) + "</section>")
 
 
 def cells_section(cells):

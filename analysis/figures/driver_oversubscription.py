@@ -25,7 +25,7 @@ def render(data):
                       "dropping the read-mostly copy), and the device backend's median latency on the same workload. "
                       "An operation's ceiling is the run's managed-memory probe rate, or the best rate a cell of the "
                       "run achieved through it where that is higher (the table of driver ceilings above gives both). "
-                      f"What set the driver bounds of the {len(cells)} UVM cells that have one: {sources}. 1 means the cell runs as fast as the driver lets it; the "
-                      "oversubscription figure measures the same cells against the link. Error bars: 10th and 90th "
-                      "percentile latency ÷ driver bound." + faster_than_note(cells, "x_driver_bound", "driver bound")
+                      f"What set the driver bounds of the {len(cells)} UVM cells that have one: {sources}. 1 means "
+                      "the cell runs as fast as the driver lets it; the oversubscription figure measures the same "
+                      "cells against the link. Error bars: 10th and 90th percentile latency ÷ driver bound." + faster_than_note(cells, "x_driver_bound", "driver bound")
                  + full_budget_note(data.ok, data.db.axes))
