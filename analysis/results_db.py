@@ -11,7 +11,7 @@ import sqlite3
 import pandas as pd
 
 from axes import Axes
-from bound import bound_ms, present, device_latencies, driver_bound, driver_ceilings, faster_than, managed_rates
+from bound import bound_ms, device_latencies, driver_bound, driver_ceilings, faster_than, managed_rates, present
 
 # Versions this report reads without an `axes` table: it names every column it needs and skips a
 # figure whose columns a file lacks, so an older file cannot be misread. Files that describe their
