@@ -21,8 +21,8 @@ all but those still on the GPU when the forward ends (device_weight_bytes − re
 LRU's budget, the prefetch slots), which go back before the next one, outside the timed window.
 (The UM counters, um_htod_bytes and um_dtoh_bytes, are of the traced iteration, evictions
 between forwards included, and under-report fault-driven migrations: docs/benchmarks.md, issue 12.)
-The two directions overlap (a migration back runs beside the next prefetch), so the terms are the
-larger of the two, not their sum.
+The two directions overlap (a migration back runs beside the next prefetch), so the driver term is
+the larger of the two times, not their sum.
 
 The ceiling of an operation in a run is the higher of
   - the run's managed-memory probe (`managed_probe`): the operation alone on a 512 MiB range, and
