@@ -1,22 +1,38 @@
 """The bounds of a cell, shared by the report and scripts/bench/backends_table.py.
 
     bound        = max(streamed_bytes / measured pinned H2D bandwidth, `device` latency of the same workload)
-    driver bound = max(streamed_bytes / the rate the driver delivers for bringing weights in
-                       + streamed_bytes / the rate it delivers for evicting them,
+    driver bound = max(brought-in bytes / the run's ceiling for the operation that brings them in,
+                       evicted bytes / the run's ceiling for the operation that evicts them,
                        `device` latency of the same workload)          (uvm and uvm-prefetch cells only)
 
 streamed_bytes are the weights the backend could not keep resident under the cell's budget; the
-fastest `device` cell of the same workload is the in-memory speed reference. Either term may be missing
-(no link probe, no `device` cell); the bound is then the other one, or None.
+fastest `device` cell of the same workload is the in-memory speed reference. Either term of the
+bound may be missing (no link probe, no `device` cell); the bound is then the other one, or None.
 
-The driver bound uses the run's managed-memory probe (the `managed_probe` table), for the way the
-cell moves weights: brought in by prefetch (`prefetch_to_gpu`), by read-mostly prefetch
-(`read_mostly_prefetch_to_gpu`, evict = read-mostly) or by faults (`fault_in`, prefetch = off); sent
-back by migration (`evict_to_host`, the device→host bytes) or by dropping the read-mostly copy
-(`drop_read_mostly_copy`). In the steady state every byte brought in is evicted again, and the two
-are added, not overlapped: the probe found each migration holding the host thread, one after the
-other. It is the ceiling UVM can reach on that machine, beside the link's.
-Cells are mappings by column name (sqlite3.Row, dict, pandas row); NULL may arrive as None or NaN.
+A bound is a floor: no cell may run faster than it. faster_than() names the bounds a cell beats
+(latency ÷ bound below 1); the report and backends_table.py flag them.
+
+The driver bound is what the driver's rate for the cell's way of moving weights allows. The way:
+brought in by prefetch (`prefetch_to_gpu`), by read-mostly prefetch (`read_mostly_prefetch_to_gpu`,
+evict = read-mostly) or by faults (`fault_in`, prefetch = off); sent back by migration
+(`evict_to_host`) or by dropping the read-mostly copy (`drop_read_mostly_copy`). The bytes are the
+backend's own counts of one timed forward: it brings in all its streamed bytes, and evicts them
+all but those still on the GPU when the forward ends (device_weight_bytes − resident_bytes: the
+LRU's budget, the prefetch slots), which go back before the next one, outside the timed window.
+(The UM counters, um_htod_bytes and um_dtoh_bytes, are of the traced iteration, evictions
+between forwards included, and under-report fault-driven migrations: docs/benchmarks.md, issue 12.)
+The two directions overlap (a migration back runs beside the next prefetch), so the driver term is
+the larger of the two times, not their sum.
+
+The ceiling of an operation in a run is the higher of
+  - the run's managed-memory probe (`managed_probe`): the operation alone on a 512 MiB range, and
+  - the best rate any ok cell of the run achieved through it: its bytes ÷ its median latency.
+The probe's rate is not a ceiling of what the driver does in a forward by itself (on-demand faults
+come with speculative prefetching, concurrent prefetches overlap), so a cell that moved its bytes
+faster raises the ceiling to its own rate: no cell of the run beats its driver term, and the best
+one sits at it. Ceiling.source says which it came from; a run without a probe of the operation has
+no driver bound.
+Cells are mappings by column name (dict, pandas row); NULL may arrive as None or NaN.
 Standard library only, so the bench scripts can use it without pandas.
 """
 import math
@@ -87,26 +103,101 @@ def driver_operations(cell):
     return bring, "drop_read_mostly_copy" if read_mostly else "evict_to_host"
 
 
-def driver_link_ms(cell, rates):
-    """Time the cell's streamed weights need at the rates its run's probe measured (ms); None for a
-    cell that is not UVM, or whose run has no probe of those operations. rates: {run_id:
-    {operation: GB/s}}."""
-    if cell["backend"] not in UVM_BACKENDS:
+def field(cell, column):
+    """The cell's value of `column`, None where it is NULL or the cell lacks the column (older files)."""
+    try:
+        return present(cell[column])
+    except (KeyError, IndexError):
         return None
-    streamed = present(cell["streamed_bytes"])
-    measured = rates.get(cell["run_id"])
-    if streamed is None or not measured:
+
+
+def moved_bytes(cell):
+    """{operation: bytes} a UVM cell moves through each of its two operations in one timed forward;
+    None for a cell that is not UVM or whose streamed bytes are unknown."""
+    streamed = field(cell, "streamed_bytes")
+    if cell["backend"] not in UVM_BACKENDS or streamed is None:
         return None
+    held, resident = field(cell, "device_weight_bytes"), field(cell, "resident_bytes")
+    left_on_gpu = held - resident if held is not None and resident is not None else 0
     bring, evict = driver_operations(cell)
-    if not measured.get(bring) or not measured.get(evict):
+    return {bring: streamed, evict: max(0, streamed - left_on_gpu)}
+
+
+class Ceiling:
+    """The rate (GB/s) a run's driver reaches for one operation: the probe's, or best_cell's
+    (its cell_id) where that cell moved its bytes faster."""
+
+    def __init__(self, probe_gbps, best_cell=None, best_gbps=None):
+        self.probe_gbps, self.best_cell, self.best_gbps = probe_gbps, best_cell, best_gbps
+
+    @property
+    def from_cell(self):
+        return self.best_gbps is not None and self.best_gbps > self.probe_gbps
+
+    @property
+    def gbps(self):
+        return self.best_gbps if self.from_cell else self.probe_gbps
+
+    @property
+    def source(self):
+        return f"cell {self.best_cell}" if self.from_cell else "probe"
+
+
+def driver_ceilings(cells, rates):
+    """{run_id: {operation: Ceiling}} for the operations each run's probe measured. cells: the
+    measured cells (ok, with a latency); rates: {run_id: {operation: GB/s}} (managed_rates)."""
+    ceilings = {run: {op: Ceiling(gbps) for op, gbps in probe.items() if gbps} for run, probe in rates.items()}
+    for c in cells:
+        latency, moved = field(c, "latency_median_ms"), moved_bytes(c)
+        if not latency or moved is None or c["run_id"] not in ceilings:
+            continue
+        for op, nbytes in moved.items():
+            ceiling, gbps = ceilings[c["run_id"]].get(op), nbytes / (latency * 1e6)
+            if ceiling is not None and nbytes > 0 and (ceiling.best_gbps is None or gbps > ceiling.best_gbps):
+                ceiling.best_cell, ceiling.best_gbps = field(c, "cell_id"), gbps
+    return ceilings
+
+
+def driver_term(cell, ceilings):
+    """(ms, what set it) for the cell's bytes at its run's ceilings: the slower operation's time,
+    and "operation (probe)" or "operation (cell N)". None for a cell that is not UVM, or whose run has
+    no ceiling for its operations."""
+    moved = moved_bytes(cell)
+    run = ceilings.get(cell["run_id"], {})
+    if moved is None or any(op not in run for op in moved):
         return None
-    return streamed / (measured[bring] * 1e6) + streamed / (measured[evict] * 1e6)
+    ms, op = max((nbytes / (run[op].gbps * 1e6), op) for op, nbytes in moved.items())
+    return ms, f"{op} ({run[op].source})"
 
 
-def driver_bound_ms(cell, device_ms, rates, columns):
+def driver_link_ms(cell, ceilings):
+    """Time the cell's weights need at its run's ceilings (ms), or None (driver_term)."""
+    term = driver_term(cell, ceilings)
+    return None if term is None else term[0]
+
+
+def driver_bound(cell, device_ms, ceilings, columns):
+    """(the cell's driver bound in ms, what set it: driver_term's text or "device"), or None when
+    the cell has no driver term."""
+    term = driver_term(cell, ceilings)
+    if term is None:
+        return None
+    device = present(device_ms.get(workload(cell, columns)))
+    return (device, "device") if device is not None and device > term[0] else term
+
+
+def driver_bound_ms(cell, device_ms, ceilings, columns):
     """The cell's driver bound (ms), or None when the cell has no driver term."""
-    driver = driver_link_ms(cell, rates)
-    if driver is None:
-        return None
-    return max(v for v in (driver, present(device_ms.get(workload(cell, columns)))) if v is not None)
+    bound = driver_bound(cell, device_ms, ceilings, columns)
+    return None if bound is None else bound[0]
 
+
+# The ratios of a cell to its bounds (latency ÷ bound), under the names the report gives the bounds.
+BOUND_RATIOS = (("x_bound", "bound"), ("x_driver_bound", "driver bound"))
+
+
+def faster_than(cell):
+    """The names of the bounds the cell beats (latency ÷ bound below 1), ", "-joined; None when none:
+    a bound is a floor, so each is a fault of the bound or of the measurement to look into."""
+    beaten = [name for column, name in BOUND_RATIOS if (field(cell, column) is not None and field(cell, column) < 1.0)]
+    return ", ".join(beaten) if beaten else None

@@ -28,6 +28,8 @@ COLUMNS = [
     ("x_bound", "× bound", ".2f"),
     ("driver_bound_ms", "driver bound ms", ".4g"),
     ("x_driver_bound", "× driver bound", ".2f"),
+    ("driver_bound_from", "driver bound from", None),
+    ("faster_than", "faster than", None),
     ("streamed_gbps", "link GB/s", ".1f"),
     ("um_htod_bytes", "UM H→D MB", ",.1f"),
     ("um_dtoh_bytes", "UM D→H MB", ",.1f"),

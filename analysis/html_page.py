@@ -156,13 +156,37 @@ def time_split_section(splits):
             "takes its transfers plus the tail.</p>" + sortable_table(headings, rows) + "</section>")
 
 
+def driver_ceilings_section(db, cells):
+    """The rates the driver bounds divide by: per run and managed-memory operation, the probe's rate,
+    the fastest cell through it, and the ceiling the bounds use (analysis/bound.py)."""
+    ceilings = db.driver_ceilings(cells.to_dict("records"))
+    rows = []
+    for run, operations in sorted(ceilings.items()):
+        for op, c in operations.items():
+            best = [Cell("–"), Cell("–")] if c.best_cell is None else [
+                Cell(str(c.best_cell), c.best_cell), Cell(fmt(c.best_gbps, 1), c.best_gbps)]
+            rows.append([Cell(str(run), run), Cell(op), Cell(fmt(c.probe_gbps, 1), c.probe_gbps), *best,
+                         Cell(fmt(c.gbps, 1), c.gbps), Cell(c.source)])
+    if not rows:
+        return ""
+    headings = [("run", "num"), ("operation", "text"), ("probe GB/s", "num"), ("fastest cell", "num"),
+                ("its GB/s", "num"), ("ceiling GB/s", "num"), ("from", "text")]
+    return ('<section id="driver-ceilings"><h2>Driver ceilings</h2><p>The rates the driver bounds of the uvm and '
+            "uvm-prefetch cells divide their bytes by: each run's managed-memory probe (one operation on a 512 MiB "
+            "range, median of five calls), and the fastest cell of the run through the operation (the bytes it "
+            "moved that way in one forward ÷ its median latency). The ceiling is the higher of the two: the probe "
+            "alone is no ceiling of what the driver does in a forward. The cells table's driver bound from column "
+            "says what set each bound.</p>" + sortable_table(headings, rows) + "</section>")
+
+
 def cells_section(cells):
     if cells.empty:
         return '<section id="cells"><h2>Cells</h2><p>The database has no cells.</p></section>'
     headings, rows = cell_table(cells)
     status_col = [h for h, _ in headings].index("status")
     return ('<section id="cells"><h2>Cells</h2><p>Every cell of the database; click a column heading to sort. '
-            "Latencies are of the timed iterations; × bound is the median latency ÷ the cell's bound.</p>"
+            "Latencies are of the timed iterations; × bound is the median latency ÷ the cell's bound; "
+            "faster than names the bounds a cell beats (a bound is a floor: look into those cells).</p>"
             + sortable_table(headings, rows, lambda row: f"status-{row[status_col].text}") + "</section>")
 
 
@@ -191,6 +215,7 @@ def page(db, runs, cells, drawn, skipped, splits, generated_at):
 <nav><ul><li><a href="#runs">Runs</a></li>{toc}<li><a href="#cells">Cells</a></li></ul></nav>
 </header>
 {runs_section(runs)}
+{driver_ceilings_section(db, cells)}
 {"".join(figure_section(r) for r in drawn)}
 {skipped_section(skipped)}
 {time_split_section(splits)}

@@ -11,7 +11,7 @@ import sqlite3
 import pandas as pd
 
 from axes import Axes
-from bound import bound_ms, device_latencies, driver_bound_ms, managed_rates
+from bound import bound_ms, device_latencies, driver_bound, driver_ceilings, faster_than, managed_rates, present
 
 # Versions this report reads without an `axes` table: it names every column it needs and skips a
 # figure whose columns a file lacks, so an older file cannot be misread. Files that describe their
@@ -20,6 +20,11 @@ OLDER_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 
 # What the report takes from a cell's run (absent from the oldest files: filled with NULL).
 RUN_COLUMNS = ("h2d_gbps", "d2h_gbps", "gpu_name", "gpu_driver", "cpu_model", "host")
+
+
+def is_measured(cell):
+    """A cell with bounds: an ok GPU cell (as in scripts/bench/backends_table.py; a host cell has no link)."""
+    return cell["status"] == "ok" and cell["backend"] != "host"
 
 
 class BadInput(Exception):
@@ -97,26 +102,33 @@ class ResultsDb:
         for c in RUN_COLUMNS:
             if c not in cells:
                 cells[c] = None
-        for c in ("streamed_bytes", "streamed_gbps"):
+        for c in ("streamed_bytes", "streamed_gbps", "device_weight_bytes", "resident_bytes"):
             if c not in cells:
                 cells[c] = None
         for c, value in self.axes.older_values.items():
             if c not in cells:
                 cells[c] = value
         records = cells.to_dict("records")
-        # As in scripts/bench/backends_table.py: measured GPU cells only; a host cell has no link.
-        measured = [r["status"] == "ok" and r["backend"] != "host" for r in records]
+        measured = [is_measured(r) for r in records]
         workload = self.axes.workload
         device_ms = device_latencies([r for r, m in zip(records, measured) if m], workload)
         cells["bound_ms"] = [bound_ms(r, device_ms, workload) if m else None for r, m in zip(records, measured)]
         cells["bound_ms"] = cells["bound_ms"].astype(float)
         cells["x_bound"] = cells["latency_median_ms"] / cells["bound_ms"]
-        rates = managed_rates(self.con)
-        cells["driver_bound_ms"] = [driver_bound_ms(r, device_ms, rates, workload) if m else None
-                                    for r, m in zip(records, measured)]
+        ceilings = self.driver_ceilings(records)
+        driver = [driver_bound(r, device_ms, ceilings, workload) if m else None for r, m in zip(records, measured)]
+        cells["driver_bound_ms"] = [d[0] if d else None for d in driver]
         cells["driver_bound_ms"] = cells["driver_bound_ms"].astype(float)
+        cells["driver_bound_from"] = [d[1] if d else None for d in driver]
         cells["x_driver_bound"] = cells["latency_median_ms"] / cells["driver_bound_ms"]
+        cells["faster_than"] = [faster_than(r) for r in cells.to_dict("records")]
         return cells
+
+    def driver_ceilings(self, records):
+        """{run_id: {operation: bound.Ceiling}}: the runs' probes, raised by the measured cells among
+        `records` (cells as mappings) that moved their bytes faster."""
+        return driver_ceilings([r for r in records if is_measured(r) and present(r["latency_median_ms"])],
+                               managed_rates(self.con))
 
     def traced_iterations(self):
         """Number of traced iterations stored per cell_id."""

@@ -20,6 +20,7 @@ import importlib.util
 import math
 import os
 import pathlib
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -305,8 +306,9 @@ class BoundTest(unittest.TestCase):
 
 
 class DriverBoundTest(unittest.TestCase):
-    """driver bound = max(streamed ÷ the probe's rate in + streamed ÷ its rate out, the `device` latency)
-    for uvm and uvm-prefetch cells, at the operations of the cell's prefetch and evict settings."""
+    """driver bound = max(brought-in bytes ÷ the run's ceiling for bringing them in, bytes evicted during
+    the forward ÷ its ceiling for evicting them, the `device` latency) for uvm and uvm-prefetch cells;
+    a ceiling is the probe's rate, or the best rate a cell of the run achieved where that is higher."""
 
     RATES = {1: {"prefetch_to_gpu": 40.0, "read_mostly_prefetch_to_gpu": 32.0, "evict_to_host": 10.0,
                  "drop_read_mostly_copy": 500.0, "fault_in": 8.0}}
@@ -316,6 +318,9 @@ class DriverBoundTest(unittest.TestCase):
         c.update(fields)
         return c
 
+    def probe_only(self, rates=None):
+        return bound.driver_ceilings([], self.RATES if rates is None else rates)
+
     def test_operations_follow_prefetch_and_evict(self):
         self.assertEqual(bound.driver_operations(self.uvm()), ("prefetch_to_gpu", "evict_to_host"))
         self.assertEqual(bound.driver_operations(self.uvm(prefetch=2, evict="read-mostly")),
@@ -324,24 +329,69 @@ class DriverBoundTest(unittest.TestCase):
         self.assertEqual(bound.driver_operations(self.uvm("uvm", prefetch="off", evict="read-mostly")),
                          ("fault_in", "drop_read_mostly_copy"))
 
-    def test_driver_link_ms_adds_bringing_in_and_evicting(self):
-        self.assertAlmostEqual(bound.driver_link_ms(self.uvm(), self.RATES), 100.0 + 400.0)  # 4e9/40e9 + 4e9/10e9
-        self.assertAlmostEqual(bound.driver_link_ms(self.uvm(evict="read-mostly"), self.RATES), 125.0 + 8.0)
-        self.assertAlmostEqual(bound.driver_link_ms(self.uvm("uvm", prefetch="off"), self.RATES), 500.0 + 400.0)
+    def test_moved_bytes_leave_out_what_stays_on_the_gpu_after_the_forward(self):
+        # Without the placement columns (older files) every streamed byte is evicted again.
+        self.assertEqual(bound.moved_bytes(self.uvm()), {"prefetch_to_gpu": 4 * GB, "evict_to_host": 4 * GB})
+        # Prefetch slots: 3 GB held for weights, 2.5 GB of them resident: 0.5 GB of slots go back after the forward.
+        self.assertEqual(bound.moved_bytes(self.uvm(device_weight_bytes=3 * GB, resident_bytes=2.5 * GB)),
+                         {"prefetch_to_gpu": 4 * GB, "evict_to_host": 3.5 * GB})
+        # uvm whose budget holds all 4 GB: nothing is evicted during the forward.
+        self.assertEqual(bound.moved_bytes(self.uvm("uvm", prefetch="off", device_weight_bytes=4 * GB, resident_bytes=0)),
+                         {"fault_in": 4 * GB, "evict_to_host": 0})
+        self.assertIsNone(bound.moved_bytes(self.uvm("explicit-copy")))
+
+    def test_the_slower_operation_sets_the_driver_term(self):
+        # max(4e9 / 40e9, 4e9 / 10e9) = max(100, 400); the old sum was 500
+        self.assertAlmostEqual(bound.driver_link_ms(self.uvm(), self.probe_only()), 400.0)
+        self.assertEqual(bound.driver_term(self.uvm(), self.probe_only())[1], "evict_to_host (probe)")
+        # max(4e9 / 32e9, 4e9 / 500e9) = max(125, 8)
+        self.assertAlmostEqual(bound.driver_link_ms(self.uvm(evict="read-mostly"), self.probe_only()), 125.0)
+        # max(4e9 / 8e9, 3.5e9 / 10e9) = max(500, 350)
+        fault = self.uvm("uvm", prefetch="off", device_weight_bytes=0.5 * GB, resident_bytes=0)
+        self.assertAlmostEqual(bound.driver_link_ms(fault, self.probe_only()), 500.0)
+        self.assertEqual(bound.driver_term(fault, self.probe_only())[1], "fault_in (probe)")
+
+    def test_a_faster_cell_raises_the_ceiling_to_its_rate(self):
+        """uvm with all 4 GB inside its budget took 250 ms: 4e9 B / 0.25 s = 16 GB/s faulted in, twice
+        the probe's 8. It sits at its bound (250 ms, 1.0), where the probe's would be 500 ms (0.5).
+        The 50 % cell (300 ms) faulted in at 13.3 GB/s and evicted 2e9 B / 0.3 s = 6.7 GB/s, under
+        the probe's 10: its bound is max(4e9 / 16e9, 2e9 / 10e9) = max(250, 200) = 250 ms."""
+        full = self.uvm("uvm", prefetch="off", cell_id=5, latency_median_ms=250.0, device_weight_bytes=4 * GB,
+                        resident_bytes=0)
+        half = self.uvm("uvm", prefetch="off", cell_id=4, latency_median_ms=300.0, device_weight_bytes=2 * GB,
+                        resident_bytes=0)
+        ceilings = bound.driver_ceilings([full, half], self.RATES)
+        fault, evict = ceilings[1]["fault_in"], ceilings[1]["evict_to_host"]
+        self.assertEqual((fault.probe_gbps, fault.best_cell, fault.gbps, fault.source), (8.0, 5, 16.0, "cell 5"))
+        self.assertEqual((evict.best_cell, evict.gbps, evict.source), (4, 10.0, "probe"))
+        self.assertAlmostEqual(evict.best_gbps, 2e9 / 0.3e9)
+        self.assertEqual(bound.driver_bound(full, {}, ceilings, WORKLOAD), (250.0, "fault_in (cell 5)"))
+        self.assertEqual(bound.driver_bound(half, {}, ceilings, WORKLOAD), (250.0, "fault_in (cell 5)"))
+        # A cell of another run, or an operation the run's probe did not measure, leaves the ceilings alone.
+        other = bound.driver_ceilings([dict(full, run_id=2)], self.RATES)
+        self.assertEqual(other[1]["fault_in"].source, "probe")
+        self.assertIsNone(bound.driver_term(full, bound.driver_ceilings([full], {1: {"fault_in": 8.0}})))
 
     def test_no_driver_term_outside_uvm_or_without_a_probe(self):
         for backend in ("explicit-copy", "device", "host"):
-            self.assertIsNone(bound.driver_link_ms(self.uvm(backend), self.RATES), backend)
-        self.assertIsNone(bound.driver_link_ms(self.uvm(run_id=2), self.RATES))  # that run has no probe
-        self.assertIsNone(bound.driver_link_ms(self.uvm(), {1: {"prefetch_to_gpu": 40.0}}))  # no eviction rate
-        self.assertIsNone(bound.driver_link_ms(self.uvm(streamed_bytes=None), self.RATES))
+            self.assertIsNone(bound.driver_link_ms(self.uvm(backend), self.probe_only()), backend)
+        self.assertIsNone(bound.driver_link_ms(self.uvm(run_id=2), self.probe_only()))  # that run has no probe
+        self.assertIsNone(bound.driver_link_ms(self.uvm(), self.probe_only({1: {"prefetch_to_gpu": 40.0}})))
+        self.assertIsNone(bound.driver_link_ms(self.uvm(streamed_bytes=None), self.probe_only()))
 
     def test_driver_bound_is_the_larger_term(self):
         ref = bound.device_latencies([cell("device", streamed=0, latency=600.0)], WORKLOAD)
-        self.assertAlmostEqual(bound.driver_bound_ms(self.uvm(), ref, self.RATES, WORKLOAD), 600.0)  # device 600 > 500
-        self.assertAlmostEqual(bound.driver_bound_ms(self.uvm("uvm", prefetch="off"), ref, self.RATES, WORKLOAD), 900.0)
-        self.assertAlmostEqual(bound.driver_bound_ms(self.uvm(), {}, self.RATES, WORKLOAD), 500.0)  # no device cell
-        self.assertIsNone(bound.driver_bound_ms(self.uvm("explicit-copy"), ref, self.RATES, WORKLOAD))
+        self.assertEqual(bound.driver_bound(self.uvm(), ref, self.probe_only(), WORKLOAD), (600.0, "device"))  # > 400
+        self.assertAlmostEqual(bound.driver_bound_ms(self.uvm(), {}, self.probe_only(), WORKLOAD), 400.0)  # no device
+        slow = self.uvm("uvm", prefetch="off")  # max(4e9 / 8e9, 4e9 / 10e9) = 500 < 600
+        self.assertAlmostEqual(bound.driver_bound_ms(slow, ref, self.probe_only(), WORKLOAD), 600.0)
+        self.assertIsNone(bound.driver_bound_ms(self.uvm("explicit-copy"), ref, self.probe_only(), WORKLOAD))
+
+    def test_faster_than_names_the_bounds_a_cell_beats(self):
+        self.assertEqual(bound.faster_than(dict(x_bound=0.9, x_driver_bound=1.1)), "bound")
+        self.assertEqual(bound.faster_than(dict(x_bound=0.99, x_driver_bound=0.5)), "bound, driver bound")
+        self.assertIsNone(bound.faster_than(dict(x_bound=1.0, x_driver_bound=float("nan"))))
+        self.assertIsNone(bound.faster_than(dict(x_bound=None)))
 
 
 class WorkloadFromAxesTest(DbTest):
@@ -392,7 +442,7 @@ class BoundFixture(DbTest):
         db.set_run(h2d_gbps=25.0, d2h_gbps=24.0, gpu_name="Fixture GPU", gpu_driver="CUDA 13.0",
                    gpu_memory_bytes=80 * GIB)
         # prefetch75 (prefetch off, evict migrate) faults weights in and migrates them out:
-        # 2e9 / 50e9 + 2e9 / 40e9 = 40 + 50 = 90 ms < device 100 ms: driver bound 100, 150 / 100 = 1.5
+        # max(2e9 / 50e9, 2e9 / 40e9) = 50 ms < device 100 ms: driver bound 100, 150 / 100 = 1.5
         for operation, gbps in (("fault_in", 50.0), ("evict_to_host", 40.0), ("prefetch_to_gpu", 45.0)):
             db.insert("managed_probe", dict(run_id=1, operation=operation, bytes=512 << 20, calls=5, gbps=gbps,
                                             host_ms=1.0))
@@ -491,7 +541,7 @@ class BackendsTableTest(BoundFixture):
         lines = out.splitlines()
         self.assertEqual(lines[0], "| " + " | ".join(self.COLUMNS) + " |")
         self.assertEqual(lines[1], "|" + "---|" * len(self.COLUMNS))
-        rows = [dict(zip(self.COLUMNS, line[2:-2].split(" | "))) for line in lines[2:]]
+        rows = [dict(zip(self.COLUMNS, line[2:-2].split(" | "))) for line in lines[2:] if line.startswith("| ")]
         return {(r["backend"], r["dtype"], r["budget"]): r for r in rows}
 
     def check(self, rows, expected):
@@ -577,8 +627,13 @@ class BackendsTableTest(BoundFixture):
                  resident_bytes=6 * GB, streamed_bytes=2 * GB, prefetch="1", launch="graphs",
                  latency_median_ms=120.0, latency_p10_ms=110.0, latency_p90_ms=130.0)
         db.close()
-        rows = self.markdown_rows(self.script(self.path, db.path, "--markdown", "--best"))
+        out = self.script(self.path, db.path, "--markdown", "--best")
+        rows = self.markdown_rows(out)
         self.assertEqual(rows[("uvm-prefetch", "fp32", "75%")]["launch"], "graphs")
+        # Its run's link: 2e9 / 15e9 = 133.3 ms, above its 120 ms: 120 / 133.3 = 0.90, flagged and counted.
+        self.assertEqual(rows[("uvm-prefetch", "fp32", "75%")]["× bound"], "0.90!")
+        self.assertEqual(out.splitlines()[-1], "! 1 row(s) faster than a bound (latency ÷ bound below 1): a bound is a "
+                                               "floor, so the bound or the measurement is wrong there")
         self.assertEqual(rows[("uvm-prefetch", "fp32", "75%")]["median ms"], "120.0")
         old = os.path.join(self.folder, "v9.db")
         shutil.copy(self.path, old)
@@ -624,7 +679,8 @@ class ReportBoundTest(BoundFixture):
         self.assertIn("two or more budgets", str(skipped.exception))
 
     def test_driver_bound_of_a_slower_driver(self):
-        """Rates below the device term: the driver term sets the bound. 2e9 / 5e9 + 2e9 / 10e9 = 600 ms."""
+        """Rates below the device term: the driver term sets the bound. max(2e9 / 5e9, 2e9 / 10e9) = 400 ms;
+        the cell's own 2e9 B / 0.9 s = 2.2 GB/s raises neither ceiling."""
         db = FixtureDb(self.folder, "slow_driver.db")
         db.set_run(h2d_gbps=25.0)
         for operation, gbps in (("prefetch_to_gpu", 5.0), ("evict_to_host", 10.0)):
@@ -634,8 +690,9 @@ class ReportBoundTest(BoundFixture):
         uvm = gpu_cell(db, "uvm-prefetch", prefetch="jit", streamed_bytes=2 * GB, latency_median_ms=900.0)
         db.close()
         cells = ResultsDb(db.path).cells().set_index("cell_id")
-        self.assertAlmostEqual(cells.loc[uvm, "driver_bound_ms"], 600.0)
-        self.assertAlmostEqual(cells.loc[uvm, "x_driver_bound"], 1.5)
+        self.assertAlmostEqual(cells.loc[uvm, "driver_bound_ms"], 400.0)
+        self.assertAlmostEqual(cells.loc[uvm, "x_driver_bound"], 2.25)
+        self.assertEqual(cells.loc[uvm, "driver_bound_from"], "prefetch_to_gpu (probe)")
         self.assertAlmostEqual(cells.loc[uvm, "bound_ms"], 100.0)  # the link's: 2e9 / 25e9 = 80 < device 100
 
     def test_no_link_probe_leaves_the_device_term(self):
@@ -814,6 +871,101 @@ class ReportBoundTest(BoundFixture):
 
 
 # --- the report's normalized and throughput figures -------------------------------------------------
+
+class DriverCeilingTest(DbTest):
+    """A run whose uvm cell faulted its weights in faster than the probe's fault_in rate: the ceiling
+    is the cell's rate, no UVM cell beats its driver bound, and the page shows the probe's rates beside
+    the ceilings. An explicit-copy cell faster than its link bound is flagged (the link probe is no
+    ceiling there either). uvm with all weights inside its budget is explained in the captions."""
+
+    @classmethod
+    def build(cls, db):
+        db.set_run(h2d_gbps=25.0, gpu_name="Fixture GPU")
+        for operation, gbps in (("fault_in", 8.0), ("evict_to_host", 10.0), ("prefetch_to_gpu", 40.0)):
+            db.insert("managed_probe", dict(run_id=1, operation=operation, bytes=512 << 20, calls=5, gbps=gbps,
+                                            host_ms=1.0))
+        common = dict(weight_bytes=4 * GB, resident_bytes=0)
+        ids = {}
+        ids["device"] = gpu_cell(db, "device", budget="100%", budget_bytes=4 * GB, oversubscription=1.0,
+                                 streamed_bytes=0, latency_median_ms=100.0, latency_p10_ms=100.0,
+                                 latency_p90_ms=100.0, **dict(common, resident_bytes=4 * GB))
+        # 4e9 B / 0.25 s = 16 GB/s faulted in, evicting nothing during the forward; 3.6 GB per traced iteration
+        ids["uvm100"] = gpu_cell(db, "uvm", budget="100%", budget_bytes=4 * GB, oversubscription=1.0,
+                                 streamed_bytes=4 * GB, device_weight_bytes=4 * GB, latency_median_ms=250.0,
+                                 latency_p10_ms=240.0, latency_p90_ms=260.0, um_htod_bytes=7_200_000_000,
+                                 trace_iterations=2, **common)
+        # 13.3 GB/s in; 2e9 B / 0.3 s = 6.7 GB/s evicted, below the probe's 10
+        ids["uvm50"] = gpu_cell(db, "uvm", budget="50%", budget_bytes=2 * GB, oversubscription=2.0,
+                                streamed_bytes=4 * GB, device_weight_bytes=2 * GB, latency_median_ms=300.0,
+                                latency_p10_ms=290.0, latency_p90_ms=310.0, um_htod_bytes=7_400_000_000,
+                                trace_iterations=2, **common)
+        # link 3e9 / 25e9 = 120 ms > device 100: bound 120, 110 / 120 = 0.92
+        ids["copy25"] = gpu_cell(db, "explicit-copy", budget="25%", budget_bytes=1 * GB, oversubscription=4.0,
+                                 streamed_bytes=3 * GB, latency_median_ms=110.0, latency_p10_ms=105.0,
+                                 latency_p90_ms=115.0, **common)
+        # link 2e9 / 25e9 = 80 ms < device 100: bound 100, 130 / 100 = 1.3
+        ids["copy50"] = gpu_cell(db, "explicit-copy", budget="50%", budget_bytes=2 * GB, oversubscription=2.0,
+                                 streamed_bytes=2 * GB, latency_median_ms=130.0, latency_p10_ms=125.0,
+                                 latency_p90_ms=135.0, **common)
+        return ids
+
+    def test_the_fastest_cell_sets_the_ceiling_and_no_uvm_cell_beats_it(self):
+        cells = ResultsDb(self.path).cells().set_index("cell_id")
+        uvm100, uvm50 = self.ids["uvm100"], self.ids["uvm50"]
+        # 4e9 / 16e9 = 250 ms (the probe's 8 GB/s would give 500 ms: 0.5 ×)
+        self.assertAlmostEqual(cells.loc[uvm100, "driver_bound_ms"], 250.0)
+        self.assertAlmostEqual(cells.loc[uvm100, "x_driver_bound"], 1.0)
+        # max(4e9 / 16e9, 2e9 / 10e9) = max(250, 200) = 250 ms; 300 / 250 = 1.2
+        self.assertAlmostEqual(cells.loc[uvm50, "driver_bound_ms"], 250.0)
+        self.assertAlmostEqual(cells.loc[uvm50, "x_driver_bound"], 1.2)
+        for c in (uvm100, uvm50):
+            self.assertEqual(cells.loc[c, "driver_bound_from"], f"fault_in (cell {uvm100})")
+        self.assertEqual(cells.loc[self.ids["copy25"], "faster_than"], "bound")
+        for name in ("device", "uvm100", "uvm50", "copy50"):
+            self.assertIsNone(cells.loc[self.ids[name], "faster_than"], name)
+        headings, rows = cell_table(ResultsDb(self.path).cells())
+        column = [h for h, _ in headings].index("faster than")
+        self.assertEqual([r[column].text for r in rows], ["–", "–", "–", "bound", "–"])
+
+    def test_captions_flag_the_faster_cell_and_explain_uvm_at_full_budget(self):
+        data = report_data(self.path)
+        uvm100, uvm50, copy25 = self.ids["uvm100"], self.ids["uvm50"], self.ids["copy25"]
+        # 250 / 300 - 1 = -16.7 %; 7.2e9 / 2 traced iterations = 3.60 GB of 4.00 GB
+        explained = (f" uvm at budget 100% (cell {uvm100}, 250 ms) is within 17 % of uvm at 50% (cell {uvm50}, 300 ms) "
+                     "though its weights fit: they start on the host every iteration, so at 100% it moved 3.60 GB of "
+                     "its 4.00 GB of weights host→device per iteration (UM counters, traced iteration), as 3.70 GB at "
+                     "50%.")
+        caption = oversubscription.render(data).caption
+        self.assertIn(" Faster than their bound, which a floor must not allow (look into the bound or the "
+                      f"measurement): cell {copy25} (explicit-copy, 25%: 0.92 ×).", caption)
+        self.assertTrue(caption.endswith(explained), caption)
+        caption = driver_oversubscription.render(data).caption
+        self.assertIn("What set the driver bounds of the 2 UVM cells that have one: 2 from fault_in "
+                      f"(cell {uvm100}).", caption)
+        self.assertNotIn("Faster than", caption)
+        self.assertTrue(caption.endswith(explained), caption)
+        plt.close("all")
+
+    def test_full_budget_note_without_counters_or_when_not_alike(self):
+        ok = report_data(self.path).ok
+        axes = ResultsDb(self.path).axes
+        uncounted = ok.assign(um_htod_bytes=float("nan"))
+        self.assertIn("moved 4.00 GB of its 4.00 GB of weights host→device per iteration (the backend's count), as "
+                      "4.00 GB at 50%.", oversubscription.full_budget_note(uncounted, axes))
+        # 100 ms against 300: 67 % apart, nothing to explain
+        faster = ok.assign(latency_median_ms=ok["latency_median_ms"].where(ok["cell_id"] != self.ids["uvm100"], 100.0))
+        self.assertEqual(oversubscription.full_budget_note(faster, axes), "")
+
+    def test_page_shows_the_probe_rates_beside_the_ceilings(self):
+        db = ResultsDb(self.path)
+        section = html_page.driver_ceilings_section(db, db.cells())
+        body = section[section.index("<tbody>"):]
+        cells = [re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in body.split("<tr>")[1:]]
+        self.assertEqual(cells, [
+            ["1", "fault_in", "8.0", str(self.ids["uvm100"]), "16.0", "16.0", f"cell {self.ids['uvm100']}"],
+            ["1", "evict_to_host", "10.0", str(self.ids["uvm50"]), "6.7", "10.0", "probe"],
+            ["1", "prefetch_to_gpu", "40.0", "–", "–", "40.0", "probe"]])
+
 
 class NormalizedTest(DbTest):
     """Performance ÷ baseline: baseline median latency ÷ the variant's, geometric mean over workloads.

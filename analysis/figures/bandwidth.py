@@ -59,9 +59,9 @@ def caption(cells, links):
             f"computing is the limit. {len(cells)} cells.")
     drivers = cells["attainable_driver"].notna().sum()
     if drivers:
-        text += (f" Hollow triangles ({drivers} UVM cells): the bandwidth at the driver bound, the streamed bytes at "
-                 "the rates the run's managed-memory probe measured for bringing them in and evicting them, added "
-                 "(the driver's ceiling, below the link's).")
+        text += (f" Hollow triangles ({drivers} UVM cells): the bandwidth at the driver bound, the bytes the cell "
+                 "brings in and evicts at its run's ceiling for each (the managed-memory probe's rate, or the best "
+                 "rate a cell of the run achieved where higher), the slower of the two.")
     if links.empty:
         text += " No run of this database measured the link, so there is no link line and no link term in the bound."
     return text
