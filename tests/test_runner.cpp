@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -98,9 +99,9 @@ std::int64_t cell_count_or_zero(const std::string& db) {
     }
 }
 
-// True while any process's command line contains `needle` (cell processes carry their
-// canonical text in argv).
-bool process_running_with(const std::string& needle) {
+// The cell process whose command line contains `needle` (cell processes carry their canonical
+// text in argv), if one runs.
+std::optional<pid_t> cell_process_with(const std::string& needle) {
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
         std::string cmdline;
@@ -110,10 +111,14 @@ bool process_running_with(const std::string& needle) {
         } catch (const std::ios_base::failure&) {
             continue;  // the process exited while its command line was read
         }
-        if (cmdline.find(needle) != std::string::npos && cmdline.find("_cell") != std::string::npos) return true;
+        if (cmdline.find(needle) != std::string::npos && cmdline.find("_cell") != std::string::npos)
+            return static_cast<pid_t>(std::stol(entry.path().filename().string()));
     }
-    return false;
+    return std::nullopt;
 }
+
+// True while any cell process's command line contains `needle`.
+bool process_running_with(const std::string& needle) { return cell_process_with(needle).has_value(); }
 
 // A word for /bin/sh whatever it holds: single-quoted, each ' written as '\''.
 std::string sh_word(const std::string& text) {
@@ -518,6 +523,28 @@ TEST_CASE("a running cell says its phase and iteration, which the sweep's progre
     CHECK(cells.at(0).status == "timeout");
     CHECK_THAT(cells.at(0).reason, Catch::Matchers::StartsWith("no result within the cell's timeout of 3 s (it was at iteration "));
     CHECK_THAT(cells.at(0).reason, Catch::Matchers::EndsWith("/1000000); the cell process was killed"));
+}
+
+TEST_CASE("a cell process killed mid-way is failed with the iteration it was at", "[runner][progress]") {
+    TempDir tmp;
+    // A unique seed lets the test find this sweep's cell process among others.
+    write_file(tmp.file("m.toml"),
+               "[defaults]\nmodel = \"tiny\"\nseq = 8\nseed = 616161\nwarmups = 0\niterations = 1000000\n[[sweep]]\n");
+    const auto db = tmp.file("m.db");
+    const pid_t sweep = spawn_sweetspot({"run", tmp.file("m.toml"), "--db", db, "--timeout", "120s"});
+    std::optional<pid_t> cell;
+    REQUIRE(wait_until([&] { return (cell = cell_process_with("seed=616161")).has_value(); }, 30s));
+    // A tiny cell is set up well within this, and its million iterations take far longer.
+    std::this_thread::sleep_for(3s);
+    kill(*cell, SIGKILL);
+    int status = 0;
+    REQUIRE(waitpid(sweep, &status, 0) == sweep);
+    CHECK(WEXITSTATUS(status) == 1);
+    const auto cells = read_cells(db);
+    REQUIRE(cells.size() == 1);
+    CHECK(cells.at(0).status == "failed");
+    CHECK_THAT(cells.at(0).reason, Catch::Matchers::StartsWith("killed by signal 9 (Killed) during iteration "));
+    CHECK_THAT(cells.at(0).reason, Catch::Matchers::EndsWith("/1000000"));
 }
 
 TEST_CASE("run refuses a --progress-every that is no duration", "[runner][progress]") {
