@@ -226,7 +226,7 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
          "let cells that stream weights over the host link run side by side on different GPUs (only where\n"
          "each GPU's link is its own: their bandwidth figures are otherwise each other's)")
         ("progress-every", po::value<std::string>()->default_value("30s"),
-         "where stderr is not a terminal (a log, Slurm's output), print what the running cells are doing (phase,\n"
+         "where stderr is not a terminal (a log, Slurm's output), print what the running cells are doing (phase, "
          "iteration) at most this often, when it has changed; on a terminal it is redrawn in place");
     cmd.positional.add("matrix", 1);
     po::variables_map vm;
