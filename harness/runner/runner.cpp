@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
+#include "harness/matrix/shard.hpp"
 #include "harness/measure/cell_exec.hpp"
 #include "harness/measure/logits_check.hpp"
-#include "harness/matrix/shard.hpp"
 #include "harness/measure/memory_estimate.hpp"
 #include "harness/runner/cell_process.hpp"
 #include "harness/runner/cell_sharing.hpp"
