@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -20,6 +21,7 @@
 
 #include "harness/matrix/matrix.hpp"
 #include "harness/runner/cell_sharing.hpp"
+#include "harness/runner/progress.hpp"
 #include "harness/store/sqlite.hpp"
 #include "harness/store/store.hpp"
 #include "test_support.hpp"
@@ -97,9 +99,9 @@ std::int64_t cell_count_or_zero(const std::string& db) {
     }
 }
 
-// True while any process's command line contains `needle` (cell processes carry their
-// canonical text in argv).
-bool process_running_with(const std::string& needle) {
+// The cell process whose command line contains `needle` (cell processes carry their canonical
+// text in argv), if one runs.
+std::optional<pid_t> cell_process_with(const std::string& needle) {
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
         std::string cmdline;
@@ -109,10 +111,14 @@ bool process_running_with(const std::string& needle) {
         } catch (const std::ios_base::failure&) {
             continue;  // the process exited while its command line was read
         }
-        if (cmdline.find(needle) != std::string::npos && cmdline.find("_cell") != std::string::npos) return true;
+        if (cmdline.find(needle) != std::string::npos && cmdline.find("_cell") != std::string::npos)
+            return static_cast<pid_t>(std::stol(entry.path().filename().string()));
     }
-    return false;
+    return std::nullopt;
 }
+
+// True while any cell process's command line contains `needle`.
+bool process_running_with(const std::string& needle) { return cell_process_with(needle).has_value(); }
 
 // A word for /bin/sh whatever it holds: single-quoted, each ' written as '\''.
 std::string sh_word(const std::string& text) {
@@ -419,6 +425,136 @@ TEST_CASE("each cell stores where its wall time went, phase by phase, and summar
     const auto summary = run_sweetspot("summary '" + db + "'");
     CHECK_THAT(summary.output, Catch::Matchers::ContainsSubstring("Where the cells' time went"));
     CHECK_THAT(summary.output, Catch::Matchers::ContainsSubstring("write_and_exit"));
+}
+
+TEST_CASE("the ETA weighs the cells left by their expected cost, at the seconds per cost the measured cells took",
+          "[runner][progress]") {
+    // Cells of cost 1 and 3 took 2 s and 6 s: 2 s per unit of cost, so a cost of 10 left takes
+    // 20 s (a plain mean, 4 s a cell, would say 4 s for the one cell left).
+    CHECK(remaining_seconds(1 + 3, 2 + 6, 10, 1) == Catch::Approx(20));
+    CHECK(remaining_seconds(1 + 3, 2 + 6, 10, 2) == Catch::Approx(10));
+    CHECK_FALSE(remaining_seconds(0, 0, 10, 1).has_value());
+
+    std::ostringstream out;
+    Progress progress(4, 1 + 3 + 10 + 5, out);
+    progress.cell_done("resumed", "done", std::nullopt, "already ok in the database", 5, std::nullopt);
+    CHECK_THAT(out.str(), Catch::Matchers::ContainsSubstring("ETA ?]"));  // nothing measured yet
+    progress.cell_done("small", "ok", 1.0, "", 1, 2.0);
+    // 2 s per unit of cost; left: 3 + 10.
+    CHECK_THAT(out.str(), Catch::Matchers::ContainsSubstring("ETA 0:26]"));
+    progress.cell_done("medium", "ok", 1.0, "", 3, 6.0);
+    CHECK_THAT(out.str(), Catch::Matchers::EndsWith("ETA 0:20]\n"));
+    progress.cell_done("large", "ok", 1.0, "", 10, 20.0);
+    CHECK_THAT(out.str(), Catch::Matchers::EndsWith("ETA 0:00]\n"));
+}
+
+TEST_CASE("in a log, what the running cells say is printed at most once a tick, and only when it changed",
+          "[runner][progress]") {
+    std::ostringstream out;
+    Progress progress(2, 2, out, 2, ProgressStyle{std::nullopt, 30});
+    const auto lines = [&] {
+        const std::string text = out.str();
+        return std::count(text.begin(), text.end(), '\n');
+    };
+    CHECK(progress.tick_period_s() == 30);
+    progress.cell_started(0, "cell A");
+    progress.cell_status(0, "weights");
+    CHECK(out.str().empty());  // nothing between ticks
+    progress.tick();
+    CHECK_THAT(out.str(), Catch::Matchers::StartsWith("running  cell A: weights (0:00)  [0:00 elapsed, ETA ?]\n"));
+    progress.tick();  // nothing new
+    CHECK(lines() == 1);
+
+    progress.cell_started(1, "cell B");
+    progress.cell_status(0, "iteration 1/5");
+    progress.cell_status(0, "iteration 2/5");
+    progress.tick();
+    const std::string second = out.str().substr(out.str().find('\n') + 1);
+    CHECK(second.starts_with("running  cell A: iteration 2/5 (0:00); cell B: starting (0:00)  [0:00 elapsed"));
+    CHECK(out.str().find("iteration 1/5") == std::string::npos);
+
+    progress.cell_ended(0);
+    progress.cell_ended(1);
+    progress.tick();  // nothing running
+    CHECK(lines() == 2);
+}
+
+TEST_CASE("on a terminal, the running cells' line is redrawn in place, cut to its width", "[runner][progress]") {
+    std::ostringstream out;
+    Progress progress(1, 1, out, 1, ProgressStyle{40, 30});
+    CHECK(progress.tick_period_s() == 1);
+    progress.cell_started(0, "a cell with a rather long label");
+    progress.cell_status(0, "warmup 1/3");
+    // Each redraw erases the line drawn before (carriage return, erase in line) and writes the
+    // first 39 columns of the new one.
+    const std::string erase = "\r\033[K";
+    const std::string cut = "running  a cell with a rather long labe";
+    CHECK(out.str() == cut + erase + cut);
+    out.str("");
+    progress.cell_ended(0);
+    progress.cell_done("a cell", "ok", 1.0, "", 1, 1.0);
+    // The line is erased before the cell's own line, and nothing is left drawn after it.
+    CHECK(out.str().starts_with(erase + "[1/1] ok"));
+    CHECK(out.str().ends_with("]\n"));
+    CHECK(out.str().find(erase, 1) == std::string::npos);
+}
+
+TEST_CASE("a running cell says its phase and iteration, which the sweep's progress and a timeout reason show",
+          "[runner][progress]") {
+    TempDir tmp;
+    // Far more iterations than the timeout allows: the cell is killed mid-way through them.
+    write_file(tmp.file("m.toml"), "[defaults]\nmodel = \"tiny\"\nseq = 8\nwarmups = 0\niterations = 1000000\n[[sweep]]\n");
+    const auto db = tmp.file("m.db");
+    const auto r = run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "' --timeout 3s --progress-every 0.5s");
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    std::vector<std::string> running;
+    std::istringstream lines(r.output);
+    for (std::string line; std::getline(lines, line);)
+        if (line.starts_with("running  ")) running.push_back(line);
+    // A log gets a line at most every 0.5 s of the 3 s the cell ran, and the cell was iterating.
+    CHECK(!running.empty());
+    CHECK(running.size() <= 7);
+    CHECK(std::any_of(running.begin(), running.end(),
+                      [](const std::string& line) { return line.find(": iteration ") != std::string::npos; }));
+    CHECK(r.output.find("/1000000 (") != std::string::npos);
+    const auto cells = read_cells(db);
+    REQUIRE(cells.size() == 1);
+    CHECK(cells.at(0).status == "timeout");
+    CHECK_THAT(cells.at(0).reason, Catch::Matchers::StartsWith("no result within the cell's timeout of 3 s (it was at iteration "));
+    CHECK_THAT(cells.at(0).reason, Catch::Matchers::EndsWith("/1000000); the cell process was killed"));
+}
+
+TEST_CASE("a cell process killed mid-way is failed with the iteration it was at", "[runner][progress]") {
+    TempDir tmp;
+    // A unique seed lets the test find this sweep's cell process among others.
+    write_file(tmp.file("m.toml"),
+               "[defaults]\nmodel = \"tiny\"\nseq = 8\nseed = 616161\nwarmups = 0\niterations = 1000000\n[[sweep]]\n");
+    const auto db = tmp.file("m.db");
+    const pid_t sweep = spawn_sweetspot({"run", tmp.file("m.toml"), "--db", db, "--timeout", "120s"});
+    std::optional<pid_t> cell;
+    REQUIRE(wait_until([&] { return (cell = cell_process_with("seed=616161")).has_value(); }, 30s));
+    // A tiny cell is set up well within this, and its million iterations take far longer.
+    std::this_thread::sleep_for(3s);
+    kill(*cell, SIGKILL);
+    int status = 0;
+    REQUIRE(waitpid(sweep, &status, 0) == sweep);
+    CHECK(WEXITSTATUS(status) == 1);
+    const auto cells = read_cells(db);
+    REQUIRE(cells.size() == 1);
+    CHECK(cells.at(0).status == "failed");
+    CHECK_THAT(cells.at(0).reason, Catch::Matchers::StartsWith("killed by signal 9 (Killed) during iteration "));
+    CHECK_THAT(cells.at(0).reason, Catch::Matchers::EndsWith("/1000000"));
+}
+
+TEST_CASE("run refuses a --progress-every that is no duration", "[runner][progress]") {
+    TempDir tmp;
+    write_file(tmp.file("m.toml"), "[defaults]\nmodel = \"tiny\"\nseq = 8\n[[sweep]]\n");
+    const auto db = tmp.file("m.db");
+    const auto r = run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "' --progress-every soon");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Matchers::ContainsSubstring("--progress-every expects a duration of at least 0.1 s"));
+    CHECK_FALSE(std::filesystem::exists(db));
 }
 
 TEST_CASE("which cells may run side by side on several GPUs", "[runner]") {

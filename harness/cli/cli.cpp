@@ -191,10 +191,11 @@ Matrix matrix_of(const po::variables_map& vm) {
 }
 
 int cmd_run(const std::vector<std::string>& args, const std::string& command_line) {
-    Command cmd{"run", "FILE [--db PATH] [--only AXIS=VALUE] [--set AXIS=VALUES] [--rerun] [--force] [--timeout DURATION] [--gpus LIST] [--shard I/N]",
+    Command cmd{"run", "FILE [--db PATH] [--only AXIS=VALUE] [--set AXIS=VALUES] [--rerun] [--force] [--timeout DURATION] [--gpus LIST] [--shard I/N] [--progress-every DURATION]",
                 "Runs every cell of the matrix FILE, each in its own process, and stores the results.\n"
                 "Cells already 'ok' in the database are skipped, so an interrupted sweep resumes\n"
-                "where it stopped. Progress (cell i/N, ETA) goes to stderr.",
+                "where it stopped. Progress (cell i/N, ETA, the running cells' phase and iteration)\n"
+                "goes to stderr.",
                 po::options_description("options"), {}};
     cmd.options.add_options()
         ("matrix", po::value<std::string>()->required(), "experiment matrix (TOML)")
@@ -223,7 +224,10 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
          "its forwards, for N machines or the tasks of a Slurm array writing N databases")
         ("share-link", po::bool_switch(),
          "let cells that stream weights over the host link run side by side on different GPUs (only where\n"
-         "each GPU's link is its own: their bandwidth figures are otherwise each other's)");
+         "each GPU's link is its own: their bandwidth figures are otherwise each other's)")
+        ("progress-every", po::value<std::string>()->default_value("30s"),
+         "where stderr is not a terminal (a log, Slurm's output), print what the running cells are doing (phase, "
+         "iteration) at most this often, when it has changed; on a terminal it is redrawn in place");
     cmd.positional.add("matrix", 1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
@@ -241,6 +245,13 @@ int cmd_run(const std::vector<std::string>& args, const std::string& command_lin
     opt.command_line = command_line;
     if (vm.count("gpus")) opt.gpus = parse_gpu_list(vm["gpus"].as<std::string>());
     opt.share_link = vm["share-link"].as<bool>();
+    opt.progress.columns = terminal_columns(STDERR_FILENO);
+    const std::string every = vm["progress-every"].as<std::string>();
+    const std::optional<double> every_s = parse_duration_s(every);
+    if (!every_s || *every_s < ProgressStyle::min_every_s)
+        throw po::error("--progress-every expects a duration of at least " + format_number(ProgressStyle::min_every_s) +
+                        " s such as \"30s\", \"5m\" or a number of seconds, got '" + every + "'");
+    opt.progress.every_s = *every_s;
     if (vm.count("timeout")) {
         opt.timeout_override_s = parse_duration_s(vm["timeout"].as<std::string>());
         if (!opt.timeout_override_s || *opt.timeout_override_s < AxisLimits::min_timeout_s)
@@ -755,6 +766,7 @@ int cmd_cell(const std::vector<std::string>& args) {
         ("cell", po::value<std::string>()->required(), "the cell's canonical text")
         ("run-label", po::value<std::string>()->default_value("run"), "text of the NVTX range around the cell")
         ("spawned-at", po::value<std::int64_t>(), "steady-clock nanoseconds when the parent started this process")
+        ("status-fd", po::value<int>(), "descriptor to write the cell's phase and iteration to, a line each")
         ("allow-oversubscription", po::bool_switch(), "lift the managed-memory guard")
         ("collector", po::value<std::string>()->default_value("cupti"), "cupti or none");
     po::variables_map vm;
@@ -766,6 +778,7 @@ int cmd_cell(const std::vector<std::string>& args) {
     options.run_label = vm["run-label"].as<std::string>();
     if (vm.count("spawned-at"))
         options.spawned_at = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(vm["spawned-at"].as<std::int64_t>()));
+    if (vm.count("status-fd")) options.status = StatusChannel(vm["status-fd"].as<int>());
     return execute_cell(cell, vm["scratch"].as<std::string>(), options);
 }
 

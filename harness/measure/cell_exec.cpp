@@ -112,8 +112,10 @@ CellOutcome measure_cell(const CellParams& cell, const MeasureOptions& options) 
     if (options.spawned_at)
         out.phases.push_back({"start", std::chrono::duration<double>(t_init - *options.spawned_at).count()});
     PhaseClock clock(out.phases);
+    options.status.phase("tokens");
     const std::vector<std::int32_t> tokens = cell_tokens(cell, options);
     clock.lap("tokens");
+    options.status.phase("setup");
 #ifdef SWEETSPOT_HAVE_CUDA
     std::unique_ptr<CellForward> forward =
         uses_gpu(cell) ? make_gpu_forward(cell, tokens, options) : make_host_forward(cell, tokens);
@@ -129,6 +131,7 @@ CellOutcome measure_cell(const CellParams& cell, const MeasureOptions& options) 
     measure_iterations(cell, tokens.size(), *forward, options, out);
     // Freeing what the cell placed can take seconds (tens of GB of managed or pinned memory).
     PhaseClock teardown(out.phases);
+    options.status.phase("teardown");
     forward.reset();
     teardown.lap("teardown");
     out.set<"finished_at">(utc_timestamp());
@@ -164,6 +167,7 @@ int execute_cell(const CellParams& cell, const std::string& scratch_db, const Me
             code = kExitFailed;
         }
     }
+    options.status.phase("write_and_exit");
     write_outcome(scratch_db, cell, out);
     return code;
 }

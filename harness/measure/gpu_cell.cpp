@@ -116,9 +116,11 @@ public:
           tokens_(tokens.begin(), tokens.end()) {
         if (collect_) collector_.emplace();
         clock_.lap("prepare");
+        options.status.phase("weights");
         backend_ = make_backend(gpu_backend_config(c, options, compute_));
         backend_->place(layout_, gpu_unit_filler(c, layout_));
         clock_.lap("weights");
+        options.status.phase("forward_setup");
         forward_.emplace(c.model, layout_, c.dtype, c.batch, c.seq, compute_.get(), forward_options(c, options));
         forward_->set_tokens(tokens_);
         CUDA_CHECK(cudaStreamSynchronize(compute_.get()));

@@ -24,7 +24,10 @@ void measure_iterations(const CellParams& c, std::size_t token_count, CellForwar
     out.set<"cpu_load_1m">(host.load_1m);
     out.set<"cpu_cores">(host.cores);
     out.set<"cpu_mhz">(host.mean_mhz);
-    for (int i = 0; i < c.warmups; ++i) out.warmup_ms.push_back(forward.iteration_ms("warmup " + std::to_string(i)));
+    for (int i = 0; i < c.warmups; ++i) {
+        options.status.iteration("warmup", i + 1, c.warmups);
+        out.warmup_ms.push_back(forward.iteration_ms("warmup " + std::to_string(i)));
+    }
     clock.lap("warmups");
     // The noise criterion (cell.hpp): at least `iterations`, then more while the noise is above
     // max_noise, up to the limits.
@@ -39,20 +42,26 @@ void measure_iterations(const CellParams& c, std::size_t token_count, CellForwar
         const std::optional<double> spread = spread_pct(out.timed_ms);
         return !spread || *spread > c.max_noise_pct;
     };
-    while (more_wanted())
+    const std::optional<int> up_to = c.max_noise_pct > 0 ? std::optional<int>(most) : std::nullopt;
+    while (more_wanted()) {
+        options.status.iteration("iteration", static_cast<int>(out.timed_ms.size()) + 1, c.iterations, up_to);
         out.timed_ms.push_back(forward.iteration_ms("iteration " + std::to_string(out.timed_ms.size())));
+    }
     clock.lap("timed");
     // Traced iterations run after the timed ones, so collection never perturbs the latencies
     // that are reported; their own latencies show what tracing costs.
     if (c.trace_iterations > 0) {
         forward.start_collection();
-        for (int i = 0; i < c.trace_iterations; ++i)
+        for (int i = 0; i < c.trace_iterations; ++i) {
+            options.status.iteration("traced", i + 1, c.trace_iterations);
             out.traced_ms.push_back(forward.iteration_ms("traced iteration " + std::to_string(i)));
+        }
         out.events = forward.finish_collection();
         clock.lap("traced");
     }
     forward.add_placement(out);
 
+    options.status.phase("check");
     const std::int64_t logit_count = static_cast<std::int64_t>(token_count) * c.model.vocab_size;
     judge_output(forward.count_nonfinite_logits(), logit_count, forward.check(), out);
     clock.lap("check");

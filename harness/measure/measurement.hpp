@@ -15,6 +15,7 @@
 #include "harness/matrix/cell.hpp"
 #include "harness/measure/cell_outcome.hpp"
 #include "harness/measure/logits_check.hpp"
+#include "harness/measure/status_channel.hpp"
 
 namespace sweetspot {
 
@@ -34,6 +35,8 @@ struct MeasureOptions {
     // Host reference logits an earlier cell of the same workload left in the database: a GPU
     // cell's check uses them instead of running the host forward when their key is its own.
     std::optional<ReferenceLogits> kept_reference = std::nullopt;
+    // Where the cell says which phase and iteration it is in (silent outside `run`).
+    StatusChannel status = {};
 };
 
 // Splits a cell's wall time into phases: each lap closes the phase that ran since the previous

@@ -50,6 +50,13 @@ CellProcessResult run_cell_process(const CellParams& cell, const CellProcessSpec
                   std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(spawned_at.time_since_epoch()).count())};
     if (options.allow_oversubscription) child.argv.push_back("--allow-oversubscription");
     if (!options.collect) child.argv.insert(child.argv.end(), {"--collector", "none"});
+    child.argv.insert(child.argv.end(), {"--status-fd", std::to_string(kChildStatusFd)});
+    // The last thing the cell said it was doing, which is where it was when it died.
+    std::string last_status;
+    child.on_status = [&](const std::string& status) {
+        last_status = status;
+        if (spec.on_status) spec.on_status(status);
+    };
     child.log_path = spec.log;
     child.timeout_s = cell.timeout_s;
     if (spec.gpu) child.extra_env.emplace_back("CUDA_VISIBLE_DEVICES", *spec.gpu);
@@ -74,10 +81,14 @@ CellProcessResult run_cell_process(const CellParams& cell, const CellProcessSpec
     }
     if (r.timed_out) {
         o.status = CellStatus::timeout;
-        o.reason = "no result within the cell's timeout of " + fixed(cell.timeout_s, 0) + " s; the cell process was killed";
+        o.reason = "no result within the cell's timeout of " + fixed(cell.timeout_s, 0) + " s" +
+                   (last_status.empty() ? "" : " (it was at " + last_status + ")") + "; the cell process was killed";
     } else if (!clean_exit) {
         o.status = CellStatus::failed;
-        o.reason = reported && !reported->reason.empty() ? r.describe() + ": " + reported->reason : r.describe();
+        // A reason the cell wrote says why it failed; otherwise, where it was when it died.
+        o.reason = reported && !reported->reason.empty() ? r.describe() + ": " + reported->reason
+                   : last_status.empty()                  ? r.describe()
+                                                          : r.describe() + " during " + last_status;
     } else if (!reported) {
         o.status = CellStatus::failed;
         o.reason = "the cell process exited without writing a result";

@@ -4,6 +4,7 @@
 // the runner alone knows added (how the process ended, its wall time and output), and the whole
 // stored in the results database.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -25,12 +26,14 @@ struct ReportedCell {
 };
 
 // Where a cell's process runs: its scratch files (one set per worker), its GPU, its run's label,
-// the reference logits the database keeps for its workload (handed to it in the scratch database).
+// the reference logits the database keeps for its workload (handed to it in the scratch database),
+// and who hears the phase or iteration it says it is in (status_channel.hpp) while it runs.
 struct CellProcessSpec {
     std::string scratch_db, log;
     std::optional<std::string> gpu;
     std::string run_label;
     std::optional<ReferenceLogits> kept;
+    std::function<void(const std::string&)> on_status;
 };
 
 struct CellProcessResult {

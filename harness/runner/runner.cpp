@@ -4,10 +4,13 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <numeric>
 #include <sstream>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
+#include "harness/matrix/shard.hpp"
 #include "harness/measure/cell_exec.hpp"
 #include "harness/measure/logits_check.hpp"
 #include "harness/measure/memory_estimate.hpp"
@@ -57,6 +60,12 @@ std::vector<std::string> default_gpus(const GpuFacts& gpu) {
     return ids;
 }
 
+// The expected cost of all the matrix's cells, which the ETA weighs the cells left by.
+double total_cost(const Matrix& matrix) {
+    return std::accumulate(matrix.cells.begin(), matrix.cells.end(), 0.0,
+                           [](double sum, const CellParams& cell) { return sum + shard_cost(cell); });
+}
+
 // A cell to measure: where it is in the matrix, with the timeout it runs under, how it shares the
 // machine, the fixed cost its predicted peak adds (what the database knew before it ran), the
 // host reference logits the database keeps for its workload, and the key of the one it computes
@@ -85,13 +94,15 @@ public:
           gpus_(gpus),
           workers_(std::max<int>(1, static_cast<int>(gpus.size()))),
           done_(store.ok_keys()),
-          progress_(static_cast<int>(matrix.cells.size()), out, workers_),
+          progress_(static_cast<int>(matrix.cells.size()), total_cost(matrix), out, workers_, options.progress),
           handled_(matrix.cells.size(), false) {}
 
     // Runs every worker to the end of the cells, the user's stop, or a database error, and closes
     // the run with how it ended.
     RunTotals run() {
         {
+            // Stopped and joined after the workers (declared first, destroyed last).
+            std::jthread ticker([this](std::stop_token stop) { tick(stop); });
             std::vector<std::jthread> threads;
             for (int w = 0; w < workers_; ++w) threads.emplace_back([this, w] { work(w); });
         }
@@ -112,6 +123,18 @@ public:
     }
 
 private:
+    // Moves the running cells' line on (progress.hpp) until the workers are done.
+    void tick(const std::stop_token& stop) {
+        const auto period = std::chrono::duration<double>(progress_.tick_period_s());
+        std::unique_lock lock(mutex_);
+        while (!ticked_.wait_for(lock, stop, period, [] { return false; }) && !stop.stop_requested()) progress_.tick();
+    }
+
+    // How the progress names a cell measured on `gpu`: with the GPU where several run side by side.
+    std::string progress_label(const CellParams& cell, const std::optional<std::string>& gpu) const {
+        return cell.label() + (gpu && workers_ > 1 ? "  on GPU " + *gpu : "");
+    }
+
     // A worker's loop: take a cell, run its process unlocked, store it. Any error of the store
     // stops the sweep (the cells measured so far stay), never the process.
     void work(int worker) {
@@ -122,14 +145,20 @@ private:
         spec.log = scratch_.file("cell-" + std::to_string(worker) + ".log");
         spec.gpu = gpu;
         spec.run_label = run_label_;
+        spec.on_status = [this, worker](const std::string& status) {
+            const std::lock_guard guard(mutex_);
+            progress_.cell_status(worker, status);
+        };
         std::unique_lock lock(mutex_);
         try {
             while (std::optional<Taken> taken = take(lock)) {
                 running_.started(taken->sharing, taken->computes_reference);
+                progress_.cell_started(worker, progress_label(taken->cell, gpu));
                 spec.kept = taken->kept;
                 lock.unlock();
                 CellProcessResult result = run_cell_process(taken->cell, spec, options_);
                 lock.lock();
+                progress_.cell_ended(worker);
                 running_.finished(taken->sharing, taken->computes_reference);
                 cell_ended_.notify_all();
                 if (stop_requested().load()) break;
@@ -163,7 +192,8 @@ private:
                 cell.timeout_s = options_.timeout_override_s.value_or(cell.timeout_s);
                 if (!options_.rerun && done_.count(cell.key())) {
                     ++totals_.resumed;
-                    progress_.cell_done(cell.label(), "done", std::nullopt, "already ok in the database", false, 0);
+                    progress_.cell_done(cell.label(), "done", std::nullopt, "already ok in the database", shard_cost(cell),
+                                        std::nullopt);
                     handled_[i] = true;
                     continue;
                 }
@@ -206,7 +236,8 @@ private:
         add_predictions(cell, fixed, true, std::nullopt, o);
         with_busy_retries([&] { record_outcome(store_, run_id_, static_cast<int>(index), cell, o); });
         count(totals_, o.status, o.reason);
-        progress_.cell_done(cell.label(), std::string(enum_name(o.status)), std::nullopt, o.reason, false, 0);
+        progress_.cell_done(cell.label(), std::string(enum_name(o.status)), std::nullopt, o.reason, shard_cost(cell),
+                            std::nullopt);
     }
 
     void store_measured(const Taken& taken, const CellProcessSpec& spec, CellProcessResult& result,
@@ -217,9 +248,9 @@ private:
         with_busy_retries([&] { store_cell_result(store_, run_id_, static_cast<int>(taken.index), cell, spec, result); });
         const CellOutcome& o = result.outcome;
         count(totals_, o.status, o.reason);
-        progress_.cell_done(cell.label() + (gpu && workers_ > 1 ? "  on GPU " + *gpu : ""), std::string(enum_name(o.status)),
+        progress_.cell_done(progress_label(cell, gpu), std::string(enum_name(o.status)),
                             result.reported ? result.reported->median_ms : std::nullopt,
-                            o.status == CellStatus::ok ? "" : o.reason, true, o.get<"wall_s">().value_or(0));
+                            o.status == CellStatus::ok ? "" : o.reason, shard_cost(cell), o.get<"wall_s">().value_or(0));
     }
 
     // Runs `write` again while another connection holds the database's lock, up to kBusyTries
@@ -250,6 +281,7 @@ private:
     ScratchDir scratch_;
     std::mutex mutex_;
     std::condition_variable cell_ended_;
+    std::condition_variable_any ticked_;  // never notified: the ticker waits on it for its period or its stop
     Progress progress_;
     RunTotals totals_;
     std::string error_;

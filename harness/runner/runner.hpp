@@ -7,6 +7,7 @@
 #include <string>
 
 #include "harness/matrix/matrix.hpp"
+#include "harness/runner/progress.hpp"
 
 namespace sweetspot {
 
@@ -22,6 +23,7 @@ struct RunOptions {
     // alone where there are fewer than two.
     std::optional<std::vector<std::string>> gpus;
     bool share_link = false;                 // cells that stream over the host link may run side by side
+    ProgressStyle progress;                  // how the running cells' phase and iteration are shown
     std::string command_line;
 };
 

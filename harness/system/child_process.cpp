@@ -11,18 +11,73 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 namespace sweetspot {
 namespace {
 
+// The parent's end of a child's status pipe: whatever the child wrote, split into lines, the
+// newest complete one handed on.
+class StatusReader {
+public:
+    explicit StatusReader(const std::function<void(const std::string&)>& on_status) : on_status_(on_status) {}
+
+    // Reads what is there without waiting.
+    void read(int fd) {
+        std::optional<std::string> newest;
+        char chunk[4096];
+        for (ssize_t n; (n = ::read(fd, chunk, sizeof chunk)) > 0;) {
+            pending_.append(chunk, static_cast<std::size_t>(n));
+            for (std::size_t end; (end = pending_.find('\n')) != std::string::npos;) {
+                newest = pending_.substr(0, end);
+                pending_.erase(0, end + 1);
+            }
+        }
+        if (newest) on_status_(*newest);
+    }
+
+private:
+    const std::function<void(const std::string&)>& on_status_;
+    std::string pending_;
+};
+
+// Both ends of a status pipe, closed when done with; none where the child has no channel.
+struct StatusPipe {
+    int read_end = -1, write_end = -1;
+    explicit StatusPipe(bool wanted) {
+        if (!wanted) return;
+        int fds[2];
+        if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
+        read_end = fds[0];
+        write_end = fds[1];
+        fcntl(read_end, F_SETFL, O_NONBLOCK);
+        fcntl(write_end, F_SETFL, O_NONBLOCK);  // a parent slow to read never holds up the child
+    }
+    void close_write_end() {
+        if (write_end >= 0) close(write_end);
+        write_end = -1;
+    }
+    ~StatusPipe() {
+        close_write_end();
+        if (read_end >= 0) close(read_end);
+    }
+    StatusPipe(const StatusPipe&) = delete;
+    StatusPipe& operator=(const StatusPipe&) = delete;
+};
+
 // In the forked child: only async-signal-safe calls until exec.
-[[noreturn]] void exec_child(const ChildSpec& spec, pid_t parent, char* const* argv) {
+[[noreturn]] void exec_child(const ChildSpec& spec, pid_t parent, char* const* argv, int status_fd) {
     setpgid(0, 0);
     // Die with the parent: a SIGKILLed sweep must not leave cells running on the GPU.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
+    // First, before the descriptors below can take its number; dup2 onto the same number would
+    // leave close-on-exec set.
+    if (status_fd == kChildStatusFd) fcntl(status_fd, F_SETFD, 0);
+    else if (status_fd >= 0) dup2(status_fd, kChildStatusFd);
     const int fd = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd >= 0) {
         dup2(fd, STDOUT_FILENO);
@@ -53,13 +108,19 @@ ChildResult run_child(const ChildSpec& spec, const std::atomic<bool>& stop) {
     for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
 
+    StatusPipe status_pipe(static_cast<bool>(spec.on_status));
+    StatusReader reader(spec.on_status);
     const pid_t parent = getpid();
     const auto t0 = std::chrono::steady_clock::now();
     const pid_t pid = fork();
     if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
-    if (pid == 0) exec_child(spec, parent, argv.data());
+    if (pid == 0) exec_child(spec, parent, argv.data(), status_pipe.write_end);
     // Also set the group from this side, so a kill below cannot race the child's own setpgid.
     setpgid(pid, pid);
+    status_pipe.close_write_end();
+    const auto read_status = [&] {
+        if (status_pipe.read_end >= 0) reader.read(status_pipe.read_end);
+    };
 
     ChildResult r;
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
@@ -79,10 +140,12 @@ ChildResult run_child(const ChildSpec& spec, const std::atomic<bool>& stop) {
             }
             break;
         }
+        read_status();
         // Short cells should not pay a fixed polling delay; long ones need no fast polling.
         std::this_thread::sleep_for(poll_interval);
         poll_interval = std::min(poll_interval * 2, std::chrono::milliseconds(50));
     }
+    read_status();  // what the child wrote last, before it ended
     // Whatever the child left running in its group goes with it.
     kill(-pid, SIGKILL);
     r.wall_s = elapsed();
