@@ -10,6 +10,7 @@
 #include <functional>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <random>
 
 #include "backends/backend_registry.hpp"
@@ -296,6 +297,47 @@ TEST_CASE("bytes after the last tensor or between two tensors are refused", "[ch
     const auto hole_at = std::to_string(tensors[0].bytes.size());
     CHECK(contains(message, "bytes " + hole_at + ".." + std::to_string(tensors[0].bytes.size() + kHole) +
                                 " of the data section belong to no tensor"));
+}
+
+// Empty tensors (a dimension of 0) own no byte, but the reference reader still sorts them by
+// (begin, end) with the others and wants each to begin where the tensors before it ended. So an
+// empty tensor at the start or end of the data section or between two tensors is accepted —
+// whether its name sorts before or after the tensor that begins where it does — and one that
+// points inside a tensor is refused.
+TEST_CASE("empty tensors may sit between tensors but not inside one", "[checkpoint]") {
+    // Data section: "w" F32 [2] at bytes 0..8, then "x" F32 [1] at 8..12.
+    const std::string data = test::encode({1.5f, -2.0f, 3.25f}, "F32");
+    auto file_with = [&](const std::string& empties) {
+        std::string header = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                             R"("x":{"dtype":"F32","shape":[1],"data_offsets":[8,12]})" + empties + "}";
+        header.append((8 - header.size() % 8) % 8, ' ');
+        return test::length_prefix(header.size()) + header + data;
+    };
+    auto parse = [](const std::string& file) { return parse_safetensors(std::as_bytes(std::span(file.data(), file.size())), "fixture.safetensors"); };
+
+    // Names on both sides of "w" and "x" in the header's (sorted) key order, at 0, 8 and 12.
+    const std::string empties = R"(,"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})"
+                                R"(,"w.empty":{"dtype":"F16","shape":[3,0],"data_offsets":[0,0]})"
+                                R"(,"v":{"dtype":"F32","shape":[0],"data_offsets":[8,8]})"
+                                R"(,"x.empty":{"dtype":"BF16","shape":[0,5],"data_offsets":[8,8]})"
+                                R"(,"z":{"dtype":"F32","shape":[0],"data_offsets":[12,12]})";
+    std::vector<StoredTensor> tensors;
+    REQUIRE_NOTHROW(tensors = parse(file_with(empties)));
+    REQUIRE(tensors.size() == 7);
+    std::map<std::string, std::size_t> sizes;
+    for (const auto& t : tensors) sizes[t.name] = t.bytes.size();
+    CHECK(sizes == std::map<std::string, std::size_t>{{"a", 0}, {"v", 0}, {"w", 8}, {"w.empty", 0}, {"x", 4}, {"x.empty", 0}, {"z", 0}});
+    for (const auto& t : tensors)
+        if (t.name == "x") CHECK(std::memcmp(t.bytes.data(), data.data() + 8, 4) == 0);
+
+    // Inside "w" (bytes 0..8), named before and after it.
+    for (const std::string name : {"b", "w.inside"}) {
+        INFO(name);
+        const auto message = bytes_error(file_with(",\"" + name + R"(":{"dtype":"F32","shape":[0],"data_offsets":[4,4]})"));
+        CHECK(message == "fixture.safetensors: tensor '" + name +
+                             "' is empty, but its data_offsets [4, 4] point inside tensor 'w' (bytes 0..8); an empty "
+                             "tensor can only sit where one tensor ends and the next begins");
+    }
 }
 
 // A length a few bytes short still ends inside the header's space padding, so the JSON parses;

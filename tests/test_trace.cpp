@@ -21,7 +21,9 @@ namespace {
 
 // One traced iteration from 1'000'000 ns to 2'000'000 ns: two layers with kernels on two streams,
 // a plain copy, UM migrations both ways, GPU and CPU faults; plus events outside the iteration
-// that the trace must leave out.
+// that the trace must leave out. Kernels run 1'100'000 + i × 200'000 ns for 150'000 ns (stream 14
+// for even i, 13 for odd); GPU fault groups begin before any kernel, twice during kernel 0 (the
+// second overlapping the first), and between kernels 0 and 1.
 CellEvents fixture_events() {
     CellEvents e;
     auto range = [&](std::int64_t s, std::int64_t t, const char* text) { e.ranges.push_back({s, t, text, 7}); };
@@ -57,14 +59,18 @@ CellEvents fixture_events() {
     MemcpyRecord htod = copy;
     htod.copy_kind = 11;
     htod.stream_id = 0;
-    htod.migration_cause = 1;
+    htod.migration_cause = 2;  // CUPTI_ACTIVITY_UNIFIED_MEMORY_MIGRATION_CAUSE_COHERENCE
     e.memcpys.push_back(htod);
     MemcpyRecord dtoh = htod;
     dtoh.copy_kind = 12;
     dtoh.start_ns = 1'500'000;
     dtoh.end_ns = 1'520'000;
+    dtoh.migration_cause = 4;  // CUPTI_ACTIVITY_UNIFIED_MEMORY_MIGRATION_CAUSE_EVICTION
     e.memcpys.push_back(dtoh);
     e.gpu_page_faults.push_back({1'030'000, 1'031'000, 0, 0x7f00, 12, 1});
+    e.gpu_page_faults.push_back({1'120'000, 1'180'000, 0, 0x8000, 3, 2});  // 2: write
+    e.gpu_page_faults.push_back({1'125'000, 1'200'000, 0, 0x9000, 5, 1});
+    e.gpu_page_faults.push_back({1'260'000, 1'270'000, 0, 0xa000, 1, 1});
     e.cpu_page_faults.push_back({1'600'000, 0x7f00, 0x401000});
     return e;
 }
@@ -99,7 +105,8 @@ TEST_CASE("a traced iteration becomes a trace that parses and nests", "[trace]")
     CHECK(t.copies == 1);
     CHECK(t.streams == 3);
     CHECK(t.migrations == 2);
-    CHECK(t.gpu_fault_groups == 1);
+    CHECK(t.gpu_fault_groups == 4);
+    CHECK(t.fault_flows == 2);  // the two during kernel 0
     CHECK(t.cpu_faults == 1);
     CHECK(t.ranges == 5);  // the iteration and what it contains, not the cell or the next iteration
     REQUIRE(t.timing);
@@ -114,7 +121,7 @@ TEST_CASE("a traced iteration becomes a trace that parses and nests", "[trace]")
 
     // Python's json module is the independent parser; the check also verifies that on every
     // track spans are nested or disjoint, and that times are relative to the iteration start.
-    const std::string check = R"(python3 - ')" + path + R"(' <<'PY'
+    const std::string check = R"(python3 - ')" + path + R"py(' <<'PY'
 import json, sys, collections
 events = json.load(open(sys.argv[1]))["traceEvents"]
 spans = collections.defaultdict(list)
@@ -138,8 +145,46 @@ meta = json.load(open(sys.argv[1]))["metadata"]
 assert meta["traced_over_timed"] == 2.5 and meta["timed_median_ms"] == 1.2 and meta["traced_median_ms"] == 3.0, meta
 assert meta["parameters"]["backend"] == "uvm" and meta["parameters"]["model"] == "tiny", meta
 assert meta["traced_iteration"] == 0, meta
+
+# Each event's category by what it shows.
+cats = {"softmax_kernel<float>": "kernel", 'gemm "sm90"': "kernel", "memcpy Host-to-Device": "memcpy",
+        "UM migration HtoD": "um.migration", "UM migration DtoH": "um.migration", "GPU page faults": "um.gpu_fault",
+        "CPU page fault": "um.cpu_fault", "traced iteration 0": "nvtx", "layer 0": "nvtx", "acquire": "nvtx"}
+seen = set()
+for e in events:
+    if e["ph"] in ("X", "i"):
+        assert e["cat"] == cats.get(e["name"], e["cat"]), e
+        seen.add(e["name"])
+assert seen >= set(cats), set(cats) - seen
+
+# Enum fields by their labels in the ENUM_* tables, not numbers.
+def args_of(name):
+    return [e["args"] for e in events if e.get("name") == name and e["ph"] == "X"]
+assert args_of("UM migration HtoD")[0]["migrationCause"] == "Page fault", args_of("UM migration HtoD")
+assert args_of("UM migration DtoH")[0]["migrationCause"] == "Eviction", args_of("UM migration DtoH")
+assert args_of("memcpy Host-to-Device")[0]["copyKind"] == "Host-to-Device"
+assert sorted(a["faultAccessType"] for a in args_of("GPU page faults")) == ["Read", "Read", "Read", "Write"]
+
+# Overlapping fault groups on two lanes.
+threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+lanes = sorted(n for n in threads.values() if n.startswith("GPU page faults"))
+assert lanes == ["GPU page faults", "GPU page faults (lane 2)"], lanes
+
+# Flows: each start ("s") has one finish ("f", bound to the enclosing slice) with the same id,
+# cat and name, not earlier; the start lies in kernel 0 (stream 14, 100..250 us), the finish at
+# the start of the fault group it leads to (120 and 125 us).
+starts = {e["id"]: e for e in events if e["ph"] == "s"}
+finishes = {e["id"]: e for e in events if e["ph"] == "f"}
+assert len(starts) == 2 and starts.keys() == finishes.keys(), (starts, finishes)
+faults = {(e["pid"], e["tid"], e["ts"]) for e in events if e.get("name") == "GPU page faults" and e["ph"] == "X"}
+for i, s in starts.items():
+    f = finishes[i]
+    assert s["ts"] <= f["ts"] and f["bp"] == "e" and (s["cat"], s["name"]) == (f["cat"], f["name"]), (s, f)
+    assert threads[(s["pid"], s["tid"])] == "stream 14" and 100.0 <= s["ts"] < 250.0, s
+    assert (f["pid"], f["tid"], f["ts"]) in faults, f
+assert sorted(f["ts"] for f in finishes.values()) == [120.0, 125.0], finishes
 print("ok")
-PY)";
+PY)py";
     CHECK(std::system(check.c_str()) == 0);
 
     std::ofstream sink(tmp.file("none.json"));

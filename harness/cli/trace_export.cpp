@@ -2,21 +2,41 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace sweetspot {
 namespace {
 
-// Process ids of the two halves of the trace, and the fixed GPU tracks beside the streams.
+// Process ids of the two halves of the trace, and the fixed GPU tracks beside the streams. Records
+// that may overlap in time (page-fault groups do) are spread over lanes, tracks of consecutive ids
+// from these, so that every track holds nested or disjoint slices only, as the format requires.
 constexpr int kGpuPid = 1;
 constexpr int kCpuPid = 2;
-constexpr std::int64_t kMigrationsHtoDTid = 1000001;
-constexpr std::int64_t kMigrationsDtoHTid = 1000002;
-constexpr std::int64_t kGpuFaultsTid = 1000003;
-constexpr std::int64_t kCpuFaultsTid = 1000004;
+constexpr std::int64_t kMigrationsHtoDTid = 1000000;
+constexpr std::int64_t kMigrationsDtoHTid = 2000000;
+constexpr std::int64_t kGpuFaultsTid = 3000000;
+constexpr std::int64_t kCpuFaultsTid = 4000000;
+
+// copyKind of Unified Memory migrations (ENUM_CUDA_MEMCPY_OPER), as Nsight Systems exports them.
+constexpr std::int64_t kUmHtoD = 11;
+constexpr std::int64_t kUmDtoH = 12;
+
+// Each event's category ("cat"), by the kind of record it shows: what the viewers filter and
+// colour by, and the category column of Perfetto's slice table.
+namespace category {
+constexpr const char* kernel = "kernel";
+constexpr const char* memcpy = "memcpy";
+constexpr const char* migration = "um.migration";
+constexpr const char* gpu_fault = "um.gpu_fault";
+constexpr const char* cpu_fault = "um.cpu_fault";
+constexpr const char* nvtx = "nvtx";
+}  // namespace category
 
 // Microseconds from the trace's origin, as the trace format counts time.
 double us(std::int64_t ns, std::int64_t origin_ns) { return static_cast<double>(ns - origin_ns) / 1000.0; }
@@ -38,13 +58,23 @@ public:
     void process_name(int pid, const std::string& name) {
         element({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", name}}}});
     }
-    void span(int pid, std::int64_t tid, const std::string& name, std::int64_t start, std::int64_t end, json args) {
-        element({{"ph", "X"}, {"pid", pid}, {"tid", tid}, {"name", name}, {"ts", us(start, origin_)},
+    void span(int pid, std::int64_t tid, const char* cat, const std::string& name, std::int64_t start, std::int64_t end,
+              json args) {
+        element({{"ph", "X"}, {"cat", cat}, {"pid", pid}, {"tid", tid}, {"name", name}, {"ts", us(start, origin_)},
                  {"dur", us(end, start)}, {"args", std::move(args)}});
     }
-    void instant(int pid, std::int64_t tid, const std::string& name, std::int64_t at, json args) {
-        element({{"ph", "i"}, {"s", "t"}, {"pid", pid}, {"tid", tid}, {"name", name}, {"ts", us(at, origin_)},
-                 {"args", std::move(args)}});
+    void instant(int pid, std::int64_t tid, const char* cat, const std::string& name, std::int64_t at, json args) {
+        element({{"ph", "i"}, {"s", "t"}, {"cat", cat}, {"pid", pid}, {"tid", tid}, {"name", name},
+                 {"ts", us(at, origin_)}, {"args", std::move(args)}});
+    }
+    // A flow arrow (trace format v1): "s" binds to the slice open on its track at `at`, "f" with
+    // binding point "e" to the slice enclosing `at` on its own. Both halves share id, cat and name.
+    void flow(const char* cat, const std::string& name, std::int64_t id, std::int64_t at, int from_pid,
+              std::int64_t from_tid, int to_pid, std::int64_t to_tid) {
+        element({{"ph", "s"}, {"cat", cat}, {"name", name}, {"id", id}, {"pid", from_pid}, {"tid", from_tid},
+                 {"ts", us(at, origin_)}});
+        element({{"ph", "f"}, {"bp", "e"}, {"cat", cat}, {"name", name}, {"id", id}, {"pid", to_pid}, {"tid", to_tid},
+                 {"ts", us(at, origin_)}});
     }
 
 private:
@@ -56,6 +86,52 @@ private:
     std::ostream& out_;
     std::int64_t origin_;
     bool first_ = true;
+};
+
+// Spreads one track's records over lanes: each goes to the first lane free at its start. Records
+// must come in order of start.
+class Lanes {
+public:
+    std::int64_t place(std::int64_t start, std::int64_t end) {
+        for (std::size_t i = 0; i < ends_.size(); ++i)
+            if (ends_[i] <= start) {
+                ends_[i] = end;
+                return static_cast<std::int64_t>(i);
+            }
+        ends_.push_back(end);
+        return static_cast<std::int64_t>(ends_.size()) - 1;
+    }
+    // At least one, so that an empty track is still named.
+    std::int64_t count() const { return std::max<std::int64_t>(1, static_cast<std::int64_t>(ends_.size())); }
+
+private:
+    std::vector<std::int64_t> ends_;
+};
+
+std::string lane_name(const std::string& track, std::int64_t lane) {
+    return lane == 0 ? track : track + " (lane " + std::to_string(lane + 1) + ")";
+}
+
+struct KernelSpan {
+    std::int64_t start = 0, end = 0, stream = 0;
+};
+
+// The kernel running at a moment, when exactly one was: a GPU page-fault group is raised by the
+// accesses of the kernel running when it begins. Asked in increasing time, over kernels in order
+// of start.
+class RunningKernel {
+public:
+    explicit RunningKernel(const std::vector<KernelSpan>& kernels) : kernels_(kernels) {}
+    const KernelSpan* at(std::int64_t t) {
+        for (; next_ < kernels_.size() && kernels_[next_].start <= t; ++next_) running_.emplace(kernels_[next_].end, next_);
+        while (!running_.empty() && running_.begin()->first <= t) running_.erase(running_.begin());
+        return running_.size() == 1 ? &kernels_[running_.begin()->second] : nullptr;
+    }
+
+private:
+    const std::vector<KernelSpan>& kernels_;
+    std::size_t next_ = 0;
+    std::multimap<std::int64_t, std::size_t> running_;  // by end
 };
 
 // The window of one traced iteration: its NVTX range, which closes only after the GPU finished
@@ -104,47 +180,75 @@ TraceSummary write_trace(Store& store, std::int64_t cell_id, int iteration, std:
     auto in_window = [&](Statement& st) { st.bind(1, cell_id).bind(2, end).bind(3, begin); };
 
     std::set<std::int64_t> streams;
+    std::vector<KernelSpan> kernel_spans;
     auto kernels = store.db().prepare(
-        "SELECT k.start, k.\"end\", k.streamId, s.value, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ"
-        " FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName"
+        "SELECT k.start, k.\"end\", k.streamId, s.value, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ,"
+        " k.correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName"
         " WHERE k.cell_id = ? AND k.start < ? AND k.\"end\" > ? ORDER BY k.start");
     in_window(kernels);
     while (kernels.step()) {
-        streams.insert(kernels.int64(2));
-        w.span(kGpuPid, kernels.int64(2), kernels.text(3), kernels.int64(0), kernels.int64(1),
+        const KernelSpan k{kernels.int64(0), kernels.int64(1), kernels.int64(2)};
+        streams.insert(k.stream);
+        kernel_spans.push_back(k);
+        w.span(kGpuPid, k.stream, category::kernel, kernels.text(3), k.start, k.end,
                {{"grid", kernels.text(4) + "x" + kernels.text(5) + "x" + kernels.text(6)},
-                {"block", kernels.text(7) + "x" + kernels.text(8) + "x" + kernels.text(9)}});
+                {"block", kernels.text(7) + "x" + kernels.text(8) + "x" + kernels.text(9)},
+                {"correlationId", kernels.int64(10)}});
         ++summary.kernels;
     }
 
+    // Enum columns by their labels in the ENUM_* tables (as Nsight Systems shows them), or by
+    // number where the table lacks the value.
     auto copies = store.db().prepare(
-        "SELECT start, \"end\", streamId, copyKind, bytes, migrationCause FROM CUPTI_ACTIVITY_KIND_MEMCPY"
-        " WHERE cell_id = ? AND start < ? AND \"end\" > ? ORDER BY start");
+        "SELECT m.start, m.\"end\", m.streamId, m.copyKind, m.bytes, COALESCE(k.label, 'kind ' || m.copyKind),"
+        " COALESCE(c.label, 'cause ' || m.migrationCause), m.virtualAddress, m.correlationId"
+        " FROM CUPTI_ACTIVITY_KIND_MEMCPY m LEFT JOIN ENUM_CUDA_MEMCPY_OPER k ON k.id = m.copyKind"
+        " LEFT JOIN ENUM_CUDA_UNIF_MEM_MIGRATION c ON c.id = m.migrationCause"
+        " WHERE m.cell_id = ? AND m.start < ? AND m.\"end\" > ? ORDER BY m.start");
     in_window(copies);
+    Lanes htod_lanes, dtoh_lanes;
     while (copies.step()) {
         const auto kind = copies.int64(3);
+        const auto start = copies.int64(0), end = copies.int64(1);
         const std::int64_t bytes = copies.int64(4);
-        if (kind == 11 || kind == 12) {
-            w.span(kGpuPid, kind == 11 ? kMigrationsHtoDTid : kMigrationsDtoHTid,
-                   kind == 11 ? "UM migration HtoD" : "UM migration DtoH", copies.int64(0), copies.int64(1),
-                   {{"bytes", bytes}, {"migrationCause", copies.int64(5)}});
+        if (kind == kUmHtoD || kind == kUmDtoH) {
+            nlohmann::json args = {{"bytes", bytes}};
+            if (!copies.is_null(6)) args["migrationCause"] = copies.text(6);
+            if (!copies.is_null(7)) args["address"] = copies.int64(7);
+            const bool htod = kind == kUmHtoD;
+            const auto lane = (htod ? htod_lanes : dtoh_lanes).place(start, end);
+            w.span(kGpuPid, (htod ? kMigrationsHtoDTid : kMigrationsDtoHTid) + lane, category::migration,
+                   htod ? "UM migration HtoD" : "UM migration DtoH", start, end, std::move(args));
             ++summary.migrations;
         } else {
             streams.insert(copies.int64(2));
-            w.span(kGpuPid, copies.int64(2), "memcpy kind " + std::to_string(kind), copies.int64(0), copies.int64(1),
-                   {{"bytes", bytes}});
+            w.span(kGpuPid, copies.int64(2), category::memcpy, "memcpy " + copies.text(5), start, end,
+                   {{"bytes", bytes}, {"copyKind", copies.text(5)}, {"correlationId", copies.int64(8)}});
             ++summary.copies;
         }
     }
 
+    // Each fault group with an arrow from the kernel that raised it. The arrows are written after
+    // every slice: viewers keep file order among events of equal time, and an arrow's ends bind to
+    // the slices that have begun on their tracks by then.
+    struct FaultFlow {
+        std::int64_t at, stream, fault_tid;
+    };
+    std::vector<FaultFlow> fault_flows;
+    RunningKernel running(kernel_spans);
+    Lanes fault_lanes;
     auto gpu_faults = store.db().prepare(
-        "SELECT start, \"end\", numberOfPageFaults, address FROM CUDA_UM_GPU_PAGE_FAULT_EVENTS"
-        " WHERE cell_id = ? AND start < ? AND \"end\" >= ? ORDER BY start");
+        "SELECT f.start, f.\"end\", f.numberOfPageFaults, f.address, COALESCE(a.label, 'type ' || f.faultAccessType)"
+        " FROM CUDA_UM_GPU_PAGE_FAULT_EVENTS f LEFT JOIN ENUM_CUDA_UNIF_MEM_ACCESS_TYPE a ON a.id = f.faultAccessType"
+        " WHERE f.cell_id = ? AND f.start < ? AND f.\"end\" >= ? ORDER BY f.start");
     in_window(gpu_faults);
     while (gpu_faults.step()) {
-        w.span(kGpuPid, kGpuFaultsTid, "GPU page faults", gpu_faults.int64(0),
-               std::max(gpu_faults.int64(1), gpu_faults.int64(0) + 1),
-               {{"faults", gpu_faults.int64(2)}, {"address", gpu_faults.int64(3)}});
+        const auto start = gpu_faults.int64(0);
+        const auto end = std::max(gpu_faults.int64(1), start + 1);
+        const auto tid = kGpuFaultsTid + fault_lanes.place(start, end);
+        w.span(kGpuPid, tid, category::gpu_fault, "GPU page faults", start, end,
+               {{"faults", gpu_faults.int64(2)}, {"address", gpu_faults.int64(3)}, {"faultAccessType", gpu_faults.text(4)}});
+        if (const KernelSpan* k = running.at(start)) fault_flows.push_back({start, k->stream, tid});
         ++summary.gpu_fault_groups;
     }
 
@@ -153,7 +257,8 @@ TraceSummary write_trace(Store& store, std::int64_t cell_id, int iteration, std:
         " ORDER BY start");
     in_window(cpu_faults);
     while (cpu_faults.step()) {
-        w.instant(kCpuPid, kCpuFaultsTid, "CPU page fault", cpu_faults.int64(0), {{"address", cpu_faults.int64(1)}});
+        w.instant(kCpuPid, kCpuFaultsTid, category::cpu_fault, "CPU page fault", cpu_faults.int64(0),
+                  {{"address", cpu_faults.int64(1)}});
         ++summary.cpu_faults;
     }
 
@@ -167,14 +272,23 @@ TraceSummary write_trace(Store& store, std::int64_t cell_id, int iteration, std:
     while (ranges.step()) {
         if (ranges.int64(0) < begin) continue;  // the enclosing cell range starts before the iteration
         threads.insert(ranges.int64(3));
-        w.span(kCpuPid, ranges.int64(3), ranges.text(2), ranges.int64(0), ranges.int64(1), nlohmann::json::object());
+        w.span(kCpuPid, ranges.int64(3), category::nvtx, ranges.text(2), ranges.int64(0), ranges.int64(1),
+               nlohmann::json::object());
         ++summary.ranges;
     }
 
+    std::int64_t flow_id = 0;
+    for (const auto& f : fault_flows)
+        w.flow(category::gpu_fault, "raised page faults", ++flow_id, f.at, kGpuPid, f.stream, kGpuPid, f.fault_tid);
+    summary.fault_flows = flow_id;
+
     for (const auto s : streams) w.track_name(kGpuPid, s, "stream " + std::to_string(s));
-    w.track_name(kGpuPid, kMigrationsHtoDTid, "UM migrations host→device");
-    w.track_name(kGpuPid, kMigrationsDtoHTid, "UM migrations device→host");
-    w.track_name(kGpuPid, kGpuFaultsTid, "GPU page faults");
+    for (std::int64_t l = 0; l < htod_lanes.count(); ++l)
+        w.track_name(kGpuPid, kMigrationsHtoDTid + l, lane_name("UM migrations host→device", l));
+    for (std::int64_t l = 0; l < dtoh_lanes.count(); ++l)
+        w.track_name(kGpuPid, kMigrationsDtoHTid + l, lane_name("UM migrations device→host", l));
+    for (std::int64_t l = 0; l < fault_lanes.count(); ++l)
+        w.track_name(kGpuPid, kGpuFaultsTid + l, lane_name("GPU page faults", l));
     for (const auto t : threads) w.track_name(kCpuPid, t, "NVTX (thread " + std::to_string(t) + ")");
     w.track_name(kCpuPid, kCpuFaultsTid, "CPU page faults");
     summary.streams = static_cast<int>(streams.size());

@@ -1,10 +1,15 @@
 #pragma once
 // `sweetspot trace DB --cell ID`: one traced iteration of a cell as a Chrome / Perfetto trace
 // (JSON, loads in ui.perfetto.dev and chrome://tracing). Tracks: one per GPU stream (kernels and
-// copies), Unified Memory migrations host→device and device→host, GPU page-fault groups, and on
-// the CPU side the NVTX ranges (nested as they were opened) and CPU page faults. Timestamps are
-// microseconds from the start of the iteration. The trace's metadata holds the cell's parameters and
-// how its traced iterations compare with its timed ones.
+// copies), Unified Memory migrations host→device and device→host, GPU page-fault groups (in lanes
+// where groups overlap), and on the CPU side the NVTX ranges (nested as they were opened) and CPU
+// page faults. Each event's category names its kind: kernel, memcpy, um.migration, um.gpu_fault,
+// um.cpu_fault, nvtx. Enum fields (copy kind, migration cause, fault access type) are given by
+// their labels in the ENUM_* tables. An arrow (flow) leads to each GPU page-fault group from the
+// kernel that was running when the group began. Launches (CUDA API calls) are not recorded, so no
+// arrow leads from a launch to its kernel; kernels and copies carry their correlationId for when
+// they are. Timestamps are microseconds from the start of the iteration. The trace's metadata
+// holds the cell's parameters and how its traced iterations compare with its timed ones.
 #include <cstdint>
 #include <optional>
 #include <ostream>
@@ -16,6 +21,7 @@ namespace sweetspot {
 
 struct TraceSummary {
     std::int64_t kernels = 0, copies = 0, migrations = 0, gpu_fault_groups = 0, cpu_faults = 0, ranges = 0;
+    std::int64_t fault_flows = 0;  // arrows from a kernel to the page-fault groups it raised
     int streams = 0;
     std::optional<TracedTiming> timing;  // the traced iterations against the timed ones
 };

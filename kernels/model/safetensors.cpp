@@ -176,26 +176,35 @@ std::string after_last_tensor(std::span<const std::byte> data, std::uint64_t end
     return what + "; bytes were appended to the file, or its header length is too small";
 }
 
-// The reference reader's rule: the byte ranges tile the data section, so that each of its bytes
-// belongs to exactly one tensor. Sorted by start, each range must begin where the one before
-// ended. Empty tensors own no byte and are left out.
+// The reference reader's rule: sorted by (begin, end), each tensor's byte range begins where the
+// one before ended, so that each byte of the data section belongs to exactly one tensor. An empty
+// tensor owns no byte, but it still has to begin where the tensors before it ended: between two
+// tensors or at either end of the data section, never inside a tensor (the reference reader
+// refuses that too). Sorting by the end as well puts an empty tensor before the one that begins
+// where it does, instead of after it, where it would look like an overlap.
 void require_tiling(const std::vector<Entry>& entries, std::span<const std::byte> data, const HeaderReader& reader) {
-    std::vector<const Entry*> by_start;
-    for (const auto& e : entries)
-        if (e.end > e.begin) by_start.push_back(&e);
-    std::sort(by_start.begin(), by_start.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
-    const Entry* previous = nullptr;
+    std::vector<const Entry*> by_offsets;
+    for (const auto& e : entries) by_offsets.push_back(&e);
+    std::sort(by_offsets.begin(), by_offsets.end(),
+              [](const Entry* a, const Entry* b) { return std::pair(a->begin, a->end) < std::pair(b->begin, b->end); });
+    const Entry* previous = nullptr;  // the last tensor that owns bytes: the one ending at `covered`
     std::uint64_t covered = 0;
-    for (const Entry* e : by_start) {
+    auto bytes_of = [](const Entry* e) { return "(bytes " + std::to_string(e->begin) + ".." + std::to_string(e->end) + ")"; };
+    for (const Entry* e : by_offsets) {
+        const bool empty = e->begin == e->end;
+        if (e->begin < covered && empty)
+            reader.fail("tensor " + in_quotes(e->tensor.name) + " is empty, but its data_offsets [" + std::to_string(e->begin) +
+                        ", " + std::to_string(e->end) + "] point inside tensor " + in_quotes(previous->tensor.name) + " " +
+                        bytes_of(previous) + "; an empty tensor can only sit where one tensor ends and the next begins");
         if (e->begin < covered)
-            reader.fail("tensors " + in_quotes(previous->tensor.name) + " (bytes " + std::to_string(previous->begin) + ".." +
-                        std::to_string(previous->end) + ") and " + in_quotes(e->tensor.name) + " (bytes " +
-                        std::to_string(e->begin) + ".." + std::to_string(e->end) + ") overlap");
+            reader.fail("tensors " + in_quotes(previous->tensor.name) + " " + bytes_of(previous) + " and " +
+                        in_quotes(e->tensor.name) + " " + bytes_of(e) + " overlap");
         if (e->begin > covered)
             reader.fail("bytes " + std::to_string(covered) + ".." + std::to_string(e->begin) +
                         " of the data section belong to no tensor (" +
                         (previous ? "between " + in_quotes(previous->tensor.name) + " and " : "before ") +
                         in_quotes(e->tensor.name) + ")");
+        if (empty) continue;
         covered = e->end;
         previous = e;
     }

@@ -32,8 +32,9 @@ inline constexpr std::uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 // at: the file starts as safetensors does (see require_safetensors_start), the header length fits
 // the file, the header is strict JSON of the safetensors schema, every dtype is known, shapes
 // multiply without overflow, each tensor's byte range matches its dtype size × element count, and
-// the ranges tile the data section: no overlap, no gap, no byte after the last tensor. Returns the
-// tensors in file order (their spans point into `file`), or throws CheckpointError naming `label`.
+// the ranges tile the data section: no overlap, no gap, no byte after the last tensor, no empty
+// tensor pointing inside another. Returns the tensors in file order (their spans point into
+// `file`), or throws CheckpointError naming `label`.
 std::vector<StoredTensor> parse_safetensors(std::span<const std::byte> file, const std::string& label);
 
 // Throws CheckpointError "<path>: not a safetensors file: ..." when the file's first bytes rule it
