@@ -730,7 +730,7 @@ class ReportBoundTest(BoundFixture):
         fixed by the swept ratio, so it must not split the line); the fp16 cell is a different workload."""
         points = oversubscription.slowdown(report_data(self.path).ok)
         panels = series(points, Axes(OLDER_AXES), Swept("oversubscription", "oversubscription"), ("budget",))
-        self.assertEqual([(title, left_out) for title, _, left_out in panels], [("explicit-copy", 0)])
+        self.assertEqual([(title, left_out, names) for title, _, left_out, names in panels], [("explicit-copy", 0, [])])
         (label, line), = panels[0][1]
         line = line.sort_values("oversubscription")
         self.assertEqual(list(line["oversubscription"]), [2.0, 4.0])
@@ -747,10 +747,11 @@ class ReportBoundTest(BoundFixture):
                 row.update(model=model, backend="explicit-copy", streams=streams, budget=budget, y=1.0)
                 rows.append(row)
         panels = series(pd.DataFrame(rows), Axes(OLDER_AXES), Swept("budget", "budget", order=str), ())
-        (title, lines, left_out), = panels
+        (title, lines, left_out, names), = panels
         self.assertEqual(title, "explicit-copy: model=tiny")
         self.assertEqual([label for label, _ in lines], [f"streams={s}" for s in range(1, 9)])
         self.assertEqual(left_out, 2)
+        self.assertEqual(names, ["streams"])
 
     def test_bandwidth_points(self):
         """Link figure: streamed bytes ÷ median latency (achieved) and ÷ bound (attainable), in GB/s."""
