@@ -770,8 +770,8 @@ class ReportBoundTest(BoundFixture):
 
     def test_cell_table(self):
         """The page's per-cell table: bound and ratio, and the columns shown in another unit than stored."""
-        cells = ResultsDb(self.path).cells()
-        headings, rows = cell_table(cells)
+        db = ResultsDb(self.path)
+        headings, rows = cell_table(db.cells(), db.axes)
         names = [h for h, _ in headings]
         by_id = {r[names.index("cell")].text: dict(zip(names, r)) for r in rows}
         copy25 = by_id[str(self.ids["copy25"])]
@@ -1170,7 +1170,8 @@ class NormalizedTest(DbTest):
         base = gpu_cell(db, "device", launches_per_forward=819, activation_bytes=416358400)
         fused = gpu_cell(db, "device", variant="all", launches_per_forward=387, activation_bytes=311500800)
         db.close()
-        headings, rows = cell_table(ResultsDb(db.path).cells())
+        results = ResultsDb(db.path)
+        headings, rows = cell_table(results.cells(), results.axes)
         names = [h for h, _ in headings]
         by_id = {r[names.index("cell")].text: dict(zip(names, r)) for r in rows}
         self.assertEqual(by_id[str(base)]["launches / forward"].text, "819")
@@ -1184,7 +1185,8 @@ class NormalizedTest(DbTest):
         quiet = gpu_cell(db, "device", noise_pct=0.4, noisy=0)
         loud = gpu_cell(db, "device", batch=2, noise_pct=7.25, noisy=1)
         db.close()
-        headings, rows = cell_table(ResultsDb(db.path).cells())
+        results = ResultsDb(db.path)
+        headings, rows = cell_table(results.cells(), results.axes)
         names = [h for h, _ in headings]
         by_id = {r[names.index("cell")].text: dict(zip(names, r)) for r in rows}
         self.assertEqual(by_id[str(quiet)]["status"].text, "ok")
