@@ -105,16 +105,17 @@ def values_text(values):
 NAMED_WORKLOAD = ("model", "dtype", "batch", "seq")
 
 
-def workload_title(shown, cells, axes):
+def workload_title(shown, cells, axes, apart=()):
     """"gpt2_1.5b fp32, batch 1 × seq 1024": the workload of the cells a figure shows (`shown`), out of
     the `cells` it could show. Beside model, dtype, batch and sequence length it names each other
-    workload parameter (analysis/axes.py) that takes more than one value among `cells`: a figure of
-    only the tf32 cells says so."""
+    workload parameter (analysis/axes.py) that takes more than one value among `cells`, so a figure of
+    only the tf32 cells says so, but for those that tell the figure's lines or bars apart (`apart`):
+    its title names those next."""
     def text(p):
         return values_text(shown[p]) if p in shown else "?"
 
     title = f"{text('model')} {text('dtype')}, batch {text('batch')} × seq {text('seq')}"
-    others = [p for p in axes.parameters if p in axes.workload and p not in NAMED_WORKLOAD and p in cells
+    others = [p for p in axes.parameters if p in axes.workload and p not in (*NAMED_WORKLOAD, *apart) and p in cells
               and cells[p].astype(str).nunique() > 1]
     return title + "".join(f", {p}={values_text(shown[p])}" for p in others)
 

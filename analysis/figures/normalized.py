@@ -89,7 +89,7 @@ def render(data):
         ratio_axis(ax, "performance ÷ baseline")
         ax.set_title(proc)
         ax.legend(title="variant", loc="upper left", bbox_to_anchor=(1.01, 1.0), framealpha=0.85)
-    title_figure(fig, workload_title(ok, data.cells, data.db.axes),
+    title_figure(fig, workload_title(ok, data.cells, data.db.axes, apart=("variant",)),
                  "bars vary variant, grouped by model; one panel per processor")
     fig.tight_layout()
     return Drawn(fig, caption(data.cells, table))

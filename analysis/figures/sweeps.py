@@ -93,7 +93,7 @@ def sweep_figure(cells, axes, swept, y, y_lo, y_hi, y_label, *, iteration_bars, 
     fig, panel_axes = panel_grid(len(panels), height=3.6 + (0.22 * (most_lines + 1) + 0.4 if legend_below else 0))
     drawn = pd.concat([g for _, lines, _, _ in panels for _, g in lines])
     names = [n for n in axes.parameters if any(n in panel_names for _, _, _, panel_names in panels)]
-    title_figure(fig, workload_title(drawn, cells, axes), panels_and_lines("backend", names))
+    title_figure(fig, workload_title(drawn, cells, axes, apart=names), panels_and_lines("backend", names))
     shown = hidden = points = 0
     repeats = []
     for ax, (title, lines, left_out, _) in zip(panel_axes, panels):

@@ -115,7 +115,7 @@ def draw(cells, ids, migrations, faults, causes, parameters):
     names = varying(shown, parameters)
     bottom.set_xticks(x, ["\n".join([f"#{c}"] + [value_text(cells.loc[c, n]) for n in names]) for c in ids])
     bottom.set_xlabel(f"cell ({', '.join(['id'] + names)})")
-    title_figure(fig, workload_title(shown, cells, parameters), "one bar pair per traced cell")
+    title_figure(fig, workload_title(shown, cells, parameters, apart=names), "one bar pair per traced cell")
     fig.tight_layout()
     return fig
 
