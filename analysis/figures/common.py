@@ -92,8 +92,11 @@ def series_label(key, names):
 
 
 def values_text(values):
-    """"1024" for one value; "1–64" for several numbers (their range); "tiny/gpt2_small" for several words."""
+    """"1024" for one value; "1–64" for several numbers (their range); "tiny/gpt2_small" for several
+    words; "–" for none recorded."""
     unique = values.dropna().unique()
+    if len(unique) == 0:
+        return "–"
     if len(unique) == 1:
         return value_text(unique[0])
     if pd.api.types.is_numeric_dtype(values):

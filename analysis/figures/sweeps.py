@@ -12,8 +12,8 @@ from figures.common import (REPEAT_AXES, Skip, backends_in, error_bars_legend, e
 # Lines beyond this many per panel are left out (the caption says how many): a legend longer
 # than this cannot be read in print.
 MAX_SERIES = 8
-# Legends of more lines than this go below their panel, which grows to hold them: inside, they
-# would hide the lines themselves.
+# Legends of more rows than this (lines, the reference line, the title's lines) go below their
+# panel, which grows to hold them: inside, they would hide the lines themselves.
 LEGEND_INSIDE = 3
 
 
@@ -88,28 +88,27 @@ def sweep_figure(cells, axes, swept, y, y_lo, y_hi, y_label, *, iteration_bars, 
     panels = series(cells.dropna(subset=[y]), axes, swept, fixed_out)
     if not panels:
         raise Skip(why_empty)
-    most_lines = max(len(lines) for _, lines, _, _ in panels)
-    legend_below = most_lines > LEGEND_INSIDE
-    fig, panel_axes = panel_grid(len(panels), height=3.6 + (0.22 * (most_lines + 1) + 0.4 if legend_below else 0))
     drawn = pd.concat([g for _, lines, _, _ in panels for _, g in lines])
+    # Each line's points, a point's repeats as one; and each panel's legend title, which says what they are.
+    points_of = [[over_repeats(g, swept.column, y, y_lo, y_hi) for _, g in lines] for _, lines, _, _ in panels]
+    legend_titles = [error_bars_legend([n for g in lines for n in g["repeats"]]) for lines in points_of]
+    most_rows = max(len(lines) + (reference is not None) + title.count("\n") + 1
+                    for lines, title in zip(points_of, legend_titles))
+    legend_below = most_rows > LEGEND_INSIDE
+    fig, panel_axes = panel_grid(len(panels), height=3.6 + (0.22 * (most_rows + 1) + 0.4 if legend_below else 0))
     names = [n for n in axes.parameters if any(n in panel_names for _, _, _, panel_names in panels)]
     title_figure(fig, workload_title(drawn, cells, axes, apart=names), panels_and_lines("backend", names))
     shown = hidden = points = 0
-    repeats = []
-    for ax, (title, lines, left_out, _) in zip(panel_axes, panels):
+    for ax, (title, lines, left_out, _), line_points, legend_title in zip(panel_axes, panels, points_of, legend_titles):
         hidden += left_out
         ticks = swept.ticks(pd.concat([g for _, g in lines])[swept.column])
-        panel_repeats = []
-        for i, (label, g) in enumerate(lines):
-            g = over_repeats(g, swept.column, y, y_lo, y_hi)
-            panel_repeats += list(g["repeats"])
+        for i, ((label, _), g) in enumerate(zip(lines, line_points)):
             g = g.assign(x=swept.positions(g[swept.column], ticks)).sort_values("x")
             err = [(g[y] - g[y_lo]).clip(lower=0), (g[y_hi] - g[y]).clip(lower=0)]
             ax.errorbar(g["x"], g[y], yerr=err, marker="os^vDP*X"[i % 8], markersize=5, capsize=3, linewidth=1.4,
                         color=plt.get_cmap("tab10")(i), label=label)
             shown += 1
             points += len(g)
-        repeats += panel_repeats
         if ticks is not None:
             ax.set_xticks(range(len(ticks)), [str(t) for t in ticks])
         if reference is not None:
@@ -129,7 +128,6 @@ def sweep_figure(cells, axes, swept, y, y_lo, y_hi, y_label, *, iteration_bars, 
             ratio_axis(ax, y_label)
         else:
             ax.set_ylabel(y_label)
-        legend_title = error_bars_legend(panel_repeats)
         if legend_below:
             ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), framealpha=0.85, title=legend_title)
         else:
@@ -139,9 +137,7 @@ def sweep_figure(cells, axes, swept, y, y_lo, y_hi, y_label, *, iteration_bars, 
                f"backend{'s' if len(panels) > 1 else ''}")
     if hidden:
         summary += f" ({hidden} more series not drawn: at most {MAX_SERIES} per panel stay readable)"
-    return fig, summary, error_bars_text(repeats, iteration_bars)
-
-
+    return fig, summary, error_bars_text([n for lines in points_of for g in lines for n in g["repeats"]], iteration_bars)
 
 def _spans_decades(values):
     """Values so far apart that a linear axis would flatten the small ones."""
