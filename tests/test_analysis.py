@@ -1125,6 +1125,7 @@ class NormalizedTest(DbTest):
             cell = gpu_cell(db, backend)
             for position, (phase, seconds) in enumerate(phases):
                 db.insert("cell_phases", dict(cell_id=cell, position=position, phase=phase, seconds=seconds))
+        gpu_cell(db, "device", batch=2)  # no phases stored: not in the figure, nor in its title
         db.close()
         means, order = cell_phases.phase_seconds(report_data(db.path))
         self.assertEqual(order, ["start", "weights", "timed"])
@@ -1132,8 +1133,10 @@ class NormalizedTest(DbTest):
         self.assertAlmostEqual(means["device"]["start"], 0.4)
         self.assertAlmostEqual(means["uvm"]["timed"], 9.0)
         drawn = cell_phases.render(report_data(db.path))
-        plt.close(drawn.figure)
+        self.addCleanup(plt.close, drawn.figure)
         self.assertIn("device 5.40 s, uvm 10.40 s", drawn.caption)
+        self.assertEqual(suptitle(drawn.figure),
+                         "tiny fp32, batch 1 × seq 8\nbars vary backend (the mean over its cells)")
 
     def test_memory_table_script(self):
         """scripts/bench/memory_table.py: per backend and variant, the largest and median |error| of
@@ -1297,7 +1300,8 @@ class FigureSelfDescriptionTest(DbTest):
 
     def test_throughput_title_names_the_workload_and_repeats_are_error_bars(self):
         drawn = self.render(throughput)
-        self.assertEqual(suptitle(drawn.figure), "tiny fp32, batch 1–4 × seq 8\none panel per backend; one line each")
+        self.assertEqual(suptitle(drawn.figure),
+                         "tiny fp32, batch 1–4 × seq 8\none panel per backend; one line each")
         (ax,) = drawn.figure.axes  # the device panel; no other backend has two batch sizes
         self.assertEqual(ax.get_title(), "device")
         # One line, not one per repeat, labelled by its backend rather than by the first cell's batch.
@@ -1306,8 +1310,8 @@ class FigureSelfDescriptionTest(DbTest):
         self.assertEqual(x, [1.0, 2.0, 4.0])
         self.assertEqual(y, [80.0, 100.0, 320.0])  # medians of the repeats; batch 4 measured once
         self.assertEqual(bars, [(1.0, 40.0, 100.0), (2.0, 80.0, 160.0), (4.0, 200.0, 400.0)])
-        self.assertEqual(ax.get_legend().get_title().get_text(),
-                         "point: median of repeats\nerror bars: their min–max\n(measured once: iterations' p10–p90)")
+        self.assertEqual(ax.get_legend().get_title().get_text(), "point: median of repeats\nerror bars: their "
+                                                                 "min–max\n(measured once: iterations' p10–p90)")
         self.assertIn("(1 series, 3 points of 7 cells, on 1 backend)", drawn.caption)
         self.assertIn("(cells that differ only in `repeat`, up to 3) is their median, its error bars their lowest and "
                       "highest value; at a point measured once, error bars: throughput at the 90th and 10th "

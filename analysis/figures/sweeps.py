@@ -137,7 +137,8 @@ def sweep_figure(cells, axes, swept, y, y_lo, y_hi, y_label, *, iteration_bars, 
                f"backend{'s' if len(panels) > 1 else ''}")
     if hidden:
         summary += f" ({hidden} more series not drawn: at most {MAX_SERIES} per panel stay readable)"
-    return fig, summary, error_bars_text([n for lines in points_of for g in lines for n in g["repeats"]], iteration_bars)
+    repeats = [n for lines in points_of for g in lines for n in g["repeats"]]
+    return fig, summary, error_bars_text(repeats, iteration_bars)
 
 def _spans_decades(values):
     """Values so far apart that a linear axis would flatten the small ones."""
