@@ -141,9 +141,10 @@ REPEAT_AXES = ("repeat",)
 
 
 def over_repeats(cells, key, y, y_lo, y_hi):
-    """One row per value of the column `key` (the other columns from its first cell) with `repeats`, the number
-    of its cells. A point of several cells is the median of their y, its error bar ends y_lo and y_hi
-    the lowest and highest of their y (the run-to-run spread); a point of one cell keeps its own."""
+    """One row per value of the column `key` (the other columns from its first cell), with `repeats`,
+    the number of its cells. A point of several cells is the median of their y, its error bar ends
+    y_lo and y_hi the lowest and highest of their y (the run-to-run spread); a point of one cell keeps
+    its own."""
     rows = []
     for _, group in cells.groupby(key, dropna=False, sort=True):
         row = group.iloc[0].copy()

@@ -140,6 +140,7 @@ def sweep_figure(cells, axes, swept, y, y_lo, y_hi, y_label, *, iteration_bars, 
     repeats = [n for lines in points_of for g in lines for n in g["repeats"]]
     return fig, summary, error_bars_text(repeats, iteration_bars)
 
+
 def _spans_decades(values):
     """Values so far apart that a linear axis would flatten the small ones."""
     positive = values[values > 0]
