@@ -965,7 +965,8 @@ class DriverCeilingTest(DbTest):
         self.assertEqual(cells.loc[self.ids["copy25"], "faster_than"], "bound")
         for name in ("device", "uvm100", "uvm50", "copy50"):
             self.assertIsNone(cells.loc[self.ids[name], "faster_than"], name)
-        headings, rows = cell_table(ResultsDb(self.path).cells())
+        results = ResultsDb(self.path)
+        headings, rows = cell_table(results.cells(), results.axes)
         column = [h for h, _ in headings].index("faster than")
         self.assertEqual([r[column].text for r in rows], ["–", "–", "–", "bound", "–"])
 
