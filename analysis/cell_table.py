@@ -1,22 +1,19 @@
-"""The per-cell table of the HTML report: which columns, with what headings and number formats."""
+"""The per-cell table of the HTML report: which columns, with what headings and number formats.
+
+Its columns are the cell, every parameter a matrix sets (the database's axes, analysis/axes.py) that
+tells two of its cells apart, in axes order, then the measures; the parameters every cell shares
+are said once above it (same_in_every_cell), so a new axis shows up by itself."""
 import math
+
+import pandas as pd
 
 from bound import present
 
-# (column, heading, format): format is a format spec for numbers, or None for text. Columns a
-# database lacks, or where no cell has a value, are left out.
-COLUMNS = [
-    ("cell_id", "cell", "d"),
+# The measures the table shows after the cell's parameters: (column, heading, format), where format
+# is a format spec for numbers, or None for text. Columns a database lacks, or where no cell has a
+# value, are left out.
+MEASURES = [
     ("status", "status", None),
-    ("model", "model", None),
-    ("variant", "variant", None),
-    ("backend", "backend", None),
-    ("dtype", "dtype", None),
-    ("batch", "batch", "d"),
-    ("seq", "seq", "d"),
-    ("streams", "streams", "d"),
-    ("prefetch", "prefetch", None),
-    ("budget", "budget", None),
     ("oversubscription", "weights ÷ budget", ".2f"),
     ("latency_median_ms", "median ms", ".4g"),
     ("latency_p10_ms", "p10 ms", ".4g"),
@@ -66,13 +63,39 @@ def formatted(value, spec, column):
     return Cell(format(number, spec), number if math.isfinite(number) else None)
 
 
-def cell_table(cells):
-    """(headings with their kinds, rows of Cell) for the cells DataFrame."""
-    columns = [(c, h, f) for c, h, f in COLUMNS if c in cells and cells[c].notna().any()]
+def settable(axes):
+    """The columns of the parameters a matrix sets (analysis/axes.py), run limits included."""
+    return [c for c, _, in_matrix, _ in axes.rows if in_matrix]
+
+
+def differs(values):
+    return values.astype(str).nunique() > 1
+
+
+def axis_format(values):
+    """Whole numbers as integers, other numbers in general format, anything else as text."""
+    if not pd.api.types.is_numeric_dtype(values):
+        return None
+    numbers = values.dropna()
+    return "d" if (numbers % 1 == 0).all() else "g"
+
+
+def cell_table(cells, axes):
+    """(headings with their kinds, rows of Cell) for the cells DataFrame of a database whose
+    parameters are `axes`: the cell, the parameters that differ among `cells`, the measures."""
+    parameters = [(c, c, axis_format(cells[c])) for c in settable(axes) if c in cells and differs(cells[c])]
+    measures = [(c, h, f) for c, h, f in MEASURES if c in cells and cells[c].notna().any()]
+    columns = [("cell_id", "cell", "d")] + parameters + measures
     headings = [(h, "text" if f is None else "num") for _, h, f in columns]
     rows = [[flagged(r) if c == "status" else formatted(r[c], f, c) for c, _, f in columns]
             for r in cells.to_dict("records")]
     return headings, rows
+
+
+def same_in_every_cell(cells, axes):
+    """[(parameter, its value as the table would show it)] of the parameters every cell shares."""
+    return [(c, formatted(cells[c].iloc[0], axis_format(cells[c]), c).text)
+            for c in settable(axes) if c in cells and not differs(cells[c])]
 
 
 def flagged(record):

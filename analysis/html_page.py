@@ -4,7 +4,7 @@ import re
 from html import escape
 
 from bound import present
-from cell_table import Cell, cell_table
+from cell_table import Cell, cell_table, same_in_every_cell
 from time_split import COLUMNS as SPLIT_COLUMNS
 from time_split import fmt
 
@@ -28,6 +28,15 @@ th[aria-sort="descending"]::after { content: " \\25BC"; }
 tr.status-failed td, tr.status-timeout td, tr.status-invalid td { background: #fde8e8; }
 tr.status-skipped td { color: #777; }
 td.reason { min-width: 20em; max-width: 40em; }
+/* The cell table has a column per parameter that differs: it scrolls in its own box, its headings
+   stay in view and wrap between words (and after a parameter's underscores), and its numbers stay on
+   one line. */
+.wide.cells { max-height: 85vh; overflow: auto; border: 1px solid #ddd; }
+table.cells { font-size: 0.78em; }
+table.cells th { vertical-align: bottom; }
+table.cells td { white-space: nowrap; }
+table.cells td.reason { white-space: normal; }
+p.same { font-size: 0.9em; }
 pre { background: #f7f7f7; padding: 0.5em; overflow-x: auto; }
 """
 
@@ -120,10 +129,11 @@ def skipped_section(skipped):
     return f'<section id="not-drawn"><h2>Figures not drawn</h2><ul>{items}</ul></section>'
 
 
-def sortable_table(headings, rows, row_class=None):
-    """A table the page's script sorts: headings are (text, "num" | "text"), rows lists of cell_table.Cell."""
-    out = ['<div class="wide"><table class="sortable"><thead><tr>']
-    out += [f'<th data-type="{kind}">{escape(h)}</th>' for h, kind in headings]
+def sortable_table(headings, rows, row_class=None, css=""):
+    """A table the page's script sorts: headings are (text, "num" | "text"), rows lists of cell_table.Cell;
+    css: a class of its own for the table and the box around it."""
+    out = [f'<div class="wide {css}"><table class="sortable {css}"><thead><tr>']
+    out += [f'<th data-type="{kind}">{escape(h).replace("_", "_<wbr>")}</th>' for h, kind in headings]
     out.append("</tr></thead><tbody>")
     for row in rows:
         out.append(f'<tr class="{escape(row_class(row))}">' if row_class else "<tr>")
@@ -179,15 +189,19 @@ def driver_ceilings_section(db, cells):
             "says what set each bound.</p>" + sortable_table(headings, rows) + "</section>")
 
 
-def cells_section(cells):
+def cells_section(cells, axes):
     if cells.empty:
         return '<section id="cells"><h2>Cells</h2><p>The database has no cells.</p></section>'
-    headings, rows = cell_table(cells)
+    headings, rows = cell_table(cells, axes)
     status_col = [h for h, _ in headings].index("status")
+    same = ", ".join(f"{column} = {text}" for column, text in same_in_every_cell(cells, axes))
     return ('<section id="cells"><h2>Cells</h2><p>Every cell of the database; click a column heading to sort. '
+            "The columns after the cell are the parameters that differ between cells, then what was measured. "
             "Latencies are of the timed iterations; × bound is the median latency ÷ the cell's bound; "
             "faster than names the bounds a cell beats (a bound is a floor: look into those cells).</p>"
-            + sortable_table(headings, rows, lambda row: f"status-{row[status_col].text}") + "</section>")
+            + (f'<p class="same">Same in every cell: {escape(same)}.</p>' if same else "")
+            + sortable_table(headings, rows, lambda row: f"status-{row[status_col].text}", css="cells")
+            + "</section>")
 
 
 def page(db, runs, cells, drawn, skipped, splits, generated_at):
@@ -219,7 +233,7 @@ def page(db, runs, cells, drawn, skipped, splits, generated_at):
 {"".join(figure_section(r) for r in drawn)}
 {skipped_section(skipped)}
 {time_split_section(splits)}
-{cells_section(cells)}
+{cells_section(cells, db.axes)}
 <script>{SORT_SCRIPT}</script>
 </body>
 </html>

@@ -65,10 +65,10 @@ import bound  # noqa: E402
 import html_page  # noqa: E402
 import report  # noqa: E402
 import time_split  # noqa: E402
-from cell_table import cell_table  # noqa: E402
-from figures import (bandwidth, cell_phases, driver_oversubscription, normalized, oversubscription, peak_memory,  # noqa: E402
-                     throughput, timeline, um_traffic)
-from figures.common import Skip  # noqa: E402
+from cell_table import cell_table, same_in_every_cell  # noqa: E402
+from figures import (bandwidth, cell_phases, driver_oversubscription, latency_prefetch, normalized,  # noqa: E402
+                     oversubscription, peak_memory, throughput, timeline, um_traffic)
+from figures.common import Skip, ratio_axis, workload_title  # noqa: E402
 from figures.sweeps import Swept, series  # noqa: E402
 from axes import OLDER_AXES, Axes  # noqa: E402
 from results_db import ResultsDb  # noqa: E402
@@ -232,6 +232,27 @@ class DbTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(cls.folder, ignore_errors=True)
+
+
+# --- what a drawn figure shows ------------------------------------------------------------------
+
+def suptitle(figure):
+    """The figure's title (matplotlib 3.6, Debian 12's, has no Figure.get_suptitle)."""
+    return figure._suptitle.get_text() if figure._suptitle is not None else ""
+
+
+def legend_texts(ax):
+    return [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def errorbar_data(ax):
+    """[(x values, y values, [(x, bar low, bar high)])] of each errorbar line in the panel."""
+    out = []
+    for container in ax.containers:
+        line, _, (bars,) = container.lines
+        ends = [(float(a[0]), float(a[1]), float(b[1])) for a, b in bars.get_segments()]
+        out.append((list(line.get_xdata()), list(line.get_ydata()), ends))
+    return out
 
 
 # --- analysis/bound.py ----------------------------------------------------------------------------
@@ -730,7 +751,7 @@ class ReportBoundTest(BoundFixture):
         fixed by the swept ratio, so it must not split the line); the fp16 cell is a different workload."""
         points = oversubscription.slowdown(report_data(self.path).ok)
         panels = series(points, Axes(OLDER_AXES), Swept("oversubscription", "oversubscription"), ("budget",))
-        self.assertEqual([(title, left_out) for title, _, left_out in panels], [("explicit-copy", 0)])
+        self.assertEqual([(title, left_out, names) for title, _, left_out, names in panels], [("explicit-copy", 0, [])])
         (label, line), = panels[0][1]
         line = line.sort_values("oversubscription")
         self.assertEqual(list(line["oversubscription"]), [2.0, 4.0])
@@ -747,10 +768,11 @@ class ReportBoundTest(BoundFixture):
                 row.update(model=model, backend="explicit-copy", streams=streams, budget=budget, y=1.0)
                 rows.append(row)
         panels = series(pd.DataFrame(rows), Axes(OLDER_AXES), Swept("budget", "budget", order=str), ())
-        (title, lines, left_out), = panels
+        (title, lines, left_out, names), = panels
         self.assertEqual(title, "explicit-copy: model=tiny")
         self.assertEqual([label for label, _ in lines], [f"streams={s}" for s in range(1, 9)])
         self.assertEqual(left_out, 2)
+        self.assertEqual(names, ["streams"])
 
     def test_bandwidth_points(self):
         """Link figure: streamed bytes ÷ median latency (achieved) and ÷ bound (attainable), in GB/s."""
@@ -769,8 +791,8 @@ class ReportBoundTest(BoundFixture):
 
     def test_cell_table(self):
         """The page's per-cell table: bound and ratio, and the columns shown in another unit than stored."""
-        cells = ResultsDb(self.path).cells()
-        headings, rows = cell_table(cells)
+        db = ResultsDb(self.path)
+        headings, rows = cell_table(db.cells(), db.axes)
         names = [h for h, _ in headings]
         by_id = {r[names.index("cell")].text: dict(zip(names, r)) for r in rows}
         copy25 = by_id[str(self.ids["copy25"])]
@@ -852,6 +874,26 @@ class ReportBoundTest(BoundFixture):
         plt.close(drawn.figure)
         self.assertIn("(gpu_peak_bytes, 2 cells)", drawn.caption)
 
+    def test_scatter_and_bar_figures_say_what_they_hold(self):
+        """Titles name the workload of what is drawn (fp16 and fp32 streamed; only fp32 has a memory
+        prediction); the UM figure names each traced cell by what tells it from the other (backend,
+        dtype, trace_iterations); the ±1 % target lines are in their panel's legend."""
+        data = report_data(self.path)
+        figures = {m: m.render(data) for m in (um_traffic, peak_memory, bandwidth)}
+        for drawn in figures.values():
+            self.addCleanup(plt.close, drawn.figure)
+        self.assertEqual(suptitle(figures[um_traffic].figure),
+                         "tiny fp16/fp32, batch 1 × seq 8\none bar pair per traced cell")
+        bottom = figures[um_traffic].figure.axes[-1]
+        self.assertEqual(bottom.get_xlabel(), "cell (id, backend, dtype, trace_iterations)")
+        self.assertEqual([t.get_text() for t in bottom.get_xticklabels()],
+                         [f"#{self.ids['prefetch75']}\nuvm-prefetch\nfp32\n4", f"#{self.ids['fp16']}\nexplicit-copy\nfp16\n3"])
+        self.assertEqual(suptitle(figures[peak_memory].figure),
+                         "tiny fp32, batch 1 × seq 8\none point per cell, coloured by backend")
+        self.assertEqual(legend_texts(figures[peak_memory].figure.axes[1]), ["±1 % target", "no error"])
+        self.assertEqual(suptitle(figures[bandwidth].figure),
+                         "tiny fp16/fp32, batch 1 × seq 8\none point per cell, coloured by backend")
+
     def test_um_traffic_per_traced_iteration(self):
         """UM figure: bytes by (direction, cause) and faults, divided by the traced iterations stored
         (2 for prefetch75, although it asked for 4; fp16 stored none and asked for 3)."""
@@ -923,7 +965,8 @@ class DriverCeilingTest(DbTest):
         self.assertEqual(cells.loc[self.ids["copy25"], "faster_than"], "bound")
         for name in ("device", "uvm100", "uvm50", "copy50"):
             self.assertIsNone(cells.loc[self.ids[name], "faster_than"], name)
-        headings, rows = cell_table(ResultsDb(self.path).cells())
+        results = ResultsDb(self.path)
+        headings, rows = cell_table(results.cells(), results.axes)
         column = [h for h, _ in headings].index("faster than")
         self.assertEqual([r[column].text for r in rows], ["–", "–", "–", "bound", "–"])
 
@@ -1017,6 +1060,18 @@ class NormalizedTest(DbTest):
         self.assertIn("(2 baseline workloads in all)", drawn.caption)
         self.assertIn("Not drawn: 1 cell of other variants that were not measured (crashed)", drawn.caption)
 
+    def test_title_reference_line_and_axis_from_zero(self):
+        """The title names the workloads (batch 4 and GPU B's cell are measured, though without a
+        baseline to set them against) but not the variants, which the bars name; the line at 1 is in
+        the legend; the ratio's axis starts at zero."""
+        drawn = normalized.render(report_data(self.path))
+        self.addCleanup(plt.close, drawn.figure)
+        self.assertEqual(suptitle(drawn.figure), "tiny fp32, batch 1–4 × seq 8\n"
+                                                 "bars vary variant, grouped by model; one panel per processor")
+        (ax,) = drawn.figure.axes
+        self.assertEqual(legend_texts(ax), ["baseline = 1", "baseline", "attn_ln"])
+        self.assertEqual(ax.get_ylim()[0], 0.0)
+
     def test_repeats_give_run_to_run_error_bars(self):
         """Three repeats of baseline (100, 110, 90 ms: median 100) and of attn_ln (50, 40, 80 ms) on one
         workload (batch 8): ratios 2, 2.5 and 1.25, their geometric mean and their extremes."""
@@ -1071,6 +1126,7 @@ class NormalizedTest(DbTest):
             cell = gpu_cell(db, backend)
             for position, (phase, seconds) in enumerate(phases):
                 db.insert("cell_phases", dict(cell_id=cell, position=position, phase=phase, seconds=seconds))
+        gpu_cell(db, "device", batch=2)  # no phases stored: not in the figure, nor in its title
         db.close()
         means, order = cell_phases.phase_seconds(report_data(db.path))
         self.assertEqual(order, ["start", "weights", "timed"])
@@ -1078,8 +1134,10 @@ class NormalizedTest(DbTest):
         self.assertAlmostEqual(means["device"]["start"], 0.4)
         self.assertAlmostEqual(means["uvm"]["timed"], 9.0)
         drawn = cell_phases.render(report_data(db.path))
-        plt.close(drawn.figure)
+        self.addCleanup(plt.close, drawn.figure)
         self.assertIn("device 5.40 s, uvm 10.40 s", drawn.caption)
+        self.assertEqual(suptitle(drawn.figure),
+                         "tiny fp32, batch 1 × seq 8\nbars vary backend (the mean over its cells)")
 
     def test_memory_table_script(self):
         """scripts/bench/memory_table.py: per backend and variant, the largest and median |error| of
@@ -1169,7 +1227,8 @@ class NormalizedTest(DbTest):
         base = gpu_cell(db, "device", launches_per_forward=819, activation_bytes=416358400)
         fused = gpu_cell(db, "device", variant="all", launches_per_forward=387, activation_bytes=311500800)
         db.close()
-        headings, rows = cell_table(ResultsDb(db.path).cells())
+        results = ResultsDb(db.path)
+        headings, rows = cell_table(results.cells(), results.axes)
         names = [h for h, _ in headings]
         by_id = {r[names.index("cell")].text: dict(zip(names, r)) for r in rows}
         self.assertEqual(by_id[str(base)]["launches / forward"].text, "819")
@@ -1183,7 +1242,8 @@ class NormalizedTest(DbTest):
         quiet = gpu_cell(db, "device", noise_pct=0.4, noisy=0)
         loud = gpu_cell(db, "device", batch=2, noise_pct=7.25, noisy=1)
         db.close()
-        headings, rows = cell_table(ResultsDb(db.path).cells())
+        results = ResultsDb(db.path)
+        headings, rows = cell_table(results.cells(), results.axes)
         names = [h for h, _ in headings]
         by_id = {r[names.index("cell")].text: dict(zip(names, r)) for r in rows}
         self.assertEqual(by_id[str(quiet)]["status"].text, "ok")
@@ -1199,6 +1259,141 @@ class NormalizedTest(DbTest):
         self.assertAlmostEqual(base2["tps_hi"], 100.0)  # 16 / 0.160 s
         self.assertAlmostEqual(points.loc[self.ids["fused4"], "tps"], 3200.0)  # 4 × 8 / 0.010 s
         self.assertNotIn(self.ids["failed"], points.index)
+
+
+# --- what every figure says about itself: titles, legends, axes, repeats, the cell table -------------
+
+class FigureSelfDescriptionTest(DbTest):
+    """One run, a 25 GB/s link probe; the tiny model, fp32, seq 8 (8 tokens a sequence).
+
+    device, budget 100 %:
+        batch 1, repeats 1-3 at 100, 80, 200 ms: 80, 100, 40 tokens/s (8000 ÷ ms)
+        batch 2, repeats 1-3 at 160, 200, 100 ms: 100, 80, 160 tokens/s (16000 ÷ ms)
+        batch 4, once at 100 ms (p10 80, p90 160): 320 tokens/s, 200 at p90, 400 at p10
+    explicit-copy, batch 1: 25 % (oversubscription 4, 6 GB streamed, 300 ms) and 50 % (2, 4 GB, 240 ms);
+        bound = max(GB ÷ 25 GB/s, the fastest device batch-1 repeat 80 ms) = 240 and 160 ms: 1.25, 1.5
+    uvm-prefetch, batch 1, 50 %: prefetch 1 and 2, each with evict migrate (300, 250 ms) and
+        read-mostly (120, 110 ms)."""
+
+    @classmethod
+    def build(cls, db):
+        db.set_run(h2d_gbps=25.0, gpu_name="Fixture GPU", gpu_driver="CUDA 13.0")
+        ids = {}
+        device = dict(budget="100%", oversubscription=1.0, streamed_bytes=0)
+        for batch, latencies in ((1, (100.0, 80.0, 200.0)), (2, (160.0, 200.0, 100.0))):
+            for repeat, ms in enumerate(latencies, start=1):
+                gpu_cell(db, "device", batch=batch, repeat=repeat, latency_median_ms=ms, latency_p10_ms=ms - 1,
+                         latency_p90_ms=ms + 1, **device)
+        gpu_cell(db, "device", batch=4, latency_median_ms=100.0, latency_p10_ms=80.0, latency_p90_ms=160.0, **device)
+        for budget, over, streamed, ms in (("25%", 4.0, 6 * GB, 300.0), ("50%", 2.0, 4 * GB, 240.0)):
+            ids[budget] = gpu_cell(db, "explicit-copy", budget=budget, oversubscription=over, streamed_bytes=streamed,
+                                   latency_median_ms=ms, latency_p10_ms=ms - 10, latency_p90_ms=ms + 10)
+        for prefetch, evict, ms in (("1", "migrate", 300.0), ("2", "migrate", 250.0), ("1", "read-mostly", 120.0),
+                                    ("2", "read-mostly", 110.0)):
+            gpu_cell(db, "uvm-prefetch", prefetch=prefetch, evict=evict, budget="50%", oversubscription=2.0,
+                     streamed_bytes=4 * GB, latency_median_ms=ms, latency_p10_ms=ms - 5, latency_p90_ms=ms + 5)
+        return ids
+
+    def render(self, module):
+        drawn = module.render(report_data(self.path))
+        self.addCleanup(plt.close, drawn.figure)
+        return drawn
+
+    def test_throughput_title_names_the_workload_and_repeats_are_error_bars(self):
+        drawn = self.render(throughput)
+        self.assertEqual(suptitle(drawn.figure),
+                         "tiny fp32, batch 1–4 × seq 8\none panel per backend; one line each")
+        (ax,) = drawn.figure.axes  # the device panel; no other backend has two batch sizes
+        self.assertEqual(ax.get_title(), "device")
+        # One line, not one per repeat, labelled by its backend rather than by the first cell's batch.
+        self.assertEqual(legend_texts(ax), ["device"])
+        (x, y, bars), = errorbar_data(ax)
+        self.assertEqual(x, [1.0, 2.0, 4.0])
+        self.assertEqual(y, [80.0, 100.0, 320.0])  # medians of the repeats; batch 4 measured once
+        self.assertEqual(bars, [(1.0, 40.0, 100.0), (2.0, 80.0, 160.0), (4.0, 200.0, 400.0)])
+        self.assertEqual(ax.get_legend().get_title().get_text(), "point: median of repeats\nerror bars: their "
+                                                                 "min–max\n(measured once: iterations' p10–p90)")
+        self.assertIn("(1 series, 3 points of 7 cells, on 1 backend)", drawn.caption)
+        self.assertIn("(cells that differ only in `repeat`, up to 3) is their median, its error bars their lowest and "
+                      "highest value; at a point measured once, error bars: throughput at the 90th and 10th "
+                      "percentile latency.", drawn.caption)
+
+    def test_ratio_axis_from_zero_with_its_reference_in_the_legend(self):
+        drawn = self.render(oversubscription)
+        self.assertEqual(suptitle(drawn.figure), "tiny fp32, batch 1 × seq 8\none panel per backend; one line each")
+        ax = drawn.figure.axes[0]
+        self.assertEqual(ax.get_title(), "explicit-copy")
+        (x, y, _), = errorbar_data(ax)
+        self.assertEqual(x, [2.0, 4.0])
+        self.assertEqual(y, [1.5, 1.25])  # 240 / 160, 300 / 240
+        self.assertEqual(ax.get_ylim()[0], 0.0)
+        self.assertEqual(ax.get_ylabel(), "latency ÷ bound")
+        self.assertEqual(sorted(legend_texts(ax)), ["bound", "explicit-copy"])
+        self.assertEqual(ax.get_legend().get_title().get_text(), "error bars: iterations' p10–p90")
+        self.assertIn("Error bars: 10th and 90th percentile latency ÷ bound.", drawn.caption)
+
+    def test_lines_named_by_what_tells_them_apart(self):
+        drawn = self.render(latency_prefetch)
+        self.assertEqual(suptitle(drawn.figure), "tiny fp32, batch 1 × seq 8\none panel per backend; lines vary evict")
+        (ax,) = drawn.figure.axes
+        self.assertEqual(legend_texts(ax), ["evict=migrate", "evict=read-mostly"])
+        self.assertEqual([y for _, y, _ in errorbar_data(ax)], [[300.0, 250.0], [120.0, 110.0]])
+
+    def test_log_ratio_axis_says_it_does_not_start_at_zero(self):
+        fig, ax = plt.subplots()
+        self.addCleanup(plt.close, fig)
+        ax.plot([1, 2], [1.0, 100.0])
+        ax.set_yscale("log")
+        ratio_axis(ax, "latency ÷ bound")
+        self.assertEqual(ax.get_ylabel(), "latency ÷ bound (log scale, not from 0)")
+
+    def test_workload_title_names_the_other_workload_parameters_the_database_varies(self):
+        """tf32 takes two values among the cells, so a figure of the tf32 = 1 cells says so; dropout
+        takes one, so it goes unnamed."""
+        cells = pd.DataFrame([dict(model="tiny", dtype="fp32", batch=b, seq=8, tf32=t, dropout=0.0, backend="device")
+                              for b in (1, 2) for t in (0, 1)])
+        shown = cells[cells["tf32"] == 1]
+        self.assertEqual(workload_title(shown, cells, Axes(OLDER_AXES)), "tiny fp32, batch 1–2 × seq 8, tf32=1")
+        self.assertEqual(workload_title(cells[cells["batch"] == 1], cells[cells["tf32"] == 0], Axes(OLDER_AXES)),
+                         "tiny fp32, batch 1 × seq 8")
+
+
+class CellTableColumnsTest(DbTest):
+    """Three cells of the tiny model: two device repeats, and a uvm cell that evicts read-mostly and
+    traces 2 iterations. What tells them apart: backend, evict, trace_iterations, repeat."""
+
+    @classmethod
+    def build(cls, db):
+        return {"first": gpu_cell(db, "device", repeat=1, latency_median_ms=10.0),
+                "second": gpu_cell(db, "device", repeat=2, latency_median_ms=11.0),
+                "uvm": gpu_cell(db, "uvm", evict="read-mostly", trace_iterations=2, latency_median_ms=30.0)}
+
+    def table(self):
+        db = ResultsDb(self.path)
+        return db.cells(), db.axes
+
+    def test_a_column_for_every_axis_that_differs(self):
+        headings, rows = cell_table(*self.table())
+        names = [h for h, _ in headings]
+        self.assertEqual(names[:6], ["cell", "backend", "evict", "trace_iterations", "repeat", "status"])
+        self.assertNotIn("model", names)  # the same in every cell: said above the table
+        by_id = {r[0].text: dict(zip(names, r)) for r in rows}
+        second = by_id[str(self.ids["second"])]
+        self.assertEqual((second["repeat"].text, second["repeat"].number), ("2", 2))
+        self.assertEqual(by_id[str(self.ids["uvm"])]["evict"].text, "read-mostly")
+        self.assertEqual(dict(headings)["trace_iterations"], "num")
+
+    def test_the_shared_parameters_are_said_once(self):
+        same = dict(same_in_every_cell(*self.table()))
+        self.assertEqual((same["model"], same["dtype"], same["batch"]), ("tiny", "fp32", "1"))
+        self.assertNotIn("backend", same)
+
+    def test_page_section_scrolls_and_wraps_headings(self):
+        html = html_page.cells_section(*self.table())
+        self.assertIn('<div class="wide cells"><table class="sortable cells">', html)
+        self.assertIn('<th data-type="num">trace_<wbr>iterations</th>', html)
+        self.assertIn("Same in every cell: model = tiny, ", html)
+        self.assertIn(".wide.cells { max-height: 85vh; overflow: auto;", html_page.STYLE)
 
 
 # --- analysis/time_split.py -----------------------------------------------------------------------

@@ -2,7 +2,7 @@
 the start of the run (the PCIe bound)."""
 import matplotlib.pyplot as plt
 
-from figures.common import Drawn, Skip, backend_color, backends_in, require_gpu_cells
+from figures.common import Drawn, Skip, backend_color, backends_in, require_gpu_cells, title_figure, workload_title
 
 NAME = "link_bandwidth"
 TITLE = "Achieved weight bandwidth vs the measured link"
@@ -47,6 +47,7 @@ def render(data):
     ax.set_ylim(bottom=0)
     ax.set_xlim(left=0)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, framealpha=0.85)
+    title_figure(fig, workload_title(cells, data.ok, data.db.axes), "one point per cell, coloured by backend")
     fig.tight_layout()
     return Drawn(fig, caption(cells, links))
 

@@ -2,7 +2,7 @@
 timed and traced iterations, the check, teardown, exit), in seconds per cell, per backend."""
 import matplotlib.pyplot as plt
 
-from figures.common import Drawn, Skip, backend_color
+from figures.common import Drawn, Skip, backend_color, title_figure, workload_title
 
 NAME = "cell_phases"
 TITLE = "Where the sweep's time went"
@@ -40,6 +40,9 @@ def render(data):
     ax.invert_yaxis()
     ax.set_xlabel("seconds per cell (mean)")
     ax.legend(loc="lower right", framealpha=0.85)
+    phased = data.db.query("SELECT DISTINCT cell_id FROM cell_phases")["cell_id"]
+    title_figure(fig, workload_title(data.cells[data.cells["cell_id"].isin(phased)], data.cells, data.db.axes),
+                 "bars vary backend (the mean over its cells)")
     fig.tight_layout()
     total = {b: sum(means[b].values()) for b in backends}
     return Drawn(fig, "Each phase of a cell's wall time, the mean over each backend's cells (cell_phases; "

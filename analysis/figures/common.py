@@ -1,8 +1,10 @@
 """What every figure shares: the print style, backend colours, how a figure says it has no data,
-and the labels that tell series apart."""
+its title (the workload it holds and what tells its series apart), the labels that tell series
+apart, how repeats become error bars, and how a ratio's axis is drawn."""
 import math
 
 import matplotlib
+import pandas as pd
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -89,9 +91,99 @@ def series_label(key, names):
     return " ".join(f"{n}={value_text(v)}" for n, v in zip(names, values))
 
 
-def workload_label(cell):
-    """"gpt2_small fp32 1×1024": what a lone series measured, when nothing tells series apart."""
-    return f"{cell['model']} {cell['dtype']} {cell['batch']}×{cell['seq']}"
+def values_text(values):
+    """"1024" for one value; "1–64" for several numbers (their range); "tiny/gpt2_small" for several
+    words; "–" for none recorded."""
+    unique = values.dropna().unique()
+    if len(unique) == 0:
+        return "–"
+    if len(unique) == 1:
+        return value_text(unique[0])
+    if pd.api.types.is_numeric_dtype(values):
+        return f"{value_text(min(unique))}–{value_text(max(unique))}"
+    return "/".join(sorted(str(v) for v in unique))
+
+
+# What every figure's title names first, as "model dtype, batch B × seq S".
+NAMED_WORKLOAD = ("model", "dtype", "batch", "seq")
+
+
+def workload_title(shown, cells, axes, apart=()):
+    """"gpt2_1.5b fp32, batch 1 × seq 1024": the workload of the cells a figure shows (`shown`), out of
+    the `cells` it could show. Beside model, dtype, batch and sequence length it names each other
+    workload parameter (analysis/axes.py) that takes more than one value among `cells`, so a figure of
+    only the tf32 cells says so, but for those that tell the figure's lines or bars apart (`apart`):
+    its title names those next."""
+    def text(p):
+        return values_text(shown[p]) if p in shown else "?"
+
+    title = f"{text('model')} {text('dtype')}, batch {text('batch')} × seq {text('seq')}"
+    others = [p for p in axes.parameters if p in axes.workload and p not in (*NAMED_WORKLOAD, *apart) and p in cells
+              and cells[p].astype(str).nunique() > 1]
+    return title + "".join(f", {p}={values_text(shown[p])}" for p in others)
+
+
+def title_figure(fig, workload, varies):
+    """Sets the figure's title: its workload (workload_title), then what tells its lines, bars or
+    points apart, so that the figure reads without the page around it."""
+    fig.suptitle(f"{workload}\n{varies}")
+
+
+def panels_and_lines(panels, names):
+    """"one panel per backend; lines vary budget, prefetch": what tells a sweep's panels (`panels`: one
+    per what) and its lines (the parameter `names` their labels name) apart."""
+    return f"one panel per {panels}; " + (f"lines vary {', '.join(names)}" if names else "one line each")
+
+
+# Cells that differ only in these measured the same thing again: a figure draws them as one point,
+# with their spread as its error bars.
+REPEAT_AXES = ("repeat",)
+
+
+def over_repeats(cells, key, y, y_lo, y_hi):
+    """One row per value of the column `key` (the other columns from its first cell), with `repeats`,
+    the number of its cells. A point of several cells is the median of their y, its error bar ends
+    y_lo and y_hi the lowest and highest of their y (the run-to-run spread); a point of one cell keeps
+    its own."""
+    rows = []
+    for _, group in cells.groupby(key, dropna=False, sort=True):
+        row = group.iloc[0].copy()
+        row["repeats"] = len(group)
+        if len(group) > 1:
+            row[y], row[y_lo], row[y_hi] = group[y].median(), group[y].min(), group[y].max()
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def error_bars_text(repeats, single):
+    """The caption's sentence on what the error bars of points with `repeats` cells each span; `single`:
+    what they span at a point of one cell."""
+    most = max(repeats, default=1)
+    if most == 1:
+        return f"Error bars: {single}."
+    text = (f"A point measured in several repeats (cells that differ only in `repeat`, up to {most}) is their "
+            "median, its error bars their lowest and highest value")
+    if min(repeats) == 1:
+        return text + f"; at a point measured once, error bars: {single}."
+    return text + "."
+
+
+def error_bars_legend(repeats):
+    """The legend's title: what a point and its error bars are."""
+    most = max(repeats, default=1)
+    if most == 1:
+        return "error bars: iterations' p10–p90"
+    text = "point: median of repeats\nerror bars: their min–max"
+    return text + ("\n(measured once: iterations' p10–p90)" if min(repeats) == 1 else "")
+
+
+def ratio_axis(ax, label):
+    """A ratio's y axis: from zero where linear; a log axis cannot start at zero, and its label says so."""
+    if ax.get_yscale() == "log":
+        ax.set_ylabel(f"{label} (log scale, not from 0)")
+    else:
+        ax.set_ylabel(label)
+        ax.set_ylim(0, ax.dataLim.ymax * 1.05)
 
 
 def count_phrase(n, singular, plural=None):

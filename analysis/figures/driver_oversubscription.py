@@ -12,9 +12,10 @@ TITLE = "Slowdown vs oversubscription, against the driver's ceiling"
 def render(data):
     require_gpu_cells(data.cells, "device budget to oversubscribe")
     cells = driver_slowdown(data.ok)
-    fig, summary = sweep_figure(
+    fig, summary, bars = sweep_figure(
         cells, data.db.axes, Swept("oversubscription", "oversubscription (weight bytes ÷ budget bytes)"), "x_driver_bound", "lo",
-        "hi", "latency ÷ driver bound", fixed_out=("budget",), reference=(1.0, "driver bound"),
+        "hi", "latency ÷ driver bound", iteration_bars="10th and 90th percentile latency ÷ driver bound",
+        fixed_out=("budget",), reference=(1.0, "driver bound"), ratio=True,
         why_empty="no UVM backend (uvm, uvm-prefetch) was measured at two or more budgets in a run whose managed-memory "
                   "probe measured the driver's rates (schema version 4 and later).")
     sources = ", ".join(f"{n} from {what}" for what, n in cells["driver_bound_from"].value_counts().sort_index().items())
@@ -27,5 +28,5 @@ def render(data):
                       "run achieved through it where that is higher (the table of driver ceilings above gives both). "
                       f"What set the driver bounds of the {len(cells)} UVM cells that have one: {sources}. 1 means "
                       "the cell runs as fast as the driver lets it; the oversubscription figure measures the same "
-                      "cells against the link. Error bars: 10th and 90th percentile latency ÷ driver bound." + faster_than_note(cells, "x_driver_bound", "driver bound")
+                      "cells against the link. " + bars + faster_than_note(cells, "x_driver_bound", "driver bound")
                  + full_budget_note(data.ok, data.db.axes))

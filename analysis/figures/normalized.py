@@ -3,7 +3,7 @@ one bar per variant, one panel per processor (GPU, or the CPU for host-backend c
 import matplotlib.pyplot as plt
 import numpy as np
 
-from figures.common import Drawn, Skip, count_phrase, panel_grid
+from figures.common import Drawn, Skip, count_phrase, panel_grid, ratio_axis, title_figure, workload_title
 
 NAME = "normalized_performance"
 TITLE = "Performance normalized to baseline"
@@ -83,12 +83,14 @@ def render(data):
             err = [(rows["perf"] - rows["perf_lo"]).clip(lower=0), (rows["perf_hi"] - rows["perf"]).clip(lower=0)]
             ax.bar(x, rows["perf"], width, yerr=err, capsize=3, color=colors[variant], label=variant,
                    edgecolor="black", linewidth=0.5)
-        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.axhline(1.0, color="black", linewidth=0.8, label="baseline = 1")
         ax.set_xticks(range(len(models)), models, rotation=20 if len(models) > 4 else 0)
         ax.set_xlabel("model")
-        ax.set_ylabel("performance ÷ baseline")
+        ratio_axis(ax, "performance ÷ baseline")
         ax.set_title(proc)
         ax.legend(title="variant", loc="upper left", bbox_to_anchor=(1.01, 1.0), framealpha=0.85)
+    title_figure(fig, workload_title(ok, data.cells, data.db.axes, apart=("variant",)),
+                 "bars vary variant, grouped by model; one panel per processor")
     fig.tight_layout()
     return Drawn(fig, caption(data.cells, table))
 

@@ -83,14 +83,15 @@ def full_budget_note(ok, axes):
 def render(data):
     require_gpu_cells(data.cells, "device budget to oversubscribe")
     cells = slowdown(data.ok)
-    fig, summary = sweep_figure(
+    fig, summary, bars = sweep_figure(
         cells, data.db.axes, Swept("oversubscription", "oversubscription (weight bytes ÷ budget bytes)"), "x_bound", "lo", "hi",
-        "latency ÷ bound", fixed_out=("budget",), reference=(1.0, "bound"),
+        "latency ÷ bound", iteration_bars="10th and 90th percentile latency ÷ bound", fixed_out=("budget",),
+        reference=(1.0, "bound"), ratio=True,
         why_empty="no streaming GPU backend (explicit-copy, uvm, uvm-prefetch) was measured at two or more budgets "
                   "with a known bound (a link probe or a device cell of the same workload).")
     return Drawn(fig, "Median forward latency divided by the cell's bound, against the oversubscription ratio "
                       f"({summary}). The bound is the larger of the streamed weight bytes ÷ the pinned host→device "
                       "bandwidth measured at the start of the run, and the median latency of the device backend on "
-                      "the same workload; 1 means the cell runs at the bound. Error bars: 10th and 90th percentile "
-                      "latency ÷ bound." + faster_than_note(cells, "x_bound", "bound")
+                      "the same workload; 1 means the cell runs at the bound. " + bars
+                 + faster_than_note(cells, "x_bound", "bound")
                  + full_budget_note(data.ok, data.db.axes))

@@ -3,7 +3,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from bound import UVM_BACKENDS
-from figures.common import Drawn, Skip, backend_color, backends_in
+from figures.common import Drawn, Skip, backend_color, backends_in, title_figure, workload_title
 
 NAME = "peak_memory"
 TITLE = "Predicted vs measured peak memory"
@@ -102,9 +102,12 @@ def render(data):
     ax.set_ylabel("predicted peak device memory (GiB)")
     ax.legend(loc="upper left", framealpha=0.85)
     for limit in (1, -1):
-        err_ax.axhline(limit, color="black", linestyle="--", linewidth=0.8)
+        err_ax.axhline(limit, color="black", linestyle="--", linewidth=0.8, label="±1 % target" if limit > 0 else None)
+    err_ax.axhline(0, color="black", linewidth=0.6, label="no error")
+    err_ax.legend(loc="best", framealpha=0.85)
     err_ax.set_xlabel("measured peak device memory (GiB)")
     err_ax.set_ylabel("prediction error (%)")
+    title_figure(fig, workload_title(cells, data.ok, data.db.axes), "one point per cell, coloured by backend")
     fig.tight_layout()
     nvml = int(cells[NVML_PEAK].notna().sum()) if NVML_PEAK in cells else 0
     stored = int(cells[STORED_PEAK].notna().sum()) if STORED_PEAK in cells else 0

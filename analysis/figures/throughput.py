@@ -20,9 +20,9 @@ def throughput(ok):
 
 def render(data):
     cells = throughput(data.ok)
-    fig, summary = sweep_figure(
+    fig, summary, bars = sweep_figure(
         cells, data.db.axes, Swept("batch", "batch size (sequences per forward)", log=True), "tps", "tps_lo", "tps_hi",
-        "throughput (tokens/s)",
+        "throughput (tokens/s)", iteration_bars="throughput at the 90th and 10th percentile latency",
         why_empty="no model was measured at two or more batch sizes with every other parameter the same.")
     return Drawn(fig, "Tokens per second (batch × sequence length ÷ median forward latency) against the batch size "
-                      f"({summary}). Error bars: throughput at the 90th and 10th percentile latency.")
+                      f"({summary}). {bars}")

@@ -3,7 +3,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch
 
-from figures.common import Drawn, Skip, count_phrase, require_gpu_cells
+from figures.common import (Drawn, Skip, count_phrase, require_gpu_cells, title_figure, value_text, varying,
+                            workload_title)
 
 NAME = "um_traffic"
 TITLE = "Unified Memory traffic and page faults"
@@ -64,7 +65,7 @@ def render(data):
                    "GPU cells run with the cupti collector.")
     per_iteration = iterations_per_cell(db, cells, ids)
     migrations, faults = per_cell(db, ids, per_iteration)
-    fig = draw(cells, ids, migrations, faults, cause_labels(db))
+    fig = draw(cells, ids, migrations, faults, cause_labels(db), db.axes)
     return Drawn(fig, caption(ids, migrations, faults, refused, cells))
 
 
@@ -72,7 +73,8 @@ def byte_scale(max_bytes):
     return (1e9, "GB") if max_bytes >= 1e9 else (1e6, "MB") if max_bytes >= 1e6 else (1e3, "kB")
 
 
-def draw(cells, ids, migrations, faults, causes):
+def draw(cells, ids, migrations, faults, causes, parameters):
+    """parameters: the database's axes (analysis/axes.py)."""
     # Without faults, a second panel would be empty: the caption says there were none.
     has_faults = any(any(v) for v in faults.values())
     fig, axes = plt.subplots(2 if has_faults else 1, 1, figsize=(max(8.0, 1.1 * len(ids) + 3), 7.0 if has_faults else 4.2),
@@ -108,9 +110,12 @@ def draw(cells, ids, migrations, faults, causes):
         bottom.set_ylabel("page faults per traced iteration")
         bottom.set_title("Page faults")
         bottom.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), framealpha=0.85)
-    labels = [f"#{c}\n{cells.loc[c, 'backend']}\n{cells.loc[c, 'budget']}" for c in ids]
-    bottom.set_xticks(x, labels)
-    bottom.set_xlabel("cell (id, backend, budget)")
+    # Each bar is named by what tells its cell apart from the others drawn.
+    shown = cells.loc[ids]
+    names = varying(shown, parameters)
+    bottom.set_xticks(x, ["\n".join([f"#{c}"] + [value_text(cells.loc[c, n]) for n in names]) for c in ids])
+    bottom.set_xlabel(f"cell ({', '.join(['id'] + names)})")
+    title_figure(fig, workload_title(shown, cells, parameters, apart=names), "one bar pair per traced cell")
     fig.tight_layout()
     return fig
 
