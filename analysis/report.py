@@ -2,11 +2,13 @@
 """The sweetspot report: figures (PNG and SVG) and a self-contained index.html from a results database.
 
 Usage: report.py DB -o DIR [--timeline-cell ID]
-`sweetspot report` runs this; it can also be run directly. Exit codes: 0 written, 2 bad input
+`sweetspot report` runs this; it can also be run directly. Exit codes: 0 written, 1 a process
+drawing the figures died (nothing written), 2 bad input
 (missing or unreadable database, not a sweetspot database, a cell that cannot be drawn),
 3 python3 lacks matplotlib or pandas.
 """
 import argparse
+import concurrent.futures
 import datetime
 import importlib
 import multiprocessing
@@ -17,6 +19,7 @@ import tempfile
 
 sys.dont_write_bytecode = True  # keep the source tree free of __pycache__
 
+EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_MISSING_MODULES = 3
 NEEDED_MODULES = {"matplotlib": "python3-matplotlib", "pandas": "python3-pandas"}
@@ -116,26 +119,42 @@ def draw_in_worker(name):
 
 class Drawing:
     """The figures, drawn by `jobs` processes forked from this one (each figure is independent of the
-    others, and a process draws one at a time); results() waits for them, in the order of FIGURES."""
+    others, and a process draws one at a time); results() waits for them, in the order of FIGURES.
+    A context manager: leaving it stops the processes."""
 
     def __init__(self, data, out_dir, jobs):
         from figures.common import apply_style
 
         apply_style()
+        self.pool = None
         if jobs <= 1:
-            self.pool = None
             self.pending = [draw(name, data, out_dir) for name in FIGURES]
             return
-        self.pool = multiprocessing.get_context("fork").Pool(jobs, start_worker, (data, out_dir))
-        self.pending = self.pool.map_async(draw_in_worker, FIGURES, chunksize=1)
+        # An executor rather than multiprocessing.Pool: a drawing process that dies (out of memory)
+        # fails the report instead of leaving it waiting for that figure for ever.
+        self.pool = concurrent.futures.ProcessPoolExecutor(jobs, multiprocessing.get_context("fork"), start_worker,
+                                                           (data, out_dir))
+        self.pending = [self.pool.submit(draw_in_worker, name) for name in FIGURES]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+        return False
 
     def results(self):
         if self.pool is None:
             return self.pending
         try:
-            return self.pending.get()
-        finally:
-            self.pool.terminate()
+            return [f.result() for f in self.pending]
+        except concurrent.futures.process.BrokenProcessPool as e:
+            raise DrawingFailed("a process drawing the figures died before it finished (out of memory?)") from e
+
+
+class DrawingFailed(Exception):
+    """The figures could not be drawn; the message says why."""
 
 
 def report_jobs():
@@ -169,8 +188,7 @@ def main(argv):
         data = ReportData(ResultsDb(args.db), args.timeline_cell)
         if args.timeline_cell is not None:
             timeline.require_window(data.db, args.timeline_cell)
-        with Staging(args.output) as staging:
-            drawing = Drawing(data, staging.path, min(report_jobs(), len(FIGURES)))
+        with Staging(args.output) as staging, Drawing(data, staging.path, min(report_jobs(), len(FIGURES))) as drawing:
             # The time splits are read here while the workers draw.
             splits = []
             if data.db.has("NVTX_EVENTS", "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"):
@@ -191,6 +209,9 @@ def main(argv):
     except (BadInput, OSError) as e:
         print(f"sweetspot report: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except DrawingFailed as e:
+        print(f"sweetspot report: {e}; nothing was written", file=sys.stderr)
+        return EXIT_FAILED
     index = os.path.join(args.output, "index.html")
     drawn = sum(1 for r in results if r.caption)
     print(f"report: {drawn} of {len(results)} figures drawn; {index}")

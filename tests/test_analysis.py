@@ -1146,13 +1146,25 @@ class ReportRunTest(DbTest):
                                                    "throughput_vs_batch.svg"])
         self.assertEqual([q for q in statements if " FROM cells " in q.replace("\n", " ")], [])
 
+    def test_a_drawing_process_that_dies_fails_the_report(self):
+        """Rather than waiting for ever for its figure (a process killed for memory, say)."""
+        real_draw = report.draw
+        report.draw = lambda name, data, out_dir: os._exit(9)  # the forked workers see it too
+        try:
+            with report.Drawing(report_data(self.path), self.folder, 2) as drawing:
+                with self.assertRaisesRegex(report.DrawingFailed, "died before it finished"):
+                    drawing.results()
+        finally:
+            report.draw = real_draw
+
     def test_figures_drawn_in_parallel_are_those_drawn_in_one_process(self):
         data = report_data(self.path)
         folders = [os.path.join(self.folder, f"jobs{jobs}") for jobs in (1, 2)]
         results = []
         for jobs, out in zip((1, 2), folders):
             os.makedirs(out)
-            results.append([(r.name, r.caption, r.reason) for r in report.Drawing(data, out, jobs).results()])
+            with report.Drawing(data, out, jobs) as drawing:
+                results.append([(r.name, r.caption, r.reason) for r in drawing.results()])
         self.assertEqual(results[0], results[1])
         self.assertEqual([name for name, _, _ in results[0]],
                          [importlib.import_module(f"figures.{n}").NAME for n in report.FIGURES])
