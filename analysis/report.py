@@ -2,13 +2,16 @@
 """The sweetspot report: figures (PNG and SVG) and a self-contained index.html from a results database.
 
 Usage: report.py DB -o DIR [--timeline-cell ID]
-`sweetspot report` runs this; it can also be run directly. Exit codes: 0 written, 2 bad input
+`sweetspot report` runs this; it can also be run directly. Exit codes: 0 written, 1 a process
+drawing the figures died (nothing written), 2 bad input
 (missing or unreadable database, not a sweetspot database, a cell that cannot be drawn),
 3 python3 lacks matplotlib or pandas.
 """
 import argparse
+import concurrent.futures
 import datetime
 import importlib
+import multiprocessing
 import os
 import shutil
 import sys
@@ -16,6 +19,7 @@ import tempfile
 
 sys.dont_write_bytecode = True  # keep the source tree free of __pycache__
 
+EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_MISSING_MODULES = 3
 NEEDED_MODULES = {"matplotlib": "python3-matplotlib", "pandas": "python3-pandas"}
@@ -85,28 +89,77 @@ class ReportData:
         self.timeline_cell = timeline_cell
 
 
-def render_all(data, out_dir):
-    from figures.common import Skip, apply_style
+def draw(name, data, out_dir):
+    """One figure, drawn and saved as PNG and SVG (its Result has the caption) or left out (the reason)."""
+    from figures.common import Skip, save
 
-    apply_style()
-    import matplotlib.pyplot as plt
+    module = importlib.import_module(f"figures.{name}")
+    try:
+        drawn = module.render(data)
+    except Skip as skip:
+        return Result(module, reason=str(skip))
+    save(drawn.figure, out_dir, module.NAME)
+    return Result(module, caption=drawn.caption)
 
-    results = []
-    for name in FIGURES:
-        module = importlib.import_module(f"figures.{name}")
+
+# What a drawing process draws from: the report's data and the folder, set once as the process
+# starts (forked, so nothing is copied; a pool's tasks carry only the figure's name).
+_worker = {}
+
+
+def start_worker(data, out_dir):
+    """A forked child must not use its parent's SQLite connection: it opens its own."""
+    data.db.reopen()
+    _worker.update(data=data, out_dir=out_dir)
+
+
+def draw_in_worker(name):
+    return draw(name, _worker["data"], _worker["out_dir"])
+
+
+class Drawing:
+    """The figures, drawn by `jobs` processes forked from this one (each figure is independent of the
+    others, and a process draws one at a time); results() waits for them, in the order of FIGURES.
+    A context manager: leaving it stops the processes."""
+
+    def __init__(self, data, out_dir, jobs):
+        from figures.common import apply_style
+
+        apply_style()
+        self.pool = None
+        if jobs <= 1:
+            self.pending = [draw(name, data, out_dir) for name in FIGURES]
+            return
+        # An executor rather than multiprocessing.Pool: a drawing process that dies (out of memory)
+        # fails the report instead of leaving it waiting for that figure for ever.
+        self.pool = concurrent.futures.ProcessPoolExecutor(jobs, multiprocessing.get_context("fork"), start_worker,
+                                                           (data, out_dir))
+        self.pending = [self.pool.submit(draw_in_worker, name) for name in FIGURES]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+        return False
+
+    def results(self):
+        if self.pool is None:
+            return self.pending
         try:
-            drawn = module.render(data)
-        except Skip as skip:
-            results.append(Result(module, reason=str(skip)))
-            print(f"report: {module.NAME}: not drawn: {skip}")
-            continue
-        # No date in the SVG: the same database gives the same file.
-        drawn.figure.savefig(os.path.join(out_dir, f"{module.NAME}.svg"), metadata={"Date": None})
-        drawn.figure.savefig(os.path.join(out_dir, f"{module.NAME}.png"))
-        plt.close(drawn.figure)
-        results.append(Result(module, caption=drawn.caption))
-        print(f"report: {module.NAME}: {module.NAME}.png, {module.NAME}.svg")
-    return results
+            return [f.result() for f in self.pending]
+        except concurrent.futures.process.BrokenProcessPool as e:
+            raise DrawingFailed("a process drawing the figures died before it finished (out of memory?)") from e
+
+
+class DrawingFailed(Exception):
+    """The figures could not be drawn; the message says why."""
+
+
+def report_jobs():
+    """Processes to draw with: the cores this process may run on (a figure takes one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def main(argv):
@@ -135,8 +188,8 @@ def main(argv):
         data = ReportData(ResultsDb(args.db), args.timeline_cell)
         if args.timeline_cell is not None:
             timeline.require_window(data.db, args.timeline_cell)
-        with Staging(args.output) as staging:
-            results = render_all(data, staging.path)
+        with Staging(args.output) as staging, Drawing(data, staging.path, min(report_jobs(), len(FIGURES))) as drawing:
+            # The time splits are read here while the workers draw.
             splits = []
             if data.db.has("NVTX_EVENTS", "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"):
                 ok = data.ok.set_index("cell_id", drop=False)
@@ -144,6 +197,10 @@ def main(argv):
                     split = time_split(data.db.con, cell_id) if cell_id in ok.index else None
                     if split is not None:
                         splits.append((ok.loc[cell_id], split))
+            results = drawing.results()
+            for r in results:
+                print(f"report: {r.name}: {r.name}.png, {r.name}.svg" if r.caption
+                      else f"report: {r.name}: not drawn: {r.reason}")
             generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
             with open(os.path.join(staging.path, "index.html"), "w", encoding="utf-8") as f:
                 f.write(page(data.db, data.runs, data.cells, [r for r in results if r.caption],
@@ -152,6 +209,9 @@ def main(argv):
     except (BadInput, OSError) as e:
         print(f"sweetspot report: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except DrawingFailed as e:
+        print(f"sweetspot report: {e}; nothing was written", file=sys.stderr)
+        return EXIT_FAILED
     index = os.path.join(args.output, "index.html")
     drawn = sum(1 for r in results if r.caption)
     print(f"report: {drawn} of {len(results)} figures drawn; {index}")

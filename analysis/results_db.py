@@ -80,6 +80,10 @@ class ResultsDb:
         self.axes = Axes.of(self.con)
         self._columns = {}
 
+    def reopen(self):
+        """A connection of its own, for a process forked from the one that opened the database."""
+        self.con, self.tables = connect(self.path)
+
     def columns(self, table):
         if table not in self._columns:
             self._columns[table] = [r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')]

@@ -1128,16 +1128,47 @@ class NormalizedTest(DbTest):
                 db.insert("cell_phases", dict(cell_id=cell, position=position, phase=phase, seconds=seconds))
         gpu_cell(db, "device", batch=2)  # no phases stored: not in the figure, nor in its title
         db.close()
-        means, order = cell_phases.phase_seconds(report_data(db.path))
+        means, order, reference = cell_phases.phase_seconds(report_data(db.path))
         self.assertEqual(order, ["start", "weights", "timed"])
         self.assertAlmostEqual(means["device"]["weights"], 3.0)
         self.assertAlmostEqual(means["device"]["start"], 0.4)
         self.assertAlmostEqual(means["uvm"]["timed"], 9.0)
+        self.assertIsNone(reference)
         drawn = cell_phases.render(report_data(db.path))
         self.addCleanup(plt.close, drawn.figure)
         self.assertIn("device 5.40 s, uvm 10.40 s", drawn.caption)
         self.assertEqual(suptitle(drawn.figure),
                          "tiny fp32, batch 1 × seq 8\nbars vary backend (the mean over its cells)")
+        self.assertNotIn("reference forward", drawn.caption)
+
+    def test_cell_phases_keep_the_reference_forward_apart(self):
+        """The kept reference forward that one cell of a workload runs for all (the `reference` phase, or
+        before schema 14 that cell's whole `check`) is not a per-cell cost of its backend.
+
+        device: a cell that ran the reference (check 0.5 s, reference 4.0 s) and one that reused it
+        (check 0.1 s); uvm: a cell of an older file whose check (6.0 s) ran the reference, and one that
+        reused it (check 0.3 s). A host cell checks against float64 loops every time (check 0.2 s)."""
+        db = FixtureDb(self.folder, "reference_phases.db")
+        for backend, ran, phases in [("device", 1, [("timed", 1.0), ("check", 0.5), ("reference", 4.0)]),
+                                     ("device", 0, [("timed", 3.0), ("check", 0.1)]),
+                                     ("uvm", 1, [("timed", 2.0), ("check", 6.0)]),
+                                     ("uvm", 0, [("timed", 2.0), ("check", 0.3)])]:
+            cell = gpu_cell(db, backend, check_reference_computed=ran, check_reference_key="k1")
+            for position, (phase, seconds) in enumerate(phases):
+                db.insert("cell_phases", dict(cell_id=cell, position=position, phase=phase, seconds=seconds))
+        host = db.add_cell(backend="host", status="ok", check_reference_computed=1, check_reference_key=None)
+        db.insert("cell_phases", dict(cell_id=host, position=1, phase="check", seconds=0.2))
+        db.close()
+        means, order, reference = cell_phases.phase_seconds(report_data(db.path))
+        self.assertEqual(order, ["timed", "check"])
+        self.assertAlmostEqual(means["device"]["check"], 0.3)   # (0.5 + 0.1) / 2
+        self.assertAlmostEqual(means["uvm"]["check"], 0.15)     # (0 + 0.3) / 2: the older check went to the reference
+        self.assertAlmostEqual(means["host"]["check"], 0.2)     # float64 loops: a cost of every host cell
+        self.assertEqual(reference, {"cells": 2, "seconds": 10.0})  # 4.0 + 6.0
+        drawn = cell_phases.render(report_data(db.path))
+        plt.close(drawn.figure)
+        self.assertIn("device 2.30 s, host 0.20 s, uvm 2.15 s", drawn.caption)  # (1+0.5+3+0.1)/2, (2+2+0.3)/2
+        self.assertIn("the mean over the 2 cells that ran one (10.00 s in all)", drawn.caption)
 
     def test_memory_table_script(self):
         """scripts/bench/memory_table.py: per backend and variant, the largest and median |error| of
@@ -1394,6 +1425,95 @@ class CellTableColumnsTest(DbTest):
         self.assertIn('<th data-type="num">trace_<wbr>iterations</th>', html)
         self.assertIn("Same in every cell: model = tiny, ", html)
         self.assertIn(".wide.cells { max-height: 85vh; overflow: auto;", html_page.STYLE)
+# --- analysis/report.py ---------------------------------------------------------------------------
+
+class ReportRunTest(DbTest):
+    """The report of a database of the baseline variant alone, on one GPU: device cells at batch 1
+    and 2 (throughput has a line), each with two stored phases (cell_phases is drawn)."""
+
+    @classmethod
+    def build(cls, db):
+        db.set_run(gpu_name="GPU A", h2d_gbps=25.0)
+        for batch, median in [(1, 100.0), (2, 150.0)]:
+            cell = gpu_cell(db, "device", batch=batch, latency_median_ms=median, latency_p10_ms=median - 10,
+                            latency_p90_ms=median + 10, streamed_bytes=0)
+            for position, (phase, seconds) in enumerate([("weights", 1.0), ("timed", 2.0)]):
+                db.insert("cell_phases", dict(cell_id=cell, position=position, phase=phase, seconds=seconds))
+        return {}
+
+    def report(self, name):
+        """report.py's stdout and its index.html, and the folder it wrote."""
+        out = os.path.join(self.folder, name)
+        done = subprocess.run([sys.executable, str(REPO / "analysis" / "report.py"), self.path, "-o", out],
+                              capture_output=True, text=True, timeout=300)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        with open(os.path.join(out, "index.html"), encoding="utf-8") as f:
+            return done.stdout, f.read(), out
+
+    def test_a_figure_that_answers_nothing_is_left_out_with_the_reason(self):
+        """Performance ÷ baseline with only the baseline variant would be one bar at 1.0 per model."""
+        stdout, html, out = self.report("baseline_only")
+        self.assertFalse(os.path.exists(os.path.join(out, "normalized_performance.png")))
+        self.assertFalse(os.path.exists(os.path.join(out, "normalized_performance.svg")))
+        reason = "only the baseline variant was measured, so every bar would be 1"
+        self.assertIn(f"report: normalized_performance: not drawn: {reason}", stdout)
+        self.assertIn("Figures not drawn", html)
+        self.assertIn(reason, html)
+        self.assertTrue(os.path.exists(os.path.join(out, "throughput_vs_batch.png")))
+
+    def test_each_figure_is_laid_out_once_and_the_cells_read_once(self):
+        """The cost of a report is its figures' draws: a drawn figure is drawn once to find its box and
+        once per file (PNG, SVG), not again for each file's box; and the figures share one reading of
+        the cells rather than querying them each."""
+        from matplotlib.figure import Figure
+
+        draws = {}
+        real_draw = Figure.draw
+
+        def counted(figure, renderer):
+            draws[id(figure)] = draws.get(id(figure), 0) + 1
+            return real_draw(figure, renderer)
+
+        data = report_data(self.path)
+        statements = []
+        data.db.con.set_trace_callback(statements.append)
+        out = os.path.join(self.folder, "counted")
+        os.makedirs(out)
+        Figure.draw = counted
+        try:
+            results = report.Drawing(data, out, jobs=1).results()
+        finally:
+            Figure.draw = real_draw
+        drawn = [r.name for r in results if r.caption]
+        self.assertEqual(drawn, ["throughput_vs_batch", "cell_phases"])
+        self.assertEqual(sorted(draws.values()), [3, 3])  # the box, the SVG, the PNG
+        self.assertEqual(sorted(os.listdir(out)), ["cell_phases.png", "cell_phases.svg", "throughput_vs_batch.png",
+                                                   "throughput_vs_batch.svg"])
+        self.assertEqual([q for q in statements if " FROM cells " in q.replace("\n", " ")], [])
+
+    def test_a_drawing_process_that_dies_fails_the_report(self):
+        """Rather than waiting for ever for its figure (a process killed for memory, say)."""
+        real_draw = report.draw
+        report.draw = lambda name, data, out_dir: os._exit(9)  # the forked workers see it too
+        try:
+            with report.Drawing(report_data(self.path), self.folder, 2) as drawing:
+                with self.assertRaisesRegex(report.DrawingFailed, "died before it finished"):
+                    drawing.results()
+        finally:
+            report.draw = real_draw
+
+    def test_figures_drawn_in_parallel_are_those_drawn_in_one_process(self):
+        data = report_data(self.path)
+        folders = [os.path.join(self.folder, f"jobs{jobs}") for jobs in (1, 2)]
+        results = []
+        for jobs, out in zip((1, 2), folders):
+            os.makedirs(out)
+            with report.Drawing(data, out, jobs) as drawing:
+                results.append([(r.name, r.caption, r.reason) for r in drawing.results()])
+        self.assertEqual(results[0], results[1])
+        self.assertEqual([name for name, _, _ in results[0]],
+                         [importlib.import_module(f"figures.{n}").NAME for n in report.FIGURES])
+        self.assertEqual(sorted(os.listdir(folders[0])), sorted(os.listdir(folders[1])))
 
 
 # --- analysis/time_split.py -----------------------------------------------------------------------

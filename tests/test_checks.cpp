@@ -6,11 +6,15 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <thread>
 
 #include "harness/measure/gpu_probe.hpp"
 #include "harness/measure/logits_check.hpp"
+#include "harness/measure/measurement.hpp"
 #include "harness/matrix/matrix.hpp"
 #include "kernels/compute/cpu_forward.hpp"
 #include "kernels/compute/managed_memory.hpp"
@@ -283,6 +287,9 @@ TEST_CASE("a prefix check's host reference is kept under a key of what it depend
     CHECK(computed.kept->vocab == cell.model.vocab_size);
     CHECK(computed.kept->logits == prefix);
     CHECK(computed.rel_err == 0);
+    // It ran the host forward (the cell's `reference` phase), which takes time.
+    CHECK(computed.reference_computed);
+    CHECK(computed.reference_seconds > 0);
 
     // Given a kept reference of its key, the check compares with it instead of recomputing: one
     // shifted by 1 shows as an error of 1.
@@ -291,9 +298,68 @@ TEST_CASE("a prefix check's host reference is kept under a key of what it depend
     const auto reused = check_against_host(cell, layout, tokens, logits, shifted);
     CHECK(reused.max_abs_err == Catch::Approx(1.0).epsilon(1e-3));
     CHECK(reused.kept->key == *key);
+    CHECK_FALSE(reused.reference_computed);
+    CHECK(reused.reference_seconds == 0);
     // One of another key is ignored.
     shifted.key = "another workload";
     CHECK(check_against_host(cell, layout, tokens, logits, shifted).rel_err == 0);
+}
+
+namespace {
+
+// A forward whose check takes at least `check_ms` and returns `check`.
+class CheckingForward final : public CellForward {
+public:
+    CheckingForward(std::optional<LogitsCheck> check, double check_ms) : check_(std::move(check)), check_ms_(check_ms) {}
+    std::int64_t activation_bytes() const override { return 0; }
+    double iteration_ms(const std::string&) override { return 1.0; }
+    std::vector<float> logits() override { return {1.0f}; }
+    std::int64_t count_nonfinite_logits() override { return 0; }
+    std::optional<LogitsCheck> check() override {
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(check_ms_));
+        return check_;
+    }
+    void add_placement(CellOutcome&) const override {}
+
+private:
+    std::optional<LogitsCheck> check_;
+    double check_ms_;
+};
+
+// The seconds of each phase measure_iterations recorded, by name.
+std::map<std::string, double> phases_of(const std::optional<LogitsCheck>& check, double check_ms) {
+    CheckingForward forward(check, check_ms);
+    CellOutcome out;
+    measure_iterations(tiny_cell(DType::fp32), 1, forward, MeasureOptions{}, out);
+    std::map<std::string, double> seconds;
+    for (const CellPhase& p : out.phases) seconds[p.name] = p.seconds;
+    return seconds;
+}
+
+}  // namespace
+
+TEST_CASE("a kept reference forward is a phase of its own, taken out of the check", "[checks]") {
+    // The first cell of a workload ran the kept reference: 0.05 s of its 80 ms check are `reference`.
+    LogitsCheck ran{"host fp32 forward", 0, 0, 1e-4, ReferenceLogits{"key", "tiny", 1, 1, 1, {0.0f}}};
+    ran.reference_seconds = 0.05;
+    const auto first = phases_of(ran, 80);
+    REQUIRE(first.count("reference"));
+    CHECK(first.at("reference") == 0.05);
+    CHECK(first.at("check") >= 0.03 - 1e-9);  // at least 80 ms in all, less the 50 of the reference
+
+    // A later cell reused it: no `reference`, its whole check is `check`.
+    LogitsCheck reused = ran;
+    reused.reference_computed = false;
+    reused.reference_seconds = 0;
+    const auto later = phases_of(reused, 80);
+    CHECK_FALSE(later.count("reference"));
+    CHECK(later.at("check") >= 0.08 - 1e-9);
+
+    // A reference not kept (float64 loops, a full check) is recomputed by every cell: part of `check`.
+    LogitsCheck every{"float64 loops", 0, 0, 1e-4, std::nullopt};
+    const auto host = phases_of(every, 10);
+    CHECK_FALSE(host.count("reference"));
+    CHECK(host.at("check") >= 0.01 - 1e-9);
 }
 
 TEST_CASE("resident, evict and tf32 axes: parsed, keyed only when not default", "[checks][matrix]") {

@@ -425,6 +425,28 @@ TEST_CASE("each cell stores where its wall time went, phase by phase, and summar
     const auto summary = run_sweetspot("summary '" + db + "'");
     CHECK_THAT(summary.output, Catch::Matchers::ContainsSubstring("Where the cells' time went"));
     CHECK_THAT(summary.output, Catch::Matchers::ContainsSubstring("write_and_exit"));
+
+    // A kept reference forward is shown apart from the checks: the first cell's as recorded (its
+    // `reference` phase, 1.5 s), the second's as a file before schema 14 recorded it (its whole check).
+    {
+        Database rw(db, Database::Mode::read_write);
+        rw.exec("UPDATE cells SET check_reference_computed = 1, check_reference_key = 'k'");
+        rw.exec("INSERT INTO cell_phases (cell_id, position, phase, seconds) SELECT min(cell_id), 99, 'reference', 1.5 FROM cells");
+    }
+    const auto apart = run_sweetspot("summary '" + db + "'");
+    INFO(apart.output);
+    const auto row = [&](const std::string& phase) {
+        std::istringstream lines(apart.output);
+        for (std::string line; std::getline(lines, line);) {
+            std::istringstream words(line);
+            std::string first, cells;
+            if (words >> first >> cells && first == phase) return cells;
+        }
+        return std::string("absent");
+    };
+    CHECK(row("reference") == "2");
+    CHECK(row("check") == "1");
+    CHECK(row("timed") == "2");
 }
 
 TEST_CASE("the ETA weighs the cells left by their expected cost, at the seconds per cost the measured cells took",

@@ -2,6 +2,7 @@
 its title (the workload it holds and what tells its series apart), the labels that tell series
 apart, how repeats become error bars, and how a ratio's axis is drawn."""
 import math
+import os
 
 import matplotlib
 import pandas as pd
@@ -50,6 +51,19 @@ class Drawn:
 
 def apply_style():
     plt.rcParams.update(STYLE)
+
+
+def save(figure, out_dir, name):
+    """`name`.svg and `name`.png in out_dir, cropped to what the figure draws (as savefig.bbox = tight
+    would, but finding that box once for both files: it takes a draw of its own), then closed."""
+    if plt.rcParams["savefig.dpi"] != "figure":
+        figure.set_dpi(plt.rcParams["savefig.dpi"])
+    figure.draw_without_rendering()
+    box = figure.get_tightbbox(figure.canvas.get_renderer()).padded(plt.rcParams["savefig.pad_inches"])
+    # No date in the SVG: the same database gives the same file.
+    figure.savefig(os.path.join(out_dir, f"{name}.svg"), bbox_inches=box, metadata={"Date": None})
+    figure.savefig(os.path.join(out_dir, f"{name}.png"), bbox_inches=box)
+    plt.close(figure)
 
 
 def backend_color(backend):

@@ -68,6 +68,10 @@ def render(data):
         raise Skip("no baseline cell was measured, and performance is normalized to the baseline variant of the "
                    "same workload.")
     table = normalized(ok, data.db.axes)
+    if set(table["variant"]) == {"baseline"}:
+        raise Skip("only the baseline variant was measured, so every bar would be 1: the figure compares variants "
+                   "and needs another one on the same workload (the `variant` axis, e.g. variant = [\"baseline\", "
+                   "\"all\"]).")
     processors = sorted(table["processor"].unique())
     fig, axes = panel_grid(len(processors), width=6.0, max_cols=1)
     # One colour per variant across panels.
@@ -109,8 +113,6 @@ def caption(cells, table):
     else:
         text += ("the same ratio at the variant's 90th and 10th percentile latency (the spread of the timed "
                  "iterations); measure with `repeat = [1, 2, 3]` for run-to-run error bars.")
-    if set(table["variant"]) == {"baseline"}:
-        text += " Only the baseline variant has measurements in this database, so every bar is 1 and shows the spread."
     unmeasured = cells[(cells["variant"] != "baseline") & (cells["status"] != "ok")]
     if len(unmeasured):
         reasons = "; ".join(sorted(set(unmeasured["reason"].dropna().astype(str)))[:3])

@@ -290,12 +290,20 @@ void print_memory_accuracy(Store& store, const SummaryOptions& opt, std::ostream
 }
 
 // Where the cells' wall time went, phase by phase, over the cells shown; nothing for databases
-// before version 6.
+// before version 6. The reference forward of a kept check reference is its own phase (a cell of
+// a workload runs it for all); before version 14 it was part of that cell's `check`, which is
+// then shown as `reference`.
 void print_phases(Store& store, const SummaryOptions& opt, std::ostream& out) {
     if (!has_table(store.db(), "cell_phases")) return;
-    auto st = store.db().prepare(
-        "SELECT p.phase, sum(p.seconds), count(DISTINCT p.cell_id), min(p.position) FROM cell_phases p JOIN cells c USING (cell_id)"
-        " WHERE ?1 IS NULL OR c.run_id = ?1 GROUP BY p.phase ORDER BY min(p.position), p.phase");
+    const std::string shown =
+        has_column(store.db(), "cells", "check_reference_computed")
+            ? "CASE WHEN p.phase = 'check' AND c.check_reference_computed = 1 AND c.check_reference_key IS NOT NULL"
+              " AND NOT EXISTS (SELECT 1 FROM cell_phases r WHERE r.cell_id = p.cell_id AND r.phase = 'reference')"
+              " THEN 'reference' ELSE p.phase END"
+            : "p.phase";
+    auto st = store.db().prepare("SELECT " + shown + " AS shown, sum(p.seconds), count(DISTINCT p.cell_id), min(p.position)"
+                                 " FROM cell_phases p JOIN cells c USING (cell_id)"
+                                 " WHERE ?1 IS NULL OR c.run_id = ?1 GROUP BY shown ORDER BY min(p.position), shown");
     st.bind(1, opt.run_id);
     std::vector<std::tuple<std::string, double, std::int64_t>> rows;
     double total = 0;

@@ -1,6 +1,7 @@
 #include "harness/measure/logits_check.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -24,6 +25,10 @@ constexpr double kMaxFloat64Macs = 2e9;
 
 // Relative error (max |out - ref| / max |ref|) allowed for fp32 host output against float64.
 constexpr double kHostFp32Tolerance = 1e-4;
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 // The cell's weights (synthetic or from its checkpoint) made on demand, one unit at a time,
 // rounded through the cell's dtype: the reference sees exactly the weights the GPU saw without
@@ -133,14 +138,17 @@ LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layou
     const std::optional<std::string> key = key_of(cell, part);
 
     std::vector<float> ref;
+    double reference_seconds = 0;
     const bool reused = key && kept && kept->key == *key;
     if (reused) {
         ref = kept->logits;
     } else {
+        const auto start = std::chrono::steady_clock::now();
         CellUnits weights(cell, layout);
         CpuForward forward(cell.model, layout, batch, seq, cell.dropout_masks());
         ref.resize(part.tokens.size() * vocab);
         forward.run(weights, part.tokens, ref);
+        reference_seconds = seconds_since(start);
     }
 
     ErrorMeasure error;
@@ -157,6 +165,7 @@ LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layou
     check.max_abs_err = error.max_abs_err();
     check.rel_err = error.rel_err();
     check.reference_computed = !reused;
+    check.reference_seconds = reference_seconds;
     if (key) check.kept = ReferenceLogits{*key, cell.model.name, batch, seq, cell.model.vocab_size, std::move(ref)};
     return check;
 }

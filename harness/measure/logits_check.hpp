@@ -23,6 +23,10 @@ struct LogitsCheck {
     std::optional<ReferenceLogits> kept;
     // Whether the reference forward ran (false: the kept reference of an earlier cell was reused).
     bool reference_computed = true;
+    // Wall time of running it (making the weights on the host included), where it is kept: the
+    // cell's `reference` phase, told apart from `check` because one cell of a workload spends it
+    // for all.
+    double reference_seconds = 0;
     bool passed() const { return rel_err <= tolerance; }  // false for NaN too
 };
 

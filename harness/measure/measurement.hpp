@@ -3,6 +3,7 @@
 // iterations (collection on), latency statistics, the logits check. What differs between the
 // host and the GPU (how a forward runs and is timed, what is collected, what the output is checked
 // against) sits behind CellForward, one implementation per path.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -44,9 +45,14 @@ struct MeasureOptions {
 class PhaseClock {
 public:
     explicit PhaseClock(std::vector<CellPhase>& into) : into_(into), last_(std::chrono::steady_clock::now()) {}
-    void lap(std::string name) {
+    void lap(std::string name) { lap(std::move(name), {}, 0); }
+    // Closes the phase as lap(name) does, less `part_seconds` that ran inside it and are recorded
+    // after it as the phase `part`: a cost that must be told apart from the rest of the phase.
+    void lap(std::string name, std::string part, double part_seconds) {
         const auto now = std::chrono::steady_clock::now();
-        into_.push_back({std::move(name), std::chrono::duration<double>(now - last_).count()});
+        const double seconds = std::chrono::duration<double>(now - last_).count();
+        into_.push_back({std::move(name), std::max(0.0, seconds - part_seconds)});
+        if (!part.empty()) into_.push_back({std::move(part), part_seconds});
         last_ = now;
     }
 

@@ -169,6 +169,8 @@ const std::vector<SchemaStep>& schema_steps() {
         {10, "the launch axis", nullptr, ""},
         {11, "the axes and measures tables describing the cells' columns; why a run stopped", nullptr,
          "DROP TABLE axes; DROP TABLE measures;"},
+        {14, "the reference forward of a kept check reference a cell phase of its own, no longer part of `check`",
+         nullptr, ""},
     };
     return steps;
 }
