@@ -20,7 +20,7 @@ backend's own counts of one timed forward: it brings in all its streamed bytes, 
 all but those still on the GPU when the forward ends (device_weight_bytes − resident_bytes: the
 LRU's budget, the prefetch slots), which go back before the next one, outside the timed window.
 (The UM counters, um_htod_bytes and um_dtoh_bytes, are of the traced iteration, evictions
-between forwards included, and under-report fault-driven migrations: docs/benchmarks.md, issue 12.)
+between forwards included, and under-report fault-driven migrations: docs/benchmarks-history.md, issue 12.)
 The two directions overlap (a migration back runs beside the next prefetch), so the driver term is
 the larger of the two times, not their sum.
 

@@ -37,7 +37,7 @@ struct EnumNames<ResidentPolicy> {
 
 // How the UVM backends evict a unit: migrate it back to the host, or drop the GPU's read-only
 // duplicate of a cudaMemAdviseSetReadMostly range, which moves no bytes and so costs a small
-// fraction of the migration (docs/benchmarks.md has both times).
+// fraction of the migration (docs/benchmarks-history.md has both times).
 enum class UvmEvict { migrate, read_mostly };
 template <>
 struct EnumNames<UvmEvict> {

@@ -25,7 +25,7 @@ ManagedWeights::ManagedWeights(const WeightLayout& layout, DType dtype, const Ba
     // Kernels make each unit on the GPU, and a migration takes every unit that does not stay there
     // to the host: many times faster than the host's cores filling them. Each unit's pages are
     // first made on the GPU by a prefetch, in bulk, which costs far less than the fill kernel's
-    // page faults making them (docs/benchmarks.md, "Where the weights phase went").
+    // page faults making them (docs/benchmarks-history.md, "Where the weights phase went").
     const CudaStream stream;
     for (int u = 0; u < units(); ++u) {
         prefetch_to_device(u, stream.get());
@@ -50,7 +50,7 @@ void ManagedWeights::set_read_mostly(int unit) const {
     const auto bytes = static_cast<std::size_t>(unit_bytes(unit));
     // The preferred location decides where unsetting ReadMostly collapses the copies (see
     // drop_device_copy): onto the host, whose copy stays valid, so a drop moves no bytes
-    // (docs/benchmarks.md has what the refill and the drop cost).
+    // (docs/benchmarks-history.md has what the refill and the drop cost).
     CUDA_CHECK(cudaMemAdvise(unit_pointer(unit), bytes, cudaMemAdviseSetPreferredLocation, host_location()));
     CUDA_CHECK(cudaMemAdvise(unit_pointer(unit), bytes, cudaMemAdviseSetReadMostly, host_location()));
 }

@@ -16,7 +16,7 @@
 // further resident units among the others until the rest of the budget is used. Each candidate
 // satisfies resident + S·slot_bytes <= budget because the real slot size (the largest unit left
 // streamed) is at most t. The candidate that streams the fewest bytes wins: those bytes bound
-// the forward at the link rate (docs/benchmarks.md, "Bound"). So with GPT-2's large embedding
+// the forward at the link rate (docs/benchmarks-history.md, "Bound"). So with GPT-2's large embedding
 // and head, a generous budget keeps both resident whatever the policy, and the policy decides
 // among the blocks.
 namespace sweetspot {
@@ -50,7 +50,7 @@ std::vector<int> choose_in_order(const std::vector<int>& order, std::span<const 
 // ceil(j·m/k) - 1. Each streamed copy then hides behind the compute of the resident units just
 // before it, and after the last copy completes only that one unit is left to compute. (Spreading
 // the resident units from the first candidate instead left up to m/k units of compute after the
-// last copy, which is exposed time whenever copies and compute are balanced: docs/benchmarks.md,
+// last copy, which is exposed time whenever copies and compute are balanced: docs/benchmarks-history.md,
 // "Where the time goes: timeline evidence".) Since m/k >= 1 the indices are distinct.
 std::vector<int> choose_interleaved(const std::vector<int>& candidates, std::span<const std::int64_t> units,
                                     std::int64_t room) {

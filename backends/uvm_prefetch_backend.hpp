@@ -16,7 +16,7 @@
 // Each prefetch and migration back is one cudaMemPrefetchAsync per unit: the batched call
 // (cudaMemPrefetchBatchAsync) and a unit split across the prefetch streams were measured against
 // it on an H100 and lost, because both hold the calling thread for the whole transfer
-// (docs/benchmarks.md, issue 14); the run's probe still measures them.
+// (docs/benchmarks-history.md, issue 14); the run's probe still measures them.
 #include <cstdint>
 #include <optional>
 #include <vector>

@@ -7,7 +7,7 @@
 // managed memory, driven by GPU faults or by prefetches, and GPU page-fault records. On the H100
 // and H200 VMs (driver 580.159.04, CUDA 13.0) 0-90 % of the fault-driven bytes were reported,
 // varying from run to run and with when the counters were configured and enabled
-// (docs/benchmarks.md, "Fault-driven migrations"); the tests print what they see.
+// (docs/benchmarks-history.md, "Fault-driven migrations"); the tests print what they see.
 
 #include <catch2/catch_test_macros.hpp>
 
@@ -204,7 +204,7 @@ TEST_CASE("pages that were on the GPU before: kernels recorded, faults measured"
 
 // The measurement the tests above leave out: how many of the bytes that GPU faults migrate host
 // to device the driver reports, with the counters configured and enabled at the three moments a
-// user of CUPTI might choose. Printed for docs/benchmarks.md; asserted is only what is exact.
+// user of CUPTI might choose. Printed for docs/benchmarks-history.md; asserted is only what is exact.
 TEST_CASE("fault-driven host-to-device migrations: the share of the bytes reported", "[gpu][collector]") {
     require_gpu();
     prepare_nvtx_injection();

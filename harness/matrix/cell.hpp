@@ -125,7 +125,7 @@ struct CellParams {
     // max_iterations in all (0: no more than `iterations`) and max_time_s of timed iterations
     // (0: no limit). A cell that stops above it is flagged noisy. max_noise_pct 0: no criterion.
     // The default 2 % is above the noise of every `device` cell of the layer-fusion study and
-    // below that of most UVM cells (docs/benchmarks.md has the figures).
+    // below that of most UVM cells (docs/benchmarks-history.md has the figures).
     double max_noise_pct = 2;
     int max_iterations = 0;
     double max_time_s = 0;

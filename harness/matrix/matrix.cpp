@@ -335,7 +335,7 @@ void for_each_combination(const Assignment& base, const std::vector<Setting>& se
 
 // Cells a whole matrix may expand to, counted before exclusions and duplicates: a typo such as
 // an extra list element in every axis, or many sweeps, must fail fast, not exhaust memory
-// (`list` still shows this many quickly and in little memory: docs/benchmarks.md).
+// (`list` still shows this many quickly and in little memory: docs/benchmarks-history.md).
 constexpr std::int64_t kMaxCells = 100000;
 
 // Each cell is compared with every value of every exclusion that applies to it, so exclusions

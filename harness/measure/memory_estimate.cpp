@@ -53,7 +53,7 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
 }
 
 // The driver's overhead followed the element size on every model measured, GPT-2 1.5B to 13B
-// (docs/benchmarks.md has the figures), so another dtype's measurement is scaled by it.
+// (docs/benchmarks-history.md has the figures), so another dtype's measurement is scaled by it.
 std::optional<std::int64_t> FixedCost::managed_overhead_for(DType dtype) const {
     if (const auto it = managed_overhead.find(dtype); it != managed_overhead.end()) return it->second;
     std::optional<std::int64_t> scaled;

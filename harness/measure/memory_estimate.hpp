@@ -34,7 +34,7 @@ struct MemoryEstimate {
     bool managed_activations = false;
     // Managed weight bytes beyond `weights` that the GPU still holds at the cell's peak. On an
     // H100 (driver 580), NVML's used memory showed every managed page a cell had migrated to the
-    // GPU staying there until the process ended, whatever the budget (docs/benchmarks.md): the
+    // GPU staying there until the process ended, whatever the budget (docs/benchmarks-history.md): the
     // driver keeps the pages it evicted, ready to evict for other allocations. So a UVM cell's
     // peak holds all of its weights, and these bytes are not part of what must fit.
     std::int64_t retained_managed = 0;

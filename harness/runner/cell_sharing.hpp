@@ -10,7 +10,7 @@
 // A GPU cell whose workload's host reference logits another running cell is computing waits for
 // that cell and reuses what it stores, rather than computing the same reference beside it: the
 // two computations share the host's cores, and each takes longer than one alone
-// (docs/benchmarks.md, "The two-GPU sweep").
+// (docs/benchmarks-history.md, "The two-GPU sweep").
 #include <set>
 #include <string>
 

@@ -1,7 +1,7 @@
 #pragma once
 // cuBLAS and cuBLASLt, opened when a Gemm is made instead of when the process starts. Loading
 // libcublasLt (half a gigabyte, with hundreds of thousands of relocations to apply) costs each
-// process CPU time (docs/benchmarks.md has how much), and most of sweetspot's processes never
+// process CPU time (docs/benchmarks-history.md has how much), and most of sweetspot's processes never
 // multiply on a GPU: the run's parent, host cells, summary, list, estimate, report. The entry
 // points keep the headers' types; the libraries are those of the toolkit sweetspot was built with
 // (CUBLAS_VER_MAJOR).

@@ -3,7 +3,7 @@
 // the memory it stays in (device, managed, or page-locked host memory), in the cell's dtype, with
 // the same bits as fill_synthetic_unit followed by convert_from_f32 on the host
 // (synthetic_value.hpp is the arithmetic both run). For GPT-2 1.5B that is 1.6 G values hashed on
-// the GPU in milliseconds instead of on the host's cores in seconds (docs/benchmarks.md, "Where
+// the GPU in milliseconds instead of on the host's cores in seconds (docs/benchmarks-history.md, "Where
 // the weights phase went", has the host's cost per value).
 #include <cstdint>
 

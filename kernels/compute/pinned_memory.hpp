@@ -2,7 +2,7 @@
 // Page-locked host memory, made fast to get. cudaHostAlloc pins page by page in one thread, which
 // takes seconds for a large model's weights, and freeing it takes long too. Here the memory is
 // mapped anonymously, asked for transparent huge pages, first touched by every core, then
-// registered with CUDA, in a fraction of that time either way (docs/benchmarks.md, "Where the
+// registered with CUDA, in a fraction of that time either way (docs/benchmarks-history.md, "Where the
 // weights phase went"). Registered mapped, so kernels can write into it through device_pointer()
 // (a synthetic fill of explicit-copy's weights never runs on the host's cores). It can be made in
 // pieces, each ready as soon as it is registered.

@@ -2,7 +2,7 @@
 # GPT-3 6.7B fp32 b1 s1024 under `device` (baseline and all), then PyTorch SDPA on the same shape,
 # with the SM clock, power and the active clock-event reasons sampled every 50 ms beside each, and
 # one line per side: busy samples (power above 300 W), mean SM clock and power, and how often each
-# clock-event reason was active (0x4: the software power cap). The table of docs/benchmarks.md.
+# clock-event reason was active (0x4: the software power cap). The table of docs/benchmarks-history.md.
 # SWEETSPOT_BINARY names the binary (default build/sweetspot); samples go to $OUT (default out).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
