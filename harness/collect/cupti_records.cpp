@@ -1,5 +1,6 @@
 #include "harness/collect/cupti_records.hpp"
 
+#include <cupti_callbacks.h>
 #include <cxxabi.h>
 
 #include <cstdlib>
@@ -36,6 +37,11 @@ void CuptiRecordReader::add(const CUpti_Activity* record) {
             break;
         case CUPTI_ACTIVITY_KIND_MARKER:
             add_marker(*reinterpret_cast<const CUpti_ActivityMarker2*>(record));
+            break;
+        case CUPTI_ACTIVITY_KIND_RUNTIME:
+        case CUPTI_ACTIVITY_KIND_DRIVER:
+            add_api_call(*reinterpret_cast<const CUpti_ActivityAPI*>(record),
+                         record->kind == CUPTI_ACTIVITY_KIND_DRIVER);
             break;
         case CUPTI_ACTIVITY_KIND_OVERHEAD:
             add_overhead(*reinterpret_cast<const CUpti_ActivityOverhead3*>(record));
@@ -137,6 +143,22 @@ void CuptiRecordReader::add_marker(const CUpti_ActivityMarker2& m) {
         events_.ranges.push_back(std::move(it->second));
         open_ranges_.erase(it);
     }
+}
+
+void CuptiRecordReader::add_api_call(const CUpti_ActivityAPI& a, bool driver) {
+    ApiCallRecord r;
+    r.start_ns = ns(a.start);
+    r.end_ns = ns(a.end);
+    r.thread_id = a.threadId;
+    r.correlation_id = a.correlationId;
+    r.return_value = static_cast<std::int32_t>(a.returnValue);
+    const char* name = nullptr;
+    const auto domain = driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
+    if (cuptiGetCallbackName(domain, a.cbid, &name) == CUPTI_SUCCESS && name != nullptr)
+        r.name = name;
+    else  // a function newer than this CUPTI knows: still stored, by its callback id
+        r.name = std::string(driver ? "driver" : "runtime") + " callback " + std::to_string(a.cbid);
+    events_.api_calls.push_back(std::move(r));
 }
 
 void CuptiRecordReader::add_overhead(const CUpti_ActivityOverhead3& o) {

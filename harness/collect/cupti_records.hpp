@@ -23,6 +23,7 @@ private:
     void add_memcpy(const CUpti_ActivityMemcpy6& m);
     void add_unified_memory(const CUpti_ActivityUnifiedMemoryCounter3& u);
     void add_marker(const CUpti_ActivityMarker2& m);
+    void add_api_call(const CUpti_ActivityAPI& a, bool driver);
     void add_overhead(const CUpti_ActivityOverhead3& o);
 
     CellEvents events_;

@@ -169,6 +169,8 @@ const std::vector<SchemaStep>& schema_steps() {
         {10, "the launch axis", nullptr, ""},
         {11, "the axes and measures tables describing the cells' columns; why a run stopped", nullptr,
          "DROP TABLE axes; DROP TABLE measures;"},
+        {14, "the CUDA API calls of traced iterations and the NVTX ranges projected onto the GPU", nullptr,
+         "DROP VIEW nvtx_gpu_proj_sum; DROP VIEW nvtx_gpu_proj_trace; DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME;"},
     };
     return steps;
 }
