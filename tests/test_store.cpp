@@ -552,9 +552,10 @@ TEST_CASE("a cell's events round-trip through the store, and from a cell's scrat
     CHECK(stored_latencies(s, cell.key(), "traced") == in.traced_ms);
     CHECK_FALSE(s.import_cell(tmp.file("scratch.db"), "0000000000000000", run, 4, {}, {}));
 
-    // Names are stored once and shared; ranges reference them the nsys way (text NULL, textId set).
-    CHECK(count_rows(scratch, "StringIds") == 7);
-    CHECK(count_rows(s, "StringIds") == 8);
+    // Names are stored once and shared (2 kernels, 5 range texts, 2 API functions); ranges reference
+    // them the nsys way (text NULL, textId set).
+    CHECK(count_rows(scratch, "StringIds") == 9);
+    CHECK(count_rows(s, "StringIds") == 10);
     auto nvtx = s.db().prepare(
         "SELECT count(*) FROM NVTX_EVENTS WHERE text IS NULL AND textId IS NOT NULL AND eventType = 59 AND globalTid = 7");
     REQUIRE(nvtx.step());

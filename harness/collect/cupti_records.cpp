@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -152,13 +153,30 @@ void CuptiRecordReader::add_api_call(const CUpti_ActivityAPI& a, bool driver) {
     r.thread_id = a.threadId;
     r.correlation_id = a.correlationId;
     r.return_value = static_cast<std::int32_t>(a.returnValue);
-    const char* name = nullptr;
-    const auto domain = driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
-    if (cuptiGetCallbackName(domain, a.cbid, &name) == CUPTI_SUCCESS && name != nullptr)
-        r.name = name;
-    else  // a function newer than this CUPTI knows: still stored, by its callback id
-        r.name = std::string(driver ? "driver" : "runtime") + " callback " + std::to_string(a.cbid);
     events_.api_calls.push_back(std::move(r));
+    api_functions_.push_back({driver, a.cbid});
+}
+
+// Named here rather than as the records arrive: they arrive in CUPTI's buffer callback, which
+// should not call back into CUPTI.
+void CuptiRecordReader::name_api_calls() {
+    std::map<ApiFunction, std::string> names;
+    for (std::size_t i = 0; i < api_functions_.size(); ++i) {
+        const ApiFunction f = api_functions_[i];
+        auto it = names.find(f);
+        if (it == names.end()) {
+            const char* name = nullptr;
+            const auto domain = f.driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
+            const bool known = cuptiGetCallbackName(domain, f.cbid, &name) == CUPTI_SUCCESS && name != nullptr;
+            // A function this CUPTI cannot name is still stored, by its callback id.
+            it = names.emplace(f, known ? std::string(name)
+                                        : std::string(f.driver ? "driver" : "runtime") + " callback " +
+                                              std::to_string(f.cbid))
+                     .first;
+        }
+        events_.api_calls[i].name = it->second;
+    }
+    api_functions_.clear();
 }
 
 void CuptiRecordReader::add_overhead(const CUpti_ActivityOverhead3& o) {
@@ -166,6 +184,7 @@ void CuptiRecordReader::add_overhead(const CUpti_ActivityOverhead3& o) {
 }
 
 CellEvents CuptiRecordReader::take() {
+    name_api_calls();
     open_ranges_.clear();
     return std::exchange(events_, CellEvents{});
 }
