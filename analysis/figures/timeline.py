@@ -15,7 +15,8 @@ ITERATION = "traced iteration 0"
 NEEDED = ("NVTX_EVENTS", "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
           "CUDA_UM_GPU_PAGE_FAULT_EVENTS", "CUDA_UM_CPU_PAGE_FAULT_EVENTS")
 # Okabe and Ito's palette, which readers with any common colour-vision deficiency tell apart, and
-# greys that differ in lightness alone. Every colour the timeline draws is one of these.
+# greys that differ in lightness alone. Every colour the timeline draws is one of these, or for the
+# NVTX phases a light tint of one.
 OKABE_ITO = {"orange": "#E69F00", "sky blue": "#56B4E9", "bluish green": "#009E73", "yellow": "#F0E442",
              "blue": "#0072B2", "vermillion": "#D55E00", "reddish purple": "#CC79A7"}
 GREYS = {"black": "#000000", "dark grey": "#666666", "grey": "#999999", "light grey": "#C8C8C8"}
@@ -139,7 +140,8 @@ def render(data):
 
 
 def title(cell_id, cell):
-    """"Cell 4: gpt2-xl fp32, batch 1 × seq 1024, uvm, budget 50%, prefetch off": what the timeline shows."""
+    """"Cell 4: gpt2_1.5b fp32, batch 1 × seq 1024, uvm, budget 50%, prefetch off, streams 1": the cell
+    the timeline shows."""
     return (f"Cell {cell_id}: {cell['model']} {cell['dtype']}, batch {cell['batch']} × seq {cell['seq']}, "
             f"{cell['backend']}, budget {cell['budget']}, prefetch {cell['prefetch']}, streams {cell['streams']}")
 
