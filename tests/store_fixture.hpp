@@ -57,6 +57,9 @@ inline RunInfo sample_run(const std::string& started_at = "2026-11-22T10:00:00Z"
     return r;
 }
 
+// The correlation id kernel() gives a kernel that starts at `start`.
+inline std::uint32_t kernel_correlation(std::int64_t start) { return static_cast<std::uint32_t>(start / 1000); }
+
 inline KernelRecord kernel(std::int64_t start, std::int64_t end, const std::string& name, std::uint32_t stream) {
     KernelRecord k;
     k.start_ns = start;
@@ -64,7 +67,7 @@ inline KernelRecord kernel(std::int64_t start, std::int64_t end, const std::stri
     k.device_id = 0;
     k.context_id = 1;
     k.stream_id = stream;
-    k.correlation_id = static_cast<std::uint32_t>(start / 1000);
+    k.correlation_id = kernel_correlation(start);
     k.grid_x = 96;
     k.grid_y = 2;
     k.grid_z = 1;
@@ -93,7 +96,8 @@ inline MemcpyRecord migration(std::int64_t start, std::int64_t end, int copy_kin
 
 // One traced iteration of a two-layer model (ns from 1'000'000 to 2'000'000) with a record of every
 // kind: kernels of two names, UM migrations both ways and a plain copy, GPU faults in each layer,
-// CPU faults, UM counters, NVTX ranges and collector overhead. `base_ns` shifts it all.
+// CPU faults, UM counters, NVTX ranges, the API calls that launched the kernels and the copy, and
+// collector overhead. `base_ns` shifts it all.
 inline CellEvents sample_events(std::int64_t base_ns = 0) {
     CellEvents e;
     const auto t = [&](std::int64_t ns) { return base_ns + ns; };
@@ -120,9 +124,16 @@ inline CellEvents sample_events(std::int64_t base_ns = 0) {
     plain.dst_kind = 2;
     plain.bytes = 4096;
     e.memcpys.push_back(plain);
-    e.gpu_page_faults = {{t(1'005'000), t(1'008'000), 0, 0x7f0000000000, 12, 1},
-                         {t(1'505'000), t(1'508'000), 0, 0x7f0000200000, 5, 2},
-                         {t(1'520'000), t(1'522'000), 0, 0x7f0000210000, 3, 1}};
+    // The copy is launched in layer 0's acquire, its kernels in its compute, layer 1's gemm in its
+    // compute (correlation ids as kernel() gives them).
+    e.api_calls = {{t(1'010'000), t(1'011'000), 7, 99, "cudaMemcpyAsync_v3020", 0},
+                   {t(1'120'000), t(1'121'000), 7, kernel_correlation(t(1'100'000)), "cudaLaunchKernel_v7000", 0},
+                   {t(1'130'000), t(1'131'000), 7, kernel_correlation(t(1'300'000)), "cudaLaunchKernel_v7000", 0},
+                   {t(1'620'000), t(1'621'000), 7, kernel_correlation(t(1'600'000)), "cudaLaunchKernel_v7000", 0}};
+    // Faults while the kernels run: in layer 0's gemm and in layer 1's.
+    e.gpu_page_faults = {{t(1'105'000), t(1'108'000), 0, 0x7f0000000000, 12, 1},
+                         {t(1'605'000), t(1'608'000), 0, 0x7f0000200000, 5, 2},
+                         {t(1'620'000), t(1'622'000), 0, 0x7f0000210000, 3, 1}};
     e.cpu_page_faults = {{t(1'960'000), 0x7f0000000000, 0x401000},
                          {t(1'970'000), 0xffff800000001000, 0xffffffff81000000}};  // top bit set: unsigned
     e.um_other = {{UmOtherRecord::Kind::thrashing, t(1'200'000), t(1'210'000), 0x7f0000000000, 1},
@@ -135,7 +146,7 @@ inline CellEvents sample_events(std::int64_t base_ns = 0) {
 
 inline const std::vector<std::string> kEventTables = {
     "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUDA_UM_GPU_PAGE_FAULT_EVENTS",
-    "CUDA_UM_CPU_PAGE_FAULT_EVENTS", "UM_COUNTER_EVENTS", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_OVERHEAD"};
+    "CUDA_UM_CPU_PAGE_FAULT_EVENTS", "UM_COUNTER_EVENTS", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_OVERHEAD"};
 
 // A database with a few ok cells and one failed one, for the documented queries. The first two
 // cells have events (cell ids 1 and 2), the third was measured without.

@@ -1617,6 +1617,111 @@ class TimeSplitTest(DbTest):
         self.assertAlmostEqual(found[2]["mb"], 2.0)
 
 
+class TimelineTest(DbTest):
+    """A uvm cell whose host ran ahead: `layer 0` [0.1, 0.2] ms and `layer 1` [0.2, 0.3] ms on the host
+    (each with a `compute` from 0.12 / 0.22 ms), whose launches at 0.13 and 0.23 ms ran as the kernels
+    [1, 4] and [4, 9] ms; traced iteration [0, 10] ms. Dense UM traffic: 40,000 host→device
+    migrations of 100 ns from 1 ms on, every 200 ns, alternately fault-driven and speculative, and
+    10,000 GPU fault groups. A second cell has the same ranges and kernels but no API calls, so
+    nothing to project its ranges with."""
+
+    MIGRATIONS = 40_000
+
+    @classmethod
+    def build(cls, db):
+        ids = {}
+        for name, with_calls in (("projected", True), ("host", False)):
+            c = gpu_cell(db, "uvm", trace_iterations=1, budget="50%", prefetch="off", latency_median_ms=9.0)
+            ids[name] = c
+            db.add_range(c, 0, 10 * MS, "traced iteration 0")
+            for layer, host in enumerate((0.1, 0.2)):
+                db.add_range(c, round(host * MS), round((host + 0.1) * MS), f"layer {layer}")
+                db.add_range(c, round((host + 0.02) * MS), round((host + 0.1) * MS), "compute")
+            kernel = db.string_id("fixture_kernel")
+            launch = db.string_id("cudaLaunchKernel_v7000")
+            for correlation, (start, end, launched) in enumerate(((1.0, 4.0, 0.13), (4.0, 9.0, 0.23)), start=1):
+                db.insert("CUPTI_ACTIVITY_KIND_KERNEL", dict(
+                    cell_id=c, start=round(start * MS), end=round(end * MS), deviceId=0, contextId=1, streamId=7,
+                    correlationId=correlation, gridX=1, gridY=1, gridZ=1, blockX=1, blockY=1, blockZ=1,
+                    registersPerThread=0, staticSharedMemory=0, dynamicSharedMemory=0, shortName=kernel,
+                    demangledName=kernel))
+                if with_calls:
+                    db.insert("CUPTI_ACTIVITY_KIND_RUNTIME", dict(
+                        cell_id=c, start=round(launched * MS), end=round(launched * MS) + 500, globalTid=1,
+                        correlationId=correlation, nameId=launch, returnValue=0))
+            db.con.executemany(
+                'INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (cell_id, start, "end", deviceId, contextId, streamId, '
+                "correlationId, copyKind, srcKind, dstKind, bytes, migrationCause) VALUES (?, ?, ?, 0, 1, 0, 0, 11, 0, 0, "
+                "65536, ?)",
+                [(c, MS + 200 * i, MS + 200 * i + 100, 2 if i % 2 == 0 else 3) for i in range(cls.MIGRATIONS)])
+            db.con.executemany(
+                'INSERT INTO CUDA_UM_GPU_PAGE_FAULT_EVENTS (cell_id, start, "end", deviceId, address, '
+                "numberOfPageFaults, faultAccessType) VALUES (?, ?, ?, 0, ?, 4, 1)",
+                [(c, MS + 800 * i, MS + 800 * i + 50, 4096 * i) for i in range(10_000)])
+        return ids
+
+    def drawn(self, name):
+        data = report_data(self.path)
+        data.timeline_cell = self.ids[name]
+        self.addCleanup(plt.close, "all")
+        return timeline.render(data), data
+
+    def test_nvtx_rows_are_the_ranges_projected_onto_the_gpu(self):
+        data = report_data(self.path)
+        ev = timeline.events(data.db, self.ids["projected"], 0, 10 * MS)
+        self.assertTrue(ev["projected"])
+        tracks, _ = timeline.layout(ev, 0, 10 * MS, {2: "Page fault", 3: "Speculative prefetch"})
+        # Layer 0 launched the kernel [1, 4] ms, layer 1 the kernel [4, 9] ms; so did their computes.
+        for row in ("NVTX layers (GPU)", "NVTX phases (GPU)"):
+            self.assertEqual([(round(s, 6), round(w, 6)) for s, w, _ in tracks.rows[row]], [(1.0, 3.0), (4.0, 5.0)])
+
+    def test_nvtx_rows_without_api_calls_are_host_time(self):
+        data = report_data(self.path)
+        ev = timeline.events(data.db, self.ids["host"], 0, 10 * MS)
+        self.assertFalse(ev["projected"])
+        tracks, _ = timeline.layout(ev, 0, 10 * MS, {})
+        self.assertEqual([(round(s, 6), round(w, 6)) for s, w, _ in tracks.rows["NVTX layers (host)"]],
+                         [(0.1, 0.1), (0.2, 0.1)])
+        drawn, _ = self.drawn("host")
+        self.assertIn("drawn in host time", drawn.caption)
+
+    def test_title_names_the_cell(self):
+        drawn, _ = self.drawn("projected")
+        self.assertEqual(drawn.figure.axes[0].get_title(),
+                         f"Cell {self.ids['projected']}: tiny fp32, batch 1 × seq 8, uvm, budget 50%, prefetch off, "
+                         "streams 1")
+
+    def test_speculative_prefetches_coloured_apart_from_faults_in_a_colour_blind_palette(self):
+        okabe_ito_and_greys = {"#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7",
+                               "#000000", "#666666", "#999999", "#C8C8C8"}
+        data = report_data(self.path)
+        ev = timeline.events(data.db, self.ids["projected"], 0, 10 * MS)
+        tracks, _ = timeline.layout(ev, 0, 10 * MS, {2: "Page fault", 3: "Speculative prefetch"})
+        faults = tracks.rows["UM host→device: Page fault"]
+        speculative = tracks.rows["UM host→device: Speculative prefetch"]
+        self.assertEqual((len(faults), len(speculative)), (self.MIGRATIONS // 2, self.MIGRATIONS // 2))
+        self.assertEqual({c for _, _, c in faults}, {"#D55E00"})       # vermillion
+        self.assertEqual({c for _, _, c in speculative}, {"#56B4E9"})  # sky blue
+        legend = {h.get_label(): h.get_facecolor() for h in timeline.legend_handles(ev, {2: "Page fault",
+                                                                                          3: "Speculative prefetch"})}
+        self.assertNotEqual(legend["UM: Page fault"], legend["UM: Speculative prefetch"])
+        cell_row = data.cells.set_index("cell_id").loc[self.ids["projected"]]
+        self.assertIn("speculative prefetches moved 50 % of the host→device bytes",  # 20,000 × 64 KiB of each
+                      timeline.caption(self.ids["projected"], cell_row, ev, asked=True))
+        drawn_colors = {c for bars in tracks.rows.values() for _, _, c in bars}
+        phases = set(timeline.PHASE_COLORS.values())
+        self.assertLessEqual(drawn_colors - phases, okabe_ito_and_greys)
+
+    def test_dense_svg_stays_under_2_mb(self):
+        from figures.common import apply_style
+
+        apply_style()
+        drawn, _ = self.drawn("projected")
+        path = os.path.join(self.folder, "timeline.svg")
+        drawn.figure.savefig(path, metadata={"Date": None})  # as report.py saves it
+        self.assertLess(os.path.getsize(path), 2_000_000)
+
+
 # --- small pure functions -------------------------------------------------------------------------
 
 class ShownValuesTest(unittest.TestCase):

@@ -13,6 +13,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -112,7 +113,23 @@ TEST_CASE("the collector records every kernel and the NVTX ranges around them", 
     CHECK(kernels_named(e, "read_all") == kLaunches);
     int ranges = 0;
     for (const auto& r : e.ranges) ranges += r.text == "micro-workload" && r.end_ns > r.start_ns;
-    CHECK(ranges == 1);
+    REQUIRE(ranges == 1);
+
+    // What projects the range onto the GPU (nvtx_gpu_proj_trace): each kernel's launch call, found
+    // by its correlation id, was made inside the range on the range's thread.
+    const auto range = *std::find_if(e.ranges.begin(), e.ranges.end(),
+                                     [](const RangeRecord& r) { return r.text == "micro-workload"; });
+    int launched_in_range = 0;
+    for (const auto& k : e.kernels) {
+        if (k.name.find("read_all") == std::string::npos) continue;
+        for (const auto& call : e.api_calls)
+            if (call.correlation_id == k.correlation_id && call.thread_id == range.thread_id &&
+                call.start_ns >= range.start_ns && call.start_ns <= range.end_ns) {
+                ++launched_in_range;
+                break;
+            }
+    }
+    CHECK(launched_in_range == kLaunches);
 }
 
 TEST_CASE("pinned copies are recorded with their exact size and direction", "[gpu][collector]") {

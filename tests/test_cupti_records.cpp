@@ -1,6 +1,8 @@
 // CUPTI records → event rows, fed with synthetic records: the mapping the collector relies on,
 // tested without a GPU.
 #include <catch2/catch_test_macros.hpp>
+#include <cupti_driver_cbid.h>
+#include <cupti_runtime_cbid.h>
 
 #include "harness/collect/cupti_records.hpp"
 
@@ -140,4 +142,34 @@ TEST_CASE("NVTX start and end markers pair up by id, in the sweetspot domain onl
     REQUIRE(e.overheads.size() == 1);
     CHECK(e.overheads[0].end_ns == 70);
     CHECK(reader.take().ranges.empty());  // taking empties the reader
+}
+
+TEST_CASE("runtime and driver API records keep their thread, correlation id and function name", "[cupti]") {
+    CuptiRecordReader reader;
+    CUpti_ActivityAPI runtime{};
+    runtime.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+    runtime.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+    runtime.start = 100;
+    runtime.end = 140;
+    runtime.threadId = 77;
+    runtime.correlationId = 42;
+    runtime.returnValue = 0;
+    add(reader, runtime);
+    CUpti_ActivityAPI driver = runtime;
+    driver.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+    driver.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+    driver.correlationId = 43;
+    driver.returnValue = 1;  // CUDA_ERROR_INVALID_VALUE
+    add(reader, driver);
+
+    const CellEvents e = reader.take();
+    REQUIRE(e.api_calls.size() == 2);
+    CHECK(e.api_calls[0].name == "cudaLaunchKernel_v7000");
+    CHECK(e.api_calls[0].start_ns == 100);
+    CHECK(e.api_calls[0].end_ns == 140);
+    CHECK(e.api_calls[0].thread_id == 77);  // as the NVTX markers' threadId, which the projection matches
+    CHECK(e.api_calls[0].correlation_id == 42);
+    CHECK(e.api_calls[1].name == "cuLaunchKernel");
+    CHECK(e.api_calls[1].correlation_id == 43);
+    CHECK(e.api_calls[1].return_value == 1);
 }

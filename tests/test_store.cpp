@@ -64,6 +64,10 @@ bool same(const UmOtherRecord& a, const UmOtherRecord& b) {
 bool same(const RangeRecord& a, const RangeRecord& b) {
     return std::tie(a.start_ns, a.end_ns, a.text, a.thread_id) == std::tie(b.start_ns, b.end_ns, b.text, b.thread_id);
 }
+bool same(const ApiCallRecord& a, const ApiCallRecord& b) {
+    return std::tie(a.start_ns, a.end_ns, a.thread_id, a.correlation_id, a.name, a.return_value) ==
+           std::tie(b.start_ns, b.end_ns, b.thread_id, b.correlation_id, b.name, b.return_value);
+}
 bool same(const OverheadRecord& a, const OverheadRecord& b) {
     return std::tie(a.kind, a.start_ns, a.end_ns) == std::tie(b.kind, b.start_ns, b.end_ns);
 }
@@ -80,6 +84,7 @@ void check_same_events(const CellEvents& a, const CellEvents& b) {
     CHECK(same(a.cpu_page_faults, b.cpu_page_faults));
     CHECK(same(a.um_other, b.um_other));
     CHECK(same(a.ranges, b.ranges));
+    CHECK(same(a.api_calls, b.api_calls));
     CHECK(same(a.overheads, b.overheads));
     CHECK(a.dropped_records == b.dropped_records);
     CHECK(a.um_supported == b.um_supported);
@@ -547,9 +552,10 @@ TEST_CASE("a cell's events round-trip through the store, and from a cell's scrat
     CHECK(stored_latencies(s, cell.key(), "traced") == in.traced_ms);
     CHECK_FALSE(s.import_cell(tmp.file("scratch.db"), "0000000000000000", run, 4, {}, {}));
 
-    // Names are stored once and shared; ranges reference them the nsys way (text NULL, textId set).
-    CHECK(count_rows(scratch, "StringIds") == 7);
-    CHECK(count_rows(s, "StringIds") == 8);
+    // Names are stored once and shared (2 kernels, 5 range texts, 2 API functions); ranges reference
+    // them the nsys way (text NULL, textId set).
+    CHECK(count_rows(scratch, "StringIds") == 9);
+    CHECK(count_rows(s, "StringIds") == 10);
     auto nvtx = s.db().prepare(
         "SELECT count(*) FROM NVTX_EVENTS WHERE text IS NULL AND textId IS NOT NULL AND eventType = 59 AND globalTid = 7");
     REQUIRE(nvtx.step());
@@ -701,8 +707,9 @@ TEST_CASE("results/README.md documents exactly the columns of every table", "[st
     for (const char* table :
          {"schema_info", "runs", "cells", "iterations", "cell_phases", "cell_history", "reference_logits", "TARGET_INFO_GPU", "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL",
           "CUPTI_ACTIVITY_KIND_MEMCPY", "CUDA_UM_GPU_PAGE_FAULT_EVENTS", "CUDA_UM_CPU_PAGE_FAULT_EVENTS",
-          "UM_COUNTER_EVENTS", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_OVERHEAD", "ENUM_CUDA_MEMCPY_OPER",
+          "UM_COUNTER_EVENTS", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_OVERHEAD", "ENUM_CUDA_MEMCPY_OPER",
           "ENUM_CUDA_UNIF_MEM_MIGRATION", "ENUM_CUDA_UNIF_MEM_ACCESS_TYPE", "cuda_gpu_kern_sum", "nvtx_sum",
+          "nvtx_gpu_proj_trace", "nvtx_gpu_proj_sum",
           "um_total_sum", "um_sum", "memory_accuracy", "axes", "measures"}) {
         INFO("table " << table);
         std::set<std::string> actual;
@@ -766,8 +773,9 @@ TEST_CASE("the example queries in results/README.md run and answer correctly", "
     REQUIRE(nvtx.size() == 10);
     CHECK(nvtx[0] == std::vector<std::string>{"1", "traced iteration 0", "1", "1000000", "1000000.0", "1000000", "1000000"});
     CHECK(nvtx[1] == std::vector<std::string>{"1", "compute", "2", "800000", "400000.0", "400000", "400000"});
+    // Cell 2 lost layer 1's only kernel, so that layer has no GPU projection to hold its faults.
     CHECK(results["faults-by-layer"] == Rows{{"1", "layer 0", "1", "12"}, {"1", "layer 1", "2", "8"},
-                                             {"2", "layer 0", "1", "12"}, {"2", "layer 1", "2", "8"}});
+                                             {"2", "layer 0", "1", "12"}});
 }
 
 namespace {
@@ -958,4 +966,97 @@ TEST_CASE("a WAL database whose -wal file a reader cannot fold in is refused, no
     const auto plain = as_nobody(folder + "/copy.db");
     INFO(plain.output);
     CHECK(plain.exit_code == 0);
+}
+
+namespace {
+
+// A traced iteration as it runs when the host runs ahead of the GPU: the layer ranges close once
+// their work is queued (by 1400 ns) while the GPU works from 2000 to 8000 ns. Thread 8 launches a
+// kernel inside layer 0's host time but opens no range; a driver call repeats the correlation id
+// of the runtime call around it; the synchronize launches nothing. Ranges are listed as the
+// collector stores them, in the order they end.
+CellEvents host_ahead_events() {
+    CellEvents e;
+    e.ranges = {{1050, 1200, "compute", 7}, {1000, 1200, "layer 0", 7},  {1250, 1400, "compute", 7},
+                {1200, 1400, "layer 1", 7}, {1400, 1450, "release", 7}, {1000, 9000, "traced iteration 0", 7}};
+    e.api_calls = {{1060, 1070, 7, 11, "cudaLaunchKernel_v7000", 0},     {1100, 1110, 7, 12, "cudaLaunchKernel_v7000", 0},
+                   {1110, 1120, 8, 31, "cudaLaunchKernel_v7000", 0},     {1150, 1160, 7, 13, "cudaMemcpyAsync_v3020", 0},
+                   {1260, 1280, 7, 21, "cudaLaunchKernel_v7000", 0},     {1265, 1275, 7, 21, "cuLaunchKernel", 0},
+                   {1300, 1310, 7, 22, "cudaLaunchKernel_v7000", 0},     {1500, 8900, 7, 40, "cudaStreamSynchronize_v3020", 0}};
+    const auto launched = [](std::int64_t start, std::int64_t end, std::uint32_t correlation_id) {
+        KernelRecord k = kernel(start, end, "gemm_sm90<float>", 13);
+        k.correlation_id = correlation_id;
+        return k;
+    };
+    e.kernels = {launched(2000, 3000, 11), launched(3000, 4000, 12), launched(2500, 2600, 31),
+                 launched(4500, 7000, 21), launched(7000, 8000, 22)};
+    MemcpyRecord copy;
+    copy.start_ns = 4000;
+    copy.end_ns = 4500;
+    copy.stream_id = 13;
+    copy.correlation_id = 13;
+    copy.copy_kind = 1;
+    copy.bytes = 4096;
+    e.memcpys = {copy, migration(5000, 5100, 11, 1 << 20, 0x7f0000000000)};  // the migration has no correlation id
+    e.gpu_page_faults = {{1100, 1101, 0, 0x7f0000000000, 32, 1},  // in layer 0's host time, before the GPU started
+                         {2100, 2101, 0, 0x7f0000001000, 4, 1},   {4200, 4201, 0, 0x7f0000002000, 2, 1},
+                         {5000, 5001, 0, 0x7f0000003000, 8, 1},   {7500, 7501, 0, 0x7f0000004000, 16, 1},
+                         {8500, 8501, 0, 0x7f0000005000, 1, 1}};  // after the last kernel
+    return e;
+}
+
+std::vector<std::vector<std::string>> query_rows(Store& s, const std::string& sql) {
+    auto st = s.db().prepare(sql);
+    std::vector<std::vector<std::string>> rows;
+    while (st.step()) {
+        std::vector<std::string> row;
+        for (int i = 0; i < st.column_count(); ++i) row.push_back(st.text(i));
+        rows.push_back(row);
+    }
+    return rows;
+}
+
+}  // namespace
+
+TEST_CASE("NVTX ranges are projected onto the GPU through the API calls that launched their work", "[store][nvtx]") {
+    TempDir tmp;
+    auto s = Store::open(tmp.file("r.db"));
+    const auto run = s.begin_run(sample_run());
+    auto traced = ok_outcome(2.0);
+    traced.events = host_ahead_events();
+    const auto cell = record_outcome(s, run, 0, tiny_cell(1, 16), traced);
+    traced.events->api_calls.clear();  // as recorded before schema version 15
+    const auto unprojected = record_outcome(s, run, 1, tiny_cell(2, 16), traced);
+    using Rows = std::vector<std::vector<std::string>>;
+
+    // By hand: layer 0 launched kernels 11 and 12 and copy 13 (2000–4500), layer 1 kernel 21 once
+    // and kernel 22 (4500–8000); thread 8's kernel and the migration belong to no range.
+    CHECK(query_rows(s, "SELECT name, projected_start, projected_end, projected_duration, orig_start, orig_duration,"
+                        " num_gpu_ops, lvl FROM nvtx_gpu_proj_trace WHERE cell_id = " + std::to_string(cell) +
+                        " ORDER BY orig_start, lvl") ==
+          Rows{{"traced iteration 0", "2000", "8000", "6000", "1000", "8000", "5", "0"},
+               {"layer 0", "2000", "4500", "2500", "1000", "200", "3", "1"},
+               {"compute", "2000", "4500", "2500", "1050", "150", "3", "2"},
+               {"layer 1", "4500", "8000", "3500", "1200", "200", "2", "1"},
+               {"compute", "4500", "8000", "3500", "1250", "150", "2", "2"}});
+    CHECK(query_rows(s, "SELECT total_proj_ns, total_range_ns, range_instances, proj_avg_ns, proj_min_ns, proj_max_ns,"
+                        " total_gpu_ops, avg_range_lvl FROM nvtx_gpu_proj_sum WHERE range = 'compute'") ==
+          Rows{{"6000", "300", "2", "3000.0", "2500", "3500", "5", "2.0"}});
+    CHECK(query_rows(s, "SELECT count(*) FROM nvtx_gpu_proj_trace WHERE cell_id = " + std::to_string(unprojected)) ==
+          Rows{{"0"}});
+
+    // The documented query attributes the faults during the GPU work (2100 and 4200 to layer 0,
+    // 5000 and 7500 to layer 1), not the one in layer 0's host time nor the one after the last kernel.
+    CHECK(query_rows(s, documented_queries().at("faults-by-layer")) ==
+          Rows{{std::to_string(cell), "layer 0", "2", "6"}, {std::to_string(cell), "layer 1", "2", "24"}});
+
+    const auto text = cell_summary_text(s, cell);
+    INFO(text);
+    CHECK(contains(text, "nvtx_gpu_proj_sum (NVTX ranges projected onto the GPU, by text)"));
+    std::istringstream lines(text);
+    std::string line;
+    bool layer1 = false;
+    while (std::getline(lines, line)) layer1 = layer1 || (contains(line, "3500") && contains(line, " layer 1"));
+    CHECK(layer1);
+    CHECK(contains(cell_summary_text(s, unprojected), "nvtx_gpu_proj_sum: not recorded"));
 }

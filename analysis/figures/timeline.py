@@ -1,10 +1,11 @@
-"""The timeline of one traced iteration: NVTX layers and phases, kernels and copies per stream,
-UM migrations by direction, GPU and CPU page faults (the same events `sweetspot trace` exports)."""
+"""The timeline of one traced iteration: NVTX layers and phases as the GPU ran them, kernels and
+copies per stream, UM migrations by direction and cause, GPU and CPU page faults (the same events
+`sweetspot trace` exports)."""
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
 from figures.common import Drawn, Skip, count_phrase, require_gpu_cells
-from figures.um_traffic import CAUSE_COLORS, cause_labels
+from figures.um_traffic import cause_labels
 from results_db import BadInput
 
 NAME = "timeline"
@@ -13,15 +14,31 @@ TITLE = "Timeline of one traced iteration"
 ITERATION = "traced iteration 0"
 NEEDED = ("NVTX_EVENTS", "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
           "CUDA_UM_GPU_PAGE_FAULT_EVENTS", "CUDA_UM_CPU_PAGE_FAULT_EVENTS")
-# Pastel for the CPU-side ranges, saturated for GPU activity; UM migrations take um_traffic's cause colours.
-PHASE_COLORS = {"acquire": "#fccde5", "compute": "#80b1d3", "release": "#bebada"}
-KERNEL_COLOR = "#2ca02c"
-COPY_COLORS = {1: "#17becf", 2: "#bcbd22"}  # host→device, and any other explicit copy
-GPU_FAULT_COLOR = "#444444"
-CPU_FAULT_COLOR = "#e377c2"
+# Okabe and Ito's palette, which readers with any common colour-vision deficiency tell apart, and
+# greys that differ in lightness alone. Every colour the timeline draws is one of these, or for the
+# NVTX phases a light tint of one.
+OKABE_ITO = {"orange": "#E69F00", "sky blue": "#56B4E9", "bluish green": "#009E73", "yellow": "#F0E442",
+             "blue": "#0072B2", "vermillion": "#D55E00", "reddish purple": "#CC79A7"}
+GREYS = {"black": "#000000", "dark grey": "#666666", "grey": "#999999", "light grey": "#C8C8C8"}
+PALETTE = {**OKABE_ITO, **GREYS}
+# The NVTX phases in light tints of three palette hues, so the GPU activity drawn over the same
+# time reads as the foreground.
+PHASE_COLORS = {"acquire": "#F5D9A6", "compute": "#BBE1F5", "release": "#EBC9DC"}
+LAYER_COLORS = (PALETTE["light grey"], PALETTE["grey"])  # alternate, so neighbouring layers stay apart
+KERNEL_COLOR = PALETTE["bluish green"]
+COPY_COLORS = {1: PALETTE["orange"], 2: PALETTE["yellow"]}  # host→device, and any other explicit copy
+# By migrationCause. Fault-driven migrations and the driver's speculative prefetches around them
+# take hues far apart (vermillion, sky blue): in uvm cells the prefetches carry most of the bytes.
+CAUSE_COLORS = {0: PALETTE["grey"], 1: PALETTE["blue"], 2: PALETTE["vermillion"], 3: PALETTE["sky blue"],
+                4: PALETTE["reddish purple"], 5: PALETTE["dark grey"]}
+GPU_FAULT_COLOR = PALETTE["black"]
+CPU_FAULT_COLOR = PALETTE["dark grey"]
 # Events narrower than this share of the window are drawn this wide, so that short copies and
 # faults stay visible at print resolution.
 MIN_WIDTH_SHARE = 0.0005
+# A track with more bars than this is drawn as an image inside the SVG: a uvm cell's hundreds of
+# thousands of migrations would otherwise make a file of many megabytes.
+DENSE_TRACK_BARS = 500
 
 
 def windows(db):
@@ -40,18 +57,35 @@ CPU_FAULTS = "FROM CUDA_UM_CPU_PAGE_FAULT_EVENTS WHERE cell_id = ? AND start <= 
 UM = "copyKind IN (11, 12)"
 
 
+def ranges(db, cell_id, begin, end):
+    """The cell's NVTX ranges inside [begin, end] as the GPU ran them (nvtx_gpu_proj_trace: from the
+    first kernel or copy each launched to the end of the last), where the cell recorded the API calls
+    that project them; else as the host ran them. Returns (start/end/text DataFrame, projected)."""
+    if db.has("nvtx_gpu_proj_trace", "CUPTI_ACTIVITY_KIND_RUNTIME"):
+        projected = db.query('SELECT projected_start AS start, projected_end AS "end", name AS text '
+                             "FROM nvtx_gpu_proj_trace WHERE cell_id = ? AND orig_start >= ? AND orig_end <= ? "
+                             "ORDER BY projected_start, lvl", (cell_id, begin, end))
+        if len(projected):
+            return projected, True
+    host = db.query('SELECT n.start, n."end", s.value AS text FROM NVTX_EVENTS n JOIN StringIds s '
+                    'ON s.id = n.textId WHERE n.cell_id = ? AND n.start >= ? AND n."end" <= ? ORDER BY n.start',
+                    (cell_id, begin, end))
+    return host, False
+
+
 def events(db, cell_id, begin, end):
-    """Every event of the cell that overlaps [begin, end], as DataFrames by kind."""
+    """Every event of the cell that overlaps [begin, end], as DataFrames by kind, and whether its
+    NVTX ranges are projected onto the GPU."""
     window = (cell_id, end, begin)
+    nvtx, projected = ranges(db, cell_id, begin, end)
     return {
         "kernels": db.query('SELECT start, "end", streamId ' + KERNELS, window),
         "copies": db.query('SELECT start, "end", streamId, copyKind, bytes, coalesce(migrationCause, 0) AS cause '
                            + COPIES, window),
         "gpu_faults": db.query('SELECT start, "end", numberOfPageFaults ' + GPU_FAULTS, window),
         "cpu_faults": db.query("SELECT start " + CPU_FAULTS, window),
-        "ranges": db.query('SELECT n.start, n."end", s.value AS text FROM NVTX_EVENTS n JOIN StringIds s '
-                           'ON s.id = n.textId WHERE n.cell_id = ? AND n.start <= ? AND n."end" >= ? '
-                           "AND n.start >= ? ORDER BY n.start", window + (begin,)),
+        "ranges": nvtx,
+        "projected": projected,
     }
 
 
@@ -100,9 +134,16 @@ def render(data):
                    "cells run with the cupti collector record one.")
     cell_id, ev = choose(db, data, found)
     begin, end = found[cell_id]
-    fig = draw(ev, begin, end, cause_labels(db))
     cell = data.cells.set_index("cell_id").loc[cell_id]
+    fig = draw(ev, begin, end, cause_labels(db), title(cell_id, cell))
     return Drawn(fig, caption(cell_id, cell, ev, data.timeline_cell is not None, traced_against_timed(db, cell_id)))
+
+
+def title(cell_id, cell):
+    """"Cell 4: gpt2_1.5b fp32, batch 1 × seq 1024, uvm, budget 50%, prefetch off, streams 1": the cell
+    the timeline shows."""
+    return (f"Cell {cell_id}: {cell['model']} {cell['dtype']}, batch {cell['batch']} × seq {cell['seq']}, "
+            f"{cell['backend']}, budget {cell['budget']}, prefetch {cell['prefetch']}, streams {cell['streams']}")
 
 
 def traced_against_timed(db, cell_id):
@@ -132,23 +173,41 @@ class Tracks:
         return self
 
 
-def layout(ev, begin, end):
+def nvtx_rows(ev):
+    """The names of the NVTX tracks: (layers, phases), saying whether they show GPU or host time."""
+    where = "GPU" if ev.get("projected") else "host"
+    return f"NVTX layers ({where})", f"NVTX phases ({where})"
+
+
+UM_DIRECTIONS = {11: "host→device", 12: "device→host"}
+
+
+def um_row(copy_kind, cause, causes):
+    """The track of a UM migration: one per direction and cause, since a uvm cell's migrations of
+    different causes interleave too finely to tell apart by colour within one track."""
+    return f"UM {UM_DIRECTIONS[copy_kind]}: {causes.get(cause, cause)}"
+
+
+def layout(ev, begin, end, causes):
     """The tracks that have events, in a fixed order, and the layer ranges."""
     streams = sorted(set(ev["kernels"]["streamId"]) | set(ev["copies"].query("copyKind not in [11, 12]")["streamId"]))
-    tracks = Tracks(begin, end, ["NVTX layers", "NVTX phases"] + [f"stream {s}" for s in streams]
-                    + ["UM host→device", "UM device→host", "GPU page faults", "CPU page faults"])
+    layer_row, phase_row = nvtx_rows(ev)
+    um = ev["copies"][ev["copies"]["copyKind"].isin(list(UM_DIRECTIONS))]
+    um_rows = [um_row(kind, cause, causes) for kind in UM_DIRECTIONS for cause in sorted(set(um["cause"]))]
+    tracks = Tracks(begin, end, [layer_row, phase_row] + [f"stream {s}" for s in streams] + um_rows
+                    + ["GPU page faults", "CPU page faults"])
     layers = ev["ranges"][~ev["ranges"]["text"].isin(PHASE_COLORS) &
                           ~ev["ranges"]["text"].str.startswith(("traced iteration", "cell"))]
     for i, r in enumerate(layers.itertuples()):
-        tracks.add("NVTX layers", r.start, r.end, ("#c7c7c7", "#8f8f8f")[i % 2])
+        tracks.add(layer_row, r.start, r.end, LAYER_COLORS[i % 2])
     for r in ev["ranges"][ev["ranges"]["text"].isin(PHASE_COLORS)].itertuples():
-        tracks.add("NVTX phases", r.start, r.end, PHASE_COLORS[r.text])
+        tracks.add(phase_row, r.start, r.end, PHASE_COLORS[r.text])
     for r in ev["kernels"].itertuples():
         tracks.add(f"stream {r.streamId}", r.start, r.end, KERNEL_COLOR)
     for r in ev["copies"].itertuples():
         if r.copyKind in (11, 12):
-            row = "UM host→device" if r.copyKind == 11 else "UM device→host"
-            tracks.add(row, r.start, r.end, CAUSE_COLORS.get(r.cause, "#333333"))
+            row = um_row(r.copyKind, r.cause, causes)
+            tracks.add(row, r.start, r.end, CAUSE_COLORS.get(r.cause, CAUSE_COLORS[0]))
         else:
             tracks.add(f"stream {r.streamId}", r.start, r.end, COPY_COLORS.get(r.copyKind, COPY_COLORS[2]))
     for r in ev["gpu_faults"].itertuples():
@@ -158,20 +217,24 @@ def layout(ev, begin, end):
     return tracks.used(), layers
 
 
-def draw(ev, begin, end, causes):
-    tracks, layers = layout(ev, begin, end)
+def draw(ev, begin, end, causes, heading):
+    tracks, layers = layout(ev, begin, end, causes)
     names = list(tracks.rows)
-    fig, ax = plt.subplots(figsize=(10.0, 1.6 + 0.45 * len(names)))
+    fig, ax = plt.subplots(figsize=(10.0, 1.9 + 0.45 * len(names)))
     for y, name in enumerate(names):
         bars = tracks.rows[name]
+        dense = len(bars) > DENSE_TRACK_BARS
         for color in dict.fromkeys(c for _, _, c in bars):
-            ax.broken_barh([(s, w) for s, w, c in bars if c == color], (y - 0.38, 0.76), facecolors=color)
+            ax.broken_barh([(s, w) for s, w, c in bars if c == color], (y - 0.38, 0.76), facecolors=color,
+                           rasterized=dense)
     span_ms = (end - begin) / 1e6
-    if "NVTX layers" in tracks.rows:
+    layer_row = nvtx_rows(ev)[0]
+    if layer_row in tracks.rows:
         for r in layers.itertuples():
             if (r.end - r.start) / 1e6 > 0.04 * span_ms:
-                ax.text((r.start + r.end - 2 * begin) / 2e6, names.index("NVTX layers"),
+                ax.text((r.start + r.end - 2 * begin) / 2e6, names.index(layer_row),
                         r.text.replace("layer ", "L"), ha="center", va="center", fontsize=9)
+    ax.set_title(heading)
     ax.set_yticks(range(len(names)), names)
     ax.set_ylim(len(names) - 0.5, -0.5)
     ax.set_xlim(0, span_ms)
@@ -193,7 +256,7 @@ def legend_handles(ev, causes):
     if (~copies["copyKind"].isin([1, 11, 12])).any():
         handles.append(Patch(color=COPY_COLORS[2], label="other copy"))
     for cause in sorted(copies[copies["copyKind"].isin([11, 12])]["cause"].unique()):
-        handles.append(Patch(color=CAUSE_COLORS.get(cause, "#333333"), label=f"UM: {causes.get(cause, cause)}"))
+        handles.append(Patch(color=CAUSE_COLORS.get(cause, CAUSE_COLORS[0]), label=f"UM: {causes.get(cause, cause)}"))
     if len(ev["gpu_faults"]):
         handles.append(Patch(color=GPU_FAULT_COLOR, label="GPU fault group"))
     if len(ev["cpu_faults"]):
@@ -213,7 +276,16 @@ def caption(cell_id, cell, ev, asked, timing=None):
             f"{count_phrase(len(streams), 'stream')}, {count_phrase(len(um), 'UM migration')} "
             f"({um['bytes'].sum() / 1e6:.1f} MB), {count_phrase(len(ev['gpu_faults']), 'GPU page-fault group')}, "
             f"{count_phrase(len(ev['cpu_faults']), 'CPU page fault')}, under the NVTX layer and phase ranges. "
-            "Events shorter than 0.05 % of the window are widened to stay visible. ")
+            + ("The NVTX ranges are drawn as the GPU ran them: each from the first kernel or copy it launched to the "
+               "end of the last (nvtx_gpu_proj_trace). " if ev.get("projected") else
+               "The NVTX ranges are drawn in host time, which ends when the host has queued a range's work: this cell "
+               "recorded no CUDA API calls to project them onto the GPU with. ")
+            + "Events shorter than 0.05 % of the window are widened to stay visible; tracks of more than "
+            f"{DENSE_TRACK_BARS} events are drawn as images in the SVG. ")
+    htod = um[um["copyKind"] == 11]
+    if htod["bytes"].sum() > 0 and (htod["cause"] == 3).any():
+        share = htod[htod["cause"] == 3]["bytes"].sum() / htod["bytes"].sum()
+        text += f"The driver's speculative prefetches moved {100 * share:.0f} % of the host→device bytes. "
     if timing is not None:
         traced, timed = timing
         text += (f"A traced iteration is not a timed one: the collector runs in it, and the traced iterations took "

@@ -625,12 +625,13 @@ int cmd_summary(const std::vector<std::string>& args) {
                 "that are not ok with their reasons. A cell's row is its latest measurement;\n"
                 "--history also lists the earlier ones (a rerun keeps them). With --cell, prints what was recorded in that\n"
                 "cell's traced iterations instead, in the form of the nsys stats reports\n"
-                "cuda_gpu_kern_sum, nvtx_sum and um_total_sum.",
+                "cuda_gpu_kern_sum, nvtx_sum, nvtx_gpu_proj_sum (the NVTX ranges as the GPU ran them)\n"
+                "and um_total_sum.",
                 po::options_description("options"), {}};
     cmd.options.add_options()
         ("db", po::value<std::string>()->required(), "results database")
         ("run", po::value<std::int64_t>(), "only the cells measured by this run")
-        ("cell", po::value<std::string>(), "kernels, NVTX ranges and Unified Memory totals of this cell (its cell_id or key)")
+        ("cell", po::value<std::string>(), "kernels, NVTX ranges (host and GPU time) and Unified Memory totals of this cell (its cell_id or key)")
         ("history", po::bool_switch(), "also the earlier measurements of each cell (cell_history), oldest first");
     add_format_option(cmd, "table: every section, for people; markdown, csv or json: the cells table alone, or with --history "
                            "the earlier measurements'");

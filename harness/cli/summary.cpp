@@ -393,6 +393,31 @@ std::optional<std::string> print_cell_header(Store& store, std::int64_t cell_id,
     return st.text(8);
 }
 
+// The NVTX ranges as the GPU ran them (nvtx_gpu_proj_sum), where the cell's events hold the CUDA
+// API calls that tie its kernels and copies to the ranges that launched them.
+void print_nvtx_projection(Store& store, std::int64_t cell_id, std::ostream& out) {
+    const bool has_calls = has_table(store.db(), "CUPTI_ACTIVITY_KIND_RUNTIME") && [&] {
+        auto calls = store.db().prepare("SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE cell_id = ? LIMIT 1");
+        calls.bind(1, cell_id);
+        return calls.step();
+    }();
+    if (!has_calls) {
+        out << "\nnvtx_gpu_proj_sum: not recorded (the cell's events hold no CUDA API calls, which sweetspot records "
+               "since schema version 15), so its NVTX ranges are not projected onto the GPU\n";
+        return;
+    }
+    using K = ReportColumn::Kind;
+    print_report(store, "nvtx_gpu_proj_sum (NVTX ranges projected onto the GPU, by text)",
+                 "SELECT total_proj_ns, total_range_ns, range_instances, proj_avg_ns, proj_min_ns, proj_max_ns,"
+                 " total_gpu_ops, avg_range_lvl, range FROM nvtx_gpu_proj_sum WHERE cell_id = ?"
+                 " ORDER BY total_proj_ns DESC, range",
+                 {{K::integer, "Total Proj Time (ns)"}, {K::integer, "Total Range Time (ns)"},
+                  {K::integer, "Range Instances"}, {K::decimal, "Proj Avg (ns)"}, {K::integer, "Proj Min (ns)"},
+                  {K::integer, "Proj Max (ns)"}, {K::integer, "Total GPU Ops"}, {K::decimal, "Avg Range Lvl"},
+                  {K::text, "Range"}},
+                 cell_id, out);
+}
+
 // Modelled on `nsys stats` reports of the same names.
 void print_cell_events(Store& store, std::int64_t cell_id, std::ostream& out) {
     const auto um_profiling = print_cell_header(store, cell_id, out);
@@ -413,6 +438,7 @@ void print_cell_events(Store& store, std::int64_t cell_id, std::ostream& out) {
                  {{K::decimal, "Time (%)"}, {K::integer, "Total Time (ns)"}, {K::integer, "Instances"},
                   {K::decimal, "Avg (ns)"}, {K::integer, "Min (ns)"}, {K::integer, "Max (ns)"}, {K::text, "Range"}},
                  cell_id, out);
+    print_nvtx_projection(store, cell_id, out);
     if (*um_profiling != "supported") {
         out << "\num_total_sum: not recorded (Unified Memory profiling was not available)\n";
         return;

@@ -85,8 +85,11 @@ bool um_not_supported(CUptiResult r) {
            r == CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_WITH_MPS;
 }
 
+// The runtime and driver API calls are collected for their correlation ids: a kernel or copy
+// launched through either (cuBLAS may call the driver directly) is found by the call that made it.
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                         CUPTI_ACTIVITY_KIND_MARKER, CUPTI_ACTIVITY_KIND_OVERHEAD};
+                                         CUPTI_ACTIVITY_KIND_MARKER,            CUPTI_ACTIVITY_KIND_OVERHEAD,
+                                         CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER};
 
 }  // namespace
 

@@ -1,9 +1,11 @@
 #include "harness/collect/cupti_records.hpp"
 
+#include <cupti_callbacks.h>
 #include <cxxabi.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -36,6 +38,11 @@ void CuptiRecordReader::add(const CUpti_Activity* record) {
             break;
         case CUPTI_ACTIVITY_KIND_MARKER:
             add_marker(*reinterpret_cast<const CUpti_ActivityMarker2*>(record));
+            break;
+        case CUPTI_ACTIVITY_KIND_RUNTIME:
+        case CUPTI_ACTIVITY_KIND_DRIVER:
+            add_api_call(*reinterpret_cast<const CUpti_ActivityAPI*>(record),
+                         record->kind == CUPTI_ACTIVITY_KIND_DRIVER);
             break;
         case CUPTI_ACTIVITY_KIND_OVERHEAD:
             add_overhead(*reinterpret_cast<const CUpti_ActivityOverhead3*>(record));
@@ -139,11 +146,45 @@ void CuptiRecordReader::add_marker(const CUpti_ActivityMarker2& m) {
     }
 }
 
+void CuptiRecordReader::add_api_call(const CUpti_ActivityAPI& a, bool driver) {
+    ApiCallRecord r;
+    r.start_ns = ns(a.start);
+    r.end_ns = ns(a.end);
+    r.thread_id = a.threadId;
+    r.correlation_id = a.correlationId;
+    r.return_value = static_cast<std::int32_t>(a.returnValue);
+    events_.api_calls.push_back(std::move(r));
+    api_functions_.push_back({driver, a.cbid});
+}
+
+// Named here rather than as the records arrive: they arrive in CUPTI's buffer callback, which
+// should not call back into CUPTI.
+void CuptiRecordReader::name_api_calls() {
+    std::map<ApiFunction, std::string> names;
+    for (std::size_t i = 0; i < api_functions_.size(); ++i) {
+        const ApiFunction f = api_functions_[i];
+        auto it = names.find(f);
+        if (it == names.end()) {
+            const char* name = nullptr;
+            const auto domain = f.driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
+            const bool known = cuptiGetCallbackName(domain, f.cbid, &name) == CUPTI_SUCCESS && name != nullptr;
+            // A function this CUPTI cannot name is still stored, by its callback id.
+            it = names.emplace(f, known ? std::string(name)
+                                        : std::string(f.driver ? "driver" : "runtime") + " callback " +
+                                              std::to_string(f.cbid))
+                     .first;
+        }
+        events_.api_calls[i].name = it->second;
+    }
+    api_functions_.clear();
+}
+
 void CuptiRecordReader::add_overhead(const CUpti_ActivityOverhead3& o) {
     events_.overheads.push_back({static_cast<std::int32_t>(o.overheadKind), ns(o.start), ns(o.end)});
 }
 
 CellEvents CuptiRecordReader::take() {
+    name_api_calls();
     open_ranges_.clear();
     return std::exchange(events_, CellEvents{});
 }

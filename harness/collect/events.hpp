@@ -62,6 +62,16 @@ struct RangeRecord {
     std::uint32_t thread_id = 0;
 };
 
+// A CUDA runtime or driver API call (CUPTI_ACTIVITY_KIND_RUNTIME, _DRIVER). Its correlation id is
+// the one of the kernels and copies it launched: the call's host time and thread place that GPU
+// work inside the NVTX ranges open at the call, which projects those ranges onto the GPU.
+struct ApiCallRecord {
+    std::int64_t start_ns = 0, end_ns = 0;
+    std::uint32_t thread_id = 0, correlation_id = 0;
+    std::string name;              // e.g. "cudaLaunchKernel_v7000", "cuLaunchKernel"
+    std::int32_t return_value = 0; // cudaError_t or CUresult
+};
+
 // CUPTI_ACTIVITY_KIND_OVERHEAD.
 struct OverheadRecord {
     std::int32_t kind = 0;         // CUpti_ActivityOverheadKind
@@ -75,6 +85,7 @@ struct CellEvents {
     std::vector<CpuPageFaultRecord> cpu_page_faults;
     std::vector<UmOtherRecord> um_other;
     std::vector<RangeRecord> ranges;
+    std::vector<ApiCallRecord> api_calls;
     std::vector<OverheadRecord> overheads;
     std::int64_t dropped_records = 0;
     bool um_supported = true;      // false: the platform refused UM profiling

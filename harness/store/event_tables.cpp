@@ -59,6 +59,9 @@ public:
               insert_sql("UM_COUNTER_EVENTS", {"cell_id", "kind", "start", "\"end\"", "address", "value"}))),
           nvtx_(db.prepare(  // text stays NULL: nsys keeps registered strings in StringIds
               insert_sql("NVTX_EVENTS", {"cell_id", "start", "\"end\"", "textId", "globalTid", "eventType"}))),
+          api_call_(db.prepare(insert_sql(
+              "CUPTI_ACTIVITY_KIND_RUNTIME",
+              {"cell_id", "start", "\"end\"", "globalTid", "correlationId", "nameId", "returnValue"}))),
           overhead_(db.prepare(
               insert_sql("CUPTI_ACTIVITY_KIND_OVERHEAD", {"cell_id", "start", "\"end\"", "overheadKind"}))) {}
 
@@ -81,6 +84,9 @@ public:
                           u.address, u.value);
         for (const auto& r : e.ranges)
             insert_values(nvtx_, cell_id_, r.start_ns, r.end_ns, string_id(r.text), r.thread_id, kNvtxPushPopRange);
+        for (const auto& a : e.api_calls)
+            insert_values(api_call_, cell_id_, a.start_ns, a.end_ns, a.thread_id, a.correlation_id, string_id(a.name),
+                          a.return_value);
         for (const auto& o : e.overheads) insert_values(overhead_, cell_id_, o.start_ns, o.end_ns, o.kind);
     }
 
@@ -104,7 +110,8 @@ private:
     Database& db_;
     std::int64_t cell_id_;
     std::unordered_map<std::string, std::int64_t> ids_;
-    Statement find_string_, add_string_, kernel_, memcpy_, gpu_fault_, cpu_fault_, um_counter_, nvtx_, overhead_;
+    Statement find_string_, add_string_, kernel_, memcpy_, gpu_fault_, cpu_fault_, um_counter_, nvtx_, api_call_,
+        overhead_;
 };
 
 // Runs `sql` (one `?` for the cell id) and hands every row to `read_row`, in insertion order.
@@ -164,6 +171,12 @@ CellEvents load_events(Database& db, std::int64_t cell_id) {
                    " LEFT JOIN StringIds s ON s.id = x.textId",
                    cell_id, [&](const Statement& st) {
                        e.ranges.push_back({st.int64(0), st.int64(1), st.text(2), u32(st, 3)});
+                   });
+    for_each_event(db,
+                   "SELECT x.start, x.\"end\", x.globalTid, x.correlationId, s.value, x.returnValue"
+                   " FROM CUPTI_ACTIVITY_KIND_RUNTIME x JOIN StringIds s ON s.id = x.nameId",
+                   cell_id, [&](const Statement& st) {
+                       e.api_calls.push_back({st.int64(0), st.int64(1), u32(st, 2), u32(st, 3), st.text(4), i32(st, 5)});
                    });
     for_each_event(db, "SELECT x.overheadKind, x.start, x.\"end\" FROM CUPTI_ACTIVITY_KIND_OVERHEAD x", cell_id,
                    [&](const Statement& st) { e.overheads.push_back({i32(st, 0), st.int64(1), st.int64(2)}); });

@@ -7,7 +7,8 @@ namespace sweetspot {
 
 const std::vector<std::string> kCellTables = {
     "iterations", "cell_phases", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUDA_UM_GPU_PAGE_FAULT_EVENTS",
-    "CUDA_UM_CPU_PAGE_FAULT_EVENTS", "UM_COUNTER_EVENTS", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_OVERHEAD"};
+    "CUDA_UM_CPU_PAGE_FAULT_EVENTS", "UM_COUNTER_EVENTS", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_OVERHEAD"};
 
 std::vector<std::string> table_columns(Database& db, const std::string& schema, const std::string& table) {
     std::vector<std::string> names;
@@ -26,7 +27,7 @@ std::string copy_rows_sql(Database& db, const std::string& from, const std::stri
         if (std::find(theirs.begin(), theirs.end(), column) == theirs.end()) continue;
         std::string value = "t." + quoted(column);
         if (column == key_column) value = "?2";
-        else if (column == "shortName" || column == "demangledName" || column == "textId")
+        else if (column == "shortName" || column == "demangledName" || column == "textId" || column == "nameId")
             value = "(SELECT m.id FROM main.StringIds m JOIN " + from + ".StringIds x ON x.value = m.value WHERE x.id = t." +
                     quoted(column) + ")";
         names += (names.empty() ? "" : ", ") + quoted(column);

@@ -171,6 +171,8 @@ const std::vector<SchemaStep>& schema_steps() {
          "DROP TABLE axes; DROP TABLE measures;"},
         {14, "the reference forward of a kept check reference a cell phase of its own, no longer part of `check`",
          nullptr, ""},
+        {15, "the CUDA API calls of traced iterations and the NVTX ranges projected onto the GPU", nullptr,
+         "DROP VIEW nvtx_gpu_proj_sum; DROP VIEW nvtx_gpu_proj_trace; DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME;"},
     };
     return steps;
 }

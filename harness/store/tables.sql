@@ -172,6 +172,18 @@ CREATE TABLE IF NOT EXISTS NVTX_EVENTS (
     eventType INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS NVTX_EVENTS_cell ON NVTX_EVENTS(cell_id);
+-- CUDA runtime and driver API calls, in one table as nsys keeps them: what correlates a kernel or
+-- copy with the host thread and time that launched it.
+CREATE TABLE IF NOT EXISTS CUPTI_ACTIVITY_KIND_RUNTIME (
+    cell_id       INTEGER NOT NULL REFERENCES cells(cell_id) ON DELETE CASCADE,
+    start         INTEGER NOT NULL,
+    "end"         INTEGER NOT NULL,
+    globalTid     INTEGER NOT NULL,
+    correlationId INTEGER NOT NULL,
+    nameId        INTEGER NOT NULL REFERENCES StringIds(id),
+    returnValue   INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS CUPTI_ACTIVITY_KIND_RUNTIME_cell ON CUPTI_ACTIVITY_KIND_RUNTIME(cell_id, correlationId);
 CREATE TABLE IF NOT EXISTS CUPTI_ACTIVITY_KIND_OVERHEAD (
     cell_id      INTEGER NOT NULL REFERENCES cells(cell_id) ON DELETE CASCADE,
     start        INTEGER NOT NULL,

@@ -33,6 +33,46 @@ SELECT n.cell_id,
 FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId
 GROUP BY n.cell_id, coalesce(n.text, s.value);
 
+-- NVTX ranges projected onto the GPU, as nsys's nvtx_gpu_proj_trace report projects them: a range's
+-- GPU work is every kernel and copy launched by a runtime or driver API call that the range's thread
+-- made inside the range (matched by correlationId); the projection runs from the first of them to
+-- start to the last to end. A range that launched nothing has no row. An enclosing range launched
+-- everything its inner ones did, so projections nest as the ranges do; lvl counts the ranges of the
+-- thread around this one (ranges are stored as they end, so of two with the same times the later
+-- row encloses the earlier).
+CREATE VIEW IF NOT EXISTS nvtx_gpu_proj_trace AS
+WITH launches AS (
+    SELECT cell_id, correlationId, globalTid, min(start) AS start
+    FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY cell_id, correlationId
+), gpu_ops AS (
+    SELECT cell_id, correlationId, start, "end" FROM CUPTI_ACTIVITY_KIND_KERNEL
+    UNION ALL
+    SELECT cell_id, correlationId, start, "end" FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE correlationId <> 0
+)
+SELECT n.cell_id, n.rowid AS range_id, coalesce(n.text, s.value) AS name,
+       min(g.start) AS projected_start, max(g."end") AS projected_end,
+       max(g."end") - min(g.start) AS projected_duration,
+       n.start AS orig_start, n."end" AS orig_end, n."end" - n.start AS orig_duration,
+       n.globalTid, count(*) AS num_gpu_ops,
+       (SELECT count(*) FROM NVTX_EVENTS p
+         WHERE p.cell_id = n.cell_id AND p.globalTid = n.globalTid AND p.start <= n.start AND p."end" >= n."end"
+           AND (p.start < n.start OR p."end" > n."end" OR p.rowid > n.rowid)) AS lvl
+FROM NVTX_EVENTS n
+LEFT JOIN StringIds s ON s.id = n.textId
+JOIN launches l ON l.cell_id = n.cell_id AND l.globalTid = n.globalTid AND l.start BETWEEN n.start AND n."end"
+JOIN gpu_ops g ON g.cell_id = l.cell_id AND g.correlationId = l.correlationId
+GROUP BY n.rowid;
+
+-- The projected ranges by name, as nsys's nvtx_gpu_proj_sum report sums them.
+CREATE VIEW IF NOT EXISTS nvtx_gpu_proj_sum AS
+SELECT cell_id, name AS range,
+       sum(projected_duration) AS total_proj_ns, sum(orig_duration) AS total_range_ns,
+       count(*) AS range_instances, avg(projected_duration) AS proj_avg_ns,
+       min(projected_duration) AS proj_min_ns, max(projected_duration) AS proj_max_ns,
+       sum(num_gpu_ops) AS total_gpu_ops, avg(lvl) AS avg_range_lvl
+FROM nvtx_gpu_proj_trace
+GROUP BY cell_id, name;
+
 CREATE VIEW IF NOT EXISTS um_total_sum AS
 SELECT c.cell_id,
        (SELECT coalesce(sum(bytes), 0) FROM CUPTI_ACTIVITY_KIND_MEMCPY m
