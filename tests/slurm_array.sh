@@ -125,8 +125,8 @@ runs=$(sqlite3 "$slow_db" "SELECT count(*) FROM runs")
 [[ $(sqlite3 "$slow_db" "SELECT count(*) FROM cells WHERE run_id = 1") -ge 1 ]] || fail "the requeued shard measured its first run's cells again"
 # The shards merged into one database: every cell once, and merging again changes nothing.
 shards=("$res"/slurmtest.shard-*-of-4.db)
-"$bin" merge "$scratch/merged.db" "${shards[@]}" > "$scratch/merge.out" 2>&1 || fail "merge: $(cat "$scratch/merge.out")"
-"$bin" merge "$scratch/merged.db" "${shards[@]}" > "$scratch/merge-again.out" 2>&1 || fail "merge again"
+"$bin" merge -o "$scratch/merged.db" "${shards[@]}" > "$scratch/merge.out" 2>&1 || fail "merge: $(cat "$scratch/merge.out")"
+"$bin" merge -o "$scratch/merged.db" "${shards[@]}" > "$scratch/merge-again.out" 2>&1 || fail "merge again"
 grep -q " 0 cells added" "$scratch/merge-again.out" || fail "merging again added cells: $(cat "$scratch/merge-again.out")"
 [[ $(sqlite3 "$scratch/merged.db" "PRAGMA integrity_check") == ok ]] || fail "merged: integrity_check"
 [[ $(sqlite3 "$scratch/merged.db" "SELECT count(*) = $cells AND count(DISTINCT cell_key) = $cells FROM cells") == 1 ]] ||

@@ -71,7 +71,7 @@ from figures import (bandwidth, cell_phases, driver_oversubscription, latency_pr
 from figures.common import Skip, ratio_axis, workload_title  # noqa: E402
 from figures.sweeps import Swept, series  # noqa: E402
 from axes import OLDER_AXES, Axes  # noqa: E402
-from results_db import ResultsDb  # noqa: E402
+from results_db import ResultsDb, connect  # noqa: E402
 
 BACKENDS_TABLE = REPO / "scripts" / "bench" / "backends_table.py"
 VARIANTS_TABLE = REPO / "scripts" / "bench" / "variants_table.py"
@@ -1761,6 +1761,55 @@ class ShownValuesTest(unittest.TestCase):
         self.assertNotIn("traced iterations took", text)
         timed = timeline.caption(3, cell_row, ev, asked=True, timing=(713.0, 406.0))
         self.assertIn("the traced iterations took 713.0 ms (median) against 406.0 ms timed, 1.76 × the latency", timed)
+
+
+class ReadingLeavesNoFilesTest(unittest.TestCase):
+    """connect() reads a WAL database without leaving -wal or -shm files beside it, and still sees
+    what a writer that is open has committed."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.path = os.path.join(self.dir, "r.db")
+        con = sqlite3.connect(self.path)
+        con.execute("PRAGMA journal_mode = WAL")
+        con.execute("CREATE TABLE t (x)")
+        con.execute("INSERT INTO t VALUES (1)")
+        con.commit()
+        con.close()
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def beside(self):
+        return sorted(name for name in os.listdir(self.dir) if name != "r.db")
+
+    def test_no_writer(self):
+        before = pathlib.Path(self.path).read_bytes()
+        self.assertEqual(self.beside(), [])
+        con, tables = connect(self.path)
+        self.assertEqual(con.execute("SELECT count(*) FROM t").fetchone()[0], 1)
+        self.assertEqual(tables, {"t"})
+        with self.assertRaises(sqlite3.OperationalError):  # it reads only
+            con.execute("INSERT INTO t VALUES (2)")
+        con.close()
+        self.assertEqual(self.beside(), [])
+        self.assertEqual(pathlib.Path(self.path).read_bytes(), before)
+
+    def test_a_writer_open(self):
+        writer = sqlite3.connect(self.path)
+        writer.execute("INSERT INTO t VALUES (2)")
+        writer.commit()
+        for checkpointed in (False, True):  # its -wal file holding transactions, then emptied
+            if checkpointed:
+                writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            con, _ = connect(self.path)
+            self.assertEqual(con.execute("SELECT count(*) FROM t").fetchone()[0], 2)
+            con.close()
+            self.assertEqual(self.beside(), ["r.db-shm", "r.db-wal"])  # the writer's, still in use
+        writer.execute("INSERT INTO t VALUES (3)")
+        writer.commit()
+        writer.close()
+        self.assertEqual(self.beside(), [])
 
 
 if __name__ == "__main__":

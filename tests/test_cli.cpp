@@ -4,8 +4,11 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <sstream>
+#include <string>
+#include <utility>
 
 #include "harness/store/sqlite.hpp"
 #include "harness/store/store.hpp"
@@ -367,4 +370,93 @@ TEST_CASE("a mistyped command or --only axis gets a did-you-mean, as a matrix ke
     const auto only = run_sweetspot("list '" + sweetspot::test::source_path("experiments/demo.toml") + "' --only bacth=1");
     CHECK(only.exit_code == 2);
     CHECK(contains(only.output, "got 'bacth=1' (did you mean 'batch'?)"));
+}
+
+TEST_CASE("a --set value that does not fit the matrix is blamed on --set, not on a line of the file", "[cli][set]") {
+    TempDir tmp;
+    const auto matrix = tmp.file("m.toml");
+    // The checks that weigh one axis against another: seq against the model's positions, batch
+    // times seq against the tokens a cell may have.
+    write_file(matrix, "name = \"set\"\n[defaults]\nmodel = \"tiny\"\nseq = 8\n[[sweep]]\nname = \"s\"\nbatch = [1, 2]\n");
+    const std::map<std::string, std::string> refused = {
+        {"seq=256", "--set seq=256: 'seq' = 256 is longer than model 'tiny' allows (128 positions)"},
+        {"batch=200000", "--set batch=200000: 'batch' = 200000 with 'seq' = 8 is 1600000 tokens per forward"}};
+    for (const auto& [set, says] : refused) {
+        const auto r = run_sweetspot("list '" + matrix + "' --set " + set);
+        INFO(set << ": " << r.output);
+        CHECK(r.exit_code == 2);
+        CHECK(contains(r.output, says));
+        CHECK_FALSE(contains(r.output, matrix + ":"));
+    }
+    // The file's own seq is too long for the model --set gives: --set model is named.
+    write_file(matrix, "[defaults]\nmodel = \"tiny\"\nseq = 100\n");
+    CHECK(run_sweetspot("list '" + matrix + "'").exit_code == 0);
+    const auto model = run_sweetspot("list '" + matrix + "' --set model=tiny_odd");
+    INFO(model.output);
+    CHECK(model.exit_code == 2);
+    CHECK(contains(model.output, "--set model=tiny_odd: 'seq' = 100 is longer than model 'tiny_odd' allows (64 positions)"));
+    CHECK_FALSE(contains(model.output, matrix + ":"));
+    // The same matrix without --set is still blamed at its line.
+    write_file(matrix, "[defaults]\nmodel = \"tiny_odd\"\nseq = 100\n");
+    const auto line = run_sweetspot("list '" + matrix + "'");
+    CHECK(line.exit_code == 2);
+    CHECK(contains(line.output, matrix + ":3:"));
+}
+
+TEST_CASE("a cell keeps its cell_id when it is run again, and --cell takes its key or the key's first digits", "[cli]") {
+    TempDir tmp;
+    const auto matrix = tmp.file("m.toml"), db = tmp.file("r.db");
+    write_file(matrix, "name = \"again\"\n[defaults]\nmodel = \"tiny\"\nseq = 8\nwarmups = 0\niterations = 1\n"
+                       "[[sweep]]\nname = \"s\"\nbatch = [1, 2, 3]\n");
+    const auto ids = [&] {
+        std::map<std::int64_t, std::pair<std::string, std::int64_t>> out;  // cell_id: key, batch
+        sweetspot::Database d(db, sweetspot::Database::Mode::read_only);
+        for (auto st = d.prepare("SELECT cell_id, cell_key, batch FROM cells"); st.step();)
+            out[st.int64(0)] = {st.text(1), st.int64(2)};
+        return out;
+    };
+    REQUIRE(run_sweetspot("run '" + matrix + "' --db '" + db + "'").exit_code == 0);
+    const auto first = ids();
+    REQUIRE(first.size() == 3);
+    const auto [cell, key_and_batch] = *std::next(first.begin());
+    const std::string expected = "Cell " + std::to_string(cell) + ": tiny, host, fp32, batch " +
+                                 std::to_string(key_and_batch.second) + ", seq 8";
+    CHECK(contains(run_sweetspot("summary '" + db + "' --cell " + std::to_string(cell)).output, expected));
+
+    const auto again = run_sweetspot("run '" + matrix + "' --db '" + db + "' --rerun");
+    INFO(again.output);
+    REQUIRE(again.exit_code == 0);
+    CHECK(ids() == first);
+    sweetspot::Database d(db, sweetspot::Database::Mode::read_only);
+    auto history = d.prepare("SELECT count(*) FROM cell_history");
+    REQUIRE(history.step());
+    CHECK(history.int64(0) == 3);  // the first measurements, kept
+    const auto by_id = run_sweetspot("summary '" + db + "' --cell " + std::to_string(cell));
+    INFO(by_id.output);
+    CHECK(by_id.exit_code == 0);
+    CHECK(contains(by_id.output, expected));
+
+    // The key, whole or its first digits where no other key begins so.
+    const std::string key = key_and_batch.first;
+    std::size_t unique = 1;
+    for (const auto& [id, other] : first)
+        while (id != cell && other.first.compare(0, unique, key, 0, unique) == 0) ++unique;
+    // A cell_id is taken first: the first digits tried are as many as it takes to be none of the ids.
+    const auto an_id = [&](const std::string& text) {
+        return std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+               first.count(std::stoll(text));
+    };
+    std::size_t tried = unique;
+    while (an_id(key.substr(0, tried))) ++tried;
+    for (const std::string& name : {key, key.substr(0, tried)}) {
+        const auto r = run_sweetspot("summary '" + db + "' --cell " + name);
+        INFO(name << ": " << r.output);
+        CHECK(contains(r.output, expected));
+    }
+    if (unique > 1 && !an_id(key.substr(0, unique - 1))) {
+        const auto shared = run_sweetspot("summary '" + db + "' --cell " + key.substr(0, unique - 1));
+        INFO(shared.output);
+        CHECK(shared.exit_code == 2);
+        CHECK(contains(shared.output, "give more of the key"));
+    }
 }

@@ -298,7 +298,7 @@ TEST_CASE("merge checks every shard before it creates or changes OUT", "[merge][
     // byte for byte as it was, or not there at all.
     const auto refused = [&](const std::string& bad, const std::string& says) {
         for (const std::string& out : {existing, fresh}) {
-            const auto r = run_sweetspot("merge " + quoted(out) + " " + quoted(tmp.file("good.db")) + " " +
+            const auto r = run_sweetspot("merge -o " + quoted(out) + " " + quoted(tmp.file("good.db")) + " " +
                                          quoted(tmp.file("more.db")) + " " + quoted(bad));
             INFO(r.output);
             CHECK(r.exit_code == 2);
@@ -375,7 +375,7 @@ TEST_CASE("merge takes shards of older schema versions from upgraded copies, the
     }
     const std::string v9_bytes = read_bytes(tmp.file("v9.db")), v2_bytes = read_bytes(tmp.file("v2.db"));
     fs::create_directory(tmp.file("scratch"));
-    const auto r = run_command("TMPDIR=" + quoted(tmp.file("scratch")) + " " + quoted(sweetspot_binary()) + " merge " +
+    const auto r = run_command("TMPDIR=" + quoted(tmp.file("scratch")) + " " + quoted(sweetspot_binary()) + " merge -o " +
                                quoted(tmp.file("out.db")) + " " + quoted(tmp.file("v9.db")) + " " + quoted(tmp.file("v2.db")) +
                                " " + quoted(tmp.file("current.db")));
     INFO(r.output);
@@ -393,4 +393,61 @@ TEST_CASE("merge takes shards of older schema versions from upgraded copies, the
     const bool unchanged = read_bytes(tmp.file("v9.db")) == v9_bytes && read_bytes(tmp.file("v2.db")) == v2_bytes;
     CHECK(unchanged);
     CHECK(fs::is_empty(tmp.file("scratch")));  // the copies are gone
+}
+
+TEST_CASE("merge writes only into the database -o or --out names, never into one of its shards", "[merge][refusal]") {
+    TempDir tmp;
+    const std::string s1 = tmp.file("s1.db"), s2 = tmp.file("s2.db");
+    {
+        auto a = Store::open(s1);
+        record_outcome(a, a.begin_run(sample_run()), 0, tiny_cell(1, 8), ok_outcome(1.0));
+        auto b = Store::open(s2);
+        record_outcome(b, b.begin_run(sample_run("2026-11-24T00:00:00Z")), 0, tiny_cell(2, 8), ok_outcome(2.0));
+    }
+    const std::string s1_bytes = read_bytes(s1), s2_bytes = read_bytes(s2);
+    const auto shards_unchanged = [&] {
+        const bool unchanged = read_bytes(s1) == s1_bytes && read_bytes(s2) == s2_bytes;
+        CHECK(unchanged);
+    };
+
+    SECTION("no output named: refused, the first shard left as it was") {
+        const auto r = run_sweetspot("merge " + quoted(s1) + " " + quoted(s2));
+        INFO(r.output);
+        CHECK(r.exit_code == 2);
+        CHECK_THAT(r.output, ContainsSubstring("-o OUT.db"));
+        shards_unchanged();
+        CHECK(cell_keys(s1) == std::set<std::string>{tiny_cell(1, 8).key()});
+    }
+    SECTION("the output is a shard, by another spelling of its path or a link to it") {
+        fs::create_directory(tmp.file("sub"));
+        fs::create_symlink(s2, tmp.file("link.db"));
+        fs::create_hard_link(s1, tmp.file("hard.db"));
+        for (const std::string& out : {s1, tmp.file("sub/../s1.db"), tmp.file("link.db"), tmp.file("hard.db")}) {
+            const auto r = run_sweetspot("merge -o " + quoted(out) + " " + quoted(s1) + " " + quoted(s2));
+            INFO(out << ": " << r.output);
+            CHECK(r.exit_code == 2);
+            CHECK_THAT(r.output, ContainsSubstring("is the shard"));
+        }
+        shards_unchanged();
+        CHECK_FALSE(fs::exists(s1 + "-wal"));
+        CHECK_FALSE(fs::exists(s2 + "-wal"));
+    }
+    SECTION("-o and --out, as --help lists them, both work; both at once is refused") {
+        const std::set<std::string> both = {tiny_cell(1, 8).key(), tiny_cell(2, 8).key()};
+        for (const std::string option : {"-o", "--out", "--output"}) {
+            const std::string out = tmp.file("out" + option + ".db");
+            const auto r = run_sweetspot("merge " + option + " " + quoted(out) + " " + quoted(s1) + " " + quoted(s2));
+            INFO(option << ": " << r.output);
+            CHECK(r.exit_code == 0);
+            CHECK(cell_keys(out) == both);
+        }
+        const auto help = run_sweetspot("merge --help");
+        CHECK_THAT(help.output, ContainsSubstring("-o [ --output ]") && ContainsSubstring("--out arg"));
+        const auto twice = run_sweetspot("merge -o " + quoted(tmp.file("a.db")) + " --out " + quoted(tmp.file("b.db")) + " " +
+                                         quoted(s1));
+        CHECK(twice.exit_code == 2);
+        CHECK_FALSE(fs::exists(tmp.file("a.db")));
+        CHECK_FALSE(fs::exists(tmp.file("b.db")));
+        shards_unchanged();
+    }
 }

@@ -13,6 +13,7 @@
 
 #include "harness/system/file_lock.hpp"
 #include "harness/store/sqlite.hpp"
+#include "store_fixture.hpp"
 #include "test_support.hpp"
 
 using namespace sweetspot;
@@ -21,6 +22,10 @@ using test::read_bytes;
 using test::run_sweetspot;
 using test::TempDir;
 using test::write_file;
+using test::fill_fixture;
+using test::ok_outcome;
+using test::sample_run;
+using test::tiny_cell;
 
 namespace {
 
@@ -216,4 +221,78 @@ TEST_CASE("summary reads a WAL database in a folder it cannot write", "[cli]") {
     INFO(r.output);
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.output, ContainsSubstring("1 ok"));
+}
+
+TEST_CASE("the commands that only read a database leave no -wal or -shm file beside it and change none of its bytes",
+          "[cli][store]") {
+    TempDir tmp;
+    const auto db = tmp.file("r.db");
+    {
+        auto s = Store::open(db);
+        fill_fixture(s);  // cells 1 and 2 traced
+    }
+    write_file(tmp.file("m.toml"), kTinyMatrix);
+    REQUIRE_FALSE(std::filesystem::exists(db + "-wal"));
+    const std::string before = read_bytes(db);
+    for (const std::string& command :
+         {"summary " + quoted(db), "summary " + quoted(db) + " --cell 1", "summary " + quoted(db) + " --history --format json",
+          "compare " + quoted(db) + " " + quoted(db + "@1"), "trace " + quoted(db) + " --cell 1 -o " + quoted(tmp.file("t.json")),
+          "list " + quoted(tmp.file("m.toml")) + " --calibration " + quoted(db),
+          "estimate " + quoted(tmp.file("m.toml")) + " --calibration " + quoted(db)}) {
+        const auto r = run_sweetspot(command);
+        INFO(command << ": " << r.output);
+        CHECK(r.exit_code != 1);  // list and estimate refuse (2) a database without a GPU cell, once they read it
+        CHECK_FALSE(std::filesystem::exists(db + "-wal"));
+        CHECK_FALSE(std::filesystem::exists(db + "-shm"));
+        const bool unchanged = read_bytes(db) == before;
+        CHECK(unchanged);
+    }
+}
+
+TEST_CASE("summary reads what a sweep that is still writing has committed, whether or not its -wal file holds it", "[cli][store]") {
+    TempDir tmp;
+    const auto db = tmp.file("r.db");
+    auto writer = Store::open(db);
+    const auto run = writer.begin_run(sample_run());
+    record_outcome(writer, run, 0, tiny_cell(1, 8), ok_outcome(1.0));
+    REQUIRE(std::filesystem::file_size(db + "-wal") > 0);
+    const auto first = run_sweetspot("summary " + quoted(db));
+    INFO(first.output);
+    CHECK(first.exit_code == 0);
+    CHECK_THAT(first.output, ContainsSubstring("1 ok"));
+    writer.db().exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    REQUIRE(std::filesystem::file_size(db + "-wal") == 0);
+    const auto checkpointed = run_sweetspot("summary " + quoted(db));
+    CHECK_THAT(checkpointed.output, ContainsSubstring("1 ok"));
+    // The writer goes on after the readers, and they see it.
+    record_outcome(writer, run, 1, tiny_cell(2, 8), ok_outcome(2.0));
+    const auto second = run_sweetspot("summary " + quoted(db));
+    INFO(second.output);
+    CHECK_THAT(second.output, ContainsSubstring("2 ok"));
+}
+
+TEST_CASE("report -o onto a file is refused before anything is drawn; summary of a matrix names what it is", "[cli][refusal]") {
+    TempDir tmp;
+    const auto db = tmp.file("r.db");
+    {
+        auto s = Store::open(db);
+        fill_fixture(s);
+    }
+    write_file(tmp.file("figures"), "precious");
+    const auto r = run_sweetspot("report " + quoted(db) + " -o " + quoted(tmp.file("figures")));
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, ContainsSubstring(tmp.file("figures") + " is a file, not a folder"));
+    CHECK_THAT(r.output, !ContainsSubstring("Errno") && !ContainsSubstring(".png"));  // no figure drawn first
+    CHECK(read_bytes(tmp.file("figures")) == "precious");
+    std::size_t entries = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(tmp.file(""))) ++entries;
+    CHECK(entries == 2);  // r.db and figures: no staging folder left beside them
+
+    write_file(tmp.file("m.toml"), kTinyMatrix);
+    const auto toml = run_sweetspot("summary " + quoted(tmp.file("m.toml")));
+    INFO(toml.output);
+    CHECK(toml.exit_code == 2);
+    CHECK_THAT(toml.output, ContainsSubstring(tmp.file("m.toml") + " is not an SQLite database"));
+    CHECK_THAT(toml.output, !ContainsSubstring("SELECT") && !ContainsSubstring("prepare"));
 }

@@ -62,7 +62,7 @@ commands:
   report DB       draw the figures (PNG, SVG) and an HTML page of a results database
   logits          write the logits of token ids to a .npy file, to compare with other implementations
   submit FILE     run a matrix as a Slurm job array, one shard per task, each into its own database
-  merge OUT DB... combine results databases (shards) into one
+  merge DB...     combine results databases (shards) into one: merge -o OUT.db SHARD.db...
 
 Run 'sweetspot <command> --help' or 'sweetspot help <command>' for a command's options.
 Matrix format: experiments/README.md. Database schema and example queries: results/README.md.
@@ -385,7 +385,9 @@ int cmd_submit(const std::vector<std::string>& all_args) {
     if (r.exit_code != 0) throw std::runtime_error("sbatch " + r.describe() + ": " + said);
     std::cout << "sweetspot: submitted job array " << said.substr(0, said.find_first_of(";\n")) << ": " << job.tasks
               << " tasks over " << cells << " cells (" << script_path << ")\n"
-              << "sweetspot: task i writes " << job.results_dir << "/" << job.name << ".shard-i-of-" << job.tasks << ".db\n";
+              << "sweetspot: task i writes " << job.results_dir << "/" << job.name << ".shard-i-of-" << job.tasks << ".db\n"
+              << "sweetspot: once they have ended, combine them with: sweetspot merge -o results/" << job.name << ".db '"
+              << job.results_dir << "/" << job.name << ".shard-'*-of-" << job.tasks << ".db\n";
     return kExitOk;
 }
 
@@ -476,26 +478,34 @@ int cmd_compare(const std::vector<std::string>& args) {
 }
 
 int cmd_merge(const std::vector<std::string>& args) {
-    Command cmd{"merge", "OUT.db SHARD.db...",
+    Command cmd{"merge", "-o OUT.db SHARD.db...",
                 "Combines results databases (the shards of run --shard or sweetspot submit) into OUT.db, creating\n"
                 "it if needed. Runs keep their metadata, cells their iterations, phases, events and history.\n"
                 "Merging a database again adds nothing. A cell measured in two databases keeps the newer\n"
                 "measurement; the older goes to cell_history. The shards are only read (one of an older schema\n"
                 "version through an upgraded copy in TMPDIR), and all are checked before OUT.db is touched: if one\n"
-                "is refused, OUT.db stays as it was.",
+                "is refused, OUT.db stays as it was. OUT.db may not be one of the shards.",
                 po::options_description("options"), {}};
     cmd.options.add_options()
-        ("out", po::value<std::string>()->required(), "the database to merge into")
+        ("output,o", po::value<std::string>(), "the database to merge into (required; --out is the same)")
+        ("out", po::value<std::string>(), "the same as --output")
         ("shards", po::value<std::vector<std::string>>()->required(), "the databases to merge");
-    cmd.positional.add("out", 1).add("shards", -1);
+    cmd.positional.add("shards", -1);
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
-    const std::string out_path = vm["out"].as<std::string>();
+    // Named, never taken from the shards' places: `merge s1.db s2.db` would otherwise write into s1.db.
+    if (vm.count("output") == vm.count("out"))
+        throw po::error(vm.count("out") ? "give the database to merge into once, with -o or --out"
+                                        : "name the database to merge into with -o OUT.db (usage: sweetspot merge " +
+                                              cmd.synopsis + ")");
+    const std::string out_path = vm[vm.count("out") ? "out" : "output"].as<std::string>();
     const auto shards = vm["shards"].as<std::vector<std::string>>();
     for (const std::string& shard : shards) {
         if (!std::filesystem::exists(shard)) throw po::error("no such database: " + shard);
+        // By the file, not its name: a link or another spelling of a shard's path is that shard.
         if (std::filesystem::exists(out_path) && std::filesystem::equivalent(shard, out_path))
-            throw po::error(shard + " is OUT.db itself");
+            throw po::error("the output " + out_path + " is the shard " + shard +
+                            "; merge only reads its shards, so name a new database (or one that is none of them) with -o");
     }
     const std::vector<MergeCounts> counts = merge_databases(out_path, shards);
     for (std::size_t i = 0; i < shards.size(); ++i) {
@@ -607,15 +617,33 @@ int cmd_estimate(const std::vector<std::string>& args) {
     });
 }
 
-// The cell_id that --cell names: a cell key (16 hex digits, as `list` and the database show it)
-// or a cell_id (as `summary` numbers the cells).
+// The cell_id that --cell names: a cell key (16 hex digits, as `list` and the database show it) or
+// the start of one key alone, or a cell_id (as `summary` numbers the cells; a rerun keeps them).
 std::int64_t named_cell(Store& store, const std::string& name) {
-    auto by_key = store.db().prepare("SELECT cell_id FROM cells WHERE cell_key = ?");
+    const auto refused = [&] {
+        return po::error("--cell expects a cell_id or the key of a cell in the database (or its first digits), got '" +
+                         escape_controls(name) + "'");
+    };
+    if (name.empty()) throw refused();
+    const bool digits = name.size() <= 18 && std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) {
+        auto by_id = store.db().prepare("SELECT cell_id FROM cells WHERE cell_id = ?");
+        by_id.bind(1, static_cast<std::int64_t>(std::stoll(name)));
+        if (by_id.step()) return by_id.int64(0);
+    }
+    std::vector<std::pair<std::int64_t, std::string>> keys;
+    auto by_key = store.db().prepare("SELECT cell_id, cell_key FROM cells WHERE substr(cell_key, 1, length(?1)) = ?1 LIMIT 6");
     by_key.bind(1, name);
-    if (by_key.step()) return by_key.int64(0);
-    if (!name.empty() && name.size() <= 18 && std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
-        return std::stoll(name);
-    throw po::error("--cell expects a cell_id or the key of a cell in the database, got '" + name + "'");
+    while (by_key.step()) keys.emplace_back(by_key.int64(0), by_key.text(1));
+    if (keys.size() == 1) return keys.front().first;
+    if (keys.size() > 1) {
+        std::vector<std::string> some;
+        for (std::size_t i = 0; i < std::min<std::size_t>(keys.size(), 5); ++i) some.push_back(keys[i].second);
+        throw po::error("--cell " + name + " begins " + (keys.size() > 5 ? "more than 5" : std::to_string(keys.size())) +
+                        " cell keys (" + comma_list(some) + (keys.size() > 5 ? ", ..." : "") + "); give more of the key");
+    }
+    if (digits) return static_cast<std::int64_t>(std::stoll(name));  // no such cell: the command says so
+    throw refused();
 }
 
 int cmd_summary(const std::vector<std::string>& args) {
@@ -631,7 +659,9 @@ int cmd_summary(const std::vector<std::string>& args) {
     cmd.options.add_options()
         ("db", po::value<std::string>()->required(), "results database")
         ("run", po::value<std::int64_t>(), "only the cells measured by this run")
-        ("cell", po::value<std::string>(), "kernels, NVTX ranges (host and GPU time) and Unified Memory totals of this cell (its cell_id or key)")
+        ("cell", po::value<std::string>(),
+         "kernels, NVTX ranges (host and GPU time) and Unified Memory totals of this cell: its cell_id (a rerun keeps "
+         "it), its key, or the key's first digits")
         ("history", po::bool_switch(), "also the earlier measurements of each cell (cell_history), oldest first");
     add_format_option(cmd, "table: every section, for people; markdown, csv or json: the cells table alone, or with --history "
                            "the earlier measurements'");
@@ -665,7 +695,8 @@ int cmd_trace(const std::vector<std::string>& args) {
                 po::options_description("options"), {}};
     cmd.options.add_options()
         ("db", po::value<std::string>()->required(), "results database")
-        ("cell", po::value<std::string>()->required(), "cell_id (see `sweetspot summary`) or cell key")
+        ("cell", po::value<std::string>()->required(),
+         "cell_id (see `sweetspot summary`; a rerun keeps it), cell key, or the key's first digits")
         ("iteration", po::value<int>()->default_value(0), "which traced iteration (0-based)")
         ("output,o", po::value<std::string>(),
          "trace file to write (default: beside DB, DB's name with -cellID-iterationN.trace.json)");

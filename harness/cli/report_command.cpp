@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <system_error>
 #include <vector>
 
 #include "harness/store/sqlite.hpp"
@@ -101,6 +102,12 @@ std::optional<std::string> database_problem(const std::string& path) {
 int run_report(const ReportRequest& request, std::ostream& err) {
     if (const auto problem = database_problem(request.db_path)) {
         err << "sweetspot report: " << *problem << "\n";
+        return kExitBadInput;
+    }
+    // Said before anything is drawn: the report is a folder, and a file of that name cannot become one.
+    if (std::error_code ec; fs::exists(request.out_dir, ec) && !fs::is_directory(request.out_dir, ec)) {
+        err << "sweetspot report: " << request.out_dir << " is a file, not a folder; the report is a folder of figures "
+            << "and index.html: give -o a folder's name (it is created if missing)\n";
         return kExitBadInput;
     }
 

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -434,6 +435,10 @@ private:
     void require_bounded(const std::vector<Sweep>& sweeps) const;
     void expand(Sweep& sweep, Matrix& m);
     CellParams build_cell(const Assignment& cell, const Sweep& sweep) const;
+    // Fails with `message` placed at the first of the axes `names` whose value the cell takes from
+    // the file, else at the sweep; or, where --set gives one of them, naming that --set.
+    [[noreturn]] void fail_at(const Assignment& cell, std::initializer_list<std::string_view> names, const Sweep& sweep,
+                              const std::string& message) const;
     void apply_only_used_axes(CellParams& c, const Sweep& sweep, Matrix& m);
     void require_used(const Sweep& sweep, const std::set<BackendId>& backends) const;
     void require_matched(const std::vector<Exclusion>& exclusions, const std::string& scope) const;
@@ -809,28 +814,36 @@ CellParams MatrixReader::build_cell(const Assignment& cell, const Sweep& sweep) 
     if (c.seq > c.model.max_positions) {
         // Blame the seq value, else (seq left at its default) the model that is too short.
         const Value& seq = cell[index_of("seq")];
-        const Value& model = cell[index_of("model")];
-        const toml::source_region& where = has_position(seq.where)     ? seq.where
-                                           : has_position(model.where) ? model.where
-                                                                       : sweep.where;
-        fail(where, "'seq' = " + seq.text + " is longer than model '" + c.model.name + "' allows (" +
-                        std::to_string(c.model.max_positions) + " positions)");
+        fail_at(cell, {"seq", "model"}, sweep,
+                "'seq' = " + seq.text + " is longer than model '" + c.model.name + "' allows (" +
+                    std::to_string(c.model.max_positions) + " positions)");
     }
     if (c.budget_bytes() < 1) {
         const Value& budget = cell[index_of("budget")];
-        fail(has_position(budget.where) ? budget.where : sweep.where,
-             "'budget' = " + budget.text + " of the " + std::to_string(c.weight_bytes()) + " weight bytes of model '" +
-                 c.model.name + "' is less than a byte");
+        fail_at(cell, {"budget"}, sweep,
+                "'budget' = " + budget.text + " of the " + std::to_string(c.weight_bytes()) + " weight bytes of model '" +
+                    c.model.name + "' is less than a byte");
     }
     if (static_cast<std::int64_t>(c.batch) * c.seq > AxisLimits::tokens) {
         const Value& batch = cell[index_of("batch")];
         const Value& seq = cell[index_of("seq")];
-        fail(has_position(batch.where) ? batch.where : has_position(seq.where) ? seq.where : sweep.where,
-             "'batch' = " + batch.text + " with 'seq' = " + seq.text + " is " +
-                 std::to_string(static_cast<std::int64_t>(c.batch) * c.seq) + " tokens per forward, more than the " +
-                 std::to_string(AxisLimits::tokens) + " a cell may have");
+        fail_at(cell, {"batch", "seq"}, sweep,
+                "'batch' = " + batch.text + " with 'seq' = " + seq.text + " is " +
+                    std::to_string(static_cast<std::int64_t>(c.batch) * c.seq) + " tokens per forward, more than the " +
+                    std::to_string(AxisLimits::tokens) + " a cell may have");
     }
     return c;
+}
+
+void MatrixReader::fail_at(const Assignment& cell, std::initializer_list<std::string_view> names, const Sweep& sweep,
+                           const std::string& message) const {
+    // A value --set gave has no line in the file: its --set is to blame, wherever the other values come from.
+    for (const std::string_view name : names)
+        if (const auto set = overridden_.find(index_of(name)); set != overridden_.end())
+            throw std::invalid_argument("--set " + escape_controls(set->second) + ": " + message);
+    for (const std::string_view name : names)
+        if (has_position(cell[index_of(name)].where)) fail(cell[index_of(name)].where, message);
+    fail(sweep.where, message);
 }
 
 void MatrixReader::require_matched(const std::vector<Exclusion>& exclusions, const std::string& scope) const {

@@ -1,5 +1,5 @@
 #pragma once
-// `sweetspot merge OUT SHARD...`: the shards' databases (run --shard, sweetspot submit) combined into
+// `sweetspot merge -o OUT SHARD...`: the shards' databases (run --shard, sweetspot submit) combined into
 // one. Idempotent: merging a shard again adds nothing. Runs keep their metadata and probe, cells
 // their iterations, phases and events, and the shards' cell_history comes along, each row naming
 // its run in OUT. A cell measured in two places (the same key, two different measurements) is a

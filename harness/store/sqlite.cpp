@@ -22,6 +22,7 @@ int open_flags(Database::Mode mode) {
     switch (mode) {
         case Database::Mode::read_only: return SQLITE_OPEN_READONLY;
         case Database::Mode::read_only_immutable: return SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
+        case Database::Mode::query_only: return SQLITE_OPEN_READWRITE;
         // URIs in ATTACH (merge attaches its shards read-only); the path itself is opened as it is.
         case Database::Mode::read_write: return SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI;
         case Database::Mode::read_write_create: return SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
@@ -108,6 +109,12 @@ Database::Database(const std::string& path, Mode mode) : path_(path) {
         throw SqliteError(msg, rc);
     }
     sqlite3_extended_result_codes(db_, 1);
+    if (mode == Mode::query_only && sqlite3_exec(db_, "PRAGMA query_only = ON", nullptr, nullptr, nullptr) != SQLITE_OK) {
+        const std::string msg = "cannot open database '" + path + "': " + sqlite3_errmsg(db_);
+        sqlite3_close(db_);
+        db_ = nullptr;
+        throw SqliteError(msg, SQLITE_ERROR);
+    }
     // Readers (a user's query, `summary`) may run while a sweep writes.
     sqlite3_busy_timeout(db_, 10000);
 }

@@ -35,8 +35,11 @@ class Database {
 public:
     // read_only_immutable: for a file that nobody can be writing, e.g. a WAL database in a folder
     // this process cannot write, where SQLite could not create the shared-memory file a plain
-    // read-only connection needs.
-    enum class Mode { read_only, read_only_immutable, read_write, read_write_create };
+    // read-only connection needs. query_only: opened for writing, every write refused (PRAGMA
+    // query_only), for a reader that may write the file and its folder: SQLite creates a WAL
+    // database's -wal and -shm files for any reader, and only a connection that can write removes
+    // them when it is the last to close.
+    enum class Mode { read_only, read_only_immutable, query_only, read_write, read_write_create };
     Database(const std::string& path, Mode mode);
     Database(Database&& other) noexcept;
     Database& operator=(Database&& other) noexcept;

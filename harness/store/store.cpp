@@ -1,5 +1,7 @@
 #include "harness/store/store.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <stdexcept>
@@ -75,6 +77,16 @@ void close_abandoned_runs(Database& db) {
         .run();
 }
 
+// How a reader opens `path`. A reader leaves no -wal or -shm file beside a database nobody is
+// writing when it may write the file and its folder (Database::Mode::query_only), except where the
+// -wal file holds transactions a killed sweep left: the last connection to close folds them into the
+// database, which only a writer should do.
+Database::Mode reading_mode(const std::string& path) {
+    const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    const bool writable = ::access(path.c_str(), W_OK) == 0 && ::access(dir.empty() ? "." : dir.c_str(), W_OK) == 0;
+    return writable && !has_wal_frames(path) ? Database::Mode::query_only : Database::Mode::read_only;
+}
+
 }  // namespace
 
 int check_results_database(Database& db) {
@@ -131,7 +143,7 @@ Store Store::open(const std::string& path, Access access) {
 
 Store Store::open_read_only(const std::string& path) {
     require_database_file(path);
-    Database db(path, Database::Mode::read_only);
+    Database db(path, reading_mode(path));
     if (!can_read(db)) {
         // A WAL database in a folder this process cannot write: SQLite cannot create the
         // shared-memory file a reader needs. Nobody can be writing it from here either, so it
@@ -196,15 +208,24 @@ std::set<std::string> Store::ok_keys() {
 
 std::int64_t Store::insert_cell(std::int64_t run_id, int cell_index, const CellParams& c, const Row& values) {
     const std::string key = c.key();
-    keep_as_history(db_, key);
-    db_.prepare("DELETE FROM cells WHERE cell_key = ?").bind(1, key).run();
     Row row = {{"run_id", sql(run_id)}, {"cell_key", sql(key)}, {"cell_index", sql(cell_index)}, {"sweep", sql(c.sweep)},
                {"canonical", sql(c.canonical())}};
+    if (const auto id = replace_cell(key)) row.emplace_back("cell_id", sql(*id));
     for (const Axis& axis : axes())
         if (axis.has_column()) row.emplace_back(axis.column, axis_column_value(axis, axis.get(c)));
     row.insert(row.end(), values.begin(), values.end());
     insert_row(db_, "cells", row);
     return db_.last_insert_rowid();
+}
+
+std::optional<std::int64_t> Store::replace_cell(const std::string& key) {
+    auto earlier = db_.prepare("SELECT cell_id FROM cells WHERE cell_key = ?");
+    earlier.bind(1, key);
+    if (!earlier.step()) return std::nullopt;
+    const std::int64_t id = earlier.int64(0);
+    keep_as_history(db_, key);
+    db_.prepare("DELETE FROM cells WHERE cell_id = ?").bind(1, id).run();
+    return id;
 }
 
 void Store::insert_iterations(std::int64_t cell_id, const std::string& phase, const std::vector<double>& latencies_ms) {
@@ -234,19 +255,19 @@ std::optional<std::int64_t> Store::import_cell(const std::string& scratch_path, 
     const std::int64_t scratch_cell = found.int64(0);
     const std::optional<std::string> reference =
         found.is_null(1) ? std::nullopt : std::optional<std::string>(found.text(1));
-    keep_as_history(db_, key);
-    db_.prepare("DELETE FROM cells WHERE cell_key = ?").bind(1, key).run();
+    const std::optional<std::int64_t> earlier_id = replace_cell(key);
 
     // The row by column name: the cell's values where the runner has none, the runner's where it has.
     const std::vector<std::string> theirs = table_columns(db_, "scratch", "cells");
     std::string names, values;
-    int next_parameter = 4;
+    int next_parameter = 5;
     std::vector<const SqlValue*> bound;
     for (const std::string& column : table_columns(db_, "main", "cells")) {
-        if (column == "cell_id") continue;
+        if (column == "cell_id" && !earlier_id) continue;
         const auto given = std::find_if(parent.begin(), parent.end(), [&](const auto& p) { return p.first == column; });
         std::string value;
-        if (column == "run_id") value = "?2";
+        if (column == "cell_id") value = "?4";
+        else if (column == "run_id") value = "?2";
         else if (column == "cell_index") value = "?3";
         else if (given != parent.end()) {
             value = "?" + std::to_string(next_parameter++);
@@ -262,7 +283,8 @@ std::optional<std::int64_t> Store::import_cell(const std::string& scratch_path, 
     auto insert = db_.prepare("INSERT INTO main.cells (" + names + ") SELECT " + values +
                               " FROM scratch.cells t WHERE t.cell_id = ?1");
     insert.bind(1, scratch_cell).bind(2, run_id).bind(3, cell_index);
-    for (std::size_t i = 0; i < bound.size(); ++i) bind_sql(insert, static_cast<int>(i) + 4, *bound[i]);
+    if (earlier_id) insert.bind(4, *earlier_id);
+    for (std::size_t i = 0; i < bound.size(); ++i) bind_sql(insert, static_cast<int>(i) + 5, *bound[i]);
     insert.run();
     const std::int64_t cell_id = db_.last_insert_rowid();
 

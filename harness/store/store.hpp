@@ -92,7 +92,8 @@ public:
 
     // A cell's row: its identity, its parameters (every axis with a column) and `values` (`status`,
     // `reason` and the measures, by column name), replacing an earlier row with the same key, which
-    // goes to cell_history. Returns its cell_id. Inside the caller's transaction, with the rows
+    // goes to cell_history and whose cell_id it keeps (a `--cell` a user noted still names it after
+    // a rerun). Returns its cell_id. Inside the caller's transaction, with the rows
     // below: a cell is recorded whole or not at all.
     std::int64_t insert_cell(std::int64_t run_id, int cell_index, const CellParams& cell, const Row& values);
     // The latencies of one phase of a cell's iterations ("warmup", "timed", "traced").
@@ -105,8 +106,8 @@ public:
     // the scratch database has), its iterations, phases, events and kept reference, as run
     // `run_id`'s cell number `cell_index`, with `parent` (the values only the runner knows: its
     // status after the process's end, wall time, predictions) set over the cell's own, and
-    // `more_phases` after its phases. An earlier row of the key goes to cell_history. Returns the
-    // new cell_id; nullopt when the scratch database has no such cell.
+    // `more_phases` after its phases. An earlier row of the key goes to cell_history, its cell_id
+    // to the new row. Returns the cell_id; nullopt when the scratch database has no such cell.
     std::optional<std::int64_t> import_cell(const std::string& scratch_path, const std::string& key, std::int64_t run_id,
                                             int cell_index, const Row& parent, const std::vector<CellPhase>& more_phases);
     // The kept reference logits of that key, if the database has them.
@@ -118,6 +119,9 @@ public:
     const std::string& path() const { return db_.path(); }
 
 private:
+    // Moves the row of `key`, if there is one, to cell_history and deletes it, returning its cell_id.
+    std::optional<std::int64_t> replace_cell(const std::string& key);
+
     Store(Database db, std::optional<FileLock> lock) : db_(std::move(db)), lock_(std::move(lock)) {}
     Database db_;
     std::optional<FileLock> lock_;
