@@ -212,6 +212,9 @@ def page(db, runs, cells, drawn, skipped, splits, generated_at):
         toc += '<li><a href="#not-drawn">Figures not drawn</a></li>'
     if splits:
         toc += '<li><a href="#time-split">Where the time goes</a></li>'
+    ceilings = driver_ceilings_section(db, cells)
+    if ceilings:
+        toc = '<li><a href="#driver-ceilings">Driver ceilings</a></li>' + toc
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -229,7 +232,7 @@ def page(db, runs, cells, drawn, skipped, splits, generated_at):
 <nav><ul><li><a href="#runs">Runs</a></li>{toc}<li><a href="#cells">Cells</a></li></ul></nav>
 </header>
 {runs_section(runs)}
-{driver_ceilings_section(db, cells)}
+{ceilings}
 {"".join(figure_section(r) for r in drawn)}
 {skipped_section(skipped)}
 {time_split_section(splits)}

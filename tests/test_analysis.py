@@ -1008,6 +1008,10 @@ class DriverCeilingTest(DbTest):
             ["1", "fault_in", "8.0", str(self.ids["uvm100"]), "16.0", "16.0", f"cell {self.ids['uvm100']}"],
             ["1", "evict_to_host", "10.0", str(self.ids["uvm50"]), "6.7", "10.0", "probe"],
             ["1", "prefetch_to_gpu", "40.0", "–", "–", "40.0", "probe"]])
+        # The page's contents list the section, after the runs it belongs to.
+        whole = html_page.page(db, db.runs(), db.cells(), [], [], None, "now")
+        nav = whole[whole.index("<nav>"):whole.index("</nav>")]
+        self.assertLess(nav.index('href="#runs"'), nav.index('href="#driver-ceilings"'))
 
 
 class NormalizedTest(DbTest):

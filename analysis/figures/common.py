@@ -27,6 +27,19 @@ STYLE = {
     "svg.hashsalt": "sweetspot",  # the same database gives the same SVG
 }
 
+# Okabe and Ito's palette, which readers with any common colour-vision deficiency tell apart, and
+# greys that differ in lightness alone. The timeline and the Unified Memory figures draw in these.
+OKABE_ITO = {"orange": "#E69F00", "sky blue": "#56B4E9", "bluish green": "#009E73", "yellow": "#F0E442",
+             "blue": "#0072B2", "vermillion": "#D55E00", "reddish purple": "#CC79A7"}
+GREYS = {"black": "#000000", "dark grey": "#666666", "grey": "#999999", "light grey": "#C8C8C8"}
+PALETTE = {**OKABE_ITO, **GREYS}
+
+# By migrationCause (unknown, user prefetch, page fault, speculative prefetch, eviction, access
+# counters). Fault-driven migrations and the driver's speculative prefetches around them
+# take hues far apart (vermillion, sky blue): in uvm cells the prefetches carry most of the bytes.
+CAUSE_COLORS = {0: PALETTE["grey"], 1: PALETTE["blue"], 2: PALETTE["vermillion"], 3: PALETTE["sky blue"],
+                4: PALETTE["reddish purple"], 5: PALETTE["dark grey"]}
+
 BACKEND_COLORS = {
     "device": "#1b9e77",
     "explicit-copy": "#d95f02",

@@ -4,7 +4,7 @@ copies per stream, UM migrations by direction and cause, GPU and CPU page faults
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
-from figures.common import Drawn, Skip, count_phrase, require_gpu_cells
+from figures.common import CAUSE_COLORS, PALETTE, Drawn, Skip, count_phrase, require_gpu_cells
 from figures.um_traffic import cause_labels
 from results_db import BadInput
 
@@ -14,23 +14,12 @@ TITLE = "Timeline of one traced iteration"
 ITERATION = "traced iteration 0"
 NEEDED = ("NVTX_EVENTS", "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
           "CUDA_UM_GPU_PAGE_FAULT_EVENTS", "CUDA_UM_CPU_PAGE_FAULT_EVENTS")
-# Okabe and Ito's palette, which readers with any common colour-vision deficiency tell apart, and
-# greys that differ in lightness alone. Every colour the timeline draws is one of these, or for the
-# NVTX phases a light tint of one.
-OKABE_ITO = {"orange": "#E69F00", "sky blue": "#56B4E9", "bluish green": "#009E73", "yellow": "#F0E442",
-             "blue": "#0072B2", "vermillion": "#D55E00", "reddish purple": "#CC79A7"}
-GREYS = {"black": "#000000", "dark grey": "#666666", "grey": "#999999", "light grey": "#C8C8C8"}
-PALETTE = {**OKABE_ITO, **GREYS}
 # The NVTX phases in light tints of three palette hues, so the GPU activity drawn over the same
 # time reads as the foreground.
 PHASE_COLORS = {"acquire": "#F5D9A6", "compute": "#BBE1F5", "release": "#EBC9DC"}
 LAYER_COLORS = (PALETTE["light grey"], PALETTE["grey"])  # alternate, so neighbouring layers stay apart
 KERNEL_COLOR = PALETTE["bluish green"]
 COPY_COLORS = {1: PALETTE["orange"], 2: PALETTE["yellow"]}  # host→device, and any other explicit copy
-# By migrationCause. Fault-driven migrations and the driver's speculative prefetches around them
-# take hues far apart (vermillion, sky blue): in uvm cells the prefetches carry most of the bytes.
-CAUSE_COLORS = {0: PALETTE["grey"], 1: PALETTE["blue"], 2: PALETTE["vermillion"], 3: PALETTE["sky blue"],
-                4: PALETTE["reddish purple"], 5: PALETTE["dark grey"]}
 GPU_FAULT_COLOR = PALETTE["black"]
 CPU_FAULT_COLOR = PALETTE["dark grey"]
 # Events narrower than this share of the window are drawn this wide, so that short copies and

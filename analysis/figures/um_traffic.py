@@ -3,7 +3,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch
 
-from figures.common import (Drawn, Skip, count_phrase, require_gpu_cells, title_figure, value_text, varying,
+from figures.common import (CAUSE_COLORS, PALETTE, Drawn, Skip, count_phrase, require_gpu_cells, title_figure, value_text, varying,
                             workload_title)
 
 NAME = "um_traffic"
@@ -12,8 +12,6 @@ TITLE = "Unified Memory traffic and page faults"
 EVENT_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS",
                 "CUDA_UM_GPU_PAGE_FAULT_EVENTS", "CUDA_UM_CPU_PAGE_FAULT_EVENTS")
 DIRECTIONS = ((11, "host→device", ""), (12, "device→host", "//"))
-# By migrationCause: unknown, user prefetch, page fault, speculative prefetch, eviction, access counters.
-CAUSE_COLORS = {0: "#999999", 1: "#1f77b4", 2: "#d62728", 3: "#ff7f0e", 4: "#9467bd", 5: "#8c564b"}
 
 
 def traced_cells(db):
@@ -105,7 +103,7 @@ def draw(cells, ids, migrations, faults, causes, parameters):
     top.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), framealpha=0.85)
     if has_faults:
         for i, (name, values) in enumerate(faults.items()):
-            bottom.bar(x + (i - 0.5) * width, values, width, label=name, color=("#444444", "#e377c2")[i],
+            bottom.bar(x + (i - 0.5) * width, values, width, label=name, color=(PALETTE["dark grey"], PALETTE["reddish purple"])[i],
                        edgecolor="black", linewidth=0.5)
         bottom.set_ylabel("page faults per traced iteration")
         bottom.set_title("Page faults")
