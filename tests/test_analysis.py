@@ -1716,6 +1716,14 @@ class TimelineTest(DbTest):
         phases = set(timeline.PHASE_COLORS.values())
         self.assertLessEqual(drawn_colors - phases, okabe_ito_and_greys)
 
+    def test_bars_closer_than_the_narrowest_drawn_are_joined(self):
+        # Out of order; [0, 1] and [1.05, 2.05] are 0.05 apart (under the gap of 0.1): one bar [0, 2.05];
+        # [3.2, 3.3] lies inside [3, 3.5]; [5, 6] is 1.5 away from it.
+        self.assertEqual(timeline.coalesce([(5, 1), (0, 1), (1.05, 1), (3, 0.5), (3.2, 0.1)], 0.1),
+                         [(0, 2.05), (3, 0.5), (5, 1)])
+        self.assertEqual(timeline.coalesce([(0, 1), (1.25, 1)], 0.125), [(0, 1), (1.25, 1)])
+        self.assertEqual(timeline.coalesce([], 0.1), [])
+
     def test_dense_svg_stays_under_2_mb(self):
         from figures.common import apply_style
 

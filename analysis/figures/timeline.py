@@ -2,6 +2,7 @@
 copies per stream, UM migrations by direction and cause, GPU and CPU page faults (the same events
 `sweetspot trace` exports)."""
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.patches import Patch
 
 from figures.common import CAUSE_COLORS, PALETTE, Drawn, Skip, count_phrase, require_gpu_cells
@@ -206,16 +207,30 @@ def layout(ev, begin, end, causes):
     return tracks.used(), layers
 
 
+def coalesce(bars, gap):
+    """(start, width) bars joined where they overlap or lie less than `gap` apart, in start order.
+    `gap` is the narrowest bar drawn, under a pixel at print resolution: the joined bars look the
+    same, and a uvm cell's hundreds of thousands of migrations become a few thousand bars to draw."""
+    if not bars:
+        return []
+    order = np.argsort([s for s, _ in bars], kind="stable")
+    starts = np.array([bars[i][0] for i in order])
+    ends = np.maximum.accumulate(starts + np.array([bars[i][1] for i in order]))
+    first = np.concatenate(([True], starts[1:] > ends[:-1] + gap))
+    group_starts = starts[first]
+    group_ends = ends[np.concatenate((np.flatnonzero(first)[1:] - 1, [len(starts) - 1]))]
+    return list(zip(group_starts.tolist(), (group_ends - group_starts).tolist()))
+
+
 def draw(ev, begin, end, causes, heading):
     tracks, layers = layout(ev, begin, end, causes)
     names = list(tracks.rows)
     fig, ax = plt.subplots(figsize=(10.0, 1.9 + 0.45 * len(names)))
     for y, name in enumerate(names):
         bars = tracks.rows[name]
-        dense = len(bars) > DENSE_TRACK_BARS
         for color in dict.fromkeys(c for _, _, c in bars):
-            ax.broken_barh([(s, w) for s, w, c in bars if c == color], (y - 0.38, 0.76), facecolors=color,
-                           rasterized=dense)
+            merged = coalesce([(s, w) for s, w, c in bars if c == color], tracks.min_width)
+            ax.broken_barh(merged, (y - 0.38, 0.76), facecolors=color, rasterized=len(merged) > DENSE_TRACK_BARS)
     span_ms = (end - begin) / 1e6
     layer_row = nvtx_rows(ev)[0]
     if layer_row in tracks.rows:
