@@ -165,7 +165,8 @@ std::pair<std::int64_t, std::int64_t> iteration_window(Store& store, std::int64_
     return {st.int64(0), st.int64(1)};
 }
 
-// The cell's parameters (its canonical text, line by line) and the iteration's timing.
+// The cell's parameters (its canonical text, line by line), whether its launches were recorded,
+// and the iteration's timing.
 nlohmann::json metadata(Store& store, std::int64_t cell_id, int iteration, const TraceSummary& summary) {
     nlohmann::json m = {{"cell_id", cell_id}, {"traced_iteration", iteration},
                         {"launches_recorded", summary.launches_recorded}};
