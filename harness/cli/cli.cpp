@@ -690,7 +690,10 @@ int cmd_trace(const std::vector<std::string>& args) {
     Command cmd{"trace", "DB --cell ID|KEY [--iteration N] [-o FILE]",
                 "Writes one traced iteration of a cell as a Chrome/Perfetto trace (JSON; open it in\n"
                 "ui.perfetto.dev or chrome://tracing): a track per GPU stream, UM migrations and page\n"
-                "faults on their own tracks, the NVTX ranges nested. Times in us from the iteration start.\n"
+                "faults on their own tracks, the NVTX ranges nested, the CUDA API calls on a track per\n"
+                "thread. Arrows lead from each launch to its kernel or copy (cells recorded since schema\n"
+                "version 15) and from a kernel to the page faults it raised. Times in us from the\n"
+                "iteration start.\n"
                 "The cell needs trace_iterations > 0 and the cupti collector.",
                 po::options_description("options"), {}};
     cmd.options.add_options()
@@ -721,7 +724,11 @@ int cmd_trace(const std::vector<std::string>& args) {
     file.commit();
     std::cout << path << ": " << t.kernels << " kernels and " << t.copies << " copies on " << t.streams << " streams, "
               << t.migrations << " UM migrations, " << t.gpu_fault_groups << " GPU page-fault groups, " << t.cpu_faults
-              << " CPU page faults, " << t.ranges << " NVTX ranges\n";
+              << " CPU page faults, " << t.ranges << " NVTX ranges, "
+              << (t.launches_recorded ? std::to_string(t.api_calls) + " CUDA API calls; " + std::to_string(t.launch_flows) +
+                                            " launch arrows"
+                                      : std::string("no CUDA API calls (recorded since schema version 15); no launch arrows"))
+              << ", " << t.fault_flows << " fault arrows\n";
     if (t.timing)
         std::cout << "It shows a traced iteration, not a timed one: " << traced_timing_text(*t.timing) << "\n";
     return kExitOk;

@@ -16,6 +16,7 @@
 #include "harness/cli/traced_timing.hpp"
 #include "harness/matrix/axes.hpp"
 #include "harness/matrix/measures.hpp"
+#include "harness/store/event_tables.hpp"
 #include "harness/store/sql_values.hpp"
 #include "kernels/model/number_text.hpp"
 
@@ -396,12 +397,7 @@ std::optional<std::string> print_cell_header(Store& store, std::int64_t cell_id,
 // The NVTX ranges as the GPU ran them (nvtx_gpu_proj_sum), where the cell's events hold the CUDA
 // API calls that tie its kernels and copies to the ranges that launched them.
 void print_nvtx_projection(Store& store, std::int64_t cell_id, std::ostream& out) {
-    const bool has_calls = has_table(store.db(), "CUPTI_ACTIVITY_KIND_RUNTIME") && [&] {
-        auto calls = store.db().prepare("SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE cell_id = ? LIMIT 1");
-        calls.bind(1, cell_id);
-        return calls.step();
-    }();
-    if (!has_calls) {
+    if (!has_api_calls(store.db(), cell_id)) {
         out << "\nnvtx_gpu_proj_sum: not recorded (the cell's events hold no CUDA API calls, which sweetspot records "
                "since schema version 15), so its NVTX ranges are not projected onto the GPU\n";
         return;

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/store/event_tables.hpp"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -22,6 +24,7 @@ constexpr std::int64_t kMigrationsHtoDTid = 1000000;
 constexpr std::int64_t kMigrationsDtoHTid = 2000000;
 constexpr std::int64_t kGpuFaultsTid = 3000000;
 constexpr std::int64_t kCpuFaultsTid = 4000000;
+constexpr std::int64_t kCudaApiTid = 5000000;  // one track per calling thread, from here on
 
 // copyKind of Unified Memory migrations (ENUM_CUDA_MEMCPY_OPER), as Nsight Systems exports them.
 constexpr std::int64_t kUmHtoD = 11;
@@ -36,10 +39,24 @@ constexpr const char* migration = "um.migration";
 constexpr const char* gpu_fault = "um.gpu_fault";
 constexpr const char* cpu_fault = "um.cpu_fault";
 constexpr const char* nvtx = "nvtx";
+constexpr const char* cuda_api = "cuda_api";
 }  // namespace category
 
 // Microseconds from the trace's origin, as the trace format counts time.
 double us(std::int64_t ns, std::int64_t origin_ns) { return static_cast<double>(ns - origin_ns) / 1000.0; }
+
+// One end of a flow arrow: the moment on a track that binds it to the slice there.
+struct FlowEnd {
+    int pid = 0;
+    std::int64_t tid = 0, at = 0;
+};
+
+// An arrow from one slice to another, of a kind (cat, name) the viewers can filter by.
+struct Flow {
+    const char* cat;
+    const char* name;
+    FlowEnd from, to;
+};
 
 // Emits events as JSON array elements, comma-separated; nlohmann::json does the escaping.
 class TraceWriter {
@@ -67,14 +84,14 @@ public:
         element({{"ph", "i"}, {"s", "t"}, {"cat", cat}, {"pid", pid}, {"tid", tid}, {"name", name},
                  {"ts", us(at, origin_)}, {"args", std::move(args)}});
     }
-    // A flow arrow (trace format v1): "s" binds to the slice open on its track at `at`, "f" with
-    // binding point "e" to the slice enclosing `at` on its own. Both halves share id, cat and name.
-    void flow(const char* cat, const std::string& name, std::int64_t id, std::int64_t at, int from_pid,
-              std::int64_t from_tid, int to_pid, std::int64_t to_tid) {
-        element({{"ph", "s"}, {"cat", cat}, {"name", name}, {"id", id}, {"pid", from_pid}, {"tid", from_tid},
-                 {"ts", us(at, origin_)}});
-        element({{"ph", "f"}, {"bp", "e"}, {"cat", cat}, {"name", name}, {"id", id}, {"pid", to_pid}, {"tid", to_tid},
-                 {"ts", us(at, origin_)}});
+    // A flow arrow (trace format v1): "s" binds to the slice open on its track at its moment, "f"
+    // with binding point "e" to the slice enclosing its moment on its own. Both halves share id,
+    // cat and name.
+    void flow(const Flow& f, std::int64_t id) {
+        element({{"ph", "s"}, {"cat", f.cat}, {"name", f.name}, {"id", id}, {"pid", f.from.pid}, {"tid", f.from.tid},
+                 {"ts", us(f.from.at, origin_)}});
+        element({{"ph", "f"}, {"bp", "e"}, {"cat", f.cat}, {"name", f.name}, {"id", id}, {"pid", f.to.pid},
+                 {"tid", f.to.tid}, {"ts", us(f.to.at, origin_)}});
     }
 
 private:
@@ -148,9 +165,14 @@ std::pair<std::int64_t, std::int64_t> iteration_window(Store& store, std::int64_
     return {st.int64(0), st.int64(1)};
 }
 
-// The cell's parameters (its canonical text, line by line) and the iteration's timing.
-nlohmann::json metadata(Store& store, std::int64_t cell_id, int iteration, const std::optional<TracedTiming>& timing) {
-    nlohmann::json m = {{"cell_id", cell_id}, {"traced_iteration", iteration}};
+// The cell's parameters (its canonical text, line by line), whether its launches were recorded,
+// and the iteration's timing.
+nlohmann::json metadata(Store& store, std::int64_t cell_id, int iteration, const TraceSummary& summary) {
+    nlohmann::json m = {{"cell_id", cell_id}, {"traced_iteration", iteration},
+                        {"launches_recorded", summary.launches_recorded}};
+    if (!summary.launches_recorded)
+        m["launches"] = "not recorded: the cell's events hold no CUDA API calls (sweetspot records them since schema "
+                        "version 15), so no arrow leads from a launch to its kernel or copy";
     auto st = store.db().prepare("SELECT cell_key, canonical FROM cells WHERE cell_id = ?");
     st.bind(1, cell_id);
     if (st.step()) {
@@ -161,7 +183,7 @@ nlohmann::json metadata(Store& store, std::int64_t cell_id, int iteration, const
             if (const auto eq = line.find('='); eq != std::string::npos) parameters[line.substr(0, eq)] = line.substr(eq + 1);
         m["parameters"] = parameters;
     }
-    if (timing) {
+    if (const auto& timing = summary.timing) {
         m["timed_median_ms"] = timing->timed_median_ms;
         m["traced_median_ms"] = timing->traced_median_ms;
         m["traced_over_timed"] = timing->ratio();
@@ -181,6 +203,12 @@ TraceSummary write_trace(Store& store, std::int64_t cell_id, int iteration, std:
 
     std::set<std::int64_t> streams;
     std::vector<KernelSpan> kernel_spans;
+    // The kernels and copies by the correlation id of the API call that launched them (0: none,
+    // as for UM migrations).
+    std::multimap<std::int64_t, FlowEnd> launched;
+    auto remember_launch = [&](std::int64_t correlation_id, std::int64_t stream, std::int64_t start) {
+        if (correlation_id != 0) launched.emplace(correlation_id, FlowEnd{kGpuPid, stream, start});
+    };
     auto kernels = store.db().prepare(
         "SELECT k.start, k.\"end\", k.streamId, s.value, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ,"
         " k.correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName"
@@ -194,6 +222,7 @@ TraceSummary write_trace(Store& store, std::int64_t cell_id, int iteration, std:
                {{"grid", kernels.text(4) + "x" + kernels.text(5) + "x" + kernels.text(6)},
                 {"block", kernels.text(7) + "x" + kernels.text(8) + "x" + kernels.text(9)},
                 {"correlationId", kernels.int64(10)}});
+        remember_launch(kernels.int64(10), k.stream, k.start);
         ++summary.kernels;
     }
 
@@ -224,6 +253,7 @@ TraceSummary write_trace(Store& store, std::int64_t cell_id, int iteration, std:
             streams.insert(copies.int64(2));
             w.span(kGpuPid, copies.int64(2), category::memcpy, "memcpy " + copies.text(5), start, end,
                    {{"bytes", bytes}, {"copyKind", copies.text(5)}, {"correlationId", copies.int64(8)}});
+            remember_launch(copies.int64(8), copies.int64(2), start);
             ++summary.copies;
         }
     }
@@ -231,10 +261,7 @@ TraceSummary write_trace(Store& store, std::int64_t cell_id, int iteration, std:
     // Each fault group with an arrow from the kernel that raised it. The arrows are written after
     // every slice: viewers keep file order among events of equal time, and an arrow's ends bind to
     // the slices that have begun on their tracks by then.
-    struct FaultFlow {
-        std::int64_t at, stream, fault_tid;
-    };
-    std::vector<FaultFlow> fault_flows;
+    std::vector<Flow> flows;
     RunningKernel running(kernel_spans);
     Lanes fault_lanes;
     auto gpu_faults = store.db().prepare(
@@ -248,7 +275,10 @@ TraceSummary write_trace(Store& store, std::int64_t cell_id, int iteration, std:
         const auto tid = kGpuFaultsTid + fault_lanes.place(start, end);
         w.span(kGpuPid, tid, category::gpu_fault, "GPU page faults", start, end,
                {{"faults", gpu_faults.int64(2)}, {"address", gpu_faults.int64(3)}, {"faultAccessType", gpu_faults.text(4)}});
-        if (const KernelSpan* k = running.at(start)) fault_flows.push_back({start, k->stream, tid});
+        if (const KernelSpan* k = running.at(start)) {
+            flows.push_back({category::gpu_fault, "raised page faults", {kGpuPid, k->stream, start}, {kGpuPid, tid, start}});
+            ++summary.fault_flows;
+        }
         ++summary.gpu_fault_groups;
     }
 
@@ -277,10 +307,36 @@ TraceSummary write_trace(Store& store, std::int64_t cell_id, int iteration, std:
         ++summary.ranges;
     }
 
+    // The CUDA API calls, longest first at equal start so that a driver call nests in the runtime
+    // call that made it. The two share a correlation id; the arrows to the GPU work it launched
+    // leave from the outermost, the first of them here.
+    std::map<std::int64_t, std::int64_t> api_tracks;  // calling thread → track
+    summary.launches_recorded = has_api_calls(store.db(), cell_id);
+    if (summary.launches_recorded) {
+        auto calls = store.db().prepare(
+            "SELECT r.start, r.\"end\", r.globalTid, r.correlationId, s.value, r.returnValue"
+            " FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId"
+            " WHERE r.cell_id = ? AND r.start < ? AND r.\"end\" > ? ORDER BY r.start, r.\"end\" DESC");
+        in_window(calls);
+        std::set<std::int64_t> drawn;
+        while (calls.step()) {
+            const auto start = calls.int64(0), correlation_id = calls.int64(3);
+            const auto track =
+                api_tracks.emplace(calls.int64(2), kCudaApiTid + static_cast<std::int64_t>(api_tracks.size())).first->second;
+            w.span(kCpuPid, track, category::cuda_api, calls.text(4), start, calls.int64(1),
+                   {{"correlationId", correlation_id}, {"returnValue", calls.int64(5)}});
+            ++summary.api_calls;
+            if (!drawn.insert(correlation_id).second) continue;
+            const auto [first, last] = launched.equal_range(correlation_id);
+            for (auto op = first; op != last; ++op) {
+                flows.push_back({category::cuda_api, "launched", {kCpuPid, track, start}, op->second});
+                ++summary.launch_flows;
+            }
+        }
+    }
+
     std::int64_t flow_id = 0;
-    for (const auto& f : fault_flows)
-        w.flow(category::gpu_fault, "raised page faults", ++flow_id, f.at, kGpuPid, f.stream, kGpuPid, f.fault_tid);
-    summary.fault_flows = flow_id;
+    for (const auto& f : flows) w.flow(f, ++flow_id);
 
     for (const auto s : streams) w.track_name(kGpuPid, s, "stream " + std::to_string(s));
     for (std::int64_t l = 0; l < htod_lanes.count(); ++l)
@@ -290,10 +346,12 @@ TraceSummary write_trace(Store& store, std::int64_t cell_id, int iteration, std:
     for (std::int64_t l = 0; l < fault_lanes.count(); ++l)
         w.track_name(kGpuPid, kGpuFaultsTid + l, lane_name("GPU page faults", l));
     for (const auto t : threads) w.track_name(kCpuPid, t, "NVTX (thread " + std::to_string(t) + ")");
+    for (const auto& [thread, track] : api_tracks)
+        w.track_name(kCpuPid, track, "CUDA API (thread " + std::to_string(thread) + ")");
     w.track_name(kCpuPid, kCpuFaultsTid, "CPU page faults");
     summary.streams = static_cast<int>(streams.size());
     summary.timing = traced_timing(store.db(), cell_id);
-    w.finish(metadata(store, cell_id, iteration, summary.timing));
+    w.finish(metadata(store, cell_id, iteration, summary));
     return summary;
 }
 

@@ -183,4 +183,11 @@ CellEvents load_events(Database& db, std::int64_t cell_id) {
     return e;
 }
 
+bool has_api_calls(Database& db, std::int64_t cell_id) {
+    if (!has_table(db, "CUPTI_ACTIVITY_KIND_RUNTIME")) return false;
+    auto calls = db.prepare("SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE cell_id = ? LIMIT 1");
+    calls.bind(1, cell_id);
+    return calls.step();
+}
+
 }  // namespace sweetspot

@@ -16,4 +16,8 @@ void write_events(Database& db, std::int64_t cell_id, const CellEvents& events);
 // its default.
 CellEvents load_events(Database& db, std::int64_t cell_id);
 
+// Whether the events of `cell_id` hold CUDA API calls, which sweetspot records since schema
+// version 15: a cell recorded before has none (and a database from before lacks their table).
+bool has_api_calls(Database& db, std::int64_t cell_id);
+
 }  // namespace sweetspot
