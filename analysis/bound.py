@@ -195,9 +195,18 @@ def driver_bound_ms(cell, device_ms, ceilings, columns):
 # The ratios of a cell to its bounds (latency ÷ bound), under the names the report gives the bounds.
 BOUND_RATIOS = (("x_bound", "bound"), ("x_driver_bound", "driver bound"))
 
+# A ratio below this beats its bound. Not 1: the cell that set its run's ceiling sits at 1 up to
+# the rounding of bytes ÷ rate.
+BEATEN_BELOW = 1.0 - 1e-9
+
+
+def beats(ratio):
+    """Whether latency ÷ bound = `ratio` is faster than the bound allows."""
+    return ratio is not None and ratio < BEATEN_BELOW
+
 
 def faster_than(cell):
     """The names of the bounds the cell beats (latency ÷ bound below 1), ", "-joined; None when none:
     a bound is a floor, so each is a fault of the bound or of the measurement to look into."""
-    beaten = [name for column, name in BOUND_RATIOS if (field(cell, column) is not None and field(cell, column) < 1.0)]
+    beaten = [name for column, name in BOUND_RATIOS if beats(field(cell, column))]
     return ", ".join(beaten) if beaten else None

@@ -413,6 +413,11 @@ class DriverBoundTest(unittest.TestCase):
         self.assertEqual(bound.faster_than(dict(x_bound=0.99, x_driver_bound=0.5)), "bound, driver bound")
         self.assertIsNone(bound.faster_than(dict(x_bound=1.0, x_driver_bound=float("nan"))))
         self.assertIsNone(bound.faster_than(dict(x_bound=None)))
+        # The cell that set its run's ceiling sits at its bound up to rounding: bytes ÷ (bytes ÷ latency).
+        nbytes, latency = 9267024629, 847.5863032002954
+        at_ceiling = latency / (nbytes / (nbytes / (latency * 1e6) * 1e6))
+        self.assertLess(at_ceiling, 1.0)
+        self.assertIsNone(bound.faster_than(dict(x_bound=at_ceiling, x_driver_bound=at_ceiling)))
 
 
 class WorkloadFromAxesTest(DbTest):

@@ -1,5 +1,5 @@
 """Slowdown against the bound as the budget shrinks: latency ÷ bound vs oversubscription, per backend."""
-from bound import present
+from bound import BEATEN_BELOW, present
 from figures.common import Drawn, require_gpu_cells
 from figures.sweeps import Swept, sweep_figure
 
@@ -34,7 +34,7 @@ def driver_slowdown(ok):
 
 def faster_than_note(cells, ratio, bound):
     """A caption sentence naming the cells faster than their bound (`ratio` column below 1); "" if none."""
-    beaten = cells[cells[ratio] < 1.0].sort_values("cell_id")
+    beaten = cells[cells[ratio] < BEATEN_BELOW].sort_values("cell_id")
     if beaten.empty:
         return ""
     listed = ", ".join(f"cell {int(c['cell_id'])} ({c['backend']}, {c['budget']}: {c[ratio]:.2f} ×)"

@@ -24,7 +24,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "analysis"))
 from axes import Axes  # noqa: E402
-from bound import bound_ms, device_latencies, driver_bound_ms, driver_ceilings, managed_rates  # noqa: E402
+from bound import beats, bound_ms, device_latencies, driver_bound_ms, driver_ceilings, managed_rates  # noqa: E402
 
 QUERY = """
 SELECT c.*, r.h2d_gbps FROM cells c JOIN runs r USING (run_id)
@@ -47,7 +47,7 @@ def ratio(latency, bound):
     """latency ÷ bound as the table shows it, "!" after one below 1; "-" without a bound."""
     if not bound:
         return "-"
-    return f"{latency / bound:.2f}" + ("!" if latency < bound else "")
+    return f"{latency / bound:.2f}" + ("!" if beats(latency / bound) else "")
 
 
 def rows(dbs):
