@@ -210,3 +210,31 @@ def faster_than(cell):
     a bound is a floor, so each is a fault of the bound or of the measurement to look into."""
     beaten = [name for column, name in BOUND_RATIOS if beats(field(cell, column))]
     return ", ".join(beaten) if beaten else None
+
+
+def is_measured(cell):
+    """A cell with bounds: an ok GPU cell (as in scripts/bench/backends_table.py; a host cell has no link)."""
+    return cell["status"] == "ok" and cell["backend"] != "host"
+
+
+def cell_bounds(records, rates, workload):
+    """Each cell's bounds, for cells as mappings (one database's, with their run's h2d_gbps), the
+    runs' probe rates (managed_rates) and the workload columns: per record, in order, a dict of
+    bound_ms, x_bound, driver_bound_ms, driver_bound_from, x_driver_bound (None where unknown) and
+    faster_than. The `device` references and the driver ceilings come from the measured cells."""
+    measured = [is_measured(r) for r in records]
+    device_ms = device_latencies([r for r, m in zip(records, measured) if m], workload)
+    ceilings = driver_ceilings([r for r, m in zip(records, measured) if m and present(r["latency_median_ms"])], rates)
+    bounds = []
+    for r, m in zip(records, measured):
+        latency = present(r["latency_median_ms"])
+        bound = bound_ms(r, device_ms, workload) if m else None
+        driver = driver_bound(r, device_ms, ceilings, workload) if m else None
+        b = dict(bound_ms=bound, driver_bound_ms=driver[0] if driver else None,
+                 driver_bound_from=driver[1] if driver else None)
+        b["x_bound"] = latency / bound if latency is not None and bound else None
+        b["x_driver_bound"] = latency / b["driver_bound_ms"] if latency is not None and b["driver_bound_ms"] else None
+        b["faster_than"] = faster_than(b)
+        bounds.append(b)
+    return bounds
+

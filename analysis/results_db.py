@@ -5,14 +5,11 @@ by older versions lack some (version 1 had no event tables at first, version 4 n
 allocations, version 5 no NVML readings). The cells' parameters and their roles come from the
 file's own `axes` table (analysis/axes.py), or for files older than it from OLDER_AXES.
 """
-import os
-import pathlib
-import sqlite3
-
 import pandas as pd
 
 from axes import Axes
-from bound import bound_ms, device_latencies, driver_bound, driver_ceilings, faster_than, managed_rates, present
+from bound import cell_bounds, driver_ceilings, is_measured, managed_rates, present
+from read_only import BadDatabase, BadInput, connect  # noqa: F401 (BadInput: the report's callers catch it from here)
 
 # Versions this report reads without an `axes` table: it names every column it needs and skips a
 # figure whose columns a file lacks, so an older file cannot be misread. Files that describe their
@@ -21,58 +18,6 @@ OLDER_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 
 # What the report takes from a cell's run (absent from the oldest files: filled with NULL).
 RUN_COLUMNS = ("h2d_gbps", "d2h_gbps", "gpu_name", "gpu_driver", "cpu_model", "host")
-
-
-def is_measured(cell):
-    """A cell with bounds: an ok GPU cell (as in scripts/bench/backends_table.py; a host cell has no link)."""
-    return cell["status"] == "ok" and cell["backend"] != "host"
-
-
-class BadInput(Exception):
-    """What the user asked for cannot be done with this input; the message says why."""
-
-
-class BadDatabase(BadInput):
-    """The file is missing, unreadable, or not a sweetspot results database this report reads."""
-
-
-def has_wal_frames(path):
-    wal = pathlib.Path(f"{path}-wal")
-    return wal.is_file() and wal.stat().st_size > 0
-
-
-def connect(path):
-    """A connection that reads only, and the names of the tables and views.
-
-    SQLite creates a WAL database's -wal and -shm files for any reader, and only a connection that
-    can write removes them when it is the last to close: where this user may write the file and its
-    folder, it is opened for writing with every write refused (query_only), so that reading leaves
-    nothing beside it, unless its -wal file holds transactions (a sweep writing, or one killed before
-    it folded them in, which only a writer should do). A WAL database in a folder this user cannot
-    write (a results folder copied read-only) cannot be opened even read-only, since SQLite wants to
-    create its -shm file; nobody can be writing to it there either, so it is then read as
-    immutable, unless its -wal file holds transactions that reading it so would leave out."""
-    uri = pathlib.Path(path).resolve().as_uri()
-    folder = os.path.dirname(os.path.abspath(path))
-    writable = os.access(path, os.W_OK) and os.access(folder, os.W_OK) and not has_wal_frames(path)
-    first_error = None
-    for options in (("mode=rw",) if writable else ()) + ("mode=ro", "mode=ro&immutable=1"):
-        if options.endswith("immutable=1") and has_wal_frames(path):
-            raise BadDatabase(f"{path} cannot be read where it is: it is a WAL database in a folder this user cannot "
-                              f"write, and {path}-wal holds transactions not yet in it. Copy both files to a folder "
-                              f"you can write and read the copy, or have the folder's owner fold them in: "
-                              f"sqlite3 {path} 'PRAGMA wal_checkpoint(TRUNCATE)'")
-        con = None
-        try:
-            con = sqlite3.connect(f"{uri}?{options}", uri=True)
-            con.execute("PRAGMA query_only = ON")
-            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
-            return con, tables
-        except sqlite3.Error as e:
-            first_error = first_error or e
-            if con is not None:
-                con.close()
-    raise BadDatabase(f"{path}: cannot read it as an SQLite database ({first_error})")
 
 
 class ResultsDb:
@@ -125,19 +70,11 @@ class ResultsDb:
             if c not in cells:
                 cells[c] = value
         records = cells.to_dict("records")
-        measured = [is_measured(r) for r in records]
-        workload = self.axes.workload
-        device_ms = device_latencies([r for r, m in zip(records, measured) if m], workload)
-        cells["bound_ms"] = [bound_ms(r, device_ms, workload) if m else None for r, m in zip(records, measured)]
-        cells["bound_ms"] = cells["bound_ms"].astype(float)
-        cells["x_bound"] = cells["latency_median_ms"] / cells["bound_ms"]
-        ceilings = self.driver_ceilings(records)
-        driver = [driver_bound(r, device_ms, ceilings, workload) if m else None for r, m in zip(records, measured)]
-        cells["driver_bound_ms"] = [d[0] if d else None for d in driver]
-        cells["driver_bound_ms"] = cells["driver_bound_ms"].astype(float)
-        cells["driver_bound_from"] = [d[1] if d else None for d in driver]
-        cells["x_driver_bound"] = cells["latency_median_ms"] / cells["driver_bound_ms"]
-        cells["faster_than"] = [faster_than(r) for r in cells.to_dict("records")]
+        bounds = cell_bounds(records, managed_rates(self.con), self.axes.workload)
+        for column in ("bound_ms", "x_bound", "driver_bound_ms", "driver_bound_from", "x_driver_bound", "faster_than"):
+            cells[column] = [b[column] for b in bounds]
+        for column in ("bound_ms", "x_bound", "driver_bound_ms", "x_driver_bound"):
+            cells[column] = cells[column].astype(float)
         return cells
 
     def driver_ceilings(self, records):

@@ -61,6 +61,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+import beaten_bounds  # noqa: E402
 import bound  # noqa: E402
 import html_page  # noqa: E402
 import report  # noqa: E402
@@ -1003,6 +1004,18 @@ class DriverCeilingTest(DbTest):
         # 100 ms against 300: 67 % apart, nothing to explain
         faster = ok.assign(latency_median_ms=ok["latency_median_ms"].where(ok["cell_id"] != self.ids["uvm100"], 100.0))
         self.assertEqual(oversubscription.full_budget_note(faster, axes), "")
+
+    def test_the_summary_script_lists_the_cell_faster_than_its_bound(self):
+        """beaten_bounds.py, which `sweetspot summary` runs: only copy25 (110 ms against its 120 ms
+        link bound) beats a bound; it has no driver bound. The script runs on Python's standard library
+        alone, so that `summary` needs no more than python3."""
+        out = os.path.join(self.folder, "beaten.tsv")
+        code = "import sys; sys.modules['pandas'] = None; sys.modules['matplotlib'] = None; import beaten_bounds; " \
+               "sys.exit(beaten_bounds.main(sys.argv[1:]))"
+        subprocess.run([sys.executable, "-c", code, self.path, out], check=True, cwd=REPO / "analysis")
+        with open(out, encoding="utf-8") as f:
+            self.assertEqual(f.read(), f"{self.ids['copy25']}\tbound\t0.917\t-\n")
+        self.assertEqual(beaten_bounds.main([os.path.join(self.folder, "none.db"), out]), 2)
 
     def test_page_shows_the_probe_rates_beside_the_ceilings(self):
         db = ResultsDb(self.path)

@@ -297,6 +297,42 @@ TEST_CASE("a database this user may not read is said to be unreadable, not to be
     fs::permissions(locked, fs::perms::owner_all);
 }
 
+TEST_CASE("summary flags a cell faster than a bound it is divided by", "[cli]") {
+    TempDir tmp;
+    write_file(tmp.file("m.toml"), R"(
+[defaults]
+model = "tiny"
+seq = 8
+iterations = 1
+[[sweep]]
+backend = ["device", "explicit-copy"]
+budget = "50%"
+)");
+    const std::string db = tmp.file("m.db");
+    run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "' --set budget=100%,50%");
+    {
+        // Measured as if on a GPU: a 10 GB/s link; the device cell 1 ms; the explicit-copy cell
+        // streams 1 GB, 100 ms on that link, in 80 ms: 0.8 x its bound.
+        sweetspot::Database d(db, sweetspot::Database::Mode::read_write);
+        d.exec("UPDATE runs SET h2d_gbps = 10");
+        d.exec("UPDATE cells SET status = 'ok', latency_median_ms = 1.0, streamed_bytes = 0 WHERE backend = 'device'");
+        d.exec("UPDATE cells SET status = 'ok', latency_median_ms = 80.0, streamed_bytes = 1000000000 "
+               "WHERE backend = 'explicit-copy' AND budget = '50%'");
+    }
+    const auto r = run_sweetspot("summary '" + db + "'");
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    const auto section = r.output.find("Cells faster than a bound they are divided by");
+    REQUIRE(section != std::string::npos);
+    const std::string rest = r.output.substr(section);
+    CHECK(contains(rest, "bound  "));
+    CHECK(contains(rest, "0.800"));
+    CHECK(std::count(rest.begin(), rest.end(), '\n') == 4);  // heading, column names, rule, one cell
+
+    const auto without = sweetspot::test::run_command("SWEETSPOT_PYTHON=/nonexistent/python3 '" + sweetspot::test::sweetspot_binary() + "' summary '" + db + "'");
+    CHECK(contains(without.output, "Bounds not checked: python3 was not found (tried /nonexistent/python3)"));
+}
+
 TEST_CASE("a truncated database, and a file that is not SQLite, are named for what they are", "[cli][store]") {
     TempDir tmp;
     const std::string whole = tmp.file("whole.db"), cut = tmp.file("cut.db"), junk = tmp.file("junk.db"), other = tmp.file("other.db");

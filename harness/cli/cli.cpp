@@ -650,7 +650,8 @@ int cmd_summary(const std::vector<std::string>& args) {
     Command cmd{"summary", "DB [--run ID | --cell ID|KEY] [--history] [--format table|csv|json|markdown]",
                 "Prints the runs stored in the results database DB and a table of its cells\n"
                 "(median / p10 / p90 latency, tokens/s, numerical check), then the cells\n"
-                "that are not ok with their reasons. A cell's row is its latest measurement;\n"
+                "that are not ok with their reasons, and those faster than a bound they are divided\n"
+                "by (the report's bounds, asked of python3). A cell's row is its latest measurement;\n"
                 "--history also lists the earlier ones (a rerun keeps them). With --cell, prints what was recorded in that\n"
                 "cell's traced iterations instead, in the form of the nsys stats reports\n"
                 "cuda_gpu_kern_sum, nvtx_sum, nvtx_gpu_proj_sum (the NVTX ranges as the GPU ran them)\n"

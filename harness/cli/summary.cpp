@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "harness/cli/bound_check.hpp"
 #include "harness/cli/cell_columns.hpp"
 #include "harness/cli/table.hpp"
 #include "harness/cli/traced_timing.hpp"
@@ -342,6 +343,32 @@ void print_problems(Store& store, const SummaryOptions& opt, std::ostream& out) 
     t.print(out);
 }
 
+// The cells faster than a bound they are divided by, as the report computes the bounds
+// (analysis/bound.py): a bound is a floor on time, so each is a fault to look into.
+void print_beaten_bounds(Store& store, const SummaryOptions& opt, std::ostream& out) {
+    const BoundCheck check = check_bounds(store.path());
+    if (!check.not_checked.empty()) {
+        out << "\nBounds not checked: " << check.not_checked << "\n";
+        return;
+    }
+    auto in_run = store.db().prepare("SELECT 1 FROM cells WHERE cell_id = ?1 AND (?2 IS NULL OR run_id = ?2)");
+    TextTable t;
+    t.add_column("cell", TextTable::Align::right);
+    t.add_column("faster than");
+    t.add_column("latency / bound", TextTable::Align::right);
+    t.add_column("latency / driver bound", TextTable::Align::right);
+    for (const auto& b : check.beaten) {
+        in_run.reset();
+        in_run.bind(1, b.cell_id);
+        in_run.bind(2, opt.run_id);
+        if (in_run.step()) t.add_row({std::to_string(b.cell_id), b.bounds, b.x_bound, b.x_driver_bound});
+    }
+    if (t.empty()) return;
+    out << "\nCells faster than a bound they are divided by (a bound is a floor: the bound or the measurement is "
+           "wrong there; analysis/bound.py defines them, the report shows them)\n";
+    t.print(out);
+}
+
 // One column of a per-cell report: its header and how its values are printed.
 struct ReportColumn {
     enum class Kind { text, integer, decimal } kind;
@@ -481,6 +508,7 @@ void print_summary(Store& store, const SummaryOptions& options, std::ostream& ou
     print_memory_accuracy(store, options, out);
     print_phases(store, options, out);
     print_problems(store, options, out);
+    print_beaten_bounds(store, options, out);
 }
 
 }  // namespace sweetspot
