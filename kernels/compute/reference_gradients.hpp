@@ -1,0 +1,31 @@
+#pragma once
+// The float64 reference of a training step's numbers: the loss of a batch (mean cross-entropy of
+// the next tokens over the vocabulary) and its gradient for every parameter, by plain loops in
+// double (reference_ops, each op's backward beside its forward). The yardstick the host and GPU
+// training steps are checked against.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/compute/dropout.hpp"
+#include "kernels/model/weight_layout.hpp"
+
+namespace sweetspot {
+
+struct ReferenceGradients {
+    double loss = 0;  // mean over the batch × seq targets
+    // dloss/dweight, one vector per unit, laid out as the unit's weights (WeightLayout offsets;
+    // the padding between tensors stays 0).
+    std::vector<std::vector<double>> units;
+};
+
+// units[i] points at unit i's fp32 weights; tokens and targets are [batch, seq]. With `dropout`
+// active, the forward applies GPT-2's dropouts with the masks every path draws (dropout.hpp) and
+// the backward passes gradients through the same masks. Throws std::invalid_argument for inputs
+// that do not fit together, a target outside the vocabulary included.
+ReferenceGradients reference_gradients(const ModelConfig& model, const WeightLayout& layout,
+                                       std::span<const float* const> units, std::span<const std::int32_t> tokens,
+                                       std::span<const std::int32_t> targets, int batch, int seq,
+                                       const Dropout& dropout = {});
+
+}  // namespace sweetspot

@@ -1,0 +1,300 @@
+#include "kernels/compute/reference_ops.hpp"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace sweetspot::reference {
+
+Dims dims_of(const ModelConfig& m, const Dropout& dropout) {
+    return {static_cast<std::size_t>(m.n_embd), static_cast<std::size_t>(m.n_head),
+            static_cast<std::size_t>(m.head_dim()), static_cast<std::size_t>(m.vocab_size), m.ln_eps, dropout};
+}
+
+double row_dropout(const Dims& d, std::size_t seq, std::uint32_t site, std::size_t i) {
+    return d.dropout.row_factor(site, d.sequence * seq + i / d.c, d.c, i % d.c);
+}
+
+namespace {
+
+// Mean and 1 / sqrt(variance + eps) of one row.
+struct RowStats {
+    double mean, rstd;
+};
+
+RowStats row_stats(const double* in, std::size_t width, double eps) {
+    double mean = 0.0;
+    for (std::size_t i = 0; i < width; ++i) mean += in[i];
+    mean /= static_cast<double>(width);
+    double var = 0.0;
+    for (std::size_t i = 0; i < width; ++i) var += (in[i] - mean) * (in[i] - mean);
+    var /= static_cast<double>(width);
+    return {mean, 1.0 / std::sqrt(var + eps)};
+}
+
+}  // namespace
+
+Rows layer_norm(const Rows& x, std::size_t width, TensorView gamma, TensorView beta, double eps) {
+    Rows y(x.size());
+    for (std::size_t r = 0; r < x.size() / width; ++r) {
+        const double* in = &x[r * width];
+        const RowStats s = row_stats(in, width, eps);
+        for (std::size_t i = 0; i < width; ++i) y[r * width + i] = (in[i] - s.mean) * s.rstd * gamma[i] + beta[i];
+    }
+    return y;
+}
+
+// With x̂ = (x − mean)·rstd and g = dy·γ: dx = rstd · (g − mean(g) − x̂ · mean(g · x̂)).
+Rows layer_norm_backward(const Rows& x, const Rows& dy, std::size_t width, TensorView gamma, double eps, double* dgamma,
+                         double* dbeta) {
+    Rows dx(x.size());
+    for (std::size_t r = 0; r < x.size() / width; ++r) {
+        const double* in = &x[r * width];
+        const double* grad = &dy[r * width];
+        const RowStats s = row_stats(in, width, eps);
+        double mean_g = 0.0, mean_gx = 0.0;
+        for (std::size_t i = 0; i < width; ++i) {
+            const double xhat = (in[i] - s.mean) * s.rstd;
+            dgamma[i] += grad[i] * xhat;
+            dbeta[i] += grad[i];
+            mean_g += grad[i] * gamma[i];
+            mean_gx += grad[i] * gamma[i] * xhat;
+        }
+        mean_g /= static_cast<double>(width);
+        mean_gx /= static_cast<double>(width);
+        for (std::size_t i = 0; i < width; ++i) {
+            const double xhat = (in[i] - s.mean) * s.rstd;
+            dx[r * width + i] = s.rstd * (grad[i] * gamma[i] - mean_g - xhat * mean_gx);
+        }
+    }
+    return dx;
+}
+
+Rows dense(const Rows& x, std::size_t in_dim, std::size_t out_dim, TensorView w, const TensorView* b) {
+    const std::size_t rows = x.size() / in_dim;
+    Rows y(rows * out_dim);
+    for (std::size_t r = 0; r < rows; ++r) {
+        for (std::size_t o = 0; o < out_dim; ++o) {
+            double acc = b != nullptr ? (*b)[o] : 0.0;
+            for (std::size_t i = 0; i < in_dim; ++i) acc += x[r * in_dim + i] * w[o * in_dim + i];
+            y[r * out_dim + o] = acc;
+        }
+    }
+    return y;
+}
+
+Rows dense_backward(const Rows& x, const Rows& dy, std::size_t in_dim, std::size_t out_dim, TensorView w, double* dw,
+                    double* db) {
+    const std::size_t rows = x.size() / in_dim;
+    Rows dx(x.size(), 0.0);
+    for (std::size_t r = 0; r < rows; ++r) {
+        for (std::size_t o = 0; o < out_dim; ++o) {
+            const double g = dy[r * out_dim + o];
+            if (db != nullptr) db[o] += g;
+            for (std::size_t i = 0; i < in_dim; ++i) {
+                dw[o * in_dim + i] += g * x[r * in_dim + i];
+                dx[r * in_dim + i] += g * w[o * in_dim + i];
+            }
+        }
+    }
+    return dx;
+}
+
+Rows causal_self_attention(const Rows& qkv, const Dims& d, std::uint32_t probs_site, Rows* probs) {
+    const std::size_t seq = qkv.size() / (3 * d.c);
+    const auto q = [&](std::size_t t, std::size_t col) { return qkv[t * 3 * d.c + col]; };
+    const auto k = [&](std::size_t t, std::size_t col) { return qkv[t * 3 * d.c + d.c + col]; };
+    const auto v = [&](std::size_t t, std::size_t col) { return qkv[t * 3 * d.c + 2 * d.c + col]; };
+    Rows out(seq * d.c, 0.0);
+    if (probs != nullptr) probs->assign(d.n_head * seq * seq, 0.0);
+    std::vector<double> weight(seq);
+    for (std::size_t h = 0; h < d.n_head; ++h) {
+        const std::size_t col0 = h * d.hd;
+        for (std::size_t t = 0; t < seq; ++t) {
+            double max_score = -INFINITY;
+            for (std::size_t s = 0; s <= t; ++s) {
+                double dot = 0.0;
+                for (std::size_t i = 0; i < d.hd; ++i) dot += q(t, col0 + i) * k(s, col0 + i);
+                weight[s] = dot / std::sqrt(static_cast<double>(d.hd));
+                if (weight[s] > max_score) max_score = weight[s];
+            }
+            double total = 0.0;
+            for (std::size_t s = 0; s <= t; ++s) {
+                weight[s] = std::exp(weight[s] - max_score);
+                total += weight[s];
+            }
+            if (probs != nullptr)
+                for (std::size_t s = 0; s <= t; ++s) (*probs)[(h * seq + t) * seq + s] = weight[s] / total;
+            // Attention dropout on the probabilities [batch, head, t, s].
+            const std::uint64_t row = (d.sequence * d.n_head + h) * seq + t;
+            for (std::size_t s = 0; s <= t; ++s) weight[s] *= d.dropout.probability_factor(probs_site, row, s);
+            for (std::size_t i = 0; i < d.hd; ++i) {
+                double acc = 0.0;
+                for (std::size_t s = 0; s <= t; ++s) acc += weight[s] / total * v(s, col0 + i);
+                out[t * d.c + col0 + i] = acc;
+            }
+        }
+    }
+    return out;
+}
+
+// out[t] = Σ_s P[t,s]·m[t,s]·v[s] with P = softmax(q[t]·k[s] / √hd) over s ≤ t and m the dropout
+// factor: dP[t,s] = m[t,s]·(dout[t]·v[s]); the softmax's dscore = P·(dP − Σ_s' P·dP).
+Rows causal_self_attention_backward(const Rows& qkv, const Rows& probs, const Rows& dout, const Dims& d,
+                                    std::uint32_t probs_site) {
+    const std::size_t seq = qkv.size() / (3 * d.c);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(d.hd));
+    Rows dqkv(qkv.size(), 0.0);
+    const auto at = [&](std::size_t t, std::size_t part, std::size_t col) { return t * 3 * d.c + part * d.c + col; };
+    std::vector<double> dp(seq);
+    for (std::size_t h = 0; h < d.n_head; ++h) {
+        const std::size_t col0 = h * d.hd;
+        for (std::size_t t = 0; t < seq; ++t) {
+            const double* p = &probs[(h * seq + t) * seq];
+            const std::uint64_t row = (d.sequence * d.n_head + h) * seq + t;
+            double p_dot_dp = 0.0;
+            for (std::size_t s = 0; s <= t; ++s) {
+                const double mask = d.dropout.probability_factor(probs_site, row, s);
+                double dout_v = 0.0;
+                for (std::size_t i = 0; i < d.hd; ++i) {
+                    dout_v += dout[t * d.c + col0 + i] * qkv[at(s, 2, col0 + i)];
+                    dqkv[at(s, 2, col0 + i)] += p[s] * mask * dout[t * d.c + col0 + i];
+                }
+                dp[s] = mask * dout_v;
+                p_dot_dp += p[s] * dp[s];
+            }
+            for (std::size_t s = 0; s <= t; ++s) {
+                const double dscore = p[s] * (dp[s] - p_dot_dp) * scale;
+                for (std::size_t i = 0; i < d.hd; ++i) {
+                    dqkv[at(t, 0, col0 + i)] += dscore * qkv[at(s, 1, col0 + i)];
+                    dqkv[at(s, 1, col0 + i)] += dscore * qkv[at(t, 0, col0 + i)];
+                }
+            }
+        }
+    }
+    return dqkv;
+}
+
+Rows embed(std::span<const std::int32_t> tokens, const float* unit, const UnitLayout& ul, const Dims& d) {
+    const TensorView wte = tensor_of(unit, ul, embed_tensor::wte), wpe = tensor_of(unit, ul, embed_tensor::wpe);
+    const std::uint32_t site = Dropout::site_word(DropoutSite::embedding, 0);
+    const std::size_t seq = tokens.size();
+    Rows x(seq * d.c);
+    for (std::size_t t = 0; t < seq; ++t) {
+        const auto tok = static_cast<std::size_t>(tokens[t]);
+        for (std::size_t i = 0; i < d.c; ++i)
+            x[t * d.c + i] = (wte[tok * d.c + i] + wpe[t * d.c + i]) * row_dropout(d, seq, site, t * d.c + i);
+    }
+    return x;
+}
+
+void embed_backward(std::span<const std::int32_t> tokens, const Rows& dx, const UnitLayout& ul, const Dims& d,
+                    std::vector<double>& grad) {
+    const std::uint32_t site = Dropout::site_word(DropoutSite::embedding, 0);
+    const std::size_t seq = tokens.size();
+    double* dwte = gradient_of(grad, ul, embed_tensor::wte);
+    double* dwpe = gradient_of(grad, ul, embed_tensor::wpe);
+    for (std::size_t t = 0; t < seq; ++t) {
+        const auto tok = static_cast<std::size_t>(tokens[t]);
+        for (std::size_t i = 0; i < d.c; ++i) {
+            const double g = dx[t * d.c + i] * row_dropout(d, seq, site, t * d.c + i);
+            dwte[tok * d.c + i] += g;
+            dwpe[t * d.c + i] += g;
+        }
+    }
+}
+
+void block_forward(Rows& x, const Dims& d, int layer, const float* unit, const UnitLayout& ul, BlockTape* keep) {
+    const std::size_t seq = x.size() / d.c;
+    const auto t = [&](int tensor) { return tensor_of(unit, ul, tensor); };
+    const TensorView qkv_b = t(block_tensor::qkv_b), proj_b = t(block_tensor::proj_b);
+    const TensorView fc_b = t(block_tensor::fc_b), fc_proj_b = t(block_tensor::fc_proj_b);
+    // Without a tape to keep, the activations live in a local one, one block at a time.
+    BlockTape local;
+    BlockTape& tape = keep != nullptr ? *keep : local;
+    tape.x_in = x;
+    tape.h1 = layer_norm(x, d.c, t(block_tensor::ln1_w), t(block_tensor::ln1_b), d.eps);
+    tape.qkv = dense(tape.h1, d.c, 3 * d.c, t(block_tensor::qkv_w), &qkv_b);
+    tape.attn = causal_self_attention(tape.qkv, d, Dropout::site_word(DropoutSite::attention_probs, layer),
+                                      keep != nullptr ? &tape.probs : nullptr);
+    const Rows proj = dense(tape.attn, d.c, d.c, t(block_tensor::proj_w), &proj_b);
+    const std::uint32_t attn_site = Dropout::site_word(DropoutSite::attention_residual, layer);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += proj[i] * row_dropout(d, seq, attn_site, i);
+    tape.x_mid = x;
+    tape.h2 = layer_norm(x, d.c, t(block_tensor::ln2_w), t(block_tensor::ln2_b), d.eps);
+    tape.fc = dense(tape.h2, d.c, 4 * d.c, t(block_tensor::fc_w), &fc_b);
+    tape.gelu = tape.fc;
+    for (double& a : tape.gelu) a = gelu_tanh(a);
+    const Rows mlp = dense(tape.gelu, 4 * d.c, d.c, t(block_tensor::fc_proj_w), &fc_proj_b);
+    const std::uint32_t mlp_site = Dropout::site_word(DropoutSite::mlp_residual, layer);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += mlp[i] * row_dropout(d, seq, mlp_site, i);
+}
+
+void block_backward(Rows& dx, const BlockTape& tape, const Dims& d, int layer, const float* unit,
+                    const UnitLayout& ul, std::vector<double>& grad) {
+    const std::size_t seq = dx.size() / d.c;
+    const auto t = [&](int tensor) { return tensor_of(unit, ul, tensor); };
+    const auto g = [&](int tensor) { return gradient_of(grad, ul, tensor); };
+
+    // x_out = x_mid + dropout(mlp): the residual passes dx on; the MLP branch gets it through the mask.
+    const std::uint32_t mlp_site = Dropout::site_word(DropoutSite::mlp_residual, layer);
+    Rows dmlp(dx.size());
+    for (std::size_t i = 0; i < dx.size(); ++i) dmlp[i] = dx[i] * row_dropout(d, seq, mlp_site, i);
+    Rows dgelu = dense_backward(tape.gelu, dmlp, 4 * d.c, d.c, t(block_tensor::fc_proj_w), g(block_tensor::fc_proj_w),
+                                g(block_tensor::fc_proj_b));
+    for (std::size_t i = 0; i < dgelu.size(); ++i) dgelu[i] *= gelu_tanh_derivative(tape.fc[i]);
+    const Rows dh2 =
+        dense_backward(tape.h2, dgelu, d.c, 4 * d.c, t(block_tensor::fc_w), g(block_tensor::fc_w), g(block_tensor::fc_b));
+    const Rows dln2 = layer_norm_backward(tape.x_mid, dh2, d.c, t(block_tensor::ln2_w), d.eps, g(block_tensor::ln2_w),
+                                          g(block_tensor::ln2_b));
+    for (std::size_t i = 0; i < dx.size(); ++i) dx[i] += dln2[i];
+
+    // x_mid = x_in + dropout(proj(attention(qkv(ln1(x_in))))).
+    const std::uint32_t attn_site = Dropout::site_word(DropoutSite::attention_residual, layer);
+    Rows dproj(dx.size());
+    for (std::size_t i = 0; i < dx.size(); ++i) dproj[i] = dx[i] * row_dropout(d, seq, attn_site, i);
+    const Rows dattn = dense_backward(tape.attn, dproj, d.c, d.c, t(block_tensor::proj_w), g(block_tensor::proj_w),
+                                      g(block_tensor::proj_b));
+    const Rows dqkv = causal_self_attention_backward(tape.qkv, tape.probs, dattn, d,
+                                                     Dropout::site_word(DropoutSite::attention_probs, layer));
+    const Rows dh1 = dense_backward(tape.h1, dqkv, d.c, 3 * d.c, t(block_tensor::qkv_w), g(block_tensor::qkv_w),
+                                    g(block_tensor::qkv_b));
+    const Rows dln1 = layer_norm_backward(tape.x_in, dh1, d.c, t(block_tensor::ln1_w), d.eps, g(block_tensor::ln1_w),
+                                          g(block_tensor::ln1_b));
+    for (std::size_t i = 0; i < dx.size(); ++i) dx[i] += dln1[i];
+}
+
+void check_arguments(const std::string& who, const ModelConfig& m, const WeightLayout& layout, std::span<const float* const> units,
+                     std::span<const std::int32_t> tokens, int batch, int seq) {
+    const auto fail = [&who](const std::string& why) { throw std::invalid_argument(who + ": " + why); };
+    if (const auto why = m.validate(); !why.empty()) fail(why);
+    if (layout.units.size() != static_cast<std::size_t>(m.n_layer) + 2) fail("the layout does not match the model.");
+    if (units.size() != layout.units.size()) {
+        fail("expected " + std::to_string(layout.units.size()) + " unit pointers, got " + std::to_string(units.size()) +
+             ".");
+    }
+    if (batch < 1 || seq < 1 || seq > m.max_positions) {
+        fail("batch " + std::to_string(batch) + " × seq " + std::to_string(seq) + " is not a valid shape for model '" +
+             m.name + "'.");
+    }
+    if (tokens.size() != static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq)) {
+        fail("expected batch × seq tokens, got " + std::to_string(tokens.size()) + ".");
+    }
+    for (const std::int32_t tok : tokens) {
+        if (tok < 0 || tok >= m.vocab_size) fail("token " + std::to_string(tok) + " is outside the vocabulary.");
+    }
+}
+
+double gelu_tanh(double x) {
+    const double pi = 3.14159265358979323846;
+    return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / pi) * (x + 0.044715 * x * x * x)));
+}
+
+double gelu_tanh_derivative(double x) {
+    const double pi = 3.14159265358979323846;
+    const double a = std::sqrt(2.0 / pi);
+    const double th = std::tanh(a * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * a * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+}  // namespace sweetspot::reference

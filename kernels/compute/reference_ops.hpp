@@ -1,0 +1,94 @@
+#pragma once
+// The float64 reference's ops, each forward beside its backward: plain loops in double over one
+// sequence, nothing shared with CpuForward or the GPU kernels, so an error in one is not repeated
+// in the other. reference_forward (logits) and reference_gradients (loss and gradients) are made
+// of them.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/compute/dropout.hpp"
+#include "kernels/model/weight_layout.hpp"
+
+namespace sweetspot::reference {
+
+using Rows = std::vector<double>;  // row-major [rows, width]
+
+// Reads one tensor of a unit as doubles, element by element.
+struct TensorView {
+    const float* data;
+    double operator[](std::size_t i) const { return static_cast<double>(data[i]); }
+};
+
+inline TensorView tensor_of(const float* unit, const UnitLayout& unit_layout, int tensor) {
+    return {unit + unit_layout.tensors[static_cast<std::size_t>(tensor)].offset};
+}
+
+// Where a tensor's gradient goes inside its unit's gradient (laid out as the unit's weights).
+inline double* gradient_of(std::vector<double>& unit_gradient, const UnitLayout& unit_layout, int tensor) {
+    return unit_gradient.data() + unit_layout.tensors[static_cast<std::size_t>(tensor)].offset;
+}
+
+// The model's dimensions as unsigned sizes, for indexing without casts, and where in the batch
+// the sequence being computed sits (dropout masks are indexed over the whole batch).
+struct Dims {
+    std::size_t c, n_head, hd, vocab;
+    double eps;
+    Dropout dropout;
+    std::size_t sequence = 0;
+};
+
+Dims dims_of(const ModelConfig& m, const Dropout& dropout);
+
+// The dropout factor of element i of a [seq, c] tensor of the current sequence at `site`.
+double row_dropout(const Dims& d, std::size_t seq, std::uint32_t site, std::size_t i);
+
+// Row-wise LayerNorm of [rows, width].
+Rows layer_norm(const Rows& x, std::size_t width, TensorView gamma, TensorView beta, double eps);
+// Adds dL/dgamma and dL/dbeta to `dgamma`, `dbeta`; returns dL/dx. Recomputes the statistics from x.
+Rows layer_norm_backward(const Rows& x, const Rows& dy, std::size_t width, TensorView gamma, double eps, double* dgamma,
+                         double* dbeta);
+
+// y[r, o] = Σ_i x[r, i] · w[o, i] (+ b[o]); w is [out_dim, in_dim].
+Rows dense(const Rows& x, std::size_t in_dim, std::size_t out_dim, TensorView w, const TensorView* b);
+// Adds dL/dw (and dL/db unless null) to `dw`, `db`; returns dL/dx.
+Rows dense_backward(const Rows& x, const Rows& dy, std::size_t in_dim, std::size_t out_dim, TensorView w, double* dw,
+                    double* db);
+
+// qkv: [seq, 3c] with q | k | v in each row, head h at columns h·hd of each. Returns [seq, c].
+// Where `probs` is given, it receives the softmax of each head's scores before dropout,
+// [head, t, s] (s ≤ t; the rest 0), which the backward needs.
+Rows causal_self_attention(const Rows& qkv, const Dims& d, std::uint32_t probs_site, Rows* probs = nullptr);
+// dL/dqkv from dL/dout, the forward's qkv and its probabilities.
+Rows causal_self_attention_backward(const Rows& qkv, const Rows& probs, const Rows& dout, const Dims& d,
+                                    std::uint32_t probs_site);
+
+// x = (wte[token] + wpe[position]) with the embedding dropout, [seq, c]; and its backward, which
+// adds dloss/dwte and dloss/dwpe to the embedding unit's gradient.
+Rows embed(std::span<const std::int32_t> tokens, const float* unit, const UnitLayout& ul, const Dims& d);
+void embed_backward(std::span<const std::int32_t> tokens, const Rows& dx, const UnitLayout& ul, const Dims& d,
+                    std::vector<double>& grad);
+
+// What one block's backward needs of its forward: its input and the inner activations.
+struct BlockTape {
+    Rows x_in, h1, qkv, probs, attn, x_mid, h2, fc, gelu;
+};
+
+// One GPT-2 block over the residual stream x ([seq, c]), in place; the activations kept in
+// `keep` where given (a training step), else dropped as the block ends (the forward alone).
+void block_forward(Rows& x, const Dims& d, int layer, const float* unit, const UnitLayout& ul, BlockTape* keep);
+// dx: dloss/d(block output) in, dloss/d(block input) out; the block's gradients added to `grad`.
+void block_backward(Rows& dx, const BlockTape& tape, const Dims& d, int layer, const float* unit,
+                    const UnitLayout& ul, std::vector<double>& grad);
+
+// Throws std::invalid_argument, naming `who`, unless the model, layout, unit pointers, tokens and
+// shape fit together.
+void check_arguments(const std::string& who, const ModelConfig& m, const WeightLayout& layout,
+                     std::span<const float* const> units, std::span<const std::int32_t> tokens, int batch, int seq);
+
+double gelu_tanh(double x);
+double gelu_tanh_derivative(double x);
+
+}  // namespace sweetspot::reference
