@@ -4,7 +4,9 @@
 // survives fuzzing, and `sweetspot logits` writes a valid .npy of the host forward.
 #include <catch2/catch_test_macros.hpp>
 
+#include <cmath>
 #include <cstring>
+#include <utility>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -616,6 +618,64 @@ TEST_CASE("sweetspot logits writes a valid .npy of the host forward", "[checkpoi
     const Units expected = expected_units(kModel, units, {.dtype = "F16"});
     UnitsSource direct(expected);
     CHECK(logits == host_logits(kModel, direct, {1, 2, 3, 4, 5, 90, 0, 7, 7, 23}, 2));
+}
+
+// The header and the data of a .npy file the CLI wrote.
+std::pair<std::string, std::string> npy_parts(const std::string& path) {
+    const std::string file = test::read_bytes(path);
+    REQUIRE(file.size() > 10);
+    const std::size_t header_len = static_cast<unsigned char>(file[8]) | static_cast<std::size_t>(static_cast<unsigned char>(file[9])) << 8;
+    return {file.substr(10, header_len), file.substr(10 + header_len)};
+}
+
+TEST_CASE("sweetspot gradients writes the float64 reference's loss and a gradient per tensor", "[checkpoint][cli]") {
+    TempDir tmp;
+    const Units units = synthetic_units(kModel, 5);
+    const auto dir = write_checkpoint_dir(tmp, "ckpt", checkpoint_file(kModel, units, {.dtype = "F32"}),
+                                          test::gpt2_config_json(kModel));
+    const auto out = tmp.file("grads");
+    const auto r = run_sweetspot("gradients --weights '" + dir + "' --tokens 1,2,3,4,5 --tokens 90,0,7,7,23 --targets 2,3,4,5,6 "
+                                 "--targets 0,7,7,23,1 -o '" + out + "'");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+
+    // The loss against one computed here from the host forward's fp32 logits of the same tokens.
+    const auto logits_file = tmp.file("logits.npy");
+    REQUIRE(run_sweetspot("logits --weights '" + dir + "' --tokens 1,2,3,4,5 --tokens 90,0,7,7,23 -o '" + logits_file + "'")
+                .exit_code == 0);
+    const auto [logits_header, logits_data] = npy_parts(logits_file);
+    std::vector<float> logits(logits_data.size() / sizeof(float));
+    std::memcpy(logits.data(), logits_data.data(), logits_data.size());
+    const std::vector<int> targets = {2, 3, 4, 5, 6, 0, 7, 7, 23, 1};
+    const auto vocab = static_cast<std::size_t>(kModel.vocab_size);
+    REQUIRE(logits.size() == targets.size() * vocab);
+    double expected = 0.0;
+    for (std::size_t t = 0; t < targets.size(); ++t) {
+        double sum = 0.0;
+        for (std::size_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(logits[t * vocab + v]));
+        expected += std::log(sum) - logits[t * vocab + static_cast<std::size_t>(targets[t])];
+    }
+    expected /= static_cast<double>(targets.size());
+    const auto [loss_header, loss_data] = npy_parts(out + "/loss.npy");
+    CHECK(loss_header.starts_with("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }"));
+    REQUIRE(loss_data.size() == sizeof(double));
+    double loss = 0.0;
+    std::memcpy(&loss, loss_data.data(), sizeof(double));
+    CHECK(std::abs(loss - expected) < 1e-5 * expected);
+
+    // One file per tensor in our layout, float64, and the loss.
+    const auto layout = WeightLayout::for_model(kModel);
+    std::size_t tensors = 0;
+    for (const auto& unit : layout.units) tensors += unit.tensors.size();
+    CHECK(static_cast<std::size_t>(std::distance(fs::directory_iterator(out), fs::directory_iterator())) == tensors + 1);
+    const auto [head_header, head_data] = npy_parts(out + "/lm_head.weight.npy");
+    CHECK(head_header.starts_with("{'descr': '<f8', 'fortran_order': False, 'shape': (96, " + std::to_string(kModel.n_embd) + "), }"));
+    CHECK(head_data.size() == 96 * static_cast<std::size_t>(kModel.n_embd) * sizeof(double));
+
+    // A folder that exists is not written into.
+    const auto again = run_sweetspot("gradients --weights '" + dir + "' --tokens 1,2 --targets 2,3 -o '" + out + "'");
+    CHECK(again.exit_code == 2);
+    CHECK(contains(again.output, "exists; the gradients go into a new folder"));
 }
 
 // Files transformers itself wrote (tests/data/checkpoints/README.md), compared with its own logits

@@ -22,6 +22,7 @@
 #include "harness/measure/cell_exec.hpp"
 #include "harness/measure/cell_weights.hpp"
 #include "harness/measure/gpu_probe.hpp"
+#include "harness/cli/gradients_command.hpp"
 #include "harness/cli/logits_command.hpp"
 #include "harness/cli/slurm_submit.hpp"
 #include "harness/matrix/matrix.hpp"
@@ -61,6 +62,7 @@ commands:
   trace DB        write one traced iteration of a cell as a Perfetto/Chrome trace (JSON)
   report DB       draw the figures (PNG, SVG) and an HTML page of a results database
   logits          write the logits of token ids to a .npy file, to compare with other implementations
+  gradients       write a training step's loss and float64 gradients of token ids, to compare with other implementations
   submit FILE     run a matrix as a Slurm job array, one shard per task, each into its own database
   merge DB...     combine results databases (shards) into one: merge -o OUT.db SHARD.db...
 
@@ -774,6 +776,39 @@ int cmd_logits(const std::vector<std::string>& args) {
     return write_logits(r, std::cout);
 }
 
+int cmd_gradients(const std::vector<std::string>& args) {
+    Command cmd{"gradients", "--weights PATH [--model NAME] --tokens IDS --targets IDS... [--dropout P] -o DIR",
+                "Computes the mean cross-entropy of --targets given --tokens and its gradient for every\n"
+                "parameter with the float64 reference (plain loops in double on the CPU), and writes them\n"
+                "to DIR as .npy files: loss.npy and one per tensor, named as in GPT-2 (our [out, in]\n"
+                "layout; lm_head untied from wte). Each --tokens is one sequence, each --targets the ids it\n"
+                "should predict, position by position. For comparing other implementations' training\n"
+                "steps with ours (tests/check_transformers_gradients.py does it with PyTorch autograd).",
+                po::options_description("options"), {}};
+    cmd.options.add_options()
+        ("weights", po::value<std::string>()->default_value("synthetic"),
+         "a GPT-2 checkpoint: a .safetensors file or a directory with model.safetensors and config.json; or synthetic")
+        ("model", po::value<std::string>(), "a built-in model; default: the shape in the checkpoint's config.json")
+        ("tokens", po::value<std::vector<std::string>>()->composing(), "one sequence of token ids, e.g. 464,2068,7586 (repeatable)")
+        ("targets", po::value<std::vector<std::string>>()->composing(), "the ids that sequence should predict (one per --tokens)")
+        ("dropout", po::value<float>()->default_value(0.0f), "GPT-2's dropouts, with sweetspot's masks")
+        ("seed", po::value<std::uint64_t>()->default_value(1), "seed of synthetic weights and of the dropout masks")
+        ("output,o", po::value<std::string>()->required(), "folder to create for the .npy files");
+    po::variables_map vm;
+    if (!parse(cmd, args, vm)) return kExitOk;
+    GradientsRequest r;
+    r.weights = vm["weights"].as<std::string>();
+    if (vm.count("model")) r.model = vm["model"].as<std::string>();
+    if (vm.count("tokens"))
+        for (const auto& t : vm["tokens"].as<std::vector<std::string>>()) r.tokens.push_back(parse_token_list(t));
+    if (vm.count("targets"))
+        for (const auto& t : vm["targets"].as<std::vector<std::string>>()) r.targets.push_back(parse_token_list(t));
+    r.dropout = vm["dropout"].as<float>();
+    r.seed = vm["seed"].as<std::uint64_t>();
+    r.output = vm["output"].as<std::string>();
+    return write_gradients(r, std::cout);
+}
+
 int cmd_report(const std::vector<std::string>& args) {
     Command cmd{"report", "DB [-o DIR] [--timeline-cell ID]",
                 "Draws the figures of the results database DB into DIR, each as PNG and SVG, and writes\n"
@@ -870,6 +905,7 @@ int cli_main(int argc, char** argv) {
             {"estimate", [&] { return cmd_estimate(args); }},    {"summary", [&] { return cmd_summary(args); }},
             {"compare", [&] { return cmd_compare(args); }},      {"trace", [&] { return cmd_trace(args); }},
             {"report", [&] { return cmd_report(args); }},        {"logits", [&] { return cmd_logits(args); }},
+            {"gradients", [&] { return cmd_gradients(args); }},
             {"submit", [&] { return cmd_submit(args); }},        {"merge", [&] { return cmd_merge(args); }},
             {"_cell", [&] { return cmd_cell(args); }},           {"_probe", [&] { return cmd_probe(args); }},
         };

@@ -13,20 +13,6 @@
 namespace sweetspot {
 namespace {
 
-ModelConfig resolve_model(const LogitsRequest& r) {
-    if (!r.model.empty()) {
-        if (auto m = find_builtin_model(r.model)) return *m;
-        std::string names;
-        for (const auto& m : builtin_models()) names += (names.empty() ? "" : ", ") + m.name;
-        throw std::invalid_argument("unknown model '" + r.model + "'; built-in models: " + names);
-    }
-    if (r.weights != "synthetic") {
-        if (auto m = checkpoint_model(r.weights)) return *m;
-        throw std::invalid_argument("--model is needed: the checkpoint " + r.weights + " has no config.json to take the shape from");
-    }
-    throw std::invalid_argument("--model is needed with synthetic weights");
-}
-
 // The cell a sweep would run for this request: one timed iteration, nothing traced.
 CellParams logits_cell(const LogitsRequest& r, const ModelConfig& model, int batch, int seq) {
     CellParams c;
@@ -46,6 +32,20 @@ CellParams logits_cell(const LogitsRequest& r, const ModelConfig& model, int bat
 }
 
 }  // namespace
+
+ModelConfig resolve_model(const std::string& name, const std::string& weights) {
+    if (!name.empty()) {
+        if (auto m = find_builtin_model(name)) return *m;
+        std::string names;
+        for (const auto& m : builtin_models()) names += (names.empty() ? "" : ", ") + m.name;
+        throw std::invalid_argument("unknown model '" + name + "'; built-in models: " + names);
+    }
+    if (weights != "synthetic") {
+        if (auto m = checkpoint_model(weights)) return *m;
+        throw std::invalid_argument("--model is needed: the checkpoint " + weights + " has no config.json to take the shape from");
+    }
+    throw std::invalid_argument("--model is needed with synthetic weights");
+}
 
 std::vector<std::int32_t> parse_token_list(std::string_view text) {
     std::vector<std::int32_t> ids;
@@ -68,7 +68,7 @@ std::vector<std::int32_t> parse_token_list(std::string_view text) {
 
 int write_logits(const LogitsRequest& r, std::ostream& report) {
     if (r.output.empty()) throw std::invalid_argument("an output file (-o FILE.npy) is needed");
-    const ModelConfig model = resolve_model(r);
+    const ModelConfig model = resolve_model(r.model, r.weights);
     const bool given = !r.tokens.empty();
     const int batch = given ? static_cast<int>(r.tokens.size()) : r.batch;
     const int seq = given ? static_cast<int>(r.tokens.front().size()) : r.seq;

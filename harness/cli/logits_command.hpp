@@ -26,6 +26,10 @@ struct LogitsRequest {
     std::string output;                // the .npy file
 };
 
+// The model a command runs: the built-in one named, else the shape of the checkpoint's config.json;
+// throws std::invalid_argument when neither says.
+ModelConfig resolve_model(const std::string& name, const std::string& weights);
+
 // "464,2068,7586" (commas and/or spaces) → token ids; throws std::invalid_argument.
 std::vector<std::int32_t> parse_token_list(std::string_view text);
 

@@ -8,10 +8,10 @@
 
 namespace sweetspot {
 
-static_assert(std::endian::native == std::endian::little, "the header declares '<f4' and the data is written as is");
+static_assert(std::endian::native == std::endian::little, "the header declares '<f4' or '<f8' and the data is written as is");
 
-std::string npy_header(std::span<const std::int64_t> shape) {
-    std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (";
+std::string npy_header(std::span<const std::int64_t> shape, const std::string& descr) {
+    std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (";
     for (std::size_t i = 0; i < shape.size(); ++i) dict += (i ? ", " : "") + std::to_string(shape[i]);
     if (shape.size() == 1) dict += ',';  // a Python one-tuple
     dict += "), }";
@@ -30,7 +30,11 @@ std::string npy_header(std::span<const std::int64_t> shape) {
     return header + dict;
 }
 
-void write_npy(const std::string& path, std::span<const float> values, std::span<const std::int64_t> shape) {
+namespace {
+
+template <typename T>
+void write_array(const std::string& path, std::span<const T> values, std::span<const std::int64_t> shape,
+                 const std::string& descr) {
     std::int64_t numel = 1;
     for (const auto d : shape) numel *= d;
     if (numel != static_cast<std::int64_t>(values.size()))
@@ -38,11 +42,21 @@ void write_npy(const std::string& path, std::span<const float> values, std::span
                                     std::to_string(values.size()));
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     if (!out) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
-    const std::string header = npy_header(shape);
+    const std::string header = npy_header(shape, descr);
     out.write(header.data(), static_cast<std::streamsize>(header.size()));
     out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size_bytes()));
     out.close();
     if (!out) throw std::runtime_error("writing " + path + " failed");
+}
+
+}  // namespace
+
+void write_npy(const std::string& path, std::span<const float> values, std::span<const std::int64_t> shape) {
+    write_array(path, values, shape, "<f4");
+}
+
+void write_npy(const std::string& path, std::span<const double> values, std::span<const std::int64_t> shape) {
+    write_array(path, values, shape, "<f8");
 }
 
 }  // namespace sweetspot

@@ -1,0 +1,30 @@
+#pragma once
+// `sweetspot gradients`: the loss of given token ids and targets and its gradient for every
+// parameter, from the float64 reference (kernels/compute/reference_gradients), written as .npy
+// files so that another implementation (PyTorch autograd: tests/check_transformers_gradients.py)
+// can be compared with ours.
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace sweetspot {
+
+struct GradientsRequest {
+    std::string model;                  // a built-in model; empty: the checkpoint's config.json
+    std::string weights = "synthetic";  // or a checkpoint (a .safetensors file or a save_pretrained directory)
+    std::vector<std::vector<std::int32_t>> tokens, targets;  // one sequence each, all of one length
+    float dropout = 0.0f;               // GPT-2's dropouts, with the masks every path draws
+    std::uint64_t seed = 1;             // of synthetic weights and of the dropout masks
+    std::string output;                 // a folder, created
+};
+
+// Writes OUTPUT/loss.npy (float64 [1], the mean cross-entropy over the targets) and, for every
+// tensor of the layout, OUTPUT/<its GPT-2 name>.npy (float64, our [out, in] layout; lm_head apart
+// from wte, untied), into a folder made beside OUTPUT and renamed to it when complete. Says what
+// it wrote on `report`. Bad input (an unknown model, token ids or targets outside the vocabulary,
+// sequences of unequal length, an OUTPUT that exists) throws std::invalid_argument, a bad
+// checkpoint CheckpointError.
+int write_gradients(const GradientsRequest& request, std::ostream& report);
+
+}  // namespace sweetspot
