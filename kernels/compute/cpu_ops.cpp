@@ -46,6 +46,36 @@ void layernorm(float* out, const float* in, const float* w, const float* b, int 
     }
 }
 
+// With x̂ = (x − mean)·rstd and g = dout·w: dx += rstd · (g − mean(g) − x̂ · mean(g · x̂)). The
+// statistics are recomputed from the input rather than kept from the forward: two floats a row
+// saved against one pass over the row.
+void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* in, const float* w, int rows,
+                        int c, float eps) {
+    for (int r = 0; r < rows; ++r) {
+        const float* x = in + as_size(r) * as_size(c);
+        const float* dy = dout + as_size(r) * as_size(c);
+        float* dxr = dx + as_size(r) * as_size(c);
+        float mean = 0.0f;
+        for (int i = 0; i < c; ++i) mean += x[i];
+        mean /= static_cast<float>(c);
+        float var = 0.0f;
+        for (int i = 0; i < c; ++i) var += (x[i] - mean) * (x[i] - mean);
+        var /= static_cast<float>(c);
+        const float rstd = 1.0f / std::sqrt(var + eps);
+        float mean_g = 0.0f, mean_gx = 0.0f;
+        for (int i = 0; i < c; ++i) {
+            const float xhat = (x[i] - mean) * rstd;
+            dw[i] += dy[i] * xhat;
+            db[i] += dy[i];
+            mean_g += dy[i] * w[i];
+            mean_gx += dy[i] * w[i] * xhat;
+        }
+        mean_g /= static_cast<float>(c);
+        mean_gx /= static_cast<float>(c);
+        for (int i = 0; i < c; ++i) dxr[i] += rstd * (dy[i] * w[i] - mean_g - (x[i] - mean) * rstd * mean_gx);
+    }
+}
+
 // The bias is copied into every row first and the product accumulated onto it (beta = 1), so
 // one sgemm does the whole layer.
 void linear(float* out, const float* in, const float* w, const float* bias, int rows, int in_dim, int out_dim) {
@@ -54,6 +84,22 @@ void linear(float* out, const float* in, const float* w, const float* bias, int 
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, out_dim, in_dim, 1.0f, in, in_dim, w, in_dim,
                 bias != nullptr ? 1.0f : 0.0f, out, out_dim);
+}
+
+// Two sgemms: din = dout · w, and dw += doutᵀ · in (beta = 1, so the gradients of a layer used
+// more than once add up); the bias's gradient is the column sums of dout.
+void linear_backward(float* din, float* dw, float* dbias, const float* dout, const float* in, const float* w, int rows,
+                     int in_dim, int out_dim) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, in_dim, out_dim, 1.0f, dout, out_dim, w, in_dim, 0.0f,
+                din, in_dim);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out_dim, in_dim, rows, 1.0f, dout, out_dim, in, in_dim, 1.0f,
+                dw, in_dim);
+    if (dbias != nullptr) {
+        for (int r = 0; r < rows; ++r) {
+            const float* row = dout + as_size(r) * as_size(out_dim);
+            for (int j = 0; j < out_dim; ++j) dbias[j] += row[j];
+        }
+    }
 }
 
 void add_bias(float* y, const float* bias, std::int64_t rows, std::int64_t cols) {
@@ -69,6 +115,32 @@ void gelu_tanh(float* x, std::int64_t n) {
         const float v = x[i];
         x[i] = 0.5f * v * (1.0f + std::tanh(sqrt_2_over_pi * (v + 0.044715f * v * v * v)));
     }
+}
+
+void gelu_tanh_backward(float* dx, const float* x, std::int64_t n) {
+    const float sqrt_2_over_pi = 0.7978845608028654f;
+    for (std::int64_t i = 0; i < n; ++i) {
+        const float v = x[i];
+        const float th = std::tanh(sqrt_2_over_pi * (v + 0.044715f * v * v * v));
+        dx[i] *= 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * sqrt_2_over_pi * (1.0f + 3.0f * 0.044715f * v * v);
+    }
+}
+
+// The loss and its gradient in one pass over each row, in place: nothing of [rows, vocab] is kept
+// but the gradient that the lm_head's backward reads next.
+double cross_entropy(float* logits, const std::int32_t* targets, std::int64_t rows, int vocab, float scale) {
+    double loss = 0.0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+        float* z = logits + as_size(r) * as_size(vocab);
+        const float top = *std::max_element(z, z + vocab);
+        double total = 0.0;
+        for (int v = 0; v < vocab; ++v) total += std::exp(static_cast<double>(z[v] - top));
+        const auto target = static_cast<std::size_t>(targets[r]);
+        loss += static_cast<double>(top) + std::log(total) - static_cast<double>(z[target]);
+        for (int v = 0; v < vocab; ++v) z[v] = static_cast<float>(std::exp(static_cast<double>(z[v] - top)) / total) * scale;
+        z[target] -= scale;
+    }
+    return loss;
 }
 
 void residual_add(float* x, const float* y, std::int64_t n) {

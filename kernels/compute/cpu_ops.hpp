@@ -19,15 +19,33 @@ void embedding(float* x, const std::int32_t* tokens, const float* wte, const flo
 // the biased variance as in nn.LayerNorm. out and in must not alias.
 void layernorm(float* out, const float* in, const float* w, const float* b, int rows, int c, float eps);
 
+// The backward of layernorm: dx += dL/din, dw += dL/dw, db += dL/db, from dout = dL/dout and
+// the forward's input.
+void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* in, const float* w, int rows,
+                        int c, float eps);
+
 // out[rows, out_dim] = in[rows, in_dim] · wᵀ + bias, w row-major [out_dim, in_dim] as nn.Linear.
 // bias may be null (lm_head). The bias is the GEMM's starting accumulator, not a pass after it.
 void linear(float* out, const float* in, const float* w, const float* bias, int rows, int in_dim, int out_dim);
+
+// The backward of linear: din = dL/din (overwritten), dw += dL/dw, dbias += dL/dbias (unless null),
+// from dout = dL/dout [rows, out_dim] and the forward's input.
+void linear_backward(float* din, float* dw, float* dbias, const float* dout, const float* in, const float* w, int rows,
+                     int in_dim, int out_dim);
 
 // y[r, j] += bias[j] for y [rows, cols]: a bias added after the product, as the GPU forward does.
 void add_bias(float* y, const float* bias, std::int64_t rows, std::int64_t cols);
 
 // x = gelu(x) in place over n elements, GPT-2's tanh approximation.
 void gelu_tanh(float* x, std::int64_t n);
+
+// dx *= gelu'(x) over n elements: the backward of gelu_tanh, x its input.
+void gelu_tanh_backward(float* dx, const float* x, std::int64_t n);
+
+// The fused classifier's loss: over `rows` rows of logits [rows, vocab], returns Σ (logsumexp −
+// the target's logit) and overwrites the logits with their gradient, (softmax − onehot(target))
+// · scale (scale = 1 / the batch's targets for a mean).
+double cross_entropy(float* logits, const std::int32_t* targets, std::int64_t rows, int vocab, float scale);
 
 // x += y over n elements (the residual stream).
 void residual_add(float* x, const float* y, std::int64_t n);

@@ -1,0 +1,116 @@
+// The fp32 host backward ops (kernels/compute/cpu_ops) against the float64 reference's
+// (kernels/compute/reference_ops, itself checked against finite differences and PyTorch) on
+// random inputs of odd sizes.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include "kernels/compute/cpu_ops.hpp"
+#include "kernels/compute/reference_ops.hpp"
+
+using namespace sweetspot;
+
+namespace {
+
+std::vector<float> random_values(std::size_t n, float offset, std::uint32_t seed) {
+    std::mt19937 gen(seed);
+    std::normal_distribution<float> dist(offset, 1.0f);
+    std::vector<float> v(n);
+    for (auto& x : v) x = dist(gen);
+    return v;
+}
+
+std::vector<double> as_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// max |got − want| / max |want|, over the elements.
+double relative_error(const std::vector<float>& got, const std::vector<double>& want) {
+    REQUIRE(got.size() == want.size());
+    double err = 0.0, scale = 0.0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        err = std::max(err, std::abs(static_cast<double>(got[i]) - want[i]));
+        scale = std::max(scale, std::abs(want[i]));
+    }
+    REQUIRE(scale > 0.0);
+    return err / scale;
+}
+
+}  // namespace
+
+TEST_CASE("host layernorm_backward adds the reference's gradients", "[kernels][backward]") {
+    const int rows = 5, c = 37;
+    const float eps = 1e-5f;
+    const auto x = random_values(rows * c, 0.7f, 1), w = random_values(c, 1.0f, 2), dout = random_values(rows * c, 0.0f, 3);
+    // The outputs start non-zero: the op adds (a residual's gradient, the weights' over a batch).
+    const auto dx0 = random_values(rows * c, 0.0f, 4), dw0 = random_values(c, 0.0f, 5), db0 = random_values(c, 0.0f, 6);
+    auto dx = dx0, dw = dw0, db = db0;
+    cpu::layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), rows, c, eps);
+
+    auto want_dw = as_double(dw0), want_db = as_double(db0);
+    const auto want_in = reference::layer_norm_backward(as_double(x), as_double(dout), c, reference::TensorView{w.data()},
+                                                        eps, want_dw.data(), want_db.data());
+    std::vector<double> want_dx(dx0.size());
+    for (std::size_t i = 0; i < dx0.size(); ++i) want_dx[i] = dx0[i] + want_in[i];
+    CHECK(relative_error(dx, want_dx) < 1e-5);
+    CHECK(relative_error(dw, want_dw) < 1e-5);
+    CHECK(relative_error(db, want_db) < 1e-5);
+}
+
+TEST_CASE("host linear_backward gives the reference's input gradient and adds its weight and bias gradients",
+          "[kernels][backward]") {
+    const int rows = 6, in_dim = 13, out_dim = 11;
+    const auto x = random_values(rows * in_dim, 0.0f, 7), w = random_values(out_dim * in_dim, 0.0f, 8);
+    const auto dout = random_values(rows * out_dim, 0.0f, 9);
+    const auto dw0 = random_values(out_dim * in_dim, 0.0f, 10), db0 = random_values(out_dim, 0.0f, 11);
+    std::vector<float> din(rows * in_dim, 123.0f);  // overwritten, whatever it held
+    auto dw = dw0, db = db0;
+    cpu::linear_backward(din.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), rows, in_dim, out_dim);
+
+    auto want_dw = as_double(dw0), want_db = as_double(db0);
+    const auto want_din = reference::dense_backward(as_double(x), as_double(dout), in_dim, out_dim,
+                                                    reference::TensorView{w.data()}, want_dw.data(), want_db.data());
+    CHECK(relative_error(din, want_din) < 1e-5);
+    CHECK(relative_error(dw, want_dw) < 1e-5);
+    CHECK(relative_error(db, want_db) < 1e-5);
+
+    // Without a bias (lm_head) the weight's gradient is the same.
+    auto dw_no_bias = dw0;
+    cpu::linear_backward(din.data(), dw_no_bias.data(), nullptr, dout.data(), x.data(), w.data(), rows, in_dim, out_dim);
+    CHECK(relative_error(dw_no_bias, want_dw) < 1e-5);
+}
+
+TEST_CASE("host gelu_tanh_backward multiplies by the reference's derivative", "[kernels][backward]") {
+    const auto x = random_values(301, 0.0f, 12), dy = random_values(301, 0.0f, 13);
+    auto dx = dy;
+    cpu::gelu_tanh_backward(dx.data(), x.data(), static_cast<std::int64_t>(x.size()));
+    std::vector<double> want(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) want[i] = dy[i] * reference::gelu_tanh_derivative(x[i]);
+    CHECK(relative_error(dx, want) < 1e-5);
+}
+
+TEST_CASE("host cross_entropy returns the summed loss and leaves the scaled gradient of the logits",
+          "[kernels][backward]") {
+    const int rows = 4, vocab = 29;
+    const auto logits = random_values(rows * vocab, 0.5f, 14);
+    const std::vector<std::int32_t> targets = {0, 28, 7, 7};
+    const float scale = 0.25f;
+    auto grad = logits;
+    const double loss = cpu::cross_entropy(grad.data(), targets.data(), rows, vocab, scale);
+
+    double want_loss = 0.0;
+    std::vector<double> want(logits.size());
+    for (int r = 0; r < rows; ++r) {
+        const float* z = &logits[static_cast<std::size_t>(r * vocab)];
+        double total = 0.0;
+        for (int v = 0; v < vocab; ++v) total += std::exp(static_cast<double>(z[v]));
+        want_loss += std::log(total) - z[targets[static_cast<std::size_t>(r)]];
+        for (int v = 0; v < vocab; ++v)
+            want[static_cast<std::size_t>(r * vocab + v)] =
+                (std::exp(static_cast<double>(z[v])) / total - (v == targets[static_cast<std::size_t>(r)] ? 1.0 : 0.0)) * scale;
+    }
+    CHECK(std::abs(loss - want_loss) < 1e-6 * want_loss);
+    CHECK(relative_error(grad, want) < 1e-5);
+}
