@@ -28,20 +28,33 @@ void embedding(float* x, const std::int32_t* tokens, const float* wte, const flo
 }
 
 // Two passes (mean, then centred squares) avoid the cancellation of E[x²] − E[x]².
+namespace {
+
+// Mean and 1 / sqrt(biased variance + eps) of one row of c, as nn.LayerNorm normalises it.
+struct RowStats {
+    float mean, rstd;
+};
+
+RowStats row_stats(const float* x, int c, float eps) {
+    float mean = 0.0f;
+    for (int i = 0; i < c; ++i) mean += x[i];
+    mean /= static_cast<float>(c);
+    float var = 0.0f;
+    for (int i = 0; i < c; ++i) {
+        const float d = x[i] - mean;
+        var += d * d;
+    }
+    var /= static_cast<float>(c);
+    return {mean, 1.0f / std::sqrt(var + eps)};
+}
+
+}  // namespace
+
 void layernorm(float* out, const float* in, const float* w, const float* b, int rows, int c, float eps) {
     for (int r = 0; r < rows; ++r) {
         const float* x = in + as_size(r) * as_size(c);
         float* y = out + as_size(r) * as_size(c);
-        float mean = 0.0f;
-        for (int i = 0; i < c; ++i) mean += x[i];
-        mean /= static_cast<float>(c);
-        float var = 0.0f;
-        for (int i = 0; i < c; ++i) {
-            const float d = x[i] - mean;
-            var += d * d;
-        }
-        var /= static_cast<float>(c);
-        const float rstd = 1.0f / std::sqrt(var + eps);
+        const auto [mean, rstd] = row_stats(x, c, eps);
         for (int i = 0; i < c; ++i) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
     }
 }
@@ -55,13 +68,7 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dout, cons
         const float* x = in + as_size(r) * as_size(c);
         const float* dy = dout + as_size(r) * as_size(c);
         float* dxr = dx + as_size(r) * as_size(c);
-        float mean = 0.0f;
-        for (int i = 0; i < c; ++i) mean += x[i];
-        mean /= static_cast<float>(c);
-        float var = 0.0f;
-        for (int i = 0; i < c; ++i) var += (x[i] - mean) * (x[i] - mean);
-        var /= static_cast<float>(c);
-        const float rstd = 1.0f / std::sqrt(var + eps);
+        const auto [mean, rstd] = row_stats(x, c, eps);
         float mean_g = 0.0f, mean_gx = 0.0f;
         for (int i = 0; i < c; ++i) {
             const float xhat = (x[i] - mean) * rstd;
