@@ -11,6 +11,7 @@
 
 #include "kernels/compute/cpu_ops.hpp"
 #include "kernels/compute/reference_ops.hpp"
+#include "kernels/model/model_config.hpp"
 
 using namespace sweetspot;
 
@@ -113,4 +114,36 @@ TEST_CASE("host cross_entropy returns the summed loss and leaves the scaled grad
     }
     CHECK(std::abs(loss - want_loss) < 1e-6 * want_loss);
     CHECK(relative_error(grad, want) < 1e-5);
+}
+
+TEST_CASE("host attention_backward gives the reference's gradient of q, k and v, with and without dropout",
+          "[kernels][backward]") {
+    const ModelConfig m{"attention_check", 1, 15, 3, 10, 16, 1e-5f};  // head dimension 5
+    const int batch = 2, seq = 7, c = m.n_embd;
+    const std::uint32_t site = Dropout::site_word(DropoutSite::attention_probs, 0);
+    const auto qkv = random_values(static_cast<std::size_t>(batch * seq * 3 * c), 0.0f, 15);
+    const auto dout = random_values(static_cast<std::size_t>(batch * seq * c), 0.0f, 16);
+    for (const float p : {0.0f, 0.1f}) {
+        INFO("dropout " << p);
+        const Dropout dropout = Dropout{p, 5}.for_shape(seq, m.max_positions);
+        std::vector<float> dqkv(qkv.size(), 99.0f), probs(seq * seq), grad(seq * seq);
+        cpu::attention_backward(dqkv.data(), probs.data(), grad.data(), dout.data(), qkv.data(), batch, seq, c, m.n_head,
+                                dropout, site);
+
+        reference::Dims d = reference::dims_of(m, dropout);
+        std::vector<double> want;
+        for (int b = 0; b < batch; ++b) {
+            d.sequence = static_cast<std::size_t>(b);
+            const auto rows = [&](const std::vector<float>& v, int width) {
+                const auto begin = v.begin() + static_cast<std::ptrdiff_t>(b) * seq * width;
+                return std::vector<double>(begin, begin + static_cast<std::ptrdiff_t>(seq) * width);
+            };
+            const auto qkv_b = rows(qkv, 3 * c);
+            reference::Rows ps;
+            reference::causal_self_attention(qkv_b, d, site, &ps);
+            const auto dqkv_b = reference::causal_self_attention_backward(qkv_b, ps, rows(dout, c), d, site);
+            want.insert(want.end(), dqkv_b.begin(), dqkv_b.end());
+        }
+        CHECK(relative_error(dqkv, want) < 1e-5);
+    }
 }

@@ -216,4 +216,51 @@ void attention(float* out, float* scores, const float* qkv, int batch, int seq, 
     }
 }
 
+// The probabilities are recomputed from qkv, as a flash attention's backward does, rather than
+// kept from the forward: [seq, seq] per head would be the largest activation of a step. With
+// A = P∘mask the forward's out = A·v: dv = Aᵀ·dout, dP = (dout·vᵀ)∘mask, and the softmax's
+// dscores = P∘(dP − rowsum(P∘dP)), scaled as the scores were.
+void attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv, int batch, int seq,
+                        int c, int n_head, const Dropout& probs_dropout, std::uint32_t probs_site) {
+    const int hd = c / n_head;
+    const int ld_qkv = 3 * c;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const Dropout dropout = probs_dropout.for_shape(seq, probs_dropout.positions);
+    const std::size_t square = as_size(seq) * as_size(seq);
+    for (int b = 0; b < batch; ++b) {
+        for (int h = 0; h < n_head; ++h) {
+            const std::size_t offset = as_size(b) * as_size(seq) * as_size(ld_qkv) + as_size(h) * as_size(hd);
+            const float* q = qkv + offset;
+            const float* k = q + c;
+            const float* v = q + 2 * c;
+            float* dq = dqkv + offset;
+            float* dk = dq + c;
+            float* dv = dq + 2 * c;
+            const float* dout_h = dout + as_size(b) * as_size(seq) * as_size(c) + as_size(h) * as_size(hd);
+            const std::int64_t first_row = (static_cast<std::int64_t>(b) * n_head + h) * seq;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hd, scale, q, ld_qkv, k, ld_qkv, 0.0f, probs,
+                        seq);
+            causal_softmax(probs, seq, seq);
+            std::copy(probs, probs + square, grad);
+            dropout_probabilities(grad, first_row, seq, dropout, probs_site);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, hd, seq, 1.0f, grad, seq, dout_h, c, 0.0f, dv,
+                        ld_qkv);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hd, 1.0f, dout_h, c, v, ld_qkv, 0.0f, grad,
+                        seq);
+            dropout_probabilities(grad, first_row, seq, dropout, probs_site);
+            for (int t = 0; t < seq; ++t) {
+                const float* p = probs + as_size(t) * as_size(seq);
+                float* g = grad + as_size(t) * as_size(seq);
+                float p_dot_g = 0.0f;
+                for (int s2 = 0; s2 <= t; ++s2) p_dot_g += p[s2] * g[s2];
+                for (int s2 = 0; s2 < seq; ++s2) g[s2] = s2 <= t ? p[s2] * (g[s2] - p_dot_g) * scale : 0.0f;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, hd, seq, 1.0f, grad, seq, k, ld_qkv, 0.0f, dq,
+                        ld_qkv);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, hd, seq, 1.0f, grad, seq, q, ld_qkv, 0.0f, dk,
+                        ld_qkv);
+        }
+    }
+}
+
 }  // namespace sweetspot::cpu

@@ -71,4 +71,9 @@ void causal_softmax(float* scores, std::int64_t rows, int seq);
 void attention(float* out, float* scores, const float* qkv, int batch, int seq, int c, int n_head,
                const Dropout& probs_dropout = {}, std::uint32_t probs_site = 0);
 
+// The backward of attention: dqkv [batch·seq, 3c] (overwritten) from dout [batch·seq, c] and the
+// forward's qkv, with the same dropout masks. probs and grad are [seq, seq] scratches.
+void attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv, int batch, int seq,
+                        int c, int n_head, const Dropout& probs_dropout = {}, std::uint32_t probs_site = 0);
+
 }  // namespace sweetspot::cpu
