@@ -9,9 +9,13 @@
 
 #include <catch2/catch_test_macros.hpp>
 
+#include "kernels/compute/cpu_gradients.hpp"
 #include "kernels/compute/cpu_ops.hpp"
+#include "kernels/compute/reference_gradients.hpp"
 #include "kernels/compute/reference_ops.hpp"
 #include "kernels/model/model_config.hpp"
+#include "kernels/model/synthetic_weights.hpp"
+#include "kernels/model/weight_layout.hpp"
 
 using namespace sweetspot;
 
@@ -145,5 +149,42 @@ TEST_CASE("host attention_backward gives the reference's gradient of q, k and v,
             want.insert(want.end(), dqkv_b.begin(), dqkv_b.end());
         }
         CHECK(relative_error(dqkv, want) < 1e-5);
+    }
+}
+
+TEST_CASE("the host's gradients of a training step are the float64 reference's, tensor by tensor",
+          "[kernels][backward]") {
+    const ModelConfig m{"step_check", 2, 20, 4, 37, 16, 1e-5f};  // head dimension 5
+    const auto layout = WeightLayout::for_model(m);
+    std::vector<std::vector<float>> weights;
+    std::vector<const float*> pointers;
+    for (std::size_t u = 0; u < layout.units.size(); ++u) {
+        weights.emplace_back(static_cast<std::size_t>(layout.units[u].numel));
+        fill_synthetic_unit(m, layout, static_cast<int>(u), 9, weights.back());
+    }
+    for (const auto& w : weights) pointers.push_back(w.data());
+    const int batch = 2, seq = 9;
+    std::vector<std::int32_t> tokens, targets;
+    for (int i = 0; i < batch * seq; ++i) {
+        tokens.push_back((i * 11 + 5) % m.vocab_size);
+        targets.push_back((i * 13 + 2) % m.vocab_size);
+    }
+    for (const float p : {0.0f, 0.1f}) {
+        INFO("dropout " << p);
+        const Dropout dropout{p, 21};
+        const auto got = cpu_gradients(m, layout, pointers, tokens, targets, batch, seq, dropout);
+        const auto want = reference_gradients(m, layout, pointers, tokens, targets, batch, seq, dropout);
+        CHECK(std::abs(got.loss - want.loss) < 1e-5 * want.loss);
+        for (std::size_t u = 0; u < layout.units.size(); ++u) {
+            for (const TensorSpec& tensor : layout.units[u].tensors) {
+                INFO(tensor.name);
+                const auto begin = static_cast<std::size_t>(tensor.offset), end = begin + static_cast<std::size_t>(tensor.numel);
+                const std::vector<float> g(got.units[u].begin() + static_cast<std::ptrdiff_t>(begin),
+                                           got.units[u].begin() + static_cast<std::ptrdiff_t>(end));
+                const std::vector<double> r(want.units[u].begin() + static_cast<std::ptrdiff_t>(begin),
+                                            want.units[u].begin() + static_cast<std::ptrdiff_t>(end));
+                CHECK(relative_error(g, r) < 1e-4);
+            }
+        }
     }
 }

@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/compute/cpu_block.hpp"
 #include "kernels/compute/cpu_ops.hpp"
 
 namespace sweetspot {
@@ -94,27 +95,13 @@ void CpuForward::embed(const float* unit, std::span<const std::int32_t> tokens) 
                       Dropout::site_word(DropoutSite::embedding, 0));
 }
 
-// Pre-LN block: x += proj(attn(ln_1(x))); x += c_proj(gelu(c_fc(ln_2(x)))).
+// Pre-LN block (cpu_block.hpp): one ln_ buffer for both LayerNorms, GELU in fc_ in place.
 void CpuForward::block(int layer, const float* unit, const UnitLayout& unit_layout) {
-    const auto w = [&](int tensor) { return tensor_ptr(unit, unit_layout, tensor); };
-    const int bt = batch_ * seq_;
-    const int c = model_.n_embd;
-    const auto residual_elems = static_cast<std::int64_t>(x_.size());
-
-    cpu::layernorm(ln_.data(), x_.data(), w(block_tensor::ln1_w), w(block_tensor::ln1_b), bt, c, model_.ln_eps);
-    cpu::linear(qkv_.data(), ln_.data(), w(block_tensor::qkv_w), w(block_tensor::qkv_b), bt, c, 3 * c);
-    cpu::attention(att_.data(), scores_.data(), qkv_.data(), batch_, seq_, c, model_.n_head, dropout_,
-                   Dropout::site_word(DropoutSite::attention_probs, layer));
-    cpu::linear(y_.data(), att_.data(), w(block_tensor::proj_w), w(block_tensor::proj_b), bt, c, c);
-    cpu::dropout_rows(y_.data(), bt, c, dropout_, Dropout::site_word(DropoutSite::attention_residual, layer));
-    cpu::residual_add(x_.data(), y_.data(), residual_elems);
-
-    cpu::layernorm(ln_.data(), x_.data(), w(block_tensor::ln2_w), w(block_tensor::ln2_b), bt, c, model_.ln_eps);
-    cpu::linear(fc_.data(), ln_.data(), w(block_tensor::fc_w), w(block_tensor::fc_b), bt, c, 4 * c);
-    cpu::gelu_tanh(fc_.data(), static_cast<std::int64_t>(fc_.size()));
-    cpu::linear(y_.data(), fc_.data(), w(block_tensor::fc_proj_w), w(block_tensor::fc_proj_b), bt, 4 * c, c);
-    cpu::dropout_rows(y_.data(), bt, c, dropout_, Dropout::site_word(DropoutSite::mlp_residual, layer));
-    cpu::residual_add(x_.data(), y_.data(), residual_elems);
+    const cpu::BlockActivations a{.ln1 = ln_.data(), .qkv = qkv_.data(), .att = att_.data(), .y = y_.data(),
+                                  .x_mid = nullptr, .ln2 = ln_.data(), .fc_pre = nullptr, .fc = fc_.data(),
+                                  .scores = scores_.data()};
+    cpu::block_forward(x_.data(), a, unit, unit_layout,
+                       {batch_, seq_, model_.n_embd, model_.n_head, model_.ln_eps, dropout_, layer});
 }
 
 // logits = ln_f(x) · lm_headᵀ, written straight into the caller's buffer.
