@@ -12,6 +12,7 @@
 #include "kernels/compute/cpu_gradients.hpp"
 #include "kernels/compute/cpu_ops.hpp"
 #include "kernels/compute/reference_gradients.hpp"
+#include "kernels/compute/reference_optimizer.hpp"
 #include "kernels/compute/reference_ops.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/synthetic_weights.hpp"
@@ -185,6 +186,57 @@ TEST_CASE("the host's gradients of a training step are the float64 reference's, 
                                             want.units[u].begin() + static_cast<std::ptrdiff_t>(end));
                 CHECK(relative_error(g, r) < 1e-4);
             }
+        }
+    }
+}
+
+TEST_CASE("host AdamW with global-norm clipping follows the float64 reference over two steps", "[kernels][backward]") {
+    const ModelConfig m{"adamw_host", 1, 6, 2, 13, 8, 1e-5f};
+    const auto layout = WeightLayout::for_model(m);
+    const float lr = 1e-2f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, decay = 0.1f, max_norm = 1.0f;
+    std::vector<std::vector<float>> params, m1, v1;
+    UnitValues ref_params;
+    for (std::size_t u = 0; u < layout.units.size(); ++u) {
+        params.push_back(random_values(static_cast<std::size_t>(layout.units[u].numel), 0.0f, 30 + static_cast<std::uint32_t>(u)));
+        m1.emplace_back(params.back().size(), 0.0f);
+        v1.emplace_back(params.back().size(), 0.0f);
+        ref_params.push_back(as_double(params.back()));
+    }
+    AdamWState state;
+    for (int step = 1; step <= 2; ++step) {
+        INFO("step " << step);
+        std::vector<std::vector<float>> grads;
+        UnitValues ref_grads;
+        for (std::size_t u = 0; u < layout.units.size(); ++u) {
+            grads.push_back(random_values(params[u].size(), 0.0f, 100 * static_cast<std::uint32_t>(step) + static_cast<std::uint32_t>(u)));
+            ref_grads.push_back(as_double(grads.back()));
+        }
+        const double ref_norm = reference_clip_gradients(ref_grads, max_norm);
+        REQUIRE(ref_norm > max_norm);  // the clipping acts
+        reference_adamw_step(layout, ref_params, ref_grads, state,
+                             {.lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = eps, .weight_decay = decay});
+
+        double squares = 0.0;
+        for (const auto& g : grads) squares += cpu::squared_norm(g.data(), static_cast<std::int64_t>(g.size()));
+        const double norm = std::sqrt(squares);
+        CHECK(std::abs(norm - ref_norm) < 1e-6 * ref_norm);
+        const float scale = static_cast<float>(std::min(1.0, max_norm / (norm + 1e-6)));
+        for (std::size_t u = 0; u < layout.units.size(); ++u) {
+            for (const TensorSpec& t : layout.units[u].tensors) {
+                const auto off = static_cast<std::size_t>(t.offset);
+                cpu::adamw(params[u].data() + off, grads[u].data() + off, m1[u].data() + off, v1[u].data() + off, t.numel,
+                           {lr, beta1, beta2, eps, decays_weights(t) ? decay : 0.0f, step, scale});
+            }
+        }
+        for (std::size_t u = 0; u < layout.units.size(); ++u) {
+            std::vector<float> tensors_only;
+            std::vector<double> ref_only;
+            for (const TensorSpec& t : layout.units[u].tensors)
+                for (std::int64_t e = 0; e < t.numel; ++e) {
+                    tensors_only.push_back(params[u][static_cast<std::size_t>(t.offset + e)]);
+                    ref_only.push_back(ref_params[u][static_cast<std::size_t>(t.offset + e)]);
+                }
+            CHECK(relative_error(tensors_only, ref_only) < 1e-6);
         }
     }
 }

@@ -263,4 +263,24 @@ void attention_backward(float* dqkv, float* probs, float* grad, const float* dou
     }
 }
 
+double squared_norm(const float* x, std::int64_t n) {
+    double sum = 0.0;
+    for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+    return sum;
+}
+
+// One pass over the tensor: the moments and the weight updated together, as a fused GPU kernel
+// would (llm.c's adamw_kernel), so each element is read and written once.
+void adamw(float* params, const float* grads, float* m, float* v, std::int64_t n, const AdamW& a) {
+    const float correct1 = 1.0f - std::pow(a.beta1, static_cast<float>(a.step));
+    const float correct2 = 1.0f - std::pow(a.beta2, static_cast<float>(a.step));
+    for (std::int64_t i = 0; i < n; ++i) {
+        const float g = grads[i] * a.grad_scale;
+        m[i] = a.beta1 * m[i] + (1.0f - a.beta1) * g;
+        v[i] = a.beta2 * v[i] + (1.0f - a.beta2) * g * g;
+        params[i] -= a.lr * a.weight_decay * params[i];
+        params[i] -= a.lr * (m[i] / correct1) / (std::sqrt(v[i] / correct2) + a.eps);
+    }
+}
+
 }  // namespace sweetspot::cpu

@@ -76,4 +76,18 @@ void attention(float* out, float* scores, const float* qkv, int batch, int seq, 
 void attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv, int batch, int seq,
                         int c, int n_head, const Dropout& probs_dropout = {}, std::uint32_t probs_site = 0);
 
+// Σ x² over n elements, in double: summed over every tensor, the square of the global gradient
+// norm that clipping scales by.
+double squared_norm(const float* x, std::int64_t n);
+
+// One AdamW step of one tensor, as torch.optim.AdamW (decoupled decay before the update,
+// bias-corrected moments; reference_optimizer.hpp is its float64 reference). grad_scale is the
+// clipping's max_norm / (norm + 1e-6), or 1; weight_decay 0 for tensors that do not decay.
+struct AdamW {
+    float lr, beta1, beta2, eps, weight_decay;
+    int step;           // from 1
+    float grad_scale = 1.0f;
+};
+void adamw(float* params, const float* grads, float* m, float* v, std::int64_t n, const AdamW& a);
+
 }  // namespace sweetspot::cpu
