@@ -11,6 +11,7 @@
 
 #include "kernels/compute/cpu_gradients.hpp"
 #include "kernels/compute/cpu_ops.hpp"
+#include "kernels/compute/cpu_train_step.hpp"
 #include "kernels/compute/reference_gradients.hpp"
 #include "kernels/compute/reference_optimizer.hpp"
 #include "kernels/compute/reference_ops.hpp"
@@ -239,4 +240,48 @@ TEST_CASE("host AdamW with global-norm clipping follows the float64 reference ov
             CHECK(relative_error(tensors_only, ref_only) < 1e-6);
         }
     }
+}
+
+TEST_CASE("a host training step is the float64 reference's step, and steps on one batch lower its loss",
+          "[kernels][backward]") {
+    const ModelConfig m{"train_check", 2, 20, 4, 37, 16, 1e-5f};
+    const auto layout = WeightLayout::for_model(m);
+    std::vector<std::vector<float>> weights;
+    for (std::size_t u = 0; u < layout.units.size(); ++u) {
+        weights.emplace_back(static_cast<std::size_t>(layout.units[u].numel));
+        fill_synthetic_unit(m, layout, static_cast<int>(u), 9, weights.back());
+    }
+    const int batch = 2, seq = 9;
+    std::vector<std::int32_t> tokens, targets;
+    for (int i = 0; i < batch * seq; ++i) {
+        tokens.push_back((i * 11 + 5) % m.vocab_size);
+        targets.push_back((i * 13 + 2) % m.vocab_size);
+    }
+    const TrainSettings settings{.lr = 1e-2f, .weight_decay = 0.1f, .max_grad_norm = 1.0f};
+
+    // The reference's step: its gradients of the same fp32 weights, clipped, and AdamW in float64.
+    std::vector<const float*> pointers;
+    for (const auto& w : weights) pointers.push_back(w.data());
+    auto want = reference_gradients(m, layout, pointers, tokens, targets, batch, seq);
+    const double want_norm = reference_clip_gradients(want.units, settings.max_grad_norm);
+    UnitValues want_weights;
+    for (const auto& w : weights) want_weights.push_back(as_double(w));
+    AdamWState state;
+    reference_adamw_step(layout, want_weights, want.units, state,
+                         {.lr = settings.lr, .beta1 = settings.beta1, .beta2 = settings.beta2, .eps = settings.eps,
+                          .weight_decay = settings.weight_decay});
+
+    CpuTrainStep trainer(m, layout, weights, settings);
+    const auto first = trainer.step(tokens, targets, batch, seq);
+    CHECK(std::abs(first.loss - want.loss) < 1e-5 * want.loss);
+    CHECK(std::abs(first.grad_norm - want_norm) < 1e-4 * want_norm);
+    for (std::size_t u = 0; u < layout.units.size(); ++u)
+        CHECK(relative_error(trainer.weights()[u], want_weights[u]) < 1e-5);
+
+    // Each step starts from the state the last one left: on one batch the loss keeps falling.
+    double last = first.loss;
+    for (int i = 0; i < 20; ++i) last = trainer.step(tokens, targets, batch, seq).loss;
+    CHECK(trainer.steps() == 21);
+    INFO("loss " << first.loss << " at the first step, " << last << " at the 21st");
+    CHECK(last < 0.5 * first.loss);
 }
