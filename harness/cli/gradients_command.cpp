@@ -19,23 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The sequences as one [batch, seq] array, each id checked against the vocabulary.
-std::vector<std::int32_t> flatten(const std::vector<std::vector<std::int32_t>>& sequences, std::size_t seq,
-                                  const ModelConfig& model, const std::string& option) {
-    std::vector<std::int32_t> ids;
-    for (const auto& sequence : sequences) {
-        if (sequence.size() != seq)
-            throw std::invalid_argument("every " + option + " sequence must have the same length (" + std::to_string(seq) + ")");
-        for (const auto id : sequence) {
-            if (id < 0 || id >= model.vocab_size)
-                throw std::invalid_argument(option + " id " + std::to_string(id) + " is outside the vocabulary of model '" +
-                                            model.name + "' (" + std::to_string(model.vocab_size) + " tokens)");
-            ids.push_back(id);
-        }
-    }
-    return ids;
-}
-
 // A folder beside `output`, renamed to it once every file is in; removed if that never happens.
 class StagingFolder {
 public:
@@ -75,8 +58,8 @@ int write_gradients(const GradientsRequest& r, std::ostream& report) {
     if (seq > static_cast<std::size_t>(model.max_positions))
         throw std::invalid_argument(std::to_string(seq) + " tokens per sequence, but model '" + model.name + "' allows " +
                                     std::to_string(model.max_positions));
-    const auto tokens = flatten(r.tokens, seq, model, "--tokens");
-    const auto targets = flatten(r.targets, seq, model, "--targets");
+    const auto tokens = flatten_sequences(r.tokens, seq, model, "--tokens", "token");
+    const auto targets = flatten_sequences(r.targets, seq, model, "--targets", "target");
     if (r.dropout < 0.0f || r.dropout >= 1.0f) throw std::invalid_argument("--dropout must be in [0, 1)");
 
     const WeightLayout layout = WeightLayout::for_model(model);

@@ -47,6 +47,22 @@ ModelConfig resolve_model(const std::string& name, const std::string& weights) {
     throw std::invalid_argument("--model is needed with synthetic weights");
 }
 
+std::vector<std::int32_t> flatten_sequences(const std::vector<std::vector<std::int32_t>>& sequences, std::size_t seq,
+                                            const ModelConfig& model, const std::string& option, const std::string& noun) {
+    std::vector<std::int32_t> ids;
+    for (const auto& sequence : sequences) {
+        if (sequence.size() != seq)
+            throw std::invalid_argument("every " + option + " sequence must have the same length (" + std::to_string(seq) + ")");
+        for (const auto id : sequence) {
+            if (id < 0 || id >= model.vocab_size)
+                throw std::invalid_argument(noun + " " + std::to_string(id) + " is outside the vocabulary of model '" +
+                                            model.name + "' (" + std::to_string(model.vocab_size) + " tokens)");
+            ids.push_back(id);
+        }
+    }
+    return ids;
+}
+
 std::vector<std::int32_t> parse_token_list(std::string_view text) {
     std::vector<std::int32_t> ids;
     std::size_t i = 0;
@@ -79,17 +95,7 @@ int write_logits(const LogitsRequest& r, std::ostream& report) {
     if (seq > model.max_positions)
         throw std::invalid_argument(std::to_string(seq) + " tokens per sequence, but model '" + model.name + "' allows " +
                                     std::to_string(model.max_positions));
-    std::vector<std::int32_t> tokens;
-    for (const auto& sequence : r.tokens) {
-        if (static_cast<int>(sequence.size()) != seq)
-            throw std::invalid_argument("every --tokens sequence must have the same length (" + std::to_string(seq) + ")");
-        for (const auto id : sequence) {
-            if (id < 0 || id >= model.vocab_size)
-                throw std::invalid_argument("token " + std::to_string(id) + " is outside the vocabulary of model '" +
-                                            model.name + "' (" + std::to_string(model.vocab_size) + " tokens)");
-            tokens.push_back(id);
-        }
-    }
+    const std::vector<std::int32_t> tokens = flatten_sequences(r.tokens, static_cast<std::size_t>(seq), model, "--tokens", "token");
 
     const CellParams cell = logits_cell(r, model, batch, seq);
     if (const std::string why = cell_unavailable_reason(cell); !why.empty())

@@ -10,6 +10,7 @@
 
 #include "backends/backend.hpp"
 #include "kernels/model/dtype.hpp"
+#include "kernels/model/model_config.hpp"
 
 namespace sweetspot {
 
@@ -29,6 +30,11 @@ struct LogitsRequest {
 // The model a command runs: the built-in one named, else the shape of the checkpoint's config.json;
 // throws std::invalid_argument when neither says.
 ModelConfig resolve_model(const std::string& name, const std::string& weights);
+
+// The sequences given with `option` as one [batch, seq] array; throws std::invalid_argument, naming
+// the option, for a sequence of another length, or the id (a `noun`) outside the model's vocabulary.
+std::vector<std::int32_t> flatten_sequences(const std::vector<std::vector<std::int32_t>>& sequences, std::size_t seq,
+                                            const ModelConfig& model, const std::string& option, const std::string& noun);
 
 // "464,2068,7586" (commas and/or spaces) → token ids; throws std::invalid_argument.
 std::vector<std::int32_t> parse_token_list(std::string_view text);

@@ -6,7 +6,6 @@
 
 #include "kernels/compute/cpu_gradients.hpp"
 #include "kernels/compute/cpu_ops.hpp"
-#include "kernels/compute/reference_optimizer.hpp"
 
 namespace sweetspot {
 

@@ -13,7 +13,7 @@ namespace sweetspot {
 
 struct TrainSettings {
     float lr = 3e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
-    float weight_decay = 0.0f;  // on the matrices only (decays_weights)
+    float weight_decay = 0.0f;  // on the matrices only (weight_layout.hpp's decays_weights)
     float max_grad_norm = 1.0f;
 };
 

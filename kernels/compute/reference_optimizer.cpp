@@ -5,8 +5,6 @@
 
 namespace sweetspot {
 
-bool decays_weights(const TensorSpec& tensor) { return tensor.shape.size() >= 2; }
-
 double reference_clip_gradients(UnitValues& grads, double max_norm) {
     double squares = 0.0;
     for (const auto& unit : grads)

@@ -13,7 +13,7 @@ struct AdamWSettings {
     double lr = 3e-4;
     double beta1 = 0.9, beta2 = 0.95;
     double eps = 1e-8;
-    double weight_decay = 0.0;  // applied to matrices only (decays_weights)
+    double weight_decay = 0.0;  // applied to matrices only (weight_layout.hpp's decays_weights)
 };
 
 // Per unit, laid out as the weights (WeightLayout offsets).
@@ -23,10 +23,6 @@ struct AdamWState {
     UnitValues m, v;  // first and second moments, zero before the first step
     int step = 0;     // steps taken
 };
-
-// Whether AdamW decays a tensor: the matrices (embeddings, linear weights, lm_head), not the
-// biases or the LayerNorm parameters, as GPT-2's training recipes do.
-bool decays_weights(const TensorSpec& tensor);
 
 // Scales `grads` so their global L2 norm is at most max_norm (by max_norm / (norm + 1e-6), as
 // torch.nn.utils.clip_grad_norm_); returns the norm before clipping.

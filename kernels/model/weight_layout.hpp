@@ -31,6 +31,10 @@ struct TensorSpec {
     std::int64_t numel = 0;
 };
 
+// Whether weight decay applies to a tensor: the matrices (embeddings, linear weights, lm_head), not
+// the biases or the LayerNorm parameters, as GPT-2's training recipes do.
+inline bool decays_weights(const TensorSpec& tensor) { return tensor.shape.size() >= 2; }
+
 struct UnitLayout {
     UnitKind kind = UnitKind::block;
     int block = -1;               // block index for UnitKind::block, else -1
