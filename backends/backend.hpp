@@ -10,6 +10,7 @@
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/named_enum.hpp"
 #include "kernels/model/layer_source.hpp"
+#include "kernels/model/unit_schedule.hpp"
 #include "kernels/model/weight_layout.hpp"
 
 struct CUstream_st;  // cudaStream_t, without making this header depend on CUDA
@@ -104,9 +105,12 @@ public:
     using UnitFiller = sweetspot::UnitFiller;
 
     // Allocates storage for every unit and fills it once through `fill`, converting to the
-    // configured dtype. Throws std::invalid_argument when the budget cannot hold the streaming
-    // slots the configuration needs.
-    virtual void place(const WeightLayout& layout, const UnitFiller& fill) = 0;
+    // configured dtype, for steps that access the units as `schedule` says (every step the same):
+    // a backend streams and prefetches in its order, and holds gradients and optimizer state
+    // where it updates. Throws std::invalid_argument when the budget cannot hold the streaming
+    // slots the configuration needs, std::logic_error for a schedule the backend cannot follow
+    // (the registry's trains_reason says which).
+    virtual void place(const WeightLayout& layout, const UnitFiller& fill, const UnitSchedule& schedule) = 0;
     // Puts the weights back in the cell's starting state before an iteration (may synchronize;
     // it is outside the timed region).
     virtual void reset_residency() = 0;

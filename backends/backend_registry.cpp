@@ -106,18 +106,25 @@ const std::vector<BackendTraits>& backend_registry() {
     // budget bounds where the weights may be (device refuses one below them). Streams and a prefetch
     // depth shape the streaming backends, the resident policy those that plan residency, and the
     // eviction those whose weights are managed.
+    // Training keeps its state beside the weights on the backends that hold them all in one place;
+    // the streaming backends would bring each unit in again for the backward and its gradient out.
+    constexpr std::string_view streaming_not_yet =
+        "training while streaming (each unit brought in again for the backward, its gradient sent out) is not "
+        "implemented yet";
     static const std::vector<BackendTraits> registry = {
         // id, needs_gpu, runs_under_budget, managed_weights, pinned_weights, dtypes, cannot_honour, footprint,
-        // placement axes
+        // placement axes, training state (or why none)
         {BackendId::device, true, false, false, false, all_dtypes(), device_cannot_honour, device_footprint,
-         {"budget", "activations", "launch"}},
+         {"budget", "activations", "launch"}, TrainingState{StateHome::device, StateHome::device}},
         {BackendId::explicit_copy, true, true, false, true, all_dtypes(), streaming_cannot_honour, explicit_copy_footprint,
-         {"streams", "prefetch", "budget", "resident", "activations", "launch"}},
+         {"streams", "prefetch", "budget", "resident", "activations", "launch"}, std::nullopt, streaming_not_yet},
         {BackendId::uvm, true, true, true, false, all_dtypes(), on_demand_cannot_honour, uvm_footprint,
-         {"budget", "evict", "activations", "launch"}},
+         {"budget", "evict", "activations", "launch"}, std::nullopt, streaming_not_yet},
         {BackendId::uvm_prefetch, true, true, true, false, all_dtypes(), streaming_cannot_honour, uvm_prefetch_footprint,
-         {"streams", "prefetch", "budget", "resident", "evict", "activations", "launch"}},
-        {BackendId::host, false, false, false, false, {DType::fp32}, nothing_to_refuse, host_footprint, {}},
+         {"streams", "prefetch", "budget", "resident", "evict", "activations", "launch"}, std::nullopt,
+         streaming_not_yet},
+        {BackendId::host, false, false, false, false, {DType::fp32}, nothing_to_refuse, host_footprint, {},
+         TrainingState{StateHome::host, StateHome::host}},
     };
     return registry;
 }
@@ -128,6 +135,13 @@ const BackendTraits& backend_traits(BackendId backend) {
     if (found == registry.end())
         throw std::logic_error("backend '" + std::string(enum_name(backend)) + "' has no entry in the registry");
     return *found;
+}
+
+void check_schedule(BackendId backend, const UnitSchedule& schedule) {
+    const BackendTraits& traits = backend_traits(backend);
+    if (schedule.updates() && !traits.training)
+        throw std::logic_error("backend '" + std::string(enum_name(backend)) + "' cannot update weights: " +
+                               std::string(traits.no_training_reason));
 }
 
 std::string backend_unavailable_reason(BackendId backend) {

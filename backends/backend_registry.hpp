@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -28,6 +29,19 @@ struct WeightFootprint {
     // managed pages the driver keeps on the host once the weights are placed (every unit for
     // uvm, the streamed units for uvm-prefetch), the host backend's fp32 units.
     std::int64_t host_bytes = 0;
+};
+
+// Where a training step's state lives on a backend: the gradients (one buffer per unit, as the
+// weights, in the cell's dtype), and the optimizer's (fp32 master weights where the dtype is
+// narrower, AdamW's two moments in fp32).
+enum class StateHome { device, host };
+template <>
+struct EnumNames<StateHome> {
+    static constexpr std::array<EnumName<StateHome>, 2> list = {{{StateHome::device, "device"}, {StateHome::host, "host"}}};
+};
+struct TrainingState {
+    StateHome gradients = StateHome::device;
+    StateHome optimizer = StateHome::device;
 };
 
 struct BackendTraits {
@@ -54,6 +68,9 @@ struct BackendTraits {
     // others have no effect on its cells, which the matrix gives their defaults so that no workload
     // is measured twice under two names.
     std::vector<std::string_view> placement_axes;
+    // Where it keeps a training step's state; none for a backend that does not train, and why.
+    std::optional<TrainingState> training;
+    std::string_view no_training_reason = {};
 
     bool computes_in(DType dtype) const;
     bool uses(std::string_view axis) const;
@@ -65,6 +82,9 @@ const BackendTraits& backend_traits(BackendId backend);
 
 // Empty when `backend` can run in this build and on this machine; otherwise why not.
 std::string backend_unavailable_reason(BackendId backend);
+// Throws std::logic_error when `backend` cannot follow `schedule` (an update on a backend that does
+// not train): what each backend's place() checks first.
+void check_schedule(BackendId backend, const UnitSchedule& schedule);
 // Throws std::runtime_error when the backend is unavailable here.
 std::unique_ptr<Backend> make_backend(const BackendConfig& config);
 

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "backends/backend_registry.hpp"
+
 namespace sweetspot {
 namespace {
 
@@ -15,7 +17,8 @@ ExplicitCopyBackend::ExplicitCopyBackend(const BackendConfig& config)
     : config_(config), slot_streams_(config.streams, config.compute_stream),
       ring_("explicit-copy backend", all_slots_held) {}
 
-void ExplicitCopyBackend::place(const WeightLayout& layout, const UnitFiller& fill) {
+void ExplicitCopyBackend::place(const WeightLayout& layout, const UnitFiller& fill, const UnitSchedule& schedule) {
+    check_schedule(config_.backend, schedule);
     unit_bytes_ = unit_bytes(layout, config_.dtype);
     plan_ = plan_residency(unit_bytes_, config_.budget_bytes, streaming_slots(config_.prefetch_depth), config_.resident);
 
@@ -56,7 +59,7 @@ void ExplicitCopyBackend::place(const WeightLayout& layout, const UnitFiller& fi
         }
     }
     slot_streams_.make_slots(plan_.slots);
-    ring_.place(plan_.resident, plan_.slots, config_.prefetch_depth);
+    ring_.place(plan_.resident, schedule.reads(), plan_.slots, config_.prefetch_depth);
     // place() is outside the timed region: leave nothing in flight.
     CUDA_CHECK(cudaDeviceSynchronize());
 }
@@ -65,7 +68,7 @@ void ExplicitCopyBackend::reset_residency() {
     // Copies of an aborted forward may still be running into the slots; the next forward starts
     // with empty slots and must not overlap the previous one (this is outside the timed region).
     slot_streams_.synchronize();
-    ring_.start_forward();
+    ring_.start_step();
 }
 
 std::byte* ExplicitCopyBackend::slot_pointer(int slot) const {

@@ -26,7 +26,7 @@ public:
     explicit ExplicitCopyBackend(const BackendConfig& config);
 
     // Throws std::invalid_argument when the budget cannot hold the streaming slots.
-    void place(const WeightLayout& layout, const UnitFiller& fill) override;
+    void place(const WeightLayout& layout, const UnitFiller& fill, const UnitSchedule& schedule) override;
     // Waits for the previous forward's work and empties the slots: streamed units are on the host only.
     void reset_residency() override;
     // Streamed units must be acquired and released in forward order, once per forward.

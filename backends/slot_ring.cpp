@@ -9,11 +9,12 @@ namespace sweetspot {
 SlotRing::SlotRing(std::string owner, FullRingText full_ring_text)
     : owner_(std::move(owner)), full_ring_text_(full_ring_text) {}
 
-void SlotRing::place(const std::vector<bool>& resident, int slots, int prefetch_depth) {
+void SlotRing::place(const std::vector<bool>& resident, const std::vector<int>& reads, int slots, int prefetch_depth) {
     clear();
-    for (std::size_t u = 0; u < resident.size(); ++u) {
-        seq_of_unit_.push_back(resident[u] ? -1 : static_cast<int>(streamed_.size()));
-        if (!resident[u]) streamed_.push_back(static_cast<int>(u));
+    resident_ = resident;
+    for (const int unit : reads) {
+        check_unit(unit);
+        if (!resident_[static_cast<std::size_t>(unit)]) streamed_.push_back(unit);
     }
     if (!streamed_.empty() && slots < 1) {
         clear();
@@ -25,30 +26,30 @@ void SlotRing::place(const std::vector<bool>& resident, int slots, int prefetch_
 
 void SlotRing::clear() {
     streamed_.clear();
-    seq_of_unit_.clear();
+    resident_.clear();
     slots_ = 0;
-    start_forward();
+    start_step();
 }
 
-void SlotRing::start_forward() { fetched_ = acquired_ = released_ = vacated_ = 0; }
+void SlotRing::start_step() { fetched_ = acquired_ = released_ = vacated_ = 0; }
 
-int SlotRing::checked_sequence(int unit) const {
-    if (unit < 0 || unit >= static_cast<int>(seq_of_unit_.size()))
+void SlotRing::check_unit(int unit) const {
+    if (unit < 0 || unit >= static_cast<int>(resident_.size()))
         throw std::out_of_range(owner_ + ": no unit " + std::to_string(unit));
-    return sequence_of(unit);
 }
 
 std::optional<int> SlotRing::acquire(int unit, Device& device) {
-    const int seq = checked_sequence(unit);
-    if (seq < 0) {
-        // The first acquire of a forward (unit 0) starts the look-ahead even when unit 0 is resident.
+    check_unit(unit);
+    if (resident(unit)) {
+        // The first acquire of a step starts the look-ahead even when its unit is resident.
         if (look_ahead()) fetch_ahead(device);
         return std::nullopt;
     }
-    if (seq != acquired_) {
+    const int seq = acquired_;
+    if (seq >= streamed_reads() || unit_at(seq) != unit) {
         throw std::logic_error(owner_ + ": unit " + std::to_string(unit) +
-                               " acquired out of forward order; streamed units are acquired once each, in order, "
-                               "and reset_residency() starts every forward");
+                               " acquired out of the schedule's order; streamed units are acquired as the step's "
+                               "schedule reads them, and reset_residency() starts every step");
     }
     if (look_ahead()) fetch_ahead(device);
     fetch_through(seq, true, device);  // jit / off: the unit itself; look-ahead: normally done already
@@ -61,11 +62,12 @@ std::optional<int> SlotRing::acquire(int unit, Device& device) {
 }
 
 void SlotRing::release(int unit, Device& device) {
-    const int seq = checked_sequence(unit);
-    if (seq < 0) return;  // resident: stays on the device
-    if (seq != released_ || seq >= acquired_) {
+    check_unit(unit);
+    if (resident(unit)) return;  // stays on the device
+    const int seq = released_;
+    if (seq >= acquired_ || unit_at(seq) != unit) {
         throw std::logic_error(owner_ + ": unit " + std::to_string(unit) +
-                               " released out of forward order or without being acquired");
+                               " released out of the schedule's order or without being acquired");
     }
     device.mark_released(entry(seq));
     ++released_;
@@ -75,11 +77,11 @@ void SlotRing::release(int unit, Device& device) {
 // Look-ahead: the next prefetch_depth units after the one being computed (unit `released_`).
 void SlotRing::fetch_ahead(Device& device) { fetch_through(released_ + prefetch_depth_, false, device); }
 
-// Fetches this forward's streamed units up to `last_seq`, in order, as far as the slots allow now.
-// The look-ahead does not wrap into the next forward: start_forward() begins every forward with
-// nothing fetched.
+// Fetches this step's streamed reads up to `last_seq`, in order, as far as the slots allow now.
+// The look-ahead does not wrap into the next step: start_step() begins every step with nothing
+// fetched.
 void SlotRing::fetch_through(int last_seq, bool host_may_wait, Device& device) {
-    last_seq = std::min(last_seq, streamed_units() - 1);
+    last_seq = std::min(last_seq, streamed_reads() - 1);
     while (fetched_ <= last_seq) {
         if (!make_room_for(fetched_, host_may_wait, device)) return;
         device.fetch(entry(fetched_));

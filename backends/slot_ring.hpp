@@ -1,10 +1,11 @@
 #pragma once
 // The streaming-slot protocol of the explicit-copy and uvm-prefetch backends. The units a
-// residency plan does not keep resident are streamed, in forward order, through a ring of S
-// device slots: streamed unit k (its sequence number) goes into slot k % S, and only once unit
-// k - S was released and vacated. Each forward acquires and releases the streamed units once
-// each, in order; with a look-ahead depth n >= 1 (and S = n + 1) the fetches of the next n are in
-// flight while one is computed, otherwise a unit is fetched when it is acquired.
+// residency plan does not keep resident are streamed, in the order the step reads them (its
+// UnitSchedule), through a ring of S device slots: the k-th streamed read (its sequence number)
+// goes into slot k % S, and only once read k - S was released and vacated. Each step acquires and
+// releases the streamed reads in that order (a unit read twice is streamed twice); with a
+// look-ahead depth n >= 1 (and S = n + 1) the fetches of the next n are in flight while one is
+// computed, otherwise a unit is fetched when it is acquired.
 //
 // Plain C++, so the bookkeeping is tested on every machine: the device work of each step (the
 // copies or prefetches, the streams and the events that order them against the compute stream)
@@ -19,7 +20,7 @@ class SlotRing {
 public:
     // A streamed unit in the ring.
     struct Entry {
-        int seq = 0;   // its place among the streamed units of the forward
+        int seq = 0;   // its place among the streamed reads of the step
         int unit = 0;
         int slot = 0;  // seq % S
     };
@@ -51,34 +52,36 @@ public:
     // `owner` starts every error message, e.g. "explicit-copy backend".
     SlotRing(std::string owner, FullRingText full_ring_text);
 
-    // A new placement: the units not `resident` stream through `slots` slots. A prefetch depth
-    // n >= 1 fetches up to n units ahead of the one being computed (as far as the slots allow);
-    // 0 (off) and -1 (jit) fetch a unit when it is acquired. Starts a forward. Throws
-    // std::logic_error when units stream but there is no slot.
-    void place(const std::vector<bool>& resident, int slots, int prefetch_depth);
+    // A new placement: the units not `resident`, read in the order of `reads` (every unit's
+    // index, as many times as a step reads it: UnitSchedule::reads), stream through `slots` slots.
+    // A prefetch depth n >= 1 fetches up to n reads ahead of the one being computed (as far as the
+    // slots allow); 0 (off) and -1 (jit) fetch a unit when it is acquired. Starts a step. Throws
+    // std::logic_error when units stream but there is no slot, std::out_of_range for a read of no
+    // unit.
+    void place(const std::vector<bool>& resident, const std::vector<int>& reads, int slots, int prefetch_depth);
     // No units: every acquire and release is refused until the next place().
     void clear();
-    // Every forward starts with no streamed unit fetched, acquired, released or vacated.
-    void start_forward();
+    // Every step starts with no streamed read fetched, acquired, released or vacated.
+    void start_step();
 
     // The slot holding `unit` for the compute stream's work enqueued from now on (the device made
     // that stream wait for the fetch); nullopt for a resident unit. Throws std::out_of_range for
-    // no such unit, std::logic_error for a streamed unit acquired out of order or while its slot
-    // still holds a unit not released.
+    // no such unit, std::logic_error for a streamed unit acquired out of the schedule's order or
+    // while its slot still holds a unit not released.
     std::optional<int> acquire(int unit, Device& device);
     // Throws std::logic_error for a streamed unit released out of order or not acquired.
     void release(int unit, Device& device);
 
     int slots() const { return slots_; }
-    int streamed_units() const { return static_cast<int>(streamed_.size()); }
+    // Streamed reads of a step, and the unit of each.
+    int streamed_reads() const { return static_cast<int>(streamed_.size()); }
     int unit_at(int seq) const { return streamed_[static_cast<std::size_t>(seq)]; }
-    // -1 for a resident unit.
-    int sequence_of(int unit) const { return seq_of_unit_[static_cast<std::size_t>(unit)]; }
+    bool resident(int unit) const { return resident_[static_cast<std::size_t>(unit)]; }
 
 private:
     bool look_ahead() const { return prefetch_depth_ >= 1; }
     Entry entry(int seq) const { return {seq, unit_at(seq), seq % slots_}; }
-    int checked_sequence(int unit) const;
+    void check_unit(int unit) const;
     void fetch_ahead(Device& device);
     void fetch_through(int last_seq, bool host_may_wait, Device& device);
     bool make_room_for(int seq, bool host_may_wait, Device& device);
@@ -86,11 +89,11 @@ private:
     std::string owner_;
     FullRingText full_ring_text_;
     int slots_ = 0, prefetch_depth_ = 0;
-    std::vector<int> streamed_;     // streamed units in forward order; index = sequence number
-    std::vector<int> seq_of_unit_;  // sequence number of each unit, -1 if resident
+    std::vector<int> streamed_;   // the unit of each streamed read, in the step's order; index = sequence number
+    std::vector<bool> resident_;  // per unit
 
-    // Streamed units of the current forward whose fetch was issued / that were acquired /
-    // released / vacated.
+    // Streamed reads of the current step whose fetch was issued / that were acquired / released /
+    // vacated.
     int fetched_ = 0, acquired_ = 0, released_ = 0, vacated_ = 0;
 };
 

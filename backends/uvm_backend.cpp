@@ -5,13 +5,15 @@
 #include <stdexcept>
 #include <string>
 
+#include "backends/backend_registry.hpp"
 #include "backends/residency_plan.hpp"
 
 namespace sweetspot {
 
 UvmBackend::UvmBackend(const BackendConfig& config) : config_(config) {}
 
-void UvmBackend::place(const WeightLayout& layout, const UnitFiller& fill) {
+void UvmBackend::place(const WeightLayout& layout, const UnitFiller& fill, const UnitSchedule& schedule) {
+    check_schedule(config_.backend, schedule);
     const auto bytes = unit_bytes(layout, config_.dtype);
     total_bytes_ = std::accumulate(bytes.begin(), bytes.end(), std::int64_t{0});
     const std::int64_t largest = *std::max_element(bytes.begin(), bytes.end());

@@ -24,7 +24,7 @@ public:
 
     // Throws ManagedMemoryRefused (before allocating) when the weights exceed the free device
     // memory, std::invalid_argument when one unit is larger than the budget.
-    void place(const WeightLayout& layout, const UnitFiller& fill) override;
+    void place(const WeightLayout& layout, const UnitFiller& fill, const UnitSchedule& schedule) override;
     // Every iteration starts with all weights on the host.
     void reset_residency() override;
     const void* acquire(int unit) override;

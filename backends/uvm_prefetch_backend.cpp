@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "backends/backend_registry.hpp"
 #include "backends/residency_plan.hpp"
 
 namespace sweetspot {
@@ -15,7 +16,8 @@ UvmPrefetchBackend::UvmPrefetchBackend(const BackendConfig& config)
     : config_(config), slot_streams_(config.streams, config.compute_stream),
       ring_("uvm-prefetch backend", replaced_unit_not_released) {}
 
-void UvmPrefetchBackend::place(const WeightLayout& layout, const UnitFiller& fill) {
+void UvmPrefetchBackend::place(const WeightLayout& layout, const UnitFiller& fill, const UnitSchedule& schedule) {
+    check_schedule(config_.backend, schedule);
     // Plan before allocating: an impossible budget is reported without touching the GPU.
     const auto bytes = unit_bytes(layout, config_.dtype);
     // A budget that holds every unit keeps them all resident (prefetched once here), as a smart
@@ -42,7 +44,7 @@ void UvmPrefetchBackend::place(const WeightLayout& layout, const UnitFiller& fil
     slot_streams_.make_slots(plan.slots);
     evicted_.clear();
     for (int s = 0; s < plan.slots; ++s) evicted_.emplace_back();
-    ring_.place(plan.resident, plan.slots, config_.prefetch_depth);
+    ring_.place(plan.resident, schedule.reads(), plan.slots, config_.prefetch_depth);
     CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -50,10 +52,10 @@ void UvmPrefetchBackend::reset_residency() {
     if (!weights_) return;
     slot_streams_.synchronize();
     CUDA_CHECK(cudaStreamSynchronize(evict_stream_.get()));
-    for (int seq = 0; seq < ring_.streamed_units(); ++seq)
-        weights_->evict(ring_.unit_at(seq), config_.evict, evict_stream_.get());
+    for (int u = 0; u < weights_->units(); ++u)
+        if (!ring_.resident(u)) weights_->evict(u, config_.evict, evict_stream_.get());
     CUDA_CHECK(cudaStreamSynchronize(evict_stream_.get()));
-    ring_.start_forward();
+    ring_.start_step();
 }
 
 // Evicts a released streamed unit before its room in the budget is used again.

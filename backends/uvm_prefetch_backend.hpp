@@ -35,7 +35,7 @@ public:
 
     // Throws std::invalid_argument when the budget cannot hold the slots, ManagedMemoryRefused
     // (before allocating) when the weights exceed the free device memory.
-    void place(const WeightLayout& layout, const UnitFiller& fill) override;
+    void place(const WeightLayout& layout, const UnitFiller& fill, const UnitSchedule& schedule) override;
     // Streamed units back to the host, resident units stay on the device.
     void reset_residency() override;
     // Streamed units must be acquired and released in forward order, once per forward.

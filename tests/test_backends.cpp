@@ -331,20 +331,25 @@ std::string slots_busy(int slots) { return "while all " + std::to_string(slots) 
 using Steps = std::vector<std::string>;
 const std::optional<int> kResident = std::nullopt;
 
+// Places the ring for an inference schedule: every unit read once, in model order.
+void place_for_inference(SlotRing& ring, const std::vector<bool>& resident, int slots, int prefetch_depth) {
+    ring.place(resident, UnitSchedule::inference(static_cast<int>(resident.size())).reads(), slots, prefetch_depth);
+}
+
 }  // namespace
 
-TEST_CASE("slot ring: streamed units are numbered in forward order and take the slots in turn", "[backends]") {
+TEST_CASE("slot ring: streamed units are numbered in the order they are read and take the slots in turn", "[backends]") {
     // Units 0 and 3 resident; 1, 2, 4, 5, 6 streamed as #0..#4 through 2 slots, look-ahead 1.
     SlotRing ring("test ring", slots_busy);
-    ring.place({true, false, false, true, false, false, false}, 2, 1);
+    place_for_inference(ring, {true, false, false, true, false, false, false}, 2, 1);
     CHECK(ring.slots() == 2);
-    CHECK(ring.streamed_units() == 5);
-    CHECK(ring.sequence_of(0) == -1);
-    CHECK(ring.sequence_of(1) == 0);
-    CHECK(ring.sequence_of(2) == 1);
-    CHECK(ring.sequence_of(3) == -1);
-    CHECK(ring.sequence_of(6) == 4);
+    CHECK(ring.streamed_reads() == 5);
+    CHECK(ring.resident(0));
+    CHECK_FALSE(ring.resident(1));
+    CHECK(ring.resident(3));
+    CHECK(ring.unit_at(0) == 1);
     CHECK(ring.unit_at(2) == 4);
+    CHECK(ring.unit_at(4) == 6);
 
     LoggingDevice device;
     // The first acquire starts the look-ahead although unit 0 is resident: #0 and #1 fill both slots.
@@ -370,7 +375,7 @@ TEST_CASE("slot ring: streamed units are numbered in forward order and take the 
     CHECK(ring.acquire(4, device) == 0);
     ring.release(4, device);
     CHECK(device.steps() == Steps{"await u4 #2 @0", "release u4 #2 @0", "vacate u4 #2 @0", "fetch u6 #4 @0"});
-    // Nothing is left to fetch: the look-ahead does not wrap into the next forward.
+    // Nothing is left to fetch: the look-ahead does not wrap into the next step.
     CHECK(ring.acquire(5, device) == 1);
     ring.release(5, device);
     CHECK(ring.acquire(6, device) == 0);
@@ -380,7 +385,7 @@ TEST_CASE("slot ring: streamed units are numbered in forward order and take the 
 
 TEST_CASE("slot ring: a look-ahead of n keeps n fetches ahead of the unit being computed", "[backends]") {
     SlotRing ring("test ring", slots_busy);
-    ring.place(std::vector<bool>(6, false), 3, 2);
+    place_for_inference(ring, std::vector<bool>(6, false), 3, 2);
     LoggingDevice device;
     CHECK(ring.acquire(0, device) == 0);
     CHECK(device.steps() == Steps{"fetch u0 #0 @0", "fetch u1 #1 @1", "fetch u2 #2 @2", "await u0 #0 @0"});
@@ -397,7 +402,7 @@ TEST_CASE("slot ring: the look-ahead counts from the oldest unit not released, w
           "[backends]") {
     // The backends give a look-ahead of n exactly n + 1 slots; with more, the depth still bounds it.
     SlotRing ring("test ring", slots_busy);
-    ring.place(std::vector<bool>(5, false), 3, 1);
+    place_for_inference(ring, std::vector<bool>(5, false), 3, 1);
     LoggingDevice device;
     CHECK(ring.acquire(0, device) == 0);
     CHECK(ring.acquire(1, device) == 1);
@@ -410,7 +415,7 @@ TEST_CASE("slot ring: jit and off fetch a unit when it is acquired, through one 
     for (const int depth : {-1, 0}) {
         INFO("prefetch depth " << depth);
         SlotRing ring("test ring", slots_busy);
-        ring.place(std::vector<bool>(3, false), 1, depth);
+        place_for_inference(ring, std::vector<bool>(3, false), 1, depth);
         LoggingDevice device;
         CHECK(ring.acquire(0, device) == 0);
         CHECK(device.steps() == Steps{"fetch u0 #0 @0", "await u0 #0 @0"});
@@ -426,7 +431,7 @@ TEST_CASE("slot ring: acquiring past the slots without releasing is refused, and
           "[backends]") {
     SECTION("one slot") {
         SlotRing ring("test ring", slots_busy);
-        ring.place(std::vector<bool>(3, false), 1, -1);
+        place_for_inference(ring, std::vector<bool>(3, false), 1, -1);
         LoggingDevice device;
         ring.acquire(0, device);
         device.steps();
@@ -435,7 +440,7 @@ TEST_CASE("slot ring: acquiring past the slots without releasing is refused, and
     }
     SECTION("two slots with look-ahead") {
         SlotRing ring("test ring", slots_busy);
-        ring.place(std::vector<bool>(4, false), 2, 1);
+        place_for_inference(ring, std::vector<bool>(4, false), 2, 1);
         LoggingDevice device;
         CHECK(ring.acquire(0, device) == 0);
         CHECK(ring.acquire(1, device) == 1);
@@ -450,19 +455,19 @@ TEST_CASE("slot ring: acquiring past the slots without releasing is refused, and
     }
 }
 
-TEST_CASE("slot ring: acquire and release out of forward order, twice, or of no unit are refused", "[backends]") {
+TEST_CASE("slot ring: acquire and release out of the schedule's order, twice, or of no unit are refused", "[backends]") {
     SlotRing ring("test ring", slots_busy);
     LoggingDevice device;
     CHECK_THROWS_WITH(ring.acquire(0, device), "test ring: no unit 0");  // before place()
-    ring.place({false, true, false, false}, 2, 1);
+    place_for_inference(ring, {false, true, false, false}, 2, 1);
     CHECK_THROWS_AS(ring.acquire(-1, device), std::out_of_range);
     CHECK_THROWS_WITH(ring.acquire(4, device), "test ring: no unit 4");
     CHECK_THROWS_WITH(ring.release(4, device), "test ring: no unit 4");
 
     const std::string acquired_out_of_order =
-        " acquired out of forward order; streamed units are acquired once each, in order, and reset_residency() starts "
-        "every forward";
-    const std::string released_out_of_order = " released out of forward order or without being acquired";
+        " acquired out of the schedule's order; streamed units are acquired as the step's schedule reads them, and "
+        "reset_residency() starts every step";
+    const std::string released_out_of_order = " released out of the schedule's order or without being acquired";
     CHECK_THROWS_WITH(ring.acquire(2, device), "test ring: unit 2" + acquired_out_of_order);
     CHECK_THROWS_WITH(ring.release(0, device), "test ring: unit 0" + released_out_of_order);
     CHECK_NOTHROW(ring.release(1, device));  // resident: nothing to hand back
@@ -478,20 +483,20 @@ TEST_CASE("slot ring: acquire and release out of forward order, twice, or of no 
     CHECK_THROWS_WITH(ring.acquire(0, device), "test ring: no unit 0");
 }
 
-TEST_CASE("slot ring: every forward starts again at the first streamed unit", "[backends]") {
+TEST_CASE("slot ring: every step starts again at the first streamed read", "[backends]") {
     SlotRing ring("test ring", slots_busy);
-    ring.place(std::vector<bool>(3, false), 2, 1);
+    place_for_inference(ring, std::vector<bool>(3, false), 2, 1);
     LoggingDevice device;
     ring.acquire(0, device);
     ring.release(0, device);
     ring.acquire(1, device);
     device.steps();
-    // An aborted forward: unit 1 was never released.
-    ring.start_forward();
+    // An aborted step: unit 1 was never released.
+    ring.start_step();
     CHECK(ring.acquire(0, device) == 0);
     CHECK(device.steps() == Steps{"fetch u0 #0 @0", "fetch u1 #1 @1", "await u0 #0 @0"});
-    // A new placement starts a forward too.
-    ring.place(std::vector<bool>(3, false), 1, 0);
+    // A new placement starts a step too.
+    place_for_inference(ring, std::vector<bool>(3, false), 1, 0);
     CHECK(ring.acquire(0, device) == 0);
     CHECK(device.steps() == Steps{"fetch u0 #0 @0", "await u0 #0 @0"});
 }
@@ -500,7 +505,7 @@ TEST_CASE("slot ring: a vacate that waits on the host is left to a later release
           "right after its release",
           "[backends]") {
     SlotRing ring("test ring", slots_busy);
-    ring.place(std::vector<bool>(4, false), 2, 1);
+    place_for_inference(ring, std::vector<bool>(4, false), 2, 1);
     LoggingDevice device(true);
     CHECK(ring.acquire(0, device) == 0);
     CHECK(device.steps() == Steps{"fetch u0 #0 @0", "fetch u1 #1 @1", "await u0 #0 @0"});
@@ -519,17 +524,45 @@ TEST_CASE("slot ring: a vacate that waits on the host is left to a later release
     CHECK(device.steps() == Steps{"vacate u1 #1 @1", "fetch u3 #3 @1", "await u3 #3 @1"});
 }
 
+TEST_CASE("slot ring: a training schedule streams each unit again for the backward, in reverse", "[backends]") {
+    // Units 0..3, unit 1 resident: the forward reads 0 1 2 3, the backward 3 2 1 0. The streamed
+    // reads are u0 u2 u3 u3 u2 u0 (#0..#5), through 2 slots with a look-ahead of 1.
+    SlotRing ring("test ring", slots_busy);
+    const UnitSchedule schedule = UnitSchedule::training(4);
+    CHECK(schedule.reads() == std::vector<int>{0, 1, 2, 3, 3, 2, 1, 0});
+    ring.place({false, true, false, false}, schedule.reads(), 2, 1);
+    CHECK(ring.streamed_reads() == 6);
+    LoggingDevice device;
+    for (const int u : {0, 1, 2, 3}) {
+        ring.acquire(u, device);
+        ring.release(u, device);
+    }
+    device.steps();
+    // The backward's first read, unit 3 again, streams again: #3, which the forward's look-ahead
+    // already fetched into slot 1.
+    CHECK(ring.acquire(3, device) == 1);
+    CHECK(device.steps() == Steps{"await u3 #3 @1"});
+    ring.release(3, device);
+    CHECK(device.steps() == Steps{"release u3 #3 @1", "vacate u3 #3 @1", "fetch u0 #5 @1"});
+    // Reading unit 0 before unit 2, out of the schedule's order, is refused.
+    CHECK_THROWS_AS(ring.acquire(0, device), std::logic_error);
+    CHECK(ring.acquire(2, device) == 0);
+    ring.release(2, device);
+    CHECK(ring.acquire(1, device) == kResident);
+    CHECK(ring.acquire(0, device) == 1);
+}
+
 TEST_CASE("slot ring: every unit resident needs no slot", "[backends]") {
     SlotRing ring("test ring", slots_busy);
-    ring.place(std::vector<bool>(3, true), 0, 2);
-    CHECK(ring.streamed_units() == 0);
+    place_for_inference(ring, std::vector<bool>(3, true), 0, 2);
+    CHECK(ring.streamed_reads() == 0);
     LoggingDevice device;
     for (int u = 0; u < 3; ++u) {
         CHECK(ring.acquire(u, device) == kResident);
         ring.release(u, device);
     }
     CHECK(device.steps().empty());
-    CHECK_THROWS_AS(ring.place({true, false}, 0, 2), std::logic_error);
+    CHECK_THROWS_AS(place_for_inference(ring, {true, false}, 0, 2), std::logic_error);
 }
 
 TEST_CASE("fill_units_in_place: each unit's fp32 weights converted into place", "[backends]") {
@@ -705,7 +738,7 @@ void check_backend(const BackendConfig& base, int percent) {
                              << (config.evict == UvmEvict::migrate ? "migrate" : "read_mostly") << ", policy "
                              << policy_name(config.resident));
             auto backend = make_backend(config);
-            backend->place(layout, fill_pattern);
+            backend->place(layout, fill_pattern, UnitSchedule::inference(layout.unit_count()));
             check_placement(*backend, config, units);
             run_forwards(*backend, layout, dtype, stream.get());
         }
@@ -830,7 +863,7 @@ TEST_CASE("every GPU backend: weights a filler can make by kernels are made ther
                         ++device_fills;
                     });
             auto backend = make_backend(config);
-            backend->place(layout, fill);
+            backend->place(layout, fill, UnitSchedule::inference(layout.unit_count()));
             CHECK(device_fills == static_cast<int>(layout.units.size()));
             check_placement(*backend, config, units);
             run_forwards(*backend, layout, dtype, stream.get());
@@ -856,7 +889,7 @@ TEST_CASE("every GPU backend: the synthetic weights the GPU makes are the host's
                         gpu::fill_synthetic_unit(model, layout, unit, kSeed, as, dst, on);
                     });
             auto backend = make_backend(config);
-            backend->place(layout, fill);
+            backend->place(layout, fill, UnitSchedule::inference(layout.unit_count()));
             run_forwards(*backend, layout, dtype, stream.get(), [&](int unit) {
                 std::vector<std::byte> bytes(static_cast<std::size_t>(units[static_cast<std::size_t>(unit)]));
                 fill_synthetic_unit_as(model, layout, unit, kSeed, dtype, bytes.data());
@@ -872,7 +905,48 @@ TEST_CASE("device: a budget below the weights is refused", "[gpu][backends]") {
     auto config = gpu_config("device", 0, 0);
     config.budget_bytes = total_of(unit_bytes(layout, DType::fp32)) - 1;
     auto backend = make_backend(config);
-    CHECK_THROWS_WITH(backend->place(layout, fill_pattern), ContainsSubstring("keeps all weights resident"));
+    CHECK_THROWS_WITH(backend->place(layout, fill_pattern, UnitSchedule::inference(layout.unit_count())),
+                      ContainsSubstring("keeps all weights resident"));
+}
+
+TEST_CASE("device: placed for training, it holds gradients, fp32 master weights and zeroed moments", "[gpu][backends]") {
+    require_gpu();
+    const auto layout = WeightLayout::for_model(*find_builtin_model("tiny_odd"));
+    for (const DType dtype : {DType::fp32, DType::bf16}) {
+        INFO(enum_name(dtype));
+        CudaStream stream;
+        auto config = gpu_config("device", 0, 0);
+        config.dtype = dtype;
+        config.compute_stream = stream.get();
+        config.budget_bytes = total_of(unit_bytes(layout, dtype));
+        auto backend = make_backend(config);
+        backend->place(layout, fill_pattern, UnitSchedule::training(layout.unit_count()));
+        for (int u = 0; u < layout.unit_count(); ++u) {
+            const auto numel = static_cast<std::size_t>(layout.units[static_cast<std::size_t>(u)].numel);
+            const UnitUpdate update = backend->acquire_update(u);
+            CHECK(update.weights == backend->acquire(u));
+            CHECK(update.gradient == backend->gradient(u));
+            CHECK(update.gradient != update.weights);
+            // The master weights are the fill's fp32 values, which round to the weights' bf16 bits.
+            CHECK((update.master == nullptr) == (dtype == DType::fp32));
+            const auto fp32_of = [&](const float* p) {
+                std::vector<float> host(numel);
+                CUDA_CHECK(cudaMemcpy(host.data(), p, numel * sizeof(float), cudaMemcpyDeviceToHost));
+                return host;
+            };
+            if (update.master != nullptr) {
+                std::vector<float> want(numel);
+                fill_pattern(u, want);
+                CHECK(fp32_of(update.master) == want);
+            }
+            for (const float* moment : {update.m, update.v}) {
+                const auto values = fp32_of(moment);
+                CHECK(std::all_of(values.begin(), values.end(), [](float v) { return v == 0.0f; }));
+            }
+            backend->release_update(u);
+        }
+        run_forwards(*backend, layout, dtype, stream.get());
+    }
 }
 
 TEST_CASE("explicit-copy: slots reused in order at every look-ahead and stream count", "[gpu][backends]") {
@@ -893,7 +967,8 @@ TEST_CASE("explicit-copy: a budget too small for the slots is refused", "[gpu][b
     auto config = gpu_config("explicit-copy", 2, 1);
     config.budget_bytes = 1000;
     auto backend = make_backend(config);
-    CHECK_THROWS_WITH(backend->place(layout, fill_pattern), ContainsSubstring("3 streaming slot"));
+    CHECK_THROWS_WITH(backend->place(layout, fill_pattern, UnitSchedule::inference(layout.unit_count())),
+                      ContainsSubstring("3 streaming slot"));
 }
 
 TEST_CASE("streaming backends: acquiring past the slots without releasing is refused, and the next forward works",
@@ -908,7 +983,7 @@ TEST_CASE("streaming backends: acquiring past the slots without releasing is ref
         config.compute_stream = stream.get();
         config.budget_bytes = minimum_streaming_budget(units, 2);  // everything streamed through 2 slots
         auto backend = make_backend(config);
-        backend->place(layout, fill_pattern);
+        backend->place(layout, fill_pattern, UnitSchedule::inference(layout.unit_count()));
         REQUIRE(backend->placement().streamed_units == static_cast<int>(units.size()));
         backend->acquire(0);
         backend->acquire(1);
@@ -970,7 +1045,9 @@ TEST_CASE("the UVM backends refuse weights larger than the free device memory be
         std::atomic<bool> filled{false};
         std::size_t free_before = 0, free_after = 0;
         CUDA_CHECK(cudaMemGetInfo(&free_before, &device_bytes));
-        CHECK_THROWS_AS(backend->place(layout, [&](int, std::span<float>) { filled = true; }), ManagedMemoryRefused);
+        CHECK_THROWS_AS(backend->place(layout, [&](int, std::span<float>) { filled = true; },
+                                       UnitSchedule::inference(layout.unit_count())),
+                        ManagedMemoryRefused);
         CUDA_CHECK(cudaMemGetInfo(&free_after, &device_bytes));
         CHECK_FALSE(filled);
         CHECK(free_after == free_before);

@@ -177,18 +177,18 @@ TEST_CASE("non-finite output fails a cell whatever its check says; a check outsi
     LogitsCheck failing{"test reference", 1.0, 0.5, 1e-4, std::nullopt};
 
     CellOutcome ok;
-    judge_output(count_nonfinite(finite), 4, passing, ok);
+    judge_output({static_cast<std::int64_t>(count_nonfinite(finite)), 4}, passing, ok);
     CHECK(ok.status == CellStatus::ok);
     CHECK(ok.get<"check_rel_err">() == 1e-6);
     CHECK(ok.get<"check_reference">() == "test reference");
 
     CellOutcome unchecked;
-    judge_output(0, 4, std::nullopt, unchecked);
+    judge_output({0, 4}, std::nullopt, unchecked);
     CHECK(unchecked.status == CellStatus::ok);
     CHECK_FALSE(unchecked.get<"check_rel_err">());
 
     CellOutcome invalid;
-    judge_output(0, 4, failing, invalid);
+    judge_output({0, 4}, failing, invalid);
     CHECK(invalid.status == CellStatus::invalid);
     CHECK_THAT(invalid.reason, ContainsSubstring("relative error 0.5 > tolerance 0.0001"));
 
@@ -198,7 +198,7 @@ TEST_CASE("non-finite output fails a cell whatever its check says; a check outsi
         logits[2] = bad;
         for (const auto& check : {std::optional<LogitsCheck>(passing), std::optional<LogitsCheck>()}) {
             CellOutcome out;
-            judge_output(static_cast<std::int64_t>(count_nonfinite(logits)), 4, check, out);
+            judge_output({static_cast<std::int64_t>(count_nonfinite(logits)), 4}, check, out);
             CHECK(out.status == CellStatus::failed);
             CHECK_THAT(out.reason, ContainsSubstring("1 non-finite values (NaN or infinity) among its 4 logits"));
         }
@@ -307,30 +307,30 @@ TEST_CASE("a prefix check's host reference is kept under a key of what it depend
 
 namespace {
 
-// A forward whose check takes at least `check_ms` and returns `check`.
-class CheckingForward final : public CellForward {
+// A step whose check takes at least `check_ms` and returns `check`.
+class CheckingStep final : public CellStep {
 public:
-    CheckingForward(std::optional<LogitsCheck> check, double check_ms) : check_(std::move(check)), check_ms_(check_ms) {}
+    CheckingStep(std::optional<LogitsCheck> check, double check_ms) : check_(std::move(check)), check_ms_(check_ms) {}
     std::int64_t activation_bytes() const override { return 0; }
-    double iteration_ms(const std::string&) override { return 1.0; }
+    StepTime run_step(const std::string&) override { return {1.0, {1.0}}; }
     std::vector<float> logits() override { return {1.0f}; }
-    std::int64_t count_nonfinite_logits() override { return 0; }
+    OutputCount count_nonfinite() override { return {0, 1}; }
     std::optional<LogitsCheck> check() override {
         std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(check_ms_));
         return check_;
     }
-    void add_placement(CellOutcome&) const override {}
+    void add_results(CellOutcome&) const override {}
 
 private:
     std::optional<LogitsCheck> check_;
     double check_ms_;
 };
 
-// The seconds of each phase measure_iterations recorded, by name.
+// The seconds of each phase measure_steps recorded, by name.
 std::map<std::string, double> phases_of(const std::optional<LogitsCheck>& check, double check_ms) {
-    CheckingForward forward(check, check_ms);
+    CheckingStep forward(check, check_ms);
     CellOutcome out;
-    measure_iterations(tiny_cell(DType::fp32), 1, forward, MeasureOptions{}, out);
+    measure_steps(tiny_cell(DType::fp32), forward, MeasureOptions{}, out);
     std::map<std::string, double> seconds;
     for (const CellPhase& p : out.phases) seconds[p.name] = p.seconds;
     return seconds;

@@ -23,18 +23,19 @@ using namespace sweetspot;
 namespace {
 
 // Latencies from a script, repeated; a host-sized output whose check is left out.
-class ScriptedForward final : public CellForward {
+class ScriptedStep final : public CellStep {
 public:
-    explicit ScriptedForward(std::vector<double> ms, double sleep_ms = 0) : ms_(std::move(ms)), sleep_ms_(sleep_ms) {}
+    explicit ScriptedStep(std::vector<double> ms, double sleep_ms = 0) : ms_(std::move(ms)), sleep_ms_(sleep_ms) {}
     std::int64_t activation_bytes() const override { return 0; }
-    double iteration_ms(const std::string&) override {
+    StepTime run_step(const std::string&) override {
         if (sleep_ms_ > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(sleep_ms_));
-        return ms_[calls_++ % ms_.size()];
+        const double ms = ms_[calls_++ % ms_.size()];
+        return {ms, {ms}};
     }
     std::vector<float> logits() override { return {1.0f}; }
-    std::int64_t count_nonfinite_logits() override { return 0; }
+    OutputCount count_nonfinite() override { return {0, 1}; }
     std::optional<LogitsCheck> check() override { return std::nullopt; }
-    void add_placement(CellOutcome&) const override {}
+    void add_results(CellOutcome&) const override {}
 
 private:
     std::vector<double> ms_;
@@ -49,9 +50,9 @@ CellParams cell_with(const std::string& lines) {
 }
 
 // The cell measured with `forward`, its derived measures (the noise among them) made.
-CellOutcome measured(const CellParams& cell, ScriptedForward forward) {
+CellOutcome measured(const CellParams& cell, ScriptedStep forward) {
     CellOutcome out;
-    measure_iterations(cell, 1, forward, MeasureOptions{}, out);
+    measure_steps(cell, forward, MeasureOptions{}, out);
     derive_measures(cell, out);
     return out;
 }
@@ -113,14 +114,14 @@ TEST_CASE("warnings name what makes a cell's numbers less trustworthy, with thei
 
 TEST_CASE("a noisy cell iterates up to its limit and is flagged; a quiet one stops at iterations", "[noise]") {
     // Alternating 10 and 20 ms: about 50 % noise, never under 2 %.
-    const CellOutcome noisy = measured(cell_with("iterations = 3\nmax_iterations = 12"), ScriptedForward({10, 20}));
+    const CellOutcome noisy = measured(cell_with("iterations = 3\nmax_iterations = 12"), ScriptedStep({10, 20}));
     CHECK(noisy.timed_ms.size() == 12);
     CHECK(flagged(noisy));
     REQUIRE(noisy.get<"noise_pct">());
     CHECK(*noisy.get<"noise_pct">() > 30);
 
     // Within 0.1 %: done after the minimum.
-    const CellOutcome quiet = measured(cell_with("iterations = 3\nmax_iterations = 12"), ScriptedForward({10, 10.01, 9.99}));
+    const CellOutcome quiet = measured(cell_with("iterations = 3\nmax_iterations = 12"), ScriptedStep({10, 10.01, 9.99}));
     CHECK(quiet.timed_ms.size() == 3);
     CHECK_FALSE(flagged(quiet));
 
@@ -131,23 +132,23 @@ TEST_CASE("a noisy cell iterates up to its limit and is flagged; a quiet one sto
     std::vector<double> settling = {12, 8};
     for (int i = 0; i < 148; ++i) settling.push_back(10);
     const CellOutcome settled =
-        measured(cell_with("iterations = 2\nmax_iterations = 150\nmax_noise = 5"), ScriptedForward(settling));
+        measured(cell_with("iterations = 2\nmax_iterations = 150\nmax_noise = 5"), ScriptedStep(settling));
     CHECK(settled.timed_ms.size() == 5);
     CHECK(*settled.get<"spread_pct">() == 0.0);
     CHECK(*settled.get<"noise_pct">() == Catch::Approx(100.0 * std::sqrt(8.0 / 4.0) / 10.0));
     CHECK_FALSE(flagged(settled));
 
     // The default takes exactly `iterations` and only flags the noise.
-    const CellOutcome fixed_count = measured(cell_with("iterations = 4"), ScriptedForward({10, 20}));
+    const CellOutcome fixed_count = measured(cell_with("iterations = 4"), ScriptedStep({10, 20}));
     CHECK(fixed_count.timed_ms.size() == 4);
     CHECK(flagged(fixed_count));
     // max_noise 0: no criterion, never noisy.
-    const CellOutcome off = measured(cell_with("iterations = 4\nmax_iterations = 20\nmax_noise = 0"), ScriptedForward({10, 20}));
+    const CellOutcome off = measured(cell_with("iterations = 4\nmax_iterations = 20\nmax_noise = 0"), ScriptedStep({10, 20}));
     CHECK(off.timed_ms.size() == 4);
     CHECK_FALSE(flagged(off));
     // max_time stops the noisy cell before max_iterations: 5 ms a forward, 30 ms at most.
     const CellOutcome timed =
-        measured(cell_with("iterations = 2\nmax_iterations = 1000\nmax_time = 0.03"), ScriptedForward({10, 20}, 5.0));
+        measured(cell_with("iterations = 2\nmax_iterations = 1000\nmax_time = 0.03"), ScriptedStep({10, 20}, 5.0));
     CHECK(timed.timed_ms.size() >= 2);
     CHECK(timed.timed_ms.size() < 100);
     CHECK(flagged(timed));
@@ -160,7 +161,7 @@ TEST_CASE("a noisy cell is stored as ok and flagged, and summary shows it", "[no
     info.started_at = "2026-11-23T00:00:00Z";
     const auto run = store.begin_run(info);
     const CellParams cell = cell_with("iterations = 3\nmax_iterations = 6");
-    CellOutcome out = measured(cell, ScriptedForward({10, 20}));
+    CellOutcome out = measured(cell, ScriptedStep({10, 20}));
     out.status = CellStatus::ok;
     record_outcome(store, run, 0, cell, out);
     auto st = store.db().prepare("SELECT status, noisy, noise_pct, max_iterations, max_noise_pct,"

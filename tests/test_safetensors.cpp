@@ -197,7 +197,7 @@ TEST_CASE("the host forward on loaded weights equals the forward on the same wei
         cell.weights = dir;
         const auto layout = WeightLayout::for_model(kModel);
         auto backend = make_backend(backend_config(cell));
-        backend->place(layout, make_unit_filler(cell, layout));
+        backend->place(layout, make_unit_filler(cell, layout), UnitSchedule::inference(layout.unit_count()));
         const auto loaded = host_logits(kModel, *backend, tokens, 2);
 
         const Units expected = expected_units(kModel, units, o);

@@ -222,11 +222,33 @@ CellParams CellParams::from_canonical(std::string_view text) {
     return c;
 }
 
-std::vector<std::int32_t> CellParams::token_ids() const {
-    std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
-    std::vector<std::int32_t> tokens(static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq));
-    for (auto& t : tokens) t = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(model.vocab_size));
+namespace {
+
+// The first `count` ids of the cell's stream of random tokens.
+std::vector<std::int32_t> token_stream(const CellParams& c, std::size_t count) {
+    std::mt19937_64 rng(c.seed ^ 0x9e3779b97f4a7c15ull);
+    std::vector<std::int32_t> tokens(count);
+    for (auto& t : tokens) t = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(c.model.vocab_size));
     return tokens;
+}
+
+}  // namespace
+
+std::span<const StepPhase> step_phases(Mode mode) {
+    static constexpr std::array<StepPhase, 1> infer = {StepPhase::forward};
+    static constexpr std::array<StepPhase, 3> train = {StepPhase::forward, StepPhase::backward, StepPhase::optimizer};
+    if (mode == Mode::train) return train;
+    return infer;
+}
+
+std::vector<std::int32_t> CellParams::token_ids() const {
+    return token_stream(*this, static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq));
+}
+
+std::vector<std::int32_t> CellParams::target_ids() const {
+    std::vector<std::int32_t> stream = token_stream(*this, static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq) + 1);
+    stream.erase(stream.begin());
+    return stream;
 }
 
 std::string CellParams::label() const {

@@ -2,6 +2,7 @@
 // One point of an experiment matrix, fully resolved, with its canonical text and stable key.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,17 @@ template <>
 struct EnumNames<Mode> {
     static constexpr std::array<EnumName<Mode>, 2> list = {{{Mode::infer, "infer"}, {Mode::train, "train"}}};
 };
+
+// The phases of a step, each timed on its own: a forward for `infer`; a forward (with the loss),
+// a backward and the optimizer's update for `train`.
+enum class StepPhase { forward, backward, optimizer };
+template <>
+struct EnumNames<StepPhase> {
+    static constexpr std::array<EnumName<StepPhase>, 3> list = {
+        {{StepPhase::forward, "forward"}, {StepPhase::backward, "backward"}, {StepPhase::optimizer, "optimizer"}}};
+};
+// The phases a step of `mode` runs, in order.
+std::span<const StepPhase> step_phases(Mode mode);
 
 // Injected failures, so the harness's own crash handling can be tested end to end.
 enum class DebugFault { none, segfault, abort, hang, exit };
@@ -152,6 +164,10 @@ struct CellParams {
     static CellParams from_canonical(std::string_view text);
     // The cell's input: batch × seq random token ids drawn from `seed`, as cuda-uvm-gpt2 fed its model.
     std::vector<std::int32_t> token_ids() const;
+    // The next-token targets of a training step: the ids token_ids draws continued by one more
+    // draw, shifted by one, so each position's target is the token after it in one stream (as a
+    // language-model batch is cut from a text).
+    std::vector<std::int32_t> target_ids() const;
     // The cell's dropout: its probability, the masks keyed by `seed`, as every forward draws them.
     Dropout dropout_masks() const { return Dropout{static_cast<float>(dropout), seed}; }
     // One line for progress output: "gpt2_small host fp32 b1 s64".

@@ -74,9 +74,11 @@ BackendConfig backend_config(const CellParams& c) {
 
 std::string cell_impossible_reason(const CellParams& c) {
     const std::string backend_name(enum_name(c.backend));
-    if (c.mode != Mode::infer)
-        return "mode '" + std::string(enum_name(c.mode)) + "' is not implemented in this version of sweetspot";
     const BackendTraits& backend = backend_traits(c.backend);
+    if (c.mode == Mode::train && !backend.training)
+        return "the " + backend_name + " backend does not train: " + std::string(backend.no_training_reason);
+    if (c.mode == Mode::train && backend.needs_gpu)
+        return "training on the GPU is not implemented yet in this version of sweetspot (the host backend trains)";
     if (!backend.computes_in(c.dtype))
         return "the " + backend_name + " backend does not compute in " + std::string(enum_name(c.dtype));
     if (!backend.needs_gpu && !c.variant.is_baseline())
@@ -117,22 +119,21 @@ CellOutcome measure_cell(const CellParams& cell, const MeasureOptions& options) 
     clock.lap("tokens");
     options.status.phase("setup");
 #ifdef SWEETSPOT_HAVE_CUDA
-    std::unique_ptr<CellForward> forward =
-        uses_gpu(cell) ? make_gpu_forward(cell, tokens, options) : make_host_forward(cell, tokens);
+    std::unique_ptr<CellStep> step = uses_gpu(cell) ? make_gpu_step(cell, tokens, options) : make_host_step(cell, tokens);
 #else
-    std::unique_ptr<CellForward> forward = make_host_forward(cell, tokens);
+    std::unique_ptr<CellStep> step = make_host_step(cell, tokens);
 #endif
     out.set<"init_s">(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_init).count());
-    if (const std::vector<CellPhase> setup = forward->setup_phases(); setup.empty()) {
+    if (const std::vector<CellPhase> setup = step->setup_phases(); setup.empty()) {
         clock.lap("setup");
     } else {
         out.phases.insert(out.phases.end(), setup.begin(), setup.end());
     }
-    measure_iterations(cell, tokens.size(), *forward, options, out);
+    measure_steps(cell, *step, options, out);
     // Freeing what the cell placed can take seconds (tens of GB of managed or pinned memory).
     PhaseClock teardown(out.phases);
     options.status.phase("teardown");
-    forward.reset();
+    step.reset();
     teardown.lap("teardown");
     out.set<"finished_at">(utc_timestamp());
     return out;

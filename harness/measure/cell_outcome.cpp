@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "harness/collect/event_totals.hpp"
+#include "harness/measure/gpu_peaks.hpp"
 #include "harness/store/event_tables.hpp"
 #include "kernels/model/number_text.hpp"
 
@@ -115,6 +116,31 @@ void derive_warnings(const CellParams& c, CellOutcome& out) {
     out.set<"warnings">(text);
 }
 
+std::optional<double> median_of(const std::vector<double>& samples) {
+    if (samples.empty()) return std::nullopt;
+    return LatencyStats::of(samples).median;
+}
+
+// The phase split, the model flops and the utilisation they give at the median step.
+void derive_step_measures(const CellParams& c, double median_ms, CellOutcome& out) {
+    const auto phase = [&](StepPhase p) { return median_of(out.timed_phase_ms[static_cast<std::size_t>(p)]); };
+    out.set<"forward_ms">(phase(StepPhase::forward));
+    out.set<"backward_ms">(phase(StepPhase::backward));
+    out.set<"optimizer_ms">(phase(StepPhase::optimizer));
+    const double flops = c.model.step_flops(c.batch, c.seq, c.mode == Mode::train);
+    const double tflops = flops / (median_ms * 1e-3) / 1e12;
+    out.set<"model_flops">(flops);
+    out.set<"achieved_tflops">(tflops);
+    const std::optional<std::string> gpu = out.get<"gpu_model">();
+    if (!gpu) {
+        out.set<"mfu_note">("no GPU: MFU is measured against a GPU's dense peak");
+    } else if (const std::optional<double> peak = dense_peak_tflops(*gpu, c.dtype, c.tf32)) {
+        out.set<"mfu_pct">(100.0 * tflops / *peak);
+    } else {
+        out.set<"mfu_note">("no dense peak is known for '" + *gpu + "' (harness/measure/gpu_peaks.cpp)");
+    }
+}
+
 }  // namespace
 
 void derive_measures(const CellParams& c, CellOutcome& out) {
@@ -142,6 +168,7 @@ void derive_measures(const CellParams& c, CellOutcome& out) {
     out.set<"tokens_per_s">(static_cast<double>(c.batch) * c.seq / (lat.median / 1000.0));
     if (const auto streamed = out.get<"streamed_bytes">())
         out.set<"streamed_gbps">(static_cast<double>(*streamed) / (lat.median * 1e6));
+    derive_step_measures(c, lat.median, out);
 }
 
 std::int64_t record_outcome(Store& store, std::int64_t run_id, int cell_index, const CellParams& cell, CellOutcome out) {

@@ -24,6 +24,14 @@
 namespace sweetspot {
 namespace {
 
+std::string gpu_name() {
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    return prop.name;
+}
+
 std::int64_t device_used_bytes() {
     std::size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -103,9 +111,9 @@ GpuForwardOptions forward_options(const CellParams& c, const MeasureOptions& opt
 // Members in construction order: the memory watch takes its first reading before anything
 // touches the GPU, the NVTX ranges open first (and close last), the collector is configured
 // before anything is placed (UM counters do not see earlier managed allocations).
-class GpuCellForward final : public CellForward {
+class GpuCellStep final : public CellStep {
 public:
-    GpuCellForward(const CellParams& c, std::span<const std::int32_t> tokens, const MeasureOptions& options)
+    GpuCellStep(const CellParams& c, std::span<const std::int32_t> tokens, const MeasureOptions& options)
         : cell_(c),
           memory_watch_(with_context(watch_gpu_memory(memory_note_), clock_)),
           collect_(prepared_for_collection(c, options)),
@@ -118,7 +126,7 @@ public:
         clock_.lap("prepare");
         options.status.phase("weights");
         backend_ = make_backend(gpu_backend_config(c, options, compute_));
-        backend_->place(layout_, gpu_unit_filler(c, layout_));
+        backend_->place(layout_, gpu_unit_filler(c, layout_), UnitSchedule::inference(layout_.unit_count()));
         clock_.lap("weights");
         options.status.phase("forward_setup");
         forward_.emplace(c.model, layout_, c.dtype, c.batch, c.seq, compute_.get(), forward_options(c, options));
@@ -131,7 +139,7 @@ public:
 
     std::int64_t activation_bytes() const override { return forward_->activation_bytes() + forward_->workspace_bytes(); }
 
-    double iteration_ms(const std::string& label) override {
+    StepTime run_step(const std::string& label) override {
         const NvtxRange iteration(label);
         backend_->reset_residency();
         start_.record(compute_.get());
@@ -139,7 +147,8 @@ public:
         stop_.record(compute_.get());
         stop_.synchronize();
         if (!device_used_) device_used_ = device_used_bytes();
-        return static_cast<double>(stop_.ms_since(start_));
+        const auto ms = static_cast<double>(stop_.ms_since(start_));
+        return {ms, {ms}};
     }
 
     void start_collection() override {
@@ -152,14 +161,18 @@ public:
 
     std::vector<float> logits() override { return forward_->logits_to_host(); }
 
-    std::int64_t count_nonfinite_logits() override { return forward_->count_nonfinite_logits(); }
+    OutputCount count_nonfinite() override {
+        return {forward_->count_nonfinite_logits(),
+                static_cast<std::int64_t>(tokens_.size()) * cell_.model.vocab_size, "logits"};
+    }
 
     std::optional<LogitsCheck> check() override {
         const std::vector<float> compared = forward_->logits_to_host(host_reference_rows(cell_));
         return check_against_host(cell_, layout_, tokens_, compared, kept_reference_);
     }
 
-    void add_placement(CellOutcome& out) const override {
+    void add_results(CellOutcome& out) const override {
+        out.set<"gpu_model">(gpu_name());
         const PlacementStats placed = backend_->placement();
         out.set<"resident_bytes">(placed.resident_bytes);
         out.set<"streamed_bytes">(placed.streamed_bytes);
@@ -205,9 +218,9 @@ private:
 
 }  // namespace
 
-std::unique_ptr<CellForward> make_gpu_forward(const CellParams& cell, std::span<const std::int32_t> tokens,
-                                              const MeasureOptions& options) {
-    return std::make_unique<GpuCellForward>(cell, tokens, options);
+std::unique_ptr<CellStep> make_gpu_step(const CellParams& cell, std::span<const std::int32_t> tokens,
+                                        const MeasureOptions& options) {
+    return std::make_unique<GpuCellStep>(cell, tokens, options);
 }
 
 }  // namespace sweetspot

@@ -19,12 +19,6 @@ namespace {
 constexpr double kFullCheckFlops = 4e11;
 constexpr int kPrefixPositions = 16;
 
-// The float64 reference runs as plain loops; above this many multiply-adds it would take
-// longer than the measurement itself, and the cell is stored as not checked.
-constexpr double kMaxFloat64Macs = 2e9;
-
-// Relative error (max |out - ref| / max |ref|) allowed for fp32 host output against float64.
-constexpr double kHostFp32Tolerance = 1e-4;
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -189,8 +183,7 @@ std::optional<LogitsCheck> check_against_float64(const CellParams& cell, const W
     return check;
 }
 
-void judge_output(std::int64_t nonfinite, std::int64_t logit_count, const std::optional<LogitsCheck>& check,
-                  CellOutcome& out) {
+void judge_output(const OutputCount& output, const std::optional<LogitsCheck>& check, CellOutcome& out) {
     if (check) {
         out.set<"check_reference">(check->reference);
         out.set<"check_max_abs_err">(check->max_abs_err);
@@ -199,13 +192,13 @@ void judge_output(std::int64_t nonfinite, std::int64_t logit_count, const std::o
         out.set<"check_reference_computed">(check->reference_computed);
         out.reference = check->kept;
     }
-    if (nonfinite > 0) {
+    if (output.nonfinite > 0) {
         out.status = CellStatus::failed;
-        out.reason = "the output has " + std::to_string(nonfinite) + " non-finite values (NaN or infinity) among its " +
-                     std::to_string(logit_count) + " logits";
+        out.reason = "the output has " + std::to_string(output.nonfinite) + " non-finite values (NaN or infinity) among its " +
+                     std::to_string(output.total) + " " + output.what;
     } else if (check && !check->passed()) {
         out.status = CellStatus::invalid;
-        out.reason = "logits differ from the " + check->reference + ": relative error " + format_number(check->rel_err) +
+        out.reason = check->compared + " differ from the " + check->reference + ": relative error " + format_number(check->rel_err) +
                      " > tolerance " + format_number(check->tolerance);
     } else {
         out.status = CellStatus::ok;

@@ -27,6 +27,7 @@ struct LogitsCheck {
     // cell's `reference` phase, told apart from `check` because one cell of a workload spends it
     // for all.
     double reference_seconds = 0;
+    std::string compared = "logits";  // what of the output, for the verdict's reason
     bool passed() const { return rel_err <= tolerance; }  // false for NaN too
 };
 
@@ -42,6 +43,13 @@ public:
 private:
     double max_abs_err_ = 0, max_ref_ = 0;
 };
+
+// The float64 reference runs as plain loops; above this many multiply-adds (a forward's) it would
+// take longer than the measurement itself, and the cell is stored as not checked.
+inline constexpr double kMaxFloat64Macs = 2e9;
+
+// Relative error (max |out - ref| / max |ref|) allowed for fp32 host output against float64.
+inline constexpr double kHostFp32Tolerance = 1e-4;
 
 // How many values are NaN or infinite.
 std::size_t count_nonfinite(std::span<const float> values);
@@ -82,11 +90,16 @@ LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layou
 std::optional<LogitsCheck> check_against_float64(const CellParams& cell, const WeightLayout& layout, LayerSource& weights,
                                                  std::span<const std::int32_t> tokens, std::span<const float> logits);
 
-// Stores `check` in the outcome and sets its status: `failed` when any of the output's
-// `logit_count` logits is NaN or infinite (`nonfinite` of them, counted over the whole output,
-// whether or not a reference was computed: such output is wrong whatever it is compared with),
-// `invalid` when the check is outside its tolerance, `ok` otherwise.
-void judge_output(std::int64_t nonfinite, std::int64_t logit_count, const std::optional<LogitsCheck>& check,
-                  CellOutcome& out);
+// The NaN or infinite values among a step's output, counted over all of it.
+struct OutputCount {
+    std::int64_t nonfinite = 0;
+    std::int64_t total = 0;
+    std::string what = "logits";  // what the values are, for the verdict's reason
+};
+
+// Stores `check` in the outcome and sets its status: `failed` when any of the output's values is
+// NaN or infinite (whether or not a reference was computed: such output is wrong whatever it is
+// compared with), `invalid` when the check is outside its tolerance, `ok` otherwise.
+void judge_output(const OutputCount& output, const std::optional<LogitsCheck>& check, CellOutcome& out);
 
 }  // namespace sweetspot

@@ -14,19 +14,33 @@ std::vector<std::int32_t> cell_tokens(const CellParams& cell, const MeasureOptio
     return {options.tokens.begin(), options.tokens.end()};
 }
 
-void measure_iterations(const CellParams& c, std::size_t token_count, CellForward& forward,
-                        const MeasureOptions& options, CellOutcome& out) {
+namespace {
+
+// Records a timed step: its latency and each phase's.
+void add_timed(const StepTime& t, CellOutcome& out) {
+    out.timed_ms.push_back(t.ms);
+    for (std::size_t i = 0; i < t.phase_ms.size(); ++i) out.timed_phase_ms.at(i).push_back(t.phase_ms[i]);
+}
+
+}  // namespace
+
+void measure_steps(const CellParams& c, CellStep& step, const MeasureOptions& options, CellOutcome& out) {
     PhaseClock clock(out.phases);
-    out.set<"activation_bytes">(forward.activation_bytes());
+    out.set<"activation_bytes">(step.activation_bytes());
     // What else the machine was running, and how fast its cores went: a host cell computes on them,
     // a GPU cell needs their threads to launch its kernels and copies.
     const HostLoad host = host_load();
     out.set<"cpu_load_1m">(host.load_1m);
     out.set<"cpu_cores">(host.cores);
     out.set<"cpu_mhz">(host.mean_mhz);
+    if (c.mode == Mode::train) {
+        options.status.phase("checked_step");
+        step.run_checked_step();
+        clock.lap("checked_step");
+    }
     for (int i = 0; i < c.warmups; ++i) {
         options.status.iteration("warmup", i + 1, c.warmups);
-        out.warmup_ms.push_back(forward.iteration_ms("warmup " + std::to_string(i)));
+        out.warmup_ms.push_back(step.run_step("warmup " + std::to_string(i)).ms);
     }
     clock.lap("warmups");
     // The noise criterion (cell.hpp): at least `iterations`, then more while the noise is above
@@ -45,34 +59,33 @@ void measure_iterations(const CellParams& c, std::size_t token_count, CellForwar
     const std::optional<int> up_to = c.max_noise_pct > 0 ? std::optional<int>(most) : std::nullopt;
     while (more_wanted()) {
         options.status.iteration("iteration", static_cast<int>(out.timed_ms.size()) + 1, c.iterations, up_to);
-        out.timed_ms.push_back(forward.iteration_ms("iteration " + std::to_string(out.timed_ms.size())));
+        add_timed(step.run_step("iteration " + std::to_string(out.timed_ms.size())), out);
     }
     clock.lap("timed");
-    // Traced iterations run after the timed ones, so collection never perturbs the latencies
-    // that are reported; their own latencies show what tracing costs.
+    // Traced steps run after the timed ones, so collection never perturbs the latencies that are
+    // reported; their own latencies show what tracing costs.
     if (c.trace_iterations > 0) {
-        forward.start_collection();
+        step.start_collection();
         for (int i = 0; i < c.trace_iterations; ++i) {
             options.status.iteration("traced", i + 1, c.trace_iterations);
-            out.traced_ms.push_back(forward.iteration_ms("traced iteration " + std::to_string(i)));
+            out.traced_ms.push_back(step.run_step("traced iteration " + std::to_string(i)).ms);
         }
-        out.events = forward.finish_collection();
+        out.events = step.finish_collection();
         clock.lap("traced");
     }
-    forward.add_placement(out);
+    step.add_results(out);
 
     options.status.phase("check");
-    const std::int64_t logit_count = static_cast<std::int64_t>(token_count) * c.model.vocab_size;
-    const std::int64_t nonfinite = forward.count_nonfinite_logits();
-    const std::optional<LogitsCheck> check = forward.check();
-    judge_output(nonfinite, logit_count, check, out);
+    const OutputCount nonfinite = step.count_nonfinite();
+    const std::optional<LogitsCheck> check = step.check();
+    judge_output(nonfinite, check, out);
     // A kept reference forward, which a workload's first cell runs and later cells reuse, is a cost
     // of the workload, not of that cell's backend: it is a phase of its own.
     if (check && check->reference_computed && check->kept)
         clock.lap("check", "reference", check->reference_seconds);
     else
         clock.lap("check");
-    if (options.logits != nullptr) *options.logits = forward.logits();
+    if (options.logits != nullptr) *options.logits = step.logits();
 
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);

@@ -1,8 +1,9 @@
 #pragma once
-// Measuring one cell, the same way on every backend: warm-up iterations, timed iterations, traced
-// iterations (collection on), latency statistics, the logits check. What differs between the
-// host and the GPU (how a forward runs and is timed, what is collected, what the output is checked
-// against) sits behind CellForward, one implementation per path.
+// Measuring one cell, the same way on every backend and mode: warm-up steps, timed steps, traced
+// steps (collection on), latency statistics and the phase split, the check. What differs between
+// the host and the GPU and between inference and training (what a step runs and how it is timed,
+// what is collected, what the output is checked against) sits behind CellStep, one implementation
+// per path.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -61,38 +62,51 @@ private:
     std::chrono::steady_clock::time_point last_;
 };
 
-// A cell's model with its weights placed, ready to run forwards on the cell's tokens.
-class CellForward {
+// One step's latency and its phases' (step_phases of the cell's mode, in order), in ms.
+struct StepTime {
+    double ms = 0;
+    std::vector<double> phase_ms;
+};
+
+// A cell's model with its weights placed, ready to run steps on the cell's tokens: forwards for
+// `infer`, training steps for `train`.
+class CellStep {
 public:
-    virtual ~CellForward() = default;
-    // Bytes of activations (and workspace) the forward allocated.
+    virtual ~CellStep() = default;
+    // Bytes of activations (and workspace) the step allocated.
     virtual std::int64_t activation_bytes() const = 0;
-    // One forward from the cell's starting residency; its latency in ms, timed as the path can
-    // time it exactly (CUDA events on the GPU, the steady clock on the host). `label` names the
-    // iteration for profilers.
-    virtual double iteration_ms(const std::string& label) = 0;
-    // Around the traced iterations: the GPU path records CUPTI events, the host path nothing.
+    // Before the warm-ups, a step whose output the check compares: for training, the first step
+    // from the initial weights (its loss, gradients and update); nothing for inference, whose
+    // check compares the last forward.
+    virtual void run_checked_step() {}
+    // One step from the state the last one left (the cell's starting residency for the weights),
+    // timed as the path can time it exactly (CUDA events on the GPU, the steady clock on the
+    // host). `label` names the step for profilers.
+    virtual StepTime run_step(const std::string& label) = 0;
+    // Around the traced steps: the GPU path records CUPTI events, the host path nothing.
     virtual void start_collection() {}
     virtual std::optional<CellEvents> finish_collection() { return std::nullopt; }
-    // The logits of the last forward, all of them as fp32 (what the `logits` command writes).
+    // The logits of the last forward, all of them as fp32 (what the `logits` command writes);
+    // inference only.
     virtual std::vector<float> logits() = 0;
-    // How many of the last forward's logits are NaN or infinite, over the whole output.
-    virtual std::int64_t count_nonfinite_logits() = 0;
-    // How the last forward's logits compare with the path's reference. The path fetches only
-    // what it compares: a prefix check of a large batch must not copy every logit to the host.
+    // The output's values that are NaN or infinite, counted over all of it: the logits of the
+    // last forward, or every step's loss and gradient norm.
+    virtual OutputCount count_nonfinite() = 0;
+    // How the output compares with the path's reference. The path fetches only what it
+    // compares: a prefix check of a large batch must not copy every logit to the host.
     virtual std::optional<LogitsCheck> check() = 0;
-    // What the path knows once the iterations are done (where the weights went, device memory).
-    virtual void add_placement(CellOutcome& out) const = 0;
-    // The phases of making this forward (CUDA context, weights, ...), or none where the path
-    // does not split them: then the caller times the making as one phase.
+    // What the path knows once the steps are done (where the weights went, device memory, the
+    // losses).
+    virtual void add_results(CellOutcome& out) const = 0;
+    // The phases of making this step (CUDA context, weights, ...), or none where the path does
+    // not split them: then the caller times the making as one phase.
     virtual std::vector<CellPhase> setup_phases() const { return {}; }
 };
 
 // The token ids a cell runs: `options.tokens`, else the cell's random ones.
 std::vector<std::int32_t> cell_tokens(const CellParams& cell, const MeasureOptions& options);
 
-// Runs the cell's iterations through `forward` and fills `out` with what they measured.
-void measure_iterations(const CellParams& cell, std::size_t token_count, CellForward& forward,
-                        const MeasureOptions& options, CellOutcome& out);
+// Runs the cell's steps through `step` and fills `out` with what they measured.
+void measure_steps(const CellParams& cell, CellStep& step, const MeasureOptions& options, CellOutcome& out);
 
 }  // namespace sweetspot

@@ -9,6 +9,7 @@
 #include "harness/measure/cell_exec.hpp"
 #include "harness/measure/logits_check.hpp"
 #include "kernels/compute/cpu_forward.hpp"
+#include "kernels/compute/cpu_gradients.hpp"
 #include "kernels/compute/gemm_workspace.hpp"
 #include "kernels/model/activation_layout.hpp"
 #include "kernels/model/number_text.hpp"
@@ -30,6 +31,11 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
     e.managed = weights.managed_bytes;
     e.host_weights = weights.host_bytes;
     const auto logits_bytes = [&](std::int64_t rows) { return rows * cell.model.vocab_size * std::int64_t{sizeof(float)}; };
+    if (!backend.needs_gpu && cell.mode == Mode::train) {
+        e.host_training_state = 3 * weights.host_bytes;
+        e.host_buffers = CpuBackprop::buffer_bytes_for(cell.model, cell.batch, cell.seq);
+        return e;
+    }
     if (!backend.needs_gpu) {
         e.host_buffers = CpuForward::activation_bytes_for(cell.model, cell.batch, cell.seq) +
                          logits_bytes(std::int64_t{cell.batch} * cell.seq);

@@ -43,7 +43,11 @@ struct MemoryEstimate {
     std::int64_t managed = 0;      // managed allocations (UVM weights; managed activations)
     // The weights' host memory at the peak (WeightFootprint::host_bytes).
     std::int64_t host_weights = 0;
-    // Host cells: the CPU forward's activations and the logits. GPU cells: the logits rows the
+    // A training step's state where the backend keeps it on the host (TrainingState): the
+    // gradients and AdamW's two fp32 moments (the host's fp32 weights are their own master).
+    std::int64_t host_training_state = 0;
+    // Host cells: the CPU forward's activations and the logits, or the training step's kept
+    // activations and scratch (CpuBackprop). GPU cells: the logits rows the
     // check fetches from the device and the reference logits of those rows.
     std::int64_t host_buffers = 0;
     // GPU cells: the check's host reference forward, where it runs (the first cell of a workload
@@ -51,7 +55,7 @@ struct MemoryEstimate {
     // made one at a time, and its activations.
     std::int64_t host_reference = 0;
     std::int64_t host_total(bool reference_runs) const {
-        return host_weights + host_buffers + (reference_runs ? host_reference : 0);
+        return host_weights + host_training_state + host_buffers + (reference_runs ? host_reference : 0);
     }
 
     // What sweetspot allocates on the device: the harness's own accounting of a cell

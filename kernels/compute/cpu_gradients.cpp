@@ -4,7 +4,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/compute/cpu_block.hpp"
 #include "kernels/compute/cpu_ops.hpp"
 
 namespace sweetspot {
@@ -16,27 +15,186 @@ const float* tensor_ptr(const float* unit, const UnitLayout& ul, int tensor) {
     return unit + ul.tensors[as_size(tensor)].offset;
 }
 
-// One block's kept activations: its input and what its backward reads.
-struct KeptBlock {
-    std::vector<float> x_in, ln1, qkv, att, x_mid, ln2, fc_pre, fc;
-    KeptBlock(std::size_t bt, std::size_t c)
-        : x_in(bt * c), ln1(bt * c), qkv(bt * 3 * c), att(bt * c), x_mid(bt * c), ln2(bt * c), fc_pre(bt * 4 * c),
-          fc(bt * 4 * c) {}
-    cpu::BlockActivations activations(float* y, float* scores) {
-        return {.ln1 = ln1.data(), .qkv = qkv.data(), .att = att.data(), .y = y, .x_mid = x_mid.data(),
-                .ln2 = ln2.data(), .fc_pre = fc_pre.data(), .fc = fc.data(), .scores = scores};
-    }
-};
-
 void check_ids(std::span<const std::int32_t> ids, const ModelConfig& model, std::size_t count, const char* what) {
     if (ids.size() != count)
-        throw std::invalid_argument(std::string("cpu_gradients: expected batch × seq ") + what + ", got " +
+        throw std::invalid_argument(std::string("CpuBackprop: expected batch × seq ") + what + ", got " +
                                     std::to_string(ids.size()) + ".");
     for (const auto id : ids)
         if (id < 0 || id >= model.vocab_size)
-            throw std::invalid_argument(std::string("cpu_gradients: ") + what + " id " + std::to_string(id) +
+            throw std::invalid_argument(std::string("CpuBackprop: ") + what + " id " + std::to_string(id) +
                                         " is outside the vocabulary.");
 }
+
+// The embedding's backward: each row's gradient added to its token's row of wte and its
+// position's row of wpe.
+void embedding_backward(float* dwte, float* dwpe, const float* dx, std::span<const std::int32_t> tokens, int seq, int c) {
+    for (std::size_t r = 0; r < tokens.size(); ++r) {
+        const float* g = dx + r * as_size(c);
+        float* te = dwte + as_size(tokens[r]) * as_size(c);
+        float* pe = dwpe + (r % as_size(seq)) * as_size(c);
+        for (std::size_t i = 0; i < as_size(c); ++i) {
+            te[i] += g[i];
+            pe[i] += g[i];
+        }
+    }
+}
+
+// Sizes of the buffers CpuBackprop holds, in floats: the one place both the allocation and
+// buffer_bytes_for read.
+struct BufferSizes {
+    std::size_t per_block, activations, scratch;
+    BufferSizes(const ModelConfig& m, int batch, int seq) {
+        const std::size_t bt = as_size(batch) * as_size(seq), c = as_size(m.n_embd), s = as_size(seq);
+        // x_in, ln1, att, x_mid, ln2: c each; qkv 3c; fc_pre, fc 4c each.
+        per_block = bt * (5 * c + 3 * c + 8 * c);
+        // x, y, xf, dxf, dx [bt, c]; scores [seq, seq]; logits [bt, vocab].
+        activations = 5 * bt * c + s * s + bt * as_size(m.vocab_size);
+        // BlockGradScratch: dy, dln, datt [bt, c]; dqkv [bt, 3c]; dfc [bt, 4c]; probs, grad [seq, seq].
+        scratch = bt * (3 * c + 3 * c + 4 * c) + 2 * s * s;
+    }
+};
+
+}  // namespace
+
+CpuBackprop::KeptBlock::KeptBlock(std::size_t bt, std::size_t c)
+    : x_in(bt * c), ln1(bt * c), qkv(bt * 3 * c), att(bt * c), x_mid(bt * c), ln2(bt * c), fc_pre(bt * 4 * c),
+      fc(bt * 4 * c) {}
+
+cpu::BlockActivations CpuBackprop::KeptBlock::activations(float* y, float* scores) {
+    return {.ln1 = ln1.data(), .qkv = qkv.data(), .att = att.data(), .y = y, .x_mid = x_mid.data(),
+            .ln2 = ln2.data(), .fc_pre = fc_pre.data(), .fc = fc.data(), .scores = scores};
+}
+
+CpuBackprop::CpuBackprop(const ModelConfig& model, const WeightLayout& layout, int batch, int seq, const Dropout& dropout)
+    : model_(model),
+      layout_(layout),
+      batch_(batch),
+      seq_(seq),
+      dropout_(dropout.for_shape(seq, model.max_positions)),
+      scratch_(batch * seq, model.n_embd, seq) {
+    require_layout_for(model, layout, "CpuBackprop");
+    if (batch < 1 || seq < 1 || seq > model.max_positions) throw std::invalid_argument("CpuBackprop: bad batch × seq.");
+    const std::size_t bt = as_size(batch) * as_size(seq), c = as_size(model.n_embd);
+    for (int l = 0; l < model.n_layer; ++l) kept_.emplace_back(bt, c);
+    x_.resize(bt * c);
+    y_.resize(bt * c);
+    xf_.resize(bt * c);
+    dxf_.resize(bt * c);
+    dx_.resize(bt * c);
+    scores_.resize(as_size(seq) * as_size(seq));
+    logits_.resize(bt * as_size(model.vocab_size));
+}
+
+cpu::BlockShape CpuBackprop::block_shape(int layer) const {
+    return {batch_, seq_, model_.n_embd, model_.n_head, model_.ln_eps, dropout_, layer};
+}
+
+std::int64_t CpuBackprop::buffer_bytes_for(const ModelConfig& model, int batch, int seq) {
+    const BufferSizes s(model, batch, seq);
+    return static_cast<std::int64_t>((s.per_block * as_size(model.n_layer) + s.activations + s.scratch) * sizeof(float));
+}
+
+std::int64_t CpuBackprop::buffer_bytes() const { return buffer_bytes_for(model_, batch_, seq_); }
+
+double CpuBackprop::forward(LayerSource& weights, std::span<const std::int32_t> tokens,
+                            std::span<const std::int32_t> targets) {
+    const std::size_t bt = as_size(batch_) * as_size(seq_);
+    check_ids(tokens, model_, bt, "tokens");
+    check_ids(targets, model_, bt, "targets");
+    tokens_.assign(tokens.begin(), tokens.end());
+    const int rows = static_cast<int>(bt);
+
+    const UnitLayout& el = layout_.units[0];
+    const auto* embed = static_cast<const float*>(weights.acquire(0));
+    cpu::embedding(x_.data(), tokens.data(), tensor_ptr(embed, el, embed_tensor::wte),
+                   tensor_ptr(embed, el, embed_tensor::wpe), batch_, seq_, model_.n_embd);
+    weights.release(0);
+    cpu::dropout_rows(x_.data(), rows, model_.n_embd, dropout_, Dropout::site_word(DropoutSite::embedding, 0));
+    for (int l = 0; l < model_.n_layer; ++l) {
+        KeptBlock& k = kept_[as_size(l)];
+        std::copy(x_.begin(), x_.end(), k.x_in.begin());
+        const int u = WeightLayout::block_unit(l);
+        cpu::block_forward(x_.data(), k.activations(y_.data(), scores_.data()),
+                           static_cast<const float*>(weights.acquire(u)), layout_.units[as_size(u)], block_shape(l));
+        weights.release(u);
+    }
+    const int hu = layout_.head_unit();
+    const UnitLayout& hl = layout_.units[as_size(hu)];
+    const auto* head = static_cast<const float*>(weights.acquire(hu));
+    cpu::layernorm(xf_.data(), x_.data(), tensor_ptr(head, hl, head_tensor::lnf_w), tensor_ptr(head, hl, head_tensor::lnf_b),
+                   rows, model_.n_embd, model_.ln_eps);
+    cpu::linear(logits_.data(), xf_.data(), tensor_ptr(head, hl, head_tensor::lm_head), nullptr, rows, model_.n_embd,
+                model_.vocab_size);
+    weights.release(hu);
+    const float per_target = 1.0f / static_cast<float>(bt);
+    return cpu::cross_entropy(logits_.data(), targets.data(), rows, model_.vocab_size, per_target) /
+           static_cast<double>(bt);
+}
+
+double CpuBackprop::backward(LayerSource& weights) {
+    const int rows = batch_ * seq_;
+    const auto gradient_of = [&](int unit) {
+        auto* g = static_cast<float*>(weights.gradient(unit));
+        std::fill_n(g, layout_.units[as_size(unit)].numel, 0.0f);  // the ops below add to it
+        return g;
+    };
+    const auto squares_of = [&](const float* g, int unit) {
+        return cpu::squared_norm(g, layout_.units[as_size(unit)].numel);
+    };
+    double squares = 0.0;
+
+    const int hu = layout_.head_unit();
+    const UnitLayout& hl = layout_.units[as_size(hu)];
+    const auto* head = static_cast<const float*>(weights.acquire(hu));
+    float* head_grad = gradient_of(hu);
+    const auto head_g = [&](int tensor) { return head_grad + hl.tensors[as_size(tensor)].offset; };
+    std::fill(dx_.begin(), dx_.end(), 0.0f);
+    cpu::linear_backward(dxf_.data(), head_g(head_tensor::lm_head), nullptr, logits_.data(), xf_.data(),
+                         tensor_ptr(head, hl, head_tensor::lm_head), rows, model_.n_embd, model_.vocab_size);
+    cpu::layernorm_backward(dx_.data(), head_g(head_tensor::lnf_w), head_g(head_tensor::lnf_b), dxf_.data(), x_.data(),
+                            tensor_ptr(head, hl, head_tensor::lnf_w), rows, model_.n_embd, model_.ln_eps);
+    squares += squares_of(head_grad, hu);
+    weights.release(hu);
+
+    for (int l = model_.n_layer - 1; l >= 0; --l) {
+        KeptBlock& k = kept_[as_size(l)];
+        const int u = WeightLayout::block_unit(l);
+        const auto* unit = static_cast<const float*>(weights.acquire(u));
+        float* grad = gradient_of(u);
+        cpu::block_backward(dx_.data(), grad, k.x_in.data(), k.activations(y_.data(), scores_.data()), unit,
+                            layout_.units[as_size(u)], block_shape(l), scratch_);
+        squares += squares_of(grad, u);
+        weights.release(u);
+    }
+
+    weights.acquire(0);
+    const UnitLayout& el = layout_.units[0];
+    float* embed_grad = gradient_of(0);
+    cpu::dropout_rows(dx_.data(), rows, model_.n_embd, dropout_, Dropout::site_word(DropoutSite::embedding, 0));
+    embedding_backward(embed_grad + el.tensors[embed_tensor::wte].offset, embed_grad + el.tensors[embed_tensor::wpe].offset,
+                       dx_.data(), tokens_, seq_, model_.n_embd);
+    squares += squares_of(embed_grad, 0);
+    weights.release(0);
+    return squares;
+}
+
+namespace {
+
+// Unit pointers as a weight source, with a gradient buffer per unit.
+class PointerSource final : public LayerSource {
+public:
+    PointerSource(std::span<const float* const> units, const WeightLayout& layout) : units_(units) {
+        for (const UnitLayout& u : layout.units) gradients_.emplace_back(as_size(u.numel));
+    }
+    const void* acquire(int unit) override { return units_[as_size(unit)]; }
+    void release(int) override {}
+    void* gradient(int unit) override { return gradients_[as_size(unit)].data(); }
+    std::vector<std::vector<float>> take_gradients() { return std::move(gradients_); }
+
+private:
+    std::span<const float* const> units_;
+    std::vector<std::vector<float>> gradients_;
+};
 
 }  // namespace
 
@@ -45,70 +203,12 @@ CpuGradients cpu_gradients(const ModelConfig& model, const WeightLayout& layout,
                            int seq, const Dropout& dropout) {
     require_layout_for(model, layout, "cpu_gradients");
     if (units.size() != layout.units.size()) throw std::invalid_argument("cpu_gradients: one pointer per unit is needed.");
-    if (batch < 1 || seq < 1 || seq > model.max_positions) throw std::invalid_argument("cpu_gradients: bad batch × seq.");
-    const std::size_t bt = as_size(batch) * as_size(seq), c = as_size(model.n_embd), vocab = as_size(model.vocab_size);
-    check_ids(tokens, model, bt, "tokens");
-    check_ids(targets, model, bt, "targets");
-    const Dropout d = dropout.for_shape(seq, model.max_positions);
-    const int rows = static_cast<int>(bt);
-
+    PointerSource source(units, layout);
+    CpuBackprop backprop(model, layout, batch, seq, dropout);
     CpuGradients out;
-    for (const UnitLayout& unit : layout.units) out.units.emplace_back(as_size(unit.numel), 0.0f);
-
-    // Forward, keeping each block's activations.
-    const UnitLayout& el = layout.units[0];
-    std::vector<float> x(bt * c), y(bt * c), scores(as_size(seq) * as_size(seq));
-    cpu::embedding(x.data(), tokens.data(), tensor_ptr(units[0], el, embed_tensor::wte),
-                   tensor_ptr(units[0], el, embed_tensor::wpe), batch, seq, model.n_embd);
-    const std::uint32_t embedding_site = Dropout::site_word(DropoutSite::embedding, 0);
-    cpu::dropout_rows(x.data(), rows, model.n_embd, d, embedding_site);
-    std::vector<KeptBlock> kept;
-    for (int l = 0; l < model.n_layer; ++l) {
-        KeptBlock& k = kept.emplace_back(bt, c);
-        std::copy(x.begin(), x.end(), k.x_in.begin());
-        const auto u = as_size(WeightLayout::block_unit(l));
-        cpu::block_forward(x.data(), k.activations(y.data(), scores.data()), units[u], layout.units[u],
-                           {batch, seq, model.n_embd, model.n_head, model.ln_eps, d, l});
-    }
-    const auto hu = as_size(layout.head_unit());
-    const UnitLayout& hl = layout.units[hu];
-    std::vector<float> xf(bt * c), logits(bt * vocab);
-    cpu::layernorm(xf.data(), x.data(), tensor_ptr(units[hu], hl, head_tensor::lnf_w),
-                   tensor_ptr(units[hu], hl, head_tensor::lnf_b), rows, model.n_embd, model.ln_eps);
-    cpu::linear(logits.data(), xf.data(), tensor_ptr(units[hu], hl, head_tensor::lm_head), nullptr, rows, model.n_embd,
-                model.vocab_size);
-    const float per_target = 1.0f / static_cast<float>(bt);
-    out.loss = cpu::cross_entropy(logits.data(), targets.data(), rows, model.vocab_size, per_target) /
-               static_cast<double>(bt);
-
-    // Backward: the head, the blocks in reverse, the embedding.
-    float* head_grad = out.units[hu].data();
-    const auto head_g = [&](int tensor) { return head_grad + hl.tensors[as_size(tensor)].offset; };
-    std::vector<float> dxf(bt * c), dx(bt * c, 0.0f);
-    cpu::linear_backward(dxf.data(), head_g(head_tensor::lm_head), nullptr, logits.data(), xf.data(),
-                         tensor_ptr(units[hu], hl, head_tensor::lm_head), rows, model.n_embd, model.vocab_size);
-    cpu::layernorm_backward(dx.data(), head_g(head_tensor::lnf_w), head_g(head_tensor::lnf_b), dxf.data(), x.data(),
-                            tensor_ptr(units[hu], hl, head_tensor::lnf_w), rows, model.n_embd, model.ln_eps);
-    cpu::BlockGradScratch scratch(rows, model.n_embd, seq);
-    for (int l = model.n_layer - 1; l >= 0; --l) {
-        KeptBlock& k = kept[as_size(l)];
-        const auto u = as_size(WeightLayout::block_unit(l));
-        cpu::block_backward(dx.data(), out.units[u].data(), k.x_in.data(), k.activations(y.data(), scores.data()),
-                            units[u], layout.units[u], {batch, seq, model.n_embd, model.n_head, model.ln_eps, d, l},
-                            scratch);
-    }
-    cpu::dropout_rows(dx.data(), rows, model.n_embd, d, embedding_site);
-    float* dwte = out.units[0].data() + el.tensors[embed_tensor::wte].offset;
-    float* dwpe = out.units[0].data() + el.tensors[embed_tensor::wpe].offset;
-    for (std::size_t r = 0; r < bt; ++r) {
-        const float* g = dx.data() + r * c;
-        float* te = dwte + as_size(tokens[r]) * c;
-        float* pe = dwpe + (r % as_size(seq)) * c;
-        for (std::size_t i = 0; i < c; ++i) {
-            te[i] += g[i];
-            pe[i] += g[i];
-        }
-    }
+    out.loss = backprop.forward(source, tokens, targets);
+    backprop.backward(source);
+    out.units = source.take_gradients();
     return out;
 }
 

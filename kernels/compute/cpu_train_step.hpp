@@ -1,12 +1,15 @@
 #pragma once
-// A training step on the host in fp32: forward, fused classifier and loss, backward
-// (cpu_gradients), global gradient-norm clipping and AdamW (cpu::adamw), over weights this object
-// owns, each step starting from the state the previous one left.
+// A training step on the host in fp32, in the three phases every training step has: the forward
+// with the fused classifier and loss, the backward (CpuBackprop), and the optimizer (global
+// gradient-norm clipping, then AdamW: cpu::adamw, one fused pass per tensor). The weights, their
+// gradients and AdamW's moments live in the LayerSource (a backend placed for a training
+// UnitSchedule), so each step starts from the state the previous one left.
 #include <cstdint>
 #include <span>
-#include <vector>
 
+#include "kernels/compute/cpu_gradients.hpp"
 #include "kernels/compute/dropout.hpp"
+#include "kernels/model/layer_source.hpp"
 #include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {
@@ -19,26 +22,30 @@ struct TrainSettings {
 
 class CpuTrainStep {
 public:
-    // `weights`: one fp32 vector per unit of `layout` (WeightLayout offsets).
-    CpuTrainStep(const ModelConfig& model, const WeightLayout& layout, std::vector<std::vector<float>> weights,
+    CpuTrainStep(const ModelConfig& model, const WeightLayout& layout, int batch, int seq, const Dropout& dropout,
                  const TrainSettings& settings);
+
+    // The phases, in order; each reads what the one before left.
+    double forward(LayerSource& weights, std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets);
+    // Returns the global gradient norm, before clipping.
+    double backward(LayerSource& weights);
+    void update(LayerSource& weights);
 
     struct Result {
         double loss;       // of the weights before the update
         double grad_norm;  // before clipping
     };
-    // tokens and targets: [batch, seq] ids < vocab.
-    Result step(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets, int batch, int seq,
-                const Dropout& dropout = {});
+    // The three phases.
+    Result step(LayerSource& weights, std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets);
 
-    const std::vector<std::vector<float>>& weights() const { return weights_; }
-    int steps() const { return steps_; }
+    int steps() const { return steps_; }  // updates made
+    std::int64_t buffer_bytes() const { return backprop_.buffer_bytes(); }
 
 private:
-    ModelConfig model_;
     WeightLayout layout_;
     TrainSettings settings_;
-    std::vector<std::vector<float>> weights_, m_, v_;
+    CpuBackprop backprop_;
+    double grad_norm_ = 0;
     int steps_ = 0;
 };
 

@@ -1,15 +1,37 @@
 #pragma once
-// The seam between a forward pass and the backend that placed the weights: the forward asks
-// for unit i, computes with it, and hands it back. It never knows where the bytes live.
+// The seam between the compute and the backend that placed the weights: the compute asks for unit
+// i, computes with it, and hands it back, in the order of the step's UnitSchedule. It never knows
+// where the bytes live.
+#include <stdexcept>
+
 namespace sweetspot {
+
+// What the optimizer touches for one unit, laid out as the unit's weights (WeightLayout offsets).
+struct UnitUpdate {
+    void* weights = nullptr;         // the weights the compute reads, in the cell's dtype
+    const void* gradient = nullptr;  // their gradient, in the same dtype
+    // fp32 master weights, for a dtype narrower than fp32 (the update is made on them, the weights
+    // rounded from them); nullptr in fp32, where the weights are their own master.
+    float* master = nullptr;
+    float* m = nullptr;  // AdamW's moments, fp32
+    float* v = nullptr;
+};
 
 class LayerSource {
 public:
     virtual ~LayerSource() = default;
-    // Pointer to unit `unit`'s weights, usable by the forward's compute until release(unit).
+    // Pointer to unit `unit`'s weights, usable by the compute until release(unit).
     virtual const void* acquire(int unit) = 0;
-    // The forward is done with the unit; the backend may evict it, reuse its slot, or prefetch.
+    // The compute is done with the unit; the backend may evict it, reuse its slot, or prefetch.
     virtual void release(int unit) = 0;
+
+    // Training, on a backend placed for a schedule that updates (UnitSchedule::updates): the
+    // gradient buffer of an acquired unit, in the weights' dtype and layout, which the backward
+    // overwrites.
+    virtual void* gradient(int) { throw std::logic_error("this weight source holds no gradients"); }
+    // The unit's weights, gradient and optimizer state for the update, until release_update(unit).
+    virtual UnitUpdate acquire_update(int) { throw std::logic_error("this weight source holds no optimizer state"); }
+    virtual void release_update(int) {}
 };
 
 }  // namespace sweetspot

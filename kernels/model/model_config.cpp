@@ -30,6 +30,13 @@ std::int64_t ModelConfig::n_params() const {
     return add(add(embeddings, mul(n_layer, per_block)), head);
 }
 
+double ModelConfig::step_flops(int batch, int seq, bool training) const {
+    const double c = n_embd;
+    const double multiplying = static_cast<double>(n_params()) - (static_cast<double>(vocab_size) + max_positions) * c;
+    const double per_token = 2.0 * multiplying + 2.0 * n_layer * c * seq;
+    return (training ? 3.0 : 1.0) * per_token * batch * seq;
+}
+
 std::string ModelConfig::validate() const {
     const std::string model = "Model '" + name + "'";
     const auto out_of_range = [&](const char* field, int value, int max) -> std::string {

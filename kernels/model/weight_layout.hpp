@@ -53,7 +53,8 @@ struct WeightLayout {
     // costs what sizing a 2-layer one does (every cell a matrix lists is sized).
     static std::int64_t total_numel_of(const ModelConfig& m);
     static int block_unit(int block) { return 1 + block; }
-    int head_unit() const { return static_cast<int>(units.size()) - 1; }
+    int unit_count() const { return static_cast<int>(units.size()); }
+    int head_unit() const { return unit_count() - 1; }
 };
 
 // A forward reads tensors by the layout's offsets, so a layout made for another shape would read

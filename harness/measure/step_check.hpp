@@ -1,0 +1,35 @@
+#pragma once
+// The check of a training cell: its first step, from the initial weights, against the float64
+// reference on the same weights, tokens, targets and dropout masks. Three things are compared, and
+// the worst decides: the loss, every parameter's gradient (reference_gradients), and the update
+// the optimizer made (the float64 clipping and AdamW applied to the cell's own gradients, so that
+// AdamW's first step, which divides a gradient by its own magnitude, does not turn the gradients'
+// rounding into sign flips of the update), judged against the update's size beyond the weights'
+// own rounding.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "harness/matrix/cell.hpp"
+#include "harness/measure/logits_check.hpp"
+#include "kernels/compute/cpu_train_step.hpp"
+#include "kernels/model/weight_layout.hpp"
+
+namespace sweetspot {
+
+// What a cell's first step did, in fp32, laid out per unit as the weights.
+struct FirstStep {
+    double loss = 0;
+    std::vector<std::vector<float>> weights_before, gradients, weights_after;
+};
+
+// Compares `first` with the float64 reference; nullopt when the model is too large for the
+// reference's loops to finish in reasonable time (the cell is stored as not checked). `tolerance`
+// is the relative error allowed for the path's dtype.
+std::optional<LogitsCheck> check_training_step(const CellParams& cell, const WeightLayout& layout,
+                                               std::span<const std::int32_t> tokens,
+                                               std::span<const std::int32_t> targets, const TrainSettings& settings,
+                                               const FirstStep& first, double tolerance);
+
+}  // namespace sweetspot
