@@ -31,8 +31,16 @@ void launch_add_bias(T* y, const T* bias, std::int64_t rows, std::int64_t cols, 
     CUDA_CHECK_LAUNCH();
 }
 
-#define SWEETSPOT_INSTANTIATE(T) \
-    template void launch_add_bias<T>(T*, const T*, std::int64_t, std::int64_t, cudaStream_t);
+std::int64_t bias_backward_scratch_floats(std::int64_t rows, int cols) { return column_sum_partials(rows, cols); }
+
+template <class T>
+void launch_bias_backward(T* dbias, const T* dout, std::int64_t rows, int cols, float* scratch, cudaStream_t stream) {
+    launch_column_sum<T, T>(dbias, dout, rows, cols, scratch, stream);
+}
+
+#define SWEETSPOT_INSTANTIATE(T)                                                                \
+    template void launch_add_bias<T>(T*, const T*, std::int64_t, std::int64_t, cudaStream_t); \
+    template void launch_bias_backward<T>(T*, const T*, std::int64_t, int, float*, cudaStream_t);
 
 SWEETSPOT_INSTANTIATE(float)
 SWEETSPOT_INSTANTIATE(__half)

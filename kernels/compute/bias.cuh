@@ -16,4 +16,13 @@ namespace sweetspot::gpu {
 template <class T>
 void launch_add_bias(T* y, const T* bias, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 
+// fp32 values of scratch launch_bias_backward needs for dout [rows, cols].
+std::int64_t bias_backward_scratch_floats(std::int64_t rows, int cols);
+
+// The backward of a bias: dbias[j] += Σ_r dout[r, j] for dout [rows, cols] (as
+// cpu::bias_backward), summed in fp32 in an order fixed by the shape (the same bits every run),
+// through `scratch` (bias_backward_scratch_floats, device memory). rows / 256 must be ≤ 65535.
+template <class T>
+void launch_bias_backward(T* dbias, const T* dout, std::int64_t rows, int cols, float* scratch, cudaStream_t stream);
+
 }  // namespace sweetspot::gpu

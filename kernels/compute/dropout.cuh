@@ -1,6 +1,7 @@
 #pragma once
 // Dropout as a pass of its own (baseline), on activations and on attention probabilities; the
-// mask itself, shared with the CPU and the fused kernels, is dropout.hpp's.
+// mask itself, shared with the CPU and the fused kernels, is dropout.hpp's. The backward of either
+// is the same call on the gradient: the same site and counters give the same mask and scale.
 //
 // T is the activation and weight type: float, __half or __nv_bfloat16 (explicit instantiations
 // in the .cu). Inside every kernel the math is fp32; only loads and stores are in T. Buffers are

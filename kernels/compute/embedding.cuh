@@ -8,6 +8,7 @@
 // include this header: it only declares host functions.
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace sweetspot::gpu {
@@ -17,5 +18,18 @@ namespace sweetspot::gpu {
 template <class T>
 void launch_embedding(T* x, const std::int32_t* tokens, const T* wte, const T* wpe, int batch, int seq, int c,
                       cudaStream_t stream);
+
+// Bytes of scratch launch_embedding_backward needs for batch·seq rows.
+std::size_t embedding_backward_scratch_bytes(int batch, int seq);
+
+// The backward of launch_embedding (as cpu::embedding_backward): dwte[tokens[r], :] += dx[r, :]
+// and dwpe[r % seq, :] += dx[r, :] for every row r of dx [batch·seq, c]. Deterministic, with no
+// atomics: the rows are sorted by token (a stable radix sort, so rows of one token stay in row
+// order) and each token's rows are summed in fp32 by one block, in that order; each position's
+// rows are summed over the batch in order by one thread. `scratch`: device memory of
+// embedding_backward_scratch_bytes.
+template <class T>
+void launch_embedding_backward(T* dwte, T* dwpe, const T* dx, const std::int32_t* tokens, int batch, int seq, int c,
+                               void* scratch, cudaStream_t stream);
 
 }  // namespace sweetspot::gpu

@@ -16,4 +16,9 @@ namespace sweetspot::gpu {
 template <class T>
 void launch_gelu_tanh(T* x, std::int64_t n, cudaStream_t stream);
 
+// The backward of launch_gelu_tanh: dx *= gelu'(x) in place over n elements, x the forward's
+// input (as cpu::gelu_tanh_backward).
+template <class T>
+void launch_gelu_tanh_backward(T* dx, const T* x, std::int64_t n, cudaStream_t stream);
+
 }  // namespace sweetspot::gpu

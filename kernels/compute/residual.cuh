@@ -16,4 +16,8 @@ namespace sweetspot::gpu {
 template <class T>
 void launch_residual_add(T* x, const T* y, std::int64_t n, cudaStream_t stream);
 
+// The backward of x += y has no kernel of its own: the gradient reaching x flows unchanged to both
+// x's old value and y, so the training step passes the residual stream's gradient straight on
+// and, where a sub-layer's input gradient joins it, adds with launch_residual_add(dx, dy, n).
+
 }  // namespace sweetspot::gpu

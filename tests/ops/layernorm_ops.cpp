@@ -1,4 +1,4 @@
-// LayerNorm's entries: the forward (launch_layernorm) and the `residual_ln` fusion of dropout,
+// LayerNorm's entries: the forward (launch_layernorm), its backward (launch_layernorm_backward) and the `residual_ln` fusion of dropout,
 // residual add and LayerNorm (launch_residual_layernorm).
 #include <vector>
 
@@ -44,6 +44,52 @@ private:
     int rows_, c_;
     std::vector<float> in_, w_, b_;
     DeviceArray<T> d_in_, d_w_, d_b_, d_out_;
+};
+
+// dims: rows, c. dx, dw and db start non-zero: the op adds to them.
+template <class T>
+class LayernormBackwardCase final : public OpCase {
+public:
+    LayernormBackwardCase(const OpShape& shape, cudaStream_t stream)
+        : rows_(static_cast<int>(shape.dims[0])),
+          c_(static_cast<int>(shape.dims[1])),
+          in_(random_values(n(), dtype, kSeed, 0.5f, 3.0f, Sign::positive)),
+          w_(random_values(as_size(c_), dtype, kSeed + 1, 0.5f, 1.5f, Sign::positive)),
+          dout_(random_values(n(), dtype, kSeed + 2, 0.01f, 1.0f, Sign::either)),
+          dx_(random_values(n(), dtype, kSeed + 3, 0.01f, 1.0f, Sign::either)),
+          dw_(random_values(as_size(c_), dtype, kSeed + 4, 0.01f, 1.0f, Sign::either)),
+          db_(random_values(as_size(c_), dtype, kSeed + 5, 0.01f, 1.0f, Sign::either)),
+          d_in_(in_, stream),
+          d_w_(w_, stream),
+          d_dout_(dout_, stream),
+          d_dx_(dx_, stream),
+          d_dw_(dw_, stream),
+          d_db_(db_, stream),
+          scratch_(allocate_device(gpu::layernorm_backward_scratch_floats(rows_, c_) *
+                                   static_cast<std::int64_t>(sizeof(float)))) {}
+
+    void run(cudaStream_t stream) override {
+        gpu::launch_layernorm_backward<T>(d_dx_.get(), d_dw_.get(), d_db_.get(), d_dout_.get(), d_in_.get(), d_w_.get(),
+                                          rows_, c_, kEps, reinterpret_cast<float*>(scratch_.get()), stream);
+    }
+
+    OpError check(cudaStream_t stream) override {
+        std::vector<float> dx = dx_, dw = dw_, db = db_;
+        cpu::layernorm_backward(dx.data(), dw.data(), db.data(), dout_.data(), in_.data(), w_.data(), rows_, c_, kEps);
+        OpError error = compare("dx", d_dx_.to_host(stream), dx);
+        error.include(compare("dw", d_dw_.to_host(stream), dw));
+        error.include(compare("db", d_db_.to_host(stream), db));
+        return error;
+    }
+
+private:
+    static constexpr DType dtype = gpu::dtype_of<T>();
+    std::size_t n() const { return as_size(rows_) * as_size(c_); }
+
+    int rows_, c_;
+    std::vector<float> in_, w_, dout_, dx_, dw_, db_;
+    DeviceArray<T> d_in_, d_w_, d_dout_, d_dx_, d_dw_, d_db_;
+    DeviceMemory scratch_;
 };
 
 // dims: batch, seq, c, p% (the dropout's probability, in percent).
@@ -128,6 +174,28 @@ std::vector<OpEntry> layernorm_ops() {
         },
         .make = [](const OpShape& s, DType dtype, cudaStream_t stream) {
             return make_case<LayernormCase>(dtype, s, stream);
+        },
+    });
+    entries.push_back(OpEntry{
+        .name = "layernorm_backward",
+        .family = "layernorm",
+        // The forward's shapes; 1100 rows, more than the kernel's 512 blocks (each then takes
+        // several rows, and 512 partial rows are summed); c 7000, whose 2c fp32 accumulators need
+        // more than the default 48 KiB of shared memory.
+        .test_shapes = {rows_c(1, 75), rows_c(13, 75), rows_c(5, 768), rows_c(3, 1600), rows_c(1100, 75),
+                        rows_c(2, 7000)},
+        .bench_shapes = kModelRows,
+        // Each output is stored once, to T, from fp32 on both sides: dx from its row's sums (c
+        // terms, in another order), dw and db from sums over the rows (in another order: by block,
+        // then over the blocks). Those orders differ by ~1e-6 of the result at these sizes, within
+        // the store tolerance's fp32 part.
+        .tolerance = store_tolerance,
+        // Reads in, dout and dx, writes dx; w, dw and db are a row each.
+        .cost = [](const OpShape& s, DType dtype) {
+            return memory_cost(4.0 * static_cast<double>(s.dims[0] * s.dims[1]), dtype);
+        },
+        .make = [](const OpShape& s, DType dtype, cudaStream_t stream) {
+            return make_case<LayernormBackwardCase>(dtype, s, stream);
         },
     });
     entries.push_back(OpEntry{
