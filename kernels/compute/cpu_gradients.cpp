@@ -25,20 +25,6 @@ void check_ids(std::span<const std::int32_t> ids, const ModelConfig& model, std:
                                         " is outside the vocabulary.");
 }
 
-// The embedding's backward: each row's gradient added to its token's row of wte and its
-// position's row of wpe.
-void embedding_backward(float* dwte, float* dwpe, const float* dx, std::span<const std::int32_t> tokens, int seq, int c) {
-    for (std::size_t r = 0; r < tokens.size(); ++r) {
-        const float* g = dx + r * as_size(c);
-        float* te = dwte + as_size(tokens[r]) * as_size(c);
-        float* pe = dwpe + (r % as_size(seq)) * as_size(c);
-        for (std::size_t i = 0; i < as_size(c); ++i) {
-            te[i] += g[i];
-            pe[i] += g[i];
-        }
-    }
-}
-
 // Sizes of the buffers CpuBackprop holds, in floats: the one place both the allocation and
 // buffer_bytes_for read.
 struct BufferSizes {
@@ -171,8 +157,9 @@ double CpuBackprop::backward(LayerSource& weights) {
     const UnitLayout& el = layout_.units[0];
     float* embed_grad = gradient_of(0);
     cpu::dropout_rows(dx_.data(), rows, model_.n_embd, dropout_, Dropout::site_word(DropoutSite::embedding, 0));
-    embedding_backward(embed_grad + el.tensors[embed_tensor::wte].offset, embed_grad + el.tensors[embed_tensor::wpe].offset,
-                       dx_.data(), tokens_, seq_, model_.n_embd);
+    cpu::embedding_backward(embed_grad + el.tensors[embed_tensor::wte].offset,
+                            embed_grad + el.tensors[embed_tensor::wpe].offset, dx_.data(), tokens_.data(), batch_, seq_,
+                            model_.n_embd);
     squares += squares_of(embed_grad, 0);
     weights.release(0);
     return squares;
