@@ -1,4 +1,4 @@
-// Every GPU kernel of the baseline forward (gpu_kernels.cuh) and its attention (gpu_attention.hpp)
+// GPU kernels not yet made op entries (tests/ops, test_ops.cpp), and attention (gpu_attention.hpp),
 // run on its own against its CPU operation (cpu_ops.hpp), in fp32, fp16 and bf16: llm.c's habit
 // of giving each kernel its own reference, so a wrong kernel is named by its test rather than
 // found as a logits mismatch of the whole forward. The inputs are seeded non-zero random values
@@ -36,156 +36,20 @@
 #include "kernels/model/synthetic_weights.hpp"
 #include "kernels/model/weight_layout.hpp"
 #include "gpu_test_support.hpp"
+#include "ops/op_support.hpp"
 
 using namespace sweetspot;
+using namespace sweetspot::ops;
 using sweetspot::test::require_gpu;
 
 namespace {
 
-constexpr std::uint64_t kSeed = 20240611;
-constexpr float kEps = 1e-5f;  // GPT-2's layernorm eps
-
-// Above 256 threads × 65536 blocks the element-wise kernels' grid is capped and each thread
-// strides over several elements: sizes past it test that loop.
-constexpr std::int64_t kPastGridCap = std::int64_t{256} * 65536 + 75;
-
-std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
-
-// ---- tolerances -----------------------------------------------------------------------------
-//
-// Unit roundoff u of a dtype: the largest relative error of one round-to-nearest store,
-// 2^-p for p significand bits (fp32 24, fp16 11, bf16 8).
-double unit_roundoff(DType dtype) {
-    switch (dtype) {
-        case DType::fp32: return std::ldexp(1.0, -24);
-        case DType::fp16: return std::ldexp(1.0, -11);
-        case DType::bf16: return std::ldexp(1.0, -8);
-    }
-    return 1.0;
-}
-
-// Element-wise and row-wise kernels. Both sides read identical inputs and compute in fp32; the
-// kernel then rounds its result once, to T, when it stores it. So each output is within
-// u·|cpu| ≤ u·max|cpu| of the CPU's, i.e. max|gpu − cpu| / max|cpu| ≤ u, plus what fp32 itself
-// differs by (device expf/tanhf are within 2 ulp of glibc's; the layernorm and softmax sums run
-// in another order): ~1e-7 at these sizes, 1e-5 allowed. Twice u leaves room for the fp32 part
-// adding to a full rounding. fp32 1.0e-5, fp16 1.0e-3, bf16 7.8e-3 (measured on an H100: at
-// most 1e-6, 0.8u and 0.8u); an indexing, masking or formula error is far above them.
-double store_tolerance(DType dtype) { return 2.0 * unit_roundoff(dtype) + 1e-5; }
-
-// Attention rounds to T three times where the CPU keeps fp32: the scores, the probabilities and
-// the output. The output and probability roundings add up to 2u relative to max|v| ≥ max|out|.
-// A score s stored with error ≤ u·|s| moves its weight exp(s − max) by up to u·(|s| + |max|),
-// ≲ 10u with the scores these inputs give (|s| ≲ 5), but those errors have random signs and
-// average out in the weighted mean Σ p·v: measured on an H100, 1.3u (fp16) and 1.25u (bf16). 4u,
-// fp16 2.0e-3 and bf16 1.6e-2, keeps a 3× margin and still fails a mask leak, a wrong head
-// offset, or a scale off by 1 % (fp16; moves these outputs by 7e-3) or 5 % (bf16; 3e-2). fp32
-// takes the fp32 part (cuBLAS and OpenBLAS sum in other orders over ≤ 130 terms; measured 3e-7):
-// 1e-5.
-double attention_tolerance(DType dtype) {
-    return dtype == DType::fp32 ? 1e-5 : 4.0 * unit_roundoff(dtype);
-}
-
-// max |gpu − cpu| / max |cpu|, the measure the GPU forward's logits are judged by. An element the
-// kernel never wrote keeps its NaN fill (DeviceArray) and fails the check.
+// One output against its CPU operation's, within `tolerance` (ops::compare says how it measures).
 void check_close(const std::vector<float>& gpu, const std::vector<float>& cpu, double tolerance) {
-    REQUIRE(gpu.size() == cpu.size());
-    double max_err = 0.0, max_ref = 0.0;
-    std::size_t non_finite = 0;
-    for (std::size_t i = 0; i < gpu.size(); ++i) {
-        if (!std::isfinite(gpu[i])) {
-            ++non_finite;
-            continue;
-        }
-        max_err = std::max(max_err, std::abs(static_cast<double>(gpu[i]) - static_cast<double>(cpu[i])));
-        max_ref = std::max(max_ref, std::abs(static_cast<double>(cpu[i])));
-    }
-    INFO("max |gpu - cpu| = " << max_err << ", max |cpu| = " << max_ref << ", relative error "
-                              << max_err / max_ref << ", tolerance " << tolerance);
-    CHECK(non_finite == 0);
-    CHECK(max_ref > 0.0);
-    CHECK(max_err / max_ref <= tolerance);
-}
-
-// ---- inputs ---------------------------------------------------------------------------------
-
-enum class Sign { positive, either };
-
-// n values with magnitudes uniform in [lo, hi] (0 < lo) and, for Sign::either, random signs,
-// rounded to `dtype` so that the CPU computes from exactly what the GPU holds. No value is zero:
-// a kernel that reads the wrong element or none cannot match by accident on zeros.
-std::vector<float> random_values(std::size_t n, DType dtype, std::uint64_t seed, float lo, float hi, Sign sign) {
-    std::mt19937_64 gen(seed);
-    std::uniform_real_distribution<float> magnitude(lo, hi);
-    std::bernoulli_distribution negative(0.5);
-    std::vector<float> values(n);
-    for (float& v : values) {
-        v = magnitude(gen);
-        if (sign == Sign::either && negative(gen)) v = -v;
-    }
-    round_through_dtype(values, dtype);
-    return values;
-}
-
-// n elements of T in device memory, freed through DeviceMemory (cudaFree waits for the device).
-// Uploads and downloads go through `stream` and synchronize it, so the test's kernels, enqueued on
-// the same stream, are ordered between them.
-template <class T>
-class DeviceArray {
-public:
-    // Holds `values`, which are representable in T (random_values), so the upload is exact.
-    DeviceArray(std::span<const float> values, cudaStream_t stream)
-        : n_(values.size()), memory_(allocate_device(static_cast<std::int64_t>(n_ * sizeof(T)))) {
-        std::vector<std::byte> bytes(n_ * sizeof(T));
-        convert_from_f32(values, gpu::dtype_of<T>(), bytes.data());
-        CUDA_CHECK(cudaMemcpyAsync(get(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice, stream));
-        CUDA_CHECK(cudaStreamSynchronize(stream));
-    }
-
-    // Filled with 0xFF bytes, a NaN in all three types: an output element no kernel writes
-    // comes back as NaN.
-    DeviceArray(std::size_t n, cudaStream_t stream)
-        : n_(n), memory_(allocate_device(static_cast<std::int64_t>(n_ * sizeof(T)))) {
-        CUDA_CHECK(cudaMemsetAsync(get(), 0xFF, n_ * sizeof(T), stream));
-        CUDA_CHECK(cudaStreamSynchronize(stream));
-    }
-
-    T* get() const { return reinterpret_cast<T*>(memory_.get()); }
-
-    // The values widened to fp32 (exact), after everything enqueued on `stream` before.
-    std::vector<float> to_host(cudaStream_t stream) const {
-        std::vector<T> raw(n_);
-        CUDA_CHECK(cudaMemcpyAsync(raw.data(), get(), n_ * sizeof(T), cudaMemcpyDeviceToHost, stream));
-        CUDA_CHECK(cudaStreamSynchronize(stream));
-        std::vector<float> out(n_);
-        for (std::size_t i = 0; i < n_; ++i) {
-            if constexpr (std::is_same_v<T, float>) {
-                out[i] = raw[i];
-            } else {
-                std::uint16_t bits;
-                std::memcpy(&bits, &raw[i], sizeof bits);
-                out[i] = std::is_same_v<T, __half> ? fp16_bits_to_float(bits) : bf16_bits_to_float(bits);
-            }
-        }
-        return out;
-    }
-
-private:
-    std::size_t n_;
-    DeviceMemory memory_;
-};
-
-// qkv [rows, 3c] for the attention tests. |q|, |k| in [0.25, 1.5] make scores of a few units
-// (|s| ≲ 5): softmax rows neither flat nor one-hot. v is smaller, as after a layernorm and a
-// projection.
-std::vector<float> attention_inputs(std::size_t rows, std::size_t c, DType dtype) {
-    auto qkv = random_values(rows * 3 * c, dtype, kSeed, 0.25f, 1.5f, Sign::either);
-    const auto v = random_values(rows * c, dtype, kSeed + 1, 0.01f, 1.0f, Sign::either);
-    for (std::size_t r = 0; r < rows; ++r) {
-        std::copy_n(v.begin() + static_cast<std::ptrdiff_t>(r * c), c,
-                    qkv.begin() + static_cast<std::ptrdiff_t>(r * 3 * c + 2 * c));
-    }
-    return qkv;
+    const ops::OpError error = ops::compare("out", gpu, cpu);
+    INFO("relative error " << error.rel_err << ", tolerance " << tolerance << "; " << error.worst);
+    CHECK(error.nonfinite == 0);
+    CHECK(error.rel_err <= tolerance);
 }
 
 }  // namespace
@@ -224,34 +88,6 @@ TEMPLATE_TEST_CASE("launch_embedding matches cpu::embedding", "[gpu]", float, __
         std::vector<float> want(rows * c);
         cpu::embedding(want.data(), tokens.data(), wte.data(), wpe.data(), s.batch, s.seq, s.c);
         check_close(d_x.to_host(stream.get()), want, store_tolerance(dtype));
-    }
-}
-
-TEMPLATE_TEST_CASE("launch_layernorm matches cpu::layernorm", "[gpu]", float, __half, __nv_bfloat16) {
-    require_gpu();
-    using T = TestType;
-    constexpr DType dtype = gpu::dtype_of<T>();
-    const CudaStream stream;
-    struct Shape {
-        int rows, c;
-    };
-    // One row; more rows than the 8 warps of one block; c 75 (a partial last warp-stride),
-    // GPT-2 small's 768 and 1.5B's 1600.
-    for (const Shape s : {Shape{1, 75}, Shape{13, 75}, Shape{5, 768}, Shape{3, 1600}}) {
-        INFO(enum_name(dtype) << " rows " << s.rows << " c " << s.c);
-        const std::size_t n = as_size(s.rows) * as_size(s.c);
-        // Positive inputs: the mean is far from zero, so a kernel that does not subtract it fails.
-        const auto in = random_values(n, dtype, kSeed, 0.5f, 3.0f, Sign::positive);
-        const auto w = random_values(as_size(s.c), dtype, kSeed + 1, 0.5f, 1.5f, Sign::positive);
-        const auto b = random_values(as_size(s.c), dtype, kSeed + 2, 0.01f, 0.5f, Sign::either);
-
-        const DeviceArray<T> d_in(in, stream.get()), d_w(w, stream.get()), d_b(b, stream.get());
-        const DeviceArray<T> d_out(n, stream.get());
-        gpu::launch_layernorm<T>(d_out.get(), d_in.get(), d_w.get(), d_b.get(), s.rows, s.c, kEps, stream.get());
-
-        std::vector<float> want(n);
-        cpu::layernorm(want.data(), in.data(), w.data(), b.data(), s.rows, s.c, kEps);
-        check_close(d_out.to_host(stream.get()), want, store_tolerance(dtype));
     }
 }
 
