@@ -80,8 +80,10 @@ const std::vector<OpEntry>& op_entries();
 std::vector<OpEntry> layernorm_ops();
 
 // Fused classifier (classop):
+std::vector<OpEntry> classifier_ops();
 
 // Optimizer and gradient norm (classop):
+std::vector<OpEntry> optimizer_ops();
 
 // Attention (flashbwd):
 

@@ -15,8 +15,10 @@ std::vector<OpEntry> all_entries() {
     add(layernorm_ops());
 
     // Fused classifier (classop):
+    add(classifier_ops());
 
     // Optimizer and gradient norm (classop):
+    add(optimizer_ops());
 
     // Attention (flashbwd):
 
