@@ -15,7 +15,7 @@
 #include "kernels/compute/cuda_resources.hpp"
 #include "kernels/compute/gemm.hpp"
 #include "kernels/compute/gpu_attention.hpp"
-#include "kernels/compute/gpu_kernels.cuh"
+#include "kernels/compute/gpu_dtype.hpp"
 #include "kernels/model/dtype.hpp"
 #include "ops/op_support.hpp"
 

@@ -1,7 +1,11 @@
-// LayerNorm's entries: the forward (launch_layernorm).
+// LayerNorm's entries: the forward (launch_layernorm) and the `residual_ln` fusion of dropout,
+// residual add and LayerNorm (launch_residual_layernorm).
 #include <vector>
 
 #include "kernels/compute/cpu_ops.hpp"
+#include "kernels/compute/dropout.cuh"
+#include "kernels/compute/layernorm.cuh"
+#include "kernels/compute/residual.cuh"
 #include "op_support.hpp"
 
 namespace sweetspot::ops {
@@ -42,6 +46,65 @@ private:
     DeviceArray<T> d_in_, d_w_, d_b_, d_out_;
 };
 
+// dims: batch, seq, c, p% (the dropout's probability, in percent).
+template <class T>
+class ResidualLayernormCase final : public OpCase {
+public:
+    ResidualLayernormCase(const OpShape& shape, cudaStream_t stream)
+        : seq_(static_cast<int>(shape.dims[1])),
+          c_(static_cast<int>(shape.dims[2])),
+          rows_(static_cast<int>(shape.dims[0]) * seq_),
+          d_(Dropout{static_cast<float>(shape.dims[3]) / 100.0f, 9}.for_shape(seq_, 64)),
+          x_(random_values(n(), dtype, kSeed, 0.01f, 2.0f, Sign::either)),
+          y_(random_values(n(), dtype, kSeed + 1, 0.01f, 2.0f, Sign::either)),
+          w_(random_values(as_size(c_), dtype, kSeed + 2, 0.5f, 1.5f, Sign::positive)),
+          b_(random_values(as_size(c_), dtype, kSeed + 3, 0.01f, 0.5f, Sign::either)),
+          d_x_(x_, stream),
+          d_y_(y_, stream),
+          d_w_(w_, stream),
+          d_b_(b_, stream),
+          d_out_(n(), stream) {}
+
+    void run(cudaStream_t stream) override {
+        gpu::launch_residual_layernorm<T>(d_out_.get(), d_x_.get(), d_y_.get(), d_, 2, d_w_.get(), d_b_.get(), rows_, c_,
+                                          kEps, stream);
+    }
+
+    OpError check(cudaStream_t stream) override {
+        const auto out = d_out_.to_host(stream);
+        const auto x = d_x_.to_host(stream);
+        // The three kernels the fusion replaces.
+        const DeviceArray<T> px(x_, stream), py(y_, stream), p_out(n(), stream);
+        gpu::launch_dropout<T>(py.get(), rows_, c_, d_, 2, stream);
+        gpu::launch_residual_add<T>(px.get(), py.get(), static_cast<std::int64_t>(n()), stream);
+        gpu::launch_layernorm<T>(p_out.get(), px.get(), d_w_.get(), d_b_.get(), rows_, c_, kEps, stream);
+
+        std::vector<float> want_x = x_, dropped = y_, want(n());
+        cpu::dropout_rows(dropped.data(), rows_, c_, d_, 2);
+        cpu::residual_add(want_x.data(), dropped.data(), static_cast<std::int64_t>(n()));
+        cpu::layernorm(want.data(), want_x.data(), w_.data(), b_.data(), rows_, c_, kEps);
+        OpError error = compare("out", out, want);
+        error.include(compare("x", x, want_x));
+        // The fused kernel rounds where the three kernels store: the same numbers, x included.
+        error.include(require_equal("out against dropout, residual add and layernorm", out, p_out.to_host(stream)));
+        error.include(require_equal("x against dropout and residual add", x, px.to_host(stream)));
+        return error;
+    }
+
+private:
+    static constexpr DType dtype = gpu::dtype_of<T>();
+    std::size_t n() const { return as_size(rows_) * as_size(c_); }
+
+    int seq_, c_, rows_;
+    Dropout d_;
+    std::vector<float> x_, y_, w_, b_;
+    DeviceArray<T> d_x_, d_y_, d_w_, d_b_, d_out_;
+};
+
+OpShape residual_ln_shape(int batch, int seq, int c, int p_percent) {
+    return op_shape({{"batch", batch}, {"seq", seq}, {"c", c}, {"p%", p_percent}});
+}
+
 OpShape rows_c(std::int64_t rows, std::int64_t c) { return op_shape({{"rows", rows}, {"c", c}}); }
 
 // GPT-2 small and 1.5B at batch 8, seq 1024.
@@ -65,6 +128,28 @@ std::vector<OpEntry> layernorm_ops() {
         },
         .make = [](const OpShape& s, DType dtype, cudaStream_t stream) {
             return make_case<LayernormCase>(dtype, s, stream);
+        },
+    });
+    entries.push_back(OpEntry{
+        .name = "residual_layernorm",
+        .family = "layernorm",
+        // c 25 and 77 (not multiples of the warp or of 8), a single position, GPT-2 small's 768;
+        // without dropout and with p = 0.25.
+        .test_shapes = {residual_ln_shape(1, 1, 25, 0), residual_ln_shape(2, 13, 77, 0), residual_ln_shape(3, 40, 768, 0),
+                        residual_ln_shape(1, 1, 25, 25), residual_ln_shape(2, 13, 77, 25),
+                        residual_ln_shape(3, 40, 768, 25)},
+        .bench_shapes = {residual_ln_shape(8, 1024, 768, 0), residual_ln_shape(8, 1024, 1600, 0),
+                         residual_ln_shape(8, 1024, 1600, 10)},
+        // x rounds once (twice with dropout: the dropped y, then the sum), and the LayerNorm of a
+        // rounded x rounds again: up to three stores, each scaled by the normalization
+        // (|w|·|x − mean|/σ, a few units). 4× the store tolerance.
+        .tolerance = [](DType dtype) { return 4.0 * store_tolerance(dtype); },
+        // Reads x and y, writes x and out; w and b from cache.
+        .cost = [](const OpShape& s, DType dtype) {
+            return memory_cost(4.0 * static_cast<double>(s.dims[0] * s.dims[1] * s.dims[2]), dtype);
+        },
+        .make = [](const OpShape& s, DType dtype, cudaStream_t stream) {
+            return make_case<ResidualLayernormCase>(dtype, s, stream);
         },
     });
     return entries;

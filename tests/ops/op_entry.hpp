@@ -77,7 +77,14 @@ const std::vector<OpEntry>& op_entries();
 
 // One function per family, defined in tests/ops/<family>_ops.cpp.
 // Element-wise and row-wise ops (opsframe):
+std::vector<OpEntry> embedding_ops();
 std::vector<OpEntry> layernorm_ops();
+std::vector<OpEntry> bias_ops();
+std::vector<OpEntry> gelu_ops();
+std::vector<OpEntry> residual_ops();
+std::vector<OpEntry> dropout_ops();
+std::vector<OpEntry> softmax_ops();
+std::vector<OpEntry> count_nonfinite_ops();
 
 // Fused classifier (classop):
 std::vector<OpEntry> classifier_ops();

@@ -12,7 +12,14 @@ std::vector<OpEntry> all_entries() {
         entries.insert(entries.end(), std::make_move_iterator(family.begin()), std::make_move_iterator(family.end()));
     };
     // Element-wise and row-wise ops (opsframe):
+    add(embedding_ops());
     add(layernorm_ops());
+    add(bias_ops());
+    add(gelu_ops());
+    add(residual_ops());
+    add(dropout_ops());
+    add(softmax_ops());
+    add(count_nonfinite_ops());
 
     // Fused classifier (classop):
     add(classifier_ops());

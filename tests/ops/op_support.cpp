@@ -25,6 +25,10 @@ OpShape op_shape(std::initializer_list<std::pair<std::string_view, std::int64_t>
     return shape;
 }
 
+OpCost memory_cost(double elements, DType dtype) {
+    return OpCost{0.0, elements * static_cast<double>(dtype_size(dtype))};
+}
+
 double unit_roundoff(DType dtype) {
     switch (dtype) {
         case DType::fp32: return std::ldexp(1.0, -24);

@@ -21,7 +21,7 @@
 
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/cuda_resources.hpp"
-#include "kernels/compute/gpu_kernels.cuh"
+#include "kernels/compute/gpu_dtype.hpp"
 #include "kernels/model/dtype.hpp"
 #include "op_entry.hpp"
 
@@ -38,6 +38,11 @@ inline std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n);
 
 // {{"rows", 13}, {"c", 75}} → dims {13, 75}, text "rows 13 c 75".
 OpShape op_shape(std::initializer_list<std::pair<std::string_view, std::int64_t>> named_dims);
+// The shape of an element-wise op: n elements.
+inline OpShape n_shape(std::int64_t n) { return op_shape({{"n", n}}); }
+
+// A memory-bound op's cost: no model flops, `elements` values of `dtype` read or written at the least.
+OpCost memory_cost(double elements, DType dtype);
 
 // ---- tolerances -----------------------------------------------------------------------------
 

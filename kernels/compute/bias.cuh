@@ -1,0 +1,19 @@
+#pragma once
+// A linear layer's bias, added after the GEMM (baseline: no epilogue).
+//
+// T is the activation and weight type: float, __half or __nv_bfloat16 (explicit instantiations
+// in the .cu). Inside every kernel the math is fp32; only loads and stores are in T. Buffers are
+// row-major and contiguous; counts are int64 where B·T·vocab sized buffers could overflow an
+// index. Each launcher enqueues one kernel on `stream` and checks the launch. Plain C++ can
+// include this header: it only declares host functions.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace sweetspot::gpu {
+
+// y[r, j] += bias[j] for y [rows, cols]: the bias of a linear layer, after the GEMM.
+template <class T>
+void launch_add_bias(T* y, const T* bias, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+
+}  // namespace sweetspot::gpu

@@ -1,0 +1,21 @@
+#pragma once
+// The token and position embedding: the forward's first op.
+//
+// T is the activation and weight type: float, __half or __nv_bfloat16 (explicit instantiations
+// in the .cu). Inside every kernel the math is fp32; only loads and stores are in T. Buffers are
+// row-major and contiguous; counts are int64 where B·T·vocab sized buffers could overflow an
+// index. Each launcher enqueues one kernel on `stream` and checks the launch. Plain C++ can
+// include this header: it only declares host functions.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace sweetspot::gpu {
+
+// x[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]. x [batch·seq, c]; tokens [batch·seq] (ids
+// checked on the host); wte [vocab, c]; wpe [max_positions, c].
+template <class T>
+void launch_embedding(T* x, const std::int32_t* tokens, const T* wte, const T* wpe, int batch, int seq, int c,
+                      cudaStream_t stream);
+
+}  // namespace sweetspot::gpu
