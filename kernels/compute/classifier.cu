@@ -1,7 +1,9 @@
 // The fused classifier, llm.c's shape: one block per row reads the row once for its softmax
 // statistics (an online max and sum, so one read instead of two) and once more to write the
-// gradient in place; the second read mostly hits L2, which holds the rows the blocks in flight
-// are working on. Deterministic: each row's sums run in a fixed order.
+// gradient in place. The second read mostly hits L2, which holds the rows the blocks in flight are
+// working on: it and the gradient's stores are streaming (evict-first), as they are the last use
+// of a row, which keeps fp32 rows (200 kB each) in L2 until their second read. Deterministic:
+// each row's sums run in a fixed order.
 #include "kernels/compute/classifier.cuh"
 
 #include <cuda_bf16.h>
@@ -80,7 +82,7 @@ __global__ void __launch_bounds__(kThreads)
 
     if (threadIdx.x == 0) losses[r] = logf(stats.sum) + stats.max - target_logit;
     const float inv_sum = 1.0f / stats.sum;
-    for_each_packed(row, vocab, threadIdx.x, blockDim.x, [&](std::int64_t i, T& value) {
+    for_each_packed<Caching::streaming>(row, vocab, threadIdx.x, blockDim.x, [&](std::int64_t i, T& value) {
         const float p = expf(to_f32(value) - stats.max) * inv_sum;
         value = from_f32<T>((p - (i == target ? 1.0f : 0.0f)) * scale);
     });

@@ -1,7 +1,8 @@
 #pragma once
 // The launch shape the element-wise and row-wise kernels (embedding.cu, layernorm.cu, bias.cu,
-// gelu.cu, residual.cu, dropout.cu, softmax.cu, count_nonfinite.cu) share, and their block-wide
-// reduction. Apart from device_common.cuh because its names (kBlock) are other kernels' own.
+// gelu.cu, residual.cu, dropout.cu, softmax.cu, count_nonfinite.cu, and optimizer.cu's AdamW and
+// gradient norm) share, and their block-wide reduction. Apart from device_common.cuh because its
+// names (kBlock) are other kernels' own.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -10,17 +10,13 @@
 
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/device_common.cuh"
+#include "kernels/compute/elementwise.cuh"
 #include "kernels/compute/ordered_sum.cuh"
 #include "kernels/compute/packed_access.cuh"
 
 namespace sweetspot::gpu {
 
 namespace {
-
-constexpr int kBlock = 256;
-// AdamW's grid is capped and each thread strides over the rest, so a tensor of any size needs no
-// grid-size arithmetic; 65536 blocks are plenty to fill an H100.
-constexpr std::int64_t kMaxAdamwBlocks = 65536;
 
 // cpu::AdamW with its bias corrections worked out on the host, in the same fp32 as cpu::adamw.
 struct AdamWStep {
@@ -75,8 +71,7 @@ void launch_adamw(T* params, float* master, const T* grads, float* m, float* v, 
     if (n == 0) return;
     const AdamWStep step{a.lr,         a.beta1, a.beta2, a.eps, a.weight_decay, a.grad_scale, a.bias_correction1(),
                          a.bias_correction2()};
-    const auto blocks = static_cast<int>(std::min((n + kBlock - 1) / kBlock, kMaxAdamwBlocks));
-    adamw_kernel<T><<<blocks, kBlock, 0, stream>>>(params, master, grads, m, v, n, step);
+    adamw_kernel<T><<<elementwise_blocks(n), kBlock, 0, stream>>>(params, master, grads, m, v, n, step);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -29,13 +29,14 @@ class AdamwCase final : public OpCase {
 public:
     AdamwCase(const OpShape& shape, bool with_master, cudaStream_t stream)
         : n_(as_size(shape.dims[0])),
-          // fp32 master weights are not representable in T; the params are what they round to, as
-          // after any step. Without a master the weights are the params themselves.
+          // fp32 master weights are not representable in T. Without a master the weights are the
+          // params themselves; with one, the params start unrelated to it (in a step they are its
+          // rounding), so that a kernel updating them instead of the master fails by O(1).
           weights_(random_values(n_, with_master ? DType::fp32 : dtype, kSeed, 0.5f, 1.0f, Sign::either)),
           grads_(random_values(n_, dtype, kSeed + 1, 0.01f, 0.5f, Sign::either)),
           m_(random_values(n_, DType::fp32, kSeed + 2, 1e-3f, 0.1f, Sign::either)),
           v_(random_values(n_, DType::fp32, kSeed + 3, 1e-4f, 1e-2f, Sign::positive)),
-          d_params_(rounded(weights_), stream),
+          d_params_(with_master ? random_values(n_, dtype, kSeed + 4, 0.5f, 1.0f, Sign::either) : weights_, stream),
           d_grads_(grads_, stream),
           d_m_(m_, stream),
           d_v_(v_, stream) {
