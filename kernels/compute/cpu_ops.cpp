@@ -286,11 +286,14 @@ double squared_norm(const float* x, std::int64_t n) {
     return sum;
 }
 
+float AdamW::bias_correction1() const { return 1.0f - std::pow(beta1, static_cast<float>(step)); }
+float AdamW::bias_correction2() const { return 1.0f - std::pow(beta2, static_cast<float>(step)); }
+
 // One pass over the tensor: the moments and the weight updated together, as a fused GPU kernel
 // would (llm.c's adamw_kernel), so each element is read and written once.
 void adamw(float* params, const float* grads, float* m, float* v, std::int64_t n, const AdamW& a) {
-    const float correct1 = 1.0f - std::pow(a.beta1, static_cast<float>(a.step));
-    const float correct2 = 1.0f - std::pow(a.beta2, static_cast<float>(a.step));
+    const float correct1 = a.bias_correction1();
+    const float correct2 = a.bias_correction2();
     for (std::int64_t i = 0; i < n; ++i) {
         const float g = grads[i] * a.grad_scale;
         m[i] = a.beta1 * m[i] + (1.0f - a.beta1) * g;

@@ -96,6 +96,11 @@ struct AdamW {
     float lr, beta1, beta2, eps, weight_decay;
     int step;           // from 1
     float grad_scale = 1.0f;
+
+    // 1 − β^step, the bias corrections of the first and second moments: computed once per step
+    // here, so the GPU's AdamW divides by the same fp32 numbers as this one.
+    float bias_correction1() const;
+    float bias_correction2() const;
 };
 void adamw(float* params, const float* grads, float* m, float* v, std::int64_t n, const AdamW& a);
 

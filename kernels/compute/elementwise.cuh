@@ -1,9 +1,9 @@
 #pragma once
 // The launch shape the element-wise and row-wise kernels (embedding.cu, layernorm.cu, bias.cu,
-// gelu.cu, residual.cu, dropout.cu, softmax.cu, count_nonfinite.cu) share, and their block-wide
-// reduction, and the column sums in a fixed order that the backward kernels reduce with (a bias's
-// gradient, LayerNorm's weight gradients). Apart from device_common.cuh because its names
-// (kBlock) are other kernels' own.
+// gelu.cu, residual.cu, dropout.cu, softmax.cu, count_nonfinite.cu, and optimizer.cu's AdamW and
+// gradient norm) share, and their block-wide reduction, and the column sums in a fixed order that
+// the backward kernels reduce with (a bias's gradient, LayerNorm's weight gradients). Apart from
+// device_common.cuh because its names (kBlock) are other kernels' own.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

@@ -87,8 +87,10 @@ std::vector<OpEntry> softmax_ops();
 std::vector<OpEntry> count_nonfinite_ops();
 
 // Fused classifier (classop):
+std::vector<OpEntry> classifier_ops();
 
 // Optimizer and gradient norm (classop):
+std::vector<OpEntry> optimizer_ops();
 
 // Attention (flashbwd):
 

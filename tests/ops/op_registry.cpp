@@ -22,8 +22,10 @@ std::vector<OpEntry> all_entries() {
     add(count_nonfinite_ops());
 
     // Fused classifier (classop):
+    add(classifier_ops());
 
     // Optimizer and gradient norm (classop):
+    add(optimizer_ops());
 
     // Attention (flashbwd):
 

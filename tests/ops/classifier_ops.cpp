@@ -1,0 +1,115 @@
+// The fused classifier's entry: launch_fused_classifier (per-row loss, the logits' gradient in
+// place) followed by launch_mean_loss, as the training step runs them, against cpu::cross_entropy.
+#include <vector>
+
+#include "kernels/compute/classifier.cuh"
+#include "kernels/compute/cpu_ops.hpp"
+#include "op_support.hpp"
+
+namespace sweetspot::ops {
+
+namespace {
+
+// The gradient's scale is 1 / the targets times an fp16 step's loss scale: without it the
+// gradient of a 50257-way softmax over a few rows, scale·p with p ~ 1e-5, would fall among fp16's
+// subnormals and keep only a few bits, as an unscaled fp16 step's would.
+constexpr float kLossScale = 1024.0f;
+
+template <class T>
+class ClassifierCase final : public OpCase {
+public:
+    ClassifierCase(const OpShape& shape, cudaStream_t stream)
+        : rows_(shape.dims[0]),
+          vocab_(static_cast<int>(shape.dims[1])),
+          // Logits of a few units either way: a softmax neither flat nor one-hot.
+          logits_(random_values(n(), dtype, kSeed, 0.01f, 4.0f, Sign::either)),
+          targets_(random_tokens(as_size(rows_), vocab_, kSeed + 1)),
+          d_logits_(logits_, stream),
+          d_targets_(targets_, stream),
+          d_losses_(as_size(rows_), stream),
+          d_loss_(1, stream) {}
+
+    void run(cudaStream_t stream) override {
+        gpu::launch_fused_classifier<T>(d_logits_.get(), d_losses_.get(), d_targets_.get(), rows_, vocab_,
+                                        kLossScale / static_cast<float>(rows_), stream);
+        gpu::launch_mean_loss(d_losses_.get(), rows_, 1.0f / static_cast<float>(rows_), d_loss_.get(), stream);
+    }
+
+    OpError check(cudaStream_t stream) override {
+        std::vector<float> grad = logits_;
+        std::vector<float> losses(as_size(rows_));
+        double total = 0.0;
+        for (std::int64_t r = 0; r < rows_; ++r) {
+            const auto row = static_cast<std::ptrdiff_t>(as_size(r) * as_size(vocab_));
+            losses[as_size(r)] = static_cast<float>(cpu::cross_entropy(
+                grad.data() + row, targets_.data() + r, 1, vocab_, kLossScale / static_cast<float>(rows_)));
+            total += losses[as_size(r)];
+        }
+        const std::vector<float> mean{static_cast<float>(total / static_cast<double>(rows_))};
+
+        // The gradient at the targets, scale·(p − 1), is close to −scale; everywhere else it is
+        // scale·p, far smaller. Compared apart, each against its own largest value, so that a wrong
+        // probability off the targets is not hidden under the targets' magnitude.
+        const std::vector<float> gpu_grad = d_logits_.to_host(stream);
+        std::vector<float> at_targets[2], elsewhere[2];
+        for (std::size_t i = 0; i < grad.size(); ++i) {
+            const bool target = static_cast<std::int32_t>(i % as_size(vocab_)) == targets_[i / as_size(vocab_)];
+            (target ? at_targets : elsewhere)[0].push_back(gpu_grad[i]);
+            (target ? at_targets : elsewhere)[1].push_back(grad[i]);
+        }
+        OpError error = compare("dlogits at the targets", at_targets[0], at_targets[1]);
+        if (vocab_ > 1) error.include(compare("dlogits elsewhere", elsewhere[0], elsewhere[1]));
+        error.include(compare("losses", d_losses_.to_host(stream), losses));
+        error.include(compare("mean loss", d_loss_.to_host(stream), mean));
+        return error;
+    }
+
+private:
+    static constexpr DType dtype = gpu::dtype_of<T>();
+    std::size_t n() const { return as_size(rows_) * as_size(vocab_); }
+
+    std::int64_t rows_;
+    int vocab_;
+    std::vector<float> logits_;
+    std::vector<std::int32_t> targets_;
+    DeviceArray<T> d_logits_;
+    DeviceTokens d_targets_;
+    DeviceArray<float> d_losses_, d_loss_;
+};
+
+OpShape rows_vocab(std::int64_t rows, std::int64_t vocab) { return op_shape({{"rows", rows}, {"vocab", vocab}}); }
+
+}  // namespace
+
+std::vector<OpEntry> classifier_ops() {
+    std::vector<OpEntry> entries;
+    entries.push_back(OpEntry{
+        .name = "fused_classifier",
+        .family = "classifier",
+        // One row of GPT-2's vocabulary; a vocabulary smaller than one 16-byte pack and rows
+        // starting at every offset; 1000 (every row aligned, no head); 50257 over 33 rows, whose
+        // starts take every alignment.
+        .test_shapes = {rows_vocab(1, 50257), rows_vocab(7, 13), rows_vocab(33, 1000), rows_vocab(33, 50257)},
+        // GPT-2 at batch 8, seq 1024 (every size has its vocabulary).
+        .bench_shapes = {rows_vocab(8 * 1024, 50257)},
+        // The softmax, loss and gradient are fp32 on both sides (the CPU's sums in double, which the
+        // fp32 part of store_tolerance covers: a few ulp over these rows), and the gradient is
+        // rounded once to T: store_tolerance. The losses are fp32 in every dtype and meet its fp32
+        // part; their largest, a few units, is what a wrong target or sum moves by O(1).
+        .tolerance = store_tolerance,
+        // The least traffic: the logits read once and their gradient written once, the targets read
+        // and the losses written. The kernel reads each row a second time, mostly from L2, which is
+        // not counted.
+        .cost = [](const OpShape& s, DType dtype) {
+            const auto rows = static_cast<double>(s.dims[0]);
+            return OpCost{0, 2.0 * rows * static_cast<double>(s.dims[1]) * static_cast<double>(dtype_size(dtype)) +
+                                 8.0 * rows};
+        },
+        .make = [](const OpShape& s, DType dtype, cudaStream_t stream) {
+            return make_case<ClassifierCase>(dtype, s, stream);
+        },
+    });
+    return entries;
+}
+
+}  // namespace sweetspot::ops
