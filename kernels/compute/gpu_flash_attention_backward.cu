@@ -74,11 +74,17 @@ int prepare_kernels() {
                                   backward_simt::flash_attention_backward_simt_kernel<T, 8>})
             allow(kernel, static_cast<std::size_t>(bytes));
         if constexpr (!std::is_same_v<T, float>) {
-            allow(backward_mma::flash_attention_backward_mma_kernel<T, 32>, backward_mma::shared_bytes<T, 32>());
-            allow(backward_mma::flash_attention_backward_mma_kernel<T, 64>, backward_mma::shared_bytes<T, 64>());
-            allow(backward_mma::flash_attention_backward_mma_kernel<T, 80>, backward_mma::shared_bytes<T, 80>());
-            allow(backward_mma::flash_attention_backward_mma_kernel<T, 96>, backward_mma::shared_bytes<T, 96>());
-            allow(backward_mma::flash_attention_backward_mma_kernel<T, 128>, backward_mma::shared_bytes<T, 128>());
+            const auto allow_mma = [&](auto dropout) {
+                constexpr bool kDropout = decltype(dropout)::value;
+                using namespace backward_mma;
+                allow(flash_attention_backward_mma_kernel<T, 32, kDropout>, shared_bytes<T, 32>());
+                allow(flash_attention_backward_mma_kernel<T, 64, kDropout>, shared_bytes<T, 64>());
+                allow(flash_attention_backward_mma_kernel<T, 80, kDropout>, shared_bytes<T, 80>());
+                allow(flash_attention_backward_mma_kernel<T, 96, kDropout>, shared_bytes<T, 96>());
+                allow(flash_attention_backward_mma_kernel<T, 128, kDropout>, shared_bytes<T, 128>());
+            };
+            allow_mma(std::false_type{});
+            allow_mma(std::true_type{});
         }
         return bytes;
     }();
@@ -112,15 +118,19 @@ bool launch_mma(T* dqkv, const T* dout, const T* qkv, const float* lse, const Pr
             CUDA_CHECK_LAUNCH();
             return true;
         };
-        using namespace backward_mma;
-        switch (hd) {
-            case 32: return go(flash_attention_backward_mma_kernel<T, 32>, shared_bytes<T, 32>());
-            case 64: return go(flash_attention_backward_mma_kernel<T, 64>, shared_bytes<T, 64>());
-            case 80: return go(flash_attention_backward_mma_kernel<T, 80>, shared_bytes<T, 80>());
-            case 96: return go(flash_attention_backward_mma_kernel<T, 96>, shared_bytes<T, 96>());
-            case 128: return go(flash_attention_backward_mma_kernel<T, 128>, shared_bytes<T, 128>());
-            default: return false;
-        }
+        const auto by_head_dim = [&](auto with_dropout) {
+            constexpr bool kDropout = decltype(with_dropout)::value;
+            using namespace backward_mma;
+            switch (hd) {
+                case 32: return go(flash_attention_backward_mma_kernel<T, 32, kDropout>, shared_bytes<T, 32>());
+                case 64: return go(flash_attention_backward_mma_kernel<T, 64, kDropout>, shared_bytes<T, 64>());
+                case 80: return go(flash_attention_backward_mma_kernel<T, 80, kDropout>, shared_bytes<T, 80>());
+                case 96: return go(flash_attention_backward_mma_kernel<T, 96, kDropout>, shared_bytes<T, 96>());
+                case 128: return go(flash_attention_backward_mma_kernel<T, 128, kDropout>, shared_bytes<T, 128>());
+                default: return false;
+            }
+        };
+        return dropout.active() ? by_head_dim(std::true_type{}) : by_head_dim(std::false_type{});
     }
 }
 

@@ -16,7 +16,10 @@
 //   dQ += dS·K       across the warps' keys: dSᵀ goes to shared memory, each warp then takes 16
 //                    of the tile's queries (A by ldmatrix.trans of dSᵀ, B = K by ldmatrix.trans)
 //                    and adds its share to dQ's fp32 accumulator, two floats per atomic.
-// K, V, Q and dO are in shared memory, rows padded by 8 elements as in the forward.
+// K, V, Q and dO are in shared memory, rows padded by 8 elements as in the forward. Q, dO, lse
+// and D come in two stages: the next query tile's copies run while this one is computed with.
+// dSᵀ takes the place of this tile's Q and dO once every warp's dV and dK products have read them,
+// so that a block at head dim 128 stays under half of an SM's shared memory (two blocks per SM).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -43,13 +46,19 @@ constexpr int kQueries = 64;                  // queries per tile
 constexpr int kPad = 8;
 constexpr int kLdS = kQueries + kPad;  // a row of dSᵀ in shared memory
 
-// Shared memory of a block: K, V [kKeys][kHd + kPad]; Q, dO [kQueries][kHd + kPad]; dSᵀ
-// [kKeys][kLdS], all in T; then lse·log2(e) and D [kQueries] in fp32.
+// Shared memory of a block: K, V [kKeys][kHd + kPad], then two stages of Q and dO
+// [kQueries][kHd + kPad] (dSᵀ [kKeys][kLdS] in their place at the end of a tile), all in T; then
+// two stages of lse and D [kQueries] in fp32.
+template <int kHd>
+constexpr int stage_elems() {
+    return 2 * kQueries * (kHd + kPad);
+}
 template <class T, int kHd>
 constexpr std::size_t shared_bytes() {
-    return (2 * static_cast<std::size_t>(kKeys + kQueries) * (kHd + kPad) + static_cast<std::size_t>(kKeys) * kLdS) *
+    static_assert(kKeys * kLdS <= stage_elems<kHd>(), "dSᵀ fits in a stage's Q and dO");
+    return (2 * static_cast<std::size_t>(kKeys) * (kHd + kPad) + 2 * static_cast<std::size_t>(stage_elems<kHd>())) *
                sizeof(T) +
-           2 * kQueries * sizeof(float);
+           2 * 2 * kQueries * sizeof(float);
 }
 
 // rows rows of one head's [seq, ·] matrix (row stride ld_src) from row0 into shared memory rows of
@@ -109,8 +118,10 @@ __device__ __forceinline__ void accumulate_times_tile(float (&acc)[kHd / 8][4], 
 
 // Grid: x = batch · n_head, y = blocks of 64 keys (the first keys, which the most queries see,
 // first). dq_acc [batch·seq, c] fp32 gets this block's share of dQ / scale; dK and dV go to
-// dqkv. lse and delta are [batch·n_head, seq]. Shared memory: shared_bytes.
-template <class T, int kHd>
+// dqkv. lse and delta are [batch·n_head, seq]. Shared memory: shared_bytes. kDropout: the form
+// that draws dropout factors (one per probability, inline in the unrolled loop), kept apart so
+// that the form without dropout holds none of the generator's code or registers.
+template <class T, int kHd, bool kDropout>
 __global__ void __launch_bounds__(kThreads, 2)
     flash_attention_backward_mma_kernel(float* dq_acc, T* dqkv, const T* dout, const T* qkv, const float* lse,
                                         const float* delta, int seq, int c, int n_head, float scale_log2,
@@ -120,11 +131,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     extern __shared__ __align__(16) unsigned char shared_raw[];
     T* const k_s = reinterpret_cast<T*>(shared_raw);
     T* const v_s = k_s + kKeys * kLd;
-    T* const q_s = v_s + kKeys * kLd;
-    T* const do_s = q_s + kQueries * kLd;
-    T* const ds_s = do_s + kQueries * kLd;  // dSᵀ [kKeys][kLdS]
-    float* const lse_s = reinterpret_cast<float*>(ds_s + kKeys * kLdS);
-    float* const delta_s = lse_s + kQueries;
+    T* const stages = v_s + kKeys * kLd;  // stage i: Q at i·stage_elems, dO after it
+    float* const stats = reinterpret_cast<float*>(stages + 2 * stage_elems<kHd>());  // stage i: lse, D
 
     const int bh = static_cast<int>(blockIdx.x);
     const int b = bh / n_head, h = bh % n_head;
@@ -140,22 +148,32 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int warp_key0 = key0 + warp * kKeysPerWarp;
     const int keys[2] = {warp_key0 + group, warp_key0 + group + 8};
 
+    // The query tile q0 into `stage`: Q, dO, lse and D, as one group of copies.
+    const auto load_queries = [&](int q0, int stage) {
+        T* const q_s = stages + stage * stage_elems<kHd>();
+        load_tile<T, kHd, kLd>(q_s, q_g, ld_qkv, q0, kQueries, seq, tid);
+        load_tile<T, kHd, kLd>(q_s + kQueries * kLd, do_g, c, q0, kQueries, seq, tid);
+        if (tid < 2 * kQueries) {
+            const int i = tid % kQueries;
+            const bool valid = q0 + i < seq;
+            const float* src = (tid < kQueries ? lse : delta) + (valid ? stat0 + q0 + i : 0);
+            cp_async_4(stats + stage * 2 * kQueries + tid, src, valid);
+        }
+        cp_async_commit();
+    };
     load_tile<T, kHd, kLd>(k_s, q_g + c, ld_qkv, key0, kKeys, seq, tid);
     load_tile<T, kHd, kLd>(v_s, q_g + 2 * c, ld_qkv, key0, kKeys, seq, tid);
+    load_queries(key0, 0);
 
     float dv[kHd / 8][4] = {}, dk[kHd / 8][4] = {};
-    for (int q0 = key0; q0 < seq; q0 += kQueries) {
-        __syncthreads();  // the previous tile's Q, dO and dSᵀ are read
-        load_tile<T, kHd, kLd>(q_s, q_g, ld_qkv, q0, kQueries, seq, tid);
-        load_tile<T, kHd, kLd>(do_s, do_g, c, q0, kQueries, seq, tid);
-        cp_async_commit();
-        if (tid < kQueries) {
-            const bool valid = q0 + tid < seq;
-            lse_s[tid] = valid ? lse[stat0 + q0 + tid] * kLog2e : 0.0f;
-            delta_s[tid] = valid ? delta[stat0 + q0 + tid] : 0.0f;
-        }
+    for (int q0 = key0, stage = 0; q0 < seq; q0 += kQueries, stage ^= 1) {
         cp_async_wait<0>();
-        __syncthreads();
+        __syncthreads();  // this tile is here for every warp, and the other stage is free
+        if (q0 + kQueries < seq) load_queries(q0 + kQueries, stage ^ 1);
+        T* const q_s = stages + stage * stage_elems<kHd>();
+        const T* const do_s = q_s + kQueries * kLd;
+        const float* const lse_s = stats + stage * 2 * kQueries;
+        const float* const delta_s = lse_s + kQueries;
 
         float s[kQueries / 8][4] = {}, dp[kQueries / 8][4] = {};
         rows_times_cols<T, kHd, kLd>(s, k_s + warp * kKeysPerWarp * kLd, q_s, lane);
@@ -169,10 +187,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int qq = j * 8 + pair + e % 2, query = q0 + qq, key = keys[e / 2];
-                float p = exp2f(s[j][e] * scale_log2 - lse_s[qq]);
+                float p = exp2f(fmaf(s[j][e], scale_log2, -lse_s[qq] * kLog2e));
                 if (edge && (key > query || query >= seq)) p = 0.0f;
                 float f = 1.0f;
-                if (dropout.active() && p != 0.0f)
+                if (kDropout && p != 0.0f)
                     f = dropout.probability_factor(site, static_cast<std::uint64_t>(stat0 + query),
                                                    static_cast<std::uint64_t>(key));
                 dp[j][e] = p * (dp[j][e] * f - delta_s[qq]);
@@ -180,16 +198,17 @@ __global__ void __launch_bounds__(kThreads, 2)
             }
         }
 
-        // dSᵀ to shared memory for dQ, as T (what the products below read too).
+        accumulate_times_tile<T, kHd, kLd>(dv, s, do_s, lane);
+        accumulate_times_tile<T, kHd, kLd>(dk, dp, q_s, lane);
+        __syncthreads();  // every warp's products have read Q and dO: dSᵀ takes their place
+
+        T* const ds_s = q_s;  // dSᵀ [kKeys][kLdS], as T (what the products read too)
         T* const ds_rows = ds_s + (warp * kKeysPerWarp + group) * kLdS;
 #pragma unroll
         for (int j = 0; j < kQueries / 8; ++j) {
             *reinterpret_cast<std::uint32_t*>(ds_rows + j * 8 + pair) = pack(dp[j][0], dp[j][1], T{});
             *reinterpret_cast<std::uint32_t*>(ds_rows + 8 * kLdS + j * 8 + pair) = pack(dp[j][2], dp[j][3], T{});
         }
-
-        accumulate_times_tile<T, kHd, kLd>(dv, s, do_s, lane);
-        accumulate_times_tile<T, kHd, kLd>(dk, dp, q_s, lane);
         __syncthreads();  // every warp's dSᵀ is stored
 
         // dQ for queries q0 + 16·warp .. + 15: A = dS [16 queries × 64 keys] from dSᵀ by
