@@ -7,7 +7,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -16,8 +15,9 @@
 #include "kernels/compute/cuda_resources.hpp"
 #include "kernels/compute/gemm.hpp"
 #include "kernels/compute/gpu_attention.hpp"
-#include "kernels/compute/gpu_kernels.cuh"
+#include "kernels/compute/gpu_dtype.hpp"
 #include "kernels/model/dtype.hpp"
+#include "ops/op_support.hpp"
 
 using namespace sweetspot;
 
@@ -26,23 +26,6 @@ namespace {
 struct Shape {
     int batch, n_head, seq, hd;
 };
-
-// Median ms of `run`, timed with CUDA events on `stream`.
-template <class Run>
-double median_ms(cudaStream_t stream, Run run) {
-    const CudaEvent start(CudaEvent::Timing::on), stop(CudaEvent::Timing::on);
-    for (int i = 0; i < 3; ++i) run();
-    std::vector<double> ms;
-    for (int i = 0; i < 20; ++i) {
-        start.record(stream);
-        run();
-        stop.record(stream);
-        stop.synchronize();
-        ms.push_back(stop.ms_since(start));
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
-}
 
 template <class T>
 void bench(const Shape& s, cudaStream_t stream) {
@@ -65,10 +48,10 @@ void bench(const Shape& s, cudaStream_t stream) {
     T* o = reinterpret_cast<T*>(out.get());
     const T* q = reinterpret_cast<const T*>(qkv.get());
 
-    const double baseline = median_ms(stream, [&] {
+    const double baseline = ops::median_ms(stream, [&] {
         gpu::attention<T>(gemm, o, reinterpret_cast<T*>(scores.get()), q, s.batch, s.seq, c, s.n_head);
     });
-    const double flash = median_ms(stream, [&] {
+    const double flash = ops::median_ms(stream, [&] {
         gpu::flash_attention<T>(o, q, s.batch, s.seq, c, s.n_head, Dropout{}, 0, stream);
     });
     const double flops = 4.0 * s.batch * s.n_head * static_cast<double>(s.seq) * s.seq * s.hd / 2.0;

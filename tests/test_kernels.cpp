@@ -544,6 +544,25 @@ TEST_CASE("cpu::embedding adds the token's row of wte and the position's row of 
     CHECK(x == std::vector<float>{100.5f, 200.25f, 4, 6, 10.5f, 20.25f, 13, 24});
 }
 
+TEST_CASE("cpu::embedding_backward adds each row's gradient to its token's and its position's rows", "[kernels]") {
+    // batch 2 × seq 2, tokens {2, 0, 2, 1}: token 2 gets rows 0 and 2, token 1 row 3, token 0 row 1;
+    // position 0 gets rows 0 and 2, position 1 rows 1 and 3. wpe's row 2 (never read) stays.
+    const std::vector<float> dx = {1, 2, 10, 20, 100, 200, 1000, 2000};
+    const std::vector<std::int32_t> tokens = {2, 0, 2, 1};
+    std::vector<float> dwte = {0.5f, 0.5f, 0.25f, 0.25f, 3, 3}, dwpe = {1, 1, 2, 2, 7, 7};
+    cpu::embedding_backward(dwte.data(), dwpe.data(), dx.data(), tokens.data(), 2, 2, 2);
+    CHECK(dwte == std::vector<float>{10.5f, 20.5f, 1000.25f, 2000.25f, 104, 205});
+    CHECK(dwpe == std::vector<float>{102, 203, 1012, 2022, 7, 7});
+}
+
+TEST_CASE("cpu::bias_backward adds the column sums", "[kernels]") {
+    // dout [3, 2]: column sums 1 + 3 + 5 = 9 and 2 + 4 + 6 = 12, onto dbias {0.5, −1}.
+    const std::vector<float> dout = {1, 2, 3, 4, 5, 6};
+    std::vector<float> dbias = {0.5f, -1.0f};
+    cpu::bias_backward(dbias.data(), dout.data(), 3, 2);
+    CHECK(dbias == std::vector<float>{9.5f, 11.0f});
+}
+
 TEST_CASE("cpu::layernorm normalises each row with the biased variance, then scales and shifts", "[kernels]") {
     // Row [1, 2, 3, 4]: mean 2.5, variance (2.25 + 0.25 + 0.25 + 2.25) / 4 = 1.25, so with
     // eps 1e-5 the row becomes (x − 2.5) / sqrt(1.25001).

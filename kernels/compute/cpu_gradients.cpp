@@ -98,17 +98,9 @@ CpuGradients cpu_gradients(const ModelConfig& model, const WeightLayout& layout,
                             scratch);
     }
     cpu::dropout_rows(dx.data(), rows, model.n_embd, d, embedding_site);
-    float* dwte = out.units[0].data() + el.tensors[embed_tensor::wte].offset;
-    float* dwpe = out.units[0].data() + el.tensors[embed_tensor::wpe].offset;
-    for (std::size_t r = 0; r < bt; ++r) {
-        const float* g = dx.data() + r * c;
-        float* te = dwte + as_size(tokens[r]) * c;
-        float* pe = dwpe + (r % as_size(seq)) * c;
-        for (std::size_t i = 0; i < c; ++i) {
-            te[i] += g[i];
-            pe[i] += g[i];
-        }
-    }
+    cpu::embedding_backward(out.units[0].data() + el.tensors[embed_tensor::wte].offset,
+                            out.units[0].data() + el.tensors[embed_tensor::wpe].offset, dx.data(), tokens.data(), batch,
+                            seq, model.n_embd);
     return out;
 }
 

@@ -27,6 +27,21 @@ void embedding(float* x, const std::int32_t* tokens, const float* wte, const flo
     }
 }
 
+void embedding_backward(float* dwte, float* dwpe, const float* dx, const std::int32_t* tokens, int batch, int seq,
+                        int c) {
+    const std::size_t width = as_size(c);
+    const std::size_t rows = as_size(batch) * as_size(seq);
+    for (std::size_t r = 0; r < rows; ++r) {
+        const float* g = dx + r * width;
+        float* te = dwte + as_size(tokens[r]) * width;
+        float* pe = dwpe + (r % as_size(seq)) * width;
+        for (std::size_t i = 0; i < width; ++i) {
+            te[i] += g[i];
+            pe[i] += g[i];
+        }
+    }
+}
+
 // Two passes (mean, then centred squares) avoid the cancellation of E[x²] − E[x]².
 namespace {
 
@@ -101,11 +116,13 @@ void linear_backward(float* din, float* dw, float* dbias, const float* dout, con
                 din, in_dim);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out_dim, in_dim, rows, 1.0f, dout, out_dim, in, in_dim, 1.0f,
                 dw, in_dim);
-    if (dbias != nullptr) {
-        for (int r = 0; r < rows; ++r) {
-            const float* row = dout + as_size(r) * as_size(out_dim);
-            for (int j = 0; j < out_dim; ++j) dbias[j] += row[j];
-        }
+    if (dbias != nullptr) bias_backward(dbias, dout, rows, out_dim);
+}
+
+void bias_backward(float* dbias, const float* dout, std::int64_t rows, std::int64_t cols) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const float* row = dout + as_size(r) * as_size(cols);
+        for (std::int64_t j = 0; j < cols; ++j) dbias[j] += row[j];
     }
 }
 

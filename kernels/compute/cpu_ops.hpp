@@ -15,6 +15,11 @@ namespace sweetspot::cpu {
 // ids < vocab; wte [vocab, c]; wpe [≥ seq, c].
 void embedding(float* x, const std::int32_t* tokens, const float* wte, const float* wpe, int batch, int seq, int c);
 
+// The backward of embedding: dwte[tokens[r], :] += dx[r, :] and dwpe[r % seq, :] += dx[r, :] for
+// the rows r of dx [batch·seq, c] in order.
+void embedding_backward(float* dwte, float* dwpe, const float* dx, const std::int32_t* tokens, int batch, int seq,
+                        int c);
+
 // out[r, :] = (in[r, :] − mean) / sqrt(var + eps) · w + b for each of `rows` rows of `c`, with
 // the biased variance as in nn.LayerNorm. out and in must not alias.
 void layernorm(float* out, const float* in, const float* w, const float* b, int rows, int c, float eps);
@@ -35,6 +40,10 @@ void linear_backward(float* din, float* dw, float* dbias, const float* dout, con
 
 // y[r, j] += bias[j] for y [rows, cols]: a bias added after the product, as the GPU forward does.
 void add_bias(float* y, const float* bias, std::int64_t rows, std::int64_t cols);
+
+// The backward of a bias: dbias[j] += Σ_r dout[r, j] for dout [rows, cols], the column sums
+// (linear_backward's dbias).
+void bias_backward(float* dbias, const float* dout, std::int64_t rows, std::int64_t cols);
 
 // x = gelu(x) in place over n elements, GPT-2's tanh approximation.
 void gelu_tanh(float* x, std::int64_t n);

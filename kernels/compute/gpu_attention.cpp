@@ -36,8 +36,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/compute/gpu_kernels.cuh"
-#include "kernels/compute/softmax_backward_pending.cuh"
+#include "kernels/compute/dropout.cuh"
+#include "kernels/compute/gpu_dtype.hpp"
+#include "kernels/compute/softmax.cuh"
 
 namespace sweetspot::gpu {
 

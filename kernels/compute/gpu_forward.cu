@@ -1,4 +1,4 @@
-// The GPU forward: one kernel per op (gpu_kernels.cuh) and cuBLAS for every matrix product
+// The GPU forward: one kernel per op (one file per op family: embedding.cuh, layernorm.cuh, ...) and cuBLAS for every matrix product
 // (gemm.hpp), attention materialising the [seq, seq] scores of every (batch, head)
 // (gpu_attention.hpp); the variant's fusions replace groups of those kernels. With `residual_ln`,
 // the residual add of a sub-layer is deferred into the kernel of the LayerNorm that follows it,
@@ -16,13 +16,20 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/compute/bias.cuh"
+#include "kernels/compute/count_nonfinite.cuh"
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/cuda_resources.hpp"
+#include "kernels/compute/dropout.cuh"
+#include "kernels/compute/embedding.cuh"
+#include "kernels/compute/gelu.cuh"
 #include "kernels/compute/gemm.hpp"
 #include "kernels/compute/gpu_attention.hpp"
-#include "kernels/compute/gpu_kernels.cuh"
+#include "kernels/compute/gpu_dtype.hpp"
+#include "kernels/compute/layernorm.cuh"
 #include "kernels/compute/managed_memory.hpp"
 #include "kernels/compute/nvtx.hpp"
+#include "kernels/compute/residual.cuh"
 #include "kernels/compute/unit_graphs.hpp"
 #include "kernels/model/activation_layout.hpp"
 

@@ -1,5 +1,5 @@
 #pragma once
-// GPT-2 forward on the GPU in fp32, fp16 or bf16, built from the kernels in gpu_kernels.cuh and
+// GPT-2 forward on the GPU in fp32, fp16 or bf16, built from the kernels of the op families (embedding.cuh, layernorm.cuh, ...) and
 // cuBLAS: one kernel per op (`baseline`), or with a variant's fusions in their place. Weights come from a LayerSource (a backend) as device-accessible pointers in the
 // cell's dtype, laid out as WeightLayout says; the forward never knows where they live.
 #include <cuda_runtime_api.h>

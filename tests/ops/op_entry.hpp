@@ -6,9 +6,11 @@
 // tested is benchmarked and the other way round.
 //
 // An entry lives in the tests/ops file of its family (layernorm_ops.cpp beside
-// kernels/compute/layernorm.cu), forward and backward side by side.
+// kernels/compute/layernorm.cu), forward and backward side by side; op_support.hpp has what the
+// entries share (inputs, device arrays, the comparison, the tolerances' building blocks).
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -19,7 +21,8 @@
 
 namespace sweetspot::ops {
 
-// A shape the entry knows how to read: its own named dimensions, in its own order.
+// A shape the entry knows how to read: its own named dimensions, in its own order (op_shape()
+// makes both fields from one list).
 struct OpShape {
     std::vector<std::int64_t> dims;
     std::string text;  // "rows 13 c 75", for messages and the benchmark table
@@ -37,7 +40,10 @@ struct OpCost {
 struct OpError {
     double rel_err = 0;
     std::size_t nonfinite = 0;
-    std::string worst;  // which output gave rel_err, e.g. "dw"
+    std::string worst;  // which output gave rel_err and its magnitudes, e.g. "dw: max |gpu - cpu| ..."
+
+    // Adds another output's comparison: the larger error decides, the non-finite values add up.
+    void include(const OpError& other);
 };
 
 // One shape in one dtype: inputs made (seeded, non-zero, rounded to the dtype) and uploaded,
@@ -60,11 +66,31 @@ struct OpEntry {
     std::vector<OpShape> bench_shapes;  // the models' sizes
     std::vector<DType> dtypes = {DType::fp32, DType::fp16, DType::bf16};
     std::function<double(DType)> tolerance;  // the largest rel_err that passes, with why in the entry
-    std::function<OpCost(const OpShape&)> cost;
-    std::function<std::unique_ptr<OpCase>(const OpShape&, DType)> make;
+    // Bytes depend on the dtype's size, flops do not.
+    std::function<OpCost(const OpShape&, DType)> cost;
+    // Inputs uploaded and outputs allocated through `stream` (synchronized before it returns).
+    std::function<std::unique_ptr<OpCase>(const OpShape&, DType, cudaStream_t)> make;
 };
 
-// Every entry of every family.
+// Every entry of every family, in the order of the families below.
 const std::vector<OpEntry>& op_entries();
+
+// One function per family, defined in tests/ops/<family>_ops.cpp.
+// Element-wise and row-wise ops (opsframe):
+std::vector<OpEntry> embedding_ops();
+std::vector<OpEntry> layernorm_ops();
+std::vector<OpEntry> bias_ops();
+std::vector<OpEntry> gelu_ops();
+std::vector<OpEntry> residual_ops();
+std::vector<OpEntry> dropout_ops();
+std::vector<OpEntry> softmax_ops();
+std::vector<OpEntry> count_nonfinite_ops();
+
+// Fused classifier (classop):
+
+// Optimizer and gradient norm (classop):
+
+// Attention (flashbwd):
+std::vector<OpEntry> attention_ops();
 
 }  // namespace sweetspot::ops

@@ -1,0 +1,143 @@
+#include "kernels/compute/embedding.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include "kernels/compute/cuda_check.hpp"
+#include "kernels/compute/device_common.cuh"
+#include "kernels/compute/elementwise.cuh"
+
+namespace sweetspot::gpu {
+
+namespace {
+
+// x[row, i] = wte[tokens[row], i] + wpe[row % seq, i], one thread per element (grid-stride).
+// Rows are (batch, position) pairs, so consecutive threads read consecutive elements of one
+// embedding row: coalesced gathers without a per-row launch.
+template <class T>
+__global__ void embedding_kernel(T* x, const std::int32_t* tokens, const T* wte, const T* wpe, std::int64_t bt,
+                                 int seq, int c) {
+    const std::int64_t n = bt * c;
+    for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < n;
+         idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        const std::int64_t row = idx / c;
+        const std::int64_t i = idx % c;
+        const std::int64_t tok = tokens[row];
+        const std::int64_t pos = row % seq;
+        x[idx] = from_f32<T>(to_f32(wte[tok * c + i]) + to_f32(wpe[pos * c + i]));
+    }
+}
+
+// rows[i] = i: the values the sort carries along with the tokens.
+__global__ void row_numbers_kernel(std::int32_t* rows, std::int64_t n) {
+    for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < n;
+         idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        rows[idx] = static_cast<std::int32_t>(idx);
+    }
+}
+
+// Block p of the sorted rows: if it is the first row of its token's run, it adds the run's dx
+// rows (in row order, the sort being stable) to the token's dwte row; otherwise nothing.
+template <class T>
+__global__ void embedding_backward_wte_kernel(T* dwte, const T* dx, const std::int32_t* sorted_tokens,
+                                              const std::int32_t* sorted_rows, std::int64_t bt, int c) {
+    const std::int64_t p = blockIdx.x;
+    const std::int32_t token = sorted_tokens[p];
+    if (p > 0 && sorted_tokens[p - 1] == token) return;
+    std::int64_t end = p + 1;
+    while (end < bt && sorted_tokens[end] == token) ++end;
+    T* row = dwte + static_cast<std::int64_t>(token) * c;
+    for (int i = static_cast<int>(threadIdx.x); i < c; i += static_cast<int>(blockDim.x)) {
+        float sum = 0.0f;
+        for (std::int64_t q = p; q < end; ++q) sum += to_f32(dx[static_cast<std::int64_t>(sorted_rows[q]) * c + i]);
+        row[i] = from_f32<T>(to_f32(row[i]) + sum);
+    }
+}
+
+// dwpe[t, i] += Σ_b dx[b·seq + t, i], one thread per (t, i), b in order.
+template <class T>
+__global__ void embedding_backward_wpe_kernel(T* dwpe, const T* dx, int batch, int seq, int c) {
+    const std::int64_t n = static_cast<std::int64_t>(seq) * c;
+    const std::int64_t stride = n;  // from sample b to b + 1
+    for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < n;
+         idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        float sum = 0.0f;
+        for (int b = 0; b < batch; ++b) sum += to_f32(dx[b * stride + idx]);
+        dwpe[idx] = from_f32<T>(to_f32(dwpe[idx]) + sum);
+    }
+}
+
+// The scratch of the backward: three int32 arrays of batch·seq, then the sort's own storage, each
+// on 256 bytes.
+struct EmbeddingScratch {
+    std::int32_t* rows;
+    std::int32_t* sorted_tokens;
+    std::int32_t* sorted_rows;
+    void* sort_storage;
+    std::size_t sort_bytes;
+    std::size_t total;
+};
+
+std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+EmbeddingScratch embedding_scratch(void* base, std::int64_t bt) {
+    std::size_t sort_bytes = 0;
+    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const std::int32_t*>(nullptr),
+                                               static_cast<std::int32_t*>(nullptr),
+                                               static_cast<const std::int32_t*>(nullptr),
+                                               static_cast<std::int32_t*>(nullptr), bt));
+    const std::size_t array = aligned(static_cast<std::size_t>(bt) * sizeof(std::int32_t));
+    auto* bytes = static_cast<std::byte*>(base);
+    return {reinterpret_cast<std::int32_t*>(bytes), reinterpret_cast<std::int32_t*>(bytes + array),
+            reinterpret_cast<std::int32_t*>(bytes + 2 * array), bytes + 3 * array, sort_bytes,
+            3 * array + aligned(sort_bytes)};
+}
+
+}  // namespace
+
+template <class T>
+void launch_embedding(T* x, const std::int32_t* tokens, const T* wte, const T* wpe, int batch, int seq, int c,
+                      cudaStream_t stream) {
+    const std::int64_t bt = static_cast<std::int64_t>(batch) * seq;
+    if (bt * c == 0) return;
+    embedding_kernel<T><<<elementwise_blocks(bt * c), kBlock, 0, stream>>>(x, tokens, wte, wpe, bt, seq, c);
+    CUDA_CHECK_LAUNCH();
+}
+
+std::size_t embedding_backward_scratch_bytes(int batch, int seq) {
+    return embedding_scratch(nullptr, static_cast<std::int64_t>(batch) * seq).total;
+}
+
+template <class T>
+void launch_embedding_backward(T* dwte, T* dwpe, const T* dx, const std::int32_t* tokens, int batch, int seq, int c,
+                               void* scratch, cudaStream_t stream) {
+    const std::int64_t bt = static_cast<std::int64_t>(batch) * seq;
+    if (bt * c == 0) return;
+    EmbeddingScratch s = embedding_scratch(scratch, bt);
+    row_numbers_kernel<<<elementwise_blocks(bt), kBlock, 0, stream>>>(s.rows, bt);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(s.sort_storage, s.sort_bytes, tokens, s.sorted_tokens, s.rows,
+                                               s.sorted_rows, bt, 0, 32, stream));
+    // bt = batch·seq ≤ 2^31 − 1 for every shape the harness runs (gridDim.x's limit).
+    embedding_backward_wte_kernel<T>
+        <<<static_cast<unsigned>(bt), kBlock, 0, stream>>>(dwte, dx, s.sorted_tokens, s.sorted_rows, bt, c);
+    CUDA_CHECK_LAUNCH();
+    const std::int64_t positions = static_cast<std::int64_t>(seq) * c;
+    embedding_backward_wpe_kernel<T><<<elementwise_blocks(positions), kBlock, 0, stream>>>(dwpe, dx, batch, seq, c);
+    CUDA_CHECK_LAUNCH();
+}
+
+#define SWEETSPOT_INSTANTIATE(T)                                                                                   \
+    template void launch_embedding<T>(T*, const std::int32_t*, const T*, const T*, int, int, int, cudaStream_t); \
+    template void launch_embedding_backward<T>(T*, T*, const T*, const std::int32_t*, int, int, int, void*,      \
+                                               cudaStream_t);
+
+SWEETSPOT_INSTANTIATE(float)
+SWEETSPOT_INSTANTIATE(__half)
+SWEETSPOT_INSTANTIATE(__nv_bfloat16)
+
+#undef SWEETSPOT_INSTANTIATE
+
+}  // namespace sweetspot::gpu

@@ -1,0 +1,24 @@
+#pragma once
+// GPT-2's GELU (the tanh approximation), in place on the MLP's activations.
+//
+// T is the activation and weight type: float, __half or __nv_bfloat16 (explicit instantiations
+// in the .cu). Inside every kernel the math is fp32; only loads and stores are in T. Buffers are
+// row-major and contiguous; counts are int64 where B·T·vocab sized buffers could overflow an
+// index. Each launcher enqueues one kernel on `stream` and checks the launch. Plain C++ can
+// include this header: it only declares host functions.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace sweetspot::gpu {
+
+// x = gelu(x) in place, GPT-2's tanh approximation. x has n elements.
+template <class T>
+void launch_gelu_tanh(T* x, std::int64_t n, cudaStream_t stream);
+
+// The backward of launch_gelu_tanh: dx *= gelu'(x) in place over n elements, x the forward's
+// input (as cpu::gelu_tanh_backward).
+template <class T>
+void launch_gelu_tanh_backward(T* dx, const T* x, std::int64_t n, cudaStream_t stream);
+
+}  // namespace sweetspot::gpu

@@ -1,0 +1,41 @@
+#pragma once
+// LayerNorm, its backward, and the `residual_ln` fusion of dropout, residual add and LayerNorm.
+//
+// T is the activation and weight type: float, __half or __nv_bfloat16 (explicit instantiations
+// in the .cu). Inside every kernel the math is fp32; only loads and stores are in T. Buffers are
+// row-major and contiguous; counts are int64 where B·T·vocab sized buffers could overflow an
+// index. Each launcher enqueues one kernel on `stream` and checks the launch. Plain C++ can
+// include this header: it only declares host functions.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/compute/dropout.hpp"
+
+namespace sweetspot::gpu {
+
+// out[r, :] = (in[r, :] − mean) / sqrt(var + eps) · w + b for each of `rows` rows of `c`
+// (biased variance, as nn.LayerNorm). out and in must not alias.
+template <class T>
+void launch_layernorm(T* out, const T* in, const T* w, const T* b, int rows, int c, float eps, cudaStream_t stream);
+
+// fp32 values of scratch launch_layernorm_backward needs for `rows` rows of `c`.
+std::int64_t layernorm_backward_scratch_floats(int rows, int c);
+
+// The backward of launch_layernorm (as cpu::layernorm_backward): dx += dL/din, dw += dL/dw and
+// db += dL/db, from dout = dL/dout and the forward's input `in`. One kernel computes dx and each
+// block's partial dw and db (fp32, in `scratch`: layernorm_backward_scratch_floats, device
+// memory); a second sums the partials in block order, so dw and db are the same bits every run.
+// The row statistics are recomputed from `in` as the forward computes them.
+template <class T>
+void launch_layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* in, const T* w, int rows, int c, float eps,
+                               float* scratch, cudaStream_t stream);
+
+// The `residual_ln` fusion: x += dropout(y) (row r being (batch, position) r of a run of d.seq
+// positions), then out = LayerNorm(x) with w, b, for each of `rows` rows of `c`. out must not
+// alias x or y.
+template <class T>
+void launch_residual_layernorm(T* out, T* x, const T* y, const Dropout& d, std::uint32_t site, const T* w, const T* b,
+                               int rows, int c, float eps, cudaStream_t stream);
+
+}  // namespace sweetspot::gpu
