@@ -77,11 +77,11 @@ int prepare_kernels() {
             const auto allow_mma = [&](auto dropout) {
                 constexpr bool kDropout = decltype(dropout)::value;
                 using namespace backward_mma;
-                allow(flash_attention_backward_mma_kernel<T, 32, kDropout>, shared_bytes<T, 32>());
-                allow(flash_attention_backward_mma_kernel<T, 64, kDropout>, shared_bytes<T, 64>());
-                allow(flash_attention_backward_mma_kernel<T, 80, kDropout>, shared_bytes<T, 80>());
-                allow(flash_attention_backward_mma_kernel<T, 96, kDropout>, shared_bytes<T, 96>());
-                allow(flash_attention_backward_mma_kernel<T, 128, kDropout>, shared_bytes<T, 128>());
+                allow(tuned_kernel<T, 32, kDropout>, tuned_shared_bytes<T, 32>);
+                allow(tuned_kernel<T, 64, kDropout>, tuned_shared_bytes<T, 64>);
+                allow(tuned_kernel<T, 80, kDropout>, tuned_shared_bytes<T, 80>);
+                allow(tuned_kernel<T, 96, kDropout>, tuned_shared_bytes<T, 96>);
+                allow(tuned_kernel<T, 128, kDropout>, tuned_shared_bytes<T, 128>);
             };
             allow_mma(std::false_type{});
             allow_mma(std::true_type{});
@@ -97,6 +97,12 @@ struct Problem {
     int batch, seq, c, n_head;
 };
 
+// The one-dimensional grid of the backward kernels: every key block of every (batch, head).
+unsigned blocks_of(const Problem& p, int keys_per_block) {
+    return static_cast<unsigned>(static_cast<std::int64_t>(p.batch) * p.n_head *
+                                 ((p.seq + keys_per_block - 1) / keys_per_block));
+}
+
 // The tensor-core kernel where (T, hd) is one it is instantiated for and the rows are 16-byte
 // aligned (cp.async); false otherwise.
 template <class T>
@@ -110,8 +116,7 @@ bool launch_mma(T* dqkv, const T* dout, const T* qkv, const float* lse, const Pr
             reinterpret_cast<std::uintptr_t>(dqkv) % 4 != 0)
             return false;
         const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(hd));
-        const dim3 grid(static_cast<unsigned>(p.batch * p.n_head),
-                        static_cast<unsigned>((p.seq + backward_mma::kKeys - 1) / backward_mma::kKeys));
+        const auto grid = blocks_of(p, backward_mma::kKeys);
         const auto go = [&](auto kernel, std::size_t bytes) {
             kernel<<<grid, backward_mma::kThreads, bytes, stream>>>(p.dq_acc, dqkv, dout, qkv, lse, p.delta, p.seq, p.c,
                                                                     p.n_head, scale_log2, dropout, site);
@@ -122,11 +127,11 @@ bool launch_mma(T* dqkv, const T* dout, const T* qkv, const float* lse, const Pr
             constexpr bool kDropout = decltype(with_dropout)::value;
             using namespace backward_mma;
             switch (hd) {
-                case 32: return go(flash_attention_backward_mma_kernel<T, 32, kDropout>, shared_bytes<T, 32>());
-                case 64: return go(flash_attention_backward_mma_kernel<T, 64, kDropout>, shared_bytes<T, 64>());
-                case 80: return go(flash_attention_backward_mma_kernel<T, 80, kDropout>, shared_bytes<T, 80>());
-                case 96: return go(flash_attention_backward_mma_kernel<T, 96, kDropout>, shared_bytes<T, 96>());
-                case 128: return go(flash_attention_backward_mma_kernel<T, 128, kDropout>, shared_bytes<T, 128>());
+                case 32: return go(tuned_kernel<T, 32, kDropout>, tuned_shared_bytes<T, 32>);
+                case 64: return go(tuned_kernel<T, 64, kDropout>, tuned_shared_bytes<T, 64>);
+                case 80: return go(tuned_kernel<T, 80, kDropout>, tuned_shared_bytes<T, 80>);
+                case 96: return go(tuned_kernel<T, 96, kDropout>, tuned_shared_bytes<T, 96>);
+                case 128: return go(tuned_kernel<T, 128, kDropout>, tuned_shared_bytes<T, 128>);
                 default: return false;
             }
         };
@@ -143,7 +148,7 @@ void launch_simt(T* dqkv, const T* dout, const T* qkv, const float* lse, const P
     const auto go = [&](auto kernel, int tile) {
         const std::size_t bytes = backward_simt::shared_bytes(hd, tile);
         if (bytes > static_cast<std::size_t>(limit)) return false;
-        const dim3 grid(static_cast<unsigned>(p.batch * p.n_head), static_cast<unsigned>((p.seq + tile - 1) / tile));
+        const auto grid = blocks_of(p, tile);
         kernel<<<grid, backward_simt::kThreads, bytes, stream>>>(p.dq_acc, dqkv, dout, qkv, lse, p.delta, p.seq, p.c,
                                                                  p.n_head, scale, dropout, site);
         CUDA_CHECK_LAUNCH();
@@ -175,8 +180,8 @@ void flash_attention_backward(T* dqkv, float* scratch, const T* dout, const T* q
     }
     const std::int64_t rows = static_cast<std::int64_t>(batch) * seq;
     if (rows == 0) return;
-    if (static_cast<std::int64_t>(batch) * n_head > INT_MAX)
-        throw std::invalid_argument("gpu::flash_attention_backward: batch × n_head does not fit the grid");
+    if (static_cast<std::int64_t>(batch) * n_head * ((seq + 7) / 8) > INT_MAX)
+        throw std::invalid_argument("gpu::flash_attention_backward: batch × n_head × key blocks does not fit the grid");
     const int limit = prepare_kernels<T>();
     const Problem p{scratch, scratch + rows * c, batch, seq, c, n_head};
     CUDA_CHECK(cudaMemsetAsync(p.dq_acc, 0, static_cast<std::size_t>(rows * c) * sizeof(float), stream));

@@ -42,21 +42,20 @@ constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * kWarp;
 constexpr int kKeysPerWarp = 16;
 constexpr int kKeys = kWarps * kKeysPerWarp;  // keys per block
-constexpr int kQueries = 64;                  // queries per tile
 constexpr int kPad = 8;
-constexpr int kLdS = kQueries + kPad;  // a row of dSᵀ in shared memory
 
 // Shared memory of a block: K, V [kKeys][kHd + kPad], then two stages of Q and dO
-// [kQueries][kHd + kPad] (dSᵀ [kKeys][kLdS] in their place at the end of a tile), all in T; then
-// two stages of lse and D [kQueries] in fp32.
-template <int kHd>
+// [kQueries][kHd + kPad] (dSᵀ [kKeys][kQueries + kPad] in their place at the end of a tile), all
+// in T; then two stages of lse and D [kQueries] in fp32.
+template <int kHd, int kQueries>
 constexpr int stage_elems() {
     return 2 * kQueries * (kHd + kPad);
 }
-template <class T, int kHd>
+template <class T, int kHd, int kQueries>
 constexpr std::size_t shared_bytes() {
-    static_assert(kKeys * kLdS <= stage_elems<kHd>(), "dSᵀ fits in a stage's Q and dO");
-    return (2 * static_cast<std::size_t>(kKeys) * (kHd + kPad) + 2 * static_cast<std::size_t>(stage_elems<kHd>())) *
+    static_assert(kKeys * (kQueries + kPad) <= stage_elems<kHd, kQueries>(), "dSᵀ fits in a stage's Q and dO");
+    return (2 * static_cast<std::size_t>(kKeys) * (kHd + kPad) +
+            2 * static_cast<std::size_t>(stage_elems<kHd, kQueries>())) *
                sizeof(T) +
            2 * 2 * kQueries * sizeof(float);
 }
@@ -74,9 +73,9 @@ __device__ __forceinline__ void load_tile(T* dst, const T* src, std::int64_t ld_
     }
 }
 
-// acc[16 × 64] += rows[16 × kHd] · colsᵀ, rows = 16 rows of a [·][kLd] tile (the warp's keys),
-// cols = a [64][kLd] tile (the queries), both as stored.
-template <class T, int kHd, int kLd>
+// acc[16 × kQueries] += rows[16 × kHd] · colsᵀ, rows = 16 rows of a [·][kLd] tile (the warp's
+// keys), cols = a [kQueries][kLd] tile (the queries), both as stored.
+template <class T, int kHd, int kLd, int kQueries>
 __device__ __forceinline__ void rows_times_cols(float (&acc)[kQueries / 8][4], const T* rows, const T* cols, int lane) {
     const int matrix = lane / 8, matrix_row = lane % 8;
 #pragma unroll
@@ -95,9 +94,9 @@ __device__ __forceinline__ void rows_times_cols(float (&acc)[kQueries / 8][4], c
     }
 }
 
-// acc[16 × kHd] += x[16 × 64] · tile[64 × kHd], x given as the accumulators of a rows_times_cols
-// (the warp's 16 rows by the 64 queries), tile = a [64 queries][kLd] tile as stored.
-template <class T, int kHd, int kLd>
+// acc[16 × kHd] += x[16 × kQueries] · tile[kQueries × kHd], x given as the accumulators of a
+// rows_times_cols (the warp's 16 rows by the queries), tile = a [kQueries][kLd] tile as stored.
+template <class T, int kHd, int kLd, int kQueries>
 __device__ __forceinline__ void accumulate_times_tile(float (&acc)[kHd / 8][4], const float (&x)[kQueries / 8][4],
                                                       const T* tile, int lane) {
     const int matrix = lane / 8, matrix_row = lane % 8;
@@ -116,27 +115,34 @@ __device__ __forceinline__ void accumulate_times_tile(float (&acc)[kHd / 8][4], 
     }
 }
 
-// Grid: x = batch · n_head, y = blocks of 64 keys (the first keys, which the most queries see,
-// first). dq_acc [batch·seq, c] fp32 gets this block's share of dQ / scale; dK and dV go to
+// Grid: one dimension, the key blocks of each (batch, head) side by side (block x: head
+// x / key_blocks, keys 64·(x % key_blocks)..), so the blocks running at once share a few heads' Q,
+// dO and dQ accumulator in L2 instead of each bringing its own from DRAM; within a head the first
+// keys, which the most queries see, first. dq_acc [batch·seq, c] fp32 gets this block's share of dQ / scale; dK and dV go to
 // dqkv. lse and delta are [batch·n_head, seq]. Shared memory: shared_bytes. kDropout: the form
 // that draws dropout factors (one per probability, inline in the unrolled loop), kept apart so
-// that the form without dropout holds none of the generator's code or registers.
-template <class T, int kHd, bool kDropout>
-__global__ void __launch_bounds__(kThreads, 2)
+// that the form without dropout holds none of the generator's code or registers. kQueries: the
+// query tile, 64 or 32 (half the registers for Sᵀ and dPᵀ, so more blocks fit an SM);
+// kMinBlocks: the blocks per SM the registers are budgeted for.
+template <class T, int kHd, bool kDropout, int kQueries, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     flash_attention_backward_mma_kernel(float* dq_acc, T* dqkv, const T* dout, const T* qkv, const float* lse,
                                         const float* delta, int seq, int c, int n_head, float scale_log2,
                                         Dropout dropout, std::uint32_t site) {
     static_assert(kHd % 16 == 0 && kHd <= 128, "head dims that are multiples of 16, up to 128");
+    static_assert(kQueries == 64 || kQueries == 32, "query tiles of 64 or 32");
     constexpr int kLd = kHd + kPad;
+    constexpr int kLdS = kQueries + kPad;  // a row of dSᵀ in shared memory
     extern __shared__ __align__(16) unsigned char shared_raw[];
     T* const k_s = reinterpret_cast<T*>(shared_raw);
     T* const v_s = k_s + kKeys * kLd;
     T* const stages = v_s + kKeys * kLd;  // stage i: Q at i·stage_elems, dO after it
-    float* const stats = reinterpret_cast<float*>(stages + 2 * stage_elems<kHd>());  // stage i: lse, D
+    float* const stats = reinterpret_cast<float*>(stages + 2 * stage_elems<kHd, kQueries>());  // stage i: lse, D
 
-    const int bh = static_cast<int>(blockIdx.x);
+    const int key_blocks = (seq + kKeys - 1) / kKeys;
+    const int bh = static_cast<int>(blockIdx.x / key_blocks);
     const int b = bh / n_head, h = bh % n_head;
-    const int key0 = static_cast<int>(blockIdx.y) * kKeys;
+    const int key0 = static_cast<int>(blockIdx.x % key_blocks) * kKeys;
     const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
     const int group = lane / 4, pair = (lane % 4) * 2;
     const int matrix = lane / 8, matrix_row = lane % 8;
@@ -150,7 +156,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 
     // The query tile q0 into `stage`: Q, dO, lse and D, as one group of copies.
     const auto load_queries = [&](int q0, int stage) {
-        T* const q_s = stages + stage * stage_elems<kHd>();
+        T* const q_s = stages + stage * stage_elems<kHd, kQueries>();
         load_tile<T, kHd, kLd>(q_s, q_g, ld_qkv, q0, kQueries, seq, tid);
         load_tile<T, kHd, kLd>(q_s + kQueries * kLd, do_g, c, q0, kQueries, seq, tid);
         if (tid < 2 * kQueries) {
@@ -170,18 +176,18 @@ __global__ void __launch_bounds__(kThreads, 2)
         cp_async_wait<0>();
         __syncthreads();  // this tile is here for every warp, and the other stage is free
         if (q0 + kQueries < seq) load_queries(q0 + kQueries, stage ^ 1);
-        T* const q_s = stages + stage * stage_elems<kHd>();
+        T* const q_s = stages + stage * stage_elems<kHd, kQueries>();
         const T* const do_s = q_s + kQueries * kLd;
         const float* const lse_s = stats + stage * 2 * kQueries;
         const float* const delta_s = lse_s + kQueries;
 
         float s[kQueries / 8][4] = {}, dp[kQueries / 8][4] = {};
-        rows_times_cols<T, kHd, kLd>(s, k_s + warp * kKeysPerWarp * kLd, q_s, lane);
-        rows_times_cols<T, kHd, kLd>(dp, v_s + warp * kKeysPerWarp * kLd, do_s, lane);
+        rows_times_cols<T, kHd, kLd, kQueries>(s, k_s + warp * kKeysPerWarp * kLd, q_s, lane);
+        rows_times_cols<T, kHd, kLd, kQueries>(dp, v_s + warp * kKeysPerWarp * kLd, do_s, lane);
 
         // s becomes Aᵀ = Pᵀ∘f and dp becomes dSᵀ. Element e of n-tile j: key keys[e / 2], query
-        // q0 + 8j + pair + e % 2. Only the diagonal tile and a tile past seq mask anything.
-        const bool edge = q0 == key0 || q0 + kQueries > seq;
+        // q0 + 8j + pair + e % 2. Only the diagonal tiles and a tile past seq mask anything.
+        const bool edge = q0 < key0 + kKeys || q0 + kQueries > seq;
 #pragma unroll
         for (int j = 0; j < kQueries / 8; ++j) {
 #pragma unroll
@@ -198,8 +204,8 @@ __global__ void __launch_bounds__(kThreads, 2)
             }
         }
 
-        accumulate_times_tile<T, kHd, kLd>(dv, s, do_s, lane);
-        accumulate_times_tile<T, kHd, kLd>(dk, dp, q_s, lane);
+        accumulate_times_tile<T, kHd, kLd, kQueries>(dv, s, do_s, lane);
+        accumulate_times_tile<T, kHd, kLd, kQueries>(dk, dp, q_s, lane);
         __syncthreads();  // every warp's products have read Q and dO: dSᵀ takes their place
 
         T* const ds_s = q_s;  // dSᵀ [kKeys][kLdS], as T (what the products read too)
@@ -211,17 +217,20 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
         __syncthreads();  // every warp's dSᵀ is stored
 
-        // dQ for queries q0 + 16·warp .. + 15: A = dS [16 queries × 64 keys] from dSᵀ by
-        // ldmatrix.trans, matrices (queries 8·(m % 2).., keys 16·kk + 8·(m / 2)); B = K [keys × d]
-        // by ldmatrix.trans as the forward reads V.
-        const int warp_q = warp * 16;
+        // dQ [kQueries × kHd] += dS·K, each warp 16 queries and kHd / kParts columns: A = dS
+        // [16 queries × 64 keys] from dSᵀ by ldmatrix.trans, matrices (queries 8·(m % 2).., keys
+        // 16·kk + 8·(m / 2)); B = K [keys × d] by ldmatrix.trans as the forward reads V.
+        constexpr int kRowGroups = kQueries / 16, kParts = kWarps / kRowGroups;
+        static_assert(kHd % (16 * kParts) == 0, "whole 16-column steps per warp");
+        const int warp_q = (warp % kRowGroups) * 16;
         std::uint32_t a[kKeys / 16][4];
 #pragma unroll
         for (int kk = 0; kk < kKeys / 16; ++kk)
             ldmatrix_x4_trans(a[kk], &ds_s[(kk * 16 + (matrix / 2) * 8 + matrix_row) * kLdS + warp_q + (matrix % 2) * 8]);
         const int q_rows[2] = {q0 + warp_q + group, q0 + warp_q + group + 8};
 #pragma unroll
-        for (int n2 = 0; n2 < kHd / 16; ++n2) {
+        for (int step = 0; step < kHd / 16 / kParts; ++step) {
+            const int n2 = (warp / kRowGroups) * (kHd / 16 / kParts) + step;
             float acc[2][4] = {};
 #pragma unroll
             for (int kk = 0; kk < kKeys / 16; ++kk) {
@@ -254,5 +263,23 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
     }
 }
+
+// The query tile and the blocks per SM each head dim launches with: query tiles of 32 where the
+// dQ step splits the head dim in whole 16-column steps (all but 80), and registers budgeted for
+// four blocks per SM up to head dim 64, three above. That spills a few hundred bytes at head dim
+// 128 and still ran faster on an H100 than two blocks without spills (docs/benchmarks.md has
+// the variants).
+template <int kHd>
+struct Tuning {
+    static constexpr int kQueries = kHd % 32 == 0 ? 32 : 64;
+    static constexpr int kMinBlocks = kHd % 32 != 0 ? 2 : kHd <= 64 ? 4 : 3;
+};
+
+// The kernel of (T, kHd, kDropout) with its tuning, and the shared memory it launches with.
+template <class T, int kHd, bool kDropout>
+constexpr auto tuned_kernel = flash_attention_backward_mma_kernel<T, kHd, kDropout, Tuning<kHd>::kQueries,
+                                                                  Tuning<kHd>::kMinBlocks>;
+template <class T, int kHd>
+constexpr std::size_t tuned_shared_bytes = shared_bytes<T, kHd, Tuning<kHd>::kQueries>();
 
 }  // namespace sweetspot::gpu::backward_mma

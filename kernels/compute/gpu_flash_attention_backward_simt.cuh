@@ -30,8 +30,9 @@ inline std::size_t shared_bytes(int hd, int tile) {
     return sizeof(float) * (6 * t * ld + 2 * t * (t + 1) + 2 * t);
 }
 
-// Grid: x = batch · n_head, y = blocks of kTile keys (the first keys, which the most queries see,
-// first). dq_acc [batch·seq, c] fp32 gets this block's share of dQ / scale; dK and dV go to dqkv.
+// Grid: one dimension, the key blocks of each (batch, head) side by side (block x: head
+// x / key_blocks, keys kTile·(x % key_blocks)..), so the blocks running at once share a few heads'
+// Q, dO and dQ accumulator in L2; within a head the first keys, which the most queries see, first. dq_acc [batch·seq, c] fp32 gets this block's share of dQ / scale; dK and dV go to dqkv.
 // lse and delta are [batch·n_head, seq]; scale = 1/sqrt(hd).
 template <class T, int kTile>
 __global__ void __launch_bounds__(kThreads)
@@ -53,9 +54,10 @@ __global__ void __launch_bounds__(kThreads)
     float* const lse_s = ds_s + kTile * kLdP;
     float* const delta_s = lse_s + kTile;
 
-    const int bh = static_cast<int>(blockIdx.x);
+    const int key_blocks = (seq + kTile - 1) / kTile;
+    const int bh = static_cast<int>(blockIdx.x / key_blocks);
     const int b = bh / n_head, h = bh % n_head;
-    const int key0 = static_cast<int>(blockIdx.y) * kTile;
+    const int key0 = static_cast<int>(blockIdx.x % key_blocks) * kTile;
     const int tid = static_cast<int>(threadIdx.x);
     const std::int64_t ld_qkv = 3 * static_cast<std::int64_t>(c);
     const std::int64_t head = static_cast<std::int64_t>(h) * hd;
