@@ -35,7 +35,10 @@ std::optional<LogitsCheck> check_training_step(const CellParams& cell, const Wei
         for (std::size_t i = 0; i < ref.units[u].size(); ++i) gradients.add(first.gradients[u][i], ref.units[u][i]);
 
     // The reference optimizer on the cell's own gradients: only the update's own arithmetic is compared.
-    UnitValues grads = as_double(first.gradients), params = as_double(first.weights_before);
+    const bool master = !first.master_before.empty();
+    const auto& updated_before = master ? first.master_before : first.weights_before;
+    const auto& updated_after = master ? first.master_after : first.weights_after;
+    UnitValues grads = as_double(first.gradients), params = as_double(updated_before);
     reference_clip_gradients(grads, settings.max_grad_norm);
     AdamWState state;
     reference_adamw_step(layout, params, grads, state,
@@ -45,8 +48,8 @@ std::optional<LogitsCheck> check_training_step(const CellParams& cell, const Wei
     // nearer the reference's than one unit in its last place, so only what lies beyond that counts.
     for (std::size_t u = 0; u < params.size(); ++u) {
         for (std::size_t i = 0; i < params[u].size(); ++i) {
-            const double want = params[u][i], want_update = want - first.weights_before[u][i];
-            const double diff = std::abs(static_cast<double>(first.weights_after[u][i]) - want);
+            const double want = params[u][i], want_update = want - updated_before[u][i];
+            const double diff = std::abs(static_cast<double>(updated_after[u][i]) - want);
             const double beyond_rounding = std::isnan(diff) ? diff : std::max(0.0, diff - std::ldexp(std::abs(want), -23));
             update.add(want_update + beyond_rounding, want_update);
         }

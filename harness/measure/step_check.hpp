@@ -18,10 +18,14 @@
 
 namespace sweetspot {
 
-// What a cell's first step did, in fp32, laid out per unit as the weights.
+// What a cell's first step did, in fp32, laid out per unit as the weights: the weights the
+// forward read (rounded to the dtype), their gradients, and what the optimizer updated: the fp32
+// master weights before and after, for a dtype narrower than fp32; the weights themselves, whose
+// master they are, in fp32 (master_before and master_after empty).
 struct FirstStep {
     double loss = 0;
     std::vector<std::vector<float>> weights_before, gradients, weights_after;
+    std::vector<std::vector<float>> master_before, master_after;
 };
 
 // Compares `first` with the float64 reference; nullopt when the model is too large for the
