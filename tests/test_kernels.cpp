@@ -372,6 +372,17 @@ TEST_CASE("synthetic weights match the golden checksum", "[kernels]") {
     CHECK(std::bit_cast<std::uint32_t>(emb[1]) == 0x3C9D2593u);  // wte[0][1] = 0.0192
 }
 
+TEST_CASE("convert_to_f32 widens each dtype's bits exactly", "[kernels]") {
+    // 1.5 is 0x3FC0 in bf16 and 0x3E00 in fp16; -0.25 is 0xBE80 and 0xB400.
+    const std::uint16_t bf16[] = {0x3FC0, 0xBE80};
+    const std::uint16_t fp16[] = {0x3E00, 0xB400};
+    const float fp32[] = {1.5f, -0.25f};
+    const std::vector<float> want = {1.5f, -0.25f};
+    CHECK(convert_to_f32(bf16, 2, DType::bf16) == want);
+    CHECK(convert_to_f32(fp16, 2, DType::fp16) == want);
+    CHECK(convert_to_f32(fp32, 2, DType::fp32) == want);
+}
+
 TEST_CASE("fill_synthetic_unit_as writes what fill_synthetic_unit then convert_from_f32 would, padding included",
           "[kernels]") {
     const auto m = builtin("tiny_odd");  // padded units

@@ -100,6 +100,23 @@ void convert_from_f32(std::span<const float> src, DType to, void* dst) {
     }
 }
 
+std::vector<float> convert_to_f32(const void* src, std::size_t n, DType from) {
+    std::vector<float> out(n);
+    if (from == DType::fp32) {
+        std::memcpy(out.data(), src, n * sizeof(float));
+        return out;
+    }
+    const auto* in = static_cast<const std::uint16_t*>(src);
+    const bool bf16 = from == DType::bf16;
+    parallel_for(static_cast<std::int64_t>(n), [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) {
+            const auto k = static_cast<std::size_t>(i);
+            out[k] = bf16 ? bf16_bits_to_float(in[k]) : fp16_bits_to_float(in[k]);
+        }
+    });
+    return out;
+}
+
 void round_through_dtype(std::span<float> values, DType dtype) {
     if (dtype == DType::fp32) return;
     const bool bf16 = dtype == DType::bf16;

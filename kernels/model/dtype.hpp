@@ -6,6 +6,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "kernels/model/named_enum.hpp"
 
@@ -31,6 +32,8 @@ float fp16_bits_to_float(std::uint16_t h);
 
 // Writes `src` into `dst` (src.size() elements of type `to`), rounding to nearest even.
 void convert_from_f32(std::span<const float> src, DType to, void* dst);
+// The inverse: `n` values of type `from` at `src`, widened to float (exactly).
+std::vector<float> convert_to_f32(const void* src, std::size_t n, DType from);
 // Rounds every value to `dtype` and back to float, in place: what a half-precision cell's
 // weights are, seen by an fp32 reference.
 void round_through_dtype(std::span<float> values, DType dtype);
