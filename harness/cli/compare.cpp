@@ -114,9 +114,10 @@ void add_statistics_columns(DataTable& t, const CompareOptions& options) {
     t.add_column("verdict", "verdict");
 }
 
-// The statistics of A's and B's samples (ms), as add_statistics_columns names them, appended to
-// `row`; an untestable pair or a significant slowdown is counted in `counts`.
-void add_statistics(std::vector<Field>& row, const std::vector<double>& a, const std::vector<double>& b,
+// The statistics of A's and B's samples (ms, medians shown with `decimals`), as
+// add_statistics_columns names them, appended to `row`; an untestable pair or a significant
+// slowdown is counted in `counts`.
+void add_statistics(std::vector<Field>& row, const std::vector<double>& a, const std::vector<double>& b, int decimals,
                     const CompareOptions& options, CompareCounts& counts) {
     const std::size_t m = a.size(), n = b.size();
     // The ratio on log latencies, where a slowdown by a factor is one shift whatever the latency.
@@ -138,8 +139,7 @@ void add_statistics(std::vector<Field>& row, const std::vector<double>& a, const
         verdict = verdict_text = !differs ? "same" : change > 0 ? "slower" : "faster";
         if (verdict == "slower") counts.worst_slowdown_pct = std::max(counts.worst_slowdown_pct, change * 100.0);
     }
-    for (auto&& field : {number_field(LatencyStats::of(a).median, kCompared.decimals),
-                         number_field(LatencyStats::of(b).median, kCompared.decimals),
+    for (auto&& field : {number_field(LatencyStats::of(a).median, decimals), number_field(LatencyStats::of(b).median, decimals),
                          integer_field(static_cast<std::int64_t>(m)), integer_field(static_cast<std::int64_t>(n)),
                          text_field(fixed(ratio, 3) + (low ? " [" + fixed(*low, 3) + ", " + fixed(*high, 3) + "]" : "")),
                          number_field(ratio, 3), number_field(low, 3), number_field(high, 3),
@@ -164,7 +164,8 @@ DataTable kernel_comparison(Store& store_a, const CompareSide& a, Store& store_b
         const auto it = by_key.find(std::tuple(ka.op, ka.dtype, ka.shape));
         if (it == by_key.end()) continue;
         std::vector<Field> row = {text_field(ka.op), text_field(ka.dtype), text_field(ka.shape)};
-        add_statistics(row, ka.ms, it->second->ms, options, counts);
+        // A kernel's runs take microseconds: a tenth of one shows.
+        add_statistics(row, ka.ms, it->second->ms, 4, options, counts);
         t.add_row(std::move(row));
         ++counts.kernels_matched;
     }
@@ -228,7 +229,7 @@ CompareCounts print_comparison(const CompareSide& a, const CompareSide& b, const
     add_statistics_columns(t, options);
     for (const auto& [wa, wb] : matched) {
         std::vector<Field> row = wa->fields;
-        add_statistics(row, wa->samples, wb->samples, options, counts);
+        add_statistics(row, wa->samples, wb->samples, kCompared.decimals, options, counts);
         t.add_row(std::move(row));
     }
     DataTable kernels = kernel_comparison(store_a, a, store_b, b, options, counts);
