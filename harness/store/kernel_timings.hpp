@@ -22,7 +22,7 @@ void insert_kernel_timing(Database& db, std::int64_t run_id, const KernelTiming&
 
 // The timings of the runs `run_id` names (every run when nullopt) that ran the matrix `matrix`
 // (any when nullopt), one per (op, dtype, shape) in the order first written, the runs of one
-// pooled; none in a database from before kernel_timings (schema 16).
+// pooled; none in a database from before kernel_timings (schema 17).
 std::vector<KernelTiming> read_kernel_timings(Database& db, std::optional<std::int64_t> run_id,
                                               const std::optional<std::string>& matrix);
 

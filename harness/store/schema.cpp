@@ -173,7 +173,7 @@ const std::vector<SchemaStep>& schema_steps() {
          nullptr, ""},
         {15, "the CUDA API calls of traced iterations and the NVTX ranges projected onto the GPU", nullptr,
          "DROP VIEW nvtx_gpu_proj_sum; DROP VIEW nvtx_gpu_proj_trace; DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME;"},
-        {16, "the GPU ops' timings of bench_kernels --db", nullptr, "DROP TABLE kernel_timings;"},
+        {17, "the GPU ops' timings of bench_kernels --db", nullptr, "DROP TABLE kernel_timings;"},
     };
     return steps;
 }
