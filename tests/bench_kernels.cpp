@@ -99,9 +99,10 @@ int main(int argc, char** argv) {
         }
     }
 
-    const CudaStream stream;
-    const std::int64_t run = store ? store->begin_run(bench_run(argc, argv)) : 0;
+    std::int64_t run = 0;
     try {
+        const CudaStream stream;
+        if (store) run = store->begin_run(bench_run(argc, argv));
         std::printf("| op | dtype | shape | ms | TFLOP/s | GB/s |\n|---|---|---|---|---|---|\n");
         for (const ops::OpEntry& entry : ops::op_entries()) {
             if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), entry.name) == wanted.end()) continue;
@@ -121,7 +122,8 @@ int main(int argc, char** argv) {
             }
         }
     } catch (const std::exception& e) {
-        if (store) store->finish_run(run, "interrupted", e.what());
+        // A run begun is closed with why it stopped (no GPU, a CUDA error, a full disk).
+        if (store && run != 0) store->finish_run(run, "interrupted", e.what());
         std::cerr << "bench_kernels: " << e.what() << "\n";
         return 1;
     }
