@@ -20,6 +20,7 @@
 #include "harness/cli/rank_test.hpp"
 #include "harness/matrix/matrix.hpp"
 #include "harness/measure/cell_outcome.hpp"
+#include "harness/store/kernel_timings.hpp"
 #include "harness/store/sqlite.hpp"
 #include "kernels/model/number_text.hpp"
 #include "test_support.hpp"
@@ -366,4 +367,66 @@ TEST_CASE("compare: a run the database lacks is bad input; --fail-if-slower fail
     // Without --fail-if-slower, an empty comparison is still printed as one.
     CHECK(test::run_sweetspot("compare '" + a + "' '" + b + "'").exit_code == 0);
     CHECK(test::run_sweetspot("compare '" + a + "' '" + a + "' --fail-if-slower 5").exit_code == 0);
+}
+
+TEST_CASE("compare: the GPU ops both databases timed (bench_kernels --db), matched by op, dtype and shape",
+          "[compare][cli]") {
+    test::TempDir tmp;
+    const auto a = tmp.file("a.db"), b = tmp.file("b.db");
+    const auto timed = [](const std::string& path, const std::vector<KernelTiming>& timings) {
+        auto s = Store::open(path);
+        RunInfo info;
+        info.started_at = "2026-11-26T00:00:00Z";
+        const auto run = s.begin_run(info);
+        for (const KernelTiming& t : timings) insert_kernel_timing(s.db(), run, t);
+    };
+    const std::string shape = "rows 8192 c 768";
+    timed(a, {{"layernorm", "bf16", shape, 0, 2.5e7, around(0.100, 20)},
+              {"gelu_tanh", "fp16", "n 64", 0, 256, around(0.050, 20)},
+              {"residual_add", "fp32", "n 64", 0, 768, around(0.010, 20)}});  // only in A
+    std::vector<double> same = around(0.050, 20);
+    std::reverse(same.begin(), same.end());
+    timed(b, {{"layernorm", "bf16", shape, 0, 2.5e7, around(0.120, 20)},  // 20 % slower
+              {"gelu_tanh", "fp16", "n 64", 0, 256, same},
+              {"layernorm", "bf16", "rows 8192 c 1600", 0, 5.2e7, around(0.200, 20)}});  // another shape: only in B
+
+    const auto r = test::run_sweetspot("compare '" + a + "' '" + b + "'");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, ContainsSubstring("GPU ops (bench_kernels --db)"));
+    CHECK_THAT(r.output, ContainsSubstring("2 ops (op, dtype, shape) in both, 1 only in A, 1 only in B"));
+    CHECK_THAT(r.output, ContainsSubstring("+20.0 %"));
+    CHECK_THAT(r.output, ContainsSubstring("<0.001  slower"));
+    CHECK_THAT(r.output, ContainsSubstring("1.000  same"));
+    CHECK_THAT(r.output, ContainsSubstring("Mann-Whitney U"));
+
+    std::ostringstream table;
+    const CompareCounts counts = print_comparison(parse_compare_side(a), parse_compare_side(b), CompareOptions{}, table);
+    CHECK(counts.matched == 0);
+    CHECK(counts.kernels_matched == 2);
+    CHECK(counts.kernels_only_a == 1);
+    CHECK(counts.kernels_only_b == 1);
+    CHECK(counts.worst_slowdown_pct == Catch::Approx(20.0));
+
+    // Neither side has cells: the other formats print the ops' table, and the ops are what
+    // --fail-if-slower judges.
+    const auto json = test::run_sweetspot("compare '" + a + "' '" + b + "' --format json");
+    REQUIRE(json.exit_code == 0);
+    const auto rows = nlohmann::json::parse(json.output);
+    REQUIRE(rows.size() == 2);
+    CHECK(rows[0]["op"] == "layernorm");
+    CHECK(rows[0]["shape"] == shape);
+    CHECK(rows[0]["a_timed_iterations"] == 20);
+    CHECK(rows[0]["b_timed_iterations"] == 20);
+    CHECK(rows[0]["verdict"] == "slower");
+    CHECK(rows[1]["op"] == "gelu_tanh");
+    CHECK(rows[1]["verdict"] == "same");
+    CHECK(test::run_sweetspot("compare '" + a + "' '" + b + "' --fail-if-slower 10").exit_code == 1);
+    CHECK(test::run_sweetspot("compare '" + a + "' '" + b + "' --fail-if-slower 30").exit_code == 0);
+
+    // merge carries the timings with their run.
+    const auto merged = tmp.file("merged.db");
+    REQUIRE(test::run_sweetspot("merge -o '" + merged + "' '" + a + "'").exit_code == 0);
+    CHECK_THAT(test::run_sweetspot("compare '" + merged + "' '" + b + "'").output,
+               ContainsSubstring("2 ops (op, dtype, shape) in both, 1 only in A, 1 only in B"));
 }

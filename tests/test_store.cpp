@@ -706,7 +706,7 @@ TEST_CASE("results/README.md documents exactly the columns of every table", "[st
     auto s = Store::open(tmp.file("r.db"));
     const auto documented = documented_columns();
     for (const char* table :
-         {"schema_info", "runs", "cells", "iterations", "cell_phases", "cell_history", "reference_logits", "TARGET_INFO_GPU", "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL",
+         {"schema_info", "runs", "cells", "iterations", "kernel_timings", "cell_phases", "cell_history", "reference_logits", "TARGET_INFO_GPU", "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL",
           "CUPTI_ACTIVITY_KIND_MEMCPY", "CUDA_UM_GPU_PAGE_FAULT_EVENTS", "CUDA_UM_CPU_PAGE_FAULT_EVENTS",
           "UM_COUNTER_EVENTS", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_OVERHEAD", "ENUM_CUDA_MEMCPY_OPER",
           "ENUM_CUDA_UNIF_MEM_MIGRATION", "ENUM_CUDA_UNIF_MEM_ACCESS_TYPE", "cuda_gpu_kern_sum", "nvtx_sum",

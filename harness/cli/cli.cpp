@@ -433,7 +433,8 @@ int cmd_compare(const std::vector<std::string>& args) {
                 "prints the median latencies, B / A (the median of the ratios of B's iterations to A's) with its\n"
                 "confidence interval, the p-value of a two-sided Mann-Whitney U test on the timed iterations, and\n"
                 "the verdict: faster, slower, same, or untestable when the iterations are too few for any p below\n"
-                "--alpha (3 and 3 give 0.1 at best), with how many would do.",
+                "--alpha (3 and 3 give 0.1 at best), with how many would do. GPU ops timed by\n"
+                "`bench_kernels --db` in both are compared the same way, matched by op, dtype and shape.",
                 po::options_description("options"), {}};
     cmd.options.add_options()
         ("a", po::value<std::string>()->required(), "the baseline: a results database, DB@RUN or DB@MATRIX")
@@ -457,7 +458,7 @@ int cmd_compare(const std::vector<std::string>& args) {
     opt.format = format_option(vm);
     const CompareSide a = compare_side(vm["a"].as<std::string>()), b = compare_side(vm["b"].as<std::string>());
     const CompareCounts counts = print_comparison(a, b, opt, std::cout);
-    if (vm.count("fail-if-slower") && counts.matched == 0) {
+    if (vm.count("fail-if-slower") && counts.matched == 0 && counts.kernels_matched == 0) {
         std::cerr << "sweetspot compare: --fail-if-slower: nothing compared: " << nothing_compared(a, b, counts) << "\n";
         return kExitBadInput;
     }
@@ -482,7 +483,8 @@ int cmd_compare(const std::vector<std::string>& args) {
 int cmd_merge(const std::vector<std::string>& args) {
     Command cmd{"merge", "-o OUT.db SHARD.db...",
                 "Combines results databases (the shards of run --shard or sweetspot submit) into OUT.db, creating\n"
-                "it if needed. Runs keep their metadata, cells their iterations, phases, events and history.\n"
+                "it if needed. Runs keep their metadata (and bench_kernels its timings), cells their iterations, phases,\n"
+                "events and history.\n"
                 "Merging a database again adds nothing. A cell measured in two databases keeps the newer\n"
                 "measurement; the older goes to cell_history. The shards are only read (one of an older schema\n"
                 "version through an upgraded copy in TMPDIR), and all are checked before OUT.db is touched: if one\n"

@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string_view>
+#include <tuple>
 #include <variant>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "harness/matrix/axes.hpp"
 #include "harness/matrix/measures.hpp"
 #include "harness/measure/cell_outcome.hpp"
+#include "harness/store/kernel_timings.hpp"
 #include "kernels/model/number_text.hpp"
 
 namespace sweetspot {
@@ -94,6 +96,84 @@ void require_matrix(Store& store, const CompareSide& side) {
                                 "); DB@RUN names a run by its id (see `sweetspot summary DB`), DB@MATRIX the runs of a matrix");
 }
 
+// The columns of one comparison's statistics, after those naming what is compared.
+void add_statistics_columns(DataTable& t, const CompareOptions& options) {
+    using Align = TextTable::Align;
+    const std::string label(kCompared.label), name(kCompared.name);
+    const std::string level = format_number(100.0 * (1.0 - options.alpha));
+    t.add_column("A " + label, "a_" + name, Align::right);
+    t.add_column("B " + label, "b_" + name, Align::right);
+    t.add_column("", "a_timed_iterations", Align::right);
+    t.add_column("", "b_timed_iterations", Align::right);
+    t.add_column("B ÷ A (" + level + " % CI)", "", Align::right);
+    t.add_column("", "b_over_a", Align::right);
+    t.add_column("", "b_over_a_ci_low", Align::right);
+    t.add_column("", "b_over_a_ci_high", Align::right);
+    t.add_column("change", "change_pct", Align::right);
+    t.add_column("p", "p_value", Align::right);
+    t.add_column("verdict", "verdict");
+}
+
+// The statistics of A's and B's samples (ms, medians shown with `decimals`), as
+// add_statistics_columns names them, appended to `row`; an untestable pair or a significant
+// slowdown is counted in `counts`.
+void add_statistics(std::vector<Field>& row, const std::vector<double>& a, const std::vector<double>& b, int decimals,
+                    const CompareOptions& options, CompareCounts& counts) {
+    const std::size_t m = a.size(), n = b.size();
+    // The ratio on log latencies, where a slowdown by a factor is one shift whatever the latency.
+    const Shift shift = hodges_lehmann(logs(a), logs(b), options.alpha);
+    const double ratio = std::exp(shift.estimate), change = ratio - 1.0;
+    const auto bound = [](std::optional<double> log_bound) {
+        return log_bound ? std::optional(std::exp(*log_bound)) : std::nullopt;
+    };
+    const std::optional<double> low = bound(shift.low), high = bound(shift.high);
+    const double p = mann_whitney_p(a, b);
+    std::string verdict, verdict_text;
+    if (smallest_two_sided_p(m, n) >= options.alpha) {
+        const auto [need_a, need_b] = sizes_to_reach(m, n, options.alpha);
+        verdict = "untestable";
+        verdict_text = "untestable: needs " + std::to_string(need_a) + " and " + std::to_string(need_b) + " iterations";
+        ++counts.untestable;
+    } else {
+        const bool differs = p < options.alpha && std::abs(change) * 100.0 >= options.threshold_pct;
+        verdict = verdict_text = !differs ? "same" : change > 0 ? "slower" : "faster";
+        if (verdict == "slower") counts.worst_slowdown_pct = std::max(counts.worst_slowdown_pct, change * 100.0);
+    }
+    for (auto&& field : {number_field(LatencyStats::of(a).median, decimals), number_field(LatencyStats::of(b).median, decimals),
+                         integer_field(static_cast<std::int64_t>(m)), integer_field(static_cast<std::int64_t>(n)),
+                         text_field(fixed(ratio, 3) + (low ? " [" + fixed(*low, 3) + ", " + fixed(*high, 3) + "]" : "")),
+                         number_field(ratio, 3), number_field(low, 3), number_field(high, 3),
+                         Field{pct(change), 100.0 * change}, Field{p < 0.001 ? "<0.001" : fixed(p, 3), p},
+                         Field{verdict_text, verdict}})
+        row.push_back(field);
+}
+
+// The GPU ops both sides timed (bench_kernels --db), matched by op, dtype and shape.
+DataTable kernel_comparison(Store& store_a, const CompareSide& a, Store& store_b, const CompareSide& b,
+                            const CompareOptions& options, CompareCounts& counts) {
+    const std::vector<KernelTiming> side_a = read_kernel_timings(store_a.db(), a.run_id, a.matrix);
+    const std::vector<KernelTiming> side_b = read_kernel_timings(store_b.db(), b.run_id, b.matrix);
+    std::map<std::tuple<std::string, std::string, std::string>, const KernelTiming*> by_key;
+    for (const KernelTiming& k : side_b) by_key.emplace(std::tuple(k.op, k.dtype, k.shape), &k);
+    DataTable t;
+    t.add_column("op", "op");
+    t.add_column("dtype", "dtype");
+    t.add_column("shape", "shape");
+    add_statistics_columns(t, options);
+    for (const KernelTiming& ka : side_a) {
+        const auto it = by_key.find(std::tuple(ka.op, ka.dtype, ka.shape));
+        if (it == by_key.end()) continue;
+        std::vector<Field> row = {text_field(ka.op), text_field(ka.dtype), text_field(ka.shape)};
+        // A kernel's runs take microseconds: a tenth of one shows.
+        add_statistics(row, ka.ms, it->second->ms, 4, options, counts);
+        t.add_row(std::move(row));
+        ++counts.kernels_matched;
+    }
+    counts.kernels_only_a = static_cast<int>(side_a.size()) - counts.kernels_matched;
+    counts.kernels_only_b = static_cast<int>(side_b.size()) - counts.kernels_matched;
+    return t;
+}
+
 }  // namespace
 
 std::string CompareSide::name() const {
@@ -146,63 +226,36 @@ CompareCounts print_comparison(const CompareSide& a, const CompareSide& b, const
         t.add_column(axis.in_summary == Axis::Shown::always || varies ? std::string(axis.name) : "", std::string(axis.column),
                      axis.column_type == Axis::Column::text ? Align::left : Align::right);
     }
-    const std::string label(kCompared.label), name(kCompared.name);
-    const std::string level = format_number(100.0 * (1.0 - options.alpha));
-    t.add_column("A " + label, "a_" + name, Align::right);
-    t.add_column("B " + label, "b_" + name, Align::right);
-    t.add_column("", "a_timed_iterations", Align::right);
-    t.add_column("", "b_timed_iterations", Align::right);
-    t.add_column("B ÷ A (" + level + " % CI)", "", Align::right);
-    t.add_column("", "b_over_a", Align::right);
-    t.add_column("", "b_over_a_ci_low", Align::right);
-    t.add_column("", "b_over_a_ci_high", Align::right);
-    t.add_column("change", "change_pct", Align::right);
-    t.add_column("p", "p_value", Align::right);
-    t.add_column("verdict", "verdict");
+    add_statistics_columns(t, options);
     for (const auto& [wa, wb] : matched) {
         std::vector<Field> row = wa->fields;
-        const std::size_t m = wa->samples.size(), n = wb->samples.size();
-        // The ratio on log latencies, where a slowdown by a factor is one shift whatever the latency.
-        const Shift shift = hodges_lehmann(logs(wa->samples), logs(wb->samples), options.alpha);
-        const double ratio = std::exp(shift.estimate), change = ratio - 1.0;
-        const auto bound = [](std::optional<double> log_bound) {
-            return log_bound ? std::optional(std::exp(*log_bound)) : std::nullopt;
-        };
-        const std::optional<double> low = bound(shift.low), high = bound(shift.high);
-        const double p = mann_whitney_p(wa->samples, wb->samples);
-        std::string verdict, verdict_text;
-        if (smallest_two_sided_p(m, n) >= options.alpha) {
-            const auto [need_a, need_b] = sizes_to_reach(m, n, options.alpha);
-            verdict = "untestable";
-            verdict_text = "untestable: needs " + std::to_string(need_a) + " and " + std::to_string(need_b) + " iterations";
-            ++counts.untestable;
-        } else {
-            const bool differs = p < options.alpha && std::abs(change) * 100.0 >= options.threshold_pct;
-            verdict = verdict_text = !differs ? "same" : change > 0 ? "slower" : "faster";
-            if (verdict == "slower") counts.worst_slowdown_pct = std::max(counts.worst_slowdown_pct, change * 100.0);
-        }
-        for (auto&& field : {number_field(LatencyStats::of(wa->samples).median, kCompared.decimals),
-                             number_field(LatencyStats::of(wb->samples).median, kCompared.decimals),
-                             integer_field(static_cast<std::int64_t>(m)), integer_field(static_cast<std::int64_t>(n)),
-                             text_field(fixed(ratio, 3) + (low ? " [" + fixed(*low, 3) + ", " + fixed(*high, 3) + "]" : "")),
-                             number_field(ratio, 3), number_field(low, 3), number_field(high, 3),
-                             Field{pct(change), 100.0 * change}, Field{p < 0.001 ? "<0.001" : fixed(p, 3), p},
-                             Field{verdict_text, verdict}})
-            row.push_back(field);
+        add_statistics(row, wa->samples, wb->samples, kCompared.decimals, options, counts);
         t.add_row(std::move(row));
     }
+    DataTable kernels = kernel_comparison(store_a, a, store_b, b, options, counts);
+    const bool cells_compared = !side_a.empty() || !side_b.empty() || kernels.empty();
     if (options.format != TableFormat::text) {
-        t.print(out, options.format);
+        (cells_compared ? t : kernels).print(out, options.format);
         return counts;
     }
+    const std::string level = format_number(100.0 * (1.0 - options.alpha));
     std::vector<std::string> pooled;
     for (const Axis* axis : axes_with_role({Axis::Role::protocol, Axis::Role::limit})) pooled.emplace_back(axis->name);
     out << "A: " << a.name() << "\nB: " << b.name() << "\n\n";
-    if (t.empty()) out << "(no workload measured ok in both)\n";
-    else t.print(out, TableFormat::text);
-    out << "\n" << counts.matched << " workloads in both, " << counts.only_a << " only in A, " << counts.only_b
-        << " only in B. Matched by every parameter but those of how the cells\nwere measured (" << comma_list(pooled)
-        << "):\nthe timed iterations of a workload's cells are pooled. B ÷ A: the median of the ratios of every B\n"
+    if (!kernels.empty()) {
+        out << "GPU ops (bench_kernels --db), their timed runs in ms:\n";
+        kernels.print(out, TableFormat::text);
+        out << "\n" << counts.kernels_matched << " ops (op, dtype, shape) in both, " << counts.kernels_only_a
+            << " only in A, " << counts.kernels_only_b << " only in B.\n\n";
+    }
+    if (cells_compared) {
+        if (t.empty()) out << "(no workload measured ok in both)\n";
+        else t.print(out, TableFormat::text);
+        out << "\n" << counts.matched << " workloads in both, " << counts.only_a << " only in A, " << counts.only_b
+            << " only in B. Matched by every parameter but those of how the cells\nwere measured (" << comma_list(pooled)
+            << "):\nthe timed iterations of a workload's cells are pooled. ";
+    }
+    out << "B ÷ A: the median of the ratios of every B\n"
            "iteration to every A iteration (Hodges-Lehmann), with its "
         << level << " % confidence interval; change: B ÷ A − 1.\n"
            "p: the two-sided Mann-Whitney U test of the timed iterations (exact for small samples without ties);\n"

@@ -29,6 +29,7 @@ struct CompareOptions {
 
 struct CompareCounts {
     int matched = 0, only_a = 0, only_b = 0;
+    int kernels_matched = 0, kernels_only_a = 0, kernels_only_b = 0;  // GPU ops (op, dtype, shape)
     double worst_slowdown_pct = 0;  // the largest significant slowdown of B against A (0 without one)
     int untestable = 0;             // workloads with too few iterations for any p below alpha
 };
@@ -38,8 +39,10 @@ struct CompareCounts {
 // axes: warm-ups, iterations, the noise criterion, the seed, the repeat, the timeout...), and
 // prints a row per workload in both: the medians, B ÷ A (the Hodges–Lehmann estimate) with its
 // 1 − alpha confidence interval, the p-value and the verdict (faster, slower, same; untestable when
-// the two sides' iterations are too few for any p below alpha, with how many would do). csv and
-// json: the table alone, keys as results/README.md documents them.
+// the two sides' iterations are too few for any p below alpha, with how many would do). Before it,
+// the same for the GPU ops both sides timed (kernel_timings, matched by op, dtype and shape), whose
+// slowdowns count in worst_slowdown_pct too. csv, json and markdown: the cells' table alone, keys
+// as results/README.md documents them, or the ops' where neither side has cells.
 CompareCounts print_comparison(const CompareSide& a, const CompareSide& b, const CompareOptions& options, std::ostream& out);
 
 }  // namespace sweetspot

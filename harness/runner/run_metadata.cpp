@@ -3,8 +3,6 @@
 #include <algorithm>
 
 #include "harness/measure/cell_exec.hpp"
-#include "harness/system/system_info.hpp"
-#include "harness/system/version.hpp"
 #include "kernels/model/number_text.hpp"
 
 namespace sweetspot {
@@ -29,13 +27,7 @@ GpuFacts probe_for_sweep(const Matrix& matrix, std::ostream& out) {
 }
 
 RunInfo run_info(const Matrix& matrix, const RunOptions& options, const GpuFacts& gpu) {
-    const auto sys = query_system_info();
-    RunInfo info;
-    info.started_at = utc_timestamp();
-    info.host = sys.host;
-    info.os = sys.os;
-    info.cpu_model = sys.cpu_model;
-    info.cpu_count = sys.cpu_count;
+    RunInfo info = host_run_info();
     info.gpu_name = gpu.name;
     info.gpu_driver = gpu.driver;
     info.cuda_runtime = gpu.runtime;
@@ -44,8 +36,6 @@ RunInfo run_info(const Matrix& matrix, const RunOptions& options, const GpuFacts
     info.d2h_gbps = gpu.d2h_gbps;
     info.managed = gpu.managed;
     info.managed_rates = gpu.managed_rates;
-    info.sweetspot_version = kVersion;
-    info.git_revision = git_revision();
     info.command_line = options.command_line;
     info.matrix_path = matrix.path;
     info.matrix_name = matrix.name;

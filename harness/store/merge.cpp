@@ -21,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // The tables whose rows belong to one run (besides `runs`).
-const std::vector<std::string> kRunTables = {"managed_probe", "TARGET_INFO_GPU"};
+const std::vector<std::string> kRunTables = {"managed_probe", "TARGET_INFO_GPU", "kernel_timings"};
 
 // The statements that copy, for each of `tables`, the rows of `shard` whose `key_column` is the
 // first parameter into the main database with `key_column` = the second; made once per shard.
@@ -154,6 +154,9 @@ public:
         auto history = db_.prepare("SELECT history_id, json_extract(cell, '$.run_id') FROM " + shard_ +
                                    ".cell_history ORDER BY history_id");
         while (history.step()) merge_history_row(history.int64(0), main_run(history.int64(1)));
+        // A run of bench_kernels has timings but no cells: it comes over with them.
+        auto timed = db_.prepare("SELECT DISTINCT run_id FROM " + shard_ + ".kernel_timings ORDER BY run_id");
+        while (timed.step()) main_run(timed.int64(0));
         return counts_;
     }
 

@@ -175,6 +175,7 @@ const std::vector<SchemaStep>& schema_steps() {
          "DROP VIEW nvtx_gpu_proj_sum; DROP VIEW nvtx_gpu_proj_trace; DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME;"},
         {16, "training steps: the phase split, the loss and gradient norm, model flops and MFU, the GPU's name", nullptr,
          ""},
+        {17, "the GPU ops' timings of bench_kernels --db", nullptr, "DROP TABLE kernel_timings;"},
     };
     return steps;
 }

@@ -190,6 +190,19 @@ std::int64_t Store::begin_run(const RunInfo& r) {
     return run_id;
 }
 
+RunInfo host_run_info() {
+    const SystemInfo sys = query_system_info();
+    RunInfo info;
+    info.started_at = utc_timestamp();
+    info.host = sys.host;
+    info.os = sys.os;
+    info.cpu_model = sys.cpu_model;
+    info.cpu_count = sys.cpu_count;
+    info.sweetspot_version = kVersion;
+    info.git_revision = git_revision();
+    return info;
+}
+
 void Store::finish_run(std::int64_t run_id, const std::string& status, const std::string& reason) {
     db_.prepare("UPDATE runs SET status = ?1, finished_at = ?2, stop_reason = ?3 WHERE run_id = ?4")
         .bind(1, status)

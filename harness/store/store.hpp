@@ -51,6 +51,10 @@ struct RunInfo {
     std::vector<ManagedRate> managed_rates;
 };
 
+// A run started now, on this host, by this build: what every run's row says of them (the rest is
+// the caller's: the GPU, the matrix, the command).
+RunInfo host_run_info();
+
 // How long one phase of a cell took, wall clock, in seconds (results/README.md, cell_phases, names
 // them all).
 struct CellPhase {

@@ -43,6 +43,19 @@ CREATE TABLE IF NOT EXISTS managed_probe (
     host_ms    REAL NOT NULL,
     PRIMARY KEY (run_id, operation)
 );
+-- bench_kernels --db: each GPU op's timed runs in one dtype and shape (tests/ops), so that
+-- `sweetspot compare` judges a kernel change as it judges a cell's.
+CREATE TABLE IF NOT EXISTS kernel_timings (
+    run_id     INTEGER NOT NULL REFERENCES runs(run_id),
+    op         TEXT NOT NULL,
+    dtype      TEXT NOT NULL,
+    shape      TEXT NOT NULL,
+    flops      REAL NOT NULL,
+    bytes      REAL NOT NULL,
+    iteration  INTEGER NOT NULL,
+    ms         REAL NOT NULL,
+    PRIMARY KEY (run_id, op, dtype, shape, iteration)
+);
 CREATE TABLE IF NOT EXISTS iterations (
     cell_id     INTEGER NOT NULL REFERENCES cells(cell_id) ON DELETE CASCADE,
     phase       TEXT NOT NULL CHECK (phase IN ('warmup', 'timed', 'traced')),

@@ -110,7 +110,7 @@ DeviceTokens::DeviceTokens(const std::vector<std::int32_t>& tokens, cudaStream_t
     CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-double median_ms(cudaStream_t stream, const std::function<void()>& run) {
+std::vector<double> timed_ms(cudaStream_t stream, const std::function<void()>& run) {
     const CudaEvent start(CudaEvent::Timing::on), stop(CudaEvent::Timing::on);
     for (int i = 0; i < 3; ++i) run();
     std::vector<double> ms;
@@ -121,6 +121,11 @@ double median_ms(cudaStream_t stream, const std::function<void()>& run) {
         stop.synchronize();
         ms.push_back(stop.ms_since(start));
     }
+    return ms;
+}
+
+double median_ms(cudaStream_t stream, const std::function<void()>& run) {
+    std::vector<double> ms = timed_ms(stream, run);
     std::sort(ms.begin(), ms.end());
     return ms[ms.size() / 2];
 }

@@ -178,8 +178,10 @@ std::unique_ptr<OpCase> make_case(DType dtype, Args&&... args) {
 
 // ---- timing ---------------------------------------------------------------------------------
 
-// Median milliseconds of 20 runs of `run` after 3 warm-ups, each timed with CUDA events on
+// Milliseconds of 20 runs of `run` after 3 warm-ups, in order, each timed with CUDA events on
 // `stream` (the work `run` enqueues there).
+std::vector<double> timed_ms(cudaStream_t stream, const std::function<void()>& run);
+// Their median.
 double median_ms(cudaStream_t stream, const std::function<void()>& run);
 
 }  // namespace sweetspot::ops
