@@ -57,6 +57,13 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool val
     const int bytes = valid ? 16 : 0;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(src), "r"(bytes));
 }
+// 4 bytes the same way (through L1: .cg takes 16-byte copies only), for rows of fp32 statistics
+// whose start is not 16-byte aligned.
+__device__ __forceinline__ void cp_async_4(void* dst, const void* src, bool valid) {
+    const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
+    const int bytes = valid ? 4 : 0;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(address), "l"(src), "r"(bytes));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {

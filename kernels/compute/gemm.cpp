@@ -71,6 +71,9 @@ void Gemm::destroy() noexcept {
 //     ld = ldb (cuBLAS requires ld ≥ k: ldb ≥ k holds since B's rows have k elements).
 //   - first operand, !trans_b (B stored row-major [k, n], op(B) = B, we need Bᵀ [n, k]):
 //     B's memory read column-major is already Bᵀ [n, k]: CUBLAS_OP_N, ld = ldb (≥ n).
+//   - second operand, trans_a (A stored row-major [k, m], op(A) = Aᵀ, we need op(A)ᵀ = A [k, m]):
+//     A's memory read column-major is Aᵀ [m, k], so cuBLAS must transpose it: CUBLAS_OP_T,
+//     ld = lda (≥ m).
 //   - output: Cᵀ [n, m] column-major with ld = ldc is C [m, n] row-major with row stride ldc.
 // The strides between batched problems are unchanged (they are just pointer offsets).
 //
@@ -80,17 +83,18 @@ void Gemm::linear(void* y, const void* x, const void* w, int rows, int in, int o
     batched(/*trans_b=*/true, rows, out, in, 1.0f, x, in, 0, w, in, 0, 0.0f, y, out, 0, 1);
 }
 
-void Gemm::batched(bool trans_b, int m, int n, int k, float alpha, const void* a, int lda, std::int64_t stride_a,
-                   const void* b, int ldb, std::int64_t stride_b, float beta, void* c, int ldc, std::int64_t stride_c,
-                   int batch) {
+void Gemm::batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void* a, int lda,
+                   std::int64_t stride_a, const void* b, int ldb, std::int64_t stride_b, float beta, void* c, int ldc,
+                   std::int64_t stride_c, int batch) {
     const cudaDataType type = data_type(dtype_);
     const cublasComputeType_t compute = tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (batch == 1) {
-        CUBLAS_CHECK(cublas_.gemm_ex(handle_, op_b, CUBLAS_OP_N, n, m, k, &alpha, b, type, ldb, a, type, lda, &beta, c,
+        CUBLAS_CHECK(cublas_.gemm_ex(handle_, op_b, op_a, n, m, k, &alpha, b, type, ldb, a, type, lda, &beta, c,
                                   type, ldc, compute, CUBLAS_GEMM_DEFAULT));
     } else {
-        CUBLAS_CHECK(cublas_.gemm_strided_batched_ex(handle_, op_b, CUBLAS_OP_N, n, m, k, &alpha, b, type, ldb, stride_b, a,
+        CUBLAS_CHECK(cublas_.gemm_strided_batched_ex(handle_, op_b, op_a, n, m, k, &alpha, b, type, ldb, stride_b, a,
                                                 type, lda, stride_a, &beta, c, type, ldc, stride_c, batch, compute,
                                                 CUBLAS_GEMM_DEFAULT));
     }

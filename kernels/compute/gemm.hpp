@@ -44,7 +44,15 @@ public:
     // lda, ldb, ldc are row strides in elements (row-major leading dimensions).
     void batched(bool trans_b, int m, int n, int k, float alpha, const void* a, int lda, std::int64_t stride_a,
                  const void* b, int ldb, std::int64_t stride_b, float beta, void* c, int ldc, std::int64_t stride_c,
-                 int batch);
+                 int batch) {
+        batched(/*trans_a=*/false, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
+                batch);
+    }
+    // The same with op(a) = aᵀ where a is stored [k, m] (trans_a), as the backward's products
+    // with a transposed activation need.
+    void batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void* a, int lda,
+                 std::int64_t stride_a, const void* b, int ldb, std::int64_t stride_b, float beta, void* c, int ldc,
+                 std::int64_t stride_c, int batch);
 
     std::int64_t workspace_bytes() const { return workspace_bytes_; }
     DType dtype() const { return dtype_; }

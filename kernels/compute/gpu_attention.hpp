@@ -31,11 +31,38 @@ template <class T>
 int attention(Gemm& gemm, T* out, T* scores, const T* qkv, int batch, int seq, int c, int n_head,
               const AttentionOptions& options = {});
 
+// The backward of attention for the same options: dqkv [batch·seq, 3c] (overwritten; dq | dk | dv
+// laid out as qkv) from dout [batch·seq, c] and the forward's qkv. The probabilities are
+// recomputed from qkv into `scores` rather than taken from the forward: the forward leaves them
+// after dropout, and a dropped probability's own gradient still needs its value
+// (dS = P∘(f∘dP − rowsum(P∘f∘dP))); a training step then need not keep a [seq, seq] buffer per
+// layer either. scores and grad are [batch, n_head, seq, seq] scratches. Every product is a
+// strided-batched GEMM; between them one softmax-backward kernel. Returns the number of
+// kernels and GEMMs it enqueued.
+template <class T>
+int attention_backward(Gemm& gemm, T* dqkv, T* scores, T* grad, const T* dout, const T* qkv, int batch, int seq, int c,
+                       int n_head, const AttentionOptions& options = {});
+
 // The same attention in one kernel and no scores buffer (the `flash_attention` fusion,
 // gpu_flash_attention.cu): out and qkv as above, dropout on the probabilities (its positions are
-// the model's), head dimension at most kFlashAttentionMaxHeadDim. Enqueued on `stream`.
+// the model's), head dimension at most kFlashAttentionMaxHeadDim. Enqueued on `stream`. With
+// lse (fp32 [batch, n_head, seq]) it also writes each row's logsumexp for the backward
+// (gpu_flash_attention_logsumexp.cuh defines it); the inference forward passes none.
 template <class T>
 void flash_attention(T* out, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
-                     std::uint32_t site, cudaStream_t stream);
+                     std::uint32_t site, cudaStream_t stream, float* lse = nullptr);
+
+// The backward of flash_attention (gpu_flash_attention_backward.cu), FlashAttention-2's: the
+// probabilities are recomputed tile by tile from q, k and the forward's lse, nothing of size
+// [seq, seq] is stored. dqkv [batch·seq, 3c] (overwritten) from dout, the forward's qkv, out and
+// lse, with the forward's dropout and site. scratch holds
+// flash_attention_backward_scratch_floats(...) floats (dq's fp32 accumulator and
+// rowsum(dout∘out)). dq is summed over key blocks with fp32 atomics, so its last bits may differ
+// between runs. Enqueued on `stream`.
+std::int64_t flash_attention_backward_scratch_floats(int batch, int seq, int c, int n_head);
+template <class T>
+void flash_attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse,
+                              int batch, int seq, int c, int n_head, const Dropout& dropout, std::uint32_t site,
+                              cudaStream_t stream);
 
 }  // namespace sweetspot::gpu

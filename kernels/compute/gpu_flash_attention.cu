@@ -32,6 +32,7 @@
 
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/device_common.cuh"
+#include "kernels/compute/kernel_shared_memory.cuh"
 #include "kernels/compute/gpu_flash_attention_mma.cuh"
 #include "kernels/compute/gpu_flash_attention_simt.cuh"
 #include "kernels/compute/gpu_flash_attention_tf32x3.cuh"
@@ -55,7 +56,7 @@ std::size_t shared_floats(int hd, int tile) {
 // see the most keys) scheduled first.
 template <class T, int kTile>
 __global__ void __launch_bounds__(kThreads)
-    flash_attention_kernel(T* out, const T* qkv, int seq, int c, int n_head, float scale, Dropout dropout,
+    flash_attention_kernel(T* out, float* lse, const T* qkv, int seq, int c, int n_head, float scale, Dropout dropout,
                            std::uint32_t site) {
     extern __shared__ float shared[];
     const int hd = c / n_head;
@@ -144,6 +145,7 @@ __global__ void __launch_bounds__(kThreads)
     }
 
     if (t >= seq) return;
+    if (lse != nullptr && quad == 0) lse[static_cast<std::int64_t>(bh) * seq + t] = row_max + logf(row_sum);
     T* o_g = out + (static_cast<std::int64_t>(b) * seq + t) * c + static_cast<std::int64_t>(h) * hd;
     const float inv_sum = 1.0f / row_sum;
     for (int d = quad; d < hd; d += kThreadsPerRow) o_g[d] = from_f32<T>(o_s[r * ld + d] * inv_sum);
@@ -157,13 +159,8 @@ __global__ void __launch_bounds__(kThreads)
 template <class T>
 int prepare_kernels() {
     static const int limit = [] {
-        int device = 0, bytes = 0;
-        CUDA_CHECK(cudaGetDevice(&device));
-        CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-        const auto allow = [](auto kernel, std::size_t kernel_bytes) {
-            CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(kernel_bytes)));
-        };
+        const int bytes = shared_memory_limit();
+        const auto allow = [](auto kernel, std::size_t kernel_bytes) { allow_shared_memory(kernel, kernel_bytes); };
         for (const auto kernel : {flash_attention_kernel<T, 64>, flash_attention_kernel<T, 32>, flash_attention_kernel<T, 16>,
                                   flash_attention_kernel<T, 8>, flash_attention_kernel<T, 4>})
             allow(kernel, static_cast<std::size_t>(bytes));
@@ -197,7 +194,7 @@ int prepare_kernels() {
 // The register-tiled CUDA-core kernel, with as many groups of 64 output columns per thread as the
 // head dim needs; false above its largest head dim.
 template <class T>
-bool launch_simt(T* out, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
+bool launch_simt(T* out, float* lse, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
                  std::uint32_t site, cudaStream_t stream) {
     const int hd = c / n_head;
     if (hd > simt::kMaxHeadDim) return false;
@@ -206,8 +203,8 @@ bool launch_simt(T* out, const T* qkv, int batch, int seq, int c, int n_head, co
     const auto launch = [&](auto async) {
         constexpr bool kAsync = decltype(async)::value;
         const auto go = [&](auto kernel) {
-            kernel<<<grid, simt::kThreads, simt::shared_bytes(hd), stream>>>(out, qkv, seq, c, n_head, scale_log2,
-                                                                            dropout, site);
+            kernel<<<grid, simt::kThreads, simt::shared_bytes(hd), stream>>>(out, lse, qkv, seq, c, n_head,
+                                                                            scale_log2, dropout, site);
             CUDA_CHECK_LAUNCH();
             return true;
         };
@@ -227,7 +224,7 @@ bool launch_simt(T* out, const T* qkv, int batch, int seq, int c, int n_head, co
 
 // The quad kernel with the largest key tile whose shared memory fits `limit`.
 template <class T>
-void launch_with_tile(T* out, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
+void launch_with_tile(T* out, float* lse, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
                       std::uint32_t site, cudaStream_t stream, int limit) {
     const int hd = c / n_head;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -235,7 +232,7 @@ void launch_with_tile(T* out, const T* qkv, int batch, int seq, int c, int n_hea
     const auto launch = [&](auto kernel, int tile) {
         const std::size_t bytes = shared_floats(hd, tile) * sizeof(float);
         if (bytes > static_cast<std::size_t>(limit)) return false;
-        kernel<<<grid, kThreads, bytes, stream>>>(out, qkv, seq, c, n_head, scale, dropout, site);
+        kernel<<<grid, kThreads, bytes, stream>>>(out, lse, qkv, seq, c, n_head, scale, dropout, site);
         CUDA_CHECK_LAUNCH();
         return true;
     };
@@ -251,13 +248,13 @@ void launch_with_tile(T* out, const T* qkv, int batch, int seq, int c, int n_hea
 // m16n8k16) and fp32 (3xTF32, which copies with cp.async and stores 8 bytes at a time, so it also
 // needs 16-byte aligned buffers); false when (T, hd) is not one of them.
 template <class T>
-bool launch_tensor_cores(T* out, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
+bool launch_tensor_cores(T* out, float* lse, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
                          std::uint32_t site, cudaStream_t stream) {
     const int hd = c / n_head;
     const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(hd));
     const auto launch = [&](auto kernel, int rows, int threads, std::size_t bytes) {
         const dim3 grid(static_cast<unsigned>(batch * n_head), static_cast<unsigned>((seq + rows - 1) / rows));
-        kernel<<<grid, threads, bytes, stream>>>(out, qkv, seq, c, n_head, scale_log2, dropout, site);
+        kernel<<<grid, threads, bytes, stream>>>(out, lse, qkv, seq, c, n_head, scale_log2, dropout, site);
         CUDA_CHECK_LAUNCH();
         return true;
     };
@@ -292,7 +289,7 @@ bool launch_tensor_cores(T* out, const T* qkv, int batch, int seq, int c, int n_
 
 template <class T>
 void flash_attention(T* out, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
-                     std::uint32_t site, cudaStream_t stream) {
+                     std::uint32_t site, cudaStream_t stream, float* lse) {
     const int hd = c / n_head;
     if (hd > kFlashAttentionMaxHeadDim) {
         throw std::invalid_argument("gpu::flash_attention: head dimension " + std::to_string(hd) + " is above the " +
@@ -303,16 +300,16 @@ void flash_attention(T* out, const T* qkv, int batch, int seq, int c, int n_head
         throw std::invalid_argument("gpu::flash_attention: batch × n_head does not fit the grid");
     const int limit = prepare_kernels<T>();
     const Dropout shaped = dropout.for_shape(seq, dropout.positions);
-    if (launch_tensor_cores<T>(out, qkv, batch, seq, c, n_head, shaped, site, stream)) return;
-    if (launch_simt<T>(out, qkv, batch, seq, c, n_head, shaped, site, stream)) return;
-    launch_with_tile<T>(out, qkv, batch, seq, c, n_head, shaped, site, stream, limit);
+    if (launch_tensor_cores<T>(out, lse, qkv, batch, seq, c, n_head, shaped, site, stream)) return;
+    if (launch_simt<T>(out, lse, qkv, batch, seq, c, n_head, shaped, site, stream)) return;
+    launch_with_tile<T>(out, lse, qkv, batch, seq, c, n_head, shaped, site, stream, limit);
 }
 
 template void flash_attention<float>(float*, const float*, int, int, int, int, const Dropout&, std::uint32_t,
-                                     cudaStream_t);
+                                     cudaStream_t, float*);
 template void flash_attention<__half>(__half*, const __half*, int, int, int, int, const Dropout&, std::uint32_t,
-                                      cudaStream_t);
+                                      cudaStream_t, float*);
 template void flash_attention<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, int, int, int, int,
-                                             const Dropout&, std::uint32_t, cudaStream_t);
+                                             const Dropout&, std::uint32_t, cudaStream_t, float*);
 
 }  // namespace sweetspot::gpu

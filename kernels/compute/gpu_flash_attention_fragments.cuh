@@ -11,6 +11,7 @@
 
 #include "kernels/compute/device_common.cuh"
 #include "kernels/compute/dropout.hpp"
+#include "kernels/compute/gpu_flash_attention_logsumexp.cuh"
 
 namespace sweetspot::gpu {
 
@@ -125,6 +126,17 @@ __device__ __forceinline__ void online_softmax(float (&s)[kTiles][4], float (&o)
         o[n][1] *= rescale[0];
         o[n][2] *= rescale[1];
         o[n][3] *= rescale[1];
+    }
+}
+
+// The logsumexp of the warp's two rows (row_sum is the quad's total by now), written by the
+// quad's first lane; nothing when lse is null (the inference forward).
+__device__ __forceinline__ void store_logsumexp(float* lse, const float (&row_max)[2], const float (&row_sum)[2],
+                                                const int (&rows)[2], int bh, int seq, int pair) {
+    if (lse == nullptr || pair != 0) return;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        if (rows[r] < seq) lse[static_cast<std::int64_t>(bh) * seq + rows[r]] = logsumexp_from_base2(row_max[r], row_sum[r]);
     }
 }
 

@@ -89,7 +89,7 @@ constexpr std::size_t shared_bytes() {
 // key-major as in memory, in T.
 template <class T, int kHd>
 __global__ void __launch_bounds__(kWarps * kWarp)
-    flash_attention_mma_kernel(T* out, const T* qkv, int seq, int c, int n_head, float scale_log2, Dropout dropout,
+    flash_attention_mma_kernel(T* out, float* lse, const T* qkv, int seq, int c, int n_head, float scale_log2, Dropout dropout,
                                std::uint32_t site) {
     static_assert(kHd % 16 == 0 && kHd <= 128, "head dims that are multiples of 16, up to 128");
     constexpr int kLd = kHd + kPad;
@@ -175,6 +175,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
         }
     }
 
+    store_logsumexp(lse, row_max, row_sum, rows, bh, seq, pair);
     // O / l, two elements per 32-bit store.
 #pragma unroll
     for (int r = 0; r < 2; ++r) {

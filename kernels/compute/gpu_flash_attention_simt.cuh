@@ -24,6 +24,7 @@
 
 #include "kernels/compute/device_common.cuh"
 #include "kernels/compute/dropout.hpp"
+#include "kernels/compute/gpu_flash_attention_logsumexp.cuh"
 
 namespace sweetspot::gpu::simt {
 
@@ -95,7 +96,7 @@ __device__ __forceinline__ void load_rows(float* dst, int ld, int ld_pad, const 
 // output tile may take every register.
 template <class T, int kGroups, bool kAsync>
 __global__ void __launch_bounds__(kThreads, kGroups <= 2 ? 2 : 1)
-    flash_attention_simt_kernel(T* out, const T* qkv, int seq, int c, int n_head, float scale_log2, Dropout dropout,
+    flash_attention_simt_kernel(T* out, float* lse, const T* qkv, int seq, int c, int n_head, float scale_log2, Dropout dropout,
                                 std::uint32_t site) {
     static_assert(!kAsync || sizeof(T) == sizeof(float), "cp.async copies fp32 as it is");
     constexpr int kLdV = 64 * kGroups;
@@ -240,6 +241,7 @@ __global__ void __launch_bounds__(kThreads, kGroups <= 2 ? 2 : 1)
         const float sum = half_warp_sum(row_sum[i]);  // every lane takes part, rows past seq too
         const int t = row0 + kRowsPer * ty + i;
         if (t >= seq) continue;
+        if (lse != nullptr && tx == 0) lse[static_cast<std::int64_t>(bh) * seq + t] = logsumexp_from_base2(row_max[i], sum);
         const float inv = 1.0f / sum;
         T* o_g = out + (static_cast<std::int64_t>(b) * seq + t) * c + static_cast<std::int64_t>(h) * hd;
 #pragma unroll

@@ -92,7 +92,7 @@ __device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Split (&a)[4], f
 // first). Shared memory (dynamic, shared_bytes): two stages of K and V [kKeys][kHd + kPad].
 template <int kHd>
 __global__ void __launch_bounds__(kWarps * kWarp)
-    flash_attention_tf32x3_kernel(float* out, const float* qkv, int seq, int c, int n_head, float scale_log2,
+    flash_attention_tf32x3_kernel(float* out, float* lse, const float* qkv, int seq, int c, int n_head, float scale_log2,
                                   Dropout dropout, std::uint32_t site) {
     static_assert(kHd % 8 == 0 && kHd <= 128, "head dims that are multiples of 8, up to 128");
     constexpr int kKeys = keys_for<kHd>();
@@ -163,6 +163,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
         }
     }
 
+    store_logsumexp(lse, row_max, row_sum, rows, bh, seq, quad_lane);
     // O / l, two elements per 8-byte store.
 #pragma unroll
     for (int r = 0; r < 2; ++r) {

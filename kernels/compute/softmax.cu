@@ -68,6 +68,36 @@ __global__ void softmax_kernel(T* scores, int seq, Dropout d, std::uint32_t site
     }
 }
 
+// One block per row of the softmax's backward (launch_causal_softmax_backward), in place: the
+// row's Σ P·f·dA in fp32 from the stored T values, then each element, which the same thread
+// reads and writes. The dropout factor is drawn again in the second sweep rather than kept.
+template <class T>
+__global__ void causal_softmax_backward_kernel(T* probs, T* grad, int seq, Dropout d, std::uint32_t site) {
+    __shared__ float shared[kWarp];
+    const std::int64_t r = blockIdx.x;
+    const int last = static_cast<int>(r % seq);
+    T* p_row = probs + r * seq;
+    T* g_row = grad + r * seq;
+    const auto factor = [&](int j) {
+        return d.active() ? d.probability_factor(site, static_cast<std::uint64_t>(r), static_cast<std::uint64_t>(j))
+                          : 1.0f;
+    };
+    float dot = 0.0f;
+    for (int j = static_cast<int>(threadIdx.x); j <= last; j += static_cast<int>(blockDim.x))
+        dot += to_f32(p_row[j]) * factor(j) * to_f32(g_row[j]);
+    dot = block_reduce<false>(dot, shared);
+    for (int j = static_cast<int>(threadIdx.x); j < seq; j += static_cast<int>(blockDim.x)) {
+        if (j > last) {
+            p_row[j] = from_f32<T>(0.0f);
+            g_row[j] = from_f32<T>(0.0f);
+            continue;
+        }
+        const float p = to_f32(p_row[j]), f = factor(j);
+        g_row[j] = from_f32<T>(p * (f * to_f32(g_row[j]) - dot));
+        p_row[j] = from_f32<T>(p * f);
+    }
+}
+
 }  // namespace
 
 template <class T>
@@ -93,10 +123,19 @@ void launch_causal_softmax_dropout(T* scores, std::int64_t rows, int seq, const 
     CUDA_CHECK_LAUNCH();
 }
 
+template <class T>
+void launch_causal_softmax_backward(T* probs, T* grad, std::int64_t rows, int seq, const Dropout& d,
+                                    std::uint32_t site, cudaStream_t stream) {
+    if (rows == 0) return;
+    causal_softmax_backward_kernel<T><<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(probs, grad, seq, d, site);
+    CUDA_CHECK_LAUNCH();
+}
+
 #define SWEETSPOT_INSTANTIATE(T) \
     template void launch_causal_mask<T>(T*, std::int64_t, int, cudaStream_t); \
     template void launch_softmax<T>(T*, std::int64_t, int, cudaStream_t); \
-    template void launch_causal_softmax_dropout<T>(T*, std::int64_t, int, const Dropout&, std::uint32_t, cudaStream_t);
+    template void launch_causal_softmax_dropout<T>(T*, std::int64_t, int, const Dropout&, std::uint32_t, cudaStream_t); \
+    template void launch_causal_softmax_backward<T>(T*, T*, std::int64_t, int, const Dropout&, std::uint32_t, cudaStream_t);
 
 SWEETSPOT_INSTANTIATE(float)
 SWEETSPOT_INSTANTIATE(__half)

@@ -1,6 +1,6 @@
 #pragma once
-// The attention's softmax: the baseline's causal mask and softmax, and the `softmax` fusion of
-// mask, softmax and attention dropout in one kernel.
+// The attention's softmax: the baseline's causal mask and softmax, the `softmax` fusion of mask,
+// softmax and attention dropout in one kernel, and their backward.
 //
 // T is the activation and weight type: float, __half or __nv_bfloat16 (explicit instantiations
 // in the .cu). Inside every kernel the math is fp32; only loads and stores are in T. Buffers are
@@ -31,5 +31,15 @@ void launch_softmax(T* scores, std::int64_t rows, int seq, cudaStream_t stream);
 template <class T>
 void launch_causal_softmax_dropout(T* scores, std::int64_t rows, int seq, const Dropout& d, std::uint32_t site,
                                    cudaStream_t stream);
+
+// The backward of launch_causal_softmax_dropout (and of baseline's mask, softmax and dropout):
+// row r of probs [rows, seq] holds the probabilities P of query position i = r % seq (zeros after
+// column i), grad the gradient of the probabilities after dropout, dA = dout·vᵀ. In place, with
+// exact zeros after column i: grad becomes the scores' gradient dS = P∘(f∘dA − rowsum(P∘f∘dA))
+// (without the 1/sqrt(hd) the forward folds into QKᵀ, which the caller's GEMMs apply again) and
+// probs becomes A = P∘f, what dV = Aᵀ·dout reads. d.seq must be seq.
+template <class T>
+void launch_causal_softmax_backward(T* probs, T* grad, std::int64_t rows, int seq, const Dropout& d,
+                                    std::uint32_t site, cudaStream_t stream);
 
 }  // namespace sweetspot::gpu

@@ -7,8 +7,13 @@ same way (4·batch·heads·seq²·hd / 2). With --sweetspot FILE (bench_attentio
 table with PyTorch's columns and FlashAttention-2's published H100 forward throughput beside the
 flash kernel's.
 
+With --backward, times the backward instead (torch.autograd.grad of the causal attention's
+output, the forward run once before), fp16 and bf16 at FlashAttention-2's shapes, counting
+2.5 × the forward's flops (the backward's five products against the forward's two).
+
   pytorch_attention.py                            PyTorch's table alone
   pytorch_attention.py --sweetspot bench.txt      the side-by-side table of docs/benchmarks.md
+  pytorch_attention.py --backward                 PyTorch's backward table
 """
 import argparse
 import sys
@@ -40,6 +45,40 @@ def pytorch_ms(torch, batch, heads, seq, hd, dtype):
         stop.synchronize()
         times.append(start.elapsed_time(stop))
     return sorted(times)[len(times) // 2]
+
+
+def pytorch_backward_ms(torch, batch, heads, seq, hd, dtype):
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    q, k, v, dout = (torch.rand(batch, heads, seq, hd, device="cuda", dtype=dtype, generator=gen) * 2 - 1
+                     for _ in range(4))
+    for t in (q, k, v):
+        t.requires_grad_(True)
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def backward():
+        torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+
+    for _ in range(3):
+        backward()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(20):
+        start.record()
+        backward()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return sorted(times)[len(times) // 2]
+
+
+def print_backward():
+    import torch
+    print("| dtype | batch | heads | seq | head dim | PyTorch SDPA backward ms | TFLOP/s (2.5 × forward) |")
+    print("|---|---|---|---|---|---|---|")
+    for batch, heads, seq, hd in SHAPES[:6]:
+        for name, dtype in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
+            ms = pytorch_backward_ms(torch, batch, heads, seq, hd, dtype)
+            print(f"| {name} | {batch} | {heads} | {seq} | {hd} | {ms:.3f} | {2.5 * tflops(batch, heads, seq, hd, ms):.1f} |")
 
 
 def tflops(batch, heads, seq, hd, ms):
@@ -74,7 +113,11 @@ def read_sweetspot(path):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sweetspot", help="bench_attention's output, to print beside PyTorch's")
+    p.add_argument("--backward", action="store_true", help="time the backward (fp16, bf16) instead")
     a = p.parse_args()
+    if a.backward:
+        print_backward()
+        return 0
     ours = read_sweetspot(a.sweetspot) if a.sweetspot else None
     theirs = measure()
     if ours is None:

@@ -93,5 +93,6 @@ std::vector<OpEntry> classifier_ops();
 std::vector<OpEntry> optimizer_ops();
 
 // Attention (flashbwd):
+std::vector<OpEntry> attention_ops();
 
 }  // namespace sweetspot::ops

@@ -28,6 +28,7 @@ std::vector<OpEntry> all_entries() {
     add(optimizer_ops());
 
     // Attention (flashbwd):
+    add(attention_ops());
 
     return entries;
 }

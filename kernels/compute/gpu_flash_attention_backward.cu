@@ -1,0 +1,208 @@
+// The backward of the `flash_attention` fusion, FlashAttention-2's algorithm: nothing of size
+// [seq, seq] is stored; each block owns a block of keys, recomputes the probabilities of every
+// query tile that sees them from q, k and the forward's logsumexp, and accumulates the keys' dK
+// and dV in place while adding its share of dQ to an fp32 accumulator. Three steps:
+//   D = rowsum(dO∘O)   per query row and head (the softmax backward's rowsum(P∘dP), which
+//                      equals it since O = (P∘f)·V), one warp per row;
+//   the key blocks     tensor cores for fp16 / bf16 at head dims that are multiples of 16 up to
+//                      128 (gpu_flash_attention_backward_mma.cuh), CUDA cores otherwise
+//                      (gpu_flash_attention_backward_simt.cuh);
+//   dQ                 the accumulator times 1/sqrt(hd), rounded to T into dqkv.
+// The dropout factor of each probability is drawn again from its position, the forward's.
+#include "kernels/compute/gpu_attention.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "kernels/compute/cuda_check.hpp"
+#include "kernels/compute/device_common.cuh"
+#include "kernels/compute/kernel_shared_memory.cuh"
+#include "kernels/compute/gpu_flash_attention_backward_mma.cuh"
+#include "kernels/compute/gpu_flash_attention_backward_simt.cuh"
+
+namespace sweetspot::gpu {
+namespace {
+
+constexpr int kBlock = 256;
+
+// delta[(b·H + h)·seq + t] = Σ_d dout[b·seq + t, h·hd + d] · out[b·seq + t, h·hd + d], one warp
+// per (row, head).
+template <class T>
+__global__ void __launch_bounds__(kBlock)
+    delta_kernel(float* delta, const T* dout, const T* out, std::int64_t rows, int seq, int c, int n_head) {
+    const std::int64_t warp = (static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x) / kWarp;
+    const int lane = static_cast<int>(threadIdx.x) % kWarp;
+    if (warp >= rows * n_head) return;
+    const std::int64_t row = warp / n_head;
+    const int h = static_cast<int>(warp % n_head), hd = c / n_head;
+    const T* dy = dout + row * c + static_cast<std::int64_t>(h) * hd;
+    const T* y = out + row * c + static_cast<std::int64_t>(h) * hd;
+    float sum = 0.0f;
+    for (int d = lane; d < hd; d += kWarp) sum = fmaf(to_f32(dy[d]), to_f32(y[d]), sum);
+    sum = warp_sum(sum);
+    const std::int64_t b = row / seq, t = row % seq;
+    if (lane == 0) delta[(b * n_head + h) * seq + t] = sum;
+}
+
+// dqkv[row, col] (the dq columns) = dq_acc[row, col] · scale, over rows × c.
+template <class T>
+__global__ void __launch_bounds__(kBlock) store_dq_kernel(T* dqkv, const float* dq_acc, std::int64_t n, int c, float scale) {
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(kBlock) + threadIdx.x; i < n;
+         i += static_cast<std::int64_t>(gridDim.x) * kBlock) {
+        const std::int64_t row = i / c, col = i % c;
+        dqkv[row * 3 * c + col] = from_f32<T>(dq_acc[i] * scale);
+    }
+}
+
+int blocks_for(std::int64_t threads) { return static_cast<int>(std::min<std::int64_t>((threads + kBlock - 1) / kBlock, 65536)); }
+
+// Allows the kernels of T the dynamic shared memory they may launch with, once per process.
+// Returns the device's shared memory per block.
+template <class T>
+int prepare_kernels() {
+    static const int limit = [] {
+        const int bytes = shared_memory_limit();
+        const auto allow = [](auto kernel, std::size_t kernel_bytes) { allow_shared_memory(kernel, kernel_bytes); };
+        for (const auto kernel : {backward_simt::flash_attention_backward_simt_kernel<T, 32>,
+                                  backward_simt::flash_attention_backward_simt_kernel<T, 16>,
+                                  backward_simt::flash_attention_backward_simt_kernel<T, 8>})
+            allow(kernel, static_cast<std::size_t>(bytes));
+        if constexpr (!std::is_same_v<T, float>) {
+            const auto allow_mma = [&](auto dropout) {
+                constexpr bool kDropout = decltype(dropout)::value;
+                using namespace backward_mma;
+                allow(tuned_kernel<T, 32, kDropout>, tuned_shared_bytes<T, 32>);
+                allow(tuned_kernel<T, 64, kDropout>, tuned_shared_bytes<T, 64>);
+                allow(tuned_kernel<T, 80, kDropout>, tuned_shared_bytes<T, 80>);
+                allow(tuned_kernel<T, 96, kDropout>, tuned_shared_bytes<T, 96>);
+                allow(tuned_kernel<T, 128, kDropout>, tuned_shared_bytes<T, 128>);
+            };
+            allow_mma(std::false_type{});
+            allow_mma(std::true_type{});
+        }
+        return bytes;
+    }();
+    return limit;
+}
+
+struct Problem {
+    float* dq_acc;
+    const float* delta;
+    int batch, seq, c, n_head;
+};
+
+// The one-dimensional grid of the backward kernels: every key block of every (batch, head).
+unsigned blocks_of(const Problem& p, int keys_per_block) {
+    return static_cast<unsigned>(static_cast<std::int64_t>(p.batch) * p.n_head *
+                                 ((p.seq + keys_per_block - 1) / keys_per_block));
+}
+
+// The tensor-core kernel where (T, hd) is one it is instantiated for and the rows are 16-byte
+// aligned (cp.async); false otherwise.
+template <class T>
+bool launch_mma(T* dqkv, const T* dout, const T* qkv, const float* lse, const Problem& p, const Dropout& dropout,
+                std::uint32_t site, cudaStream_t stream) {
+    if constexpr (std::is_same_v<T, float>) {
+        return false;
+    } else {
+        const int hd = p.c / p.n_head;
+        if (reinterpret_cast<std::uintptr_t>(qkv) % 16 != 0 || reinterpret_cast<std::uintptr_t>(dout) % 16 != 0 ||
+            reinterpret_cast<std::uintptr_t>(dqkv) % 4 != 0)
+            return false;
+        const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(hd));
+        const auto grid = blocks_of(p, backward_mma::kKeys);
+        const auto go = [&](auto kernel, std::size_t bytes) {
+            kernel<<<grid, backward_mma::kThreads, bytes, stream>>>(p.dq_acc, dqkv, dout, qkv, lse, p.delta, p.seq, p.c,
+                                                                    p.n_head, scale_log2, dropout, site);
+            CUDA_CHECK_LAUNCH();
+            return true;
+        };
+        const auto by_head_dim = [&](auto with_dropout) {
+            constexpr bool kDropout = decltype(with_dropout)::value;
+            using namespace backward_mma;
+            switch (hd) {
+                case 32: return go(tuned_kernel<T, 32, kDropout>, tuned_shared_bytes<T, 32>);
+                case 64: return go(tuned_kernel<T, 64, kDropout>, tuned_shared_bytes<T, 64>);
+                case 80: return go(tuned_kernel<T, 80, kDropout>, tuned_shared_bytes<T, 80>);
+                case 96: return go(tuned_kernel<T, 96, kDropout>, tuned_shared_bytes<T, 96>);
+                case 128: return go(tuned_kernel<T, 128, kDropout>, tuned_shared_bytes<T, 128>);
+                default: return false;
+            }
+        };
+        return dropout.active() ? by_head_dim(std::true_type{}) : by_head_dim(std::false_type{});
+    }
+}
+
+// The CUDA-core kernel with the largest key tile whose shared memory fits `limit`.
+template <class T>
+void launch_simt(T* dqkv, const T* dout, const T* qkv, const float* lse, const Problem& p, const Dropout& dropout,
+                 std::uint32_t site, cudaStream_t stream, int limit) {
+    const int hd = p.c / p.n_head;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const auto go = [&](auto kernel, int tile) {
+        const std::size_t bytes = backward_simt::shared_bytes(hd, tile);
+        if (bytes > static_cast<std::size_t>(limit)) return false;
+        const auto grid = blocks_of(p, tile);
+        kernel<<<grid, backward_simt::kThreads, bytes, stream>>>(p.dq_acc, dqkv, dout, qkv, lse, p.delta, p.seq, p.c,
+                                                                 p.n_head, scale, dropout, site);
+        CUDA_CHECK_LAUNCH();
+        return true;
+    };
+    using namespace backward_simt;
+    if (go(flash_attention_backward_simt_kernel<T, 32>, 32) || go(flash_attention_backward_simt_kernel<T, 16>, 16) ||
+        go(flash_attention_backward_simt_kernel<T, 8>, 8))
+        return;
+    throw std::invalid_argument("gpu::flash_attention_backward: head dimension " + std::to_string(hd) +
+                                " needs more shared memory than the device's " + std::to_string(limit) + " bytes per block");
+}
+
+}  // namespace
+
+std::int64_t flash_attention_backward_scratch_floats(int batch, int seq, int c, int n_head) {
+    const std::int64_t rows = static_cast<std::int64_t>(batch) * seq;
+    return rows * c + rows * n_head;
+}
+
+template <class T>
+void flash_attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse,
+                              int batch, int seq, int c, int n_head, const Dropout& dropout, std::uint32_t site,
+                              cudaStream_t stream) {
+    const int hd = c / n_head;
+    if (hd > kFlashAttentionMaxHeadDim) {
+        throw std::invalid_argument("gpu::flash_attention_backward: head dimension " + std::to_string(hd) +
+                                    " is above the " + std::to_string(kFlashAttentionMaxHeadDim) + " it supports");
+    }
+    const std::int64_t rows = static_cast<std::int64_t>(batch) * seq;
+    if (rows == 0) return;
+    if (static_cast<std::int64_t>(batch) * n_head * ((seq + 7) / 8) > INT_MAX)
+        throw std::invalid_argument("gpu::flash_attention_backward: batch × n_head × key blocks does not fit the grid");
+    const int limit = prepare_kernels<T>();
+    const Problem p{scratch, scratch + rows * c, batch, seq, c, n_head};
+    CUDA_CHECK(cudaMemsetAsync(p.dq_acc, 0, static_cast<std::size_t>(rows * c) * sizeof(float), stream));
+    delta_kernel<T><<<static_cast<unsigned>((rows * n_head * kWarp + kBlock - 1) / kBlock), kBlock, 0, stream>>>(
+        scratch + rows * c, dout, out, rows, seq, c, n_head);
+    CUDA_CHECK_LAUNCH();
+    const Dropout shaped = dropout.for_shape(seq, dropout.positions);
+    if (!launch_mma<T>(dqkv, dout, qkv, lse, p, shaped, site, stream))
+        launch_simt<T>(dqkv, dout, qkv, lse, p, shaped, site, stream, limit);
+    store_dq_kernel<T><<<blocks_for(rows * c), kBlock, 0, stream>>>(dqkv, p.dq_acc, rows * c, c,
+                                                                    1.0f / std::sqrt(static_cast<float>(hd)));
+    CUDA_CHECK_LAUNCH();
+}
+
+template void flash_attention_backward<float>(float*, float*, const float*, const float*, const float*, const float*,
+                                              int, int, int, int, const Dropout&, std::uint32_t, cudaStream_t);
+template void flash_attention_backward<__half>(__half*, float*, const __half*, const __half*, const __half*,
+                                               const float*, int, int, int, int, const Dropout&, std::uint32_t,
+                                               cudaStream_t);
+template void flash_attention_backward<__nv_bfloat16>(__nv_bfloat16*, float*, const __nv_bfloat16*,
+                                                      const __nv_bfloat16*, const __nv_bfloat16*, const float*, int,
+                                                      int, int, int, const Dropout&, std::uint32_t, cudaStream_t);
+
+}  // namespace sweetspot::gpu

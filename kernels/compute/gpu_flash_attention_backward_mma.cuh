@@ -1,0 +1,285 @@
+#pragma once
+// The tensor-core form of the flash attention backward, for fp16 and bf16 at head dims that are
+// multiples of 16 up to 128: FlashAttention-2's backward with mma.sync m16n8k16 (fp32
+// accumulation), the forward's instructions (gpu_flash_attention_mma.cuh). Included by
+// gpu_flash_attention_backward.cu only.
+//
+// A block is 4 warps and 64 keys of one (batch, head); each warp owns 16 keys and keeps their dK
+// and dV accumulators [16, hd] in registers. The block walks the tiles of 64 queries that see
+// its keys (causal: from its first key on), and per tile each warp computes, with its keys as
+// the rows (the transposed products, so every result lands in the warp's own accumulators):
+//   Sᵀ  = K·Qᵀ       A = the warp's K rows, B = Q as stored (query-major is the "col" operand);
+//   dPᵀ = V·dOᵀ      the same with V and dO;
+//   Pᵀ = exp2(Sᵀ·log2(e)/sqrt(hd) − lse·log2(e)), dSᵀ = Pᵀ∘(f∘dPᵀ − D), Aᵀ = Pᵀ∘f, in registers;
+//   dV += Aᵀ·dO      Aᵀ's accumulators re-packed as A fragments; dO by ldmatrix.trans;
+//   dK += dSᵀ·Q      the same with Q;
+//   dQ += dS·K       across the warps' keys: dSᵀ goes to shared memory, each warp then takes 16
+//                    of the tile's queries (A by ldmatrix.trans of dSᵀ, B = K by ldmatrix.trans)
+//                    and adds its share to dQ's fp32 accumulator, two floats per atomic.
+// K, V, Q and dO are in shared memory, rows padded by 8 elements as in the forward. Q, dO, lse
+// and D come in two stages: the next query tile's copies run while this one is computed with.
+// dSᵀ takes the place of this tile's Q and dO once every warp's dV and dK products have read them,
+// so that a block at head dim 128 stays under half of an SM's shared memory (two blocks per SM).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/compute/device_common.cuh"
+#include "kernels/compute/dropout.hpp"
+#include "kernels/compute/gpu_flash_attention_logsumexp.cuh"
+#include "kernels/compute/gpu_flash_attention_mma.cuh"
+
+namespace sweetspot::gpu::backward_mma {
+
+using mma::ldmatrix_x4;
+using mma::ldmatrix_x4_trans;
+using mma::mma_16816;
+using mma::pack;
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * kWarp;
+constexpr int kKeysPerWarp = 16;
+constexpr int kKeys = kWarps * kKeysPerWarp;  // keys per block
+constexpr int kPad = 8;
+
+// Shared memory of a block: K, V [kKeys][kHd + kPad], then two stages of Q and dO
+// [kQueries][kHd + kPad] (dSᵀ [kKeys][kQueries + kPad] in their place at the end of a tile), all
+// in T; then two stages of lse and D [kQueries] in fp32.
+template <int kHd, int kQueries>
+constexpr int stage_elems() {
+    return 2 * kQueries * (kHd + kPad);
+}
+template <class T, int kHd, int kQueries>
+constexpr std::size_t shared_bytes() {
+    static_assert(kKeys * (kQueries + kPad) <= stage_elems<kHd, kQueries>(), "dSᵀ fits in a stage's Q and dO");
+    return (2 * static_cast<std::size_t>(kKeys) * (kHd + kPad) +
+            2 * static_cast<std::size_t>(stage_elems<kHd, kQueries>())) *
+               sizeof(T) +
+           2 * 2 * kQueries * sizeof(float);
+}
+
+// rows rows of one head's [seq, ·] matrix (row stride ld_src) from row0 into shared memory rows of
+// kLd, 16 bytes per cp.async, zeros past seq (the caller commits and waits).
+template <class T, int kHd, int kLd>
+__device__ __forceinline__ void load_tile(T* dst, const T* src, std::int64_t ld_src, int row0, int rows, int seq,
+                                          int tid) {
+    constexpr int kChunk = 16 / static_cast<int>(sizeof(T));
+    for (int i = tid; i < rows * (kHd / kChunk); i += kThreads) {
+        const int r = i / (kHd / kChunk), col = (i % (kHd / kChunk)) * kChunk;
+        const bool valid = row0 + r < seq;
+        cp_async_16(dst + r * kLd + col, src + (valid ? (row0 + r) * ld_src + col : 0), valid);
+    }
+}
+
+// acc[16 × kQueries] += rows[16 × kHd] · colsᵀ, rows = 16 rows of a [·][kLd] tile (the warp's
+// keys), cols = a [kQueries][kLd] tile (the queries), both as stored.
+template <class T, int kHd, int kLd, int kQueries>
+__device__ __forceinline__ void rows_times_cols(float (&acc)[kQueries / 8][4], const T* rows, const T* cols, int lane) {
+    const int matrix = lane / 8, matrix_row = lane % 8;
+#pragma unroll
+    for (int kk = 0; kk < kHd / 16; ++kk) {
+        // A: matrices (rows 8·(m % 2).., d 16·kk + 8·(m / 2)).
+        std::uint32_t a[4];
+        ldmatrix_x4(a, &rows[((matrix % 2) * 8 + matrix_row) * kLd + kk * 16 + (matrix / 2) * 8]);
+#pragma unroll
+        for (int j = 0; j < kQueries / 8; j += 2) {
+            // B of n-tiles j and j + 1: matrices (queries 8·(j + m / 2).., d 16·kk + 8·(m % 2)).
+            std::uint32_t bf[4];
+            ldmatrix_x4(bf, &cols[((j + matrix / 2) * 8 + matrix_row) * kLd + kk * 16 + (matrix % 2) * 8]);
+            mma_16816<T>(acc[j], a, bf[0], bf[1]);
+            mma_16816<T>(acc[j + 1], a, bf[2], bf[3]);
+        }
+    }
+}
+
+// acc[16 × kHd] += x[16 × kQueries] · tile[kQueries × kHd], x given as the accumulators of a
+// rows_times_cols (the warp's 16 rows by the queries), tile = a [kQueries][kLd] tile as stored.
+template <class T, int kHd, int kLd, int kQueries>
+__device__ __forceinline__ void accumulate_times_tile(float (&acc)[kHd / 8][4], const float (&x)[kQueries / 8][4],
+                                                      const T* tile, int lane) {
+    const int matrix = lane / 8, matrix_row = lane % 8;
+#pragma unroll
+    for (int kk = 0; kk < kQueries / 16; ++kk) {
+        const std::uint32_t a[4] = {pack(x[2 * kk][0], x[2 * kk][1], T{}), pack(x[2 * kk][2], x[2 * kk][3], T{}),
+                                    pack(x[2 * kk + 1][0], x[2 * kk + 1][1], T{}),
+                                    pack(x[2 * kk + 1][2], x[2 * kk + 1][3], T{})};
+#pragma unroll
+        for (int n2 = 0; n2 < kHd / 16; ++n2) {
+            std::uint32_t bf[4];
+            ldmatrix_x4_trans(bf, &tile[(kk * 16 + (matrix % 2) * 8 + matrix_row) * kLd + n2 * 16 + (matrix / 2) * 8]);
+            mma_16816<T>(acc[2 * n2], a, bf[0], bf[1]);
+            mma_16816<T>(acc[2 * n2 + 1], a, bf[2], bf[3]);
+        }
+    }
+}
+
+// Grid: one dimension, the key blocks of each (batch, head) side by side (block x: head
+// x / key_blocks, keys 64·(x % key_blocks)..), so the blocks running at once share a few heads' Q,
+// dO and dQ accumulator in L2 instead of each bringing its own from DRAM; within a head the first
+// keys, which the most queries see, first. dq_acc [batch·seq, c] fp32 gets this block's share of dQ / scale; dK and dV go to
+// dqkv. lse and delta are [batch·n_head, seq]. Shared memory: shared_bytes. kDropout: the form
+// that draws dropout factors (one per probability, inline in the unrolled loop), kept apart so
+// that the form without dropout holds none of the generator's code or registers. kQueries: the
+// query tile, 64 or 32 (half the registers for Sᵀ and dPᵀ, so more blocks fit an SM);
+// kMinBlocks: the blocks per SM the registers are budgeted for.
+template <class T, int kHd, bool kDropout, int kQueries, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    flash_attention_backward_mma_kernel(float* dq_acc, T* dqkv, const T* dout, const T* qkv, const float* lse,
+                                        const float* delta, int seq, int c, int n_head, float scale_log2,
+                                        Dropout dropout, std::uint32_t site) {
+    static_assert(kHd % 16 == 0 && kHd <= 128, "head dims that are multiples of 16, up to 128");
+    static_assert(kQueries == 64 || kQueries == 32, "query tiles of 64 or 32");
+    constexpr int kLd = kHd + kPad;
+    constexpr int kLdS = kQueries + kPad;  // a row of dSᵀ in shared memory
+    extern __shared__ __align__(16) unsigned char shared_raw[];
+    T* const k_s = reinterpret_cast<T*>(shared_raw);
+    T* const v_s = k_s + kKeys * kLd;
+    T* const stages = v_s + kKeys * kLd;  // stage i: Q at i·stage_elems, dO after it
+    float* const stats = reinterpret_cast<float*>(stages + 2 * stage_elems<kHd, kQueries>());  // stage i: lse, D
+
+    const int key_blocks = (seq + kKeys - 1) / kKeys;
+    const int bh = static_cast<int>(blockIdx.x / key_blocks);
+    const int b = bh / n_head, h = bh % n_head;
+    const int key0 = static_cast<int>(blockIdx.x % key_blocks) * kKeys;
+    const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
+    const int group = lane / 4, pair = (lane % 4) * 2;
+    const int matrix = lane / 8, matrix_row = lane % 8;
+    const std::int64_t ld_qkv = 3 * static_cast<std::int64_t>(c);
+    const std::int64_t head = static_cast<std::int64_t>(h) * kHd;
+    const T* q_g = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv + head;
+    const T* do_g = dout + static_cast<std::int64_t>(b) * seq * c + head;
+    const std::int64_t stat0 = static_cast<std::int64_t>(bh) * seq;
+    const int warp_key0 = key0 + warp * kKeysPerWarp;
+    const int keys[2] = {warp_key0 + group, warp_key0 + group + 8};
+
+    // The query tile q0 into `stage`: Q, dO, lse and D, as one group of copies.
+    const auto load_queries = [&](int q0, int stage) {
+        T* const q_s = stages + stage * stage_elems<kHd, kQueries>();
+        load_tile<T, kHd, kLd>(q_s, q_g, ld_qkv, q0, kQueries, seq, tid);
+        load_tile<T, kHd, kLd>(q_s + kQueries * kLd, do_g, c, q0, kQueries, seq, tid);
+        if (tid < 2 * kQueries) {
+            const int i = tid % kQueries;
+            const bool valid = q0 + i < seq;
+            const float* src = (tid < kQueries ? lse : delta) + (valid ? stat0 + q0 + i : 0);
+            cp_async_4(stats + stage * 2 * kQueries + tid, src, valid);
+        }
+        cp_async_commit();
+    };
+    load_tile<T, kHd, kLd>(k_s, q_g + c, ld_qkv, key0, kKeys, seq, tid);
+    load_tile<T, kHd, kLd>(v_s, q_g + 2 * c, ld_qkv, key0, kKeys, seq, tid);
+    load_queries(key0, 0);
+
+    float dv[kHd / 8][4] = {}, dk[kHd / 8][4] = {};
+    for (int q0 = key0, stage = 0; q0 < seq; q0 += kQueries, stage ^= 1) {
+        cp_async_wait<0>();
+        __syncthreads();  // this tile is here for every warp, and the other stage is free
+        if (q0 + kQueries < seq) load_queries(q0 + kQueries, stage ^ 1);
+        T* const q_s = stages + stage * stage_elems<kHd, kQueries>();
+        const T* const do_s = q_s + kQueries * kLd;
+        const float* const lse_s = stats + stage * 2 * kQueries;
+        const float* const delta_s = lse_s + kQueries;
+
+        float s[kQueries / 8][4] = {}, dp[kQueries / 8][4] = {};
+        rows_times_cols<T, kHd, kLd, kQueries>(s, k_s + warp * kKeysPerWarp * kLd, q_s, lane);
+        rows_times_cols<T, kHd, kLd, kQueries>(dp, v_s + warp * kKeysPerWarp * kLd, do_s, lane);
+
+        // s becomes Aᵀ = Pᵀ∘f and dp becomes dSᵀ. Element e of n-tile j: key keys[e / 2], query
+        // q0 + 8j + pair + e % 2. Only the diagonal tiles and a tile past seq mask anything.
+        const bool edge = q0 < key0 + kKeys || q0 + kQueries > seq;
+#pragma unroll
+        for (int j = 0; j < kQueries / 8; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int qq = j * 8 + pair + e % 2, query = q0 + qq, key = keys[e / 2];
+                float p = exp2f(fmaf(s[j][e], scale_log2, -lse_s[qq] * kLog2e));
+                if (edge && (key > query || query >= seq)) p = 0.0f;
+                float f = 1.0f;
+                if (kDropout && p != 0.0f)
+                    f = dropout.probability_factor(site, static_cast<std::uint64_t>(stat0 + query),
+                                                   static_cast<std::uint64_t>(key));
+                dp[j][e] = p * (dp[j][e] * f - delta_s[qq]);
+                s[j][e] = p * f;
+            }
+        }
+
+        accumulate_times_tile<T, kHd, kLd, kQueries>(dv, s, do_s, lane);
+        accumulate_times_tile<T, kHd, kLd, kQueries>(dk, dp, q_s, lane);
+        __syncthreads();  // every warp's products have read Q and dO: dSᵀ takes their place
+
+        T* const ds_s = q_s;  // dSᵀ [kKeys][kLdS], as T (what the products read too)
+        T* const ds_rows = ds_s + (warp * kKeysPerWarp + group) * kLdS;
+#pragma unroll
+        for (int j = 0; j < kQueries / 8; ++j) {
+            *reinterpret_cast<std::uint32_t*>(ds_rows + j * 8 + pair) = pack(dp[j][0], dp[j][1], T{});
+            *reinterpret_cast<std::uint32_t*>(ds_rows + 8 * kLdS + j * 8 + pair) = pack(dp[j][2], dp[j][3], T{});
+        }
+        __syncthreads();  // every warp's dSᵀ is stored
+
+        // dQ [kQueries × kHd] += dS·K, each warp 16 queries and kHd / kParts columns: A = dS
+        // [16 queries × 64 keys] from dSᵀ by ldmatrix.trans, matrices (queries 8·(m % 2).., keys
+        // 16·kk + 8·(m / 2)); B = K [keys × d] by ldmatrix.trans as the forward reads V.
+        constexpr int kRowGroups = kQueries / 16, kParts = kWarps / kRowGroups;
+        static_assert(kHd % (16 * kParts) == 0, "whole 16-column steps per warp");
+        const int warp_q = (warp % kRowGroups) * 16;
+        std::uint32_t a[kKeys / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < kKeys / 16; ++kk)
+            ldmatrix_x4_trans(a[kk], &ds_s[(kk * 16 + (matrix / 2) * 8 + matrix_row) * kLdS + warp_q + (matrix % 2) * 8]);
+        const int q_rows[2] = {q0 + warp_q + group, q0 + warp_q + group + 8};
+#pragma unroll
+        for (int step = 0; step < kHd / 16 / kParts; ++step) {
+            const int n2 = (warp / kRowGroups) * (kHd / 16 / kParts) + step;
+            float acc[2][4] = {};
+#pragma unroll
+            for (int kk = 0; kk < kKeys / 16; ++kk) {
+                std::uint32_t bf[4];
+                ldmatrix_x4_trans(bf, &k_s[(kk * 16 + (matrix % 2) * 8 + matrix_row) * kLd + n2 * 16 + (matrix / 2) * 8]);
+                mma_16816<T>(acc[0], a[kk], bf[0], bf[1]);
+                mma_16816<T>(acc[1], a[kk], bf[2], bf[3]);
+            }
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                if (q_rows[r] >= seq) continue;
+                float* dq_row = dq_acc + (static_cast<std::int64_t>(b) * seq + q_rows[r]) * c + head + n2 * 16 + pair;
+                atomicAdd(reinterpret_cast<float2*>(dq_row), make_float2(acc[0][2 * r], acc[0][2 * r + 1]));
+                atomicAdd(reinterpret_cast<float2*>(dq_row + 8), make_float2(acc[1][2 * r], acc[1][2 * r + 1]));
+            }
+        }
+    }
+
+    // dK = scale·dSᵀ·Q (scale = scale_log2 / log2(e)) and dV, two elements per 32-bit store.
+    const float scale = scale_log2 * kLn2;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        if (keys[r] >= seq) continue;
+        T* row = dqkv + (static_cast<std::int64_t>(b) * seq + keys[r]) * ld_qkv + head;
+#pragma unroll
+        for (int n = 0; n < kHd / 8; ++n) {
+            *reinterpret_cast<std::uint32_t*>(row + c + n * 8 + pair) =
+                pack(dk[n][2 * r] * scale, dk[n][2 * r + 1] * scale, T{});
+            *reinterpret_cast<std::uint32_t*>(row + 2 * c + n * 8 + pair) = pack(dv[n][2 * r], dv[n][2 * r + 1], T{});
+        }
+    }
+}
+
+// The query tile and the blocks per SM each head dim launches with: query tiles of 32 where the
+// dQ step splits the head dim in whole 16-column steps (all but 80), and registers budgeted for
+// four blocks per SM up to head dim 64, three above. That spills a few hundred bytes at head dim
+// 128 and still ran faster on an H100 than two blocks without spills (docs/benchmarks.md has
+// the variants).
+template <int kHd>
+struct Tuning {
+    static constexpr int kQueries = kHd % 32 == 0 ? 32 : 64;
+    static constexpr int kMinBlocks = kHd % 32 != 0 ? 2 : kHd <= 64 ? 4 : 3;
+};
+
+// The kernel of (T, kHd, kDropout) with its tuning, and the shared memory it launches with.
+template <class T, int kHd, bool kDropout>
+constexpr auto tuned_kernel = flash_attention_backward_mma_kernel<T, kHd, kDropout, Tuning<kHd>::kQueries,
+                                                                  Tuning<kHd>::kMinBlocks>;
+template <class T, int kHd>
+constexpr std::size_t tuned_shared_bytes = shared_bytes<T, kHd, Tuning<kHd>::kQueries>();
+
+}  // namespace sweetspot::gpu::backward_mma
