@@ -168,6 +168,7 @@ std::unique_ptr<Backend> placed_backend(const WeightLayout& layout, const std::v
     config.backend = BackendId::device;
     config.dtype = dtype;
     config.compute_stream = stream;
+    config.budget_bytes = std::int64_t{1} << 30;  // holds every test model's weights
     auto backend = make_backend(config);
     backend->place(
         layout, [&](int u, std::span<float> dst) { std::ranges::copy(units[as_size(u)], dst.begin()); },

@@ -49,7 +49,8 @@ struct TrainArena {
     // fp32 scratch of the backward kernels, the per-row losses and the loss; ids; the norm's
     // partials and the squared norm (double). The embedding's backward, the last kernel of the
     // backward, takes the scratch from fc up to dres (dead by then) for its own: its size is
-    // cub's to say, which needs a device, and this plan is made without one.
+    // cub's to say, which needs a device, and this plan is made without one. Only a handful of
+    // rows leave that scratch smaller than cub's fixed storage; the step then allocates it apart.
     std::int64_t ln_scratch = 0, bias_scratch = 0, flash_scratch = 0, losses = 0, loss = 0;
     std::int64_t tokens = 0, targets = 0, partials = 0, squared_norm = 0;
 
@@ -112,6 +113,8 @@ struct GpuTrainStep::Impl {
     bool flash;
     TrainArena plan;
     DeviceMemory arena;
+    DeviceMemory embedding_scratch;  // only where the dead scratch is too small (TrainArena)
+    std::int64_t extra_bytes = 0;
     std::unique_ptr<Gemm> gemm;
     bool batch_set = false;
 
@@ -151,6 +154,7 @@ struct GpuTrainStep::Impl {
     template <class T>
     const T* through_dropout(std::uint32_t site);
     void read_norm();
+    void* embedding_scratch_at() const { return extra_bytes > 0 ? embedding_scratch.get() : at<void>(plan.fc); }
 };
 
 GpuTrainStep::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_, int batch_, int seq_,
@@ -189,13 +193,12 @@ GpuTrainStep::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_,
       }()) {
     options.dropout = options.dropout.for_shape(seq, model.max_positions);
     scale = dtype == DType::fp16 ? kInitialLossScale : 1.0f;
-    const auto embedding_scratch = static_cast<std::int64_t>(gpu::embedding_backward_scratch_bytes(batch, seq));
-    if (embedding_scratch > plan.dres - plan.fc) {
-        throw std::logic_error("GpuTrainStep: the embedding's backward needs " + std::to_string(embedding_scratch) +
-                               " bytes of scratch, more than the " + std::to_string(plan.dres - plan.fc) +
-                               " of the backward's dead scratch it reuses.");
-    }
     arena = allocate_device(plan.total);
+    const auto embedding_bytes = static_cast<std::int64_t>(gpu::embedding_backward_scratch_bytes(batch, seq));
+    if (embedding_bytes > plan.dres - plan.fc) {
+        embedding_scratch = allocate_device(embedding_bytes);
+        extra_bytes = embedding_bytes;
+    }
     gemm = std::make_unique<Gemm>(dtype, stream, options.tf32);
 }
 
@@ -399,7 +402,7 @@ void GpuTrainStep::Impl::backward(LayerSource& weights) {
     gpu::launch_dropout<T>(dres, bt, c, options.dropout, Dropout::site_word(DropoutSite::embedding, 0), stream);
     gpu::launch_embedding_backward<T>(embed_grad + el.tensors[embed_tensor::wte].offset,
                                       embed_grad + el.tensors[embed_tensor::wpe].offset, dres,
-                                      at<std::int32_t>(plan.tokens), batch, seq, c, at<void>(plan.fc), stream);
+                                      at<std::int32_t>(plan.tokens), batch, seq, c, embedding_scratch_at(), stream);
     squares_of(embed_grad, 0);
     weights.release(0);
     gpu::launch_sum_partials(partials, static_cast<std::int64_t>(layout.unit_count()) * gpu::kNormPartials,
@@ -530,7 +533,7 @@ float GpuTrainStep::loss_scale() const { return impl_->scale; }
 int GpuTrainStep::steps() const { return impl_->steps; }
 int GpuTrainStep::skipped_steps() const { return impl_->skipped; }
 
-std::int64_t GpuTrainStep::activation_bytes() const { return impl_->plan.total; }
+std::int64_t GpuTrainStep::activation_bytes() const { return impl_->plan.total + impl_->extra_bytes; }
 
 std::int64_t GpuTrainStep::activation_bytes_for(const ModelConfig& model, DType dtype, int batch, int seq,
                                                 const Variant& variant) {

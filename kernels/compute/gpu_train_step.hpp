@@ -68,7 +68,9 @@ public:
 
     // Device bytes this object allocates besides the cuBLAS workspace: kept activations, the
     // logits, scratch, ids and the norm's partials. activation_bytes_for is the same number
-    // without constructing (the memory estimator's term).
+    // without a device (the memory estimator's term), save for batch × seq of a handful of rows,
+    // where the embedding backward's sort storage outgrows the scratch it reuses and is allocated
+    // apart (some KiB).
     std::int64_t activation_bytes() const;
     static std::int64_t activation_bytes_for(const ModelConfig& model, DType dtype, int batch, int seq,
                                              const Variant& variant);
