@@ -180,6 +180,7 @@ std::unique_ptr<Backend> placed_backend(const WeightLayout& layout, const std::v
 // `worst`.
 void check_first_step(const Case& c, Worst& worst) {
     INFO(c.name());
+    Worst mine;
     Stream stream;
     const WeightLayout layout = WeightLayout::for_model(c.model);
     const auto units = rounded_units(c.model, layout, c.dtype);
@@ -212,7 +213,8 @@ void check_first_step(const Case& c, Worst& worst) {
             CHECK(step.loss_scale() == static_cast<float>(scale / 2));
         }
     }
-    REQUIRE(step.steps() == 1);
+    CHECK(step.steps() == 1);
+    if (step.steps() != 1) return;
     if (c.dtype != DType::fp16) CHECK(step.skipped_steps() == 0);
 
     std::vector<const float*> pointers;
@@ -222,7 +224,7 @@ void check_first_step(const Case& c, Worst& worst) {
     const double tolerance = gradient_tolerance(c.dtype);
     const double loss_err = std::abs(loss - ref.loss) / ref.loss;
     CHECK(loss_err <= tolerance);
-    worst.loss = std::max(worst.loss, loss_err);
+    mine.loss = std::max(mine.loss, loss_err);
     double ref_squares = 0;
     for (std::size_t u = 0; u < ref.units.size(); ++u) {
         for (const TensorSpec& t : layout.units[u].tensors) {
@@ -232,7 +234,7 @@ void check_first_step(const Case& c, Worst& worst) {
             };
             const double err = relative_l2(at(gradients[u]), at(ref.units[u]));
             CHECK(err <= tolerance);
-            worst.gradient = std::max(worst.gradient, std::isnan(err) ? INFINITY : err);
+            mine.gradient = std::max(mine.gradient, std::isnan(err) ? INFINITY : err);
         }
         for (const double g : ref.units[u]) ref_squares += g * g;
     }
@@ -271,9 +273,14 @@ void check_first_step(const Case& c, Worst& worst) {
             }
             const double err = relative_l2(got, want);
             CHECK(err <= 1e-4);
-            worst.update = std::max(worst.update, std::isnan(err) ? INFINITY : err);
+            mine.update = std::max(mine.update, std::isnan(err) ? INFINITY : err);
         }
     }
+    std::printf("gpu_train case %-36s loss %.3g gradient %.3g update %.3g (loss scale %g, %d skipped)\n",
+                c.name().c_str(), mine.loss, mine.gradient, mine.update, step.loss_scale(), step.skipped_steps());
+    worst.loss = std::max(worst.loss, mine.loss);
+    worst.gradient = std::max(worst.gradient, mine.gradient);
+    worst.update = std::max(worst.update, mine.update);
 }
 
 }  // namespace
@@ -287,7 +294,11 @@ TEST_CASE("GpuTrainStep's first step matches the float64 loss, gradients and Ada
                 for (const DType dtype : {DType::fp32, DType::bf16, DType::fp16}) {
                     for (const bool flash : {false, true}) {
                         const Case c{model, 2, seq, dtype, flash, p};
-                        check_first_step(c, worst[std::string(enum_name(dtype)) + (flash ? " flash" : " baseline")]);
+                        try {
+                            check_first_step(c, worst[std::string(enum_name(dtype)) + (flash ? " flash" : " baseline")]);
+                        } catch (const std::exception& e) {
+                            FAIL_CHECK(c.name() << ": " << e.what());
+                        }
                     }
                 }
             }
@@ -310,6 +321,7 @@ TEST_CASE("GpuTrainStep's losses follow CpuTrainStep's over 20 steps and fall", 
         for (const DType dtype : {DType::fp32, DType::bf16, DType::fp16}) {
             const Case c{model, batch, seq, dtype, flash, 0.1f};
             INFO(c.name());
+            try {
             const auto units = rounded_units(model, layout, dtype);
             Stream stream;
             const auto backend = placed_backend(layout, units, dtype, stream.get());
@@ -337,6 +349,9 @@ TEST_CASE("GpuTrainStep's losses follow CpuTrainStep's over 20 steps and fall", 
             CHECK(step.steps() + step.skipped_steps() == steps);
             std::printf("gpu_train %-28s loss %.4f -> %.4f (%d skipped)\n", c.name().c_str(), losses.front(),
                         losses.back(), step.skipped_steps());
+            } catch (const std::exception& e) {
+                FAIL_CHECK(c.name() << ": " << e.what());
+            }
         }
     }
 }
