@@ -5,21 +5,23 @@
 // gpu_flash_attention_backward.cu only.
 //
 // A block is 4 warps and 64 keys of one (batch, head); each warp owns 16 keys and keeps their dK
-// and dV accumulators [16, hd] in registers. The block walks the tiles of 64 queries that see
-// its keys (causal: from its first key on), and per tile each warp computes, with its keys as
-// the rows (the transposed products, so every result lands in the warp's own accumulators):
+// and dV accumulators [16, hd] in registers. The block walks the tiles of 32 or 64 queries
+// (Tuning) that see its keys (causal: from its first key on), and per tile each warp computes,
+// with its keys as the rows (the transposed products, so every result lands in the warp's own
+// accumulators):
 //   Sᵀ  = K·Qᵀ       A = the warp's K rows, B = Q as stored (query-major is the "col" operand);
 //   dPᵀ = V·dOᵀ      the same with V and dO;
 //   Pᵀ = exp2(Sᵀ·log2(e)/sqrt(hd) − lse·log2(e)), dSᵀ = Pᵀ∘(f∘dPᵀ − D), Aᵀ = Pᵀ∘f, in registers;
 //   dV += Aᵀ·dO      Aᵀ's accumulators re-packed as A fragments; dO by ldmatrix.trans;
 //   dK += dSᵀ·Q      the same with Q;
 //   dQ += dS·K       across the warps' keys: dSᵀ goes to shared memory, each warp then takes 16
-//                    of the tile's queries (A by ldmatrix.trans of dSᵀ, B = K by ldmatrix.trans)
-//                    and adds its share to dQ's fp32 accumulator, two floats per atomic.
+//                    of the tile's queries and all or half of the head dim (A by ldmatrix.trans
+//                    of dSᵀ, B = K by ldmatrix.trans) and adds its share to dQ's fp32
+//                    accumulator, two floats per atomic.
 // K, V, Q and dO are in shared memory, rows padded by 8 elements as in the forward. Q, dO, lse
 // and D come in two stages: the next query tile's copies run while this one is computed with.
 // dSᵀ takes the place of this tile's Q and dO once every warp's dV and dK products have read them,
-// so that a block at head dim 128 stays under half of an SM's shared memory (two blocks per SM).
+// so that a block at head dim 128 stays under a third of an SM's shared memory.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
