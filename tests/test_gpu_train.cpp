@@ -40,6 +40,7 @@
 #include "backends/host_backend.hpp"
 #include "kernels/compute/cpu_train_step.hpp"
 #include "kernels/compute/cuda_check.hpp"
+#include "kernels/compute/cuda_resources.hpp"
 #include "kernels/compute/gpu_train_step.hpp"
 #include "kernels/compute/reference_gradients.hpp"
 #include "kernels/compute/reference_optimizer.hpp"
@@ -61,18 +62,6 @@ std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
 // vocabularies, an untied head (the layout's lm_head is its own tensor).
 ModelConfig head25_model() { return {"head25", 2, 50, 2, 97, 96, 1e-5f}; }
 ModelConfig head80_model() { return {"head80", 2, 160, 2, 131, 96, 1e-5f}; }
-
-class Stream {
-public:
-    Stream() { CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
-    ~Stream() { (void)cudaStreamDestroy(stream_); }
-    Stream(const Stream&) = delete;
-    Stream& operator=(const Stream&) = delete;
-    cudaStream_t get() const { return stream_; }
-
-private:
-    cudaStream_t stream_ = nullptr;
-};
 
 // The synthetic weights of every unit, rounded to `dtype`: what the backend holds, exactly.
 std::vector<std::vector<float>> rounded_units(const ModelConfig& m, const WeightLayout& layout, DType dtype) {
@@ -181,7 +170,7 @@ std::unique_ptr<Backend> placed_backend(const WeightLayout& layout, const std::v
 void check_first_step(const Case& c, Worst& worst) {
     INFO(c.name());
     Worst mine;
-    Stream stream;
+    CudaStream stream;
     const WeightLayout layout = WeightLayout::for_model(c.model);
     const auto units = rounded_units(c.model, layout, c.dtype);
     const auto backend = placed_backend(layout, units, c.dtype, stream.get());
@@ -323,7 +312,7 @@ TEST_CASE("GpuTrainStep's losses follow CpuTrainStep's over 20 steps and fall", 
             INFO(c.name());
             try {
             const auto units = rounded_units(model, layout, dtype);
-            Stream stream;
+            CudaStream stream;
             const auto backend = placed_backend(layout, units, dtype, stream.get());
             GpuTrainStep step(model, layout, dtype, batch, seq, stream.get(), options_for(c, settings));
             step.set_batch(tokens, targets);
@@ -358,7 +347,7 @@ TEST_CASE("GpuTrainStep's losses follow CpuTrainStep's over 20 steps and fall", 
 
 TEST_CASE("GpuTrainStep's activation_bytes is what activation_bytes_for computes", "[gpu]") {
     require_gpu();
-    Stream stream;
+    CudaStream stream;
     const ModelConfig model = head80_model();
     const WeightLayout layout = WeightLayout::for_model(model);
     for (const bool flash : {false, true}) {

@@ -9,7 +9,9 @@
 //
 // fp16 gradients are scaled by a dynamic loss scale (the gradient of the loss times the scale is
 // what fits fp16's range): it starts at 2^16, halves and skips the update when the gradient norm
-// is not finite, and doubles after kLossScaleWindow updates in a row. fp32 and bf16 use 1.
+// is not finite, and doubles after kLossScaleWindow updates in a row. fp32 and bf16 use 1; a
+// non-finite norm skips their update too (skipped_steps), rather than writing NaN into the weights.
+// A skipped update still acquires and releases every unit, so the schedule never changes.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
