@@ -1,0 +1,545 @@
+// The GPU training step: the forward of GpuForward's baseline kernels (or flash attention) with
+// each block's activations kept, the fused classifier, and the backward of cpu_block.cpp's
+// block_backward op for op, each backward kernel from its op family's file. The residual stream is
+// kept as 2L + 1 buffers (the embedding's output, then each block's x_mid and x_out): a
+// sub-layer writes its output straight into the next one and adds the one before, so nothing is
+// copied. The MLP's GELU output is not kept: the backward recomputes it from fc_pre.
+#include "kernels/compute/gpu_train_step.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/compute/bias.cuh"
+#include "kernels/compute/classifier.cuh"
+#include "kernels/compute/cuda_check.hpp"
+#include "kernels/compute/cuda_resources.hpp"
+#include "kernels/compute/dropout.cuh"
+#include "kernels/compute/embedding.cuh"
+#include "kernels/compute/gelu.cuh"
+#include "kernels/compute/gemm.hpp"
+#include "kernels/compute/gpu_attention.hpp"
+#include "kernels/compute/gpu_dtype.hpp"
+#include "kernels/compute/layernorm.cuh"
+#include "kernels/compute/nvtx.hpp"
+#include "kernels/compute/optimizer.cuh"
+#include "kernels/compute/residual.cuh"
+
+namespace sweetspot {
+namespace {
+
+std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
+
+// Where each buffer sits in the step's one allocation, in bytes from its start: the one place the
+// constructor and activation_bytes_for both read.
+struct TrainArena {
+    static constexpr std::int64_t kAlign = 256;
+    std::int64_t total = 0;
+    // Kept per layer, each [B·T, width] in the dtype: ln1 (C), qkv (3C), att (C), ln2 (C),
+    // fc_pre (4C); with flash attention each row's logsumexp (fp32 [B, H, T]).
+    std::vector<std::int64_t> ln1, qkv, att, ln2, fc_pre, lse;
+    std::vector<std::int64_t> resid;  // 2L + 1 buffers [B·T, C]
+    std::int64_t xf = 0, logits = 0;  // ln_f's output; the logits [B·T, V], then their gradient
+    // Scratch [B·T, width] in the dtype: fc (4C, GELU's output), dfc (4C), dqkv (3C), dy, dln,
+    // datt, dres (C); the baseline's scores and their gradient [B, H, T, T].
+    std::int64_t fc = 0, dfc = 0, dqkv = 0, dy = 0, dln = 0, datt = 0, dres = 0, scores = 0, dscores = 0;
+    // fp32 scratch of the backward kernels, the per-row losses and the loss; ids; the norm's
+    // partials and the squared norm (double). The embedding's backward, the last kernel of the
+    // backward, takes the scratch from fc up to dres (dead by then) for its own: its size is
+    // cub's to say, which needs a device, and this plan is made without one. Only a handful of
+    // rows leave that scratch smaller than cub's fixed storage; the step then allocates it apart.
+    std::int64_t ln_scratch = 0, bias_scratch = 0, flash_scratch = 0, losses = 0, loss = 0;
+    std::int64_t tokens = 0, targets = 0, partials = 0, squared_norm = 0;
+
+    TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, bool flash) {
+        const std::int64_t bt = static_cast<std::int64_t>(batch) * seq, c = m.n_embd, e = static_cast<std::int64_t>(dtype_size(dtype));
+        const auto take = [&](std::int64_t bytes) {
+            const std::int64_t at = total;
+            total += (bytes + kAlign - 1) / kAlign * kAlign;
+            return at;
+        };
+        const auto rows_of = [&](std::int64_t width) { return take(bt * width * e); };
+        for (int l = 0; l < m.n_layer; ++l) {
+            ln1.push_back(rows_of(c));
+            qkv.push_back(rows_of(3 * c));
+            att.push_back(rows_of(c));
+            ln2.push_back(rows_of(c));
+            fc_pre.push_back(rows_of(4 * c));
+            if (flash) lse.push_back(take(static_cast<std::int64_t>(batch) * m.n_head * seq * 4));
+        }
+        for (int r = 0; r < 2 * m.n_layer + 1; ++r) resid.push_back(rows_of(c));
+        xf = rows_of(c);
+        logits = rows_of(m.vocab_size);
+        fc = rows_of(4 * c);
+        dfc = rows_of(4 * c);
+        dqkv = rows_of(3 * c);
+        dy = rows_of(c);
+        dln = rows_of(c);
+        datt = rows_of(c);
+        dres = rows_of(c);
+        if (!flash) {
+            const std::int64_t score_bytes = static_cast<std::int64_t>(batch) * m.n_head * seq * seq * e;
+            scores = take(score_bytes);
+            dscores = take(score_bytes);
+        } else {
+            flash_scratch = take(gpu::flash_attention_backward_scratch_floats(batch, seq, m.n_embd, m.n_head) * 4);
+        }
+        ln_scratch = take(gpu::layernorm_backward_scratch_floats(static_cast<int>(bt), m.n_embd) * 4);
+        std::int64_t bias_floats = 0;
+        for (const std::int64_t width : {c, 3 * c, 4 * c})
+            bias_floats = std::max(bias_floats, gpu::bias_backward_scratch_floats(bt, static_cast<int>(width)));
+        bias_scratch = take(bias_floats * 4);
+        losses = take(bt * 4);
+        loss = take(4);
+        tokens = take(bt * 4);
+        targets = take(bt * 4);
+        partials = take(static_cast<std::int64_t>(m.n_layer + 2) * gpu::kNormPartials * 8);
+        squared_norm = take(8);
+    }
+};
+
+}  // namespace
+
+struct GpuTrainStep::Impl {
+    ModelConfig model;
+    WeightLayout layout;
+    DType dtype;
+    int batch, seq;
+    cudaStream_t stream;
+    GpuTrainOptions options;
+    bool flash;
+    TrainArena plan;
+    DeviceMemory arena;
+    DeviceMemory embedding_scratch;  // only where the dead scratch is too small (TrainArena)
+    std::int64_t extra_bytes = 0;
+    std::unique_ptr<Gemm> gemm;
+    bool batch_set = false;
+
+    float scale = 1.0f;           // the loss scale the next backward's gradients carry
+    float backward_scale = 1.0f;  // the one the last backward's gradients carry
+    int good_steps = 0;           // updates in a row since the scale last changed
+    int steps = 0, skipped = 0;
+    double norm = 0.0;  // the last backward's, unscaled
+    bool norm_read = true;
+
+    Impl(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_, int batch_, int seq_,
+         cudaStream_t stream_, const GpuTrainOptions& options_);
+
+    std::int64_t rows() const { return static_cast<std::int64_t>(batch) * seq; }
+    template <class T>
+    T* at(std::int64_t offset) const {
+        return reinterpret_cast<T*>(arena.get() + offset);
+    }
+    float* lse(int layer) const { return flash ? at<float>(plan.lse[as_size(layer)]) : nullptr; }
+
+    template <class T>
+    void forward(LayerSource& weights);
+    template <class T>
+    void block_forward(int layer, const T* unit, const UnitLayout& ul);
+    template <class T>
+    void backward(LayerSource& weights);
+    template <class T>
+    void block_backward(int layer, const T* unit, T* grad, const UnitLayout& ul);
+    template <class T>
+    void update(LayerSource& weights);
+
+    // Of y [rows, out] = x [rows, in] · wᵀ + b: dw = dyᵀ · x, db = Σ_rows dy (added to the zeroed
+    // gradient), dx = dy · w.
+    template <class T>
+    void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int in, int out);
+    // dy = dres through the dropout at `site` (dres itself when dropout is off).
+    template <class T>
+    const T* through_dropout(std::uint32_t site);
+    void read_norm();
+    void* embedding_scratch_at() const { return extra_bytes > 0 ? embedding_scratch.get() : at<void>(plan.fc); }
+};
+
+GpuTrainStep::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_, int batch_, int seq_,
+                         cudaStream_t stream_, const GpuTrainOptions& options_)
+    : model(model_),
+      layout(layout_),
+      dtype(dtype_),
+      batch(batch_),
+      seq(seq_),
+      stream(stream_),
+      options(options_),
+      flash(options_.variant.has(Fusion::flash_attention)),
+      plan([&] {
+          // Every argument is checked before the first CUDA call.
+          if (const auto why = model_.validate(); !why.empty()) throw std::invalid_argument(why);
+          require_layout_for(model_, layout_, "GpuTrainStep");
+          if (batch_ < 1) throw std::invalid_argument("GpuTrainStep: batch must be at least 1, got " + std::to_string(batch_) + ".");
+          if (seq_ < 1 || seq_ > model_.max_positions) {
+              throw std::invalid_argument("GpuTrainStep: seq must be between 1 and " +
+                                          std::to_string(model_.max_positions) + " (the max_positions of model '" +
+                                          model_.name + "'), got " + std::to_string(seq_) + ".");
+          }
+          // cuBLAS takes int dimensions and the softmax launches one block per score row.
+          const std::int64_t score_rows = static_cast<std::int64_t>(batch_) * seq_ * model_.n_head;
+          if (score_rows > INT_MAX) {
+              throw std::invalid_argument("GpuTrainStep: batch × seq × n_head = " + std::to_string(score_rows) +
+                                          " is too large (at most " + std::to_string(INT_MAX) + ").");
+          }
+          const bool uses_flash = options_.variant.has(Fusion::flash_attention);
+          if (uses_flash && model_.head_dim() > kFlashAttentionMaxHeadDim) {
+              throw std::invalid_argument("GpuTrainStep: the flash_attention fusion supports head dimensions up to " +
+                                          std::to_string(kFlashAttentionMaxHeadDim) + "; model '" + model_.name +
+                                          "' has " + std::to_string(model_.head_dim()) + ".");
+          }
+          return TrainArena(model_, dtype_, batch_, seq_, uses_flash);
+      }()) {
+    options.dropout = options.dropout.for_shape(seq, model.max_positions);
+    scale = dtype == DType::fp16 ? kInitialLossScale : 1.0f;
+    arena = allocate_device(plan.total);
+    const auto embedding_bytes = static_cast<std::int64_t>(gpu::embedding_backward_scratch_bytes(batch, seq));
+    if (embedding_bytes > plan.dres - plan.fc) {
+        embedding_scratch = allocate_device(embedding_bytes);
+        extra_bytes = embedding_bytes;
+    }
+    gemm = std::make_unique<Gemm>(dtype, stream, options.tf32);
+}
+
+template <class T>
+void GpuTrainStep::Impl::block_forward(int layer, const T* unit, const UnitLayout& ul) {
+    const auto w = [&](int t) { return unit + ul.tensors[as_size(t)].offset; };
+    const int bt = static_cast<int>(rows()), c = model.n_embd;
+    const Dropout& d = options.dropout;
+    const std::size_t l = as_size(layer);
+    const T* x_in = at<T>(plan.resid[2 * l]);
+    T* const x_mid = at<T>(plan.resid[2 * l + 1]);
+    T* const x_out = at<T>(plan.resid[2 * l + 2]);
+    T* const ln1 = at<T>(plan.ln1[l]);
+    T* const qkv = at<T>(plan.qkv[l]);
+    T* const att = at<T>(plan.att[l]);
+    T* const ln2 = at<T>(plan.ln2[l]);
+    T* const fc_pre = at<T>(plan.fc_pre[l]);
+    T* const fc = at<T>(plan.fc);
+
+    gpu::launch_layernorm<T>(ln1, x_in, w(block_tensor::ln1_w), w(block_tensor::ln1_b), bt, c, model.ln_eps, stream);
+    gemm->linear(qkv, ln1, w(block_tensor::qkv_w), bt, c, 3 * c);
+    gpu::launch_add_bias<T>(qkv, w(block_tensor::qkv_b), bt, 3 * c, stream);
+    const std::uint32_t probs_site = Dropout::site_word(DropoutSite::attention_probs, layer);
+    if (flash) {
+        gpu::flash_attention<T>(att, qkv, batch, seq, c, model.n_head, d, probs_site, stream, lse(layer));
+    } else {
+        gpu::attention<T>(*gemm, att, at<T>(plan.scores), qkv, batch, seq, c, model.n_head,
+                          {.fused_softmax = false, .dropout = d, .dropout_site = probs_site});
+    }
+    // x_mid = x_in + dropout(att · Wᵀ + b), the sum written where the projection was.
+    gemm->linear(x_mid, att, w(block_tensor::proj_w), bt, c, c);
+    gpu::launch_add_bias<T>(x_mid, w(block_tensor::proj_b), bt, c, stream);
+    gpu::launch_dropout<T>(x_mid, bt, c, d, Dropout::site_word(DropoutSite::attention_residual, layer), stream);
+    gpu::launch_residual_add<T>(x_mid, x_in, rows() * c, stream);
+
+    gpu::launch_layernorm<T>(ln2, x_mid, w(block_tensor::ln2_w), w(block_tensor::ln2_b), bt, c, model.ln_eps, stream);
+    gemm->linear(fc_pre, ln2, w(block_tensor::fc_w), bt, c, 4 * c);
+    gpu::launch_add_bias<T>(fc_pre, w(block_tensor::fc_b), bt, 4 * c, stream);
+    CUDA_CHECK(cudaMemcpyAsync(fc, fc_pre, as_size(rows() * 4 * c) * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+    gpu::launch_gelu_tanh<T>(fc, rows() * 4 * c, stream);
+    gemm->linear(x_out, fc, w(block_tensor::fc_proj_w), bt, 4 * c, c);
+    gpu::launch_add_bias<T>(x_out, w(block_tensor::fc_proj_b), bt, c, stream);
+    gpu::launch_dropout<T>(x_out, bt, c, d, Dropout::site_word(DropoutSite::mlp_residual, layer), stream);
+    gpu::launch_residual_add<T>(x_out, x_mid, rows() * c, stream);
+}
+
+template <class T>
+void GpuTrainStep::Impl::forward(LayerSource& weights) {
+    const NvtxRange range("forward");
+    const int bt = static_cast<int>(rows()), c = model.n_embd;
+    const auto tensor = [&](const T* unit, int u, int t) {
+        return unit + layout.units[as_size(u)].tensors[as_size(t)].offset;
+    };
+    const auto acquire = [&](int u) {
+        const auto* p = static_cast<const T*>(weights.acquire(u));
+        if (p == nullptr) throw std::runtime_error("GpuTrainStep: the layer source returned no pointer for unit " + std::to_string(u) + ".");
+        return p;
+    };
+
+    const T* embed = acquire(0);
+    T* const x0 = at<T>(plan.resid[0]);
+    gpu::launch_embedding<T>(x0, at<std::int32_t>(plan.tokens), tensor(embed, 0, embed_tensor::wte),
+                             tensor(embed, 0, embed_tensor::wpe), batch, seq, c, stream);
+    gpu::launch_dropout<T>(x0, bt, c, options.dropout, Dropout::site_word(DropoutSite::embedding, 0), stream);
+    weights.release(0);
+    for (int l = 0; l < model.n_layer; ++l) {
+        const int u = WeightLayout::block_unit(l);
+        block_forward<T>(l, acquire(u), layout.units[as_size(u)]);
+        weights.release(u);
+    }
+    const int hu = layout.head_unit();
+    const T* head = acquire(hu);
+    T* const xf = at<T>(plan.xf);
+    T* const logits = at<T>(plan.logits);
+    gpu::launch_layernorm<T>(xf, at<T>(plan.resid[as_size(2 * model.n_layer)]), tensor(head, hu, head_tensor::lnf_w),
+                             tensor(head, hu, head_tensor::lnf_b), bt, c, model.ln_eps, stream);
+    gemm->linear(logits, xf, tensor(head, hu, head_tensor::lm_head), bt, c, model.vocab_size);
+    weights.release(hu);
+    // The mean loss's gradient, 1 / targets per row, times the loss scale.
+    const float per_target = 1.0f / static_cast<float>(rows());
+    gpu::launch_fused_classifier<T>(logits, at<float>(plan.losses), at<std::int32_t>(plan.targets), rows(),
+                                    model.vocab_size, per_target * scale, stream);
+    gpu::launch_mean_loss(at<float>(plan.losses), rows(), per_target, at<float>(plan.loss), stream);
+    backward_scale = scale;
+}
+
+template <class T>
+void GpuTrainStep::Impl::linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int in, int out) {
+    const int bt = static_cast<int>(rows());
+    // dw [out, in] = dyᵀ [out, rows] · x [rows, in]; dx [rows, in] = dy [rows, out] · w [out, in].
+    gemm->batched(/*trans_a=*/true, /*trans_b=*/false, out, in, bt, 1.0f, dy, out, 0, x, in, 0, 0.0f, dw, in, 0, 1);
+    if (db != nullptr) gpu::launch_bias_backward<T>(db, dy, bt, out, at<float>(plan.bias_scratch), stream);
+    gemm->batched(/*trans_a=*/false, /*trans_b=*/false, bt, in, out, 1.0f, dy, out, 0, w, in, 0, 0.0f, dx, in, 0, 1);
+}
+
+template <class T>
+const T* GpuTrainStep::Impl::through_dropout(std::uint32_t site) {
+    T* const dres = at<T>(plan.dres);
+    if (!options.dropout.active()) return dres;
+    T* const dy = at<T>(plan.dy);
+    CUDA_CHECK(cudaMemcpyAsync(dy, dres, as_size(rows() * model.n_embd) * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+    gpu::launch_dropout<T>(dy, rows(), model.n_embd, options.dropout, site, stream);
+    return dy;
+}
+
+// cpu::block_backward (cpu_block.cpp), op for op.
+template <class T>
+void GpuTrainStep::Impl::block_backward(int layer, const T* unit, T* grad, const UnitLayout& ul) {
+    const auto w = [&](int t) { return unit + ul.tensors[as_size(t)].offset; };
+    const auto g = [&](int t) { return grad + ul.tensors[as_size(t)].offset; };
+    const int bt = static_cast<int>(rows()), c = model.n_embd;
+    const std::size_t l = as_size(layer);
+    T* const dres = at<T>(plan.dres);
+    T* const dln = at<T>(plan.dln);
+    T* const dfc = at<T>(plan.dfc);
+    T* const fc = at<T>(plan.fc);
+    const T* fc_pre = at<T>(plan.fc_pre[l]);
+    float* const ln_scratch = at<float>(plan.ln_scratch);
+
+    // x_out = x_mid + dropout(mlp(ln_2(x_mid))).
+    const T* dy = through_dropout<T>(Dropout::site_word(DropoutSite::mlp_residual, layer));
+    CUDA_CHECK(cudaMemcpyAsync(fc, fc_pre, as_size(rows() * 4 * c) * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+    gpu::launch_gelu_tanh<T>(fc, rows() * 4 * c, stream);
+    linear_backward<T>(dfc, g(block_tensor::fc_proj_w), g(block_tensor::fc_proj_b), dy, fc, w(block_tensor::fc_proj_w),
+                       4 * c, c);
+    gpu::launch_gelu_tanh_backward<T>(dfc, fc_pre, rows() * 4 * c, stream);
+    linear_backward<T>(dln, g(block_tensor::fc_w), g(block_tensor::fc_b), dfc, at<T>(plan.ln2[l]), w(block_tensor::fc_w),
+                       c, 4 * c);
+    gpu::launch_layernorm_backward<T>(dres, g(block_tensor::ln2_w), g(block_tensor::ln2_b), dln,
+                                      at<T>(plan.resid[2 * l + 1]), w(block_tensor::ln2_w), bt, c, model.ln_eps,
+                                      ln_scratch, stream);
+
+    // x_mid = x_in + dropout(c_proj(attention(c_attn(ln_1(x_in))))).
+    dy = through_dropout<T>(Dropout::site_word(DropoutSite::attention_residual, layer));
+    T* const datt = at<T>(plan.datt);
+    T* const dqkv = at<T>(plan.dqkv);
+    const T* att = at<T>(plan.att[l]);
+    const T* qkv = at<T>(plan.qkv[l]);
+    linear_backward<T>(datt, g(block_tensor::proj_w), g(block_tensor::proj_b), dy, att, w(block_tensor::proj_w), c, c);
+    const std::uint32_t probs_site = Dropout::site_word(DropoutSite::attention_probs, layer);
+    if (flash) {
+        gpu::flash_attention_backward<T>(dqkv, at<float>(plan.flash_scratch), datt, qkv, att, lse(layer), batch, seq, c,
+                                         model.n_head, options.dropout, probs_site, stream);
+    } else {
+        gpu::attention_backward<T>(*gemm, dqkv, at<T>(plan.scores), at<T>(plan.dscores), datt, qkv, batch, seq, c,
+                                   model.n_head,
+                                   {.fused_softmax = false, .dropout = options.dropout, .dropout_site = probs_site});
+    }
+    linear_backward<T>(dln, g(block_tensor::qkv_w), g(block_tensor::qkv_b), dqkv, at<T>(plan.ln1[l]),
+                       w(block_tensor::qkv_w), c, 3 * c);
+    gpu::launch_layernorm_backward<T>(dres, g(block_tensor::ln1_w), g(block_tensor::ln1_b), dln, at<T>(plan.resid[2 * l]),
+                                      w(block_tensor::ln1_w), bt, c, model.ln_eps, ln_scratch, stream);
+}
+
+template <class T>
+void GpuTrainStep::Impl::backward(LayerSource& weights) {
+    const NvtxRange range("backward");
+    const int bt = static_cast<int>(rows()), c = model.n_embd;
+    double* const partials = at<double>(plan.partials);
+    // The unit's gradient, zeroed: the backward kernels add to it.
+    const auto gradient_of = [&](int u) {
+        auto* g = static_cast<T*>(weights.gradient(u));
+        if (g == nullptr) throw std::runtime_error("GpuTrainStep: the layer source returned no gradient for unit " + std::to_string(u) + ".");
+        CUDA_CHECK(cudaMemsetAsync(g, 0, as_size(layout.units[as_size(u)].numel) * sizeof(T), stream));
+        return g;
+    };
+    const auto squares_of = [&](const T* g, int u) {
+        gpu::launch_squared_norm_partials<T>(g, layout.units[as_size(u)].numel,
+                                             partials + static_cast<std::int64_t>(u) * gpu::kNormPartials, stream);
+    };
+    T* const dres = at<T>(plan.dres);
+
+    const int hu = layout.head_unit();
+    const UnitLayout& hl = layout.units[as_size(hu)];
+    const auto* head = static_cast<const T*>(weights.acquire(hu));
+    T* const head_grad = gradient_of(hu);
+    const auto hoff = [&](int t) { return hl.tensors[as_size(t)].offset; };
+    T* const dxf = at<T>(plan.dln);
+    linear_backward<T>(dxf, head_grad + hoff(head_tensor::lm_head), nullptr, at<T>(plan.logits), at<T>(plan.xf),
+                       head + hoff(head_tensor::lm_head), c, model.vocab_size);
+    CUDA_CHECK(cudaMemsetAsync(dres, 0, as_size(rows() * c) * sizeof(T), stream));
+    gpu::launch_layernorm_backward<T>(dres, head_grad + hoff(head_tensor::lnf_w), head_grad + hoff(head_tensor::lnf_b),
+                                      dxf, at<T>(plan.resid[as_size(2 * model.n_layer)]),
+                                      head + hoff(head_tensor::lnf_w), bt, c, model.ln_eps, at<float>(plan.ln_scratch),
+                                      stream);
+    squares_of(head_grad, hu);
+    weights.release(hu);
+
+    for (int l = model.n_layer - 1; l >= 0; --l) {
+        const int u = WeightLayout::block_unit(l);
+        const auto* unit = static_cast<const T*>(weights.acquire(u));
+        T* const grad = gradient_of(u);
+        block_backward<T>(l, unit, grad, layout.units[as_size(u)]);
+        squares_of(grad, u);
+        weights.release(u);
+    }
+
+    weights.acquire(0);
+    const UnitLayout& el = layout.units[0];
+    T* const embed_grad = gradient_of(0);
+    gpu::launch_dropout<T>(dres, bt, c, options.dropout, Dropout::site_word(DropoutSite::embedding, 0), stream);
+    gpu::launch_embedding_backward<T>(embed_grad + el.tensors[embed_tensor::wte].offset,
+                                      embed_grad + el.tensors[embed_tensor::wpe].offset, dres,
+                                      at<std::int32_t>(plan.tokens), batch, seq, c, embedding_scratch_at(), stream);
+    squares_of(embed_grad, 0);
+    weights.release(0);
+    gpu::launch_sum_partials(partials, static_cast<std::int64_t>(layout.unit_count()) * gpu::kNormPartials,
+                             at<double>(plan.squared_norm), stream);
+    norm_read = false;
+}
+
+void GpuTrainStep::Impl::read_norm() {
+    if (norm_read) return;
+    double squared = 0.0;
+    CUDA_CHECK(cudaMemcpyAsync(&squared, at<double>(plan.squared_norm), sizeof squared, cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    norm = std::sqrt(squared) / static_cast<double>(backward_scale);
+    norm_read = true;
+}
+
+template <class T>
+void GpuTrainStep::Impl::update(LayerSource& weights) {
+    const NvtxRange range("update");
+    read_norm();
+    const bool finite = std::isfinite(norm);
+    if (dtype == DType::fp16) {
+        if (!finite) {
+            scale = std::max(1.0f, scale / 2.0f);
+            good_steps = 0;
+        } else if (++good_steps == kLossScaleWindow) {
+            scale *= 2.0f;
+            good_steps = 0;
+        }
+    }
+    if (finite) ++steps;
+    else ++skipped;
+    // clip_grad_norm_'s scale and the loss scale's inverse, applied inside the AdamW pass.
+    const auto grad_scale =
+        static_cast<float>(std::min(1.0, options.settings.max_grad_norm / (norm + 1e-6)) / backward_scale);
+    const TrainSettings& s = options.settings;
+    // A skipped update still visits every unit: the schedule is the same every step.
+    for (int u = 0; u < layout.unit_count(); ++u) {
+        const UnitUpdate unit = weights.acquire_update(u);
+        if (finite) {
+            for (const TensorSpec& t : layout.units[as_size(u)].tensors) {
+                gpu::launch_adamw<T>(static_cast<T*>(unit.weights) + t.offset,
+                                     unit.master != nullptr ? unit.master + t.offset : nullptr,
+                                     static_cast<const T*>(unit.gradient) + t.offset, unit.m + t.offset,
+                                     unit.v + t.offset, t.numel,
+                                     {s.lr, s.beta1, s.beta2, s.eps, decays_weights(t) ? s.weight_decay : 0.0f, steps,
+                                      grad_scale},
+                                     stream);
+            }
+        }
+        weights.release_update(u);
+    }
+}
+
+GpuTrainStep::GpuTrainStep(const ModelConfig& model, const WeightLayout& layout, DType dtype, int batch, int seq,
+                           cudaStream_t stream, const GpuTrainOptions& options)
+    : impl_(std::make_unique<Impl>(model, layout, dtype, batch, seq, stream, options)) {}
+
+GpuTrainStep::~GpuTrainStep() = default;
+
+void GpuTrainStep::set_batch(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets) {
+    Impl& s = *impl_;
+    for (const auto& [ids, what] : {std::pair{tokens, "token"}, std::pair{targets, "target"}}) {
+        if (static_cast<std::int64_t>(ids.size()) != s.rows()) {
+            throw std::invalid_argument(std::string("GpuTrainStep: expected ") + std::to_string(s.rows()) + " " + what +
+                                        " ids (batch × seq), got " + std::to_string(ids.size()) + ".");
+        }
+        for (std::size_t i = 0; i < ids.size(); ++i) {
+            if (ids[i] < 0 || ids[i] >= s.model.vocab_size) {
+                throw std::invalid_argument(std::string("GpuTrainStep: ") + what + " " + std::to_string(ids[i]) +
+                                            " at index " + std::to_string(i) + " is outside the vocabulary of model '" +
+                                            s.model.name + "' (" + std::to_string(s.model.vocab_size) + " tokens).");
+            }
+        }
+    }
+    // On the stream, so a step in flight reads the old ids; then wait, as promised.
+    CUDA_CHECK(cudaMemcpyAsync(s.at<std::int32_t>(s.plan.tokens), tokens.data(), tokens.size_bytes(),
+                               cudaMemcpyHostToDevice, s.stream));
+    CUDA_CHECK(cudaMemcpyAsync(s.at<std::int32_t>(s.plan.targets), targets.data(), targets.size_bytes(),
+                               cudaMemcpyHostToDevice, s.stream));
+    CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    s.batch_set = true;
+}
+
+namespace {
+
+template <class F>
+void with_type(DType dtype, const F& f) {
+    switch (dtype) {
+        case DType::fp32: f(float{}); break;
+        case DType::fp16: f(__half{}); break;
+        case DType::bf16: f(__nv_bfloat16{}); break;
+    }
+}
+
+}  // namespace
+
+void GpuTrainStep::forward(LayerSource& weights) {
+    Impl& s = *impl_;
+    if (!s.batch_set) throw std::logic_error("GpuTrainStep::forward: set_batch was never called.");
+    with_type(s.dtype, [&](auto t) { s.forward<decltype(t)>(weights); });
+}
+
+void GpuTrainStep::backward(LayerSource& weights) {
+    Impl& s = *impl_;
+    with_type(s.dtype, [&](auto t) { s.backward<decltype(t)>(weights); });
+}
+
+void GpuTrainStep::update(LayerSource& weights) {
+    Impl& s = *impl_;
+    with_type(s.dtype, [&](auto t) { s.update<decltype(t)>(weights); });
+}
+
+double GpuTrainStep::loss() {
+    Impl& s = *impl_;
+    float loss = 0.0f;
+    CUDA_CHECK(cudaMemcpyAsync(&loss, s.at<float>(s.plan.loss), sizeof loss, cudaMemcpyDeviceToHost, s.stream));
+    CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    return loss;
+}
+
+double GpuTrainStep::grad_norm() {
+    impl_->read_norm();
+    return impl_->norm;
+}
+
+float GpuTrainStep::loss_scale() const { return impl_->scale; }
+int GpuTrainStep::steps() const { return impl_->steps; }
+int GpuTrainStep::skipped_steps() const { return impl_->skipped; }
+
+std::int64_t GpuTrainStep::activation_bytes() const { return impl_->plan.total + impl_->extra_bytes; }
+
+std::int64_t GpuTrainStep::activation_bytes_for(const ModelConfig& model, DType dtype, int batch, int seq,
+                                                const Variant& variant) {
+    return TrainArena(model, dtype, batch, seq, variant.has(Fusion::flash_attention)).total;
+}
+
+std::int64_t GpuTrainStep::workspace_bytes() const { return impl_->gemm->workspace_bytes(); }
+
+}  // namespace sweetspot

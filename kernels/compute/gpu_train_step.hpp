@@ -1,0 +1,86 @@
+#pragma once
+// A training step on the GPU in fp32, fp16 or bf16: the counterpart of CpuTrainStep
+// (cpu_train_step.hpp), in the same three phases. The forward keeps each block's activations (in
+// the dtype) and ends with the fused classifier, which leaves the logits' gradient in their
+// place; the backward writes every unit's gradient (in the dtype) through the LayerSource while
+// the unit is held and enqueues the partial sums of its squares; the update reads the global norm
+// (its one host synchronization), clips, and runs AdamW on each tensor through acquire_update.
+// Units are accessed in UnitSchedule::training's order: 0 .. n−1, n−1 .. 0, then 0 .. n−1 updated.
+//
+// fp16 gradients are scaled by a dynamic loss scale (the gradient of the loss times the scale is
+// what fits fp16's range): it starts at 2^16, halves and skips the update when the gradient norm
+// is not finite, and doubles after kLossScaleWindow updates in a row. fp32 and bf16 use 1; a
+// non-finite norm skips their update too (skipped_steps), rather than writing NaN into the weights.
+// A skipped update still acquires and releases every unit, so the schedule never changes.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "kernels/compute/cpu_train_step.hpp"
+#include "kernels/compute/dropout.hpp"
+#include "kernels/model/dtype.hpp"
+#include "kernels/model/layer_source.hpp"
+#include "kernels/model/variant.hpp"
+#include "kernels/model/weight_layout.hpp"
+
+namespace sweetspot {
+
+struct GpuTrainOptions {
+    bool tf32 = false;  // fp32 GEMMs on TF32 tensor cores; off = true fp32
+    // flash_attention: FlashAttention-2's forward (keeping each row's logsumexp) and backward;
+    // otherwise the attention is materialised and its probabilities recomputed in the backward.
+    // The other fusions have no training kernels yet: their baseline kernels run.
+    Variant variant;
+    Dropout dropout;  // GPT-2's dropouts, the masks of every other path (dropout.hpp)
+    TrainSettings settings;
+};
+
+class GpuTrainStep {
+public:
+    static constexpr float kInitialLossScale = 65536.0f;  // fp16 only
+    static constexpr int kLossScaleWindow = 2000;
+
+    // Allocates every buffer of the step once (activation_bytes) and the cuBLAS workspace;
+    // everything is enqueued on `stream` (owned by the caller).
+    GpuTrainStep(const ModelConfig& model, const WeightLayout& layout, DType dtype, int batch, int seq,
+                 cudaStream_t stream, const GpuTrainOptions& options);
+    ~GpuTrainStep();
+    GpuTrainStep(const GpuTrainStep&) = delete;
+    GpuTrainStep& operator=(const GpuTrainStep&) = delete;
+
+    // Uploads the token and target ids [batch, seq] (checked < vocab), synchronously.
+    void set_batch(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets);
+
+    // The phases, in order, each only enqueued on the stream (update waits for the norm).
+    void forward(LayerSource& weights);
+    void backward(LayerSource& weights);
+    void update(LayerSource& weights);
+
+    // The last forward's mean loss and the last backward's global gradient norm (of the unscaled
+    // gradient, before clipping); each waits for the stream.
+    double loss();
+    double grad_norm();
+    // The scale the next backward's gradients carry (1 outside fp16), and updates made and
+    // skipped (a non-finite fp16 gradient).
+    float loss_scale() const;
+    int steps() const;
+    int skipped_steps() const;
+
+    // Device bytes this object allocates besides the cuBLAS workspace: kept activations, the
+    // logits, scratch, ids and the norm's partials. activation_bytes_for is the same number
+    // without a device (the memory estimator's term), save for batch × seq of a handful of rows,
+    // where the embedding backward's sort storage outgrows the scratch it reuses and is allocated
+    // apart (some KiB).
+    std::int64_t activation_bytes() const;
+    static std::int64_t activation_bytes_for(const ModelConfig& model, DType dtype, int batch, int seq,
+                                             const Variant& variant);
+    std::int64_t workspace_bytes() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sweetspot

@@ -1,0 +1,127 @@
+// The GPU training step (kernels/compute/gpu_train_step.hpp) on synthetic weights in a device
+// backend: ms of the forward, the backward and the update, and tokens per second, for a built-in
+// model (optionally cut to fewer layers, to fit a small memory budget: the per-layer time then
+// scales to the whole model) at each batch given. Means of the timed steps after warm-up steps,
+// CUDA events around each phase (the update's one host synchronization included).
+//   bench_train_step --model gpt2_small --batch 4 --batch 8 --seq 1024 --variant flash_attention
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <sstream>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "backends/backend_registry.hpp"
+#include "kernels/compute/cuda_check.hpp"
+#include "kernels/compute/cuda_resources.hpp"
+#include "kernels/compute/gpu_synthetic_weights.hpp"
+#include "kernels/compute/gpu_train_step.hpp"
+#include "kernels/model/model_config.hpp"
+#include "kernels/model/synthetic_weights.hpp"
+
+using namespace sweetspot;
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr std::uint64_t kSeed = 7;
+
+void bench(const ModelConfig& model, DType dtype, const Variant& variant, int batch, int seq, int warmup, int steps) {
+    const CudaStream stream;
+    const WeightLayout layout = WeightLayout::for_model(model);
+    BackendConfig config;
+    config.backend = BackendId::device;
+    config.dtype = dtype;
+    config.compute_stream = stream.get();
+    config.budget_bytes = std::int64_t{1} << 62;
+    auto backend = make_backend(config);
+    const UnitFiller fill =
+        UnitFiller([&](int u, std::span<float> dst) { fill_synthetic_unit(model, layout, u, kSeed, dst); })
+            .with_device_fill([&](int u, DType d, void* dst, CUstream_st* s) {
+                gpu::fill_synthetic_unit(model, layout, u, kSeed, d, dst, s);
+            });
+    backend->place(layout, fill, UnitSchedule::training(layout.unit_count()));
+    GpuTrainOptions options;
+    options.variant = variant;
+    GpuTrainStep step(model, layout, dtype, batch, seq, stream.get(), options);
+    std::vector<std::int32_t> tokens(static_cast<std::size_t>(batch) * seq), targets(tokens.size());
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        tokens[i] = static_cast<std::int32_t>((i * 7919) % static_cast<std::size_t>(model.vocab_size));
+        targets[i] = static_cast<std::int32_t>((i * 104729 + 1) % static_cast<std::size_t>(model.vocab_size));
+    }
+    step.set_batch(tokens, targets);
+    const CudaEvent start(CudaEvent::Timing::on), forwarded(CudaEvent::Timing::on), backwarded(CudaEvent::Timing::on),
+        updated(CudaEvent::Timing::on);
+    double forward_ms = 0, backward_ms = 0, update_ms = 0;
+    for (int s = 0; s < warmup + steps; ++s) {
+        start.record(stream.get());
+        step.forward(*backend);
+        forwarded.record(stream.get());
+        step.backward(*backend);
+        backwarded.record(stream.get());
+        step.update(*backend);
+        updated.record(stream.get());
+        updated.synchronize();
+        if (s < warmup) continue;
+        forward_ms += forwarded.ms_since(start);
+        backward_ms += backwarded.ms_since(forwarded);
+        update_ms += updated.ms_since(backwarded);
+    }
+    forward_ms /= steps;
+    backward_ms /= steps;
+    update_ms /= steps;
+    const double total = forward_ms + backward_ms + update_ms;
+    std::printf("%-12s %2d layers %-6s %-16s batch %3d seq %5d  forward %8.2f  backward %8.2f  update %7.2f  "
+                "step %8.2f ms  %9.0f tokens/s  loss %.3f  activations %.2f GiB\n",
+                model.name.c_str(), model.n_layer, std::string(enum_name(dtype)).c_str(),
+                variant.text().c_str(), batch, seq, forward_ms, backward_ms, update_ms, total,
+                static_cast<double>(batch) * seq / (total / 1000.0), step.loss(),
+                static_cast<double>(step.activation_bytes()) / (1 << 30));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    po::options_description options("bench_train_step: the GPU training step's phases and tokens/s");
+    options.add_options()("help", "this text")(
+        "model", po::value<std::string>()->default_value("gpt2_small"), "a built-in model")(
+        "layers", po::value<int>()->default_value(0), "cut the model to this many layers (0: all)")(
+        "batch", po::value<std::vector<int>>()->default_value({4}, "4"), "batch (repeatable)")(
+        "seq", po::value<int>()->default_value(1024), "sequence length")(
+        "dtype", po::value<std::string>()->default_value("bf16"), "fp32, fp16 or bf16")(
+        "variant", po::value<std::string>()->default_value("flash_attention"), "baseline or a variant with flash_attention")(
+        "warmup", po::value<int>()->default_value(2), "untimed steps")(
+        "steps", po::value<int>()->default_value(5), "timed steps");
+    po::variables_map args;
+    try {
+        po::store(po::parse_command_line(argc, argv, options), args);
+        po::notify(args);
+    } catch (const po::error& e) {
+        std::fprintf(stderr, "bench_train_step: %s\n", e.what());
+        return 2;
+    }
+    if (args.count("help")) {
+        std::printf("%s", (std::ostringstream() << options).str().c_str());
+        return 0;
+    }
+    auto model = find_builtin_model(args["model"].as<std::string>());
+    const auto dtype = parse_enum<DType>(args["dtype"].as<std::string>());
+    const auto variant = Variant::parse(args["variant"].as<std::string>());
+    if (!model || !dtype || !variant || args["steps"].as<int>() < 1) {
+        std::fprintf(stderr, "bench_train_step: unknown model, dtype or variant, or no timed steps\n");
+        return 2;
+    }
+    if (const int layers = args["layers"].as<int>(); layers > 0) model->n_layer = layers;
+    try {
+        for (const int batch : args["batch"].as<std::vector<int>>())
+            bench(*model, *dtype, *variant, batch, args["seq"].as<int>(), args["warmup"].as<int>(),
+                  args["steps"].as<int>());
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_train_step: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

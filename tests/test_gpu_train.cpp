@@ -1,0 +1,375 @@
+// The GPU training step (kernels/compute/gpu_train_step.hpp) on weights a DeviceBackend placed for
+// UnitSchedule::training: the first step's loss and every gradient against the float64 reference
+// (reference_gradients.hpp) on the same weights rounded to the dtype, the update against the
+// float64 AdamW (reference_optimizer.hpp) applied to the GPU's own gradients, and many steps
+// against CpuTrainStep. Tests tagged [gpu] need a CUDA device.
+//
+// Tolerances, each a relative L2 error per tensor (‖gpu − reference‖ / ‖reference‖), so a tensor
+// whose gradient is small everywhere is judged by its own size:
+// - fp32 (TF32 off): every op computes and stores in fp32; a gradient is the end of a chain of
+//   a few dozen ops, each contributing about its dot products' length (at most 4C = 640) times
+//   2^-24 in the worst case: 1e-4 leaves room above that.
+// - fp16 and bf16: every stored activation and gradient is rounded to the dtype (unit roundoff
+//   2^-11 and 2^-8 in relative terms of the stored value). A gradient passes through up to ~40
+//   such roundings from the loss to the embedding in these two-layer models; were they all
+//   adding in the same direction, 40 · 2^-11 ≈ 0.02 and 40 · 2^-8 ≈ 0.16; they are independent
+//   roundings, so their sum grows as √40 ≈ 6.3: 6.3 · 2^-11 ≈ 3e-3, 6.3 · 2^-8 ≈ 2.5e-2. The
+//   tolerances are twice those: 6e-3 and 5e-2.
+// - The loss, a mean of per-row losses computed in fp32 from the logits in the dtype: the same
+//   tolerances.
+// - The update, against the reference AdamW on the same gradients: fp32 arithmetic on the same
+//   inputs (a few roundings of 2^-24) after the fp32 weight's own rounding, which is discounted
+//   as step_check.cpp does: 1e-4.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include "backends/backend_registry.hpp"
+#include "backends/host_backend.hpp"
+#include "kernels/compute/cpu_train_step.hpp"
+#include "kernels/compute/cuda_check.hpp"
+#include "kernels/compute/cuda_resources.hpp"
+#include "kernels/compute/gpu_train_step.hpp"
+#include "kernels/compute/reference_gradients.hpp"
+#include "kernels/compute/reference_optimizer.hpp"
+#include "kernels/model/dtype.hpp"
+#include "kernels/model/synthetic_weights.hpp"
+#include "kernels/model/weight_layout.hpp"
+#include "gpu_test_support.hpp"
+
+using namespace sweetspot;
+using sweetspot::test::require_gpu;
+
+namespace {
+
+constexpr std::uint64_t kSeed = 4321;
+
+std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
+
+// Head dimensions 25 (C 50, 2 heads) and 80 (C 160, 2 heads): neither a power of two, odd
+// vocabularies, an untied head (the layout's lm_head is its own tensor).
+ModelConfig head25_model() { return {"head25", 2, 50, 2, 97, 96, 1e-5f}; }
+ModelConfig head80_model() { return {"head80", 2, 160, 2, 131, 96, 1e-5f}; }
+
+// The synthetic weights of every unit, rounded to `dtype`: what the backend holds, exactly.
+std::vector<std::vector<float>> rounded_units(const ModelConfig& m, const WeightLayout& layout, DType dtype) {
+    std::vector<std::vector<float>> units;
+    for (int u = 0; u < layout.unit_count(); ++u) {
+        auto& w = units.emplace_back(as_size(layout.units[as_size(u)].numel));
+        fill_synthetic_unit(m, layout, u, kSeed, w);
+        round_through_dtype(w, dtype);
+    }
+    return units;
+}
+
+std::vector<std::int32_t> ids(const ModelConfig& m, int n, std::uint32_t salt) {
+    std::vector<std::int32_t> out(as_size(n));
+    std::uint32_t x = 2463534242u ^ salt;
+    for (auto& id : out) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        id = static_cast<std::int32_t>(x % static_cast<std::uint32_t>(m.vocab_size));
+    }
+    return out;
+}
+
+// n values of `dtype` at device address src, as doubles.
+std::vector<double> to_host(const void* src, std::int64_t n, DType dtype) {
+    std::vector<double> out(as_size(n));
+    if (dtype == DType::fp32) {
+        std::vector<float> f(as_size(n));
+        CUDA_CHECK(cudaMemcpy(f.data(), src, f.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        std::copy(f.begin(), f.end(), out.begin());
+        return out;
+    }
+    std::vector<std::uint16_t> bits(as_size(n));
+    CUDA_CHECK(cudaMemcpy(bits.data(), src, bits.size() * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
+    for (std::size_t i = 0; i < bits.size(); ++i)
+        out[i] = dtype == DType::fp16 ? fp16_bits_to_float(bits[i]) : bf16_bits_to_float(bits[i]);
+    return out;
+}
+
+double relative_l2(std::span<const double> got, std::span<const double> want) {
+    double diff = 0, norm = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        diff += (got[i] - want[i]) * (got[i] - want[i]);
+        norm += want[i] * want[i];
+    }
+    return norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
+}
+
+double gradient_tolerance(DType dtype) {
+    switch (dtype) {
+        case DType::fp32: return 1e-4;
+        case DType::fp16: return 6e-3;
+        case DType::bf16: return 5e-2;
+    }
+    return 0;
+}
+
+struct Case {
+    ModelConfig model;
+    int batch, seq;
+    DType dtype;
+    bool flash;
+    float dropout;
+    std::string name() const {
+        return model.name + " b" + std::to_string(batch) + " t" + std::to_string(seq) + " " +
+               std::string(enum_name(dtype)) + (flash ? " flash" : " baseline") + " p" + std::to_string(dropout);
+    }
+};
+
+struct Worst {
+    double loss = 0, gradient = 0, update = 0;
+};
+
+TrainSettings test_settings() {
+    TrainSettings s;
+    s.weight_decay = 0.1f;  // so the decayed and undecayed tensors differ
+    s.max_grad_norm = 1.0f;
+    return s;
+}
+
+GpuTrainOptions options_for(const Case& c, const TrainSettings& settings) {
+    GpuTrainOptions o;
+    o.variant = c.flash ? Variant{Fusion::flash_attention} : Variant{};
+    o.dropout = Dropout{.p = c.dropout, .seed = kSeed};
+    o.settings = settings;
+    return o;
+}
+
+std::unique_ptr<Backend> placed_backend(const WeightLayout& layout, const std::vector<std::vector<float>>& units,
+                                        DType dtype, cudaStream_t stream) {
+    BackendConfig config;
+    config.backend = BackendId::device;
+    config.dtype = dtype;
+    config.compute_stream = stream;
+    config.budget_bytes = std::int64_t{1} << 30;  // holds every test model's weights
+    auto backend = make_backend(config);
+    backend->place(
+        layout, [&](int u, std::span<float> dst) { std::ranges::copy(units[as_size(u)], dst.begin()); },
+        UnitSchedule::training(layout.unit_count()));
+    return backend;
+}
+
+// One step from the synthetic weights, each of its numbers checked; the errors are folded into
+// `worst`.
+void check_first_step(const Case& c, Worst& worst) {
+    INFO(c.name());
+    Worst mine;
+    CudaStream stream;
+    const WeightLayout layout = WeightLayout::for_model(c.model);
+    const auto units = rounded_units(c.model, layout, c.dtype);
+    const auto backend = placed_backend(layout, units, c.dtype, stream.get());
+    const TrainSettings settings = test_settings();
+    GpuTrainStep step(c.model, layout, c.dtype, c.batch, c.seq, stream.get(), options_for(c, settings));
+    const int n = c.batch * c.seq;
+    const auto tokens = ids(c.model, n, 1), targets = ids(c.model, n, 2);
+    step.set_batch(tokens, targets);
+
+    // fp16's first scale may overflow the gradient: the update is then skipped and the scale
+    // halved, and the same step is made again.
+    UnitValues gradients;
+    double loss = 0, norm = 0;
+    for (int attempt = 0; attempt < 24 && step.steps() == 0; ++attempt) {
+        step.forward(*backend);
+        step.backward(*backend);
+        const double scale = step.loss_scale();
+        loss = step.loss();
+        norm = step.grad_norm();
+        gradients.clear();
+        for (int u = 0; u < layout.unit_count(); ++u) {
+            auto g = to_host(backend->gradient(u), layout.units[as_size(u)].numel, c.dtype);
+            for (double& x : g) x /= scale;
+            gradients.push_back(std::move(g));
+        }
+        step.update(*backend);
+        if (step.steps() == 0) {
+            CHECK_FALSE(std::isfinite(norm));
+            CHECK(step.loss_scale() == static_cast<float>(scale / 2));
+        }
+    }
+    CHECK(step.steps() == 1);
+    if (step.steps() != 1) return;
+    if (c.dtype != DType::fp16) CHECK(step.skipped_steps() == 0);
+
+    std::vector<const float*> pointers;
+    for (const auto& u : units) pointers.push_back(u.data());
+    const ReferenceGradients ref = reference_gradients(c.model, layout, pointers, tokens, targets, c.batch, c.seq,
+                                                       Dropout{.p = c.dropout, .seed = kSeed}.for_shape(c.seq, c.model.max_positions));
+    const double tolerance = gradient_tolerance(c.dtype);
+    const double loss_err = std::abs(loss - ref.loss) / ref.loss;
+    CHECK(loss_err <= tolerance);
+    mine.loss = std::max(mine.loss, loss_err);
+    double ref_squares = 0;
+    for (std::size_t u = 0; u < ref.units.size(); ++u) {
+        for (const TensorSpec& t : layout.units[u].tensors) {
+            INFO(t.name);
+            const auto at = [&](const std::vector<double>& v) {
+                return std::span<const double>(v).subspan(as_size(t.offset), as_size(t.numel));
+            };
+            const double err = relative_l2(at(gradients[u]), at(ref.units[u]));
+            CHECK(err <= tolerance);
+            mine.gradient = std::max(mine.gradient, std::isnan(err) ? INFINITY : err);
+        }
+        for (const double g : ref.units[u]) ref_squares += g * g;
+    }
+    CHECK(std::abs(norm - std::sqrt(ref_squares)) <= tolerance * std::sqrt(ref_squares));
+
+    // The reference AdamW on the GPU's own gradients, from the weights the GPU started from.
+    UnitValues clipped = gradients, params;
+    for (const auto& u : units) params.emplace_back(u.begin(), u.end());
+    const UnitValues before = params;
+    reference_clip_gradients(clipped, settings.max_grad_norm);
+    AdamWState state;
+    reference_adamw_step(layout, params, clipped, state,
+                         {.lr = settings.lr, .beta1 = settings.beta1, .beta2 = settings.beta2, .eps = settings.eps,
+                          .weight_decay = settings.weight_decay});
+    for (int u = 0; u < layout.unit_count(); ++u) {
+        const std::int64_t numel = layout.units[as_size(u)].numel;
+        const UnitUpdate unit = backend->acquire_update(u);
+        const auto weights = to_host(unit.weights, numel, c.dtype);
+        const auto master = c.dtype == DType::fp32 ? weights : to_host(unit.master, numel, DType::fp32);
+        backend->release_update(u);
+        if (c.dtype != DType::fp32) {
+            // The weights are the master rounded to the dtype.
+            std::vector<float> rounded(master.begin(), master.end());
+            round_through_dtype(rounded, c.dtype);
+            CHECK(std::equal(rounded.begin(), rounded.end(), weights.begin()));
+        }
+        for (const TensorSpec& t : layout.units[as_size(u)].tensors) {
+            INFO(t.name);
+            std::vector<double> got, want;
+            for (std::int64_t i = t.offset; i < t.offset + t.numel; ++i) {
+                const double w = params[as_size(u)][as_size(i)], w0 = before[as_size(u)][as_size(i)];
+                const double diff = master[as_size(i)] - w;
+                const double beyond = std::copysign(std::max(0.0, std::abs(diff) - std::ldexp(std::abs(w), -23)), diff);
+                want.push_back(w - w0);
+                got.push_back(w - w0 + beyond);
+            }
+            const double err = relative_l2(got, want);
+            CHECK(err <= 1e-4);
+            mine.update = std::max(mine.update, std::isnan(err) ? INFINITY : err);
+        }
+    }
+    std::printf("gpu_train case %-36s loss %.3g gradient %.3g update %.3g (loss scale %g, %d skipped)\n",
+                c.name().c_str(), mine.loss, mine.gradient, mine.update, step.loss_scale(), step.skipped_steps());
+    worst.loss = std::max(worst.loss, mine.loss);
+    worst.gradient = std::max(worst.gradient, mine.gradient);
+    worst.update = std::max(worst.update, mine.update);
+}
+
+}  // namespace
+
+TEST_CASE("GpuTrainStep's first step matches the float64 loss, gradients and AdamW", "[gpu]") {
+    require_gpu();
+    std::map<std::string, Worst> worst;  // by dtype and attention
+    for (const ModelConfig& model : {head25_model(), head80_model()}) {
+        for (const int seq : {1, 33, 90}) {
+            for (const float p : {0.0f, 0.1f}) {
+                for (const DType dtype : {DType::fp32, DType::bf16, DType::fp16}) {
+                    for (const bool flash : {false, true}) {
+                        const Case c{model, 2, seq, dtype, flash, p};
+                        try {
+                            check_first_step(c, worst[std::string(enum_name(dtype)) + (flash ? " flash" : " baseline")]);
+                        } catch (const std::exception& e) {
+                            FAIL_CHECK(c.name() << ": " << e.what());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (const auto& [what, w] : worst)
+        std::printf("gpu_train first step, worst relative L2 error, %-14s loss %.3g gradient %.3g update %.3g\n",
+                    what.c_str(), w.loss, w.gradient, w.update);
+}
+
+TEST_CASE("GpuTrainStep's losses follow CpuTrainStep's over 20 steps and fall", "[gpu]") {
+    require_gpu();
+    const ModelConfig model = head25_model();
+    const WeightLayout layout = WeightLayout::for_model(model);
+    const int batch = 2, seq = 33, n = batch * seq, steps = 20;
+    const auto tokens = ids(model, n, 3), targets = ids(model, n, 4);
+    TrainSettings settings = test_settings();
+    settings.lr = 3e-3f;
+    for (const bool flash : {false, true}) {
+        for (const DType dtype : {DType::fp32, DType::bf16, DType::fp16}) {
+            const Case c{model, batch, seq, dtype, flash, 0.1f};
+            INFO(c.name());
+            try {
+            const auto units = rounded_units(model, layout, dtype);
+            CudaStream stream;
+            const auto backend = placed_backend(layout, units, dtype, stream.get());
+            GpuTrainStep step(model, layout, dtype, batch, seq, stream.get(), options_for(c, settings));
+            step.set_batch(tokens, targets);
+            // The host's step in fp32 from the same weights: the trajectory a correct step follows.
+            HostBackend host;
+            host.place(
+                layout, [&](int u, std::span<float> dst) { std::ranges::copy(units[as_size(u)], dst.begin()); },
+                UnitSchedule::training(layout.unit_count()));
+            CpuTrainStep cpu(model, layout, batch, seq, Dropout{.p = 0.1f, .seed = kSeed}, settings);
+            std::vector<double> losses;
+            for (int s = 0; s < steps; ++s) {
+                step.forward(*backend);
+                step.backward(*backend);
+                step.update(*backend);
+                losses.push_back(step.loss());
+                const double cpu_loss = cpu.step(host, tokens, targets).loss;
+                // The trajectories part as the rounding of the dtype compounds over the steps; a
+                // skipped fp16 step delays the GPU's by one.
+                if (dtype == DType::fp32) CHECK(std::abs(losses.back() - cpu_loss) <= 1e-3 * cpu_loss);
+            }
+            INFO("first loss " << losses.front() << ", last " << losses.back());
+            CHECK(losses.back() < 0.8 * losses.front());
+            CHECK(step.steps() + step.skipped_steps() == steps);
+            std::printf("gpu_train %-28s loss %.4f -> %.4f (%d skipped)\n", c.name().c_str(), losses.front(),
+                        losses.back(), step.skipped_steps());
+            } catch (const std::exception& e) {
+                FAIL_CHECK(c.name() << ": " << e.what());
+            }
+        }
+    }
+}
+
+TEST_CASE("GpuTrainStep's activation_bytes is what activation_bytes_for computes", "[gpu]") {
+    require_gpu();
+    CudaStream stream;
+    const ModelConfig model = head80_model();
+    const WeightLayout layout = WeightLayout::for_model(model);
+    for (const bool flash : {false, true}) {
+        GpuTrainOptions o;
+        o.variant = flash ? Variant{Fusion::flash_attention} : Variant{};
+        const GpuTrainStep step(model, layout, DType::bf16, 3, 40, stream.get(), o);
+        CHECK(step.activation_bytes() == GpuTrainStep::activation_bytes_for(model, DType::bf16, 3, 40, o.variant));
+    }
+}
+
+TEST_CASE("GpuTrainStep::activation_bytes_for grows with the kept activations", "[gpu_train]") {
+    // Per layer and row: ln1, qkv, att, ln2, fc_pre (C + 3C + C + C + 4C) and the block's two
+    // residual buffers (2C), 12C values in the dtype; each unit adds the norm's 1024 double
+    // partials; flash_attention adds the layer's fp32 logsumexp [B, H, T]. Every size here is a
+    // multiple of the arena's 256-byte alignment.
+    ModelConfig one = head25_model(), two = head25_model();
+    one.n_layer = 1;
+    const std::int64_t b = 2, t = 64, c = one.n_embd, h = one.n_head;
+    for (const bool flash : {false, true}) {
+        const Variant v = flash ? Variant{Fusion::flash_attention} : Variant{};
+        const std::int64_t added = GpuTrainStep::activation_bytes_for(two, DType::bf16, 2, 64, v) -
+                                   GpuTrainStep::activation_bytes_for(one, DType::bf16, 2, 64, v);
+        CHECK(added == 12 * c * b * t * 2 + 1024 * 8 + (flash ? b * h * t * 4 : 0));
+    }
+}
