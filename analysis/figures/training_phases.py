@@ -51,12 +51,14 @@ def workload_groups(cells, axes):
     return out
 
 
-def bar_label(cell, cells):
-    """What tells a bar apart within its panel (`cells`): batch, and the backend and repeat where they differ."""
+def bar_label(cell, group, panel, axes):
+    """What tells a bar apart: its batch, how it ran (backend and any other placement parameter that
+    differs among the bars of its panel) and its repeat where its group has several."""
+    placement = [p for p in axes.identity if p not in axes.workload and p in axes.parameters]
     parts = [f"batch {value_text(cell['batch'])}"]
-    for p in ("backend", *REPEAT_AXES):
-        if p in cells and cells[p].astype(str).nunique() > 1:
-            parts.append(f"{p} {value_text(cell[p])}" if p != "backend" else str(cell[p]))
+    parts += [str(cell[p]) if p == "backend" else f"{p} {value_text(cell[p])}"
+              for p in placement if panel[p].astype(str).nunique() > 1]
+    parts += [f"{p} {value_text(cell[p])}" for p in REPEAT_AXES if p in group and group[p].nunique() > 1]
     return " ".join(parts) + f" (cell {int(cell['cell_id'])})"
 
 
@@ -81,7 +83,7 @@ def render(data):
     fig, axes = plt.subplots(len(rows), 1, figsize=(9.0, 1.2 * len(rows) + 0.24 * sum(heights)), squeeze=False,
                              gridspec_kw=dict(height_ratios=[max(h, 1.0) for h in heights]))
     for ax, (model, groups) in zip(axes[:, 0], rows.items()):
-        draw_panel(ax, model, groups)
+        draw_panel(ax, model, groups, data.db.axes)
     drawn = pd.concat([g for groups in rows.values() for _, g in groups])
     title_figure(fig, workload_title(drawn, data.cells, data.db.axes, apart=("model", "batch")),
                  "one stacked bar per training cell, grouped by workload; one panel per model")
@@ -93,8 +95,9 @@ def render(data):
     return Drawn(fig, caption(drawn, left_out))
 
 
-def draw_panel(ax, model, groups):
+def draw_panel(ax, model, groups, axes):
     y, ticks, labels = 0.0, [], []
+    panel = pd.concat([g for _, g in groups])
     to_label = blended_transform_factory(ax.transAxes, ax.transData)
     for label, group in groups:
         ax.text(1.01, y - 0.1, label, transform=to_label, fontsize=8, fontweight="bold", va="top")
@@ -108,7 +111,7 @@ def draw_panel(ax, model, groups):
             ax.plot([cell["latency_median_ms"]] * 2, [y - 0.45, y + 0.45], color="black", linewidth=1.2,
                     label=TICK if not ticks else None)
             ticks.append(y)
-            labels.append(bar_label(cell, pd.concat([g for _, g in groups])))
+            labels.append(bar_label(cell, group, panel, axes))
             y += 1.0
         y += 0.6
     ax.set_yticks(ticks, labels, fontsize=8)
