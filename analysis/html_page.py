@@ -201,7 +201,7 @@ def cells_section(cells, axes):
             "faster than names the bounds a cell beats (a bound is a floor: look into those cells)."
             + (" A training cell's latency is its step's; forward, backward and optimizer ms are the medians of its "
                "phases, and loss and grad norm those of its checked first step → its last step (sorted by the last)."
-               if (cells.get("mode") == "train").any() else "") + "</p>"
+               if "mode" in cells and (cells["mode"] == "train").any() else "") + "</p>"
             + (f'<p class="same">Same in every cell: {escape(same)}.</p>' if same else "")
             + sortable_table(headings, rows, lambda row: f"status-{row[status_col].text}", css="cells")
             + "</section>")

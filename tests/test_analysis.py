@@ -1531,7 +1531,8 @@ class TrainingFigureTest(DbTest):
                                                  "one row of panels per model and seq; lines vary dtype, backend")
         tps_ax, mem_ax = drawn.figure.axes
         self.assertEqual([(x, y) for x, y, _ in errorbar_data(tps_ax)], [([1], [4000.0]), ([1, 2], [600.0, 2000.0])])
-        self.assertEqual([y for _, y, _ in errorbar_data(mem_ax)], [[1.0], [105 / 1024, 120 / 1024]])  # GiB
+        self.assertEqual([y for _, y, _ in errorbar_data(mem_ax)], [[1.0], [105 / 1024, 120 / 1024]])
+        self.assertEqual(mem_ax.get_ylabel(), "peak memory (GiB)")  # the device's 1 GiB
         # The ✕ of each line, at the foot of the axis (y 0 in axes coordinates), in both panels.
         for ax in (tps_ax, mem_ax):
             marks = sorted(tuple(p) for c in ax.collections if c.get_offsets().shape[0] and
@@ -1542,6 +1543,16 @@ class TrainingFigureTest(DbTest):
                           "not measured: OOM, failed or skipped (at the axis)", "predicted peak (GPU cells)"])
         self.assertIn("2 OOM, 1 failed, 1 skipped", drawn.caption)
         self.assertIn("dtype=fp32 backend=host at batch 4 (OOM: predicted host OOM: it needs 9.0 GiB", drawn.caption)
+
+    def test_memory_below_a_gib_in_mib(self):
+        db = FixtureDb(self.folder, "host_training.db")
+        for batch, rss in ((1, 100 * MIB), (2, 120 * MIB)):
+            db.add_cell(mode="train", batch=batch, status="ok", latency_median_ms=1.0, latency_p10_ms=1.0,
+                        latency_p90_ms=1.0, peak_host_rss_bytes=rss)
+        db.close()
+        _, mem_ax = self.render(training, db.path).figure.axes
+        self.assertEqual([y for _, y, _ in errorbar_data(mem_ax)], [[100.0, 120.0]])
+        self.assertEqual(mem_ax.get_ylabel(), "peak memory (MiB)")
 
     def test_phase_bars_sum_to_the_step_median(self):
         data = report_data(self.path)
@@ -1594,6 +1605,7 @@ class TrainingFigureTest(DbTest):
         self.assertEqual(infer["forward ms"].text, "–")  # an inference cell's forward is its latency
         self.assertEqual(device1["MFU %"].text, "12.5")
         self.assertEqual(host1["MFU %"].text, "–")
+        self.assertIn("A training cell's latency is its step's", html_page.cells_section(results.cells(), results.axes))
 
     def test_cell_table_without_training_cells_has_no_training_columns(self):
         db = FixtureDb(self.folder, "inference_only.db")
@@ -1604,6 +1616,7 @@ class TrainingFigureTest(DbTest):
         names = [h for h, _ in headings]
         for heading in ("forward ms", "backward ms", "optimizer ms", "loss first → last", "grad norm first → last"):
             self.assertNotIn(heading, names)
+        self.assertNotIn("training cell", html_page.cells_section(results.cells(), results.axes))
 
 
 # --- analysis/report.py ---------------------------------------------------------------------------

@@ -156,6 +156,13 @@ def batch_axis(ax, batches):
     ax.set_xlim(min(values) / pad, max(values) * pad)
 
 
+def memory_unit(lines):
+    """(unit, bytes per unit) of a memory panel: GiB from 1 GiB on, MiB below, where GiB would read 0.0…"""
+    drawn = [line.points[c] for line in lines if len(line.points) for c in ("memory_hi", "predicted")]
+    top = pd.concat(drawn).max() if drawn else float("nan")
+    return ("GiB", 2**30) if top >= 2**30 else ("MiB", 2**20)
+
+
 def draw_line(ax, x, y, lo, hi, color, marker, label):
     err = [(y - lo).clip(lower=0), (hi - y).clip(lower=0)]
     ax.errorbar(x, y, yerr=err, marker=marker, markersize=5, capsize=3, linewidth=1.4, color=color, label=label)
@@ -177,6 +184,7 @@ def render(data):
     repeats, marks, predicted_drawn = [], [], False
     for (panel, lines), tps_ax, mem_ax in zip(panels, axes[0::2], axes[1::2]):
         where = f"{panel[0]}, seq {value_text(panel[1])}"
+        unit, scale = memory_unit(lines)
         batches = []
         for line in lines:
             color, p = colors[line.label], line.points
@@ -184,11 +192,11 @@ def render(data):
                 draw_line(tps_ax, p[SWEPT], p["tps"], p["tps_lo"], p["tps_hi"], color, markers[line.label], line.label)
                 has = p.dropna(subset=["memory"])
                 if len(has):
-                    draw_line(mem_ax, has[SWEPT], has["memory"] / 2**30, has["memory_lo"] / 2**30,
-                              has["memory_hi"] / 2**30, color, markers[line.label], line.label)
+                    draw_line(mem_ax, has[SWEPT], has["memory"] / scale, has["memory_lo"] / scale,
+                              has["memory_hi"] / scale, color, markers[line.label], line.label)
                 ahead = p.dropna(subset=["predicted"])
                 if len(ahead):
-                    mem_ax.plot(ahead[SWEPT], ahead["predicted"] / 2**30, linestyle="--", linewidth=1.2, color=color)
+                    mem_ax.plot(ahead[SWEPT], ahead["predicted"] / scale, linestyle="--", linewidth=1.2, color=color)
                     predicted_drawn = True
                 repeats += list(p["repeats"])
                 batches += list(p[SWEPT])
@@ -203,7 +211,7 @@ def render(data):
         tps_ax.set_title(f"{where}: throughput")
         tps_ax.set_ylabel("tokens/s (batch × seq ÷ median step)")
         mem_ax.set_title(f"{where}: peak memory")
-        mem_ax.set_ylabel("peak memory (GiB)")
+        mem_ax.set_ylabel(f"peak memory ({unit})")
     # One legend for every panel: a line keeps its colour and marker in each.
     measured_labels = {line.label for _, lines in panels for line in lines if len(line.points)}
     handles = [Line2D([], [], color=colors[label], marker=markers[label], linewidth=1.4,
@@ -224,7 +232,7 @@ def caption(panels, repeats, marks, predicted_drawn):
     points = sum(len(line.points) for _, lines in panels for line in lines)
     text = ("Training steps (mode = \"train\": forward with the loss, backward, gradient clipping and AdamW) against "
             f"the batch size, per model and sequence length ({count_phrase(lines, 'line')}, "
-            f"{count_phrase(points, 'point')} on {count_phrase(len(panels), 'model and seq', 'models and seqs')}). "
+            f"{count_phrase(points, 'point')}, {count_phrase(len(panels), 'row')} of panels). "
             "Left: tokens per second, batch × sequence length ÷ the median step. Right: the peak memory, the "
             f"device's for GPU cells ({GPU_PEAK}: NVML's peak less what was in use before the cell), the process's "
             f"resident set for host cells ({HOST_PEAK})")
