@@ -27,7 +27,10 @@ def phase_bars(ok_train):
     medians can exceed the step's median: other_ms is then 0 and overrun_ms says by how much. A
     bar (its phases and other_ms) is thus the step's median wherever overrun_ms is 0. Apart from
     drawing, so tests can check them."""
-    cells = ok_train.dropna(subset=[c for c, _, _ in PHASES]).copy()
+    phases = [c for c, _, _ in PHASES]
+    if any(c not in ok_train for c in phases):  # a database from before schema 16
+        return ok_train.iloc[0:0].assign(**{OTHER[0]: pd.Series(dtype=float), "overrun_ms": pd.Series(dtype=float)})
+    cells = ok_train.dropna(subset=phases).copy()
     rest = cells["latency_median_ms"] - sum(cells[c] for c, _, _ in PHASES)
     cells[OTHER[0]] = rest.clip(lower=0)
     cells["overrun_ms"] = (-rest).clip(lower=0)
@@ -35,8 +38,9 @@ def phase_bars(ok_train):
 
 
 def workload_groups(cells, axes):
-    """[(the group's label, its cells in bar order)] per model: the cells of one workload but the
-    batch (and of any placement), their bars by batch, backend and repeat. {model: [...]}."""
+    """{model: [(a group's label, its cells in bar order)]}: a group holds the cells of one workload
+    but the batch (of any placement), in order of batch, backend and repeat; its label names the
+    workload parameters that differ between groups."""
     key = [p for p in axes.workload if p in axes.parameters and p not in ("model", "batch") and p in cells]
     named = [p for p in key if cells[p].astype(str).nunique() > 1]
     out = {}
