@@ -198,7 +198,10 @@ def cells_section(cells, axes):
     return ('<section id="cells"><h2>Cells</h2><p>Every cell of the database; click a column heading to sort. '
             "The columns after the cell are the parameters that differ between cells, then what was measured. "
             "Latencies are of the timed iterations; × bound is the median latency ÷ the cell's bound; "
-            "faster than names the bounds a cell beats (a bound is a floor: look into those cells).</p>"
+            "faster than names the bounds a cell beats (a bound is a floor: look into those cells)."
+            + (" A training cell's latency is its step's; forward, backward and optimizer ms are the medians of its "
+               "phases, and loss and grad norm those of its checked first step → its last step (sorted by the last)."
+               if "mode" in cells and (cells["mode"] == "train").any() else "") + "</p>"
             + (f'<p class="same">Same in every cell: {escape(same)}.</p>' if same else "")
             + sortable_table(headings, rows, lambda row: f"status-{row[status_col].text}", css="cells")
             + "</section>")

@@ -68,7 +68,7 @@ import report  # noqa: E402
 import time_split  # noqa: E402
 from cell_table import cell_table, same_in_every_cell  # noqa: E402
 from figures import (bandwidth, cell_phases, driver_oversubscription, latency_prefetch, normalized,  # noqa: E402
-                     oversubscription, peak_memory, throughput, timeline, um_traffic)
+                     oversubscription, peak_memory, throughput, timeline, training, training_phases, um_traffic)
 from figures.common import Skip, ratio_axis, workload_title  # noqa: E402
 from figures.sweeps import Swept, series  # noqa: E402
 from axes import OLDER_AXES, Axes  # noqa: E402
@@ -1447,6 +1447,178 @@ class CellTableColumnsTest(DbTest):
         self.assertIn('<th data-type="num">trace_<wbr>iterations</th>', html)
         self.assertIn("Same in every cell: model = tiny, ", html)
         self.assertIn(".wide.cells { max-height: 85vh; overflow: auto;", html_page.STYLE)
+# --- training cells: figures/training.py, figures/training_phases.py, the cell table ----------------
+
+class TrainingFigureTest(DbTest):
+    """Training cells (mode = "train") of the tiny model at seq 8 (8 tokens a sequence), the template's
+    placement but for the backend:
+
+    host fp32: batch 1, repeat 1: step 10 ms (p10 8, p90 16), phases 3 + 5 + 1, other 1; RSS 100 MiB
+                        repeat 2: step 20 ms (p10 19, p90 21), phases 4 + 10 + 2, other 4; RSS 110 MiB
+                 point: tokens/s 800 and 400 (8000 ÷ ms): median 600, bars 400–800; memory 105 MiB, 100–110
+               batch 2: step 8 ms (p10 4, p90 16): 2000 tokens/s (16000 ÷ 8), bars 1000 (÷ 16) – 4000 (÷ 4);
+                        phases 3 + 4 + 2 = 9 > 8: no other, 1 ms over; RSS 120 MiB
+               batch 4: skipped, predicted host OOM (✕, OOM); batch 8: failed, crashed (✕, failed)
+    device bf16: batch 1: step 2 ms: 4000 tokens/s; phases 1 + 0.5 + 0.25, other 0.25; NVML peak 1 GiB
+                          (its host RSS of 500 MiB is not its peak), predicted 1.5 GiB; MFU 12.5 %
+                 batch 2: failed, CUDA out of memory (✕, OOM)
+    uvm fp32: batch 1 skipped, it does not train (✕, skipped): a line with no point.
+    Not in the figures: an inference cell (host fp32 batch 1, 1 ms), and seq 16, where no training cell
+    was measured (host fp32 batch 1 failed)."""
+
+    @classmethod
+    def build(cls, db):
+        ids = {}
+
+        def train(name, backend, dtype, batch, median=None, p10=None, p90=None, phases=(None, None, None),
+                  status="ok", reason=None, **fields):
+            forward, backward, optimizer = phases
+            row = dict(mode="train", model="tiny", seq=8, backend=backend, dtype=dtype, batch=batch, status=status,
+                       reason=reason, latency_median_ms=median, latency_p10_ms=p10, latency_p90_ms=p90,
+                       forward_ms=forward, backward_ms=backward, optimizer_ms=optimizer, gpu_peak_bytes=None,
+                       predicted_peak_bytes=None, mfu_pct=None)
+            ids[name] = db.add_cell(**dict(row, **fields))
+
+        train("host1", "host", "fp32", 1, 10.0, 8.0, 16.0, (3.0, 5.0, 1.0), peak_host_rss_bytes=100 * MIB,
+              loss_first=6.25, loss_last=5.5, grad_norm_first=2.5, grad_norm_last=1.75)
+        train("host1b", "host", "fp32", 1, 20.0, 19.0, 21.0, (4.0, 10.0, 2.0), peak_host_rss_bytes=110 * MIB, repeat=2)
+        train("host2", "host", "fp32", 2, 8.0, 4.0, 16.0, (3.0, 4.0, 2.0), peak_host_rss_bytes=120 * MIB)
+        train("host4", "host", "fp32", 4, status="skipped", reason="predicted host OOM: it needs 9.0 GiB of host memory")
+        train("host8", "host", "fp32", 8, status="failed", reason="crashed (signal 11)")
+        train("device1", "device", "bf16", 1, 2.0, 2.0, 2.0, (1.0, 0.5, 0.25), gpu_peak_bytes=GIB,
+              predicted_peak_bytes=3 * GIB // 2, peak_host_rss_bytes=500 * MIB, mfu_pct=12.5)
+        train("device2", "device", "bf16", 2, status="failed", reason="exit code 1: CUDA error: out of memory")
+        train("uvm1", "uvm", "fp32", 1, status="skipped", reason="the uvm backend does not train")
+        train("seq16", "host", "fp32", 1, status="failed", reason="crashed", seq=16)
+        ids["infer"] = db.add_cell(mode="infer", model="tiny", seq=8, backend="host", dtype="fp32", batch=1,
+                                   status="ok", latency_median_ms=1.0, latency_p10_ms=1.0, latency_p90_ms=1.0,
+                                   forward_ms=1.0, backward_ms=None, optimizer_ms=None)
+        return ids
+
+    def render(self, module, path=None):
+        drawn = module.render(report_data(path or self.path))
+        self.addCleanup(plt.close, drawn.figure)
+        return drawn
+
+    def test_points_and_the_batches_marked_not_measured(self):
+        data = report_data(self.path)
+        panels = training.training_panels(data.cells, data.db.axes)
+        self.assertEqual([panel for panel, _ in panels], [("tiny", 8)])  # seq 16 has no measured training cell
+        (_, lines), = panels
+        self.assertEqual([line.label for line in lines],
+                         ["dtype=bf16 backend=device", "dtype=fp32 backend=host", "dtype=fp32 backend=uvm"])
+        device, host, uvm = lines
+        self.assertEqual(list(host.points["batch"]), [1, 2])
+        self.assertEqual(list(host.points["tps"]), [600.0, 2000.0])
+        self.assertEqual(list(host.points["tps_lo"]), [400.0, 1000.0])
+        self.assertEqual(list(host.points["tps_hi"]), [800.0, 4000.0])
+        self.assertEqual(list(host.points["memory"]), [105.0 * MIB, 120.0 * MIB])
+        self.assertEqual(list(host.points["memory_lo"]), [100.0 * MIB, 120.0 * MIB])
+        self.assertEqual(list(host.points["memory_hi"]), [110.0 * MIB, 120.0 * MIB])
+        self.assertEqual(list(host.points["repeats"]), [2, 1])
+        self.assertTrue(host.points["predicted"].isna().all())
+        self.assertEqual(list(zip(host.marks["batch"], host.marks["kind"])), [(4, "OOM"), (8, "failed")])
+        self.assertEqual((list(device.points["tps"]), list(device.points["memory"]), list(device.points["predicted"])),
+                         ([4000.0], [float(GIB)], [1.5 * GIB]))
+        self.assertEqual(list(zip(device.marks["batch"], device.marks["kind"])), [(2, "OOM")])
+        self.assertEqual(len(uvm.points), 0)
+        self.assertEqual(list(zip(uvm.marks["batch"], uvm.marks["kind"])), [(1, "skipped")])
+
+    def test_figure_marks_the_batches_at_the_axis_and_says_so(self):
+        drawn = self.render(training)
+        # The batches span the marked ones too; mode names the training cells.
+        self.assertEqual(suptitle(drawn.figure), "tiny bf16/fp32, batch 1–8 × seq 8, mode=train\n"
+                                                 "one row of panels per model and seq; lines vary dtype, backend")
+        tps_ax, mem_ax = drawn.figure.axes
+        self.assertEqual([(x, y) for x, y, _ in errorbar_data(tps_ax)], [([1], [4000.0]), ([1, 2], [600.0, 2000.0])])
+        self.assertEqual([y for _, y, _ in errorbar_data(mem_ax)], [[1.0], [105 / 1024, 120 / 1024]])
+        self.assertEqual(mem_ax.get_ylabel(), "peak memory (GiB)")  # the device's 1 GiB
+        # The ✕ of each line, at the foot of the axis (y 0 in axes coordinates), in both panels.
+        for ax in (tps_ax, mem_ax):
+            marks = sorted(tuple(p) for c in ax.collections if c.get_offsets().shape[0] and
+                           c.get_offset_transform() is ax.get_xaxis_transform() for p in c.get_offsets())
+            self.assertEqual(marks, [(1.0, 0.0), (2.0, 0.0), (4.0, 0.0), (8.0, 0.0)])
+        self.assertEqual([t.get_text() for t in drawn.figure.legends[0].get_texts()],
+                         ["dtype=bf16 backend=device", "dtype=fp32 backend=host", "dtype=fp32 backend=uvm (none measured)",
+                          "not measured: OOM, failed or skipped (at the axis)", "predicted peak (GPU cells)"])
+        self.assertIn("2 OOM, 1 failed, 1 skipped", drawn.caption)
+        self.assertIn("dtype=fp32 backend=host at batch 4 (OOM: predicted host OOM: it needs 9.0 GiB", drawn.caption)
+
+    def test_memory_below_a_gib_in_mib(self):
+        db = FixtureDb(self.folder, "host_training.db")
+        for batch, rss in ((1, 100 * MIB), (2, 120 * MIB)):
+            db.add_cell(mode="train", batch=batch, status="ok", latency_median_ms=1.0, latency_p10_ms=1.0,
+                        latency_p90_ms=1.0, peak_host_rss_bytes=rss)
+        db.close()
+        _, mem_ax = self.render(training, db.path).figure.axes
+        self.assertEqual([y for _, y, _ in errorbar_data(mem_ax)], [[100.0, 120.0]])
+        self.assertEqual(mem_ax.get_ylabel(), "peak memory (MiB)")
+
+    def test_phase_bars_sum_to_the_step_median(self):
+        data = report_data(self.path)
+        train = training.training_cells(data.ok)
+        bars = training_phases.phase_bars(train[training.measured(train)]).set_index("cell_id")
+        other = {name: bars.loc[self.ids[name], "other_ms"] for name in ("host1", "host1b", "host2", "device1")}
+        self.assertEqual(other, {"host1": 1.0, "host1b": 4.0, "host2": 0.0, "device1": 0.25})  # 10-9, 20-16, 8<9, 2-1.75
+        self.assertEqual(bars.loc[self.ids["host2"], "overrun_ms"], 1.0)  # 3 + 4 + 2 - 8
+        self.assertNotIn(self.ids["infer"], bars.index)
+        drawn = self.render(training_phases)
+        (ax,) = drawn.figure.axes
+        widths = {}
+        for patch in ax.patches:
+            y = round(patch.get_y() + patch.get_height() / 2, 6)
+            widths[y] = widths.get(y, 0.0) + patch.get_width()
+        # Bars in order: device batch 1, then host batch 1 (repeats 1, 2), batch 2; a group per dtype.
+        self.assertEqual(sorted(widths.values()), [2.0, 9.0, 10.0, 20.0])
+        self.assertEqual([t.get_text() for t in ax.get_yticklabels()],
+                         [f"batch 1 device (cell {self.ids['device1']})",
+                          f"batch 1 host repeat 1 (cell {self.ids['host1']})",
+                          f"batch 1 host repeat 2 (cell {self.ids['host1b']})",
+                          f"batch 2 host repeat 1 (cell {self.ids['host2']})"])
+        self.assertIn(f"in 1 cell they add up to more than the step's median (by up to 1 ms, cell {self.ids['host2']})",
+                      drawn.caption)
+
+    def test_left_out_without_a_measured_training_cell(self):
+        db = FixtureDb(self.folder, "no_training.db")
+        db.add_cell(mode="infer", status="ok", latency_median_ms=1.0)
+        db.add_cell(mode="train", batch=2, status="skipped", reason="the uvm backend does not train", backend="uvm")
+        db.close()
+        for module in (training, training_phases):
+            with self.assertRaisesRegex(Skip, r"^the database has no measured training cell \(mode = \"train\", "
+                                              r"status ok\)"):
+                module.render(report_data(db.path))
+
+    def test_forward_throughput_leaves_training_cells_out(self):
+        """The host training cells span batch 1 and 2, but the forward figure has only the inference cell."""
+        with self.assertRaisesRegex(Skip, r"no model's forward \(mode = \"infer\"\)"):
+            throughput.render(report_data(self.path))
+
+    def test_cell_table_shows_the_training_columns_for_training_cells(self):
+        results = ResultsDb(self.path)
+        headings, rows = cell_table(results.cells(), results.axes)
+        names = [h for h, _ in headings]
+        by_id = {r[names.index("cell")].text: dict(zip(names, r)) for r in rows}
+        host1, infer, device1 = (by_id[str(self.ids[n])] for n in ("host1", "infer", "device1"))
+        self.assertEqual((host1["loss first → last"].text, host1["loss first → last"].number), ("6.25 → 5.5", 5.5))
+        self.assertEqual(host1["grad norm first → last"].text, "2.5 → 1.75")
+        self.assertEqual([host1[h].text for h in ("forward ms", "backward ms", "optimizer ms")], ["3", "5", "1"])
+        self.assertEqual(infer["forward ms"].text, "–")  # an inference cell's forward is its latency
+        self.assertEqual(device1["MFU %"].text, "12.5")
+        self.assertEqual(host1["MFU %"].text, "–")
+        self.assertIn("A training cell's latency is its step's", html_page.cells_section(results.cells(), results.axes))
+
+    def test_cell_table_without_training_cells_has_no_training_columns(self):
+        db = FixtureDb(self.folder, "inference_only.db")
+        db.add_cell(mode="infer", status="ok", latency_median_ms=1.0, forward_ms=1.0)
+        db.close()
+        results = ResultsDb(db.path)
+        headings, _ = cell_table(results.cells(), results.axes)
+        names = [h for h, _ in headings]
+        for heading in ("forward ms", "backward ms", "optimizer ms", "loss first → last", "grad norm first → last"):
+            self.assertNotIn(heading, names)
+        self.assertNotIn("training cell", html_page.cells_section(results.cells(), results.axes))
+
+
 # --- analysis/report.py ---------------------------------------------------------------------------
 
 class ReportRunTest(DbTest):

@@ -1,4 +1,5 @@
-"""Throughput (tokens/s) against the batch size, per backend: the one sweep every backend has."""
+"""Forward throughput (tokens/s) against the batch size, per backend: the one sweep every backend
+has. Training cells have a figure of their own (training.py)."""
 from figures.common import Drawn
 from figures.sweeps import Swept, sweep_figure
 
@@ -19,10 +20,11 @@ def throughput(ok):
 
 
 def render(data):
-    cells = throughput(data.ok)
+    cells = throughput(data.ok[data.ok["mode"] != "train"])
     fig, summary, bars = sweep_figure(
         cells, data.db.axes, Swept("batch", "batch size (sequences per forward)", log=True), "tps", "tps_lo", "tps_hi",
         "throughput (tokens/s)", iteration_bars="throughput at the 90th and 10th percentile latency",
-        why_empty="no model was measured at two or more batch sizes with every other parameter the same.")
+        why_empty="no model's forward (mode = \"infer\") was measured at two or more batch sizes with every other "
+                  "parameter the same.")
     return Drawn(fig, "Tokens per second (batch × sequence length ÷ median forward latency) against the batch size "
                       f"({summary}). {bars}")
