@@ -64,6 +64,7 @@ struct PlacementStats {
     std::int64_t streamed_bytes = 0;        // must cross the link in every forward
     std::int64_t device_weight_bytes = 0;   // device memory the backend holds for weights (resident + slots)
     std::int64_t pinned_host_bytes = 0;     // page-locked host memory it holds for them (explicit-copy)
+    std::int64_t training_state_bytes = 0;  // device memory it holds for gradients and optimizer state
     int resident_units = 0, streamed_units = 0, slots = 0;
 };
 

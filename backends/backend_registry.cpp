@@ -83,6 +83,21 @@ WeightFootprint uvm_prefetch_footprint(const BackendConfig& config, std::span<co
     return {plan.device_bytes(), 0, pack_units(unit_bytes, kManagedUnitAlignmentBytes).total_bytes, plan.streamed_bytes};
 }
 
+// The device backend's gradients (in the dtype, packed as the weights) and, in fp32, AdamW's two
+// moments and, below fp32, the master weights.
+WeightFootprint device_training_footprint(const BackendConfig& config, std::span<const std::int64_t> unit_bytes,
+                                          std::span<const std::int64_t> fp32_unit_bytes) {
+    const std::int64_t fp32 = pack_units(fp32_unit_bytes, kUnitAlignmentBytes).total_bytes;
+    const std::int64_t master = config.dtype == DType::fp32 ? 0 : fp32;
+    return {pack_units(unit_bytes, kUnitAlignmentBytes).total_bytes + 2 * fp32 + master, 0, 0, 0};
+}
+
+// The host backend's gradients and moments, a unit's fp32 size each (its weights are the master).
+WeightFootprint host_training_footprint(const BackendConfig&, std::span<const std::int64_t>,
+                                        std::span<const std::int64_t> fp32_unit_bytes) {
+    return {0, 0, 0, 3 * total_of(fp32_unit_bytes)};
+}
+
 void check_config(const BackendConfig& config) {
     const std::string name(enum_name(config.backend));
     if (config.streams < 0)
@@ -115,7 +130,7 @@ const std::vector<BackendTraits>& backend_registry() {
         // id, needs_gpu, runs_under_budget, managed_weights, pinned_weights, dtypes, cannot_honour, footprint,
         // placement axes, training state (or why none)
         {BackendId::device, true, false, false, false, all_dtypes(), device_cannot_honour, device_footprint,
-         {"budget", "activations", "launch"}, TrainingState{StateHome::device, StateHome::device}},
+         {"budget", "activations", "launch"}, TrainingState{StateHome::device, StateHome::device, device_training_footprint}},
         {BackendId::explicit_copy, true, true, false, true, all_dtypes(), streaming_cannot_honour, explicit_copy_footprint,
          {"streams", "prefetch", "budget", "resident", "activations", "launch"}, std::nullopt, streaming_not_yet},
         {BackendId::uvm, true, true, true, false, all_dtypes(), on_demand_cannot_honour, uvm_footprint,
@@ -124,7 +139,7 @@ const std::vector<BackendTraits>& backend_registry() {
          {"streams", "prefetch", "budget", "resident", "evict", "activations", "launch"}, std::nullopt,
          streaming_not_yet},
         {BackendId::host, false, false, false, false, {DType::fp32}, nothing_to_refuse, host_footprint, {},
-         TrainingState{StateHome::host, StateHome::host}},
+         TrainingState{StateHome::host, StateHome::host, host_training_footprint}},
     };
     return registry;
 }

@@ -42,6 +42,11 @@ struct EnumNames<StateHome> {
 struct TrainingState {
     StateHome gradients = StateHome::device;
     StateHome optimizer = StateHome::device;
+    // The bytes of that state as place() allocates it, from the units' sizes in the config's
+    // dtype and in fp32: the memory estimator's training terms.
+    std::function<WeightFootprint(const BackendConfig& config, std::span<const std::int64_t> unit_bytes,
+                                  std::span<const std::int64_t> fp32_unit_bytes)>
+        footprint;
 };
 
 struct BackendTraits {

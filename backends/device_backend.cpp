@@ -92,6 +92,8 @@ PlacementStats DeviceBackend::placement() const {
     PlacementStats s;
     s.resident_bytes = std::accumulate(unit_bytes_.begin(), unit_bytes_.end(), std::int64_t{0});
     s.device_weight_bytes = packed_.total_bytes;
+    if (gradients_.get() != nullptr)
+        s.training_state_bytes = packed_.total_bytes + (master_.get() != nullptr ? 3 : 2) * packed_fp32_.total_bytes;
     s.resident_units = static_cast<int>(unit_bytes_.size());
     return s;
 }

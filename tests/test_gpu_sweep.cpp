@@ -1,5 +1,5 @@
 // `sweetspot run` end to end on a GPU: the tiny models through every GPU backend and dtype, as a
-// user runs them. Checks each cell's status and logits check, the skip rules (with `list`
+// user runs them, and trained on the device backend. Checks each cell's status and logits check, the skip rules (with `list`
 // agreeing), the traced iterations' rows, the run's managed-memory probe, and that `--collector
 // none` records no events.
 #include <catch2/catch_test_macros.hpp>
@@ -266,4 +266,46 @@ activations = "managed"
         ++compared;
     }
     CHECK(compared == 10);
+}
+
+TEST_CASE("sweetspot run trains on the device backend: each cell checked, its phases split, its loss falling",
+          "[gpu][runner][train]") {
+    test::require_gpu();
+    test::TempDir tmp;
+    test::write_file(tmp.file("m.toml"), std::string("name = \"gpu-train\"\n") + R"([defaults]
+mode = "train"
+backend = "device"
+batch = 2
+seq = 33
+warmups = 1
+iterations = 4
+timeout = "3m"
+[[sweep]]
+model = ["tiny", "tiny_odd"]
+dtype = ["fp32", "fp16", "bf16"]
+variant = ["baseline", "flash_attention"]
+dropout = [0.0, 0.1]
+)");
+    const auto db = tmp.file("m.db");
+    const auto r = test::run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    Database results(db, Database::Mode::read_only);
+    auto st = results.prepare(
+        "SELECT model, dtype, variant, dropout, status, coalesce(reason, ''), check_rel_err <= check_tolerance, "
+        "loss_last < loss_first, forward_ms > 0 AND backward_ms > 0 AND optimizer_ms > 0, mfu_pct IS NOT NULL OR "
+        "mfu_note LIKE 'no dense peak%', predicted_alloc_bytes > 0 FROM cells");
+    int cells = 0;
+    while (st.step()) {
+        ++cells;
+        INFO(st.text(0) << " " << st.text(1) << " " << st.text(2) << " dropout " << st.real(3) << ": " << st.text(4)
+                        << " " << st.text(5));
+        CHECK(st.text(4) == "ok");
+        CHECK(st.int64(6) == 1);
+        CHECK(st.int64(7) == 1);
+        CHECK(st.int64(8) == 1);
+        CHECK(st.int64(9) == 1);
+        CHECK(st.int64(10) == 1);
+    }
+    CHECK(cells == 24);
 }

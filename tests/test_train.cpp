@@ -29,9 +29,10 @@ using Catch::Matchers::ContainsSubstring;
 namespace {
 
 CellParams train_cell(const std::string& lines = "") {
+    // `lines` go in the sweep, whose keys override the defaults.
     return parse_matrix("name = \"t\"\n[defaults]\nmodel = \"tiny\"\nbackend = \"host\"\nmode = \"train\"\nbatch = 2\n"
-                        "seq = 9\n" +
-                            lines + "\n[[sweep]]\nname = \"s\"\n",
+                        "seq = 9\n[[sweep]]\nname = \"s\"\n" +
+                            lines + "\n",
                         "test")
         .cells.at(0);
 }
@@ -205,6 +206,31 @@ TEST_CASE("a host training cell's estimate holds its gradients, moments and kept
                                 bt * 10 * C + 2 * T * T;
     CHECK(e.host_buffers == floats * 4);
     CHECK(e.device_total() == 0);
+}
+
+TEST_CASE("a GPU training cell's estimate holds its gradients, master weights, moments and the step's buffers",
+          "[train][estimate]") {
+    for (const std::string dtype : {"fp32", "bf16"}) {
+        INFO(dtype);
+        const CellParams c = train_cell("backend = \"device\"\ndtype = \"" + dtype + "\"\nvariant = \"flash_attention\"");
+        const MemoryEstimate e = estimate_memory(c);
+        const auto layout = WeightLayout::for_model(c.model);
+        // The device backend packs each unit on 256 bytes, as for the weights.
+        std::int64_t fp32 = 0;
+        for (const UnitLayout& u : layout.units) fp32 += (u.numel * 4 + 255) / 256 * 256;
+        // Gradients as the weights; two fp32 moments; fp32 master weights below fp32.
+        CHECK(e.training_state == e.weights + (dtype == "fp32" ? 2 : 3) * fp32);
+        // At least the kept activations: 10 values a token per layer (ln1, qkv, att, ln2, fc_pre) and the logits.
+        const std::int64_t bt = c.batch * c.seq, bytes = dtype == "fp32" ? 4 : 2;
+        CHECK(e.activations >= (c.model.n_layer * 10 * c.model.n_embd + c.model.vocab_size) * bt * bytes);
+        CHECK(e.device_total() == e.weights + e.training_state + e.activations + e.workspace);
+        // The checked first step's copies on the host: weights before and after, gradients, master before and after.
+        CHECK(e.host_buffers == (dtype == "fp32" ? 3 : 5) * [&] {
+            std::int64_t unpadded = 0;
+            for (const UnitLayout& u : layout.units) unpadded += u.numel * 4;
+            return unpadded;
+        }());
+    }
 }
 
 TEST_CASE("sweetspot run trains on the host: checked, phases split, the loss falling", "[train][cli]") {

@@ -22,6 +22,7 @@ STORED_PEAK = "predicted_peak_bytes"
 # What a cell allocated, as it measured it: the used memory beyond them is the CUDA context and
 # the libraries', fixed per GPU and driver.
 ALLOCATED = ("device_weight_bytes", "activation_bytes")
+TRAINING_STATE = "training_state_bytes"
 
 
 def with_measured(ok):
@@ -38,7 +39,9 @@ def fixed_costs(ok):
     """Per cell with a measured fixed cost: device memory in use beyond its own allocations, for the
     GPU cells whose weights are not managed memory (a UVM cell's managed pages come and go)."""
     own = ok[~ok["backend"].isin(UVM_BACKENDS + ("host",))].dropna(subset=[MEASURED, *ALLOCATED])
-    return own.assign(fixed=own[MEASURED] - own[ALLOCATED[0]] - own[ALLOCATED[1]])
+    # A training cell's backend also held its gradients and optimizer state.
+    state = own[TRAINING_STATE].fillna(0) if TRAINING_STATE in own else 0
+    return own.assign(fixed=own[MEASURED] - own[ALLOCATED[0]] - own[ALLOCATED[1]] - state)
 
 
 def predicted_peaks(ok):

@@ -158,6 +158,9 @@ inline constexpr auto kMeasures = std::to_array<Measure>({
      .meaning = "device memory the backend held for weights"},
     {.name = "pinned_host_bytes", .type = SqlType::integer, .unit = Unit::bytes, .since = 9,
      .meaning = "page-locked host memory the backend held for weights"},
+    {.name = "training_state_bytes", .type = SqlType::integer, .unit = Unit::bytes, .since = 16,
+     .meaning = "device memory the backend held for a training step's state: gradients, fp32 master weights, AdamW's "
+                "moments (train)"},
     {.name = "device_used_bytes", .type = SqlType::integer, .unit = Unit::bytes,
      .meaning = "device memory in use after the first iteration (cudaMemGetInfo)"},
     // The memory estimator's predictions, made before the cell runs.

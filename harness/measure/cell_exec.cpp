@@ -54,6 +54,21 @@ void write_outcome(const std::string& scratch_db, const CellParams& c, const Cel
     record_outcome(store, run, 0, c, o);
 }
 
+// Why a training cell cannot run: a backend that does not train, or settings the GPU training
+// step has no kernels for; empty for an inference cell.
+std::string training_impossible_reason(const CellParams& c) {
+    if (c.mode != Mode::train) return {};
+    const BackendTraits& backend = backend_traits(c.backend);
+    if (!backend.training)
+        return "the " + std::string(enum_name(c.backend)) + " backend does not train: " + std::string(backend.no_training_reason);
+    if (!c.variant.is_baseline() && c.variant != Variant{Fusion::flash_attention})
+        return "training runs the baseline and flash_attention variants; variant '" + c.variant.text() +
+               "' has fusions without training kernels yet";
+    if (c.activations != Activations::device) return "training keeps its activations in device memory (activations = \"device\")";
+    if (c.launch != Launch::kernels) return "training launches its kernels one by one (launch = \"kernels\")";
+    return {};
+}
+
 }  // namespace
 
 bool uses_gpu(const CellParams& c) { return backend_traits(c.backend).needs_gpu; }
@@ -75,10 +90,7 @@ BackendConfig backend_config(const CellParams& c) {
 std::string cell_impossible_reason(const CellParams& c) {
     const std::string backend_name(enum_name(c.backend));
     const BackendTraits& backend = backend_traits(c.backend);
-    if (c.mode == Mode::train && !backend.training)
-        return "the " + backend_name + " backend does not train: " + std::string(backend.no_training_reason);
-    if (c.mode == Mode::train && backend.needs_gpu)
-        return "training on the GPU is not implemented yet in this version of sweetspot (the host backend trains)";
+    if (const std::string why = training_impossible_reason(c); !why.empty()) return why;
     if (!backend.computes_in(c.dtype))
         return "the " + backend_name + " backend does not compute in " + std::string(enum_name(c.dtype));
     if (!backend.needs_gpu && !c.variant.is_baseline())

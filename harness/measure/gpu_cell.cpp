@@ -2,10 +2,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "backends/backend.hpp"
@@ -15,10 +18,12 @@
 #include "harness/measure/cell_weights.hpp"
 #include "harness/measure/gpu_memory_watch.hpp"
 #include "harness/measure/nvml_memory.hpp"
+#include "harness/measure/step_check.hpp"
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/cuda_resources.hpp"
 #include "kernels/compute/gpu_forward.hpp"
 #include "kernels/compute/gpu_synthetic_weights.hpp"
+#include "kernels/compute/gpu_train_step.hpp"
 #include "kernels/compute/nvtx.hpp"
 
 namespace sweetspot {
@@ -108,70 +113,49 @@ GpuForwardOptions forward_options(const CellParams& c, const MeasureOptions& opt
     return f;
 }
 
-// Members in construction order: the memory watch takes its first reading before anything
-// touches the GPU, the NVTX ranges open first (and close last), the collector is configured
-// before anything is placed (UM counters do not see earlier managed allocations).
-class GpuCellStep final : public CellStep {
+// What every GPU cell holds, whatever its step. Members in construction order: the memory watch
+// takes its first reading before anything touches the GPU, the NVTX ranges open first (and close
+// last), the collector is configured before anything is placed (UM counters do not see earlier
+// managed allocations), and the backend places the weights for the step's schedule.
+class GpuCell {
 public:
-    GpuCellStep(const CellParams& c, std::span<const std::int32_t> tokens, const MeasureOptions& options)
-        : cell_(c),
-          memory_watch_(with_context(watch_gpu_memory(memory_note_), clock_)),
+    GpuCell(const CellParams& c, const MeasureOptions& options, const UnitSchedule& schedule)
+        : memory_watch_(with_context(watch_gpu_memory(memory_note_), clock_)),
           collect_(prepared_for_collection(c, options)),
           run_range_(options.run_label),
           cell_range_("cell " + c.key()),
-          kept_reference_(options.kept_reference),
-          layout_(WeightLayout::for_model(c.model)),
-          tokens_(tokens.begin(), tokens.end()) {
+          layout_(WeightLayout::for_model(c.model)) {
         if (collect_) collector_.emplace();
         clock_.lap("prepare");
         options.status.phase("weights");
         backend_ = make_backend(gpu_backend_config(c, options, compute_));
-        backend_->place(layout_, gpu_unit_filler(c, layout_), UnitSchedule::inference(layout_.unit_count()));
+        backend_->place(layout_, gpu_unit_filler(c, layout_), schedule);
         clock_.lap("weights");
-        options.status.phase("forward_setup");
-        forward_.emplace(c.model, layout_, c.dtype, c.batch, c.seq, compute_.get(), forward_options(c, options));
-        forward_->set_tokens(tokens_);
-        CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
-        clock_.lap("forward_setup");
     }
 
-    std::vector<CellPhase> setup_phases() const override { return setup_; }
+    const WeightLayout& layout() const { return layout_; }
+    Backend& backend() { return *backend_; }
+    std::int64_t training_state_bytes() const { return backend_->placement().training_state_bytes; }
+    cudaStream_t stream() const { return compute_.get(); }
+    // Closes a set-up phase the step's own making ran since the last.
+    void lap(const std::string& phase) { clock_.lap(phase); }
+    const std::vector<CellPhase>& setup_phases() const { return setup_; }
 
-    std::int64_t activation_bytes() const override { return forward_->activation_bytes() + forward_->workspace_bytes(); }
-
-    StepTime run_step(const std::string& label) override {
-        const NvtxRange iteration(label);
-        backend_->reset_residency();
-        start_.record(compute_.get());
-        forward_->run(*backend_);
-        stop_.record(compute_.get());
-        stop_.synchronize();
+    // After a step: the device memory in use, read once (the first step's).
+    void note_device_used() {
         if (!device_used_) device_used_ = device_used_bytes();
-        const auto ms = static_cast<double>(stop_.ms_since(start_));
-        return {ms, {ms}};
     }
 
-    void start_collection() override {
+    void start_collection() {
         if (collector_) collector_->start();
     }
-    std::optional<CellEvents> finish_collection() override {
+    std::optional<CellEvents> finish_collection() {
         if (!collector_) return std::nullopt;
         return collector_->finish();
     }
 
-    std::vector<float> logits() override { return forward_->logits_to_host(); }
-
-    OutputCount count_nonfinite() override {
-        return {forward_->count_nonfinite_logits(),
-                static_cast<std::int64_t>(tokens_.size()) * cell_.model.vocab_size, "logits"};
-    }
-
-    std::optional<LogitsCheck> check() override {
-        const std::vector<float> compared = forward_->logits_to_host(host_reference_rows(cell_));
-        return check_against_host(cell_, layout_, tokens_, compared, kept_reference_);
-    }
-
-    void add_results(CellOutcome& out) const override {
+    // Where the weights went, the GPU and the device memory NVML read.
+    void add_results(CellOutcome& out) const {
         out.set<"gpu_model">(gpu_name());
         const PlacementStats placed = backend_->placement();
         out.set<"resident_bytes">(placed.resident_bytes);
@@ -179,7 +163,6 @@ public:
         out.set<"device_weight_bytes">(placed.device_weight_bytes);
         out.set<"pinned_host_bytes">(placed.pinned_host_bytes);
         out.set<"device_used_bytes">(device_used_);
-        out.set<"launches_per_forward">(forward_->launches_per_forward());
         if (!memory_note_.empty()) out.set<"gpu_memory_note">(memory_note_);
         if (!memory_watch_) return;
         const GpuMemoryMeasurement m = memory_watch_->measurement();
@@ -198,29 +181,207 @@ public:
     }
 
 private:
-    const CellParams& cell_;
     std::vector<CellPhase> setup_;  // first, with its clock: every member after it is timed
     PhaseClock clock_{setup_};
     std::string memory_note_;  // why there is no memory watch
     std::unique_ptr<GpuMemoryWatch> memory_watch_;
     bool collect_;
     NvtxRange run_range_, cell_range_;
-    std::optional<ReferenceLogits> kept_reference_;
     WeightLayout layout_;
-    std::vector<std::int32_t> tokens_;
     CudaStream compute_;
     std::optional<CuptiCollector> collector_;
     std::unique_ptr<Backend> backend_;
+    std::optional<std::int64_t> device_used_;
+};
+
+// Inference: a forward per step, its logits checked against the host forward.
+class GpuInferStep final : public CellStep {
+public:
+    GpuInferStep(const CellParams& c, std::span<const std::int32_t> tokens, const MeasureOptions& options)
+        : cell_(c),
+          gpu_(c, options, UnitSchedule::inference(WeightLayout::for_model(c.model).unit_count())),
+          kept_reference_(options.kept_reference),
+          tokens_(tokens.begin(), tokens.end()) {
+        options.status.phase("forward_setup");
+        forward_.emplace(c.model, gpu_.layout(), c.dtype, c.batch, c.seq, gpu_.stream(), forward_options(c, options));
+        forward_->set_tokens(tokens_);
+        CUDA_CHECK(cudaStreamSynchronize(gpu_.stream()));
+        gpu_.lap("forward_setup");
+    }
+
+    std::vector<CellPhase> setup_phases() const override { return gpu_.setup_phases(); }
+
+    std::int64_t activation_bytes() const override { return forward_->activation_bytes() + forward_->workspace_bytes(); }
+
+    StepTime run_step(const std::string& label) override {
+        const NvtxRange iteration(label);
+        gpu_.backend().reset_residency();
+        start_.record(gpu_.stream());
+        forward_->run(gpu_.backend());
+        stop_.record(gpu_.stream());
+        stop_.synchronize();
+        gpu_.note_device_used();
+        const auto ms = static_cast<double>(stop_.ms_since(start_));
+        return {ms, {ms}};
+    }
+
+    void start_collection() override { gpu_.start_collection(); }
+    std::optional<CellEvents> finish_collection() override { return gpu_.finish_collection(); }
+
+    std::vector<float> logits() override { return forward_->logits_to_host(); }
+
+    OutputCount count_nonfinite() override {
+        return {forward_->count_nonfinite_logits(),
+                static_cast<std::int64_t>(tokens_.size()) * cell_.model.vocab_size, "logits"};
+    }
+
+    std::optional<LogitsCheck> check() override {
+        const std::vector<float> compared = forward_->logits_to_host(host_reference_rows(cell_));
+        return check_against_host(cell_, gpu_.layout(), tokens_, compared, kept_reference_);
+    }
+
+    void add_results(CellOutcome& out) const override {
+        gpu_.add_results(out);
+        out.set<"launches_per_forward">(forward_->launches_per_forward());
+    }
+
+private:
+    const CellParams& cell_;
+    GpuCell gpu_;
+    std::optional<ReferenceLogits> kept_reference_;
+    std::vector<std::int32_t> tokens_;
     std::optional<GpuForward> forward_;
     CudaEvent start_{CudaEvent::Timing::on}, stop_{CudaEvent::Timing::on};
-    std::optional<std::int64_t> device_used_;
+};
+
+// Training: forward, backward and the optimizer's update per step, each phase between CUDA events;
+// every step starts from the weights and moments the last one left; the first, from the initial
+// weights, is checked against the float64 reference.
+class GpuTrainCellStep final : public CellStep {
+public:
+    GpuTrainCellStep(const CellParams& c, std::span<const std::int32_t> tokens, const MeasureOptions& options)
+        : cell_(c),
+          gpu_(c, options, UnitSchedule::training(WeightLayout::for_model(c.model).unit_count())),
+          tokens_(tokens.begin(), tokens.end()),
+          targets_(c.target_ids()) {
+        options.status.phase("train_setup");
+        GpuTrainOptions train;
+        train.tf32 = c.tf32;
+        train.variant = c.variant;
+        train.dropout = c.dropout_masks();
+        train.settings = settings_;
+        step_.emplace(c.model, gpu_.layout(), c.dtype, c.batch, c.seq, gpu_.stream(), train);
+        step_->set_batch(tokens_, targets_);
+        CUDA_CHECK(cudaStreamSynchronize(gpu_.stream()));
+        gpu_.lap("train_setup");
+    }
+
+    std::vector<CellPhase> setup_phases() const override { return gpu_.setup_phases(); }
+
+    std::int64_t activation_bytes() const override { return step_->activation_bytes() + step_->workspace_bytes(); }
+
+    // fp16's dynamic loss scale starts high: a first step whose scaled gradients overflow makes
+    // no update (the scale halves), and the next step from the same state is the checked one.
+    static constexpr int kMostCheckedStepTries = 24;
+
+    void run_checked_step() override {
+        const bool checked = training_check_runs(cell_);
+        if (checked) first_.weights_before = copy_units([&](int u) { return gpu_.backend().acquire(u); }, cell_.dtype);
+        if (checked && cell_.dtype != DType::fp32)
+            first_.master_before = copy_units([&](int u) { return gpu_.backend().acquire_update(u).master; }, DType::fp32);
+        float scale = step_->loss_scale();
+        for (int tries = 0; tries < kMostCheckedStepTries; ++tries) {
+            scale = step_->loss_scale();
+            const int skipped = step_->skipped_steps();
+            run_step("checked step");
+            if (step_->skipped_steps() == skipped || cell_.dtype != DType::fp16) break;
+        }
+        if (!checked) return;
+        first_.loss = losses_.last_loss();
+        // The gradients the backward stored carry the loss scale.
+        first_.gradients = copy_units([&](int u) { return gpu_.backend().gradient(u); }, cell_.dtype);
+        for (auto& unit : first_.gradients)
+            for (float& g : unit) g /= scale;
+        first_.weights_after = copy_units([&](int u) { return gpu_.backend().acquire(u); }, cell_.dtype);
+        if (cell_.dtype != DType::fp32)
+            first_.master_after = copy_units([&](int u) { return gpu_.backend().acquire_update(u).master; }, DType::fp32);
+    }
+
+    StepTime run_step(const std::string& label) override {
+        const NvtxRange iteration(label);
+        const cudaStream_t stream = gpu_.stream();
+        gpu_.backend().reset_residency();
+        const int skipped_before = step_->skipped_steps();
+        marks_[0].record(stream);
+        step_->forward(gpu_.backend());
+        marks_[1].record(stream);
+        step_->backward(gpu_.backend());
+        marks_[2].record(stream);
+        step_->update(gpu_.backend());
+        marks_[3].record(stream);
+        marks_[3].synchronize();
+        gpu_.note_device_used();
+        losses_.add(step_->loss(), step_->grad_norm(), cell_.dtype == DType::fp16 && step_->skipped_steps() > skipped_before);
+        StepTime t;
+        for (std::size_t i = 0; i + 1 < marks_.size(); ++i)
+            t.phase_ms.push_back(static_cast<double>(marks_[i + 1].ms_since(marks_[i])));
+        t.ms = static_cast<double>(marks_[3].ms_since(marks_[0]));
+        return t;
+    }
+
+    void start_collection() override { gpu_.start_collection(); }
+    std::optional<CellEvents> finish_collection() override { return gpu_.finish_collection(); }
+
+    std::vector<float> logits() override {
+        throw std::logic_error("a training step keeps no logits: `sweetspot logits` runs inference cells");
+    }
+
+    OutputCount count_nonfinite() override { return losses_.count_nonfinite(); }
+
+    std::optional<LogitsCheck> check() override {
+        return check_training_step(cell_, gpu_.layout(), tokens_, targets_, settings_, first_,
+                                   gpu_tolerance(cell_.dtype, cell_.tf32));
+    }
+
+    void add_results(CellOutcome& out) const override {
+        gpu_.add_results(out);
+        out.set<"training_state_bytes">(gpu_.training_state_bytes());
+        losses_.add_results(out);
+    }
+
+private:
+    // Every unit's `dtype` values at the device pointer `pointer(unit)` gives, as fp32.
+    template <class DevicePointer>
+    std::vector<std::vector<float>> copy_units(DevicePointer pointer, DType dtype) {
+        CUDA_CHECK(cudaStreamSynchronize(gpu_.stream()));
+        std::vector<std::vector<float>> units;
+        std::vector<std::byte> raw;
+        for (int u = 0; u < gpu_.layout().unit_count(); ++u) {
+            const auto numel = static_cast<std::size_t>(gpu_.layout().units[static_cast<std::size_t>(u)].numel);
+            raw.resize(numel * dtype_size(dtype));
+            CUDA_CHECK(cudaMemcpy(raw.data(), pointer(u), raw.size(), cudaMemcpyDeviceToHost));
+            units.push_back(convert_to_f32(raw.data(), numel, dtype));
+        }
+        return units;
+    }
+
+    const CellParams& cell_;
+    TrainSettings settings_;
+    GpuCell gpu_;
+    std::vector<std::int32_t> tokens_, targets_;
+    std::optional<GpuTrainStep> step_;
+    std::array<CudaEvent, 4> marks_{CudaEvent(CudaEvent::Timing::on), CudaEvent(CudaEvent::Timing::on),
+                                    CudaEvent(CudaEvent::Timing::on), CudaEvent(CudaEvent::Timing::on)};
+    FirstStep first_;
+    StepLosses losses_;
 };
 
 }  // namespace
 
 std::unique_ptr<CellStep> make_gpu_step(const CellParams& cell, std::span<const std::int32_t> tokens,
                                         const MeasureOptions& options) {
-    return std::make_unique<GpuCellStep>(cell, tokens, options);
+    if (cell.mode == Mode::train) return std::make_unique<GpuTrainCellStep>(cell, tokens, options);
+    return std::make_unique<GpuInferStep>(cell, tokens, options);
 }
 
 }  // namespace sweetspot

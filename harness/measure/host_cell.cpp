@@ -85,9 +85,13 @@ public:
     std::int64_t activation_bytes() const override { return trainer_.buffer_bytes(); }
 
     void run_checked_step() override {
+        if (!training_check_runs(cell_)) {
+            run_step("checked step");
+            return;
+        }
         first_.weights_before = weight_copy();
         run_step("checked step");
-        first_.loss = losses_.back();
+        first_.loss = losses_.last_loss();
         first_.gradients = copy_units([&](int u) { return static_cast<const float*>(backend_->gradient(u)); });
         first_.weights_after = weight_copy();
     }
@@ -95,10 +99,10 @@ public:
     StepTime run_step(const std::string&) override {
         StepTime t;
         const auto t0 = std::chrono::steady_clock::now();
-        losses_.push_back(trainer_.forward(*backend_, tokens_, targets_));
+        const double loss = trainer_.forward(*backend_, tokens_, targets_);
         t.phase_ms.push_back(ms_since(t0));
         const auto t1 = std::chrono::steady_clock::now();
-        grad_norms_.push_back(trainer_.backward(*backend_));
+        losses_.add(loss, trainer_.backward(*backend_));
         t.phase_ms.push_back(ms_since(t1));
         const auto t2 = std::chrono::steady_clock::now();
         trainer_.update(*backend_);
@@ -111,23 +115,13 @@ public:
         throw std::logic_error("a training step keeps no logits: `sweetspot logits` runs inference cells");
     }
 
-    OutputCount count_nonfinite() override {
-        std::int64_t bad = 0;
-        for (std::size_t i = 0; i < losses_.size(); ++i) bad += !std::isfinite(losses_[i]) + !std::isfinite(grad_norms_[i]);
-        return {bad, static_cast<std::int64_t>(2 * losses_.size()), "losses and gradient norms of its steps"};
-    }
+    OutputCount count_nonfinite() override { return losses_.count_nonfinite(); }
 
     std::optional<LogitsCheck> check() override {
         return check_training_step(cell_, layout_, tokens_, targets_, settings_, first_, kHostFp32Tolerance);
     }
 
-    void add_results(CellOutcome& out) const override {
-        if (losses_.empty()) return;
-        out.set<"loss_first">(losses_.front());
-        out.set<"grad_norm_first">(grad_norms_.front());
-        out.set<"loss_last">(losses_.back());
-        out.set<"grad_norm_last">(grad_norms_.back());
-    }
+    void add_results(CellOutcome& out) const override { losses_.add_results(out); }
 
 private:
     template <class UnitPointer>
@@ -154,7 +148,7 @@ private:
     std::vector<std::int32_t> tokens_, targets_;
     CpuTrainStep trainer_;
     FirstStep first_;
-    std::vector<double> losses_, grad_norms_;
+    StepLosses losses_;
 };
 
 }  // namespace

@@ -10,6 +10,8 @@
 #include "harness/measure/logits_check.hpp"
 #include "kernels/compute/cpu_forward.hpp"
 #include "kernels/compute/cpu_gradients.hpp"
+#include "kernels/compute/train_arena.hpp"
+#include "harness/measure/step_check.hpp"
 #include "kernels/compute/gemm_workspace.hpp"
 #include "kernels/model/activation_layout.hpp"
 #include "kernels/model/number_text.hpp"
@@ -31,14 +33,26 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
     e.managed = weights.managed_bytes;
     e.host_weights = weights.host_bytes;
     const auto logits_bytes = [&](std::int64_t rows) { return rows * cell.model.vocab_size * std::int64_t{sizeof(float)}; };
+    if (cell.mode == Mode::train) {
+        const WeightFootprint state =
+            backend.training->footprint(config, units, unit_bytes(layout_of_weights, DType::fp32));
+        e.training_state = state.device_bytes;
+        e.host_training_state = state.host_bytes;
+    }
     if (!backend.needs_gpu && cell.mode == Mode::train) {
-        e.host_training_state = 3 * weights.host_bytes;
         e.host_buffers = CpuBackprop::buffer_bytes_for(cell.model, cell.batch, cell.seq);
         return e;
     }
     if (!backend.needs_gpu) {
         e.host_buffers = CpuForward::activation_bytes_for(cell.model, cell.batch, cell.seq) +
                          logits_bytes(std::int64_t{cell.batch} * cell.seq);
+        return e;
+    }
+    if (cell.mode == Mode::train) {
+        // The step's one allocation (train_arena.hpp), the logits and the backward's scratch in it.
+        e.activations = TrainArena(cell.model, cell.dtype, cell.batch, cell.seq, cell.variant.has(Fusion::flash_attention)).total;
+        e.workspace = kGemmWorkspaceBytes;
+        e.host_buffers = first_step_copy_bytes(cell);
         return e;
     }
     e.host_buffers = 2 * logits_bytes(host_reference_rows(cell));
@@ -138,8 +152,12 @@ std::vector<FixedCost> measured_fixed_costs(Database& db) {
     const std::string host_terms =
         has_column(db, "cells", "predicted_host_alloc_bytes") ? "c.predicted_host_alloc_bytes" : "NULL";
     const std::string pinned = has_column(db, "cells", "pinned_host_bytes") ? "c.pinned_host_bytes" : "NULL";
+    // A training cell's backend also held its gradients and optimizer state (schema 16 on).
+    const std::string training_state =
+        has_column(db, "cells", "training_state_bytes") ? " + coalesce(c.training_state_bytes, 0)" : "";
     auto st = db.prepare("SELECT coalesce(r.gpu_name, ''), coalesce(r.gpu_driver, ''), c.backend, c.dtype, " + used +
-                         ", c.device_weight_bytes + c.activation_bytes, c.activation_bytes, c.weight_bytes, "
+                         ", c.device_weight_bytes + c.activation_bytes" + training_state +
+                         ", c.activation_bytes, c.weight_bytes, "
                          "c.peak_host_rss_bytes, " + host_terms + ", " + pinned +
                          " FROM cells c JOIN runs r USING (run_id)"
                          " WHERE c.status = 'ok' AND " + used + " IS NOT NULL"

@@ -29,6 +29,9 @@ struct MemoryEstimate {
     std::int64_t activations = 0;  // the forward's activation allocation without the scores
     std::int64_t scores = 0;       // the [batch, heads, seq, seq] scores; 0 for flash_attention
     std::int64_t workspace = 0;    // the GEMM workspace
+    // A training step's state where the backend keeps it on the device (TrainingState): the
+    // gradients, AdamW's moments and the master weights.
+    std::int64_t training_state = 0;
     // activations = "managed": the activation allocation is managed memory, counted above at its
     // full size (the forward touches all of it, so all of it migrates to the GPU).
     bool managed_activations = false;
@@ -43,8 +46,7 @@ struct MemoryEstimate {
     std::int64_t managed = 0;      // managed allocations (UVM weights; managed activations)
     // The weights' host memory at the peak (WeightFootprint::host_bytes).
     std::int64_t host_weights = 0;
-    // A training step's state where the backend keeps it on the host (TrainingState): the
-    // gradients and AdamW's two fp32 moments (the host's fp32 weights are their own master).
+    // A training step's state where the backend keeps it on the host (TrainingState).
     std::int64_t host_training_state = 0;
     // Host cells: the CPU forward's activations and the logits, or the training step's kept
     // activations and scratch (CpuBackprop). GPU cells: the logits rows the
@@ -60,7 +62,7 @@ struct MemoryEstimate {
 
     // What sweetspot allocates on the device: the harness's own accounting of a cell
     // (device_weight_bytes + activation_bytes) measures the same.
-    std::int64_t device_total() const { return weights + activations + scores + workspace; }
+    std::int64_t device_total() const { return weights + training_state + activations + scores + workspace; }
 };
 
 // What a GPU process's peak holds beyond a cell's allocations, measured, not guessed, on one GPU

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/residency_plan.hpp"
 #include "kernels/compute/reference_forward.hpp"
 #include "kernels/compute/reference_gradients.hpp"
 #include "kernels/compute/reference_optimizer.hpp"
@@ -18,12 +19,39 @@ UnitValues as_double(const std::vector<std::vector<float>>& units) {
 
 }  // namespace
 
+OutputCount StepLosses::count_nonfinite() const {
+    std::int64_t bad = 0;
+    for (std::size_t i = 0; i < losses_.size(); ++i)
+        bad += !std::isfinite(losses_[i]) + (!std::isfinite(norms_[i]) && !scaling_skipped_[i]);
+    return {bad, static_cast<std::int64_t>(2 * losses_.size()), "losses and gradient norms of its steps"};
+}
+
+void StepLosses::add_results(CellOutcome& out) const {
+    if (losses_.empty()) return;
+    out.set<"loss_first">(losses_.front());
+    out.set<"grad_norm_first">(norms_.front());
+    out.set<"loss_last">(losses_.back());
+    out.set<"grad_norm_last">(norms_.back());
+}
+
+bool training_check_runs(const CellParams& cell) {
+    // The backward costs about twice the forward.
+    return 3.0 * reference_forward_macs(cell.model, cell.batch, cell.seq) <= kMaxFloat64Macs;
+}
+
+std::int64_t first_step_copy_bytes(const CellParams& cell) {
+    if (!training_check_runs(cell)) return 0;
+    std::int64_t fp32 = 0;
+    for (const auto bytes : unit_bytes(WeightLayout::for_model(cell.model), DType::fp32)) fp32 += bytes;
+    // Weights before and after, gradients; the master weights before and after below fp32.
+    return (cell.dtype == DType::fp32 ? 3 : 5) * fp32;
+}
+
 std::optional<LogitsCheck> check_training_step(const CellParams& cell, const WeightLayout& layout,
                                                std::span<const std::int32_t> tokens,
                                                std::span<const std::int32_t> targets, const TrainSettings& settings,
                                                const FirstStep& first, double tolerance) {
-    // The backward costs about twice the forward.
-    if (3.0 * reference_forward_macs(cell.model, cell.batch, cell.seq) > kMaxFloat64Macs) return std::nullopt;
+    if (!training_check_runs(cell)) return std::nullopt;
     std::vector<const float*> units;
     for (const auto& u : first.weights_before) units.push_back(u.data());
     const ReferenceGradients ref =

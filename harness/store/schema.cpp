@@ -18,6 +18,10 @@ void drop_prefetch_api(Database& db) {
     if (has_column(db, "cells", "prefetch_api")) db.exec("ALTER TABLE cells DROP COLUMN prefetch_api");
 }
 
+// Version 16 counts a training cell's gradients and optimizer state among what it allocated: the
+// view is made again (views.sql) from its new definition.
+void drop_memory_accuracy(Database& db) { db.exec("DROP VIEW IF EXISTS memory_accuracy"); }
+
 // The columns of `runs` added after version 2 (the others are in tables.sql).
 struct RunColumn {
     std::string_view name;
@@ -173,8 +177,18 @@ const std::vector<SchemaStep>& schema_steps() {
          nullptr, ""},
         {15, "the CUDA API calls of traced iterations and the NVTX ranges projected onto the GPU", nullptr,
          "DROP VIEW nvtx_gpu_proj_sum; DROP VIEW nvtx_gpu_proj_trace; DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME;"},
-        {16, "training steps: the phase split, the loss and gradient norm, model flops and MFU, the GPU's name", nullptr,
-         ""},
+        {16, "training steps: the phase split, the loss and gradient norm, model flops and MFU, the GPU's name, the "
+             "training state's memory (memory_accuracy counts it)",
+         drop_memory_accuracy,
+         "DROP VIEW memory_accuracy;"
+         "CREATE VIEW memory_accuracy AS SELECT cell_id, model, backend, variant, dtype, batch, seq, budget,"
+         " predicted_peak_bytes, gpu_peak_bytes,"
+         " 100.0 * (predicted_peak_bytes - gpu_peak_bytes) / gpu_peak_bytes AS peak_error_pct,"
+         " predicted_alloc_bytes, device_weight_bytes + activation_bytes AS allocated_bytes,"
+         " 100.0 * (predicted_alloc_bytes - (device_weight_bytes + activation_bytes))"
+         " / (device_weight_bytes + activation_bytes) AS alloc_error_pct,"
+         " gpu_context_bytes, gpu_own_peak_bytes, gpu_other_processes, gpu_other_bytes"
+         " FROM cells WHERE status = 'ok' AND gpu_peak_bytes > 0 AND predicted_alloc_bytes IS NOT NULL;"},
         {17, "the GPU ops' timings of bench_kernels --db", nullptr, "DROP TABLE kernel_timings;"},
     };
     return steps;

@@ -99,14 +99,15 @@ GROUP BY m.cell_id, m.copyKind;
 -- The memory estimator against what was measured, one row per GPU cell that has both: error_pct
 -- is (predicted − measured) / measured, in percent, for the peak (NVML's, less the memory in use
 -- before the cell) and for sweetspot's own allocations (what the backend and the forward report
--- they allocated).
+-- they allocated, a training cell's gradients and optimizer state included).
 CREATE VIEW IF NOT EXISTS memory_accuracy AS
 SELECT cell_id, model, backend, variant, dtype, batch, seq, budget,
        predicted_peak_bytes, gpu_peak_bytes,
        100.0 * (predicted_peak_bytes - gpu_peak_bytes) / gpu_peak_bytes AS peak_error_pct,
-       predicted_alloc_bytes, device_weight_bytes + activation_bytes AS allocated_bytes,
-       100.0 * (predicted_alloc_bytes - (device_weight_bytes + activation_bytes))
-             / (device_weight_bytes + activation_bytes) AS alloc_error_pct,
+       predicted_alloc_bytes,
+       device_weight_bytes + activation_bytes + coalesce(training_state_bytes, 0) AS allocated_bytes,
+       100.0 * (predicted_alloc_bytes - (device_weight_bytes + activation_bytes + coalesce(training_state_bytes, 0)))
+             / (device_weight_bytes + activation_bytes + coalesce(training_state_bytes, 0)) AS alloc_error_pct,
        gpu_context_bytes, gpu_own_peak_bytes, gpu_other_processes, gpu_other_bytes
 FROM cells
 WHERE status = 'ok' AND gpu_peak_bytes > 0 AND predicted_alloc_bytes IS NOT NULL;

@@ -31,7 +31,6 @@ void launch_add_bias(T* y, const T* bias, std::int64_t rows, std::int64_t cols, 
     CUDA_CHECK_LAUNCH();
 }
 
-std::int64_t bias_backward_scratch_floats(std::int64_t rows, int cols) { return column_sum_partials(rows, cols); }
 
 template <class T>
 void launch_bias_backward(T* dbias, const T* dout, std::int64_t rows, int cols, float* scratch, cudaStream_t stream) {

@@ -9,15 +9,13 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include "kernels/compute/train_scratch.hpp"
 
 namespace sweetspot::gpu {
 
 // y[r, j] += bias[j] for y [rows, cols]: the bias of a linear layer, after the GEMM.
 template <class T>
 void launch_add_bias(T* y, const T* bias, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
-
-// fp32 values of scratch launch_bias_backward needs for dout [rows, cols].
-std::int64_t bias_backward_scratch_floats(std::int64_t rows, int cols);
 
 // The backward of a bias: dbias[j] += Σ_r dout[r, j] for dout [rows, cols] (as
 // cpu::bias_backward), summed in fp32 in an order fixed by the shape (the same bits every run),

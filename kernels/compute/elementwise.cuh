@@ -12,6 +12,7 @@
 
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/device_common.cuh"
+#include "kernels/compute/train_scratch.hpp"
 
 namespace sweetspot::gpu {
 
@@ -49,7 +50,6 @@ inline int elementwise_blocks(std::int64_t n) {
 // which thread or block finishes first (no floating-point atomics): the same bits every run.
 
 constexpr int kColumnSumRows = 8;               // rows a block reads at a time (threadIdx.y)
-constexpr std::int64_t kColumnSumChunk = 256;  // rows a block sums in the first of two passes
 
 // Block (32, kColumnSumRows) over 32 consecutive columns of in [rows, cols] (row stride ld), the
 // rows [blockIdx.y · chunk, + chunk): thread (x, y) sums rows y, y + 8, ... of its column in fp32,
@@ -87,10 +87,6 @@ void launch_column_sum_once(Out* out, const In* in, std::int64_t rows, int cols,
     CUDA_CHECK_LAUNCH();
 }
 
-// fp32 values column_sum_into needs in `partials` for rows × cols.
-inline std::int64_t column_sum_partials(std::int64_t rows, int cols) {
-    return (rows + kColumnSumChunk - 1) / kColumnSumChunk * cols;
-}
 
 // out[j] += Σ_r in[r, j] for in [rows, cols] (row stride cols), in two passes so that many rows
 // spread over many blocks: the sums of chunks of kColumnSumChunk rows into `partials`

@@ -14,6 +14,7 @@
 #include "kernels/compute/dropout.hpp"
 #include "kernels/compute/gemm.hpp"
 #include "kernels/compute/flash_attention_limits.hpp"
+#include "kernels/compute/train_scratch.hpp"
 
 namespace sweetspot::gpu {
 
@@ -56,10 +57,8 @@ void flash_attention(T* out, const T* qkv, int batch, int seq, int c, int n_head
 // probabilities are recomputed tile by tile from q, k and the forward's lse, nothing of size
 // [seq, seq] is stored. dqkv [batch·seq, 3c] (overwritten) from dout, the forward's qkv, out and
 // lse, with the forward's dropout and site. scratch holds
-// flash_attention_backward_scratch_floats(...) floats (dq's fp32 accumulator and
-// rowsum(dout∘out)). dq is summed over key blocks with fp32 atomics, so its last bits may differ
-// between runs. Enqueued on `stream`.
-std::int64_t flash_attention_backward_scratch_floats(int batch, int seq, int c, int n_head);
+// flash_attention_backward_scratch_floats(...) floats (train_scratch.hpp). dq is summed over key
+// blocks with fp32 atomics, so its last bits may differ between runs. Enqueued on `stream`.
 template <class T>
 void flash_attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse,
                               int batch, int seq, int c, int n_head, const Dropout& dropout, std::uint32_t site,

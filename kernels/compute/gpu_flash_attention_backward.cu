@@ -164,11 +164,6 @@ void launch_simt(T* dqkv, const T* dout, const T* qkv, const float* lse, const P
 
 }  // namespace
 
-std::int64_t flash_attention_backward_scratch_floats(int batch, int seq, int c, int n_head) {
-    const std::int64_t rows = static_cast<std::int64_t>(batch) * seq;
-    return rows * c + rows * n_head;
-}
-
 template <class T>
 void flash_attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse,
                               int batch, int seq, int c, int n_head, const Dropout& dropout, std::uint32_t site,

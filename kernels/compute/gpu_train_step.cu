@@ -27,79 +27,12 @@
 #include "kernels/compute/nvtx.hpp"
 #include "kernels/compute/optimizer.cuh"
 #include "kernels/compute/residual.cuh"
+#include "kernels/compute/train_arena.hpp"
 
 namespace sweetspot {
 namespace {
 
 std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
-
-// Where each buffer sits in the step's one allocation, in bytes from its start: the one place the
-// constructor and activation_bytes_for both read.
-struct TrainArena {
-    static constexpr std::int64_t kAlign = 256;
-    std::int64_t total = 0;
-    // Kept per layer, each [B·T, width] in the dtype: ln1 (C), qkv (3C), att (C), ln2 (C),
-    // fc_pre (4C); with flash attention each row's logsumexp (fp32 [B, H, T]).
-    std::vector<std::int64_t> ln1, qkv, att, ln2, fc_pre, lse;
-    std::vector<std::int64_t> resid;  // 2L + 1 buffers [B·T, C]
-    std::int64_t xf = 0, logits = 0;  // ln_f's output; the logits [B·T, V], then their gradient
-    // Scratch [B·T, width] in the dtype: fc (4C, GELU's output), dfc (4C), dqkv (3C), dy, dln,
-    // datt, dres (C); the baseline's scores and their gradient [B, H, T, T].
-    std::int64_t fc = 0, dfc = 0, dqkv = 0, dy = 0, dln = 0, datt = 0, dres = 0, scores = 0, dscores = 0;
-    // fp32 scratch of the backward kernels, the per-row losses and the loss; ids; the norm's
-    // partials and the squared norm (double). The embedding's backward, the last kernel of the
-    // backward, takes the scratch from fc up to dres (dead by then) for its own: its size is
-    // cub's to say, which needs a device, and this plan is made without one. Only a handful of
-    // rows leave that scratch smaller than cub's fixed storage; the step then allocates it apart.
-    std::int64_t ln_scratch = 0, bias_scratch = 0, flash_scratch = 0, losses = 0, loss = 0;
-    std::int64_t tokens = 0, targets = 0, partials = 0, squared_norm = 0;
-
-    TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, bool flash) {
-        const std::int64_t bt = static_cast<std::int64_t>(batch) * seq, c = m.n_embd, e = static_cast<std::int64_t>(dtype_size(dtype));
-        const auto take = [&](std::int64_t bytes) {
-            const std::int64_t at = total;
-            total += (bytes + kAlign - 1) / kAlign * kAlign;
-            return at;
-        };
-        const auto rows_of = [&](std::int64_t width) { return take(bt * width * e); };
-        for (int l = 0; l < m.n_layer; ++l) {
-            ln1.push_back(rows_of(c));
-            qkv.push_back(rows_of(3 * c));
-            att.push_back(rows_of(c));
-            ln2.push_back(rows_of(c));
-            fc_pre.push_back(rows_of(4 * c));
-            if (flash) lse.push_back(take(static_cast<std::int64_t>(batch) * m.n_head * seq * 4));
-        }
-        for (int r = 0; r < 2 * m.n_layer + 1; ++r) resid.push_back(rows_of(c));
-        xf = rows_of(c);
-        logits = rows_of(m.vocab_size);
-        fc = rows_of(4 * c);
-        dfc = rows_of(4 * c);
-        dqkv = rows_of(3 * c);
-        dy = rows_of(c);
-        dln = rows_of(c);
-        datt = rows_of(c);
-        dres = rows_of(c);
-        if (!flash) {
-            const std::int64_t score_bytes = static_cast<std::int64_t>(batch) * m.n_head * seq * seq * e;
-            scores = take(score_bytes);
-            dscores = take(score_bytes);
-        } else {
-            flash_scratch = take(gpu::flash_attention_backward_scratch_floats(batch, seq, m.n_embd, m.n_head) * 4);
-        }
-        ln_scratch = take(gpu::layernorm_backward_scratch_floats(static_cast<int>(bt), m.n_embd) * 4);
-        std::int64_t bias_floats = 0;
-        for (const std::int64_t width : {c, 3 * c, 4 * c})
-            bias_floats = std::max(bias_floats, gpu::bias_backward_scratch_floats(bt, static_cast<int>(width)));
-        bias_scratch = take(bias_floats * 4);
-        losses = take(bt * 4);
-        loss = take(4);
-        tokens = take(bt * 4);
-        targets = take(bt * 4);
-        partials = take(static_cast<std::int64_t>(m.n_layer + 2) * gpu::kNormPartials * 8);
-        squared_norm = take(8);
-    }
-};
 
 }  // namespace
 

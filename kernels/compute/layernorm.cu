@@ -43,10 +43,6 @@ __global__ void layernorm_kernel(T* out, const T* in, const T* w, const T* b, in
     }
 }
 
-// Blocks of the backward: enough to fill an H100 at a few blocks per SM, few enough that their
-// partial dw and db (2c fp32 each, written and read once) stay a small part of the traffic.
-constexpr int kBackwardBlocks = 512;
-
 // The backward, one block per row at a time (rows blockIdx.x, + gridDim.x, ...): thread t owns
 // columns t, t + 256, ... of every row, so its share of the block's dw and db accumulates in
 // shared memory without atomics and in row order. Per row: the forward's mean and rstd (two
@@ -176,15 +172,11 @@ void launch_residual_layernorm(T* out, T* x, const T* y, const Dropout& d, std::
     CUDA_CHECK_LAUNCH();
 }
 
-std::int64_t layernorm_backward_scratch_floats(int rows, int c) {
-    return static_cast<std::int64_t>(std::min(rows, kBackwardBlocks)) * 2 * c;
-}
-
 template <class T>
 void launch_layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* in, const T* w, int rows, int c, float eps,
                                float* scratch, cudaStream_t stream) {
     if (rows == 0) return;
-    const int blocks = std::min(rows, kBackwardBlocks);
+    const int blocks = std::min(rows, kLayerNormBackwardBlocks);
     const std::size_t shared = 2 * static_cast<std::size_t>(c) * sizeof(float);
     // Above 48 KiB (c > 6144) a kernel must opt in to more dynamic shared memory.
     if (shared > 48 * 1024) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/compute/dropout.hpp"
+#include "kernels/compute/train_scratch.hpp"
 
 namespace sweetspot::gpu {
 
@@ -18,9 +19,6 @@ namespace sweetspot::gpu {
 // (biased variance, as nn.LayerNorm). out and in must not alias.
 template <class T>
 void launch_layernorm(T* out, const T* in, const T* w, const T* b, int rows, int c, float eps, cudaStream_t stream);
-
-// fp32 values of scratch launch_layernorm_backward needs for `rows` rows of `c`.
-std::int64_t layernorm_backward_scratch_floats(int rows, int c);
 
 // The backward of launch_layernorm (as cpu::layernorm_backward): dx += dL/din, dw += dL/dw and
 // db += dL/db, from dout = dL/dout and the forward's input `in`. One kernel computes dx and each

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/compute/cpu_ops.hpp"
+#include "kernels/compute/train_scratch.hpp"
 
 namespace sweetspot::gpu {
 
@@ -27,8 +28,8 @@ void launch_adamw(T* params, float* master, const T* grads, float* m, float* v, 
 // The global gradient norm, in two passes whose order depends on the sizes only, so it repeats
 // bit for bit. First, once per gradient buffer: partials[0 .. kNormPartials) = Σ x² over parts of
 // x's n elements (each square and sum in double, so the result is cpu::squared_norm's up to the
-// order of the sums). Then launch_sum_partials over the partials of every buffer, laid end to end.
-constexpr int kNormPartials = 1024;
+// order of the sums). Then launch_sum_partials over the partials of every buffer, laid end to end,
+// kNormPartials (train_scratch.hpp) of them each.
 
 template <class T>
 void launch_squared_norm_partials(const T* x, std::int64_t n, double* partials, cudaStream_t stream);

@@ -1,0 +1,37 @@
+#pragma once
+// Where each buffer of the GPU training step (gpu_train_step.hpp) sits in its one device
+// allocation, planned without a device: the step allocates it, and the memory estimator counts
+// the same bytes in builds with or without CUDA.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/model/dtype.hpp"
+#include "kernels/model/model_config.hpp"
+
+namespace sweetspot {
+
+// Where each buffer sits in the step's one allocation, in bytes from its start: the one place the
+// step's constructor and activation_bytes_for (and through it the estimator) read.
+struct TrainArena {
+    static constexpr std::int64_t kAlign = 256;
+    std::int64_t total = 0;
+    // Kept per layer, each [B·T, width] in the dtype: ln1 (C), qkv (3C), att (C), ln2 (C),
+    // fc_pre (4C); with flash attention each row's logsumexp (fp32 [B, H, T]).
+    std::vector<std::int64_t> ln1, qkv, att, ln2, fc_pre, lse;
+    std::vector<std::int64_t> resid;  // 2L + 1 buffers [B·T, C]
+    std::int64_t xf = 0, logits = 0;  // ln_f's output; the logits [B·T, V], then their gradient
+    // Scratch [B·T, width] in the dtype: fc (4C, GELU's output), dfc (4C), dqkv (3C), dy, dln,
+    // datt, dres (C); the baseline's scores and their gradient [B, H, T, T].
+    std::int64_t fc = 0, dfc = 0, dqkv = 0, dy = 0, dln = 0, datt = 0, dres = 0, scores = 0, dscores = 0;
+    // fp32 scratch of the backward kernels, the per-row losses and the loss; ids; the norm's
+    // partials and the squared norm (double). The embedding's backward, the last kernel of the
+    // backward, takes the scratch from fc up to dres (dead by then) for its own: its size is
+    // cub's to say, which needs a device, and this plan is made without one. Only a handful of
+    // rows leave that scratch smaller than cub's fixed storage; the step then allocates it apart.
+    std::int64_t ln_scratch = 0, bias_scratch = 0, flash_scratch = 0, losses = 0, loss = 0;
+    std::int64_t tokens = 0, targets = 0, partials = 0, squared_norm = 0;
+
+    TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, bool flash);
+};
+
+}  // namespace sweetspot
