@@ -2,6 +2,7 @@
 // they were made from, files transformers wrote give its logits, every kind of bad file is
 // refused with a message naming the problem (and exit code 2 from the binary), the header parser
 // survives fuzzing, and `sweetspot logits` writes a valid .npy of the host forward.
+#include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 
 #include <cmath>
@@ -628,7 +629,8 @@ std::pair<std::string, std::string> npy_parts(const std::string& path) {
     return {file.substr(10, header_len), file.substr(10 + header_len)};
 }
 
-TEST_CASE("sweetspot gradients writes the float64 reference's loss and a gradient per tensor", "[checkpoint][cli]") {
+TEST_CASE("sweetspot gradients writes the float64 reference's loss, a gradient per tensor and the weights after a step",
+          "[checkpoint][cli]") {
     TempDir tmp;
     const Units units = synthetic_units(kModel, 5);
     const auto dir = write_checkpoint_dir(tmp, "ckpt", checkpoint_file(kModel, units, {.dtype = "F32"}),
@@ -667,10 +669,37 @@ TEST_CASE("sweetspot gradients writes the float64 reference's loss and a gradien
     const auto layout = WeightLayout::for_model(kModel);
     std::size_t tensors = 0;
     for (const auto& unit : layout.units) tensors += unit.tensors.size();
-    CHECK(static_cast<std::size_t>(std::distance(fs::directory_iterator(out), fs::directory_iterator())) == tensors + 1);
+    CHECK(static_cast<std::size_t>(std::distance(fs::directory_iterator(out), fs::directory_iterator())) == tensors + 2);
+    CHECK(static_cast<std::size_t>(std::distance(fs::directory_iterator(out + "/updated"), fs::directory_iterator())) ==
+          tensors);
     const auto [head_header, head_data] = npy_parts(out + "/lm_head.weight.npy");
     CHECK(head_header.starts_with("{'descr': '<f8', 'fortran_order': False, 'shape': (96, " + std::to_string(kModel.n_embd) + "), }"));
     CHECK(head_data.size() == 96 * static_cast<std::size_t>(kModel.n_embd) * sizeof(double));
+
+    // The step: AdamW's first step moves a weight that does not decay by lr · g / (|g| + eps), g
+    // being its gradient clipped to a global norm of 1 (every gradient file's squares summed here).
+    const auto doubles = [&](const std::string& file) {
+        const auto [header, data] = npy_parts(file);
+        std::vector<double> v(data.size() / sizeof(double));
+        std::memcpy(v.data(), data.data(), data.size());
+        return v;
+    };
+    double squares = 0.0;
+    for (const auto& unit : layout.units)
+        for (const TensorSpec& t : unit.tensors)
+            for (const double g : doubles(out + "/" + t.name + ".npy")) squares += g * g;
+    const double clip = std::min(1.0, 1.0 / (std::sqrt(squares) + 1e-6));
+    const auto& head = layout.units[static_cast<std::size_t>(layout.head_unit())];
+    const TensorSpec& lnf_b = head.tensors[head_tensor::lnf_b];
+    const auto grad = doubles(out + "/" + lnf_b.name + ".npy");
+    const auto updated = doubles(out + "/updated/" + lnf_b.name + ".npy");
+    REQUIRE(updated.size() == grad.size());
+    for (const std::size_t i : {std::size_t{0}, grad.size() - 1}) {
+        const double g = grad[i] * clip;
+        const double before = units[static_cast<std::size_t>(layout.head_unit())][static_cast<std::size_t>(lnf_b.offset) + i];
+        const double lr = static_cast<double>(3e-4f), eps = static_cast<double>(1e-8f);
+        CHECK(updated[i] == Catch::Approx(before - lr * g / (std::abs(g) + eps)).epsilon(1e-12));
+    }
 
     // A folder that exists is not written into.
     const auto again = run_sweetspot("gradients --weights '" + dir + "' --tokens 1,2 --targets 2,3 -o '" + out + "'");

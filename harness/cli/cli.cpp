@@ -779,13 +779,17 @@ int cmd_logits(const std::vector<std::string>& args) {
 }
 
 int cmd_gradients(const std::vector<std::string>& args) {
-    Command cmd{"gradients", "--weights PATH [--model NAME] --tokens IDS --targets IDS... [--dropout P] -o DIR",
-                "Computes the mean cross-entropy of --targets given --tokens and its gradient for every\n"
-                "parameter with the float64 reference (plain loops in double on the CPU), and writes them\n"
-                "to DIR as .npy files: loss.npy and one per tensor, named as in GPT-2 (our [out, in]\n"
-                "layout; lm_head untied from wte). Each --tokens is one sequence, each --targets the ids it\n"
-                "should predict, position by position. For comparing other implementations' training\n"
-                "steps with ours (tests/check_transformers_gradients.py does it with PyTorch autograd).",
+    Command cmd{"gradients",
+                "--weights PATH [--model NAME] --tokens IDS --targets IDS... [--dropout P] [--weight-decay W] -o DIR",
+                "Computes the mean cross-entropy of --targets given --tokens, its gradient for every\n"
+                "parameter, and the weights after one training step (the gradients clipped to a global\n"
+                "norm of 1.0, then AdamW: lr 3e-4, betas 0.9 and 0.95, eps 1e-8, as a training cell) with\n"
+                "the float64 reference (plain loops in double on the CPU), and writes them to DIR as .npy\n"
+                "files: loss.npy, one per tensor, and one per tensor in DIR/updated, named as in GPT-2 (our\n"
+                "[out, in] layout; lm_head untied from wte). Each --tokens is one sequence, each --targets\n"
+                "the ids it should predict, position by position. For comparing other implementations'\n"
+                "training steps with ours (tests/check_transformers_gradients.py does it with PyTorch\n"
+                "autograd and torch.optim.AdamW).",
                 po::options_description("options"), {}};
     cmd.options.add_options()
         ("weights", po::value<std::string>()->default_value("synthetic"),
@@ -795,6 +799,7 @@ int cmd_gradients(const std::vector<std::string>& args) {
         ("targets", po::value<std::vector<std::string>>()->composing(), "the ids that sequence should predict (one per --tokens)")
         ("dropout", po::value<float>()->default_value(0.0f), "GPT-2's dropouts, with sweetspot's masks")
         ("seed", po::value<std::uint64_t>()->default_value(1), "seed of synthetic weights and of the dropout masks")
+        ("weight-decay", po::value<float>()->default_value(0.0f), "AdamW's weight decay, on the matrices only")
         ("output,o", po::value<std::string>()->required(), "folder to create for the .npy files");
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
@@ -807,6 +812,7 @@ int cmd_gradients(const std::vector<std::string>& args) {
         for (const auto& t : vm["targets"].as<std::vector<std::string>>()) r.targets.push_back(parse_token_list(t));
     r.dropout = vm["dropout"].as<float>();
     r.seed = vm["seed"].as<std::uint64_t>();
+    r.weight_decay = vm["weight-decay"].as<float>();
     r.output = vm["output"].as<std::string>();
     return write_gradients(r, std::cout);
 }

@@ -10,7 +10,9 @@
 #include "harness/cli/npy.hpp"
 #include "harness/system/exit_codes.hpp"
 #include "kernels/compute/dropout.hpp"
+#include "kernels/compute/cpu_train_step.hpp"
 #include "kernels/compute/reference_gradients.hpp"
+#include "kernels/compute/reference_optimizer.hpp"
 #include "kernels/model/checkpoint_weights.hpp"
 #include "kernels/model/synthetic_weights.hpp"
 
@@ -77,17 +79,32 @@ int write_gradients(const GradientsRequest& r, std::ostream& report) {
     const int batch = static_cast<int>(r.tokens.size());
     const ReferenceGradients grads = reference_gradients(model, layout, pointers, tokens, targets, batch,
                                                          static_cast<int>(seq), Dropout{r.dropout, r.seed});
+    // The step a training cell makes from these gradients, in float64.
+    UnitValues clipped = grads.units, updated;
+    for (const auto& unit : units) updated.emplace_back(unit.begin(), unit.end());
+    const TrainSettings step;
+    reference_clip_gradients(clipped, step.max_grad_norm);
+    AdamWState state;
+    reference_adamw_step(layout, updated, clipped, state,
+                         {.lr = step.lr, .beta1 = step.beta1, .beta2 = step.beta2, .eps = step.eps,
+                          .weight_decay = r.weight_decay});
+
     StagingFolder staging(r.output);
+    fs::create_directory(staging.path() / "updated");
     const std::vector<std::int64_t> one = {1};
     write_npy((staging.path() / "loss.npy").string(), std::span<const double>(&grads.loss, 1), one);
     for (std::size_t u = 0; u < layout.units.size(); ++u) {
         for (const TensorSpec& tensor : layout.units[u].tensors) {
-            const std::span<const double> values(grads.units[u].data() + tensor.offset, static_cast<std::size_t>(tensor.numel));
-            write_npy((staging.path() / (tensor.name + ".npy")).string(), values, tensor.shape);
+            const auto n = static_cast<std::size_t>(tensor.numel);
+            write_npy((staging.path() / (tensor.name + ".npy")).string(),
+                      std::span<const double>(grads.units[u].data() + tensor.offset, n), tensor.shape);
+            write_npy((staging.path() / "updated" / (tensor.name + ".npy")).string(),
+                      std::span<const double>(updated[u].data() + tensor.offset, n), tensor.shape);
         }
     }
     staging.publish();
-    report << r.output << ": the loss (" << grads.loss << ") and the float64 gradients of " << model.n_params()
+    report << r.output << ": the loss (" << grads.loss << "), the float64 gradients and the weights after one step of "
+           << model.n_params()
            << " parameters of model '" << model.name << "' (weights " << r.weights << ") over " << batch << " × " << seq
            << " targets" << (r.dropout > 0 ? ", dropout " + std::to_string(r.dropout) : "") << "\n";
     return kExitOk;
