@@ -10,6 +10,8 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/device_common.cuh"
@@ -68,10 +70,11 @@ __device__ SoftmaxStats block_combine(SoftmaxStats s, SoftmaxStats* shared) {
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    fused_classifier_kernel(T* logits, float* losses, const std::int32_t* targets, int vocab, float scale) {
+    fused_classifier_kernel(T* logits, float* losses, const std::int32_t* targets, int vocab, std::int64_t row_stride,
+                            float scale) {
     __shared__ SoftmaxStats shared[kThreads / kWarp];
     const std::int64_t r = blockIdx.x;
-    T* row = logits + r * vocab;
+    T* row = logits + r * row_stride;
     const int target = targets[r];
 
     SoftmaxStats stats{-INFINITY, 0.0f};
@@ -92,11 +95,14 @@ __global__ void __launch_bounds__(kThreads)
 
 template <class T>
 void launch_fused_classifier(T* logits, float* losses, const std::int32_t* targets, std::int64_t rows, int vocab,
-                             float scale, cudaStream_t stream) {
+                             std::int64_t row_stride, float scale, cudaStream_t stream) {
     if (rows == 0) return;
+    if (row_stride < vocab)
+        throw std::invalid_argument("launch_fused_classifier: a row stride of " + std::to_string(row_stride) +
+                                    " is below the vocabulary of " + std::to_string(vocab));
     // rows = B·T ≤ 2^31 − 1, gridDim.x's limit, for every batch a GPU holds the logits of.
     fused_classifier_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, losses, targets, vocab,
-                                                                                     scale);
+                                                                                     row_stride, scale);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -105,11 +111,11 @@ void launch_mean_loss(const float* losses, std::int64_t rows, float scale, float
     CUDA_CHECK_LAUNCH();
 }
 
-template void launch_fused_classifier<float>(float*, float*, const std::int32_t*, std::int64_t, int, float,
-                                             cudaStream_t);
-template void launch_fused_classifier<__half>(__half*, float*, const std::int32_t*, std::int64_t, int, float,
-                                              cudaStream_t);
+template void launch_fused_classifier<float>(float*, float*, const std::int32_t*, std::int64_t, int, std::int64_t,
+                                             float, cudaStream_t);
+template void launch_fused_classifier<__half>(__half*, float*, const std::int32_t*, std::int64_t, int, std::int64_t,
+                                              float, cudaStream_t);
 template void launch_fused_classifier<__nv_bfloat16>(__nv_bfloat16*, float*, const std::int32_t*, std::int64_t, int,
-                                                     float, cudaStream_t);
+                                                     std::int64_t, float, cudaStream_t);
 
 }  // namespace sweetspot::gpu

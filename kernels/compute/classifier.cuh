@@ -12,14 +12,15 @@
 
 namespace sweetspot::gpu {
 
-// For each of `rows` rows of logits [rows, vocab] (contiguous, as the lm_head GEMM writes them;
-// rows may be one chunk of the batch): losses[r] = logsumexp(row) − row[targets[r]] in fp32, and
+// For each of `rows` rows of logits [rows, vocab], row r at logits + r · row_stride (≥ vocab; the
+// training step pads its rows so the lm_head's GEMMs get aligned leading dimensions; rows may be
+// one chunk of the batch): losses[r] = logsumexp(row) − row[targets[r]] in fp32, and
 // the row overwritten by its gradient (softmax(row) − onehot(targets[r])) · scale in T. scale is
 // 1 / the batch's targets for a mean loss (times the loss scale when fp16 gradients are scaled).
 // targets are in [0, vocab), which the caller checks: the kernel reads them from device memory.
 template <class T>
 void launch_fused_classifier(T* logits, float* losses, const std::int32_t* targets, std::int64_t rows, int vocab,
-                             float scale, cudaStream_t stream);
+                             std::int64_t row_stride, float scale, cudaStream_t stream);
 
 // *loss = scale · Σ losses[0 .. rows), summed in double in an order that depends on rows only,
 // so one loss of the whole batch (scale 1 / its targets) comes back as a single float.

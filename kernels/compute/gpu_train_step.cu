@@ -82,7 +82,9 @@ struct GpuTrainStep::Impl {
     // Of y [rows, out] = x [rows, in] · wᵀ + b: dw = dyᵀ · x, db = Σ_rows dy (added to the zeroed
     // gradient), dx = dy · w.
     template <class T>
-    void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int in, int out);
+    // dy's rows are ld_dy apart (0: out, contiguous; another only without a bias, whose column
+    // sums read dy contiguous).
+    void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int in, int out, int ld_dy = 0);
     // dy = dres through the dropout at `site` (dres itself when dropout is off).
     template <class T>
     const T* through_dropout(std::uint32_t site);
@@ -208,23 +210,29 @@ void GpuTrainStep::Impl::forward(LayerSource& weights) {
     T* const logits = at<T>(plan.logits);
     gpu::launch_layernorm<T>(xf, at<T>(plan.resid[as_size(2 * model.n_layer)]), tensor(head, hu, head_tensor::lnf_w),
                              tensor(head, hu, head_tensor::lnf_b), bt, c, model.ln_eps, stream);
-    gemm->linear(logits, xf, tensor(head, hu, head_tensor::lm_head), bt, c, model.vocab_size);
+    const std::int64_t stride = padded_vocab(model.vocab_size);
+    // logits [bt, V] = xf [bt, c] · lm_headᵀ, rows `stride` apart.
+    gemm->batched(/*trans_b=*/true, bt, model.vocab_size, c, 1.0f, xf, c, 0, tensor(head, hu, head_tensor::lm_head), c,
+                  0, 0.0f, logits, static_cast<int>(stride), 0, 1);
     weights.release(hu);
     // The mean loss's gradient, 1 / targets per row, times the loss scale.
     const float per_target = 1.0f / static_cast<float>(rows());
     gpu::launch_fused_classifier<T>(logits, at<float>(plan.losses), at<std::int32_t>(plan.targets), rows(),
-                                    model.vocab_size, per_target * scale, stream);
+                                    model.vocab_size, stride, per_target * scale, stream);
     gpu::launch_mean_loss(at<float>(plan.losses), rows(), per_target, at<float>(plan.loss), stream);
     backward_scale = scale;
 }
 
 template <class T>
-void GpuTrainStep::Impl::linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int in, int out) {
+void GpuTrainStep::Impl::linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int in, int out,
+                                         int ld_dy) {
     const int bt = static_cast<int>(rows());
+    if (ld_dy == 0) ld_dy = out;
+    if (db != nullptr && ld_dy != out) throw std::logic_error("linear_backward: a bias's gradient needs dy contiguous");
     // dw [out, in] = dyᵀ [out, rows] · x [rows, in]; dx [rows, in] = dy [rows, out] · w [out, in].
-    gemm->batched(/*trans_a=*/true, /*trans_b=*/false, out, in, bt, 1.0f, dy, out, 0, x, in, 0, 0.0f, dw, in, 0, 1);
+    gemm->batched(/*trans_a=*/true, /*trans_b=*/false, out, in, bt, 1.0f, dy, ld_dy, 0, x, in, 0, 0.0f, dw, in, 0, 1);
     if (db != nullptr) gpu::launch_bias_backward<T>(db, dy, bt, out, at<float>(plan.bias_scratch), stream);
-    gemm->batched(/*trans_a=*/false, /*trans_b=*/false, bt, in, out, 1.0f, dy, out, 0, w, in, 0, 0.0f, dx, in, 0, 1);
+    gemm->batched(/*trans_a=*/false, /*trans_b=*/false, bt, in, out, 1.0f, dy, ld_dy, 0, w, in, 0, 0.0f, dx, in, 0, 1);
 }
 
 template <class T>
@@ -311,7 +319,8 @@ void GpuTrainStep::Impl::backward(LayerSource& weights) {
     const auto hoff = [&](int t) { return hl.tensors[as_size(t)].offset; };
     T* const dxf = at<T>(plan.dln);
     linear_backward<T>(dxf, head_grad + hoff(head_tensor::lm_head), nullptr, at<T>(plan.logits), at<T>(plan.xf),
-                       head + hoff(head_tensor::lm_head), c, model.vocab_size);
+                       head + hoff(head_tensor::lm_head), c, model.vocab_size,
+                       static_cast<int>(padded_vocab(model.vocab_size)));
     CUDA_CHECK(cudaMemsetAsync(dres, 0, as_size(rows() * c) * sizeof(T), stream));
     gpu::launch_layernorm_backward<T>(dres, head_grad + hoff(head_tensor::lnf_w), head_grad + hoff(head_tensor::lnf_b),
                                       dxf, at<T>(plan.resid[as_size(2 * model.n_layer)]),

@@ -24,7 +24,7 @@ TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, bo
     }
     for (int r = 0; r < 2 * m.n_layer + 1; ++r) resid.push_back(rows_of(c));
     xf = rows_of(c);
-    logits = rows_of(m.vocab_size);
+    logits = rows_of(padded_vocab(m.vocab_size));
     fc = rows_of(4 * c);
     dfc = rows_of(4 * c);
     dqkv = rows_of(3 * c);

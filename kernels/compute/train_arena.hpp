@@ -10,6 +10,14 @@
 
 namespace sweetspot {
 
+// The logits' rows are padded to a multiple of this many values: the lm_head's GEMMs then have
+// aligned leading dimensions, without which cuBLAS falls back to slow kernels for a vocabulary of
+// 50257 (llm.c pads it to 50304 for the same reason).
+inline constexpr int kLogitsRowAlignment = 128;
+inline std::int64_t padded_vocab(int vocab) {
+    return (static_cast<std::int64_t>(vocab) + kLogitsRowAlignment - 1) / kLogitsRowAlignment * kLogitsRowAlignment;
+}
+
 // Where each buffer sits in the step's one allocation, in bytes from its start: the one place the
 // step's constructor and activation_bytes_for (and through it the estimator) read.
 struct TrainArena {
@@ -19,7 +27,8 @@ struct TrainArena {
     // fc_pre (4C); with flash attention each row's logsumexp (fp32 [B, H, T]).
     std::vector<std::int64_t> ln1, qkv, att, ln2, fc_pre, lse;
     std::vector<std::int64_t> resid;  // 2L + 1 buffers [B·T, C]
-    std::int64_t xf = 0, logits = 0;  // ln_f's output; the logits [B·T, V], then their gradient
+    // ln_f's output; the logits [B·T, V] (rows padded_vocab(V) apart), then their gradient.
+    std::int64_t xf = 0, logits = 0;
     // Scratch [B·T, width] in the dtype: fc (4C, GELU's output), dfc (4C), dqkv (3C), dy, dln,
     // datt, dres (C); the baseline's scores and their gradient [B, H, T, T].
     std::int64_t fc = 0, dfc = 0, dqkv = 0, dy = 0, dln = 0, datt = 0, dres = 0, scores = 0, dscores = 0;

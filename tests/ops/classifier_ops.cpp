@@ -30,7 +30,7 @@ public:
           d_loss_(1, stream) {}
 
     void run(cudaStream_t stream) override {
-        gpu::launch_fused_classifier<T>(d_logits_.get(), d_losses_.get(), d_targets_.get(), rows_, vocab_,
+        gpu::launch_fused_classifier<T>(d_logits_.get(), d_losses_.get(), d_targets_.get(), rows_, vocab_, vocab_,
                                         kLossScale / static_cast<float>(rows_), stream);
         gpu::launch_mean_loss(d_losses_.get(), rows_, 1.0f / static_cast<float>(rows_), d_loss_.get(), stream);
     }
