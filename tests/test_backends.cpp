@@ -22,19 +22,19 @@
 #include "backends/backend_registry.hpp"
 #include "backends/residency_plan.hpp"
 #include "backends/slot_ring.hpp"
+#include "backends/unit_storage.hpp"
+#include "kernels/model/dtype.hpp"
+#include "kernels/model/model_config.hpp"
+#include "kernels/model/synthetic_weights.hpp"
+#include "kernels/model/weight_layout.hpp"
 
 #ifdef SWEETSPOT_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 #include "kernels/compute/cuda_resources.hpp"
 #include "kernels/compute/gpu_synthetic_weights.hpp"
-#include "backends/unit_storage.hpp"
-#include "kernels/model/synthetic_weights.hpp"
-#include "kernels/model/dtype.hpp"
 #include "kernels/compute/managed_memory.hpp"
 #include "kernels/compute/pinned_memory.hpp"
-#include "kernels/model/model_config.hpp"
-#include "kernels/model/weight_layout.hpp"
 #include "gpu_test_support.hpp"
 #endif
 
