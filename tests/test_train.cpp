@@ -224,6 +224,10 @@ TEST_CASE("a GPU training cell's estimate holds its gradients, master weights, m
         const std::int64_t bt = c.batch * c.seq, bytes = dtype == "fp32" ? 4 : 2;
         CHECK(e.activations >= (c.model.n_layer * 10 * c.model.n_embd + c.model.vocab_size) * bt * bytes);
         CHECK(e.device_total() == e.weights + e.training_state + e.activations + e.workspace);
+        // A cell that does not fit says what its training state takes.
+        FixedCost fixed;
+        fixed.gpu = "Fixture GPU";
+        CHECK_THAT(predicted_oom(c, e.device_total() / 2, fixed), ContainsSubstring("training state "));
         // The checked first step's copies on the host: weights before and after, gradients, master before and after.
         CHECK(e.host_buffers == (dtype == "fp32" ? 3 : 5) * [&] {
             std::int64_t unpadded = 0;

@@ -45,6 +45,7 @@ void print_memory_estimates(const std::vector<CellParams>& cells, const std::opt
     const char* peak = fixed ? "peak" : "";
     const char* host_peak = fixed ? "host peak" : "";
     EstimateTable cell_table(cells, {{"weights", "predicted_device_weight_bytes"},
+                                 {"training state", "predicted_training_state_bytes"},
                                  {"activations", "predicted_activation_bytes"},
                                  {"scores", "predicted_scores_bytes"},
                                  {"workspace", "predicted_workspace_bytes"},
@@ -78,7 +79,8 @@ void print_memory_estimates(const std::vector<CellParams>& cells, const std::opt
             if (e.device_total() != 0) host_peak_bytes = predicted_host_peak(c, e, *fixed, true);
         }
         using Bytes = std::optional<std::int64_t>;
-        for (const Bytes bytes : std::initializer_list<Bytes>{e.weights, e.activations, e.scores, e.workspace, e.device_total(),
+        for (const Bytes bytes : std::initializer_list<Bytes>{e.weights, e.training_state, e.activations, e.scores,
+                                                              e.workspace, e.device_total(),
                                                               peak_bytes, e.retained_managed, e.pinned_host, e.managed,
                                                               e.host_total(true), host_peak_bytes})
             row.push_back(bytes_field(bytes));
@@ -89,7 +91,9 @@ void print_memory_estimates(const std::vector<CellParams>& cells, const std::opt
     }
     t.print(out, format);
     if (format != TableFormat::text) return;
-    out << "\ndevice = weights + activations + scores + workspace: what sweetspot allocates on the GPU.\n";
+    out << "\ndevice = weights + training state + activations + scores + workspace: what sweetspot allocates on the\n"
+           "GPU. training state: a training cell's gradients, fp32 master weights and AdamW moments, where its\n"
+           "backend keeps them on the GPU; its activations are what the step keeps for the backward and its scratch.\n";
     out << "kept managed: managed weights beyond those the backend keeps that the driver still holds on the GPU\n"
            "at the cell's peak (the pages it migrated stay until the process ends; they are evictable).\n";
     if (fixed) {

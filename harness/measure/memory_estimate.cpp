@@ -269,7 +269,8 @@ std::string predicted_oom(const CellParams& cell, std::int64_t capacity, const F
     if (need <= capacity) return {};
     const auto b = [](std::int64_t n) { return human_bytes(static_cast<double>(n)); };
     const std::int64_t mapping = need - e.device_total() - fixed.largest;
-    return "predicted OOM: it needs " + b(need) + " (weights " + b(e.weights) + ", activations " + b(e.activations) +
+    const std::string state = e.training_state > 0 ? ", training state " + b(e.training_state) : "";
+    return "predicted OOM: it needs " + b(need) + " (weights " + b(e.weights) + state + ", activations " + b(e.activations) +
            ", scores " + b(e.scores) + ", workspace " + b(e.workspace) + ", the CUDA context and libraries " +
            b(fixed.largest) + (mapping > 0 ? ", page tables for its pinned memory " + b(mapping) : "") +
            " as measured on " + fixed.gpu + "), above the " + b(capacity) + " the GPU has; --force runs it anyway";
