@@ -1,5 +1,6 @@
 // The fused classifier's entry: launch_fused_classifier (per-row loss, the logits' gradient in
 // place) followed by launch_mean_loss, as the training step runs them, against cpu::cross_entropy.
+#include <limits>
 #include <vector>
 
 #include "kernels/compute/classifier.cuh"
@@ -21,7 +22,9 @@ public:
     ClassifierCase(const OpShape& shape, cudaStream_t stream)
         : rows_(shape.dims[0]),
           vocab_(static_cast<int>(shape.dims[1])),
-          // Logits of a few units either way: a softmax neither flat nor one-hot.
+          stride_(shape.dims[2]),
+          // Logits of a few units either way: a softmax neither flat nor one-hot. Between rows
+          // `stride_` apart, padding of the same kind, which the kernel must leave as it is.
           logits_(random_values(n(), dtype, kSeed, 0.01f, 4.0f, Sign::either)),
           targets_(random_tokens(as_size(rows_), vocab_, kSeed + 1)),
           d_logits_(logits_, stream),
@@ -30,7 +33,7 @@ public:
           d_loss_(1, stream) {}
 
     void run(cudaStream_t stream) override {
-        gpu::launch_fused_classifier<T>(d_logits_.get(), d_losses_.get(), d_targets_.get(), rows_, vocab_, vocab_,
+        gpu::launch_fused_classifier<T>(d_logits_.get(), d_losses_.get(), d_targets_.get(), rows_, vocab_, stride_,
                                         kLossScale / static_cast<float>(rows_), stream);
         gpu::launch_mean_loss(d_losses_.get(), rows_, 1.0f / static_cast<float>(rows_), d_loss_.get(), stream);
     }
@@ -40,7 +43,7 @@ public:
         std::vector<float> losses(as_size(rows_));
         double total = 0.0;
         for (std::int64_t r = 0; r < rows_; ++r) {
-            const auto row = static_cast<std::ptrdiff_t>(as_size(r) * as_size(vocab_));
+            const auto row = static_cast<std::ptrdiff_t>(as_size(r) * as_size(stride_));
             losses[as_size(r)] = static_cast<float>(cpu::cross_entropy(
                 grad.data() + row, targets_.data() + r, 1, vocab_, kLossScale / static_cast<float>(rows_)));
             total += losses[as_size(r)];
@@ -51,14 +54,18 @@ public:
         // scale·p, far smaller. Compared apart, each against its own largest value, so that a wrong
         // probability off the targets is not hidden under the targets' magnitude.
         const std::vector<float> gpu_grad = d_logits_.to_host(stream);
-        std::vector<float> at_targets[2], elsewhere[2];
+        std::vector<float> at_targets[2], elsewhere[2], padding[2];
         for (std::size_t i = 0; i < grad.size(); ++i) {
-            const bool target = static_cast<std::int32_t>(i % as_size(vocab_)) == targets_[i / as_size(vocab_)];
-            (target ? at_targets : elsewhere)[0].push_back(gpu_grad[i]);
-            (target ? at_targets : elsewhere)[1].push_back(grad[i]);
+            const std::size_t column = i % as_size(stride_);
+            const bool target = static_cast<std::int32_t>(column) == targets_[i / as_size(stride_)];
+            auto& group = column >= as_size(vocab_) ? padding : target ? at_targets : elsewhere;
+            group[0].push_back(gpu_grad[i]);
+            group[1].push_back(grad[i]);
         }
         OpError error = compare("dlogits at the targets", at_targets[0], at_targets[1]);
         if (vocab_ > 1) error.include(compare("dlogits elsewhere", elsewhere[0], elsewhere[1]));
+        // The padding between rows is not the kernel's to write: it must come back bit for bit.
+        if (padding[0] != padding[1]) error.include({std::numeric_limits<double>::infinity(), 0, "padding written"});
         error.include(compare("losses", d_losses_.to_host(stream), losses));
         error.include(compare("mean loss", d_loss_.to_host(stream), mean));
         return error;
@@ -66,10 +73,11 @@ public:
 
 private:
     static constexpr DType dtype = gpu::dtype_of<T>();
-    std::size_t n() const { return as_size(rows_) * as_size(vocab_); }
+    std::size_t n() const { return as_size(rows_) * as_size(stride_); }
 
     std::int64_t rows_;
     int vocab_;
+    std::int64_t stride_;  // between rows, ≥ vocab_
     std::vector<float> logits_;
     std::vector<std::int32_t> targets_;
     DeviceArray<T> d_logits_;
@@ -77,7 +85,12 @@ private:
     DeviceArray<float> d_losses_, d_loss_;
 };
 
-OpShape rows_vocab(std::int64_t rows, std::int64_t vocab) { return op_shape({{"rows", rows}, {"vocab", vocab}}); }
+// Rows `stride` values apart, as the training step pads them (kernels/compute/train_arena.hpp).
+OpShape rows_vocab_stride(std::int64_t rows, std::int64_t vocab, std::int64_t stride) {
+    return op_shape({{"rows", rows}, {"vocab", vocab}, {"stride", stride}});
+}
+// Rows back to back.
+OpShape rows_vocab(std::int64_t rows, std::int64_t vocab) { return rows_vocab_stride(rows, vocab, vocab); }
 
 }  // namespace
 
@@ -89,9 +102,12 @@ std::vector<OpEntry> classifier_ops() {
         // One row of GPT-2's vocabulary; a vocabulary smaller than one 16-byte pack and rows
         // starting at every offset; 1000 (every row aligned, no head); 50257 over 33 rows, whose
         // starts take every alignment.
-        .test_shapes = {rows_vocab(1, 50257), rows_vocab(7, 13), rows_vocab(33, 1000), rows_vocab(33, 50257)},
-        // GPT-2 at batch 8, seq 1024 (every size has its vocabulary).
-        .bench_shapes = {rows_vocab(8 * 1024, 50257)},
+        // Padded rows: GPT-2's rows 50304 apart, and a vocabulary smaller than a pack in rows 128
+        // apart.
+        .test_shapes = {rows_vocab(1, 50257), rows_vocab(7, 13), rows_vocab(33, 1000), rows_vocab(33, 50257),
+                        rows_vocab_stride(33, 50257, 50304), rows_vocab_stride(7, 13, 128)},
+        // GPT-2 at batch 8, seq 1024 (every size has its vocabulary), contiguous and padded.
+        .bench_shapes = {rows_vocab(8 * 1024, 50257), rows_vocab_stride(8 * 1024, 50257, 50304)},
         // The softmax, loss and gradient are fp32 on both sides (the CPU's sums in double, which the
         // fp32 part of store_tolerance covers: a few ulp over these rows), and the gradient is
         // rounded once to T: store_tolerance. The losses are fp32 in every dtype and meet its fp32
