@@ -27,14 +27,19 @@ void HostBackend::place(const WeightLayout& layout, const UnitFiller& fill, cons
     }
 }
 
-std::size_t HostBackend::checked(int unit, const Units& units, const char* what) const {
+std::size_t HostBackend::in_range(int unit) const {
     if (unit < 0 || unit >= static_cast<int>(units_.size()))
         throw std::out_of_range("host backend: no unit " + std::to_string(unit));
-    if (units.empty()) throw std::logic_error(std::string("host backend: no ") + what + ": it was not placed for training");
     return static_cast<std::size_t>(unit);
 }
 
-const void* HostBackend::acquire(int unit) { return units_[checked(unit, units_, "weights")].get(); }
+std::size_t HostBackend::checked(int unit, const Units& units, const char* what) const {
+    const std::size_t u = in_range(unit);
+    if (units.empty()) throw std::logic_error(std::string("host backend: no ") + what + ": it was not placed for training");
+    return u;
+}
+
+const void* HostBackend::acquire(int unit) { return units_[in_range(unit)].get(); }
 
 void* HostBackend::gradient(int unit) { return gradients_[checked(unit, gradients_, "gradients")].get(); }
 

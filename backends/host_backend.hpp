@@ -22,6 +22,8 @@ public:
 
 private:
     using Units = std::vector<std::unique_ptr<float[]>>;
+    std::size_t in_range(int unit) const;
+    // in_range, and the training state `units` (`what`) held.
     std::size_t checked(int unit, const Units& units, const char* what) const;
 
     // Not std::vector<float>: its zero-fill would touch every page once before the fill does.

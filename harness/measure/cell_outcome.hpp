@@ -50,8 +50,8 @@ public:
     std::string reason;
     std::vector<double> warmup_ms, timed_ms;
     std::vector<double> traced_ms;     // the traced iterations (collection on), stored as phase 'traced'
-    // Each timed step's phases (StepPhase order), for the phase split.
-    std::array<std::vector<double>, 3> timed_phase_ms;
+    // Each timed step's phases, indexed by StepPhase, for the phase split.
+    std::array<std::vector<double>, EnumNames<StepPhase>::list.size()> timed_phase_ms;
     std::optional<CellEvents> events;  // what the collector recorded in the traced iterations
     // The reference the check used, where it is one the database keeps (recording the cell adds
     // it, once per key).

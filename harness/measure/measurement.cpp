@@ -16,10 +16,12 @@ std::vector<std::int32_t> cell_tokens(const CellParams& cell, const MeasureOptio
 
 namespace {
 
-// Records a timed step: its latency and each phase's.
-void add_timed(const StepTime& t, CellOutcome& out) {
+// Records a timed step of `mode`: its latency and each phase's (step_phases(mode) order).
+void add_timed(const StepTime& t, Mode mode, CellOutcome& out) {
     out.timed_ms.push_back(t.ms);
-    for (std::size_t i = 0; i < t.phase_ms.size(); ++i) out.timed_phase_ms.at(i).push_back(t.phase_ms[i]);
+    const std::span<const StepPhase> phases = step_phases(mode);
+    for (std::size_t i = 0; i < t.phase_ms.size(); ++i)
+        out.timed_phase_ms.at(static_cast<std::size_t>(phases[i])).push_back(t.phase_ms[i]);
 }
 
 }  // namespace
@@ -59,7 +61,7 @@ void measure_steps(const CellParams& c, CellStep& step, const MeasureOptions& op
     const std::optional<int> up_to = c.max_noise_pct > 0 ? std::optional<int>(most) : std::nullopt;
     while (more_wanted()) {
         options.status.iteration("iteration", static_cast<int>(out.timed_ms.size()) + 1, c.iterations, up_to);
-        add_timed(step.run_step("iteration " + std::to_string(out.timed_ms.size())), out);
+        add_timed(step.run_step("iteration " + std::to_string(out.timed_ms.size())), c.mode, out);
     }
     clock.lap("timed");
     // Traced steps run after the timed ones, so collection never perturbs the latencies that are
