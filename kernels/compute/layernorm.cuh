@@ -23,8 +23,12 @@ void launch_layernorm(T* out, const T* in, const T* w, const T* b, int rows, int
 // The backward of launch_layernorm (as cpu::layernorm_backward): dx += dL/din, dw += dL/dw and
 // db += dL/db, from dout = dL/dout and the forward's input `in`. One kernel computes dx and each
 // block's partial dw and db (fp32, in `scratch`: layernorm_backward_scratch_floats, device
-// memory); a second sums the partials in block order, so dw and db are the same bits every run.
-// The row statistics are recomputed from `in` as the forward computes them.
+// memory); a second sums the partials in block order, so dw and db are the same bits every run
+// (on one device: the grid is sized to it). The row statistics are recomputed from `in` (two
+// passes, as the forward) rather than stored by the forward: the row is read for x̂ anyway, so
+// that costs no memory traffic. Rows of whole 16-byte packs (c a multiple of 16 / sizeof(T),
+// 16-byte aligned buffers) of up to 512 packs, their dw and db sums within the block's shared
+// memory, take a warp per row with the row in registers; others one block per row.
 template <class T>
 void launch_layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* in, const T* w, int rows, int c, float eps,
                                float* scratch, cudaStream_t stream);

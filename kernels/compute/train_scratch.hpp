@@ -7,9 +7,9 @@
 
 namespace sweetspot::gpu {
 
-// The blocks LayerNorm's backward spreads its rows over (layernorm.cu): enough to fill an H100 at
-// a few blocks per SM, few enough that their partial dw and db (2c fp32 each, written and read
-// once) stay a small part of the traffic.
+// The most blocks LayerNorm's backward spreads its rows over (layernorm.cu), each writing one
+// partial dw and db (2c fp32): enough to fill an H100 at a few blocks per SM, few enough that the
+// partials (written and read once) stay a small part of the traffic.
 inline constexpr int kLayerNormBackwardBlocks = 512;
 // Rows a block sums in the first of the column sums' two passes (elementwise.cuh).
 inline constexpr std::int64_t kColumnSumChunk = 256;

@@ -76,9 +76,18 @@ public:
     OpError check(cudaStream_t stream) override {
         std::vector<float> dx = dx_, dw = dw_, db = db_;
         cpu::layernorm_backward(dx.data(), dw.data(), db.data(), dout_.data(), in_.data(), w_.data(), rows_, c_, kEps);
-        OpError error = compare("dx", d_dx_.to_host(stream), dx);
-        error.include(compare("dw", d_dw_.to_host(stream), dw));
-        error.include(compare("db", d_db_.to_host(stream), db));
+        const auto got_dx = d_dx_.to_host(stream), got_dw = d_dw_.to_host(stream), got_db = d_db_.to_host(stream);
+        OpError error = compare("dx", got_dx, dx);
+        error.include(compare("dw", got_dw, dw));
+        error.include(compare("db", got_db, db));
+        // Again from the same start: the same bits (no floating-point atomics, no order that
+        // depends on which block finishes first).
+        const DeviceArray<T> again_dx(dx_, stream), again_dw(dw_, stream), again_db(db_, stream);
+        gpu::launch_layernorm_backward<T>(again_dx.get(), again_dw.get(), again_db.get(), d_dout_.get(), d_in_.get(),
+                                          d_w_.get(), rows_, c_, kEps, reinterpret_cast<float*>(scratch_.get()), stream);
+        error.include(require_equal("dx run twice", again_dx.to_host(stream), got_dx));
+        error.include(require_equal("dw run twice", again_dw.to_host(stream), got_dw));
+        error.include(require_equal("db run twice", again_db.to_host(stream), got_db));
         return error;
     }
 
@@ -179,11 +188,15 @@ std::vector<OpEntry> layernorm_ops() {
     entries.push_back(OpEntry{
         .name = "layernorm_backward",
         .family = "layernorm",
-        // The forward's shapes; 1100 rows, more than the kernel's 512 blocks (each then takes
-        // several rows, and 512 partial rows are summed); c 7000, whose 2c fp32 accumulators need
-        // more than the default 48 KiB of shared memory.
+        // The forward's shapes: c 75 (no whole 16-byte packs) takes the block-per-row path, 768 and
+        // 1600 the warp-per-row one (1600: 200 bf16 packs, a last round of 8 of the 32 lanes;
+        // 400 fp32 packs, 13 rounds). 1100 rows of 75, more than the 512 blocks (each then takes
+        // several rows, and 512 partial rows are summed); 9000 of 200, more than the warp path's
+        // 4096 warps (each adds 2 or 3 rows into its sums; 25 bf16 packs, 50 fp32); c 100, whole
+        // packs in fp32 (25) but not in fp16 or bf16; c 7000, too long for the warp path's
+        // registers, whose 2c fp32 accumulators need more than the default 48 KiB of shared memory.
         .test_shapes = {rows_c(1, 75), rows_c(13, 75), rows_c(5, 768), rows_c(3, 1600), rows_c(1100, 75),
-                        rows_c(2, 7000)},
+                        rows_c(9000, 200), rows_c(40, 100), rows_c(2, 7000)},
         .bench_shapes = kModelRows,
         // Each output is stored once, to T, from fp32 on both sides: dx from its row's sums (c
         // terms, in another order), dw and db from sums over the rows (in another order: by block,
