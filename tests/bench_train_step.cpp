@@ -1,11 +1,12 @@
 // The GPU training step (kernels/compute/gpu_train_step.hpp) on synthetic weights in a device
 // backend: ms of the forward, the backward and the update, and tokens per second, for a built-in
 // model (optionally cut to fewer layers, to fit a small memory budget: the per-layer time then
-// scales to the whole model) at each batch given. Means of the timed steps after warm-up steps,
+// scales to the whole model) at each batch given. Medians of the timed steps after warm-up steps,
 // CUDA events around each phase (the update's one host synchronization included).
 //   bench_train_step --model gpt2_small --batch 4 --batch 8 --seq 1024 --variant flash_attention
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <span>
@@ -55,7 +56,7 @@ void bench(const ModelConfig& model, DType dtype, const Variant& variant, int ba
     step.set_batch(tokens, targets);
     const CudaEvent start(CudaEvent::Timing::on), forwarded(CudaEvent::Timing::on), backwarded(CudaEvent::Timing::on),
         updated(CudaEvent::Timing::on);
-    double forward_ms = 0, backward_ms = 0, update_ms = 0;
+    std::vector<double> forward_ms, backward_ms, update_ms, step_ms;
     for (int s = 0; s < warmup + steps; ++s) {
         start.record(stream.get());
         step.forward(*backend);
@@ -66,18 +67,20 @@ void bench(const ModelConfig& model, DType dtype, const Variant& variant, int ba
         updated.record(stream.get());
         updated.synchronize();
         if (s < warmup) continue;
-        forward_ms += forwarded.ms_since(start);
-        backward_ms += backwarded.ms_since(forwarded);
-        update_ms += updated.ms_since(backwarded);
+        forward_ms.push_back(forwarded.ms_since(start));
+        backward_ms.push_back(backwarded.ms_since(forwarded));
+        update_ms.push_back(updated.ms_since(backwarded));
+        step_ms.push_back(updated.ms_since(start));
     }
-    forward_ms /= steps;
-    backward_ms /= steps;
-    update_ms /= steps;
-    const double total = forward_ms + backward_ms + update_ms;
+    const auto median = [](std::vector<double> v) {
+        std::ranges::sort(v);
+        return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    };
+    const double total = median(step_ms);
     std::printf("%-12s %2d layers %-6s %-16s batch %3d seq %5d  forward %8.2f  backward %8.2f  update %7.2f  "
                 "step %8.2f ms  %9.0f tokens/s  loss %.3f  activations %.2f GiB\n",
                 model.name.c_str(), model.n_layer, std::string(enum_name(dtype)).c_str(),
-                variant.text().c_str(), batch, seq, forward_ms, backward_ms, update_ms, total,
+                variant.text().c_str(), batch, seq, median(forward_ms), median(backward_ms), median(update_ms), total,
                 static_cast<double>(batch) * seq / (total / 1000.0), step.loss(),
                 static_cast<double>(step.activation_bytes()) / (1 << 30));
 }

@@ -124,11 +124,11 @@ struct Case {
     ModelConfig model;
     int batch, seq;
     DType dtype;
-    bool flash;
+    Variant variant;
     float dropout;
     std::string name() const {
         return model.name + " b" + std::to_string(batch) + " t" + std::to_string(seq) + " " +
-               std::string(enum_name(dtype)) + (flash ? " flash" : " baseline") + " p" + std::to_string(dropout);
+               std::string(enum_name(dtype)) + " " + variant.text() + " p" + std::to_string(dropout);
     }
 };
 
@@ -145,7 +145,7 @@ TrainSettings test_settings() {
 
 GpuTrainOptions options_for(const Case& c, const TrainSettings& settings) {
     GpuTrainOptions o;
-    o.variant = c.flash ? Variant{Fusion::flash_attention} : Variant{};
+    o.variant = c.variant;
     o.dropout = Dropout{.p = c.dropout, .seed = kSeed};
     o.settings = settings;
     return o;
@@ -281,10 +281,13 @@ TEST_CASE("GpuTrainStep's first step matches the float64 loss, gradients and Ada
         for (const int seq : {1, 33, 90}) {
             for (const float p : {0.0f, 0.1f}) {
                 for (const DType dtype : {DType::fp32, DType::bf16, DType::fp16}) {
-                    for (const bool flash : {false, true}) {
-                        const Case c{model, 2, seq, dtype, flash, p};
+                    // The epilogues' variants without and with flash attention.
+                    for (const Variant variant : {Variant{}, Variant{Fusion::flash_attention},
+                                                  Variant{Fusion::mlp_epilogue, Fusion::proj_epilogue},
+                                                  kTrainingFusions}) {
+                        const Case c{model, 2, seq, dtype, variant, p};
                         try {
-                            check_first_step(c, worst[std::string(enum_name(dtype)) + (flash ? " flash" : " baseline")]);
+                            check_first_step(c, worst[std::string(enum_name(dtype)) + " " + variant.text()]);
                         } catch (const std::exception& e) {
                             FAIL_CHECK(c.name() << ": " << e.what());
                         }
@@ -294,7 +297,7 @@ TEST_CASE("GpuTrainStep's first step matches the float64 loss, gradients and Ada
         }
     }
     for (const auto& [what, w] : worst)
-        std::printf("gpu_train first step, worst relative L2 error, %-14s loss %.3g gradient %.3g update %.3g\n",
+        std::printf("gpu_train first step, worst relative L2 error, %-50s loss %.3g gradient %.3g update %.3g\n",
                     what.c_str(), w.loss, w.gradient, w.update);
 }
 
@@ -306,9 +309,9 @@ TEST_CASE("GpuTrainStep's losses follow CpuTrainStep's over 20 steps and fall", 
     const auto tokens = ids(model, n, 3), targets = ids(model, n, 4);
     TrainSettings settings = test_settings();
     settings.lr = 3e-3f;
-    for (const bool flash : {false, true}) {
+    for (const Variant variant : {Variant{}, kTrainingFusions}) {
         for (const DType dtype : {DType::fp32, DType::bf16, DType::fp16}) {
-            const Case c{model, batch, seq, dtype, flash, 0.1f};
+            const Case c{model, batch, seq, dtype, variant, 0.1f};
             INFO(c.name());
             try {
             const auto units = rounded_units(model, layout, dtype);
@@ -336,7 +339,7 @@ TEST_CASE("GpuTrainStep's losses follow CpuTrainStep's over 20 steps and fall", 
             INFO("first loss " << losses.front() << ", last " << losses.back());
             CHECK(losses.back() < 0.8 * losses.front());
             CHECK(step.steps() + step.skipped_steps() == steps);
-            std::printf("gpu_train %-28s loss %.4f -> %.4f (%d skipped)\n", c.name().c_str(), losses.front(),
+            std::printf("gpu_train %-60s loss %.4f -> %.4f (%d skipped)\n", c.name().c_str(), losses.front(),
                         losses.back(), step.skipped_steps());
             } catch (const std::exception& e) {
                 FAIL_CHECK(c.name() << ": " << e.what());
@@ -372,4 +375,17 @@ TEST_CASE("GpuTrainStep::activation_bytes_for grows with the kept activations", 
                                    GpuTrainStep::activation_bytes_for(one, DType::bf16, 2, 64, v);
         CHECK(added == 12 * c * b * t * 2 + 1024 * 8 + (flash ? b * h * t * 4 : 0));
     }
+}
+
+TEST_CASE("GpuTrainStep refuses fusions it has no training kernels for, before touching a GPU", "[gpu_train]") {
+    const ModelConfig model = head80_model();
+    const WeightLayout layout = WeightLayout::for_model(model);
+    GpuTrainOptions o;
+    o.variant = Variant{Fusion::residual_ln, Fusion::flash_attention};
+    CHECK_THROWS_AS(GpuTrainStep(model, layout, DType::bf16, 1, 8, nullptr, o), std::invalid_argument);
+    // n_embd 50 · 4 = 200 is a multiple of 8; 45 · 4 = 180 is not.
+    const ModelConfig odd{"odd", 1, 45, 3, 97, 96, 1e-5f};
+    o.variant = Variant{Fusion::mlp_epilogue};
+    CHECK_THROWS_AS(GpuTrainStep(odd, WeightLayout::for_model(odd), DType::bf16, 1, 8, nullptr, o),
+                    std::invalid_argument);
 }

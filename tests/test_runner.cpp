@@ -233,8 +233,8 @@ variant = ["baseline", "dropout_ln"]
     CHECK(cells.at(0).status == "ok");
     CHECK(cells.at(1).status == "skipped");
     CHECK(cells.at(1).reason ==
-          "training runs the baseline and flash_attention variants; variant 'dropout_ln' has fusions without training "
-          "kernels yet");
+          "training runs the fusions mlp_epilogue+flash_attention+proj_epilogue and none other yet; variant "
+          "'dropout_ln' has residual_ln");
 }
 
 TEST_CASE("a sweep whose every cell is skipped exits 1 and says why nothing was measured", "[runner]") {
@@ -253,8 +253,8 @@ batch = [1, 2, 3]
     const auto r = run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'");
     INFO(r.output);
     CHECK(r.exit_code == 1);
-    CHECK(r.output.find("nothing was measured: every cell was skipped, 3 of 3 because training runs the baseline and "
-                        "flash_attention variants") != std::string::npos);
+    CHECK(r.output.find("nothing was measured: every cell was skipped, 3 of 3 because training runs the fusions "
+                        "mlp_epilogue+flash_attention+proj_epilogue and none other yet") != std::string::npos);
     const auto cells = read_cells(db);
     REQUIRE(cells.size() == 3);
     for (const auto& [index, c] : cells) CHECK(c.status == "skipped");

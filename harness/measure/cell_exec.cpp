@@ -24,6 +24,7 @@
 #endif
 #include "harness/system/system_info.hpp"
 #include "kernels/compute/flash_attention_limits.hpp"
+#include "kernels/compute/gemm_limits.hpp"
 #include "kernels/compute/managed_memory.hpp"
 
 namespace sweetspot {
@@ -61,9 +62,12 @@ std::string training_impossible_reason(const CellParams& c) {
     const BackendTraits& backend = backend_traits(c.backend);
     if (!backend.training)
         return "the " + std::string(enum_name(c.backend)) + " backend does not train: " + std::string(backend.no_training_reason);
-    if (!c.variant.is_baseline() && c.variant != Variant{Fusion::flash_attention})
-        return "training runs the baseline and flash_attention variants; variant '" + c.variant.text() +
-               "' has fusions without training kernels yet";
+    if (!c.variant.within(kTrainingFusions))
+        return "training runs the fusions " + kTrainingFusions.fusions_text() + " and none other yet; variant '" +
+               c.variant.text() + "' has " + c.variant.fusions_text();
+    if (c.variant.has(Fusion::mlp_epilogue) && !gemm_aux_width_fits(4 * c.model.n_embd))
+        return "training's mlp_epilogue keeps the GELU's input in a cuBLASLt buffer whose width (4 × n_embd = " +
+               std::to_string(4 * c.model.n_embd) + " for model '" + c.model.name + "') must be a multiple of 8";
     if (c.activations != Activations::device) return "training keeps its activations in device memory (activations = \"device\")";
     if (c.launch != Launch::kernels) return "training launches its kernels one by one (launch = \"kernels\")";
     return {};

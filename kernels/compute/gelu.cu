@@ -11,14 +11,15 @@ namespace sweetspot::gpu {
 
 namespace {
 
-// GPT-2's tanh-approximated GELU, in place on the MLP's [B·T, 4C] activations: no extra buffer.
+// GPT-2's tanh-approximated GELU on the MLP's [B·T, 4C] activations; out may be in (in place, no
+// extra buffer).
 template <class T>
-__global__ void gelu_tanh_kernel(T* x, std::int64_t n) {
+__global__ void gelu_tanh_kernel(T* out, const T* in, std::int64_t n) {
     const float sqrt_2_over_pi = 0.7978845608028654f;
     for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < n;
          idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-        const float v = to_f32(x[idx]);
-        x[idx] = from_f32<T>(0.5f * v * (1.0f + tanhf(sqrt_2_over_pi * (v + 0.044715f * v * v * v))));
+        const float v = to_f32(in[idx]);
+        out[idx] = from_f32<T>(0.5f * v * (1.0f + tanhf(sqrt_2_over_pi * (v + 0.044715f * v * v * v))));
     }
 }
 
@@ -40,10 +41,15 @@ __global__ void gelu_tanh_backward_kernel(T* dx, const T* x, std::int64_t n) {
 }  // namespace
 
 template <class T>
-void launch_gelu_tanh(T* x, std::int64_t n, cudaStream_t stream) {
+void launch_gelu_tanh(T* out, const T* in, std::int64_t n, cudaStream_t stream) {
     if (n == 0) return;
-    gelu_tanh_kernel<T><<<elementwise_blocks(n), kBlock, 0, stream>>>(x, n);
+    gelu_tanh_kernel<T><<<elementwise_blocks(n), kBlock, 0, stream>>>(out, in, n);
     CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void launch_gelu_tanh(T* x, std::int64_t n, cudaStream_t stream) {
+    launch_gelu_tanh<T>(x, x, n, stream);
 }
 
 template <class T>
@@ -54,7 +60,8 @@ void launch_gelu_tanh_backward(T* dx, const T* x, std::int64_t n, cudaStream_t s
 }
 
 #define SWEETSPOT_INSTANTIATE(T)                                       \
-    template void launch_gelu_tanh<T>(T*, std::int64_t, cudaStream_t); \
+    template void launch_gelu_tanh<T>(T*, std::int64_t, cudaStream_t);                   \
+    template void launch_gelu_tanh<T>(T*, const T*, std::int64_t, cudaStream_t);         \
     template void launch_gelu_tanh_backward<T>(T*, const T*, std::int64_t, cudaStream_t);
 
 SWEETSPOT_INSTANTIATE(float)

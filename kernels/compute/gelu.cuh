@@ -1,5 +1,5 @@
 #pragma once
-// GPT-2's GELU (the tanh approximation), in place on the MLP's activations.
+// GPT-2's GELU (the tanh approximation) on the MLP's activations, and its backward.
 //
 // T is the activation and weight type: float, __half or __nv_bfloat16 (explicit instantiations
 // in the .cu). Inside every kernel the math is fp32; only loads and stores are in T. Buffers are
@@ -15,6 +15,10 @@ namespace sweetspot::gpu {
 // x = gelu(x) in place, GPT-2's tanh approximation. x has n elements.
 template <class T>
 void launch_gelu_tanh(T* x, std::int64_t n, cudaStream_t stream);
+// out = gelu(in) over n elements: the training step's backward recomputes the GELU's output from
+// the kept pre-activation in one pass, where a copy and the in-place form would take two.
+template <class T>
+void launch_gelu_tanh(T* out, const T* in, std::int64_t n, cudaStream_t stream);
 
 // The backward of launch_gelu_tanh: dx *= gelu'(x) in place over n elements, x the forward's
 // input (as cpu::gelu_tanh_backward).

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/compute/cuda_check.hpp"
+#include "kernels/compute/gemm_limits.hpp"
 #include "kernels/compute/gemm_workspace.hpp"
 
 namespace sweetspot {
@@ -103,24 +104,46 @@ void Gemm::batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
 // The same row-major to column-major reading as linear above: cuBLASLt computes the column-major
 // y' [out, rows] = op(W') [out, in] · x' [in, rows], W' being w's memory read column-major
 // ([in, out], ld in, transposed by the op), x' x's ([in, rows], ld in) and y' y's ([out, rows],
-// ld out). The bias is per row of y', i.e. per output feature, as the epilogue adds it.
-Gemm::LtPlan& Gemm::lt_plan(int rows, int in, int out, Epilogue epilogue) {
+// ld out). The bias is per row of y', i.e. per output feature, as the epilogue adds it. The
+// backward's dgelu reads the same W' untransposed: y' [in, rows] = W' [in, out] · x' [out, rows].
+// An auxiliary buffer has y's shape and leading dimension.
+Gemm::LtPlan& Gemm::lt_plan(int rows, int in, int out, LtEpilogue epilogue) {
     const auto key = std::make_tuple(rows, in, out, epilogue);
     if (const auto found = lt_plans_.find(key); found != lt_plans_.end()) return found->second;
+    const bool backward = epilogue == LtEpilogue::dgelu;
+    const int y_width = backward ? in : out, x_width = backward ? out : in;
+    const bool aux = epilogue == LtEpilogue::bias_gelu_aux || backward;
+    if (aux && !gemm_aux_width_fits(y_width)) {
+        throw std::invalid_argument("Gemm: cuBLASLt's GELU epilogues with an auxiliary buffer need a width that is a "
+                                    "multiple of 8; this one is " + std::to_string(y_width) + ".");
+    }
     LtPlan& plan = lt_plans_[key];  // destroy() frees whatever part of it is made
     const cudaDataType type = data_type(dtype_);
     const cublasComputeType_t compute = tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     CUBLAS_CHECK(cublas_.matmul_desc_create(&plan.desc, compute, CUDA_R_32F));
-    const cublasOperation_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
-    CUBLAS_CHECK(cublas_.matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose));
+    const cublasOperation_t op_w = backward ? CUBLAS_OP_N : CUBLAS_OP_T, keep = CUBLAS_OP_N;
+    CUBLAS_CHECK(cublas_.matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_w, sizeof op_w));
     CUBLAS_CHECK(cublas_.matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof keep));
-    const cublasLtEpilogue_t lt_epilogue =
-        epilogue == Epilogue::bias_gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    const cublasLtEpilogue_t lt_epilogue = [&] {
+        switch (epilogue) {
+            case LtEpilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
+            case LtEpilogue::bias_gelu: return CUBLASLT_EPILOGUE_GELU_BIAS;
+            case LtEpilogue::bias_residual: return CUBLASLT_EPILOGUE_BIAS;
+            case LtEpilogue::bias_gelu_aux: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+            case LtEpilogue::dgelu: return CUBLASLT_EPILOGUE_DGELU;
+        }
+        return CUBLASLT_EPILOGUE_DEFAULT;
+    }();
     CUBLAS_CHECK(
         cublas_.matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt_epilogue, sizeof lt_epilogue));
+    if (aux) {
+        const auto aux_ld = static_cast<std::int64_t>(y_width);
+        CUBLAS_CHECK(
+            cublas_.matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
+    }
     CUBLAS_CHECK(cublas_.matrix_layout_create(&plan.w, type, in, out, in));
-    CUBLAS_CHECK(cublas_.matrix_layout_create(&plan.x, type, in, rows, in));
-    CUBLAS_CHECK(cublas_.matrix_layout_create(&plan.y, type, out, rows, out));
+    CUBLAS_CHECK(cublas_.matrix_layout_create(&plan.x, type, x_width, rows, x_width));
+    CUBLAS_CHECK(cublas_.matrix_layout_create(&plan.y, type, y_width, rows, y_width));
 
     cublasLtMatmulPreference_t preference = nullptr;
     CUBLAS_CHECK(cublas_.preference_create(&preference));
@@ -138,21 +161,47 @@ Gemm::LtPlan& Gemm::lt_plan(int rows, int in, int out, Epilogue epilogue) {
     CUBLAS_CHECK(status);
     if (found == 0) {
         throw std::runtime_error("cuBLASLt has no algorithm for a " + std::string(enum_name(dtype_)) + " GEMM of " +
-                                 std::to_string(rows) + "×" + std::to_string(in) + " by " + std::to_string(out) +
-                                 " with a bias epilogue");
+                                 std::to_string(rows) + "×" + std::to_string(x_width) + " to " +
+                                 std::to_string(y_width) + " with an epilogue");
     }
     plan.algo = result.algo;
     return plan;
 }
 
 void Gemm::linear_fused(void* y, const void* x, const void* w, const void* bias, int rows, int in, int out,
-                        Epilogue epilogue) {
-    LtPlan& plan = lt_plan(rows, in, out, epilogue);
+                        Epilogue epilogue, EpilogueOperands operands) {
+    const LtEpilogue lt_epilogue = [&] {
+        switch (epilogue) {
+            case Epilogue::bias: return LtEpilogue::bias;
+            case Epilogue::bias_gelu: return LtEpilogue::bias_gelu;
+            case Epilogue::bias_residual: return LtEpilogue::bias_residual;
+            case Epilogue::bias_gelu_aux: return LtEpilogue::bias_gelu_aux;
+        }
+        return LtEpilogue::bias;
+    }();
+    if (epilogue == Epilogue::bias_gelu_aux && operands.aux == nullptr)
+        throw std::invalid_argument("Gemm::linear_fused: the bias_gelu_aux epilogue needs an aux buffer");
+    LtPlan& plan = lt_plan(rows, in, out, lt_epilogue);
     CUBLAS_CHECK(cublas_.matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    if (epilogue == Epilogue::bias_gelu_aux) {
+        CUBLAS_CHECK(cublas_.matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                       &operands.aux, sizeof operands.aux));
+    }
     const float alpha = 1.0f;
-    const float beta = epilogue == Epilogue::bias_residual ? 1.0f : 0.0f;  // C = y: the residual stream
-    CUBLAS_CHECK(cublas_.matmul(lt_, plan.desc, &alpha, w, plan.w, x, plan.x, &beta, y, plan.y, y, plan.y, &plan.algo,
+    const bool residual = epilogue == Epilogue::bias_residual;
+    const float beta = residual ? 1.0f : 0.0f;
+    const void* c = residual && operands.residual != nullptr ? operands.residual : y;
+    CUBLAS_CHECK(cublas_.matmul(lt_, plan.desc, &alpha, w, plan.w, x, plan.x, &beta, c, plan.y, y, plan.y, &plan.algo,
                                 workspace_, static_cast<std::size_t>(workspace_bytes_), stream_));
+}
+
+void Gemm::linear_backward_dgelu(void* dx, const void* dy, const void* w, const void* pre, int rows, int in, int out) {
+    LtPlan& plan = lt_plan(rows, in, out, LtEpilogue::dgelu);
+    CUBLAS_CHECK(
+        cublas_.matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pre, sizeof pre));
+    const float alpha = 1.0f, beta = 0.0f;
+    CUBLAS_CHECK(cublas_.matmul(lt_, plan.desc, &alpha, w, plan.w, dy, plan.x, &beta, dx, plan.y, dx, plan.y,
+                                &plan.algo, workspace_, static_cast<std::size_t>(workspace_bytes_), stream_));
 }
 
 }  // namespace sweetspot

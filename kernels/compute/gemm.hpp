@@ -18,6 +18,13 @@
 
 namespace sweetspot {
 
+// A GEMM epilogue's operands besides the bias (Gemm::linear_fused): the residual (bias_residual;
+// nullptr: y's own values) and the pre-activation's buffer [rows, out] (bias_gelu_aux).
+struct EpilogueOperands {
+    const void* residual = nullptr;
+    void* aux = nullptr;
+};
+
 class Gemm {
 public:
     Gemm(DType dtype, cudaStream_t stream, bool tf32);
@@ -29,15 +36,20 @@ public:
     // All three contiguous.
     void linear(void* y, const void* x, const void* w, int rows, int in, int out);
 
-    // What a cuBLASLt epilogue adds to a linear layer's product, in fp32 before the one rounding
-    // to the dtype: the bias; the bias then GPT-2's GELU; the bias and what y holds already (a
-    // residual add, y += x · wᵀ + bias).
-    enum class Epilogue { bias, bias_gelu, bias_residual };
+    // What a cuBLASLt epilogue does to a linear layer's product, in fp32 before the one rounding
+    // to the dtype: add the bias; add the bias then apply GPT-2's GELU; add the bias and a residual
+    // (y = residual + x · wᵀ + bias, the residual being y itself unless given); add the bias, apply
+    // the GELU and also store the pre-activation in `aux` (what the backward needs).
+    enum class Epilogue { bias, bias_gelu, bias_residual, bias_gelu_aux };
     // y = epilogue(x · wᵀ), bias [out] in the dtype. One cuBLASLt call instead of the GEMM and
     // one or two element-wise kernels.
     void linear_fused(void* y, const void* x, const void* w, const void* bias, int rows, int in, int out,
-                      Epilogue epilogue);
-
+                      Epilogue epilogue, EpilogueOperands operands = {});
+    // The backward of a linear layer fed by GELU(pre): dx [rows, in] = (dy [rows, out] · w) ⊙
+    // gelu'(pre), w [out, in] as in linear, pre [rows, in] the kept pre-activation. One cuBLASLt
+    // call (its DGELU epilogue) instead of the GEMM and the GELU's backward kernel.
+    // bias_gelu_aux and this take widths (out, in) that gemm_aux_width_fits (gemm_limits.hpp).
+    void linear_backward_dgelu(void* dx, const void* dy, const void* w, const void* pre, int rows, int in, int out);
     // For each of `batch` problems p (pointers advanced by p·stride_*, in elements), row-major:
     //   c[m, n] = alpha · a[m, k] · op(b) + beta · c
     // with op(b) = bᵀ where b is stored [n, k] (trans_b), or op(b) = b stored [k, n] (!trans_b).
@@ -68,7 +80,11 @@ private:
         cublasLtMatrixLayout_t w = nullptr, x = nullptr, y = nullptr;
         cublasLtMatmulAlgo_t algo{};
     };
-    LtPlan& lt_plan(int rows, int in, int out, Epilogue epilogue);
+    // The cuBLASLt epilogues behind the public calls: Epilogue's, and the backward's DGELU.
+    enum class LtEpilogue { bias, bias_gelu, bias_residual, bias_gelu_aux, dgelu };
+    // A plan for y [rows, out] = x [rows, in] · wᵀ (w [out, in]), or for dgelu y [rows, in] =
+    // x [rows, out] · w.
+    LtPlan& lt_plan(int rows, int in, int out, LtEpilogue epilogue);
 
     CublasLibrary cublas_;  // first: loaded before, and unloaded after, everything made through it
     DType dtype_;
@@ -76,7 +92,7 @@ private:
     bool tf32_;
     cublasHandle_t handle_ = nullptr;
     cublasLtHandle_t lt_ = nullptr;
-    std::map<std::tuple<int, int, int, Epilogue>, LtPlan> lt_plans_;
+    std::map<std::tuple<int, int, int, LtEpilogue>, LtPlan> lt_plans_;
     void* workspace_ = nullptr;
     std::int64_t workspace_bytes_ = 0;
 };

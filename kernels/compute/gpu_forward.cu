@@ -286,9 +286,15 @@ void GpuForward::Impl::block(int layer, const T* unit, const UnitLayout& unit_la
     if (fused(Fusion::mlp_epilogue)) {
         gemm->linear_fused(fc_, ln_, w(block_tensor::fc_w), w(block_tensor::fc_b), bt, c, 4 * c,
                            Gemm::Epilogue::bias_gelu);
+        launches += 2;
+        if (!fused(Fusion::residual_ln) && !options.dropout.active()) {
+            // x += fc · Wᵀ + b in the GEMM's epilogue, as proj_epilogue does for the attention.
+            gemm->linear_fused(x, fc_, w(block_tensor::fc_proj_w), w(block_tensor::fc_proj_b), bt, 4 * c, c,
+                               Gemm::Epilogue::bias_residual);
+            return;
+        }
         gemm->linear_fused(y_, fc_, w(block_tensor::fc_proj_w), w(block_tensor::fc_proj_b), bt, 4 * c, c,
                            Gemm::Epilogue::bias);
-        launches += 2;
     } else {
         gemm->linear(fc_, ln_, w(block_tensor::fc_w), bt, c, 4 * c);
         gpu::launch_add_bias<T>(fc_, w(block_tensor::fc_b), bt, 4 * c, stream);

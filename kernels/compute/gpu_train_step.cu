@@ -3,7 +3,9 @@
 // block_backward op for op, each backward kernel from its op family's file. The residual stream is
 // kept as 2L + 1 buffers (the embedding's output, then each block's x_mid and x_out): a
 // sub-layer writes its output straight into the next one and adds the one before, so nothing is
-// copied. The MLP's GELU output is not kept: the backward recomputes it from fc_pre.
+// copied. The MLP's GELU output is not kept: the backward recomputes it from fc_pre. The variant's
+// mlp_epilogue and proj_epilogue move biases, the GELU, its backward and residual adds into the
+// GEMMs' cuBLASLt epilogues.
 #include "kernels/compute/gpu_train_step.hpp"
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include "kernels/compute/embedding.cuh"
 #include "kernels/compute/gelu.cuh"
 #include "kernels/compute/gemm.hpp"
+#include "kernels/compute/gemm_limits.hpp"
 #include "kernels/compute/gpu_attention.hpp"
 #include "kernels/compute/gpu_dtype.hpp"
 #include "kernels/compute/layernorm.cuh"
@@ -44,6 +47,8 @@ struct GpuTrainStep::Impl {
     cudaStream_t stream;
     GpuTrainOptions options;
     bool flash;
+    // The MLP's biases, GELU (and its backward) and residual add in the GEMMs' epilogues.
+    bool mlp_fused;
     TrainArena plan;
     DeviceMemory arena;
     DeviceMemory embedding_scratch;  // only where the dead scratch is too small (TrainArena)
@@ -72,6 +77,17 @@ struct GpuTrainStep::Impl {
     void forward(LayerSource& weights);
     template <class T>
     void block_forward(int layer, const T* unit, const UnitLayout& ul);
+    // y [rows, C] = residual + dropout(x [rows, in] · wᵀ + b): a sub-layer's output projection,
+    // the bias and residual add in its GEMM's epilogue where `epilogue` (the bias only while
+    // dropout is on).
+    template <class T>
+    void sublayer_output(T* y, const T* x, const T* w, const T* b, const T* residual, int in, bool epilogue,
+                         std::uint32_t dropout_site);
+    // The lm_head's GEMMs split the vocabulary at the last multiple of kLogitsRowAlignment below
+    // it: cuBLAS computes the aligned part with its fast kernels and only the few columns past it
+    // with the slow ones a vocabulary such as 50257 otherwise gets for all of them.
+    template <class F>
+    void over_vocabulary(const F& f) const;
     template <class T>
     void backward(LayerSource& weights);
     template <class T>
@@ -80,11 +96,9 @@ struct GpuTrainStep::Impl {
     void update(LayerSource& weights);
 
     // Of y [rows, out] = x [rows, in] · wᵀ + b: dw = dyᵀ · x, db = Σ_rows dy (added to the zeroed
-    // gradient), dx = dy · w.
+    // gradient), dx = dy · w (not computed where dx is null: an epilogue computes it).
     template <class T>
-    // dy's rows are ld_dy apart (0: out, contiguous; another only without a bias, whose column
-    // sums read dy contiguous).
-    void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int in, int out, int ld_dy = 0);
+    void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int in, int out);
     // dy = dres through the dropout at `site` (dres itself when dropout is off).
     template <class T>
     const T* through_dropout(std::uint32_t site);
@@ -102,6 +116,7 @@ GpuTrainStep::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_,
       stream(stream_),
       options(options_),
       flash(options_.variant.has(Fusion::flash_attention)),
+      mlp_fused(options_.variant.has(Fusion::mlp_epilogue)),
       plan([&] {
           // Every argument is checked before the first CUDA call.
           if (const auto why = model_.validate(); !why.empty()) throw std::invalid_argument(why);
@@ -117,6 +132,16 @@ GpuTrainStep::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_,
           if (score_rows > INT_MAX) {
               throw std::invalid_argument("GpuTrainStep: batch × seq × n_head = " + std::to_string(score_rows) +
                                           " is too large (at most " + std::to_string(INT_MAX) + ").");
+          }
+          if (!options_.variant.within(kTrainingFusions)) {
+              throw std::invalid_argument("GpuTrainStep: training has kernels for the fusions " +
+                                          kTrainingFusions.fusions_text() + " only; variant '" +
+                                          options_.variant.text() + "' has " + options_.variant.fusions_text() + ".");
+          }
+          if (options_.variant.has(Fusion::mlp_epilogue) && !gemm_aux_width_fits(4 * model_.n_embd)) {
+              throw std::invalid_argument("GpuTrainStep: mlp_epilogue needs 4 × n_embd to be a multiple of 8 (cuBLASLt's "
+                                          "GELU epilogue buffer); model '" + model_.name + "' has n_embd " +
+                                          std::to_string(model_.n_embd) + ".");
           }
           const bool uses_flash = options_.variant.has(Fusion::flash_attention);
           if (uses_flash && model_.head_dim() > kFlashAttentionMaxHeadDim) {
@@ -164,20 +189,41 @@ void GpuTrainStep::Impl::block_forward(int layer, const T* unit, const UnitLayou
                           {.fused_softmax = false, .dropout = d, .dropout_site = probs_site});
     }
     // x_mid = x_in + dropout(att · Wᵀ + b), the sum written where the projection was.
-    gemm->linear(x_mid, att, w(block_tensor::proj_w), bt, c, c);
-    gpu::launch_add_bias<T>(x_mid, w(block_tensor::proj_b), bt, c, stream);
-    gpu::launch_dropout<T>(x_mid, bt, c, d, Dropout::site_word(DropoutSite::attention_residual, layer), stream);
-    gpu::launch_residual_add<T>(x_mid, x_in, rows() * c, stream);
+    sublayer_output<T>(x_mid, att, w(block_tensor::proj_w), w(block_tensor::proj_b), x_in, c,
+                       options.variant.has(Fusion::proj_epilogue),
+                       Dropout::site_word(DropoutSite::attention_residual, layer));
 
     gpu::launch_layernorm<T>(ln2, x_mid, w(block_tensor::ln2_w), w(block_tensor::ln2_b), bt, c, model.ln_eps, stream);
-    gemm->linear(fc_pre, ln2, w(block_tensor::fc_w), bt, c, 4 * c);
-    gpu::launch_add_bias<T>(fc_pre, w(block_tensor::fc_b), bt, 4 * c, stream);
-    CUDA_CHECK(cudaMemcpyAsync(fc, fc_pre, as_size(rows() * 4 * c) * sizeof(T), cudaMemcpyDeviceToDevice, stream));
-    gpu::launch_gelu_tanh<T>(fc, rows() * 4 * c, stream);
-    gemm->linear(x_out, fc, w(block_tensor::fc_proj_w), bt, 4 * c, c);
-    gpu::launch_add_bias<T>(x_out, w(block_tensor::fc_proj_b), bt, c, stream);
-    gpu::launch_dropout<T>(x_out, bt, c, d, Dropout::site_word(DropoutSite::mlp_residual, layer), stream);
-    gpu::launch_residual_add<T>(x_out, x_mid, rows() * c, stream);
+    if (mlp_fused) {
+        // fc = gelu(ln2 · Wᵀ + b) and its pre-activation fc_pre, both from the one GEMM's epilogue.
+        gemm->linear_fused(fc, ln2, w(block_tensor::fc_w), w(block_tensor::fc_b), bt, c, 4 * c,
+                           Gemm::Epilogue::bias_gelu_aux, {.aux = fc_pre});
+    } else {
+        gemm->linear(fc_pre, ln2, w(block_tensor::fc_w), bt, c, 4 * c);
+        gpu::launch_add_bias<T>(fc_pre, w(block_tensor::fc_b), bt, 4 * c, stream);
+        gpu::launch_gelu_tanh<T>(fc, fc_pre, rows() * 4 * c, stream);
+    }
+    sublayer_output<T>(x_out, fc, w(block_tensor::fc_proj_w), w(block_tensor::fc_proj_b), x_mid, 4 * c, mlp_fused,
+                       Dropout::site_word(DropoutSite::mlp_residual, layer));
+}
+
+template <class T>
+void GpuTrainStep::Impl::sublayer_output(T* y, const T* x, const T* w, const T* b, const T* residual, int in,
+                                         bool epilogue, std::uint32_t dropout_site) {
+    const int bt = static_cast<int>(rows()), c = model.n_embd;
+    if (epilogue && !options.dropout.active()) {
+        gemm->linear_fused(y, x, w, b, bt, in, c, Gemm::Epilogue::bias_residual, {.residual = residual});
+        return;
+    }
+    // With dropout on, an epilogue adds the bias only: the dropout comes before the residual add.
+    if (epilogue) {
+        gemm->linear_fused(y, x, w, b, bt, in, c, Gemm::Epilogue::bias);
+    } else {
+        gemm->linear(y, x, w, bt, in, c);
+        gpu::launch_add_bias<T>(y, b, bt, c, stream);
+    }
+    gpu::launch_dropout<T>(y, bt, c, options.dropout, dropout_site, stream);
+    gpu::launch_residual_add<T>(y, residual, rows() * c, stream);
 }
 
 template <class T>
@@ -212,8 +258,11 @@ void GpuTrainStep::Impl::forward(LayerSource& weights) {
                              tensor(head, hu, head_tensor::lnf_b), bt, c, model.ln_eps, stream);
     const std::int64_t stride = padded_vocab(model.vocab_size);
     // logits [bt, V] = xf [bt, c] · lm_headᵀ, rows `stride` apart.
-    gemm->batched(/*trans_b=*/true, bt, model.vocab_size, c, 1.0f, xf, c, 0, tensor(head, hu, head_tensor::lm_head), c,
-                  0, 0.0f, logits, static_cast<int>(stride), 0, 1);
+    const T* lm_head = tensor(head, hu, head_tensor::lm_head);
+    over_vocabulary([&](int first, int count, bool) {
+        gemm->batched(/*trans_b=*/true, bt, count, c, 1.0f, xf, c, 0, lm_head + static_cast<std::int64_t>(first) * c, c,
+                      0, 0.0f, logits + first, static_cast<int>(stride), 0, 1);
+    });
     weights.release(hu);
     // The mean loss's gradient, 1 / targets per row, times the loss scale.
     const float per_target = 1.0f / static_cast<float>(rows());
@@ -224,15 +273,20 @@ void GpuTrainStep::Impl::forward(LayerSource& weights) {
 }
 
 template <class T>
-void GpuTrainStep::Impl::linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int in, int out,
-                                         int ld_dy) {
+void GpuTrainStep::Impl::linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int in, int out) {
     const int bt = static_cast<int>(rows());
-    if (ld_dy == 0) ld_dy = out;
-    if (db != nullptr && ld_dy != out) throw std::logic_error("linear_backward: a bias's gradient needs dy contiguous");
     // dw [out, in] = dyᵀ [out, rows] · x [rows, in]; dx [rows, in] = dy [rows, out] · w [out, in].
-    gemm->batched(/*trans_a=*/true, /*trans_b=*/false, out, in, bt, 1.0f, dy, ld_dy, 0, x, in, 0, 0.0f, dw, in, 0, 1);
+    gemm->batched(/*trans_a=*/true, /*trans_b=*/false, out, in, bt, 1.0f, dy, out, 0, x, in, 0, 0.0f, dw, in, 0, 1);
     if (db != nullptr) gpu::launch_bias_backward<T>(db, dy, bt, out, at<float>(plan.bias_scratch), stream);
-    gemm->batched(/*trans_a=*/false, /*trans_b=*/false, bt, in, out, 1.0f, dy, ld_dy, 0, w, in, 0, 0.0f, dx, in, 0, 1);
+    if (dx != nullptr)
+        gemm->batched(/*trans_a=*/false, /*trans_b=*/false, bt, in, out, 1.0f, dy, out, 0, w, in, 0, 0.0f, dx, in, 0, 1);
+}
+
+template <class F>
+void GpuTrainStep::Impl::over_vocabulary(const F& f) const {
+    const int aligned = model.vocab_size / kLogitsRowAlignment * kLogitsRowAlignment;
+    if (aligned > 0) f(0, aligned, false);
+    if (aligned < model.vocab_size) f(aligned, model.vocab_size - aligned, aligned > 0);
 }
 
 template <class T>
@@ -261,11 +315,17 @@ void GpuTrainStep::Impl::block_backward(int layer, const T* unit, T* grad, const
 
     // x_out = x_mid + dropout(mlp(ln_2(x_mid))).
     const T* dy = through_dropout<T>(Dropout::site_word(DropoutSite::mlp_residual, layer));
-    CUDA_CHECK(cudaMemcpyAsync(fc, fc_pre, as_size(rows() * 4 * c) * sizeof(T), cudaMemcpyDeviceToDevice, stream));
-    gpu::launch_gelu_tanh<T>(fc, rows() * 4 * c, stream);
-    linear_backward<T>(dfc, g(block_tensor::fc_proj_w), g(block_tensor::fc_proj_b), dy, fc, w(block_tensor::fc_proj_w),
-                       4 * c, c);
-    gpu::launch_gelu_tanh_backward<T>(dfc, fc_pre, rows() * 4 * c, stream);
+    gpu::launch_gelu_tanh<T>(fc, fc_pre, rows() * 4 * c, stream);
+    if (mlp_fused) {
+        // dfc = (dy · W) ⊙ gelu'(fc_pre) from the one GEMM's DGELU epilogue.
+        linear_backward<T>(nullptr, g(block_tensor::fc_proj_w), g(block_tensor::fc_proj_b), dy, fc,
+                           w(block_tensor::fc_proj_w), 4 * c, c);
+        gemm->linear_backward_dgelu(dfc, dy, w(block_tensor::fc_proj_w), fc_pre, bt, 4 * c, c);
+    } else {
+        linear_backward<T>(dfc, g(block_tensor::fc_proj_w), g(block_tensor::fc_proj_b), dy, fc,
+                           w(block_tensor::fc_proj_w), 4 * c, c);
+        gpu::launch_gelu_tanh_backward<T>(dfc, fc_pre, rows() * 4 * c, stream);
+    }
     linear_backward<T>(dln, g(block_tensor::fc_w), g(block_tensor::fc_b), dfc, at<T>(plan.ln2[l]), w(block_tensor::fc_w),
                        c, 4 * c);
     gpu::launch_layernorm_backward<T>(dres, g(block_tensor::ln2_w), g(block_tensor::ln2_b), dln,
@@ -318,9 +378,20 @@ void GpuTrainStep::Impl::backward(LayerSource& weights) {
     T* const head_grad = gradient_of(hu);
     const auto hoff = [&](int t) { return hl.tensors[as_size(t)].offset; };
     T* const dxf = at<T>(plan.dln);
-    linear_backward<T>(dxf, head_grad + hoff(head_tensor::lm_head), nullptr, at<T>(plan.logits), at<T>(plan.xf),
-                       head + hoff(head_tensor::lm_head), c, model.vocab_size,
-                       static_cast<int>(padded_vocab(model.vocab_size)));
+    // Of logits = xf · lm_headᵀ, a vocabulary part at a time: d lm_head's rows = dlogitsᵀ · xf;
+    // dxf = Σ over the parts of dlogits · lm_head.
+    const int stride = static_cast<int>(padded_vocab(model.vocab_size));
+    const T* dlogits = at<T>(plan.logits);
+    const T* xf = at<T>(plan.xf);
+    const T* lm_head = head + hoff(head_tensor::lm_head);
+    T* const dlm_head = head_grad + hoff(head_tensor::lm_head);
+    over_vocabulary([&](int first, int count, bool later) {
+        const std::int64_t row = static_cast<std::int64_t>(first) * c;
+        gemm->batched(/*trans_a=*/true, /*trans_b=*/false, count, c, bt, 1.0f, dlogits + first, stride, 0, xf, c, 0,
+                      0.0f, dlm_head + row, c, 0, 1);
+        gemm->batched(/*trans_a=*/false, /*trans_b=*/false, bt, c, count, 1.0f, dlogits + first, stride, 0,
+                      lm_head + row, c, 0, later ? 1.0f : 0.0f, dxf, c, 0, 1);
+    });
     CUDA_CHECK(cudaMemsetAsync(dres, 0, as_size(rows() * c) * sizeof(T), stream));
     gpu::launch_layernorm_backward<T>(dres, head_grad + hoff(head_tensor::lnf_w), head_grad + hoff(head_tensor::lnf_b),
                                       dxf, at<T>(plan.resid[as_size(2 * model.n_layer)]),

@@ -38,6 +38,8 @@ public:
 
     constexpr bool has(Fusion f) const { return (bits_ & bit(f)) != 0; }
     constexpr bool is_baseline() const { return bits_ == 0; }
+    // Whether every fusion of this set is also in `allowed`.
+    constexpr bool within(const Variant& allowed) const { return (bits_ & ~allowed.bits_) == 0; }
     constexpr bool operator==(const Variant&) const = default;
 
     // The preset's name when the set is a preset ("attn_ln"), else the fusions joined by '+' in
@@ -67,5 +69,8 @@ inline constexpr std::array<VariantPreset, 6> kVariantPresets = {{
     {"attn_proj", {Fusion::flash_attention, Fusion::proj_epilogue}},
     {"all", {Fusion::residual_ln, Fusion::softmax, Fusion::mlp_epilogue, Fusion::flash_attention, Fusion::proj_epilogue}},
 }};
+
+// The fusions the GPU training step has forward and backward kernels for (gpu_train_step.cu).
+inline constexpr Variant kTrainingFusions{Fusion::flash_attention, Fusion::mlp_epilogue, Fusion::proj_epilogue};
 
 }  // namespace sweetspot
