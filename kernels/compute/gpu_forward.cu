@@ -246,19 +246,26 @@ void GpuForward::Impl::block(int layer, const T* unit, const UnitLayout& unit_la
 
     // Attention sub-layer.
     layernorm_after_pending<T>(ln_, w(block_tensor::ln1_w), w(block_tensor::ln1_b));
-    gemm->linear(qkv_, ln_, w(block_tensor::qkv_w), bt, c, 3 * c);
-    gpu::launch_add_bias<T>(qkv_, w(block_tensor::qkv_b), bt, 3 * c, stream);
+    if (fused(Fusion::proj_epilogue)) {
+        gemm->linear_fused(qkv_, ln_, w(block_tensor::qkv_w), w(block_tensor::qkv_b), bt, c, 3 * c,
+                           Gemm::Epilogue::bias);
+        launches += 1;
+    } else {
+        gemm->linear(qkv_, ln_, w(block_tensor::qkv_w), bt, c, 3 * c);
+        gpu::launch_add_bias<T>(qkv_, w(block_tensor::qkv_b), bt, 3 * c, stream);
+        launches += 2;
+    }
     const std::uint32_t probs_site = Dropout::site_word(DropoutSite::attention_probs, layer);
     if (fused(Fusion::flash_attention)) {
         gpu::flash_attention<T>(static_cast<T*>(att), qkv_, batch, seq, c, model.n_head, options.dropout, probs_site,
                                 stream);
-        launches += 3;
+        launches += 1;
     } else {
         gpu::AttentionOptions attention_options;
         attention_options.fused_softmax = fused(Fusion::softmax);
         attention_options.dropout = options.dropout;
         attention_options.dropout_site = probs_site;
-        launches += 2 + gpu::attention<T>(*gemm, static_cast<T*>(att), static_cast<T*>(scores), qkv_, batch, seq, c,
+        launches += gpu::attention<T>(*gemm, static_cast<T*>(att), static_cast<T*>(scores), qkv_, batch, seq, c,
                                           model.n_head, attention_options);
     }
     const std::uint32_t attention_residual = Dropout::site_word(DropoutSite::attention_residual, layer);

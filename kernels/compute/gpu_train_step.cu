@@ -179,8 +179,13 @@ void GpuTrainStep::Impl::block_forward(int layer, const T* unit, const UnitLayou
     T* const fc = at<T>(plan.fc);
 
     gpu::launch_layernorm<T>(ln1, x_in, w(block_tensor::ln1_w), w(block_tensor::ln1_b), bt, c, model.ln_eps, stream);
-    gemm->linear(qkv, ln1, w(block_tensor::qkv_w), bt, c, 3 * c);
-    gpu::launch_add_bias<T>(qkv, w(block_tensor::qkv_b), bt, 3 * c, stream);
+    if (options.variant.has(Fusion::proj_epilogue)) {
+        gemm->linear_fused(qkv, ln1, w(block_tensor::qkv_w), w(block_tensor::qkv_b), bt, c, 3 * c,
+                           Gemm::Epilogue::bias);
+    } else {
+        gemm->linear(qkv, ln1, w(block_tensor::qkv_w), bt, c, 3 * c);
+        gpu::launch_add_bias<T>(qkv, w(block_tensor::qkv_b), bt, 3 * c, stream);
+    }
     const std::uint32_t probs_site = Dropout::site_word(DropoutSite::attention_probs, layer);
     if (flash) {
         gpu::flash_attention<T>(att, qkv, batch, seq, c, model.n_head, d, probs_site, stream, lse(layer));

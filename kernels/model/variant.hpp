@@ -17,7 +17,7 @@ enum class Fusion : std::uint8_t {
     softmax,          // causal mask + softmax + attention dropout in one kernel
     mlp_epilogue,     // the MLP's bias + GELU and its second bias in the GEMMs' epilogues
     flash_attention,  // QKᵀ, mask, online softmax and ·V in one kernel, no [seq, seq] buffer
-    proj_epilogue,    // the attention projection's bias and residual add in its GEMM's epilogue
+    proj_epilogue,    // the attention's QKV and output projections' biases, the output's residual add, in epilogues
 };
 
 template <>
