@@ -18,10 +18,12 @@
 //                    of the tile's queries and all or half of the head dim (A by ldmatrix.trans
 //                    of dSᵀ, B = K by ldmatrix.trans) and adds its share to dQ's fp32
 //                    accumulator, two floats per atomic.
-// K, V, Q and dO are in shared memory, rows padded by 8 elements as in the forward. Q, dO, lse
-// and D come in two stages: the next query tile's copies run while this one is computed with.
-// dSᵀ takes the place of this tile's Q and dO once every warp's dV and dK products have read them,
-// so that a block at head dim 128 stays under a third of an SM's shared memory.
+// K, V, Q, dO and dSᵀ are in shared memory, rows padded by 8 elements as in the forward. Q, dO,
+// lse and D come in two stages: the next query tile's copies run while this one is computed with.
+// dSᵀ has its own buffer, so a warp stores it before its dV and dK products and the block meets
+// at two barriers per tile: those products run while the other warps catch up.
+// On the diagonal a warp whose keys all come after the tile's queries skips the tile's products
+// (its probabilities are all masked) and stores zeros as its dSᵀ.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -46,18 +48,18 @@ constexpr int kKeysPerWarp = 16;
 constexpr int kKeys = kWarps * kKeysPerWarp;  // keys per block
 constexpr int kPad = 8;
 
-// Shared memory of a block: K, V [kKeys][kHd + kPad], then two stages of Q and dO
-// [kQueries][kHd + kPad] (dSᵀ [kKeys][kQueries + kPad] in their place at the end of a tile), all
-// in T; then two stages of lse and D [kQueries] in fp32.
+// Shared memory of a block: K, V [kKeys][kHd + kPad], two stages of Q and dO
+// [kQueries][kHd + kPad], dSᵀ [kKeys][kQueries + kPad], all in T; then two stages of lse and D
+// [kQueries] in fp32.
 template <int kHd, int kQueries>
 constexpr int stage_elems() {
     return 2 * kQueries * (kHd + kPad);
 }
 template <class T, int kHd, int kQueries>
 constexpr std::size_t shared_bytes() {
-    static_assert(kKeys * (kQueries + kPad) <= stage_elems<kHd, kQueries>(), "dSᵀ fits in a stage's Q and dO");
     return (2 * static_cast<std::size_t>(kKeys) * (kHd + kPad) +
-            2 * static_cast<std::size_t>(stage_elems<kHd, kQueries>())) *
+            2 * static_cast<std::size_t>(stage_elems<kHd, kQueries>()) +
+            static_cast<std::size_t>(kKeys) * (kQueries + kPad)) *
                sizeof(T) +
            2 * 2 * kQueries * sizeof(float);
 }
@@ -139,7 +141,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     T* const k_s = reinterpret_cast<T*>(shared_raw);
     T* const v_s = k_s + kKeys * kLd;
     T* const stages = v_s + kKeys * kLd;  // stage i: Q at i·stage_elems, dO after it
-    float* const stats = reinterpret_cast<float*>(stages + 2 * stage_elems<kHd, kQueries>());  // stage i: lse, D
+    T* const ds_s = stages + 2 * stage_elems<kHd, kQueries>();  // dSᵀ [kKeys][kLdS], as T (what the products read too)
+    float* const stats = reinterpret_cast<float*>(ds_s + kKeys * kLdS);  // stage i: lse, D
 
     const int key_blocks = (seq + kKeys - 1) / kKeys;
     const int bh = static_cast<int>(blockIdx.x / key_blocks);
@@ -176,46 +179,56 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     float dv[kHd / 8][4] = {}, dk[kHd / 8][4] = {};
     for (int q0 = key0, stage = 0; q0 < seq; q0 += kQueries, stage ^= 1) {
         cp_async_wait<0>();
-        __syncthreads();  // this tile is here for every warp, and the other stage is free
+        __syncthreads();  // this tile is here for every warp; the other stage and dSᵀ are free
         if (q0 + kQueries < seq) load_queries(q0 + kQueries, stage ^ 1);
         T* const q_s = stages + stage * stage_elems<kHd, kQueries>();
         const T* const do_s = q_s + kQueries * kLd;
         const float* const lse_s = stats + stage * 2 * kQueries;
         const float* const delta_s = lse_s + kQueries;
-
-        float s[kQueries / 8][4] = {}, dp[kQueries / 8][4] = {};
-        rows_times_cols<T, kHd, kLd, kQueries>(s, k_s + warp * kKeysPerWarp * kLd, q_s, lane);
-        rows_times_cols<T, kHd, kLd, kQueries>(dp, v_s + warp * kKeysPerWarp * kLd, do_s, lane);
-
-        // s becomes Aᵀ = Pᵀ∘f and dp becomes dSᵀ. Element e of n-tile j: key keys[e / 2], query
-        // q0 + 8j + pair + e % 2. Only the diagonal tiles and a tile past seq mask anything.
-        const bool edge = q0 < key0 + kKeys || q0 + kQueries > seq;
-#pragma unroll
-        for (int j = 0; j < kQueries / 8; ++j) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int qq = j * 8 + pair + e % 2, query = q0 + qq, key = keys[e / 2];
-                float p = exp2f(fmaf(s[j][e], scale_log2, -lse_s[qq] * kLog2e));
-                if (edge && (key > query || query >= seq)) p = 0.0f;
-                float f = 1.0f;
-                if (kDropout && p != 0.0f)
-                    f = dropout.probability_factor(site, static_cast<std::uint64_t>(stat0 + query),
-                                                   static_cast<std::uint64_t>(key));
-                dp[j][e] = p * (dp[j][e] * f - delta_s[qq]);
-                s[j][e] = p * f;
-            }
-        }
-
-        accumulate_times_tile<T, kHd, kLd, kQueries>(dv, s, do_s, lane);
-        accumulate_times_tile<T, kHd, kLd, kQueries>(dk, dp, q_s, lane);
-        __syncthreads();  // every warp's products have read Q and dO: dSᵀ takes their place
-
-        T* const ds_s = q_s;  // dSᵀ [kKeys][kLdS], as T (what the products read too)
         T* const ds_rows = ds_s + (warp * kKeysPerWarp + group) * kLdS;
+
+        if (warp_key0 < min(q0 + kQueries, seq)) {  // some of the warp's keys see some query of the tile
+            float s[kQueries / 8][4] = {}, dp[kQueries / 8][4] = {};
+            rows_times_cols<T, kHd, kLd, kQueries>(s, k_s + warp * kKeysPerWarp * kLd, q_s, lane);
+            rows_times_cols<T, kHd, kLd, kQueries>(dp, v_s + warp * kKeysPerWarp * kLd, do_s, lane);
+
+            // s becomes Aᵀ = Pᵀ∘f and dp becomes dSᵀ. Element e of n-tile j: key keys[e / 2], query
+            // q0 + 8j + pair + e % 2. Only the diagonal tiles and a tile past seq mask anything.
+            const bool edge = q0 < key0 + kKeys || q0 + kQueries > seq;
 #pragma unroll
-        for (int j = 0; j < kQueries / 8; ++j) {
-            *reinterpret_cast<std::uint32_t*>(ds_rows + j * 8 + pair) = pack(dp[j][0], dp[j][1], T{});
-            *reinterpret_cast<std::uint32_t*>(ds_rows + 8 * kLdS + j * 8 + pair) = pack(dp[j][2], dp[j][3], T{});
+            for (int j = 0; j < kQueries / 8; ++j) {
+                // The lane's two queries' lse and D, one 8-byte read each.
+                const float2 lse2 = *reinterpret_cast<const float2*>(lse_s + j * 8 + pair);
+                const float2 delta2 = *reinterpret_cast<const float2*>(delta_s + j * 8 + pair);
+                const float neg_lse_log2[2] = {-lse2.x * kLog2e, -lse2.y * kLog2e};
+                const float d[2] = {delta2.x, delta2.y};
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int query = q0 + j * 8 + pair + e % 2, key = keys[e / 2];
+                    float p = exp2f(fmaf(s[j][e], scale_log2, neg_lse_log2[e % 2]));
+                    if (edge && (key > query || query >= seq)) p = 0.0f;
+                    float f = 1.0f;
+                    if (kDropout && p != 0.0f)
+                        f = dropout.probability_factor(site, static_cast<std::uint64_t>(stat0 + query),
+                                                       static_cast<std::uint64_t>(key));
+                    dp[j][e] = p * (dp[j][e] * f - d[e % 2]);
+                    s[j][e] = p * f;
+                }
+            }
+
+#pragma unroll
+            for (int j = 0; j < kQueries / 8; ++j) {
+                *reinterpret_cast<std::uint32_t*>(ds_rows + j * 8 + pair) = pack(dp[j][0], dp[j][1], T{});
+                *reinterpret_cast<std::uint32_t*>(ds_rows + 8 * kLdS + j * 8 + pair) = pack(dp[j][2], dp[j][3], T{});
+            }
+            accumulate_times_tile<T, kHd, kLd, kQueries>(dv, s, do_s, lane);
+            accumulate_times_tile<T, kHd, kLd, kQueries>(dk, dp, q_s, lane);
+        } else {
+#pragma unroll
+            for (int j = 0; j < kQueries / 8; ++j) {
+                *reinterpret_cast<std::uint32_t*>(ds_rows + j * 8 + pair) = 0;
+                *reinterpret_cast<std::uint32_t*>(ds_rows + 8 * kLdS + j * 8 + pair) = 0;
+            }
         }
         __syncthreads();  // every warp's dSᵀ is stored
 
@@ -227,8 +240,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         const int warp_q = (warp % kRowGroups) * 16;
         std::uint32_t a[kKeys / 16][4];
 #pragma unroll
-        for (int kk = 0; kk < kKeys / 16; ++kk)
+        for (int kk = 0; kk < kKeys / 16; ++kk) {
             ldmatrix_x4_trans(a[kk], &ds_s[(kk * 16 + (matrix / 2) * 8 + matrix_row) * kLdS + warp_q + (matrix % 2) * 8]);
+        }
         const int q_rows[2] = {q0 + warp_q + group, q0 + warp_q + group + 8};
 #pragma unroll
         for (int step = 0; step < kHd / 16 / kParts; ++step) {
