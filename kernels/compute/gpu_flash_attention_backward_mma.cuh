@@ -10,6 +10,9 @@
 // with its keys as the rows (the transposed products, so every result lands in the warp's own
 // accumulators):
 //   Sᵀ  = K·Qᵀ       A = the warp's K rows, B = Q as stored (query-major is the "col" operand);
+//                    where registers allow (Tuning), the warp's K and V fragments are loaded
+//                    once and stay in registers, saving shared-memory reads, which bound the
+//                    kernel;
 //   dPᵀ = V·dOᵀ      the same with V and dO;
 //   Pᵀ = exp2(Sᵀ·log2(e)/sqrt(hd) − lse·log2(e)), dSᵀ = Pᵀ∘(f∘dPᵀ − D), Aᵀ = Pᵀ∘f, in registers;
 //   dV += Aᵀ·dO      Aᵀ's accumulators re-packed as A fragments; dO by ldmatrix.trans;
@@ -77,25 +80,48 @@ __device__ __forceinline__ void load_tile(T* dst, const T* src, std::int64_t ld_
     }
 }
 
+// The A fragment of head-dim step kk (columns 16·kk ..) of 16 rows of a [·][kLd] tile (the
+// warp's keys): matrices (rows 8·(m % 2).., d 16·kk + 8·(m / 2)).
+template <int kLd, class T>
+__device__ __forceinline__ void row_fragment(std::uint32_t (&a)[4], const T* rows, int kk, int lane) {
+    const int matrix = lane / 8, matrix_row = lane % 8;
+    ldmatrix_x4(a, &rows[((matrix % 2) * 8 + matrix_row) * kLd + kk * 16 + (matrix / 2) * 8]);
+}
+
+// acc[16 × kQueries] += a · colsᵀ over head-dim step kk, a = row_fragment's, cols = a
+// [kQueries][kLd] tile (the queries) as stored.
+template <class T, int kLd, int kQueries>
+__device__ __forceinline__ void fragment_times_cols(float (&acc)[kQueries / 8][4], const std::uint32_t (&a)[4],
+                                                    const T* cols, int kk, int lane) {
+    const int matrix = lane / 8, matrix_row = lane % 8;
+#pragma unroll
+    for (int j = 0; j < kQueries / 8; j += 2) {
+        // B of n-tiles j and j + 1: matrices (queries 8·(j + m / 2).., d 16·kk + 8·(m % 2)).
+        std::uint32_t bf[4];
+        ldmatrix_x4(bf, &cols[((j + matrix / 2) * 8 + matrix_row) * kLd + kk * 16 + (matrix % 2) * 8]);
+        mma_16816<T>(acc[j], a, bf[0], bf[1]);
+        mma_16816<T>(acc[j + 1], a, bf[2], bf[3]);
+    }
+}
+
 // acc[16 × kQueries] += rows[16 × kHd] · colsᵀ, rows = 16 rows of a [·][kLd] tile (the warp's
 // keys), cols = a [kQueries][kLd] tile (the queries), both as stored.
 template <class T, int kHd, int kLd, int kQueries>
 __device__ __forceinline__ void rows_times_cols(float (&acc)[kQueries / 8][4], const T* rows, const T* cols, int lane) {
-    const int matrix = lane / 8, matrix_row = lane % 8;
 #pragma unroll
     for (int kk = 0; kk < kHd / 16; ++kk) {
-        // A: matrices (rows 8·(m % 2).., d 16·kk + 8·(m / 2)).
         std::uint32_t a[4];
-        ldmatrix_x4(a, &rows[((matrix % 2) * 8 + matrix_row) * kLd + kk * 16 + (matrix / 2) * 8]);
-#pragma unroll
-        for (int j = 0; j < kQueries / 8; j += 2) {
-            // B of n-tiles j and j + 1: matrices (queries 8·(j + m / 2).., d 16·kk + 8·(m % 2)).
-            std::uint32_t bf[4];
-            ldmatrix_x4(bf, &cols[((j + matrix / 2) * 8 + matrix_row) * kLd + kk * 16 + (matrix % 2) * 8]);
-            mma_16816<T>(acc[j], a, bf[0], bf[1]);
-            mma_16816<T>(acc[j + 1], a, bf[2], bf[3]);
-        }
+        row_fragment<kLd>(a, rows, kk, lane);
+        fragment_times_cols<T, kLd, kQueries>(acc, a, cols, kk, lane);
     }
+}
+
+// rows_times_cols with the rows' A fragments of every head-dim step held in registers.
+template <class T, int kHd, int kLd, int kQueries>
+__device__ __forceinline__ void fragments_times_cols(float (&acc)[kQueries / 8][4], const std::uint32_t (&a)[kHd / 16][4],
+                                                     const T* cols, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < kHd / 16; ++kk) fragment_times_cols<T, kLd, kQueries>(acc, a[kk], cols, kk, lane);
 }
 
 // acc[16 × kHd] += x[16 × kQueries] · tile[kQueries × kHd], x given as the accumulators of a
@@ -127,8 +153,9 @@ __device__ __forceinline__ void accumulate_times_tile(float (&acc)[kHd / 8][4], 
 // that draws dropout factors (one per probability, inline in the unrolled loop), kept apart so
 // that the form without dropout holds none of the generator's code or registers. kQueries: the
 // query tile, 64 or 32 (half the registers for Sᵀ and dPᵀ, so more blocks fit an SM);
-// kMinBlocks: the blocks per SM the registers are budgeted for.
-template <class T, int kHd, bool kDropout, int kQueries, int kMinBlocks>
+// kMinBlocks: the blocks per SM the registers are budgeted for. kKvInRegisters: the warp's K and
+// V rows as A fragments in registers for the whole kernel instead of read per tile.
+template <class T, int kHd, bool kDropout, int kQueries, int kMinBlocks, bool kKvInRegisters>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     flash_attention_backward_mma_kernel(float* dq_acc, T* dqkv, const T* dout, const T* qkv, const float* lse,
                                         const float* delta, int seq, int c, int n_head, float scale_log2,
@@ -176,6 +203,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     load_tile<T, kHd, kLd>(v_s, q_g + 2 * c, ld_qkv, key0, kKeys, seq, tid);
     load_queries(key0, 0);
 
+    std::uint32_t k_frag[kKvInRegisters ? kHd / 16 : 1][4], v_frag[kKvInRegisters ? kHd / 16 : 1][4];
+    if constexpr (kKvInRegisters) {
+        cp_async_wait<0>();
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < kHd / 16; ++kk) row_fragment<kLd>(k_frag[kk], k_s + warp * kKeysPerWarp * kLd, kk, lane);
+#pragma unroll
+        for (int kk = 0; kk < kHd / 16; ++kk) row_fragment<kLd>(v_frag[kk], v_s + warp * kKeysPerWarp * kLd, kk, lane);
+    }
     float dv[kHd / 8][4] = {}, dk[kHd / 8][4] = {};
     for (int q0 = key0, stage = 0; q0 < seq; q0 += kQueries, stage ^= 1) {
         cp_async_wait<0>();
@@ -189,8 +225,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
         if (warp_key0 < min(q0 + kQueries, seq)) {  // some of the warp's keys see some query of the tile
             float s[kQueries / 8][4] = {}, dp[kQueries / 8][4] = {};
-            rows_times_cols<T, kHd, kLd, kQueries>(s, k_s + warp * kKeysPerWarp * kLd, q_s, lane);
-            rows_times_cols<T, kHd, kLd, kQueries>(dp, v_s + warp * kKeysPerWarp * kLd, do_s, lane);
+            if constexpr (kKvInRegisters) {
+                fragments_times_cols<T, kHd, kLd, kQueries>(s, k_frag, q_s, lane);
+                fragments_times_cols<T, kHd, kLd, kQueries>(dp, v_frag, do_s, lane);
+            } else {
+                rows_times_cols<T, kHd, kLd, kQueries>(s, k_s + warp * kKeysPerWarp * kLd, q_s, lane);
+                rows_times_cols<T, kHd, kLd, kQueries>(dp, v_s + warp * kKeysPerWarp * kLd, do_s, lane);
+            }
 
             // s becomes Aᵀ = Pᵀ∘f and dp becomes dSᵀ. Element e of n-tile j: key keys[e / 2], query
             // q0 + 8j + pair + e % 2. Only the diagonal tiles and a tile past seq mask anything.
@@ -280,21 +321,23 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     }
 }
 
-// The query tile and the blocks per SM each head dim launches with: query tiles of 32 where the
-// dQ step splits the head dim in whole 16-column steps (all but 80), and registers budgeted for
-// four blocks per SM up to head dim 64, three above. That spills a few hundred bytes at head dim
-// 128 and still ran faster on an H100 than two blocks without spills (docs/benchmarks.md has
-// the variants).
+// The query tile, the blocks per SM and where K and V live for each head dim: query tiles of 32
+// where the dQ step splits the head dim in whole 16-column steps (all but 80); up to head dim 64,
+// K and V fragments in registers with registers budgeted for three blocks per SM, above it two
+// blocks, so that nothing spills. The warps share the SM's shared-memory bandwidth, and spilled
+// registers go through the same unit, so fewer blocks without spills or per-tile K and V reads
+// ran faster on an H100 than more blocks with them (docs/benchmarks.md has the variants).
 template <int kHd>
 struct Tuning {
     static constexpr int kQueries = kHd % 32 == 0 ? 32 : 64;
-    static constexpr int kMinBlocks = kHd % 32 != 0 ? 2 : kHd <= 64 ? 4 : 3;
+    static constexpr int kMinBlocks = kHd % 32 != 0 ? 2 : kHd <= 64 ? 3 : 2;
+    static constexpr bool kKvInRegisters = kHd <= 64;
 };
 
 // The kernel of (T, kHd, kDropout) with its tuning, and the shared memory it launches with.
 template <class T, int kHd, bool kDropout>
 constexpr auto tuned_kernel = flash_attention_backward_mma_kernel<T, kHd, kDropout, Tuning<kHd>::kQueries,
-                                                                  Tuning<kHd>::kMinBlocks>;
+                                                                  Tuning<kHd>::kMinBlocks, Tuning<kHd>::kKvInRegisters>;
 template <class T, int kHd>
 constexpr std::size_t tuned_shared_bytes = shared_bytes<T, kHd, Tuning<kHd>::kQueries>();
 
