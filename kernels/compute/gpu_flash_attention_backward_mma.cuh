@@ -11,8 +11,8 @@
 // accumulators):
 //   Sᵀ  = K·Qᵀ       A = the warp's K rows, B = Q as stored (query-major is the "col" operand);
 //                    where registers allow (Tuning), the warp's K and V fragments are loaded
-//                    once and stay in registers, saving shared-memory reads, which bound the
-//                    kernel;
+//                    once and stay in registers: counted per tile, the operands' shared-memory
+//                    reads cost the SM more than the products' mma instructions;
 //   dPᵀ = V·dOᵀ      the same with V and dO;
 //   Pᵀ = exp2(Sᵀ·log2(e)/sqrt(hd) − lse·log2(e)), dSᵀ = Pᵀ∘(f∘dPᵀ − D), Aᵀ = Pᵀ∘f, in registers;
 //   dV += Aᵀ·dO      Aᵀ's accumulators re-packed as A fragments; dO by ldmatrix.trans;
@@ -324,9 +324,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 // The query tile, the blocks per SM and where K and V live for each head dim: query tiles of 32
 // where the dQ step splits the head dim in whole 16-column steps (all but 80); up to head dim 64,
 // K and V fragments in registers with registers budgeted for three blocks per SM, above it two
-// blocks, so that nothing spills. The warps share the SM's shared-memory bandwidth, and spilled
-// registers go through the same unit, so fewer blocks without spills or per-tile K and V reads
-// ran faster on an H100 than more blocks with them (docs/benchmarks.md has the variants).
+// blocks, which spill nothing at 96 and 128. The warps share the SM's shared-memory bandwidth and
+// spilled registers go through the same unit, so fewer blocks without per-tile K and V reads or
+// large spills ran faster on an H100 than more blocks with them, and two blocks at head dim 64
+// slower than three (docs/benchmarks-history.md, "Attention backward's kernel").
 template <int kHd>
 struct Tuning {
     static constexpr int kQueries = kHd % 32 == 0 ? 32 : 64;
