@@ -3,7 +3,8 @@
 // query tile that sees them from q, k and the forward's logsumexp, and accumulates the keys' dK
 // and dV in place while adding its share of dQ to an fp32 accumulator. Three steps:
 //   D = rowsum(dO∘O)   per query row and head (the softmax backward's rowsum(P∘dP), which
-//                      equals it since O = (P∘f)·V), one warp per row;
+//                      equals it since O = (P∘f)·V), eight lanes per row and head, in the same
+//                      pass that zeroes the dQ accumulator;
 //   the key blocks     tensor cores for fp16 / bf16 at head dims that are multiples of 16 up to
 //                      128 (gpu_flash_attention_backward_mma.cuh), CUDA cores otherwise
 //                      (gpu_flash_attention_backward_simt.cuh);
@@ -13,9 +14,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -30,33 +33,57 @@ namespace sweetspot::gpu {
 namespace {
 
 constexpr int kBlock = 256;
+constexpr int kPrepareLanes = 8;  // lanes per (row, head) in delta_zero_dq_kernel
 
-// delta[(b·H + h)·seq + t] = Σ_d dout[b·seq + t, h·hd + d] · out[b·seq + t, h·hd + d], one warp
-// per (row, head).
+// Elements of T in 16 bytes: the vector forms' access.
 template <class T>
+constexpr int kVec16 = static_cast<int>(16 / sizeof(T));
+
+// kVec consecutive elements of T, loaded or stored in accesses of up to 16 bytes.
+template <class T, int kVec>
+struct alignas(sizeof(T) * kVec < 16 ? sizeof(T) * kVec : 16) Vec {
+    T v[kVec];
+};
+
+// The two passes over [rows, c] that the key blocks need done first, in one: delta[(b·H + h)·seq
+// + t] = Σ_d dout[b·seq + t, h·hd + d] · out[b·seq + t, h·hd + d], and the same (row, head)'s
+// slice of dq_acc zeroed. kPrepareLanes lanes per (row, head), the heads of a row side by side, so a
+// warp's accesses are contiguous; each lane takes kVec elements at a time (kVec = 16 bytes of T
+// where the head dim and the pointers allow it, else 1).
+template <class T, int kVec>
 __global__ void __launch_bounds__(kBlock)
-    delta_kernel(float* delta, const T* dout, const T* out, std::int64_t rows, int seq, int c, int n_head) {
-    const std::int64_t warp = (static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x) / kWarp;
-    const int lane = static_cast<int>(threadIdx.x) % kWarp;
-    if (warp >= rows * n_head) return;
-    const std::int64_t row = warp / n_head;
-    const int h = static_cast<int>(warp % n_head), hd = c / n_head;
-    const T* dy = dout + row * c + static_cast<std::int64_t>(h) * hd;
-    const T* y = out + row * c + static_cast<std::int64_t>(h) * hd;
+    delta_zero_dq_kernel(float* delta, float* dq_acc, const T* dout, const T* out, std::int64_t rows, int seq, int c, int n_head) {
+    const std::int64_t slice = (static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x) / kPrepareLanes;
+    const int lane = static_cast<int>(threadIdx.x) % kPrepareLanes;
+    const bool valid = slice < rows * n_head;  // every lane stays for the shuffles
+    const std::int64_t row = slice / n_head;
+    const int h = static_cast<int>(slice % n_head), hd = c / n_head;
+    const std::int64_t offset = row * c + static_cast<std::int64_t>(h) * hd;
     float sum = 0.0f;
-    for (int d = lane; d < hd; d += kWarp) sum = fmaf(to_f32(dy[d]), to_f32(y[d]), sum);
-    sum = warp_sum(sum);
+    for (int d = lane * kVec; valid && d < hd; d += kPrepareLanes * kVec) {
+        const Vec<T, kVec> dy = *reinterpret_cast<const Vec<T, kVec>*>(dout + offset + d);
+        const Vec<T, kVec> y = *reinterpret_cast<const Vec<T, kVec>*>(out + offset + d);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) sum = fmaf(to_f32(dy.v[i]), to_f32(y.v[i]), sum);
+        *reinterpret_cast<Vec<float, kVec>*>(dq_acc + offset + d) = Vec<float, kVec>{};
+    }
+    for (int width = kPrepareLanes / 2; width > 0; width /= 2) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, width);
     const std::int64_t b = row / seq, t = row % seq;
-    if (lane == 0) delta[(b * n_head + h) * seq + t] = sum;
+    if (valid && lane == 0) delta[(b * n_head + h) * seq + t] = sum;
 }
 
-// dqkv[row, col] (the dq columns) = dq_acc[row, col] · scale, over rows × c.
-template <class T>
+// dqkv[row, col] (the dq columns) = dq_acc[row, col] · scale over rows × c, kVec columns per
+// access (c a multiple of kVec).
+template <class T, int kVec>
 __global__ void __launch_bounds__(kBlock) store_dq_kernel(T* dqkv, const float* dq_acc, std::int64_t n, int c, float scale) {
-    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(kBlock) + threadIdx.x; i < n;
-         i += static_cast<std::int64_t>(gridDim.x) * kBlock) {
+    for (std::int64_t i = (blockIdx.x * static_cast<std::int64_t>(kBlock) + threadIdx.x) * kVec; i < n;
+         i += static_cast<std::int64_t>(gridDim.x) * kBlock * kVec) {
         const std::int64_t row = i / c, col = i % c;
-        dqkv[row * 3 * c + col] = from_f32<T>(dq_acc[i] * scale);
+        const Vec<float, kVec> acc = *reinterpret_cast<const Vec<float, kVec>*>(dq_acc + i);
+        Vec<T, kVec> dq;
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) dq.v[k] = from_f32<T>(acc.v[k] * scale);
+        *reinterpret_cast<Vec<T, kVec>*>(dqkv + row * 3 * c + col) = dq;
     }
 }
 
@@ -179,15 +206,21 @@ void flash_attention_backward(T* dqkv, float* scratch, const T* dout, const T* q
         throw std::invalid_argument("gpu::flash_attention_backward: batch × n_head × key blocks does not fit the grid");
     const int limit = prepare_kernels<T>();
     const Problem p{scratch, scratch + rows * c, batch, seq, c, n_head};
-    CUDA_CHECK(cudaMemsetAsync(p.dq_acc, 0, static_cast<std::size_t>(rows * c) * sizeof(float), stream));
-    delta_kernel<T><<<static_cast<unsigned>((rows * n_head * kWarp + kBlock - 1) / kBlock), kBlock, 0, stream>>>(
-        scratch + rows * c, dout, out, rows, seq, c, n_head);
+    const float* const accesses[] = {reinterpret_cast<const float*>(dout), reinterpret_cast<const float*>(out),
+                                     reinterpret_cast<const float*>(dqkv), p.dq_acc};
+    const bool vector = hd % kVec16<T> == 0 &&
+                        std::all_of(std::begin(accesses), std::end(accesses),
+                                    [](const float* a) { return reinterpret_cast<std::uintptr_t>(a) % 16 == 0; });
+    const auto delta_zero_dq = vector ? delta_zero_dq_kernel<T, kVec16<T>> : delta_zero_dq_kernel<T, 1>;
+    delta_zero_dq<<<static_cast<unsigned>((rows * n_head * kPrepareLanes + kBlock - 1) / kBlock), kBlock, 0, stream>>>(
+        scratch + rows * c, p.dq_acc, dout, out, rows, seq, c, n_head);
     CUDA_CHECK_LAUNCH();
     const Dropout shaped = dropout.for_shape(seq, dropout.positions);
     if (!launch_mma<T>(dqkv, dout, qkv, lse, p, shaped, site, stream))
         launch_simt<T>(dqkv, dout, qkv, lse, p, shaped, site, stream, limit);
-    store_dq_kernel<T><<<blocks_for(rows * c), kBlock, 0, stream>>>(dqkv, p.dq_acc, rows * c, c,
-                                                                    1.0f / std::sqrt(static_cast<float>(hd)));
+    const auto store_dq = vector ? store_dq_kernel<T, kVec16<T>> : store_dq_kernel<T, 1>;
+    store_dq<<<blocks_for(rows * c / (vector ? kVec16<T> : 1)), kBlock, 0, stream>>>(dqkv, p.dq_acc, rows * c, c,
+                                                                                    1.0f / std::sqrt(static_cast<float>(hd)));
     CUDA_CHECK_LAUNCH();
 }
 

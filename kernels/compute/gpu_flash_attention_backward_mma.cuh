@@ -10,6 +10,9 @@
 // with its keys as the rows (the transposed products, so every result lands in the warp's own
 // accumulators):
 //   Sᵀ  = K·Qᵀ       A = the warp's K rows, B = Q as stored (query-major is the "col" operand);
+//                    where registers allow (Tuning), the warp's K and V fragments are loaded
+//                    once and stay in registers: counted per tile, the operands' shared-memory
+//                    reads cost the SM more than the products' mma instructions;
 //   dPᵀ = V·dOᵀ      the same with V and dO;
 //   Pᵀ = exp2(Sᵀ·log2(e)/sqrt(hd) − lse·log2(e)), dSᵀ = Pᵀ∘(f∘dPᵀ − D), Aᵀ = Pᵀ∘f, in registers;
 //   dV += Aᵀ·dO      Aᵀ's accumulators re-packed as A fragments; dO by ldmatrix.trans;
@@ -18,10 +21,12 @@
 //                    of the tile's queries and all or half of the head dim (A by ldmatrix.trans
 //                    of dSᵀ, B = K by ldmatrix.trans) and adds its share to dQ's fp32
 //                    accumulator, two floats per atomic.
-// K, V, Q and dO are in shared memory, rows padded by 8 elements as in the forward. Q, dO, lse
-// and D come in two stages: the next query tile's copies run while this one is computed with.
-// dSᵀ takes the place of this tile's Q and dO once every warp's dV and dK products have read them,
-// so that a block at head dim 128 stays under a third of an SM's shared memory.
+// K, V, Q, dO and dSᵀ are in shared memory, rows padded by 8 elements as in the forward. Q, dO,
+// lse and D come in two stages: the next query tile's copies run while this one is computed with.
+// dSᵀ has its own buffer, so a warp stores it before its dV and dK products and the block meets
+// at two barriers per tile: those products run while the other warps catch up.
+// On the diagonal a warp whose keys all come after the tile's queries skips the tile's products
+// (its probabilities are all masked) and stores zeros as its dSᵀ.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -46,18 +51,18 @@ constexpr int kKeysPerWarp = 16;
 constexpr int kKeys = kWarps * kKeysPerWarp;  // keys per block
 constexpr int kPad = 8;
 
-// Shared memory of a block: K, V [kKeys][kHd + kPad], then two stages of Q and dO
-// [kQueries][kHd + kPad] (dSᵀ [kKeys][kQueries + kPad] in their place at the end of a tile), all
-// in T; then two stages of lse and D [kQueries] in fp32.
+// Shared memory of a block: K, V [kKeys][kHd + kPad], two stages of Q and dO
+// [kQueries][kHd + kPad], dSᵀ [kKeys][kQueries + kPad], all in T; then two stages of lse and D
+// [kQueries] in fp32.
 template <int kHd, int kQueries>
 constexpr int stage_elems() {
     return 2 * kQueries * (kHd + kPad);
 }
 template <class T, int kHd, int kQueries>
 constexpr std::size_t shared_bytes() {
-    static_assert(kKeys * (kQueries + kPad) <= stage_elems<kHd, kQueries>(), "dSᵀ fits in a stage's Q and dO");
     return (2 * static_cast<std::size_t>(kKeys) * (kHd + kPad) +
-            2 * static_cast<std::size_t>(stage_elems<kHd, kQueries>())) *
+            2 * static_cast<std::size_t>(stage_elems<kHd, kQueries>()) +
+            static_cast<std::size_t>(kKeys) * (kQueries + kPad)) *
                sizeof(T) +
            2 * 2 * kQueries * sizeof(float);
 }
@@ -75,25 +80,48 @@ __device__ __forceinline__ void load_tile(T* dst, const T* src, std::int64_t ld_
     }
 }
 
+// The A fragment of head-dim step kk (columns 16·kk ..) of 16 rows of a [·][kLd] tile (the
+// warp's keys): matrices (rows 8·(m % 2).., d 16·kk + 8·(m / 2)).
+template <int kLd, class T>
+__device__ __forceinline__ void row_fragment(std::uint32_t (&a)[4], const T* rows, int kk, int lane) {
+    const int matrix = lane / 8, matrix_row = lane % 8;
+    ldmatrix_x4(a, &rows[((matrix % 2) * 8 + matrix_row) * kLd + kk * 16 + (matrix / 2) * 8]);
+}
+
+// acc[16 × kQueries] += a · colsᵀ over head-dim step kk, a = row_fragment's, cols = a
+// [kQueries][kLd] tile (the queries) as stored.
+template <class T, int kLd, int kQueries>
+__device__ __forceinline__ void fragment_times_cols(float (&acc)[kQueries / 8][4], const std::uint32_t (&a)[4],
+                                                    const T* cols, int kk, int lane) {
+    const int matrix = lane / 8, matrix_row = lane % 8;
+#pragma unroll
+    for (int j = 0; j < kQueries / 8; j += 2) {
+        // B of n-tiles j and j + 1: matrices (queries 8·(j + m / 2).., d 16·kk + 8·(m % 2)).
+        std::uint32_t bf[4];
+        ldmatrix_x4(bf, &cols[((j + matrix / 2) * 8 + matrix_row) * kLd + kk * 16 + (matrix % 2) * 8]);
+        mma_16816<T>(acc[j], a, bf[0], bf[1]);
+        mma_16816<T>(acc[j + 1], a, bf[2], bf[3]);
+    }
+}
+
 // acc[16 × kQueries] += rows[16 × kHd] · colsᵀ, rows = 16 rows of a [·][kLd] tile (the warp's
 // keys), cols = a [kQueries][kLd] tile (the queries), both as stored.
 template <class T, int kHd, int kLd, int kQueries>
 __device__ __forceinline__ void rows_times_cols(float (&acc)[kQueries / 8][4], const T* rows, const T* cols, int lane) {
-    const int matrix = lane / 8, matrix_row = lane % 8;
 #pragma unroll
     for (int kk = 0; kk < kHd / 16; ++kk) {
-        // A: matrices (rows 8·(m % 2).., d 16·kk + 8·(m / 2)).
         std::uint32_t a[4];
-        ldmatrix_x4(a, &rows[((matrix % 2) * 8 + matrix_row) * kLd + kk * 16 + (matrix / 2) * 8]);
-#pragma unroll
-        for (int j = 0; j < kQueries / 8; j += 2) {
-            // B of n-tiles j and j + 1: matrices (queries 8·(j + m / 2).., d 16·kk + 8·(m % 2)).
-            std::uint32_t bf[4];
-            ldmatrix_x4(bf, &cols[((j + matrix / 2) * 8 + matrix_row) * kLd + kk * 16 + (matrix % 2) * 8]);
-            mma_16816<T>(acc[j], a, bf[0], bf[1]);
-            mma_16816<T>(acc[j + 1], a, bf[2], bf[3]);
-        }
+        row_fragment<kLd>(a, rows, kk, lane);
+        fragment_times_cols<T, kLd, kQueries>(acc, a, cols, kk, lane);
     }
+}
+
+// rows_times_cols with the rows' A fragments of every head-dim step held in registers.
+template <class T, int kHd, int kLd, int kQueries>
+__device__ __forceinline__ void fragments_times_cols(float (&acc)[kQueries / 8][4], const std::uint32_t (&a)[kHd / 16][4],
+                                                     const T* cols, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < kHd / 16; ++kk) fragment_times_cols<T, kLd, kQueries>(acc, a[kk], cols, kk, lane);
 }
 
 // acc[16 × kHd] += x[16 × kQueries] · tile[kQueries × kHd], x given as the accumulators of a
@@ -125,8 +153,9 @@ __device__ __forceinline__ void accumulate_times_tile(float (&acc)[kHd / 8][4], 
 // that draws dropout factors (one per probability, inline in the unrolled loop), kept apart so
 // that the form without dropout holds none of the generator's code or registers. kQueries: the
 // query tile, 64 or 32 (half the registers for Sᵀ and dPᵀ, so more blocks fit an SM);
-// kMinBlocks: the blocks per SM the registers are budgeted for.
-template <class T, int kHd, bool kDropout, int kQueries, int kMinBlocks>
+// kMinBlocks: the blocks per SM the registers are budgeted for. kKvInRegisters: the warp's K and
+// V rows as A fragments in registers for the whole kernel instead of read per tile.
+template <class T, int kHd, bool kDropout, int kQueries, int kMinBlocks, bool kKvInRegisters>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     flash_attention_backward_mma_kernel(float* dq_acc, T* dqkv, const T* dout, const T* qkv, const float* lse,
                                         const float* delta, int seq, int c, int n_head, float scale_log2,
@@ -139,7 +168,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     T* const k_s = reinterpret_cast<T*>(shared_raw);
     T* const v_s = k_s + kKeys * kLd;
     T* const stages = v_s + kKeys * kLd;  // stage i: Q at i·stage_elems, dO after it
-    float* const stats = reinterpret_cast<float*>(stages + 2 * stage_elems<kHd, kQueries>());  // stage i: lse, D
+    T* const ds_s = stages + 2 * stage_elems<kHd, kQueries>();  // dSᵀ [kKeys][kLdS], as T (what the products read too)
+    float* const stats = reinterpret_cast<float*>(ds_s + kKeys * kLdS);  // stage i: lse, D
 
     const int key_blocks = (seq + kKeys - 1) / kKeys;
     const int bh = static_cast<int>(blockIdx.x / key_blocks);
@@ -173,49 +203,73 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     load_tile<T, kHd, kLd>(v_s, q_g + 2 * c, ld_qkv, key0, kKeys, seq, tid);
     load_queries(key0, 0);
 
+    std::uint32_t k_frag[kKvInRegisters ? kHd / 16 : 1][4], v_frag[kKvInRegisters ? kHd / 16 : 1][4];
+    if constexpr (kKvInRegisters) {
+        cp_async_wait<0>();
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < kHd / 16; ++kk) row_fragment<kLd>(k_frag[kk], k_s + warp * kKeysPerWarp * kLd, kk, lane);
+#pragma unroll
+        for (int kk = 0; kk < kHd / 16; ++kk) row_fragment<kLd>(v_frag[kk], v_s + warp * kKeysPerWarp * kLd, kk, lane);
+    }
     float dv[kHd / 8][4] = {}, dk[kHd / 8][4] = {};
     for (int q0 = key0, stage = 0; q0 < seq; q0 += kQueries, stage ^= 1) {
         cp_async_wait<0>();
-        __syncthreads();  // this tile is here for every warp, and the other stage is free
+        __syncthreads();  // this tile is here for every warp; the other stage and dSᵀ are free
         if (q0 + kQueries < seq) load_queries(q0 + kQueries, stage ^ 1);
         T* const q_s = stages + stage * stage_elems<kHd, kQueries>();
         const T* const do_s = q_s + kQueries * kLd;
         const float* const lse_s = stats + stage * 2 * kQueries;
         const float* const delta_s = lse_s + kQueries;
-
-        float s[kQueries / 8][4] = {}, dp[kQueries / 8][4] = {};
-        rows_times_cols<T, kHd, kLd, kQueries>(s, k_s + warp * kKeysPerWarp * kLd, q_s, lane);
-        rows_times_cols<T, kHd, kLd, kQueries>(dp, v_s + warp * kKeysPerWarp * kLd, do_s, lane);
-
-        // s becomes Aᵀ = Pᵀ∘f and dp becomes dSᵀ. Element e of n-tile j: key keys[e / 2], query
-        // q0 + 8j + pair + e % 2. Only the diagonal tiles and a tile past seq mask anything.
-        const bool edge = q0 < key0 + kKeys || q0 + kQueries > seq;
-#pragma unroll
-        for (int j = 0; j < kQueries / 8; ++j) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int qq = j * 8 + pair + e % 2, query = q0 + qq, key = keys[e / 2];
-                float p = exp2f(fmaf(s[j][e], scale_log2, -lse_s[qq] * kLog2e));
-                if (edge && (key > query || query >= seq)) p = 0.0f;
-                float f = 1.0f;
-                if (kDropout && p != 0.0f)
-                    f = dropout.probability_factor(site, static_cast<std::uint64_t>(stat0 + query),
-                                                   static_cast<std::uint64_t>(key));
-                dp[j][e] = p * (dp[j][e] * f - delta_s[qq]);
-                s[j][e] = p * f;
-            }
-        }
-
-        accumulate_times_tile<T, kHd, kLd, kQueries>(dv, s, do_s, lane);
-        accumulate_times_tile<T, kHd, kLd, kQueries>(dk, dp, q_s, lane);
-        __syncthreads();  // every warp's products have read Q and dO: dSᵀ takes their place
-
-        T* const ds_s = q_s;  // dSᵀ [kKeys][kLdS], as T (what the products read too)
         T* const ds_rows = ds_s + (warp * kKeysPerWarp + group) * kLdS;
+
+        if (warp_key0 < min(q0 + kQueries, seq)) {  // some of the warp's keys see some query of the tile
+            float s[kQueries / 8][4] = {}, dp[kQueries / 8][4] = {};
+            if constexpr (kKvInRegisters) {
+                fragments_times_cols<T, kHd, kLd, kQueries>(s, k_frag, q_s, lane);
+                fragments_times_cols<T, kHd, kLd, kQueries>(dp, v_frag, do_s, lane);
+            } else {
+                rows_times_cols<T, kHd, kLd, kQueries>(s, k_s + warp * kKeysPerWarp * kLd, q_s, lane);
+                rows_times_cols<T, kHd, kLd, kQueries>(dp, v_s + warp * kKeysPerWarp * kLd, do_s, lane);
+            }
+
+            // s becomes Aᵀ = Pᵀ∘f and dp becomes dSᵀ. Element e of n-tile j: key keys[e / 2], query
+            // q0 + 8j + pair + e % 2. Only the diagonal tiles and a tile past seq mask anything.
+            const bool edge = q0 < key0 + kKeys || q0 + kQueries > seq;
 #pragma unroll
-        for (int j = 0; j < kQueries / 8; ++j) {
-            *reinterpret_cast<std::uint32_t*>(ds_rows + j * 8 + pair) = pack(dp[j][0], dp[j][1], T{});
-            *reinterpret_cast<std::uint32_t*>(ds_rows + 8 * kLdS + j * 8 + pair) = pack(dp[j][2], dp[j][3], T{});
+            for (int j = 0; j < kQueries / 8; ++j) {
+                // The lane's two queries' lse and D, one 8-byte read each.
+                const float2 lse2 = *reinterpret_cast<const float2*>(lse_s + j * 8 + pair);
+                const float2 delta2 = *reinterpret_cast<const float2*>(delta_s + j * 8 + pair);
+                const float neg_lse_log2[2] = {-lse2.x * kLog2e, -lse2.y * kLog2e};
+                const float d[2] = {delta2.x, delta2.y};
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int query = q0 + j * 8 + pair + e % 2, key = keys[e / 2];
+                    float p = exp2f(fmaf(s[j][e], scale_log2, neg_lse_log2[e % 2]));
+                    if (edge && (key > query || query >= seq)) p = 0.0f;
+                    float f = 1.0f;
+                    if (kDropout && p != 0.0f)
+                        f = dropout.probability_factor(site, static_cast<std::uint64_t>(stat0 + query),
+                                                       static_cast<std::uint64_t>(key));
+                    dp[j][e] = p * (dp[j][e] * f - d[e % 2]);
+                    s[j][e] = p * f;
+                }
+            }
+
+#pragma unroll
+            for (int j = 0; j < kQueries / 8; ++j) {
+                *reinterpret_cast<std::uint32_t*>(ds_rows + j * 8 + pair) = pack(dp[j][0], dp[j][1], T{});
+                *reinterpret_cast<std::uint32_t*>(ds_rows + 8 * kLdS + j * 8 + pair) = pack(dp[j][2], dp[j][3], T{});
+            }
+            accumulate_times_tile<T, kHd, kLd, kQueries>(dv, s, do_s, lane);
+            accumulate_times_tile<T, kHd, kLd, kQueries>(dk, dp, q_s, lane);
+        } else {
+#pragma unroll
+            for (int j = 0; j < kQueries / 8; ++j) {
+                *reinterpret_cast<std::uint32_t*>(ds_rows + j * 8 + pair) = 0;
+                *reinterpret_cast<std::uint32_t*>(ds_rows + 8 * kLdS + j * 8 + pair) = 0;
+            }
         }
         __syncthreads();  // every warp's dSᵀ is stored
 
@@ -227,8 +281,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         const int warp_q = (warp % kRowGroups) * 16;
         std::uint32_t a[kKeys / 16][4];
 #pragma unroll
-        for (int kk = 0; kk < kKeys / 16; ++kk)
+        for (int kk = 0; kk < kKeys / 16; ++kk) {
             ldmatrix_x4_trans(a[kk], &ds_s[(kk * 16 + (matrix / 2) * 8 + matrix_row) * kLdS + warp_q + (matrix % 2) * 8]);
+        }
         const int q_rows[2] = {q0 + warp_q + group, q0 + warp_q + group + 8};
 #pragma unroll
         for (int step = 0; step < kHd / 16 / kParts; ++step) {
@@ -266,21 +321,24 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     }
 }
 
-// The query tile and the blocks per SM each head dim launches with: query tiles of 32 where the
-// dQ step splits the head dim in whole 16-column steps (all but 80), and registers budgeted for
-// four blocks per SM up to head dim 64, three above. That spills a few hundred bytes at head dim
-// 128 and still ran faster on an H100 than two blocks without spills (docs/benchmarks.md has
-// the variants).
+// The query tile, the blocks per SM and where K and V live for each head dim: query tiles of 32
+// where the dQ step splits the head dim in whole 16-column steps (all but 80); up to head dim 64,
+// K and V fragments in registers with registers budgeted for three blocks per SM, above it two
+// blocks, which spill nothing at 96 and 128. The warps share the SM's shared-memory bandwidth and
+// spilled registers go through the same unit, so fewer blocks without per-tile K and V reads or
+// large spills ran faster on an H100 than more blocks with them, and two blocks at head dim 64
+// slower than three (docs/benchmarks-history.md, "Attention backward's kernel").
 template <int kHd>
 struct Tuning {
     static constexpr int kQueries = kHd % 32 == 0 ? 32 : 64;
-    static constexpr int kMinBlocks = kHd % 32 != 0 ? 2 : kHd <= 64 ? 4 : 3;
+    static constexpr int kMinBlocks = kHd % 32 != 0 ? 2 : kHd <= 64 ? 3 : 2;
+    static constexpr bool kKvInRegisters = kHd <= 64;
 };
 
 // The kernel of (T, kHd, kDropout) with its tuning, and the shared memory it launches with.
 template <class T, int kHd, bool kDropout>
 constexpr auto tuned_kernel = flash_attention_backward_mma_kernel<T, kHd, kDropout, Tuning<kHd>::kQueries,
-                                                                  Tuning<kHd>::kMinBlocks>;
+                                                                  Tuning<kHd>::kMinBlocks, Tuning<kHd>::kKvInRegisters>;
 template <class T, int kHd>
 constexpr std::size_t tuned_shared_bytes = shared_bytes<T, kHd, Tuning<kHd>::kQueries>();
 
