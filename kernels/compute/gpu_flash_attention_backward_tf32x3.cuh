@@ -95,15 +95,35 @@ __device__ __forceinline__ void rows_times_cols(float (&acc)[kQueries / 8][4], c
 // rows_times_cols, tile = a [kQueries][kLd] tile as stored. k-step kk is x's n-tile kk, whose
 // accumulators (rows group, group + 8; queries 2·quad, 2·quad + 1) are the A fragment with the
 // queries in the order (2·quad ↔ column quad, 2·quad + 1 ↔ quad + 4); B is read in that order.
+// The tile's product is summed from zero, a few n-tiles at a time, and then added to acc in fp32:
+// the tensor cores truncate each fp32 sum, and a running sum over every query tile (hundreds of
+// products at seq 777) would drift by it to above 1e-5 of dK and dV.
 template <int kHd, int kLd, int kQueries>
 __device__ __forceinline__ void accumulate_times_tile(float (&acc)[kHd / 8][4], const float (&x)[kQueries / 8][4],
                                                       const float* tile, int group, int quad) {
+    constexpr int kChunk = (kHd / 8) % 4 == 0 ? 4 : 2;  // n-tiles per fresh sum
+    Split a[kQueries / 8][4];
 #pragma unroll
     for (int kk = 0; kk < kQueries / 8; ++kk) {
-        const Split a[4] = {split(x[kk][0]), split(x[kk][2]), split(x[kk][1]), split(x[kk][3])};
-        const float* b_at = tile + (kk * 8 + 2 * quad) * kLd + group;
+        a[kk][0] = split(x[kk][0]);
+        a[kk][1] = split(x[kk][2]);
+        a[kk][2] = split(x[kk][1]);
+        a[kk][3] = split(x[kk][3]);
+    }
 #pragma unroll
-        for (int n = 0; n < kHd / 8; ++n) mma_3xtf32(acc[n], a, b_at[n * 8], b_at[kLd + n * 8]);
+    for (int n0 = 0; n0 < kHd / 8; n0 += kChunk) {
+        float part[kChunk][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < kQueries / 8; ++kk) {
+            const float* b_at = tile + (kk * 8 + 2 * quad) * kLd + n0 * 8 + group;
+#pragma unroll
+            for (int n = 0; n < kChunk; ++n) mma_3xtf32(part[n], a[kk], b_at[n * 8], b_at[kLd + n * 8]);
+        }
+#pragma unroll
+        for (int n = 0; n < kChunk; ++n) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[n0 + n][e] += part[n][e];
+        }
     }
 }
 
