@@ -266,9 +266,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     }
 }
 
-// The query tile and the blocks per SM each head dim launches with: tiles of 32 queries and the
-// registers budgeted for as many blocks as shared memory holds (three up to head dim 64, two
-// above); at head dim 128 tiles of 16, so that two blocks still fit.
+// The query tile and the blocks per SM each head dim launches with: tiles of 32 queries, the
+// registers budgeted for three blocks up to head dim 64 (what shared memory holds at 64; a few
+// words spill) and two above; at head dim 128 tiles of 16, so that two blocks still fit. 16-query
+// tiles with four blocks at head dim 64 ran no faster on an H100 (docs/benchmarks-history.md).
 template <int kHd>
 struct Tuning {
     static constexpr int kQueries = kHd <= 96 ? 32 : 16;
