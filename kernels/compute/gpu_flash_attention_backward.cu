@@ -5,8 +5,9 @@
 //   D = rowsum(dO∘O)   per query row and head (the softmax backward's rowsum(P∘dP), which
 //                      equals it since O = (P∘f)·V), eight lanes per row and head, in the same
 //                      pass that zeroes the dQ accumulator;
-//   the key blocks     tensor cores for fp16 / bf16 at head dims that are multiples of 16 up to
-//                      128 (gpu_flash_attention_backward_mma.cuh), CUDA cores otherwise
+//   the key blocks     tensor cores at head dims that are multiples of 16 up to 128: mma.sync
+//                      for fp16 / bf16 (gpu_flash_attention_backward_mma.cuh), 3xTF32 for fp32
+//                      (gpu_flash_attention_backward_tf32x3.cuh); CUDA cores otherwise
 //                      (gpu_flash_attention_backward_simt.cuh);
 //   dQ                 the accumulator times 1/sqrt(hd), rounded to T into dqkv.
 // The dropout factor of each probability is drawn again from its position, the forward's.
@@ -28,6 +29,7 @@
 #include "kernels/compute/kernel_shared_memory.cuh"
 #include "kernels/compute/gpu_flash_attention_backward_mma.cuh"
 #include "kernels/compute/gpu_flash_attention_backward_simt.cuh"
+#include "kernels/compute/gpu_flash_attention_backward_tf32x3.cuh"
 
 namespace sweetspot::gpu {
 namespace {
@@ -87,6 +89,27 @@ __global__ void __launch_bounds__(kBlock) store_dq_kernel(T* dqkv, const float* 
     }
 }
 
+// The tensor-core kernel of (T, kHd, kDropout) and the shared memory it launches with: 3xTF32 for
+// fp32, mma.sync for fp16 and bf16. Both are blocks of 4 warps of 16 keys.
+template <class T, int kHd, bool kDropout>
+constexpr auto tensor_core_kernel = [] {
+    if constexpr (std::is_same_v<T, float>) {
+        return backward_tf32x3::tuned_kernel<kHd, kDropout>;
+    } else {
+        return backward_mma::tuned_kernel<T, kHd, kDropout>;
+    }
+}();
+template <class T, int kHd>
+constexpr std::size_t tensor_core_shared_bytes = [] {
+    if constexpr (std::is_same_v<T, float>) {
+        return backward_tf32x3::tuned_shared_bytes<kHd>;
+    } else {
+        return backward_mma::tuned_shared_bytes<T, kHd>;
+    }
+}();
+static_assert(backward_tf32x3::kKeys == backward_mma::kKeys && backward_tf32x3::kThreads == backward_mma::kThreads,
+              "one grid and block for both tensor-core kernels");
+
 int blocks_for(std::int64_t threads) { return static_cast<int>(std::min<std::int64_t>((threads + kBlock - 1) / kBlock, 65536)); }
 
 // Allows the kernels of T the dynamic shared memory they may launch with, once per process.
@@ -100,19 +123,16 @@ int prepare_kernels() {
                                   backward_simt::flash_attention_backward_simt_kernel<T, 16>,
                                   backward_simt::flash_attention_backward_simt_kernel<T, 8>})
             allow(kernel, static_cast<std::size_t>(bytes));
-        if constexpr (!std::is_same_v<T, float>) {
-            const auto allow_mma = [&](auto dropout) {
-                constexpr bool kDropout = decltype(dropout)::value;
-                using namespace backward_mma;
-                allow(tuned_kernel<T, 32, kDropout>, tuned_shared_bytes<T, 32>);
-                allow(tuned_kernel<T, 64, kDropout>, tuned_shared_bytes<T, 64>);
-                allow(tuned_kernel<T, 80, kDropout>, tuned_shared_bytes<T, 80>);
-                allow(tuned_kernel<T, 96, kDropout>, tuned_shared_bytes<T, 96>);
-                allow(tuned_kernel<T, 128, kDropout>, tuned_shared_bytes<T, 128>);
-            };
-            allow_mma(std::false_type{});
-            allow_mma(std::true_type{});
-        }
+        const auto allow_mma = [&](auto dropout) {
+            constexpr bool kDropout = decltype(dropout)::value;
+            allow(tensor_core_kernel<T, 32, kDropout>, tensor_core_shared_bytes<T, 32>);
+            allow(tensor_core_kernel<T, 64, kDropout>, tensor_core_shared_bytes<T, 64>);
+            allow(tensor_core_kernel<T, 80, kDropout>, tensor_core_shared_bytes<T, 80>);
+            allow(tensor_core_kernel<T, 96, kDropout>, tensor_core_shared_bytes<T, 96>);
+            allow(tensor_core_kernel<T, 128, kDropout>, tensor_core_shared_bytes<T, 128>);
+        };
+        allow_mma(std::false_type{});
+        allow_mma(std::true_type{});
         return bytes;
     }();
     return limit;
@@ -130,40 +150,35 @@ unsigned blocks_of(const Problem& p, int keys_per_block) {
                                  ((p.seq + keys_per_block - 1) / keys_per_block));
 }
 
-// The tensor-core kernel where (T, hd) is one it is instantiated for and the rows are 16-byte
-// aligned (cp.async); false otherwise.
+// The tensor-core kernel where (T, hd) is one it is instantiated for, the rows are 16-byte
+// aligned (cp.async) and dqkv takes two elements per store; false otherwise.
 template <class T>
 bool launch_mma(T* dqkv, const T* dout, const T* qkv, const float* lse, const Problem& p, const Dropout& dropout,
                 std::uint32_t site, cudaStream_t stream) {
-    if constexpr (std::is_same_v<T, float>) {
+    const int hd = p.c / p.n_head;
+    if (reinterpret_cast<std::uintptr_t>(qkv) % 16 != 0 || reinterpret_cast<std::uintptr_t>(dout) % 16 != 0 ||
+        reinterpret_cast<std::uintptr_t>(dqkv) % (2 * sizeof(T)) != 0)
         return false;
-    } else {
-        const int hd = p.c / p.n_head;
-        if (reinterpret_cast<std::uintptr_t>(qkv) % 16 != 0 || reinterpret_cast<std::uintptr_t>(dout) % 16 != 0 ||
-            reinterpret_cast<std::uintptr_t>(dqkv) % 4 != 0)
-            return false;
-        const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(hd));
-        const auto grid = blocks_of(p, backward_mma::kKeys);
-        const auto go = [&](auto kernel, std::size_t bytes) {
-            kernel<<<grid, backward_mma::kThreads, bytes, stream>>>(p.dq_acc, dqkv, dout, qkv, lse, p.delta, p.seq, p.c,
-                                                                    p.n_head, scale_log2, dropout, site);
-            CUDA_CHECK_LAUNCH();
-            return true;
-        };
-        const auto by_head_dim = [&](auto with_dropout) {
-            constexpr bool kDropout = decltype(with_dropout)::value;
-            using namespace backward_mma;
-            switch (hd) {
-                case 32: return go(tuned_kernel<T, 32, kDropout>, tuned_shared_bytes<T, 32>);
-                case 64: return go(tuned_kernel<T, 64, kDropout>, tuned_shared_bytes<T, 64>);
-                case 80: return go(tuned_kernel<T, 80, kDropout>, tuned_shared_bytes<T, 80>);
-                case 96: return go(tuned_kernel<T, 96, kDropout>, tuned_shared_bytes<T, 96>);
-                case 128: return go(tuned_kernel<T, 128, kDropout>, tuned_shared_bytes<T, 128>);
-                default: return false;
-            }
-        };
-        return dropout.active() ? by_head_dim(std::true_type{}) : by_head_dim(std::false_type{});
-    }
+    const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(hd));
+    const auto grid = blocks_of(p, backward_mma::kKeys);
+    const auto go = [&](auto kernel, std::size_t bytes) {
+        kernel<<<grid, backward_mma::kThreads, bytes, stream>>>(p.dq_acc, dqkv, dout, qkv, lse, p.delta, p.seq, p.c,
+                                                                p.n_head, scale_log2, dropout, site);
+        CUDA_CHECK_LAUNCH();
+        return true;
+    };
+    const auto by_head_dim = [&](auto with_dropout) {
+        constexpr bool kDropout = decltype(with_dropout)::value;
+        switch (hd) {
+            case 32: return go(tensor_core_kernel<T, 32, kDropout>, tensor_core_shared_bytes<T, 32>);
+            case 64: return go(tensor_core_kernel<T, 64, kDropout>, tensor_core_shared_bytes<T, 64>);
+            case 80: return go(tensor_core_kernel<T, 80, kDropout>, tensor_core_shared_bytes<T, 80>);
+            case 96: return go(tensor_core_kernel<T, 96, kDropout>, tensor_core_shared_bytes<T, 96>);
+            case 128: return go(tensor_core_kernel<T, 128, kDropout>, tensor_core_shared_bytes<T, 128>);
+            default: return false;
+        }
+    };
+    return dropout.active() ? by_head_dim(std::true_type{}) : by_head_dim(std::false_type{});
 }
 
 // The CUDA-core kernel with the largest key tile whose shared memory fits `limit`.

@@ -7,7 +7,8 @@
 // 2⁻²² of the product, below fp32's own rounding of a long sum, so the result is as accurate as
 // the CUDA-core kernel's (the test holds both to 1e-4 of a float64 reference) at the tensor
 // cores' speed. PyTorch's fp32 scaled_dot_product_attention does the same on these GPUs.
-// Included by gpu_flash_attention.cu only.
+// Included by gpu_flash_attention.cu, and by the backward's form
+// (gpu_flash_attention_backward_tf32x3.cuh) for the split and the product.
 //
 // The layout is that of the fp16 / bf16 form (gpu_flash_attention_mma.cuh): 4 warps of 16 query
 // rows, Q in registers as A fragments, key tiles in shared memory in two stages, the online

@@ -242,8 +242,9 @@ std::vector<OpEntry> attention_ops() {
             return make_case<AttentionBackwardCase>(dtype, s, stream);
         },
     });
-    // Head dim 25 (CUDA cores in every dtype), 80 (tensor cores for fp16 / bf16), 64 and 128
-    // (GPT-2's and GPT-3's), 320 (the forward's quad kernel; the backward's smaller key tile);
+    // Head dim 25 (CUDA cores in every dtype), 64 and 128 (GPT-2's and GPT-3's), 32, 80 and 96
+    // (the tensor-core kernels' other head dims), 320 (the forward's quad kernel; the backward's
+    // smaller key tile);
     // seq 1, 33, 100 and 777 (partial key and query tiles, many of them); dropout 0 and 0.1.
     // Bench: 16k tokens as PyTorch's and FlashAttention's benchmarks take them: GPT-2 1.5B's
     // layer (25 heads of 64) and 2048 channels in heads of 64 and 128, at seq 1024 and 2048.
@@ -252,7 +253,8 @@ std::vector<OpEntry> attention_ops() {
         for (const OpShape& shape : {attention_shape(1, 1, 75, 3, p), attention_shape(2, 33, 75, 3, p),
                                      attention_shape(1, 777, 160, 2, p), attention_shape(2, 33, 128, 2, p),
                                      attention_shape(1, 777, 128, 2, p), attention_shape(2, 100, 256, 2, p),
-                                     attention_shape(1, 777, 256, 2, p), attention_shape(1, 33, 320, 1, p)})
+                                     attention_shape(1, 777, 256, 2, p), attention_shape(1, 100, 192, 6, p),
+                                     attention_shape(1, 100, 192, 2, p), attention_shape(1, 33, 320, 1, p)})
             flash_tests.push_back(shape);
     }
     entries.push_back(OpEntry{
@@ -262,7 +264,7 @@ std::vector<OpEntry> attention_ops() {
         .bench_shapes = {attention_shape(16, 1024, 1600, 25, 0), attention_shape(16, 1024, 2048, 32, 0),
                          attention_shape(8, 2048, 2048, 32, 0), attention_shape(16, 1024, 2048, 16, 0),
                          attention_shape(8, 2048, 2048, 16, 0)},
-        // fp32 last: its CUDA-core form takes the benchmark's longest.
+        // fp32 last: it takes the benchmark's longest.
         .dtypes = {DType::fp16, DType::bf16, DType::fp32},
         .tolerance = backward_tolerance,
         .cost = backward_cost,
