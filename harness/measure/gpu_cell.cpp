@@ -138,7 +138,10 @@ public:
 private:
     void move(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch, std::size_t element,
               std::int64_t count, cudaMemcpyKind kind) {
-        CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, element, static_cast<std::size_t>(count), kind, stream_));
+        if (dst_pitch == element && src_pitch == element)
+            CUDA_CHECK(cudaMemcpyAsync(dst, src, element * static_cast<std::size_t>(count), kind, stream_));
+        else
+            CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, element, static_cast<std::size_t>(count), kind, stream_));
         CUDA_CHECK(cudaStreamSynchronize(stream_));
     }
     cudaStream_t stream_;
