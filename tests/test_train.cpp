@@ -173,6 +173,11 @@ TEST_CASE("a training cell's checked step is its own where the float64 loops aff
     CHECK((large_shape->batch == 1 && large_shape->seq == 4 && !large_shape->full));
     large.seq = 3;  // a shorter cell: all of its positions
     CHECK(training_check_shape(large)->seq == 3);
+    // GPT-2 small on the host at T = 64 (train-gpt2.toml): 5 positions, not 6.
+    const CellParams gpt2_small = train_cell("model = \"gpt2_small\"\nbatch = 1\nseq = 64");
+    REQUIRE(3 * hand_macs(gpt2_small.model, 1, 5) <= kMaxFloat64Macs);
+    REQUIRE(3 * hand_macs(gpt2_small.model, 1, 6) > kMaxFloat64Macs);
+    CHECK(training_check_shape(gpt2_small)->seq == 5);
     // GPT-3 6.7B: four positions would take 8e10, past kMaxPrefixCheckMacs: not checked.
     CHECK_FALSE(training_check_shape(train_cell("model = \"gpt3_6.7b\"\nbackend = \"device\"\ndtype = \"bf16\"\nseq = 1024")));
 }
