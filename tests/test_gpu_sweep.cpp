@@ -313,7 +313,8 @@ dropout = [0.0, 0.1]
 TEST_CASE("sweetspot run checks device training cells too large for the full check on a prefix step", "[gpu][runner][train]") {
     // 10 × 512 positions of a model whose lm_head makes each cost 2.3e5 multiply-adds: the full
     // step's float64 loops would take 4e9, past their budget, so each cell is checked on a prefix
-    // step of 16 positions made beside its weights before its own steps.
+    // step of 16 positions made beside its weights before its own steps, against a reference the
+    // database keeps for the dtype's other cells.
     test::require_gpu();
     test::TempDir tmp;
     test::write_file(tmp.file("m.toml"), std::string("name = \"gpu-train-prefix\"\n") + R"([[models]]
@@ -358,4 +359,15 @@ variant = ["baseline", "flash_attention"]
         CHECK(st.int64(9) == 1);
     }
     CHECK(cells == 6);
+    // The two variants of a dtype share its prefix reference: the first computes it, the database
+    // keeps it, the second reads it.
+    auto kept = results.prepare(
+        "SELECT count(DISTINCT check_reference_key), sum(check_reference_computed), "
+        "(SELECT count(*) FROM reference_logits), "
+        "(SELECT count(*) FROM cell_phases p JOIN cells c USING (cell_id) WHERE p.phase = 'reference') FROM cells");
+    REQUIRE(kept.step());
+    CHECK(kept.int64(0) == 3);
+    CHECK(kept.int64(1) == 3);
+    CHECK(kept.int64(2) == 3);
+    CHECK(kept.int64(3) == 3);
 }

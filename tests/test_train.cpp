@@ -76,6 +76,34 @@ CheckedStep host_first_step(const CellParams& c, const WeightLayout& layout, con
     return first;
 }
 
+// A prefix step made the way a cell makes it (step_check.hpp), on `backend`'s weights.
+CheckedStep prefix_checked_step(const CellParams& c, const WeightLayout& layout, const TrainSettings& settings,
+                                const TrainingCheckShape& shape, HostBackend& backend) {
+    CheckedStep s;
+    s.shape = shape;
+    s.tokens = checked_ids(c, shape, c.token_ids());
+    s.targets = checked_ids(c, shape, c.target_ids());
+    s.weights = synthetic_units(c, layout);
+    s.sample = prefix_sample(layout, c.model.n_embd, s.tokens);
+    HostUnitMemory memory;
+    CheckStepSource source(backend, layout, DType::fp32, s.sample, memory);
+    CpuTrainStep prefix(c.model, layout, 1, shape.seq, c.dropout_masks(), settings);
+    s.loss = prefix.forward(source, s.tokens, s.targets);
+    s.grad_norm = prefix.backward(source);
+    prefix.update(source);
+    s.gradients = source.gradients();
+    s.updated_before = source.updated_before();
+    s.updated_after = source.updated_after();
+    return s;
+}
+
+// The cell's synthetic weights placed for training.
+void place_synthetic(HostBackend& backend, const CellParams& c, const WeightLayout& layout) {
+    const auto units = synthetic_units(c, layout);
+    backend.place(layout, [&](int u, std::span<float> dst) { std::ranges::copy(units[static_cast<std::size_t>(u)], dst.begin()); },
+                  UnitSchedule::training(layout.unit_count()));
+}
+
 double real_of(const std::string& db_path, const std::string& sql) {
     Database db(db_path, Database::Mode::read_only);
     auto st = db.prepare(sql);
@@ -218,9 +246,8 @@ TEST_CASE("a prefix step leaves the backend as it found it, and its check fails 
         REQUIRE((shape && !shape->full));
 
         HostBackend backend;
+        place_synthetic(backend, c, layout);
         const auto units = synthetic_units(c, layout);
-        backend.place(layout, [&](int u, std::span<float> dst) { std::ranges::copy(units[static_cast<std::size_t>(u)], dst.begin()); },
-                      UnitSchedule::training(layout.unit_count()));
         // The backend's state before: weights, gradients and moments, each unit's.
         const auto state_of = [&] {
             std::vector<std::vector<float>> state;
@@ -235,23 +262,9 @@ TEST_CASE("a prefix step leaves the backend as it found it, and its check fails 
             return state;
         };
         const auto state_before = state_of();
-        CheckedStep s;
-        s.shape = *shape;
-        s.tokens = checked_ids(c, *shape, c.token_ids());
-        s.targets = checked_ids(c, *shape, c.target_ids());
+        const CheckedStep s = prefix_checked_step(c, layout, settings, *shape, backend);
         const auto cell_tokens = c.token_ids();
         CHECK(s.tokens == std::vector<std::int32_t>(cell_tokens.begin(), cell_tokens.begin() + 6));
-        s.weights = units;
-        s.sample = prefix_sample(layout, c.model.n_embd, s.tokens);
-        HostUnitMemory memory;
-        CheckStepSource source(backend, layout, DType::fp32, s.sample, memory);
-        CpuTrainStep prefix(c.model, layout, 1, shape->seq, c.dropout_masks(), settings);
-        s.loss = prefix.forward(source, s.tokens, s.targets);
-        s.grad_norm = prefix.backward(source);
-        prefix.update(source);
-        s.gradients = source.gradients();
-        s.updated_before = source.updated_before();
-        s.updated_after = source.updated_after();
 
         // The weights, gradients and moments are as the step found them.
         CHECK(state_of() == state_before);
@@ -288,6 +301,66 @@ TEST_CASE("a prefix step leaves the backend as it found it, and its check fails 
     }
 }
 
+TEST_CASE("a GPU training cell's prefix check keeps its float64 reference for the other cells of its workload", "[train]") {
+    // The key: GPT-2 1.5B's cells of one dtype share it whatever their batch, variant or tf32.
+    const std::string large = "model = \"gpt2_1.5b\"\nbackend = \"device\"\nseq = 1024\n";
+    const auto key = [&](const std::string& lines) {
+        const CellParams c = train_cell(large + lines);
+        return kept_training_key(c, c.token_ids());
+    };
+    const auto bf16 = key("dtype = \"bf16\"\nbatch = 1");
+    REQUIRE(bf16);
+    CHECK(key("dtype = \"bf16\"\nbatch = 8\nvariant = \"flash_attention\"") == bf16);
+    CHECK(key("dtype = \"fp32\"\nbatch = 1") != bf16);
+    CHECK(key("dtype = \"fp32\"\nbatch = 1\ntf32 = true") == key("dtype = \"fp32\"\nbatch = 4"));
+    CHECK(key("dtype = \"bf16\"\nbatch = 1\nseed = 7") != bf16);
+    CHECK(key("dtype = \"bf16\"\nbatch = 1\ndropout = 0.1") != bf16);
+    const CellParams c = train_cell(large + "dtype = \"bf16\"");
+    CHECK(kept_reference_key(c, c.token_ids()) == bf16);
+    // None for a full check, a host cell, checkpoint weights.
+    CHECK_FALSE(kept_training_key(train_cell("backend = \"device\""), train_cell().token_ids()));
+    const CellParams host = train_cell("model = \"gpt2_small\"\nbatch = 1\nseq = 64");
+    CHECK_FALSE(kept_training_key(host, host.token_ids()));
+    CellParams checkpoint = c;
+    checkpoint.weights = "model.safetensors";
+    CHECK_FALSE(kept_training_key(checkpoint, checkpoint.token_ids()));
+
+    // The check: the first cell computes the reference and returns it as the database keeps it;
+    // a later one compares with it without the weights, to the same error.
+    const CellParams tiny = train_cell("backend = \"device\"");
+    const auto layout = WeightLayout::for_model(tiny.model);
+    const TrainSettings settings;
+    const auto shape = training_check_shape(tiny, 3 * hand_macs(tiny.model, 1, 6));
+    REQUIRE((shape && !shape->full));
+    HostBackend backend;
+    place_synthetic(backend, tiny, layout);
+    const CheckedStep s = prefix_checked_step(tiny, layout, settings, *shape, backend);
+    const LogitsCheck first = check_training_step(tiny, layout, settings, s, 1e-4);
+    REQUIRE(first.kept);
+    CHECK(first.reference_computed);
+    CHECK(first.passed());
+    CHECK((first.kept->batch == 1 && first.kept->seq == 1 && first.kept->vocab == 2 + s.sample.values()));
+    CHECK(first.kept->logits[0] == Catch::Approx(s.loss).epsilon(1e-5));
+    CHECK(first.kept->logits[1] == Catch::Approx(s.grad_norm).epsilon(1e-4));
+
+    CheckedStep later = s;
+    later.weights.clear();
+    const LogitsCheck reused = check_training_step(tiny, layout, settings, later, 1e-4, first.kept);
+    CHECK_FALSE(reused.reference_computed);
+    CHECK(reused.kept->key == first.kept->key);
+    CHECK(reused.rel_err == first.rel_err);
+    float largest = 0;
+    for (const auto& u : s.gradients)
+        for (const float g : u) largest = std::max(largest, std::abs(g));
+    later.gradients[1][0] += 1e-3f * largest;
+    CHECK_FALSE(check_training_step(tiny, layout, settings, later, 1e-4, first.kept).passed());
+
+    // A kept reference of another workload is not this one's: the reference is computed.
+    ReferenceLogits other = *first.kept;
+    other.key = "another workload";
+    CHECK(check_training_step(tiny, layout, settings, s, 1e-4, other).reference_computed);
+}
+
 TEST_CASE("a host training cell too large for the full check is checked on a prefix step, its own steps untouched",
           "[train]") {
     // 10 × 512 positions of a model whose lm_head makes each cost 1.4e5 multiply-adds: the full
@@ -309,10 +382,8 @@ TEST_CASE("a host training cell too large for the full check is checked on a pre
     CHECK(out.get<"check_rel_err">().value_or(1.0) < 1e-5);
     // The cell's first step starts from the weights as made: its loss is a fresh step's.
     const auto layout = WeightLayout::for_model(c.model);
-    const auto units = synthetic_units(c, layout);
     HostBackend backend;
-    backend.place(layout, [&](int u, std::span<float> dst) { std::ranges::copy(units[static_cast<std::size_t>(u)], dst.begin()); },
-                  UnitSchedule::training(layout.unit_count()));
+    place_synthetic(backend, c, layout);
     CpuTrainStep fresh(c.model, layout, c.batch, c.seq, c.dropout_masks(), TrainSettings{});
     CHECK(out.get<"loss_first">().value_or(0.0) == Catch::Approx(fresh.forward(backend, c.token_ids(), c.target_ids())).epsilon(1e-9));
 }
@@ -332,8 +403,9 @@ TEST_CASE("a GPU training cell's estimate counts its prefix step where it is lar
         CHECK(e.check_step == prefix);
         CHECK((seq == 8) == (prefix > e.activations + e.workspace));
         CHECK(e.device_total() == e.weights + e.training_state + std::max(e.activations + e.workspace, prefix));
-        // The host: every weight in fp32 for the reference, and its float64 gradient of one unit.
-        CHECK(e.host_buffers == layout.total_numel * 4 + largest * 8);
+        // The host, where the reference runs: every weight in fp32, and its float64 gradient of one unit.
+        CHECK(e.host_buffers == 0);
+        CHECK(e.host_reference == layout.total_numel * 4 + largest * 8);
     }
 }
 

@@ -299,7 +299,8 @@ public:
           gpu_(c, options, UnitSchedule::training(WeightLayout::for_model(c.model).unit_count())),
           tokens_(tokens.begin(), tokens.end()),
           targets_(c.target_ids()),
-          check_shape_(training_check_shape(c)) {
+          check_shape_(training_check_shape(c)),
+          kept_reference_(options.kept_reference) {
         // A prefix check's step runs first: its buffers are freed before the cell's own step
         // allocates, so the cell's peak holds the larger of the two, not both.
         if (check_shape_ && !check_shape_->full) {
@@ -381,7 +382,8 @@ public:
 
     std::optional<LogitsCheck> check() override {
         if (!checked_) return std::nullopt;
-        return check_training_step(cell_, gpu_.layout(), settings_, *checked_, gpu_tolerance(cell_.dtype, cell_.tf32));
+        return check_training_step(cell_, gpu_.layout(), settings_, *checked_, gpu_tolerance(cell_.dtype, cell_.tf32),
+                                   kept_reference_);
     }
 
     void add_results(CellOutcome& out) const override {
@@ -400,13 +402,16 @@ private:
         return train;
     }
 
-    // A checked step's shape, ids and the weights it reads, as fp32 (its reference's input).
+    // A checked step's shape, ids and the weights it reads, as fp32 (its reference's input; not
+    // copied where the database keeps the reference, which an earlier cell computed).
     CheckedStep started_check(GradientSample sample) {
         CheckedStep s;
         s.shape = *check_shape_;
         s.tokens = checked_ids(cell_, s.shape, tokens_);
         s.targets = checked_ids(cell_, s.shape, targets_);
-        s.weights = copy_units([&](int u) { return gpu_.backend().acquire(u); }, cell_.dtype);
+        const std::optional<std::string> key = kept_training_key(cell_, tokens_);
+        if (!key || !kept_reference_ || kept_reference_->key != *key)
+            s.weights = copy_units([&](int u) { return gpu_.backend().acquire(u); }, cell_.dtype);
         s.sample = std::move(sample);
         return s;
     }
@@ -471,6 +476,7 @@ private:
     GpuCell gpu_;
     std::vector<std::int32_t> tokens_, targets_;
     std::optional<TrainingCheckShape> check_shape_;
+    std::optional<ReferenceLogits> kept_reference_;
     std::optional<GpuTrainStep> step_;
     std::array<CudaEvent, 4> marks_{CudaEvent(CudaEvent::Timing::on), CudaEvent(CudaEvent::Timing::on),
                                     CudaEvent(CudaEvent::Timing::on), CudaEvent(CudaEvent::Timing::on)};

@@ -43,7 +43,8 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
     const bool prefix_check = check && !check->full;
     if (!backend.needs_gpu && cell.mode == Mode::train) {
         // The step's buffers, the check's copies, and a prefix check's step and scratch beside them.
-        e.host_buffers = CpuBackprop::buffer_bytes_for(cell.model, cell.batch, cell.seq) + checked_step_host_bytes(cell);
+        e.host_buffers = CpuBackprop::buffer_bytes_for(cell.model, cell.batch, cell.seq) + checked_step_host_bytes(cell) +
+                         check_reference_host_bytes(cell);
         if (prefix_check)
             e.host_buffers += CpuBackprop::buffer_bytes_for(cell.model, check->batch, check->seq) + check_step_scratch_bytes(cell);
         return e;
@@ -62,6 +63,7 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
             e.check_step = TrainArena(cell.model, cell.dtype, check->batch, check->seq, flash).total + kGemmWorkspaceBytes +
                            check_step_scratch_bytes(cell);
         e.host_buffers = checked_step_host_bytes(cell);
+        e.host_reference = check_reference_host_bytes(cell);
         return e;
     }
     e.host_buffers = 2 * logits_bytes(host_reference_rows(cell));

@@ -59,7 +59,8 @@ struct MemoryEstimate {
     std::int64_t host_buffers = 0;
     // GPU cells: the check's host reference forward, where it runs (the first cell of a workload
     // whose reference the database keeps; every cell of a small model): its largest unit in fp32,
-    // made one at a time, and its activations.
+    // made one at a time, and its activations. A training cell's prefix check: every weight in
+    // fp32 and one unit's float64 gradient (check_reference_host_bytes).
     std::int64_t host_reference = 0;
     std::int64_t host_total(bool reference_runs) const {
         return host_weights + host_training_state + host_buffers + (reference_runs ? host_reference : 0);

@@ -1,8 +1,12 @@
 #include "harness/measure/step_check.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <sstream>
 
+#include "backends/backend_registry.hpp"
+#include "harness/measure/cell_weights.hpp"
 #include "kernels/compute/reference_forward.hpp"
 #include "kernels/compute/reference_gradients.hpp"
 #include "kernels/compute/reference_optimizer.hpp"
@@ -69,6 +73,45 @@ SampledReference sampled_reference(const CellParams& cell, const WeightLayout& l
         for (std::size_t u = 0; u < full.units.size(); ++u) keep(static_cast<int>(u), full.units[u]);
     }
     ref.grad_norm = std::sqrt(squares);
+    return ref;
+}
+
+// kept_training_key for a prefix step's ids.
+std::optional<std::string> training_key(const CellParams& cell, const TrainingCheckShape& shape,
+                                        std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets) {
+    if (shape.full || cell.weights != kSyntheticWeights || !backend_traits(cell.backend).needs_gpu) return std::nullopt;
+    const ModelConfig& m = cell.model;
+    std::ostringstream text;
+    text << std::hexfloat << "float64 training reference 1|model " << m.name << ' ' << m.n_layer << ' ' << m.n_embd
+         << ' ' << m.n_head << ' ' << m.vocab_size << ' ' << m.max_positions << ' ' << m.ln_eps << "|seed " << cell.seed
+         << "|dtype " << enum_name(cell.dtype) << "|dropout " << cell.dropout << "|positions " << shape.seq
+         << "|sample " << kSampledPerTensor << "|tokens";
+    for (const std::int32_t t : tokens) text << ' ' << t;
+    text << "|targets";
+    for (const std::int32_t t : targets) text << ' ' << t;
+    return fnv1a64_hex(text.str());
+}
+
+// A reference as the database keeps it: one row of fp32 values, the loss, the norm, the sample.
+ReferenceLogits packed(const std::string& key, const CellParams& cell, const SampledReference& ref) {
+    std::vector<float> values{static_cast<float>(ref.loss), static_cast<float>(ref.grad_norm)};
+    for (const auto& unit : ref.gradients)
+        for (const double g : unit) values.push_back(static_cast<float>(g));
+    const auto n = static_cast<int>(values.size());
+    return {key, cell.model.name, 1, 1, n, std::move(values)};
+}
+
+SampledReference unpacked(const ReferenceLogits& kept, const GradientSample& sample) {
+    SampledReference ref;
+    ref.loss = kept.logits[0];
+    ref.grad_norm = kept.logits[1];
+    std::size_t at = 2;
+    for (std::size_t u = 0; u < sample.units.size(); ++u) {
+        const auto n = static_cast<std::size_t>(sample.values(static_cast<int>(u)));
+        ref.gradients.emplace_back(kept.logits.begin() + static_cast<std::ptrdiff_t>(at),
+                                   kept.logits.begin() + static_cast<std::ptrdiff_t>(at + n));
+        at += n;
+    }
     return ref;
 }
 
@@ -165,17 +208,25 @@ void StepLosses::add_results(CellOutcome& out) const {
     out.set<"grad_norm_last">(norms_.back());
 }
 
+std::optional<std::string> kept_training_key(const CellParams& cell, std::span<const std::int32_t> tokens) {
+    const std::optional<TrainingCheckShape> shape = training_check_shape(cell);
+    if (!shape) return std::nullopt;
+    return training_key(cell, *shape, checked_ids(cell, *shape, tokens), checked_ids(cell, *shape, cell.target_ids()));
+}
+
 std::int64_t checked_step_host_bytes(const CellParams& cell) {
     const std::optional<TrainingCheckShape> shape = training_check_shape(cell);
-    if (!shape) return 0;
-    const WeightLayout layout = WeightLayout::for_model(cell.model);
-    const std::int64_t fp32 = layout.total_numel * std::int64_t{sizeof(float)};
+    if (!shape || !shape->full) return 0;
     // The weights, the gradients and the updated weights before and after, every element of them,
     // and the full copy of one of them while it is sampled.
-    if (shape->full) return 5 * fp32;
-    // The weights, and the reference's gradient of one unit at a time in float64; the sample's
-    // values are a few hundred per tensor.
-    return fp32 + largest_unit(layout) * std::int64_t{sizeof(double)};
+    return 5 * WeightLayout::total_numel_of(cell.model) * std::int64_t{sizeof(float)};
+}
+
+std::int64_t check_reference_host_bytes(const CellParams& cell) {
+    const std::optional<TrainingCheckShape> shape = training_check_shape(cell);
+    if (!shape || shape->full) return 0;
+    const WeightLayout layout = WeightLayout::for_model(cell.model);
+    return layout.total_numel * std::int64_t{sizeof(float)} + largest_unit(layout) * std::int64_t{sizeof(double)};
 }
 
 std::int64_t check_step_scratch_bytes(const CellParams& cell) {
@@ -187,8 +238,23 @@ std::int64_t check_step_scratch_bytes(const CellParams& cell) {
 }
 
 LogitsCheck check_training_step(const CellParams& cell, const WeightLayout& layout, const TrainSettings& settings,
-                                const CheckedStep& step, double tolerance) {
-    const SampledReference ref = sampled_reference(cell, layout, step);
+                                const CheckedStep& step, double tolerance, const std::optional<ReferenceLogits>& kept) {
+    LogitsCheck check;
+    const std::optional<std::string> key = training_key(cell, step.shape, step.tokens, step.targets);
+    SampledReference ref;
+    if (key && kept && kept->key == *key && kept->logits.size() == static_cast<std::size_t>(2 + step.sample.values())) {
+        ref = unpacked(*kept, step.sample);
+        check.reference_computed = false;
+        check.kept = kept;  // the row the check compared with, as the database names it
+    } else {
+        const auto start = std::chrono::steady_clock::now();
+        ref = sampled_reference(cell, layout, step);
+        check.reference_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (key) {
+            check.kept = packed(*key, cell, ref);
+            ref = unpacked(*check.kept, step.sample);
+        }
+    }
 
     ErrorMeasure loss, norm, gradients, update;
     loss.add(step.loss, ref.loss);
@@ -217,7 +283,6 @@ LogitsCheck check_training_step(const CellParams& cell, const WeightLayout& layo
         }
     }
 
-    LogitsCheck check;
     if (step.shape.full) {
         check.compared = "the first step's loss, gradient norm, gradients and update";
         check.reference = "float64 loss, gradients and AdamW step";

@@ -101,17 +101,34 @@ private:
     std::vector<bool> scaling_skipped_;
 };
 
-// The host bytes a cell's check holds: the copies of its checked step (CheckedStep) and, for a
-// prefix check, the float64 reference's buffer of one unit's gradients.
+// The key under which a results database keeps the float64 reference of a GPU training cell's
+// prefix check (kept_reference_key's answer for `train`), or nullopt where none is kept: a full
+// check (cheap to recompute), checkpoint weights (the file may change under its path), host cells
+// (as for inference, the runner hands kept references to GPU cells only). The key
+// hashes what the reference depends on: the model's shape, the synthetic weights' seed and dtype,
+// the dropout masks, the prefix's tokens and targets and the sample. Not the cell's batch, variant
+// or tf32: every such cell of a workload shares it, and its first cell computes it.
+std::optional<std::string> kept_training_key(const CellParams& cell, std::span<const std::int32_t> tokens);
+
+// The host bytes a cell's check holds whether or not it computes its reference: the copies of a
+// full check's first step (CheckedStep; a prefix check's sample is a few hundred values a tensor).
 std::int64_t checked_step_host_bytes(const CellParams& cell);
+// The host bytes of a prefix check's reference, where it is computed rather than read from the
+// database: every weight in fp32 and the float64 gradient of one unit; 0 for a full check.
+std::int64_t check_reference_host_bytes(const CellParams& cell);
 // Device or host bytes of a prefix step's scratch beside the backend's (CheckStepSource): one
 // unit's gradient and weights in the dtype, its master weights (narrower dtypes) and moments in
 // fp32, for the largest unit; 0 for a full check.
 std::int64_t check_step_scratch_bytes(const CellParams& cell);
 
 // Compares `step` with the float64 reference. `tolerance` is the relative error allowed for the
-// path's dtype; `settings` are the optimizer's the step ran with.
+// path's dtype; `settings` are the optimizer's the step ran with. A prefix check whose reference
+// is kept (kept_training_key) returns it in `kept` (as one row of values: the loss, the gradient
+// norm, then the sampled gradients, rounded to fp32 as the database keeps them, and compared so
+// by every cell) or, given the kept reference an earlier cell left, compares with it instead of
+// computing it: then `step.weights` may be empty.
 LogitsCheck check_training_step(const CellParams& cell, const WeightLayout& layout, const TrainSettings& settings,
-                                const CheckedStep& step, double tolerance);
+                                const CheckedStep& step, double tolerance,
+                                const std::optional<ReferenceLogits>& kept = std::nullopt);
 
 }  // namespace sweetspot
