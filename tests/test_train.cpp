@@ -76,7 +76,7 @@ CheckedStep host_first_step(const CellParams& c, const WeightLayout& layout, con
     return first;
 }
 
-// A prefix step made the way a cell makes it (step_check.hpp), on `backend`'s weights.
+// A prefix step made the way a host cell makes it (step_check.hpp), on `backend`'s weights.
 CheckedStep prefix_checked_step(const CellParams& c, const WeightLayout& layout, const TrainSettings& settings,
                                 const TrainingCheckShape& shape, HostBackend& backend) {
     CheckedStep s;
@@ -84,16 +84,7 @@ CheckedStep prefix_checked_step(const CellParams& c, const WeightLayout& layout,
     s.tokens = checked_ids(c, shape, c.token_ids());
     s.targets = checked_ids(c, shape, c.target_ids());
     s.weights = synthetic_units(c, layout);
-    s.sample = prefix_sample(layout, c.model.n_embd, s.tokens);
-    HostUnitMemory memory;
-    CheckStepSource source(backend, layout, DType::fp32, s.sample, memory);
-    CpuTrainStep prefix(c.model, layout, 1, shape.seq, c.dropout_masks(), settings);
-    s.loss = prefix.forward(source, s.tokens, s.targets);
-    s.grad_norm = prefix.backward(source);
-    prefix.update(source);
-    s.gradients = source.gradients();
-    s.updated_before = source.updated_before();
-    s.updated_after = source.updated_after();
+    run_host_prefix_step(c, layout, settings, backend, s);
     return s;
 }
 

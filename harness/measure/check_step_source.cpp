@@ -107,4 +107,18 @@ void CheckStepSource::release_update(int unit) {
     after_[static_cast<std::size_t>(unit)] = master_ ? gather(master_.get(), DType::fp32, unit) : gather(weights_.get(), dtype_, unit);
 }
 
+void run_host_prefix_step(const CellParams& cell, const WeightLayout& layout, const TrainSettings& settings,
+                          LayerSource& backend, CheckedStep& step) {
+    step.sample = prefix_sample(layout, cell.model.n_embd, step.tokens);
+    HostUnitMemory memory;
+    CheckStepSource source(backend, layout, DType::fp32, step.sample, memory);
+    CpuTrainStep prefix(cell.model, layout, step.shape.batch, step.shape.seq, cell.dropout_masks(), settings);
+    step.loss = prefix.forward(source, step.tokens, step.targets);
+    step.grad_norm = prefix.backward(source);
+    prefix.update(source);
+    step.gradients = source.gradients();
+    step.updated_before = source.updated_before();
+    step.updated_after = source.updated_after();
+}
+
 }  // namespace sweetspot

@@ -12,7 +12,9 @@
 #include <memory>
 #include <vector>
 
+#include "harness/matrix/cell.hpp"
 #include "harness/measure/step_check.hpp"
+#include "kernels/compute/cpu_train_step.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/layer_source.hpp"
 #include "kernels/model/weight_layout.hpp"
@@ -75,5 +77,10 @@ private:
     std::vector<std::vector<std::byte>> raw_gradients_;  // sampled, in the dtype
     std::vector<std::vector<float>> before_, after_;
 };
+
+// A host cell's prefix step: CpuTrainStep at `step`'s shape on its ids, through a CheckStepSource
+// over `backend` (the host backend, fp32); fills the step's sample, loss, norm, gradients and update.
+void run_host_prefix_step(const CellParams& cell, const WeightLayout& layout, const TrainSettings& settings,
+                          LayerSource& backend, CheckedStep& step);
 
 }  // namespace sweetspot

@@ -99,16 +99,7 @@ public:
         s.targets = checked_ids(cell_, *shape, targets_);
         s.weights = weight_copy();
         if (!shape->full) {
-            s.sample = prefix_sample(layout_, cell_.model.n_embd, s.tokens);
-            HostUnitMemory memory;
-            CheckStepSource source(*backend_, layout_, DType::fp32, s.sample, memory);
-            CpuTrainStep prefix(cell_.model, layout_, shape->batch, shape->seq, cell_.dropout_masks(), settings_);
-            s.loss = prefix.forward(source, s.tokens, s.targets);
-            s.grad_norm = prefix.backward(source);
-            prefix.update(source);
-            s.gradients = source.gradients();
-            s.updated_before = source.updated_before();
-            s.updated_after = source.updated_after();
+            run_host_prefix_step(cell_, layout_, settings_, *backend_, s);
             run_step("checked step");
             return;
         }
