@@ -293,3 +293,82 @@ TEST_CASE("a host training step is the float64 reference's step, and steps on on
     INFO("loss " << first.loss << " at the first step, " << last << " at the 21st");
     CHECK(last < 0.5 * first.loss);
 }
+
+TEST_CASE("the host's first training step matches the float64 loss, gradients and AdamW at odd shapes",
+          "[kernels][backward]") {
+    // test_gpu_train.cpp's shapes: head dimensions 25 and 80, odd vocabularies, an untied head,
+    // one position, a few dozen and most of the 1024 positions (one sequence: the float64 loops
+    // of a long one take seconds).
+    const ModelConfig models[] = {{"head25", 2, 50, 2, 97, 1024, 1e-5f}, {"head80", 2, 160, 2, 131, 1024, 1e-5f}};
+    const TrainSettings settings{.lr = 1e-2f, .weight_decay = 0.1f, .max_grad_norm = 1.0f};
+    for (const ModelConfig& m : models) {
+        const auto layout = WeightLayout::for_model(m);
+        std::vector<std::vector<float>> weights;
+        std::vector<const float*> pointers;
+        for (std::size_t u = 0; u < layout.units.size(); ++u) {
+            weights.emplace_back(static_cast<std::size_t>(layout.units[u].numel));
+            fill_synthetic_unit(m, layout, static_cast<int>(u), 4321, weights.back());
+        }
+        for (const auto& w : weights) pointers.push_back(w.data());
+        for (const int seq : {1, 33, 777}) {
+            const int batch = seq == 777 ? 1 : 2;
+            std::vector<std::int32_t> tokens, targets;
+            for (int i = 0; i < batch * seq; ++i) {
+                tokens.push_back((i * 11 + 5) % m.vocab_size);
+                targets.push_back((i * 13 + 2) % m.vocab_size);
+            }
+            for (const float p : {0.0f, 0.1f}) {
+                INFO(m.name << " batch " << batch << " seq " << seq << " dropout " << p);
+                const Dropout dropout{p, 21};
+                auto want = reference_gradients(m, layout, pointers, tokens, targets, batch, seq, dropout);
+                HostBackend backend;
+                backend.place(layout,
+                              [&](int unit, std::span<float> dst) { std::ranges::copy(weights[static_cast<std::size_t>(unit)], dst.begin()); },
+                              UnitSchedule::training(layout.unit_count()));
+                CpuTrainStep trainer(m, layout, batch, seq, dropout, settings);
+                const double loss = trainer.forward(backend, tokens, targets);
+                const double norm = trainer.backward(backend);
+                CHECK(std::abs(loss - want.loss) < 1e-5 * want.loss);
+                UnitValues own_gradients, before;
+                for (std::size_t u = 0; u < layout.units.size(); ++u) {
+                    const auto* g = static_cast<const float*>(backend.gradient(static_cast<int>(u)));
+                    own_gradients.emplace_back(g, g + layout.units[u].numel);
+                    before.push_back(as_double(weights[u]));
+                    for (const TensorSpec& tensor : layout.units[u].tensors) {
+                        INFO(tensor.name);
+                        const std::vector<float> got(g + tensor.offset, g + tensor.offset + tensor.numel);
+                        const auto begin = want.units[u].begin() + static_cast<std::ptrdiff_t>(tensor.offset);
+                        CHECK(relative_error(got, std::vector<double>(begin, begin + static_cast<std::ptrdiff_t>(tensor.numel))) < 1e-4);
+                    }
+                }
+                trainer.update(backend);
+                CHECK(std::abs(norm - reference_clip_gradients(want.units, settings.max_grad_norm)) < 1e-4 * norm);
+
+                // AdamW's first step divides each gradient by its own magnitude, so the update is
+                // judged on the host's own gradients (as step_check.cpp does): the float64 clipping
+                // and AdamW of them, against the update's size, beyond each fp32 weight's rounding.
+                UnitValues want_weights = before;
+                reference_clip_gradients(own_gradients, settings.max_grad_norm);
+                AdamWState state;
+                reference_adamw_step(layout, want_weights, own_gradients, state,
+                                     {.lr = settings.lr, .beta1 = settings.beta1, .beta2 = settings.beta2,
+                                      .eps = settings.eps, .weight_decay = settings.weight_decay});
+                for (int u = 0; u < layout.unit_count(); ++u) {
+                    const auto i = static_cast<std::size_t>(u);
+                    const auto* placed = static_cast<const float*>(backend.acquire(u));
+                    std::vector<float> update;
+                    std::vector<double> want_update;
+                    for (std::int64_t e = 0; e < layout.units[i].numel; ++e) {
+                        const auto k = static_cast<std::size_t>(e);
+                        const double want_w = want_weights[i][k], diff = placed[k] - want_w;
+                        const double beyond = std::copysign(std::max(0.0, std::abs(diff) - std::ldexp(std::abs(want_w), -23)), diff);
+                        want_update.push_back(want_w - before[i][k]);
+                        update.push_back(static_cast<float>(want_update.back() + beyond));
+                    }
+                    backend.release(u);
+                    CHECK(relative_error(update, want_update) < 1e-4);
+                }
+            }
+        }
+    }
+}

@@ -309,3 +309,65 @@ dropout = [0.0, 0.1]
     }
     CHECK(cells == 24);
 }
+
+TEST_CASE("sweetspot run checks device training cells too large for the full check on a prefix step", "[gpu][runner][train]") {
+    // 10 × 512 positions of a model whose lm_head makes each cost 2.3e5 multiply-adds: the full
+    // step's float64 loops would take 4e9, past their budget, so each cell is checked on a prefix
+    // step of 16 positions made beside its weights before its own steps, against a reference the
+    // database keeps for the dtype's other cells.
+    test::require_gpu();
+    test::TempDir tmp;
+    test::write_file(tmp.file("m.toml"), std::string("name = \"gpu-train-prefix\"\n") + R"([[models]]
+name = "wide_vocab"
+layers = 1
+hidden = 50
+heads = 2
+vocab = 4096
+positions = 512
+[defaults]
+mode = "train"
+backend = "device"
+model = "wide_vocab"
+batch = 10
+seq = 512
+warmups = 1
+iterations = 2
+timeout = "3m"
+[[sweep]]
+dtype = ["fp32", "fp16", "bf16"]
+variant = ["baseline", "flash_attention"]
+)");
+    const auto db = tmp.file("m.db");
+    const auto r = test::run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    Database results(db, Database::Mode::read_only);
+    auto st = results.prepare(
+        "SELECT dtype, variant, status, coalesce(reason, ''), check_reference, check_rel_err, check_tolerance, "
+        "loss_last < loss_first, predicted_alloc_bytes = device_weight_bytes + training_state_bytes + activation_bytes, "
+        "(SELECT count(*) FROM cell_phases p WHERE p.cell_id = c.cell_id AND p.phase = 'check_step') FROM cells c");
+    int cells = 0;
+    while (st.step()) {
+        ++cells;
+        INFO(st.text(0) << " " << st.text(1) << ": " << st.text(2) << " " << st.text(3) << "; " << st.text(4)
+                        << " rel_err " << st.real(5) << " tolerance " << st.real(6));
+        CHECK(st.text(2) == "ok");
+        CHECK_THAT(st.text(4), ContainsSubstring("prefix step: sample 0, first 16 positions"));
+        CHECK(st.real(5) <= st.real(6));
+        CHECK(st.int64(7) == 1);
+        CHECK(st.int64(8) == 1);
+        CHECK(st.int64(9) == 1);
+    }
+    CHECK(cells == 6);
+    // The two variants of a dtype share its prefix reference: the first computes it, the database
+    // keeps it, the second reads it.
+    auto kept = results.prepare(
+        "SELECT count(DISTINCT check_reference_key), sum(check_reference_computed), "
+        "(SELECT count(*) FROM reference_logits), "
+        "(SELECT count(*) FROM cell_phases p JOIN cells c USING (cell_id) WHERE p.phase = 'reference') FROM cells");
+    REQUIRE(kept.step());
+    CHECK(kept.int64(0) == 3);
+    CHECK(kept.int64(1) == 3);
+    CHECK(kept.int64(2) == 3);
+    CHECK(kept.int64(3) == 3);
+}

@@ -93,7 +93,9 @@ void print_memory_estimates(const std::vector<CellParams>& cells, const std::opt
     if (format != TableFormat::text) return;
     out << "\ndevice = weights + training state + activations + scores + workspace: what sweetspot allocates on the\n"
            "GPU. training state: a training cell's gradients, fp32 master weights and AdamW moments, where its\n"
-           "backend keeps them on the GPU; its activations are what the step keeps for the backward and its scratch.\n";
+           "backend keeps them on the GPU; its activations are what the step keeps for the backward and its scratch.\n"
+           "A training cell too large for the full check first makes a prefix step beside the weights (its buffers\n"
+           "and one unit's scratch), freed before its own step allocates: device counts the larger of the two.\n";
     out << "kept managed: managed weights beyond those the backend keeps that the driver still holds on the GPU\n"
            "at the cell's peak (the pages it migrated stay until the process ends; they are evictable).\n";
     if (fixed) {

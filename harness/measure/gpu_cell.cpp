@@ -16,6 +16,7 @@
 #include "harness/collect/cupti_collector.hpp"
 #include "harness/measure/cell_exec.hpp"
 #include "harness/measure/cell_weights.hpp"
+#include "harness/measure/check_step_source.hpp"
 #include "harness/measure/gpu_memory_watch.hpp"
 #include "harness/measure/nvml_memory.hpp"
 #include "harness/measure/step_check.hpp"
@@ -112,6 +113,39 @@ GpuForwardOptions forward_options(const CellParams& c, const MeasureOptions& opt
     f.unit_graphs = c.launch == Launch::graphs;
     return f;
 }
+
+// Device memory for a prefix step's scratch (check_step_source.hpp), every copy on the step's
+// stream.
+class DeviceUnitMemory final : public UnitMemory {
+public:
+    explicit DeviceUnitMemory(cudaStream_t stream) : stream_(stream) {}
+    std::shared_ptr<void> allocate(std::size_t bytes) override {
+        void* p = nullptr;
+        CUDA_CHECK(cudaMalloc(&p, bytes));
+        return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+    }
+    void copy(void* dst, const void* src, std::size_t bytes) override {
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+    }
+    void zero(void* dst, std::size_t bytes) override { CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_)); }
+    void gather(void* host, const void* src, std::size_t element, std::int64_t count, std::int64_t stride) override {
+        move(host, element, src, element * static_cast<std::size_t>(stride), element, count, cudaMemcpyDeviceToHost);
+    }
+    void scatter(void* dst, const void* host, std::size_t element, std::int64_t count, std::int64_t stride) override {
+        move(dst, element * static_cast<std::size_t>(stride), host, element, element, count, cudaMemcpyHostToDevice);
+    }
+
+private:
+    void move(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch, std::size_t element,
+              std::int64_t count, cudaMemcpyKind kind) {
+        if (dst_pitch == element && src_pitch == element)
+            CUDA_CHECK(cudaMemcpyAsync(dst, src, element * static_cast<std::size_t>(count), kind, stream_));
+        else
+            CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, element, static_cast<std::size_t>(count), kind, stream_));
+        CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
+    cudaStream_t stream_;
+};
 
 // What every GPU cell holds, whatever its step. Members in construction order: the memory watch
 // takes its first reading before anything touches the GPU, the NVTX ranges open first (and close
@@ -255,22 +289,27 @@ private:
 };
 
 // Training: forward, backward and the optimizer's update per step, each phase between CUDA events;
-// every step starts from the weights and moments the last one left; the first, from the initial
-// weights, is checked against the float64 reference.
+// every step starts from the weights and moments the last one left. The check (step_check.hpp)
+// compares the first, from the initial weights, with the float64 reference, or where the
+// reference cannot afford the cell's shape, a prefix step made beside it before the cell's own.
 class GpuTrainCellStep final : public CellStep {
 public:
     GpuTrainCellStep(const CellParams& c, std::span<const std::int32_t> tokens, const MeasureOptions& options)
         : cell_(c),
           gpu_(c, options, UnitSchedule::training(WeightLayout::for_model(c.model).unit_count())),
           tokens_(tokens.begin(), tokens.end()),
-          targets_(c.target_ids()) {
+          targets_(c.target_ids()),
+          check_shape_(training_check_shape(c)),
+          kept_reference_(options.kept_reference) {
+        // A prefix check's step runs first: its buffers are freed before the cell's own step
+        // allocates, so the cell's peak holds the larger of the two, not both.
+        if (check_shape_ && !check_shape_->full) {
+            options.status.phase("check_step");
+            run_prefix_step();
+            gpu_.lap("check_step");
+        }
         options.status.phase("train_setup");
-        GpuTrainOptions train;
-        train.tf32 = c.tf32;
-        train.variant = c.variant;
-        train.dropout = c.dropout_masks();
-        train.settings = settings_;
-        step_.emplace(c.model, gpu_.layout(), c.dtype, c.batch, c.seq, gpu_.stream(), train);
+        step_.emplace(c.model, gpu_.layout(), c.dtype, c.batch, c.seq, gpu_.stream(), train_options());
         step_->set_batch(tokens_, targets_);
         CUDA_CHECK(cudaStreamSynchronize(gpu_.stream()));
         gpu_.lap("train_setup");
@@ -285,10 +324,11 @@ public:
     static constexpr int kMostCheckedStepTries = 24;
 
     void run_checked_step() override {
-        const bool checked = training_check_runs(cell_);
-        if (checked) first_.weights_before = copy_units([&](int u) { return gpu_.backend().acquire(u); }, cell_.dtype);
-        if (checked && cell_.dtype != DType::fp32)
-            first_.master_before = copy_units([&](int u) { return gpu_.backend().acquire_update(u).master; }, DType::fp32);
+        const bool full = check_shape_ && check_shape_->full;
+        if (full) {
+            CheckedStep& s = checked_.emplace(started_check(every_element(gpu_.layout())));
+            s.updated_before = cell_.dtype == DType::fp32 ? sampled(s.weights) : sampled(master_copy());
+        }
         float scale = step_->loss_scale();
         for (int tries = 0; tries < kMostCheckedStepTries; ++tries) {
             scale = step_->loss_scale();
@@ -296,15 +336,17 @@ public:
             run_step("checked step");
             if (step_->skipped_steps() == skipped || cell_.dtype != DType::fp16) break;
         }
-        if (!checked) return;
-        first_.loss = losses_.last_loss();
+        if (!full) return;
+        CheckedStep& s = *checked_;
+        s.loss = losses_.last_loss();
+        s.grad_norm = losses_.last_grad_norm();
         // The gradients the backward stored carry the loss scale.
-        first_.gradients = copy_units([&](int u) { return gpu_.backend().gradient(u); }, cell_.dtype);
-        for (auto& unit : first_.gradients)
+        s.gradients = sampled(copy_units([&](int u) { return gpu_.backend().gradient(u); }, cell_.dtype));
+        for (auto& unit : s.gradients)
             for (float& g : unit) g /= scale;
-        first_.weights_after = copy_units([&](int u) { return gpu_.backend().acquire(u); }, cell_.dtype);
-        if (cell_.dtype != DType::fp32)
-            first_.master_after = copy_units([&](int u) { return gpu_.backend().acquire_update(u).master; }, DType::fp32);
+        s.updated_after = cell_.dtype == DType::fp32
+                              ? sampled(copy_units([&](int u) { return gpu_.backend().acquire(u); }, cell_.dtype))
+                              : sampled(master_copy());
     }
 
     StepTime run_step(const std::string& label) override {
@@ -339,8 +381,9 @@ public:
     OutputCount count_nonfinite() override { return losses_.count_nonfinite(); }
 
     std::optional<LogitsCheck> check() override {
-        return check_training_step(cell_, gpu_.layout(), tokens_, targets_, settings_, first_,
-                                   gpu_tolerance(cell_.dtype, cell_.tf32));
+        if (!checked_) return std::nullopt;
+        return check_training_step(cell_, gpu_.layout(), settings_, *checked_, gpu_tolerance(cell_.dtype, cell_.tf32),
+                                   kept_reference_);
     }
 
     void add_results(CellOutcome& out) const override {
@@ -350,6 +393,69 @@ public:
     }
 
 private:
+    GpuTrainOptions train_options() const {
+        GpuTrainOptions train;
+        train.tf32 = cell_.tf32;
+        train.variant = cell_.variant;
+        train.dropout = cell_.dropout_masks();
+        train.settings = settings_;
+        return train;
+    }
+
+    // A checked step's shape, ids and the weights it reads, as fp32 (its reference's input; not
+    // copied where the database keeps the reference, which an earlier cell computed).
+    CheckedStep started_check(GradientSample sample) {
+        CheckedStep s;
+        s.shape = *check_shape_;
+        s.tokens = checked_ids(cell_, s.shape, tokens_);
+        s.targets = checked_ids(cell_, s.shape, targets_);
+        const std::optional<std::string> key = kept_training_key(cell_, tokens_);
+        if (!key || !kept_reference_ || kept_reference_->key != *key)
+            s.weights = copy_units([&](int u) { return gpu_.backend().acquire(u); }, cell_.dtype);
+        s.sample = std::move(sample);
+        return s;
+    }
+
+    // The prefix step (step_check.hpp): the cell's kernels, dtype and weights at batch 1 on the
+    // first positions, through a CheckStepSource that leaves the backend's state as it was.
+    void run_prefix_step() {
+        const TrainingCheckShape& shape = *check_shape_;
+        CheckedStep& s = checked_.emplace(started_check(GradientSample{}));
+        s.sample = prefix_sample(gpu_.layout(), cell_.model.n_embd, s.tokens);
+        DeviceUnitMemory memory(gpu_.stream());
+        CheckStepSource source(gpu_.backend(), gpu_.layout(), cell_.dtype, s.sample, memory);
+        GpuTrainStep prefix(cell_.model, gpu_.layout(), cell_.dtype, shape.batch, shape.seq, gpu_.stream(), train_options());
+        prefix.set_batch(s.tokens, s.targets);
+        // As the checked step: fp16's first scale may overflow; the backend is untouched, so the
+        // step is simply made again at the halved scale.
+        float scale = prefix.loss_scale();
+        for (int tries = 0; tries < kMostCheckedStepTries; ++tries) {
+            scale = prefix.loss_scale();
+            const int skipped = prefix.skipped_steps();
+            prefix.forward(source);
+            prefix.backward(source);
+            prefix.update(source);
+            if (prefix.skipped_steps() == skipped || cell_.dtype != DType::fp16) break;
+        }
+        s.loss = prefix.loss();
+        s.grad_norm = prefix.grad_norm();
+        s.gradients = source.gradients();
+        for (auto& unit : s.gradients)
+            for (float& g : unit) g /= scale;
+        s.updated_before = source.updated_before();
+        s.updated_after = source.updated_after();
+    }
+
+    std::vector<std::vector<float>> sampled(const std::vector<std::vector<float>>& units) const {
+        std::vector<std::vector<float>> out;
+        for (int u = 0; u < gpu_.layout().unit_count(); ++u) out.push_back(checked_->sample.take(u, units[static_cast<std::size_t>(u)].data()));
+        return out;
+    }
+
+    std::vector<std::vector<float>> master_copy() {
+        return copy_units([&](int u) { return gpu_.backend().acquire_update(u).master; }, DType::fp32);
+    }
+
     // Every unit's `dtype` values at the device pointer `pointer(unit)` gives, as fp32.
     template <class DevicePointer>
     std::vector<std::vector<float>> copy_units(DevicePointer pointer, DType dtype) {
@@ -369,10 +475,12 @@ private:
     TrainSettings settings_;
     GpuCell gpu_;
     std::vector<std::int32_t> tokens_, targets_;
+    std::optional<TrainingCheckShape> check_shape_;
+    std::optional<ReferenceLogits> kept_reference_;
     std::optional<GpuTrainStep> step_;
     std::array<CudaEvent, 4> marks_{CudaEvent(CudaEvent::Timing::on), CudaEvent(CudaEvent::Timing::on),
                                     CudaEvent(CudaEvent::Timing::on), CudaEvent(CudaEvent::Timing::on)};
-    FirstStep first_;
+    std::optional<CheckedStep> checked_;
     StepLosses losses_;
 };
 

@@ -8,6 +8,7 @@
 #include "backends/backend_registry.hpp"
 #include "harness/measure/cell_exec.hpp"
 #include "harness/measure/cell_weights.hpp"
+#include "harness/measure/check_step_source.hpp"
 #include "harness/measure/step_check.hpp"
 #include "kernels/compute/cpu_forward.hpp"
 #include "kernels/compute/cpu_train_step.hpp"
@@ -84,16 +85,31 @@ public:
     // The kept activations and the step's scratch; the gradients and moments are the backend's.
     std::int64_t activation_bytes() const override { return trainer_.buffer_bytes(); }
 
+    // The cell's first step, checked where the float64 loops afford its shape; otherwise a prefix
+    // step on the side first (step_check.hpp), which leaves the backend as it found it.
     void run_checked_step() override {
-        if (!training_check_runs(cell_)) {
+        const std::optional<TrainingCheckShape> shape = training_check_shape(cell_);
+        if (!shape) {
             run_step("checked step");
             return;
         }
-        first_.weights_before = weight_copy();
+        CheckedStep& s = checked_.emplace();
+        s.shape = *shape;
+        s.tokens = checked_ids(cell_, *shape, tokens_);
+        s.targets = checked_ids(cell_, *shape, targets_);
+        s.weights = weight_copy();
+        if (!shape->full) {
+            run_host_prefix_step(cell_, layout_, settings_, *backend_, s);
+            run_step("checked step");
+            return;
+        }
+        s.sample = every_element(layout_);
+        s.updated_before = sampled(s.weights);
         run_step("checked step");
-        first_.loss = losses_.last_loss();
-        first_.gradients = copy_units([&](int u) { return static_cast<const float*>(backend_->gradient(u)); });
-        first_.weights_after = weight_copy();
+        s.loss = losses_.last_loss();
+        s.grad_norm = losses_.last_grad_norm();
+        s.gradients = sampled(copy_units([&](int u) { return static_cast<const float*>(backend_->gradient(u)); }));
+        s.updated_after = sampled(weight_copy());
     }
 
     StepTime run_step(const std::string&) override {
@@ -118,7 +134,8 @@ public:
     OutputCount count_nonfinite() override { return losses_.count_nonfinite(); }
 
     std::optional<LogitsCheck> check() override {
-        return check_training_step(cell_, layout_, tokens_, targets_, settings_, first_, kHostFp32Tolerance);
+        if (!checked_) return std::nullopt;
+        return check_training_step(cell_, layout_, settings_, *checked_, kHostFp32Tolerance);
     }
 
     void add_results(CellOutcome& out) const override { losses_.add_results(out); }
@@ -132,6 +149,11 @@ private:
             copy.emplace_back(p, p + layout_.units[static_cast<std::size_t>(u)].numel);
         }
         return copy;
+    }
+    std::vector<std::vector<float>> sampled(const std::vector<std::vector<float>>& units) const {
+        std::vector<std::vector<float>> out;
+        for (int u = 0; u < layout_.unit_count(); ++u) out.push_back(checked_->sample.take(u, units[static_cast<std::size_t>(u)].data()));
+        return out;
     }
     std::vector<std::vector<float>> weight_copy() const {
         return copy_units([&](int u) {
@@ -147,7 +169,7 @@ private:
     std::unique_ptr<Backend> backend_;
     std::vector<std::int32_t> tokens_, targets_;
     CpuTrainStep trainer_;
-    FirstStep first_;
+    std::optional<CheckedStep> checked_;
     StepLosses losses_;
 };
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "harness/measure/cell_weights.hpp"
+#include "harness/measure/step_check.hpp"
 #include "kernels/compute/cpu_forward.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/compute/reference_forward.hpp"
@@ -109,6 +110,7 @@ double gpu_tolerance(DType dtype, bool tf32) {
 }
 
 std::optional<std::string> kept_reference_key(const CellParams& cell, std::span<const std::int32_t> tokens) {
+    if (cell.mode == Mode::train) return kept_training_key(cell, tokens);
     return key_of(cell, host_reference_part(cell, tokens));
 }
 

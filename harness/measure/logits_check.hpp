@@ -58,7 +58,8 @@ std::size_t count_nonfinite(std::span<const float> values);
 double gpu_tolerance(DType dtype, bool tf32);
 
 // The key under which a results database keeps the host reference `cell` is checked against with
-// these tokens, or nullopt when it is not kept: the reference of a prefix check (large models,
+// these tokens, or nullopt when it is not kept (for `train`, step_check.hpp's kept_training_key):
+// the reference of a prefix check (large models,
 // whose host forward takes seconds: making the weights on the host is most of it) on synthetic
 // weights. A full check is cheap to recompute and large to keep; a checkpoint file may change
 // under its path. The key hashes what the reference depends on: the model's shape, the weights'

@@ -39,8 +39,14 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
         e.training_state = state.device_bytes;
         e.host_training_state = state.host_bytes;
     }
+    const std::optional<TrainingCheckShape> check = cell.mode == Mode::train ? training_check_shape(cell) : std::nullopt;
+    const bool prefix_check = check && !check->full;
     if (!backend.needs_gpu && cell.mode == Mode::train) {
-        e.host_buffers = CpuBackprop::buffer_bytes_for(cell.model, cell.batch, cell.seq);
+        // The step's buffers, the check's copies, and a prefix check's step and scratch beside them.
+        e.host_buffers = CpuBackprop::buffer_bytes_for(cell.model, cell.batch, cell.seq) + checked_step_host_bytes(cell) +
+                         check_reference_host_bytes(cell);
+        if (prefix_check)
+            e.host_buffers += CpuBackprop::buffer_bytes_for(cell.model, check->batch, check->seq) + check_step_scratch_bytes(cell);
         return e;
     }
     if (!backend.needs_gpu) {
@@ -50,9 +56,14 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
     }
     if (cell.mode == Mode::train) {
         // The step's one allocation (train_arena.hpp), the logits and the backward's scratch in it.
-        e.activations = TrainArena(cell.model, cell.dtype, cell.batch, cell.seq, cell.variant.has(Fusion::flash_attention)).total;
+        const bool flash = cell.variant.has(Fusion::flash_attention);
+        e.activations = TrainArena(cell.model, cell.dtype, cell.batch, cell.seq, flash).total;
         e.workspace = kGemmWorkspaceBytes;
-        e.host_buffers = first_step_copy_bytes(cell);
+        if (prefix_check)
+            e.check_step = TrainArena(cell.model, cell.dtype, check->batch, check->seq, flash).total + kGemmWorkspaceBytes +
+                           check_step_scratch_bytes(cell);
+        e.host_buffers = checked_step_host_bytes(cell);
+        e.host_reference = check_reference_host_bytes(cell);
         return e;
     }
     e.host_buffers = 2 * logits_bytes(host_reference_rows(cell));

@@ -12,6 +12,7 @@
 // the logits the process holds and the check's host reference forward are computed the same way;
 // what the process holds besides (the libraries, the CUDA runtime, the allocator) is measured per
 // GPU model and driver and per backend, and added by predicted_host_peak.
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -32,6 +33,10 @@ struct MemoryEstimate {
     // A training step's state where the backend keeps it on the device (TrainingState): the
     // gradients, AdamW's moments and the master weights.
     std::int64_t training_state = 0;
+    // A training cell's prefix step (step_check.hpp): its buffers and workspace at batch 1 on the
+    // prefix, and its scratch unit beside the backend's (check_step_scratch_bytes). It is freed
+    // before the cell's own step allocates, so the peak holds the larger of the two.
+    std::int64_t check_step = 0;
     // activations = "managed": the activation allocation is managed memory, counted above at its
     // full size (the forward touches all of it, so all of it migrates to the GPU).
     bool managed_activations = false;
@@ -54,7 +59,8 @@ struct MemoryEstimate {
     std::int64_t host_buffers = 0;
     // GPU cells: the check's host reference forward, where it runs (the first cell of a workload
     // whose reference the database keeps; every cell of a small model): its largest unit in fp32,
-    // made one at a time, and its activations.
+    // made one at a time, and its activations. A training cell's prefix check: every weight in
+    // fp32 and one unit's float64 gradient (check_reference_host_bytes).
     std::int64_t host_reference = 0;
     std::int64_t host_total(bool reference_runs) const {
         return host_weights + host_training_state + host_buffers + (reference_runs ? host_reference : 0);
@@ -62,7 +68,9 @@ struct MemoryEstimate {
 
     // What sweetspot allocates on the device: the harness's own accounting of a cell
     // (device_weight_bytes + activation_bytes) measures the same.
-    std::int64_t device_total() const { return weights + training_state + activations + scores + workspace; }
+    std::int64_t device_total() const {
+        return weights + training_state + std::max(activations + scores + workspace, check_step);
+    }
 };
 
 // What a GPU process's peak holds beyond a cell's allocations, measured, not guessed, on one GPU

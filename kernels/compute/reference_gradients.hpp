@@ -4,6 +4,7 @@
 // double (reference_ops, each op's backward beside its forward). The yardstick the host and GPU
 // training steps are checked against.
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -27,5 +28,14 @@ ReferenceGradients reference_gradients(const ModelConfig& model, const WeightLay
                                        std::span<const float* const> units, std::span<const std::int32_t> tokens,
                                        std::span<const std::int32_t> targets, int batch, int seq,
                                        const Dropout& dropout = {});
+
+// The same for one sequence (tokens and targets [seq]), without holding every gradient: each
+// unit's is handed to `unit_done` as soon as it is final (head, blocks last to first, embedding),
+// in a buffer the next unit reuses. A large model's check keeps a sample of each and the squares,
+// not 8 bytes per parameter. Returns the loss.
+double reference_gradients_by_unit(const ModelConfig& model, const WeightLayout& layout,
+                                   std::span<const float* const> units, std::span<const std::int32_t> tokens,
+                                   std::span<const std::int32_t> targets, const Dropout& dropout,
+                                   const std::function<void(int unit, std::span<const double> gradient)>& unit_done);
 
 }  // namespace sweetspot

@@ -1,16 +1,19 @@
 #include "kernels/compute/reference_optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 namespace sweetspot {
+
+double reference_clip_scale(double norm, double max_norm) { return std::min(1.0, max_norm / (norm + 1e-6)); }
 
 double reference_clip_gradients(UnitValues& grads, double max_norm) {
     double squares = 0.0;
     for (const auto& unit : grads)
         for (const double g : unit) squares += g * g;
     const double norm = std::sqrt(squares);
-    const double scale = max_norm / (norm + 1e-6);
+    const double scale = reference_clip_scale(norm, max_norm);
     if (scale < 1.0)
         for (auto& unit : grads)
             for (double& g : unit) g *= scale;

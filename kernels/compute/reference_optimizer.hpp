@@ -24,6 +24,9 @@ struct AdamWState {
     int step = 0;     // steps taken
 };
 
+// What clipping multiplies every gradient by when their global L2 norm is `norm`.
+double reference_clip_scale(double norm, double max_norm);
+
 // Scales `grads` so their global L2 norm is at most max_norm (by max_norm / (norm + 1e-6), as
 // torch.nn.utils.clip_grad_norm_); returns the norm before clipping.
 double reference_clip_gradients(UnitValues& grads, double max_norm);
