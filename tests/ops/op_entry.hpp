@@ -95,4 +95,7 @@ std::vector<OpEntry> optimizer_ops();
 // Attention (flashbwd):
 std::vector<OpEntry> attention_ops();
 
+// A linear layer's products and the training step's GEMM epilogues:
+std::vector<OpEntry> gemm_ops();
+
 }  // namespace sweetspot::ops

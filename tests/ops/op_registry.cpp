@@ -30,6 +30,9 @@ std::vector<OpEntry> all_entries() {
     // Attention (flashbwd):
     add(attention_ops());
 
+    // A linear layer's products and the training step's GEMM epilogues:
+    add(gemm_ops());
+
     return entries;
 }
 
