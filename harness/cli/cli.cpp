@@ -40,6 +40,7 @@
 #include "harness/cli/cell_list.hpp"
 #include "harness/cli/compare.hpp"
 #include "harness/cli/estimate_table.hpp"
+#include "harness/cli/plan.hpp"
 #include "harness/system/exit_codes.hpp"
 #include "kernels/model/number_text.hpp"
 #include "harness/cli/trace_export.hpp"
@@ -57,6 +58,7 @@ commands:
   run FILE        sweep an experiment matrix (TOML) into a results database (SQLite)
   list FILE       show the cells a matrix expands to, without running them
   estimate FILE   predict each cell's device and host memory before running it (no GPU needed)
+  plan FILE       per workload, the fastest measured setting that fits a memory limit (no GPU needed)
   summary DB      print the runs and a per-cell table of a results database
   compare A B     compare the same workloads measured twice: medians, change, significance
   trace DB        write one traced iteration of a cell as a Perfetto/Chrome trace (JSON)
@@ -621,6 +623,46 @@ int cmd_estimate(const std::vector<std::string>& args) {
     });
 }
 
+int cmd_plan(const std::vector<std::string>& args) {
+    Command cmd{"plan", "FILE --memory AMOUNT --db RESULTS [--calibration DB] [--host-memory AMOUNT] [--only AXIS=VALUE]",
+                "For each workload of the matrix FILE, the setting (backend, budget and the other placement\n"
+                "axes, variant, batch) with the most tokens/s among those whose predicted memory fits AMOUNT of GPU\n"
+                "memory: what fits from the memory estimator (nothing runs), what is fast from the measured cells\n"
+                "of RESULTS. The cells that fit but RESULTS has not measured are named.",
+                po::options_description("options"), {}};
+    add_calibration_option(cmd);
+    cmd.options.add_options()
+        ("memory", po::value<std::string>()->required(), "the GPU memory a setting may need (\"40GiB\", bytes)")
+        ("host-memory", po::value<std::string>(), "also the host memory its process may need")
+        ("db", po::value<std::string>()->required(),
+         "the results database whose ok cells' tokens/s rank the settings; also the calibration unless --calibration");
+    return matrix_table_command(std::move(cmd), args, [](const auto& cells, const po::variables_map& vm, std::ostream& out) {
+        const auto amount = [&](const char* option) {
+            const std::string text = vm[option].as<std::string>();
+            const auto budget = Budget::parse(text);
+            if (!budget || budget->kind != Budget::Kind::bytes)
+                throw po::error(std::string("--") + option + " expects an amount of memory such as \"40GiB\" or a number of "
+                                "bytes, got '" + text + "'");
+            return budget->resolve(0);
+        };
+        PlanLimits limits{.device_bytes = amount("memory")};
+        if (vm.count("host-memory")) limits.host_bytes = amount("host-memory");
+        const std::string db = vm["db"].as<std::string>();
+        if (!std::filesystem::exists(db)) throw po::error("no such database: " + db);
+        Store results = Store::open_read_only(db);
+        const bool gpu = std::any_of(cells.begin(), cells.end(), [](const CellParams& c) { return uses_gpu(c); });
+        std::optional<FixedCost> fixed;
+        if (gpu) {
+            po::variables_map with_calibration = vm;
+            if (!vm.count("calibration"))
+                with_calibration.insert({"calibration", po::variable_value(boost::any(db), false)});
+            fixed = calibration(with_calibration);
+        }
+        const auto plans = plan_workloads(cells, fixed, measured_cells(results.db()), limits);
+        print_plan(cells, plans, limits, format_option(vm), out);
+    });
+}
+
 // The cell_id that --cell names: a cell key (16 hex digits, as `list` and the database show it) or
 // the start of one key alone, or a cell_id (as `summary` numbers the cells; a rerun keeps them).
 std::int64_t named_cell(Store& store, const std::string& name) {
@@ -910,7 +952,7 @@ int cli_main(int argc, char** argv) {
         // The commands a user types, then the ones sweetspot runs itself (in a cell's process, the probe).
         const std::vector<std::pair<std::string, std::function<int()>>> commands = {
             {"run", [&] { return cmd_run(args, command_line); }}, {"list", [&] { return cmd_list(args); }},
-            {"estimate", [&] { return cmd_estimate(args); }},    {"summary", [&] { return cmd_summary(args); }},
+            {"estimate", [&] { return cmd_estimate(args); }},    {"plan", [&] { return cmd_plan(args); }},    {"summary", [&] { return cmd_summary(args); }},
             {"compare", [&] { return cmd_compare(args); }},      {"trace", [&] { return cmd_trace(args); }},
             {"report", [&] { return cmd_report(args); }},        {"logits", [&] { return cmd_logits(args); }},
             {"gradients", [&] { return cmd_gradients(args); }},
