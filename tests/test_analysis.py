@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import unittest.mock
 
 sys.dont_write_bytecode = True  # keep analysis/ free of __pycache__, as report.py does
 
@@ -1625,6 +1626,7 @@ class TrainingSweetspotTest(DbTest):
     baseline b1: 2 ms, 4000 tokens/s; peak 2; A 0.75; P 2 → context 2 − 1.75 = 0.25
              b2: 2 ms, 8000; peak 3; A 1.75; P 3 GiB + 30 MiB → context 286 MiB; error +30 MiB ÷ 3 GiB = +1.0 %
              b4: 4 ms, 8000; peak 5; A 3.75; no P (no calibration): no context part
+                 repeat 2: the same, with none of its parts stored: a point, but no bars
              b8: skipped, predicted OOM at P 9 (✕ at 9)
     attn_ln b1: 2.5 ms, 3200; peak 1.5; A 0.25; P 1.5 → 0.25; predicted allocations 1.25 GiB + 1 MiB
             b2: 1.25 ms, 12800; peak 2.5; A 1.25; P 2.5 → 0.25
@@ -1656,6 +1658,7 @@ class TrainingSweetspotTest(DbTest):
         train("base1", "baseline", 1, 2.0, 2 * GIB, 3 * GIB // 4, 2 * GIB)
         train("base2", "baseline", 2, 2.0, 3 * GIB, 7 * GIB // 4, 3 * GIB + 30 * MIB)
         train("base4", "baseline", 4, 4.0, 5 * GIB, 15 * GIB // 4, None)
+        train("base4b", "baseline", 4, 4.0, 5 * GIB, repeat=2)  # the same again, its parts not stored
         train("base8", "baseline", 8, predicted=9 * GIB, status="skipped",
               reason="predicted OOM: it needs 9.0 GiB, above the 8.0 GiB the GPU has")
         train("attn1", "attn_ln", 1, 2.5, 3 * GIB // 2, GIB // 4, 3 * GIB // 2, predicted_alloc_bytes=5 * GIB // 4 + MIB)
@@ -1725,8 +1728,8 @@ class TrainingSweetspotTest(DbTest):
 
     def test_memory_bars_stack_to_the_predicted_peak_beside_the_measured_one(self):
         data = report_data(self.path)
-        panels, left_out = training_memory.memory_panels(data.cells, data.db.axes)
-        self.assertEqual(left_out, 0)
+        panels, left_out, without_terms = training_memory.memory_panels(data.cells, data.db.axes)
+        self.assertEqual((left_out, without_terms), (0, 1))  # the cell without its parts
         self.assertEqual([(label, [s for s, _ in groups]) for label, groups in panels],
                          [("tiny bf16, seq 8", ["device, attn_ln", "device, baseline"])])
         cells = pd.concat([g for _, g in panels[0][1]]).set_index("cell_id")
@@ -1763,6 +1766,17 @@ class TrainingSweetspotTest(DbTest):
                       drawn.caption)
         self.assertIn("1 cell had no predicted peak", drawn.caption)
         self.assertIn(f"by up to 256.0 MiB, cell {self.ids['attn4b']}", drawn.caption)
+        self.assertIn("1 more cell not drawn: one of its parts is not stored", drawn.caption)
+
+    def test_memory_bars_beyond_the_most_a_panel_holds_are_left_out(self):
+        data = report_data(self.path)
+        with unittest.mock.patch.object(training_memory, "MAX_CELLS", 2):
+            panels, left_out, _ = training_memory.memory_panels(data.cells, data.db.axes)
+        # attn_ln's batches 1 and 2 are kept; its two batch-4 cells and baseline's three are not.
+        self.assertEqual(left_out, 5)
+        ((_, groups),) = panels
+        self.assertEqual([(s, list(g["cell_id"])) for s, g in groups],
+                         [("device, attn_ln", [self.ids["attn1"], self.ids["attn2"]])])
 
     def test_a_new_placement_axis_is_a_setting_and_a_new_workload_axis_a_panel(self):
         """Axes the figures do not name, described in the database's `axes` table: `optimizer`
@@ -1785,7 +1799,7 @@ class TrainingSweetspotTest(DbTest):
                          [("tiny bf16, seq 8, recompute_test block", ["device, baseline, optimizer device"]),
                           ("tiny bf16, seq 8, recompute_test none", ["device, baseline, optimizer device",
                                                                      "device, baseline, optimizer host"])])
-        panels, _ = training_memory.memory_panels(data.cells, data.db.axes)
+        panels, _, _ = training_memory.memory_panels(data.cells, data.db.axes)
         self.assertEqual([len(groups) for _, groups in panels], [1, 2])
 
     def test_left_out_without_a_measured_training_cell_of_a_gpu_backend(self):

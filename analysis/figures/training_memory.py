@@ -35,28 +35,29 @@ BAR = 0.4
 
 
 def memory_cells(cells):
-    """The measured training cells of a GPU backend with their terms and NVML peak, with fixed_bytes
+    """(the measured training cells of a GPU backend with their terms and NVML peak, with fixed_bytes
     (the predicted peak less the terms; NaN without a predicted peak, 0 where the terms pass it) and
-    overrun_bytes (how far they pass it)."""
+    overrun_bytes (how far they pass it); the number of such cells left out for lack of a term)."""
     train = training_cells(cells)
     columns = [c for c, _, _ in TERMS] + [PEAK, PREDICTED_PEAK]
     if any(c not in train for c in columns):  # a database from before training cells stored them
-        return train.iloc[0:0].assign(**{FIXED[0]: pd.Series(dtype=float), "overrun_bytes": pd.Series(dtype=float)})
+        return train.iloc[0:0].assign(**{FIXED[0]: pd.Series(dtype=float), "overrun_bytes": pd.Series(dtype=float)}), 0
     train = train[measured(train)].copy()
     for c in columns:
         train[c] = pd.to_numeric(train[c], errors="coerce")
-    train = train[train[PEAK] > 0].dropna(subset=[c for c, _, _ in TERMS])
+    peaked = train[train[PEAK] > 0]
+    train = peaked.dropna(subset=[c for c, _, _ in TERMS])
     rest = train[PREDICTED_PEAK] - sum(train[c] for c, _, _ in TERMS)
-    return train.assign(**{FIXED[0]: rest.clip(lower=0), "overrun_bytes": (-rest).clip(lower=0)})
+    return train.assign(**{FIXED[0]: rest.clip(lower=0), "overrun_bytes": (-rest).clip(lower=0)}), len(peaked) - len(train)
 
 
 def memory_panels(cells, axes):
-    """([(workload label, [(setting label, its cells in batch order)])], cells left out per panel
-    beyond MAX_CELLS): the bars of each workload with a measured training cell of a GPU backend,
+    """([(workload label, [(setting label, its cells in batch order)])], cells left out beyond
+    MAX_CELLS a panel, cells left out for lack of a term): the bars of each workload with a measured training cell of a GPU backend,
     grouped by setting. Apart from drawing so that tests can check them."""
-    bars = memory_cells(cells)
+    bars, without_terms = memory_cells(cells)
     if bars.empty:
-        return [], 0
+        return [], 0, without_terms
     names = named_settings(bars, axes)
     panels, left_out = [], 0
     for label, work in by_workload(bars, axes):
@@ -69,7 +70,7 @@ def memory_panels(cells, axes):
             if len(kept):
                 groups.append((setting, kept))
         panels.append((label, groups))
-    return panels, left_out
+    return panels, left_out, without_terms
 
 
 def draw_panel(ax, label, groups, scale):
@@ -104,7 +105,7 @@ def draw_panel(ax, label, groups, scale):
 
 
 def render(data):
-    panels, left_out = memory_panels(data.cells, data.db.axes)
+    panels, left_out, without_terms = memory_panels(data.cells, data.db.axes)
     if not panels:
         raise Skip("the database has no measured training cell of a GPU backend with its peak device memory and "
                    f"what it allocated (mode = \"train\", status ok, {PEAK}, {', '.join(c for c, _, _ in TERMS)}).")
@@ -130,10 +131,10 @@ def render(data):
     shown = [label for label in order if label in by_label]
     fig.legend([by_label[label] for label in shown], shown, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2,
                framealpha=0.85)
-    return Drawn(fig, caption(drawn, left_out, names))
+    return Drawn(fig, caption(drawn, left_out, without_terms, names))
 
 
-def caption(drawn, left_out, names):
+def caption(drawn, left_out, without_terms, names):
     text = ("Each measured training cell of a GPU backend (one panel per workload; grouped by setting: "
             f"{', '.join(names)}; in batch order): above its tick, the device memory the estimator predicted "
             f"({PREDICTED_PEAK}) stacked from the parts the database stores; below, the measured peak ({PEAK}: NVML's "
@@ -168,4 +169,7 @@ def caption(drawn, left_out, names):
                  "part and end past the prediction.")
     if left_out:
         text += f" {count_phrase(left_out, 'more cell')} not drawn: at most {MAX_CELLS} cells per panel stay readable."
+    if without_terms:
+        text += (f" {count_phrase(without_terms, 'more cell')} not drawn: one of its parts is not stored "
+                 f"(NULL among {', '.join(c for c, _, _ in TERMS)}).")
     return text
