@@ -1782,6 +1782,7 @@ class TrainingSweetspotTest(DbTest):
         """Axes the figures do not name, described in the database's `axes` table: `optimizer`
         (placement) tells settings apart, `recompute_test` (workload) workloads."""
         db = FixtureDb(self.folder, "new_axes.db")
+        db.set_run(gpu_memory_bytes=80 * GIB)
         for name, role in (("optimizer", "placement"), ("recompute_test", "workload")):
             db.con.execute(f"ALTER TABLE cells ADD COLUMN {name} TEXT")
             db.insert("axes", dict(name=name, column_name=name, type="text", role=role, in_matrix=1, keyed="no",
@@ -1801,6 +1802,13 @@ class TrainingSweetspotTest(DbTest):
                                                                      "device, baseline, optimizer host"])])
         panels, _, _ = training_memory.memory_panels(data.cells, data.db.axes)
         self.assertEqual([len(groups) for _, groups in panels], [1, 2])
+        # The points stay at 1 GiB, below half the GPU's 80 GiB: the line would squeeze them, so the caption says it.
+        self.assertEqual([training_sweetspot.shown_capacity(p) for p in spot.panels], [[], []])
+        drawn = self.render(training_sweetspot, db.path)
+        self.assertEqual([line.get_label() for ax in drawn.figure.axes for line in ax.get_lines()
+                          if line.get_label() == "GPU memory"], [])
+        self.assertIn("The GPU's memory (80.0 GiB) is not drawn where a panel's points stay below 50% of it.",
+                      drawn.caption)
 
     def test_left_out_without_a_measured_training_cell_of_a_gpu_backend(self):
         """The host training cells have no device peak."""

@@ -64,6 +64,8 @@ def pooled_points(cells):
 def did_not_fit(cells):
     """The cells whose memory did not fit (the runner's predicted OOM skips, CUDA's out of memory)
     and that have a predicted peak to be drawn at."""
+    if PREDICTED not in cells:
+        return cells.iloc[0:0]
     reasons = cells["reason"].fillna("").astype(str)
     return cells[(cells["status"] != "ok") & reasons.str.contains(OOM) & cells[PREDICTED].notna()]
 
@@ -112,7 +114,7 @@ def sweetspot(cells, axes):
     if ok.empty:
         return Sweetspot([], [], [], ok)
     ok = throughput(ok)
-    drawn = pd.concat([ok, did_not_fit(train)]) if PREDICTED in train else ok
+    drawn = pd.concat([ok, did_not_fit(train)])
     names = named_settings(drawn, axes)
     panels, unmeasured = [], []
     for label, work in by_workload(drawn, axes):
