@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import unittest.mock
 
 sys.dont_write_bytecode = True  # keep analysis/ free of __pycache__, as report.py does
 
@@ -68,7 +69,8 @@ import report  # noqa: E402
 import time_split  # noqa: E402
 from cell_table import cell_table, same_in_every_cell  # noqa: E402
 from figures import (bandwidth, cell_phases, driver_oversubscription, latency_prefetch, normalized,  # noqa: E402
-                     oversubscription, peak_memory, throughput, timeline, training, training_phases, um_traffic)
+                     oversubscription, peak_memory, throughput, timeline, training, training_memory, training_phases,
+                     training_sweetspot, um_traffic)
 from figures.common import Skip, ratio_axis, workload_title  # noqa: E402
 from figures.sweeps import Swept, series  # noqa: E402
 from axes import OLDER_AXES, Axes  # noqa: E402
@@ -233,6 +235,12 @@ class DbTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(cls.folder, ignore_errors=True)
+
+    def render(self, module, path=None):
+        """The figure `module` draws from the fixture (or the database at `path`), closed after the test."""
+        drawn = module.render(report_data(path or self.path))
+        self.addCleanup(plt.close, drawn.figure)
+        return drawn
 
 
 # --- what a drawn figure shows ------------------------------------------------------------------
@@ -1347,11 +1355,6 @@ class FigureSelfDescriptionTest(DbTest):
                      streamed_bytes=4 * GB, latency_median_ms=ms, latency_p10_ms=ms - 5, latency_p90_ms=ms + 5)
         return ids
 
-    def render(self, module):
-        drawn = module.render(report_data(self.path))
-        self.addCleanup(plt.close, drawn.figure)
-        return drawn
-
     def test_throughput_title_names_the_workload_and_repeats_are_error_bars(self):
         drawn = self.render(throughput)
         self.assertEqual(suptitle(drawn.figure),
@@ -1495,11 +1498,6 @@ class TrainingFigureTest(DbTest):
                                    forward_ms=1.0, backward_ms=None, optimizer_ms=None)
         return ids
 
-    def render(self, module, path=None):
-        drawn = module.render(report_data(path or self.path))
-        self.addCleanup(plt.close, drawn.figure)
-        return drawn
-
     def test_points_and_the_batches_marked_not_measured(self):
         data = report_data(self.path)
         panels = training.training_panels(data.cells, data.db.axes)
@@ -1617,6 +1615,211 @@ class TrainingFigureTest(DbTest):
         for heading in ("forward ms", "backward ms", "optimizer ms", "loss first → last", "grad norm first → last"):
             self.assertNotIn(heading, names)
         self.assertNotIn("training cell", html_page.cells_section(results.cells(), results.axes))
+
+
+class TrainingSweetspotTest(DbTest):
+    """Training cells of the tiny model, bf16, seq 8 (8 tokens a sequence), on the device backend in
+    two variants; the run's GPU has 8 GiB. Every measured cell holds weights 0.5 GiB and training
+    state 0.5 GiB; A: its activation_bytes, P: its predicted peak, predicted allocations 1 + A GiB
+    but where said (GiB unless said; tokens/s = batch × 8 × 1000 ÷ the step's ms):
+
+    baseline b1: 2 ms, 4000 tokens/s; peak 2; A 0.75; P 2 → context 2 − 1.75 = 0.25
+             b2: 2 ms, 8000; peak 3; A 1.75; P 3 GiB + 30 MiB → context 286 MiB; error +30 MiB ÷ 3 GiB = +1.0 %
+             b4: 4 ms, 8000; peak 5; A 3.75; no P (no calibration): no context part
+                 repeat 2: the same, with none of its parts stored: a point, but no bars
+             b8: skipped, predicted OOM at P 9 (✕ at 9)
+    attn_ln b1: 2.5 ms, 3200; peak 1.5; A 0.25; P 1.5 → 0.25; predicted allocations 1.25 GiB + 1 MiB
+            b2: 1.25 ms, 12800; peak 2.5; A 1.25; P 2.5 → 0.25
+            b4 repeat 1: 2 ms, 16000; peak 4; A 2.75; P 4 → 0.25
+               repeat 2: 2.5 ms, 12800; peak 4.5; A 2.75; P 3.5 < 3.75: no context part, 0.25 GiB over
+               point: 14400 tokens/s (the median of 16000 and 12800), peak 4.25 (of 4 and 4.5)
+            b8: failed, CUDA out of memory, P 8 (✕ at 8)
+    Front (GiB: tokens/s): 1.5: 3200 (attn_ln 1), 2: 4000 (baseline 1), 2.5: 12800 (attn_ln 2),
+    4.25: 14400 (attn_ln 4); baseline 2 (3 GiB, 8000) and 4 (5 GiB, 8000) are beaten by attn_ln 2.
+    Not drawn: seq 16, whose one cell was skipped as predicted OOM (no point: the caption names it),
+    a host training cell (no device peak), a uvm cell skipped for another reason, an inference cell."""
+
+    @classmethod
+    def build(cls, db):
+        db.set_run(gpu_memory_bytes=8 * GIB)
+        ids = {}
+
+        def train(name, variant, batch, ms=None, peak=None, activations=None, predicted=None, status="ok", reason=None,
+                  **fields):
+            row = dict(mode="train", model="tiny", seq=8, backend="device", variant=variant, dtype="bf16", batch=batch,
+                       status=status, reason=reason, latency_median_ms=ms, latency_p10_ms=ms, latency_p90_ms=ms,
+                       gpu_peak_bytes=peak, predicted_peak_bytes=predicted, device_weight_bytes=None,
+                       training_state_bytes=None, activation_bytes=None, predicted_alloc_bytes=None)
+            if activations is not None:
+                row.update(device_weight_bytes=GIB // 2, training_state_bytes=GIB // 2, activation_bytes=activations,
+                           predicted_alloc_bytes=GIB + activations)
+            ids[name] = db.add_cell(**dict(row, **fields))
+
+        train("base1", "baseline", 1, 2.0, 2 * GIB, 3 * GIB // 4, 2 * GIB)
+        train("base2", "baseline", 2, 2.0, 3 * GIB, 7 * GIB // 4, 3 * GIB + 30 * MIB)
+        train("base4", "baseline", 4, 4.0, 5 * GIB, 15 * GIB // 4, None)
+        train("base4b", "baseline", 4, 4.0, 5 * GIB, repeat=2)  # the same again, its parts not stored
+        train("base8", "baseline", 8, predicted=9 * GIB, status="skipped",
+              reason="predicted OOM: it needs 9.0 GiB, above the 8.0 GiB the GPU has")
+        train("attn1", "attn_ln", 1, 2.5, 3 * GIB // 2, GIB // 4, 3 * GIB // 2, predicted_alloc_bytes=5 * GIB // 4 + MIB)
+        train("attn2", "attn_ln", 2, 1.25, 5 * GIB // 2, 5 * GIB // 4, 5 * GIB // 2)
+        train("attn4", "attn_ln", 4, 2.0, 4 * GIB, 11 * GIB // 4, 4 * GIB)
+        train("attn4b", "attn_ln", 4, 2.5, 9 * GIB // 2, 11 * GIB // 4, 7 * GIB // 2, repeat=2)
+        train("attn8", "attn_ln", 8, predicted=8 * GIB, status="failed", reason="exit code 1: CUDA error: out of memory")
+        train("seq16", "baseline", 1, predicted=20 * GIB, status="skipped", reason="predicted OOM: it needs 20 GiB",
+              seq=16)
+        train("host", "baseline", 1, 10.0, backend="host", peak_host_rss_bytes=GIB)
+        train("uvm", "baseline", 1, status="skipped", reason="the uvm backend does not train", backend="uvm",
+              predicted=GIB)
+        ids["infer"] = db.add_cell(mode="infer", model="tiny", seq=8, backend="device", dtype="bf16", batch=1,
+                                   status="ok", latency_median_ms=1.0, latency_p10_ms=1.0, latency_p90_ms=1.0,
+                                   gpu_peak_bytes=GIB)
+        return ids
+
+    def test_points_front_and_the_batches_that_did_not_fit(self):
+        data = report_data(self.path)
+        spot = training_sweetspot.sweetspot(data.cells, data.db.axes)
+        self.assertEqual([panel.label for panel in spot.panels], ["tiny bf16, seq 8"])
+        self.assertEqual(spot.unmeasured, [("tiny bf16, seq 16", 1)])
+        (panel,) = spot.panels
+        self.assertEqual([s.label for s in panel.settings], ["device, attn_ln", "device, baseline"])
+        attn, base = panel.settings
+        self.assertEqual(attn.points[["batch", "memory", "tps", "repeats"]].values.tolist(),
+                         [[1, 1.5 * GIB, 3200.0, 1], [2, 2.5 * GIB, 12800.0, 1], [4, 4.25 * GIB, 14400.0, 2]])
+        self.assertEqual(base.points[["batch", "memory", "tps"]].values.tolist(),
+                         [[1, 2.0 * GIB, 4000.0], [2, 3.0 * GIB, 8000.0], [4, 5.0 * GIB, 8000.0]])
+        self.assertEqual(list(zip(attn.misses["batch"], attn.misses["predicted"])), [(8, 8.0 * GIB)])
+        self.assertEqual(list(zip(base.misses["batch"], base.misses["predicted"])), [(8, 9.0 * GIB)])
+        expected = [(1.5 * GIB, 3200.0, "device, attn_ln", 1), (2.0 * GIB, 4000.0, "device, baseline", 1),
+                    (2.5 * GIB, 12800.0, "device, attn_ln", 2), (4.25 * GIB, 14400.0, "device, attn_ln", 4)]
+        front = list(panel.front[["memory", "tps", "setting", "batch"]].itertuples(index=False, name=None))
+        self.assertEqual(front, expected)
+        # The same front by its definition: the points no other point matches in tokens/s with no more memory.
+        points = [(m, t, s.label, b) for s in panel.settings for b, m, t in zip(s.points["batch"], s.points["memory"],
+                                                                             s.points["tps"])]
+        beaten = {p for p in points for q in points if q != p and q[0] <= p[0] and q[1] >= p[1]}
+        self.assertEqual(sorted(set(points) - beaten), expected)
+        self.assertEqual(panel.capacity, [8 * GIB])
+
+    def test_figure_draws_the_settings_front_misses_and_the_gpu_memory(self):
+        drawn = self.render(training_sweetspot)
+        (ax,) = drawn.figure.axes
+        lines = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in ax.get_lines()}
+        self.assertEqual(lines["device, attn_ln"], ([1.5, 2.5, 4.25], [3200.0, 12800.0, 14400.0]))
+        self.assertEqual(lines["device, baseline"], ([2.0, 3.0, 5.0], [4000.0, 8000.0, 8000.0]))
+        # The front holds from its last point to the most memory measured (baseline's 5 GiB).
+        self.assertEqual(lines["Pareto front"], ([1.5, 2.0, 2.5, 4.25, 5.0], [3200.0, 4000.0, 12800.0, 14400.0, 14400.0]))
+        self.assertEqual(lines["GPU memory"][0], [8.0, 8.0])
+        marks = sorted(tuple(p) for c in ax.collections if c.get_offset_transform() is ax.get_xaxis_transform()
+                       for p in c.get_offsets())
+        self.assertEqual(marks, [(8.0, 0.0), (9.0, 0.0)])  # at their predicted peaks, the foot of the axis
+        self.assertEqual(ax.get_xlabel(), "peak device memory (GiB)")
+        self.assertEqual(ax.get_ylabel(), "training throughput (tokens/s)")
+        self.assertEqual([t.get_text() for t in drawn.figure.legends[0].get_texts()],
+                         ["device, attn_ln", "device, baseline", "Pareto front: the most tokens/s within the memory",
+                          "did not fit: at its predicted peak (foot of the axis)", "the GPU's memory"])
+        self.assertEqual(suptitle(drawn.figure), "tiny bf16, batch 1–8 × seq 8–16, mode=train\n"
+                                                 "one panel per workload; one line per setting (backend, variant), "
+                                                 "its batches in order")
+        self.assertIn("2 batches that did not run or ran out of memory", drawn.caption)
+        self.assertIn("device, baseline at batch 8 (predicted OOM: it needs 9.0 GiB", drawn.caption)
+        self.assertIn("No batch measured, so no panel: tiny bf16, seq 16 (1 cell that did not fit).", drawn.caption)
+        self.assertIn("(gpu_memory_bytes, 8.0 GiB)", drawn.caption)
+
+    def test_memory_bars_stack_to_the_predicted_peak_beside_the_measured_one(self):
+        data = report_data(self.path)
+        panels, left_out, without_terms = training_memory.memory_panels(data.cells, data.db.axes)
+        self.assertEqual((left_out, without_terms), (0, 1))  # the cell without its parts
+        self.assertEqual([(label, [s for s, _ in groups]) for label, groups in panels],
+                         [("tiny bf16, seq 8", ["device, attn_ln", "device, baseline"])])
+        cells = pd.concat([g for _, g in panels[0][1]]).set_index("cell_id")
+        names = ["attn1", "attn2", "attn4", "attn4b", "base1", "base2", "base4"]
+        self.assertEqual(list(cells.index), [self.ids[n] for n in names])  # by setting, then batch and repeat
+        fixed = [cells.loc[self.ids[n], "fixed_bytes"] for n in names]
+        self.assertEqual(fixed[:6], [GIB / 4, GIB / 4, GIB / 4, 0.0, GIB / 4, GIB / 4 + 30 * MIB])
+        self.assertTrue(math.isnan(fixed[6]))
+        self.assertEqual(cells.loc[self.ids["attn4b"], "overrun_bytes"], GIB / 4)  # 3.75 − 3.5 GiB
+
+        drawn = self.render(training_memory)
+        (ax,) = drawn.figure.axes
+        ticks = {t.get_text(): y for t, y in zip(ax.get_yticklabels(), ax.get_yticks())}
+
+        def widths(y):
+            return sum(p.get_width() for p in ax.patches if abs(p.get_y() + p.get_height() / 2 - y) < 1e-6)
+
+        # Above each tick the predicted stack (GiB): the predicted peak, or the parts where there is
+        # none or they pass it; below, the measured peak.
+        stacks = {"attn1": 1.5, "attn2": 2.5, "attn4": 4.0, "attn4b": 3.75, "base1": 2.0, "base2": 3 + 30 / 1024,
+                  "base4": 4.75}
+        peaks = {"attn1": 1.5, "attn2": 2.5, "attn4": 4.0, "attn4b": 4.5, "base1": 2.0, "base2": 3.0, "base4": 5.0}
+        for name in names:
+            cell = self.ids[name]
+            (y,) = [y for text, y in ticks.items() if text.endswith(f"(cell {cell})")]
+            self.assertAlmostEqual(widths(y - training_memory.BAR / 2), stacks[name], places=9, msg=name)
+            self.assertAlmostEqual(widths(y + training_memory.BAR / 2), peaks[name], places=9, msg=name)
+        self.assertIn(f"batch 4 repeat 2 (cell {self.ids['attn4b']})", ticks)
+        self.assertEqual(ax.get_xlabel(), "device memory (GiB)")
+        texts = [t.get_text() for t in ax.texts]
+        self.assertIn("+1.0 %", texts)  # base2: +30 MiB ÷ 3 GiB
+        self.assertIn("-22.2 %", texts)  # attn4b: (3.5 − 4.5) ÷ 4.5
+        self.assertIn(f"differ from those parts' sum in 1 cell (by up to 1.0 MiB, cell {self.ids['attn1']})",
+                      drawn.caption)
+        self.assertIn("1 cell had no predicted peak", drawn.caption)
+        self.assertIn(f"by up to 256.0 MiB, cell {self.ids['attn4b']}", drawn.caption)
+        self.assertIn("1 more cell not drawn: one of its parts is not stored", drawn.caption)
+
+    def test_memory_bars_beyond_the_most_a_panel_holds_are_left_out(self):
+        data = report_data(self.path)
+        with unittest.mock.patch.object(training_memory, "MAX_CELLS", 2):
+            panels, left_out, _ = training_memory.memory_panels(data.cells, data.db.axes)
+        # attn_ln's batches 1 and 2 are kept; its two batch-4 cells and baseline's three are not.
+        self.assertEqual(left_out, 5)
+        ((_, groups),) = panels
+        self.assertEqual([(s, list(g["cell_id"])) for s, g in groups],
+                         [("device, attn_ln", [self.ids["attn1"], self.ids["attn2"]])])
+
+    def test_a_new_placement_axis_is_a_setting_and_a_new_workload_axis_a_panel(self):
+        """Axes the figures do not name, described in the database's `axes` table: `optimizer`
+        (placement) tells settings apart, `recompute_test` (workload) workloads."""
+        db = FixtureDb(self.folder, "new_axes.db")
+        db.set_run(gpu_memory_bytes=80 * GIB)
+        for name, role in (("optimizer", "placement"), ("recompute_test", "workload")):
+            db.con.execute(f"ALTER TABLE cells ADD COLUMN {name} TEXT")
+            db.insert("axes", dict(name=name, column_name=name, type="text", role=role, in_matrix=1, keyed="no",
+                                   default_value="", unit="", since=99, meaning="a test's axis"))
+        for optimizer, recompute, batch, peak in (("device", "none", 1, GIB), ("host", "none", 1, GIB // 2),
+                                                  ("host", "none", 2, GIB), ("device", "block", 1, GIB // 2)):
+            db.add_cell(mode="train", backend="device", variant="baseline", dtype="bf16", seq=8, batch=batch,
+                        status="ok", latency_median_ms=1.0, latency_p10_ms=1.0, latency_p90_ms=1.0, gpu_peak_bytes=peak,
+                        optimizer=optimizer, recompute_test=recompute, device_weight_bytes=0, training_state_bytes=0,
+                        activation_bytes=0, predicted_peak_bytes=peak)
+        db.close()
+        data = report_data(db.path)
+        spot = training_sweetspot.sweetspot(data.cells, data.db.axes)
+        self.assertEqual([(p.label, [s.label for s in p.settings]) for p in spot.panels],
+                         [("tiny bf16, seq 8, recompute_test block", ["device, baseline, optimizer device"]),
+                          ("tiny bf16, seq 8, recompute_test none", ["device, baseline, optimizer device",
+                                                                     "device, baseline, optimizer host"])])
+        panels, _, _ = training_memory.memory_panels(data.cells, data.db.axes)
+        self.assertEqual([len(groups) for _, groups in panels], [1, 2])
+        # The points stay at 1 GiB, below half the GPU's 80 GiB: the line would squeeze them, so the caption says it.
+        self.assertEqual([training_sweetspot.shown_capacity(p) for p in spot.panels], [[], []])
+        drawn = self.render(training_sweetspot, db.path)
+        self.assertEqual([line.get_label() for ax in drawn.figure.axes for line in ax.get_lines()
+                          if line.get_label() == "GPU memory"], [])
+        self.assertIn("The GPU's memory (80.0 GiB) is not drawn where a panel's points stay below 50% of it.",
+                      drawn.caption)
+
+    def test_left_out_without_a_measured_training_cell_of_a_gpu_backend(self):
+        """The host training cells have no device peak."""
+        db = FixtureDb(self.folder, "host_training.db")
+        db.add_cell(mode="train", backend="host", status="ok", latency_median_ms=1.0, latency_p10_ms=1.0,
+                    latency_p90_ms=1.0, peak_host_rss_bytes=GIB)
+        db.close()
+        with self.assertRaisesRegex(Skip, r"^the database has no measured training cell with a peak device memory"):
+            training_sweetspot.render(report_data(db.path))
+        with self.assertRaisesRegex(Skip, r"^the database has no measured training cell of a GPU backend"):
+            training_memory.render(report_data(db.path))
 
 
 # --- analysis/report.py ---------------------------------------------------------------------------

@@ -51,6 +51,8 @@ const std::array kHostFigures = {"throughput_vs_batch", "training_vs_batch", "tr
 const char* const kNormalized = "normalized_performance";
 const std::array kGpuFigures = {"latency_vs_streams", "latency_vs_prefetch", "slowdown_vs_oversubscription",
                                 "slowdown_vs_oversubscription_driver", "link_bandwidth", "um_traffic", "timeline"};
+// Figures of GPU training cells: a host run's training cells have no device memory.
+const std::array kGpuTrainingFigures = {"training_sweetspot", "training_memory"};
 
 constexpr double kLinkGbps = 50.0;
 constexpr int kLayers = 4;
@@ -280,6 +282,25 @@ void add_gpu_cells(const std::string& db) {
         o.events = traced_iteration(true);
         record(c, o);
     }
+    // Training steps on the device: one measured, with its memory's parts, and a larger batch
+    // skipped as predicted not to fit.
+    auto train = gpu_cell("device", 1, "off", 100);
+    train.mode = Mode::train;
+    auto step = measured(train, device_ms * 3);
+    step.set<"device_weight_bytes">(train.weight_bytes());
+    step.set<"training_state_bytes">(train.weight_bytes() * 7);
+    step.set<"activation_bytes">(std::int64_t{3} << 30);
+    step.set<"predicted_peak_bytes">(train.weight_bytes() * 8 + (std::int64_t{7} << 29));
+    step.set<"gpu_peak_bytes">(train.weight_bytes() * 8 + (std::int64_t{7} << 29));
+    record(train, step);
+    auto too_large = train;
+    too_large.batch = 64;
+    CellOutcome skipped;
+    skipped.status = CellStatus::skipped;
+    skipped.reason = "predicted OOM: it needs 190 GiB, above the 80 GiB the GPU has";
+    skipped.set<"predicted_peak_bytes">(std::int64_t{190} << 30);
+    record(too_large, skipped);
+
     auto copy = gpu_cell("explicit-copy", 2, "2", 50);
     copy.trace_iterations = 1;
     auto o = measured(copy, latency_ms(copy, device_ms, 1.03));
@@ -316,6 +337,11 @@ TEST_CASE("report of a host run, then of the same database with GPU cells", "[re
             CHECK_THAT(r.output, ContainsSubstring(std::string(name) + ": not drawn: this database holds only host-backend"));
             CHECK_FALSE(std::filesystem::exists(dir + "/" + name + ".png"));
         }
+        for (const auto* name : kGpuTrainingFigures) {
+            CHECK_THAT(r.output, ContainsSubstring(std::string(name) + ": not drawn: the database has no measured training "
+                                                   "cell"));
+            CHECK_FALSE(std::filesystem::exists(dir + "/" + name + ".png"));
+        }
         // One bar at 1.0 answers nothing: left out, with the reason on stdout and on the page.
         CHECK_THAT(r.output, ContainsSubstring(std::string(kNormalized) + ": not drawn: only the baseline variant was measured"));
         CHECK_THAT(html, ContainsSubstring("only the baseline variant was measured"));
@@ -335,6 +361,7 @@ TEST_CASE("report of a host run, then of the same database with GPU cells", "[re
         for (const auto* name : kHostFigures) check_figure(dir, name, html);
         check_figure(dir, kNormalized, html);
         for (const auto* name : kGpuFigures) check_figure(dir, name, html);
+        for (const auto* name : kGpuTrainingFigures) check_figure(dir, name, html);
         CHECK_THAT(r.output, ContainsSubstring("peak_memory: not drawn"));
         CHECK_THAT(html, ContainsSubstring("Synthetic GPU 80GB"));   // run metadata
         CHECK_THAT(html, ContainsSubstring("50.0"));                 // the link probe

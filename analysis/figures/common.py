@@ -213,6 +213,12 @@ def ratio_axis(ax, label):
         ax.set_ylim(0, ax.dataLim.ymax * 1.05)
 
 
+def memory_unit(top):
+    """(unit, bytes per unit) of a memory axis reaching `top` bytes: GiB from 1 GiB on, MiB below,
+    where GiB would read 0.0…"""
+    return ("GiB", 2**30) if top >= 2**30 else ("MiB", 2**20)
+
+
 def count_phrase(n, singular, plural=None):
     """"1 cell", "3 cells"."""
     return f"{n} {singular if n == 1 else plural or singular + 's'}"

@@ -9,8 +9,8 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullLocator
 
-from figures.common import (REPEAT_AXES, Drawn, Skip, count_phrase, error_bars_legend, error_bars_text, over_repeats,
-                            panel_grid, series_label, title_figure, value_text, varying, workload_title)
+from figures.common import (REPEAT_AXES, Drawn, Skip, count_phrase, error_bars_legend, error_bars_text, memory_unit,
+                            over_repeats, panel_grid, series_label, title_figure, value_text, varying, workload_title)
 from figures.throughput import throughput
 
 NAME = "training_vs_batch"
@@ -156,11 +156,10 @@ def batch_axis(ax, batches):
     ax.set_xlim(min(values) / pad, max(values) * pad)
 
 
-def memory_unit(lines):
-    """(unit, bytes per unit) of a memory panel: GiB from 1 GiB on, MiB below, where GiB would read 0.0…"""
+def lines_memory_unit(lines):
+    """(unit, bytes per unit) of a memory panel (common.memory_unit of what its lines draw)."""
     drawn = [line.points[c] for line in lines if len(line.points) for c in ("memory_hi", "predicted")]
-    top = pd.concat(drawn).max() if drawn else float("nan")
-    return ("GiB", 2**30) if top >= 2**30 else ("MiB", 2**20)
+    return memory_unit(pd.concat(drawn).max() if drawn else float("nan"))
 
 
 def draw_line(ax, x, y, lo, hi, color, marker, label):
@@ -184,7 +183,7 @@ def render(data):
     repeats, marks, predicted_drawn = [], [], False
     for (panel, lines), tps_ax, mem_ax in zip(panels, axes[0::2], axes[1::2]):
         where = f"{panel[0]}, seq {value_text(panel[1])}"
-        unit, scale = memory_unit(lines)
+        unit, scale = lines_memory_unit(lines)
         batches = []
         for line in lines:
             color, p = colors[line.label], line.points
