@@ -483,7 +483,7 @@ TEST_CASE("report of a database without cells draws nothing and says so", "[repo
     TempDir tmp;
     Store::open(tmp.file("empty.db"));
     const auto [r, html] = written_report(tmp.file("empty.db"), tmp.file("report"));
-    CHECK_THAT(r.output, ContainsSubstring("0 of 13 figures drawn"));
+    CHECK_THAT(r.output, ContainsSubstring("0 of 15 figures drawn"));
     CHECK_THAT(html, ContainsSubstring("Figures not drawn"));
 }
 
