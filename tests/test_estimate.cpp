@@ -439,16 +439,26 @@ TEST_CASE("run stores each GPU cell's predicted allocations, whether it ran or n
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     Database d(db, Database::Mode::read_only);
-    auto st = d.prepare("SELECT backend, predicted_alloc_bytes, predicted_host_alloc_bytes FROM cells ORDER BY cell_index");
+    auto st = d.prepare(
+        "SELECT backend, predicted_alloc_bytes, predicted_host_alloc_bytes, predicted_weight_bytes,"
+        " predicted_training_state_bytes, predicted_activation_bytes, predicted_scores_bytes, predicted_workspace_bytes,"
+        " predicted_check_step_bytes FROM cells ORDER BY cell_index");
     REQUIRE(st.step());
     CHECK(st.text(0) == "device");  // skipped on a machine without a GPU, measured on one
     const MemoryEstimate device = estimate_memory(one_cell("model = \"tiny_odd\"\nbackend = \"device\""));
     CHECK(st.int64(1) == device.device_total());
     CHECK(st.int64(2) == device.host_total(true));  // a small model's check always runs its reference
+    // The terms, each as the estimate has it, adding up to the allocation (no training, no check step).
+    CHECK(st.int64(3) == device.weights);
+    CHECK(st.int64(4) == 0);
+    CHECK(st.int64(5) == device.activations);
+    CHECK(st.int64(6) == device.scores);
+    CHECK(st.int64(7) == device.workspace);
+    CHECK(st.int64(8) == 0);
+    CHECK(st.int64(3) + st.int64(5) + st.int64(6) + st.int64(7) == st.int64(1));
     REQUIRE(st.step());
     CHECK(st.text(0) == "host");
-    CHECK(st.is_null(1));
-    CHECK(st.is_null(2));
+    for (int column = 1; column <= 8; ++column) CHECK(st.is_null(column));
 }
 
 TEST_CASE("a cell whose predicted need exceeds the GPU is a predicted OOM, with the numbers", "[estimate]") {

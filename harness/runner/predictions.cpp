@@ -15,6 +15,12 @@ void add_predictions(const CellParams& cell, const std::optional<FixedCost>& fix
     if (!uses_gpu(cell) || !cell_impossible_reason(cell).empty()) return;
     const MemoryEstimate e = estimate_memory(cell);
     out.set<"predicted_alloc_bytes">(e.device_total());
+    out.set<"predicted_weight_bytes">(e.weights);
+    out.set<"predicted_training_state_bytes">(e.training_state);
+    out.set<"predicted_activation_bytes">(e.activations);
+    out.set<"predicted_scores_bytes">(e.scores);
+    out.set<"predicted_workspace_bytes">(e.workspace);
+    out.set<"predicted_check_step_bytes">(e.check_step);
     out.set<"predicted_host_alloc_bytes">(e.host_total(reference_ran.value_or(reference_runs)));
     if (!fixed) return;
     out.set<"predicted_peak_bytes">(predicted_peak(cell, e, *fixed));

@@ -190,6 +190,7 @@ const std::vector<SchemaStep>& schema_steps() {
          " gpu_context_bytes, gpu_own_peak_bytes, gpu_other_processes, gpu_other_bytes"
          " FROM cells WHERE status = 'ok' AND gpu_peak_bytes > 0 AND predicted_alloc_bytes IS NOT NULL;"},
         {17, "the GPU ops' timings of bench_kernels --db", nullptr, "DROP TABLE kernel_timings;"},
+        {18, "the memory estimator's terms of each cell's predicted allocation", nullptr, ""},
     };
     return steps;
 }
