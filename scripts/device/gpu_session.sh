@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a GPU machine, from the repository root with the binaries in .carry/bin (scripts/device/pack.sh):
 #   gpu_session.sh tests                      [gpu] tests of every binary
-#   gpu_session.sh sweep MATRIX [ARGS...]     `sweetspot run MATRIX ARGS...` into <matrix name>.db under
+#   gpu_session.sh sweep MATRIX [ARGS...]     `sweetspot run MATRIX ARGS...` (stopped after $SWEEP_SECONDS, if
+#                                             set, and exported all the same) into <matrix name>.db under
 #                                             $SWEEP_DIR (default /tmp/sweetspot-sweeps; later sweeps of the
 #                                             same matrix add to it), exported to $OUT as one file, gzipped when
 #                                             large (scripts/device/export_db.py), with its summary
@@ -11,6 +12,8 @@ out=${OUT:-out}
 mkdir -p "$out"
 export SWEETSPOT_BINARY=$PWD/.carry/bin/sweetspot SWEETSPOT_SOURCE_DIR=$PWD
 bin=$PWD/.carry/bin
+# Binaries packed with pack.sh --xz come as one archive.
+if [[ ! -d "$bin" && -f .carry/pk/bin.tar.xz ]]; then tar -C .carry -xJf .carry/pk/bin.tar.xz; fi
 
 case "${1:-}" in
 tests)
@@ -28,7 +31,13 @@ sweep)
     name=$(basename "$matrix" .toml)
     sweeps=${SWEEP_DIR:-/tmp/sweetspot-sweeps}
     mkdir -p "$sweeps"
-    "$bin/sweetspot" run "$matrix" --db "$sweeps/$name.db" "$@" >> "$out/$name.log" 2>&1
+    # SWEEP_SECONDS: stop the sweep (SIGTERM: the cell in flight ends, the database stays whole)
+    # after that long, so that it is still exported before the lease's limit cuts everything.
+    if [[ -n "${SWEEP_SECONDS:-}" ]]; then
+        timeout --signal=TERM "$SWEEP_SECONDS" "$bin/sweetspot" run "$matrix" --db "$sweeps/$name.db" "$@" >> "$out/$name.log" 2>&1
+    else
+        "$bin/sweetspot" run "$matrix" --db "$sweeps/$name.db" "$@" >> "$out/$name.log" 2>&1
+    fi
     echo "sweep $name: rc $? ($(grep -c '\] ok' "$out/$name.log") ok lines); $(tail -2 "$out/$name.log" | head -1)"
     "$bin/sweetspot" summary "$sweeps/$name.db" > "$out/$name-summary.txt" 2>&1
     grep -vE "^\s*[0-9]+ .* ok " "$out/$name-summary.txt" | tail -25
