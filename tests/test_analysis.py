@@ -79,6 +79,7 @@ from results_db import ResultsDb, connect  # noqa: E402
 BACKENDS_TABLE = REPO / "scripts" / "bench" / "backends_table.py"
 VARIANTS_TABLE = REPO / "scripts" / "bench" / "variants_table.py"
 MEMORY_TABLE = REPO / "scripts" / "bench" / "memory_table.py"
+TRAIN_SIDE_BY_SIDE = REPO / "scripts" / "bench" / "train_side_by_side.py"
 OVERHEAD_TABLE = REPO / "scripts" / "bench" / "overhead_table.py"
 FIT_CHECK = REPO / "scripts" / "bench" / "fit_check.py"
 GB = 1_000_000_000
@@ -1228,6 +1229,33 @@ class NormalizedTest(DbTest):
         self.assertIn("| tiny | fp32 | 4 | 50.00 % | 0.38 % |", out)
         self.assertIn("| device | ran | 1 | 1.00 % | 1.00 % | 1,000.0–1,000.0 |", out)  # 990 against 1000
         self.assertIn("| device | reused | 2 | 1.00 % | 0.50 % | 400.0–400.0 |", out)  # |+4| and 0 of 400
+
+    def test_train_side_by_side_script(self):
+        """scripts/bench/train_side_by_side.py: sweetspot's training cells beside pytorch_train.py's
+        lines, the ratio per batch, a skipped cell and PyTorch's OOM shown as such, and each side's
+        best batch per dtype."""
+        db = FixtureDb(self.folder, "side.db")
+        big = dict(model="gpt2_1.5b", mode="train", seq=1024)
+        gpu_cell(db, "device", dtype="bf16", batch=4, tokens_per_s=30000.0, gpu_peak_bytes=32 * GIB, **big)
+        gpu_cell(db, "device", dtype="bf16", batch=8, tokens_per_s=40000.0, gpu_peak_bytes=40 * GIB, **big)
+        gpu_cell(db, "device", dtype="fp32", batch=8, status="skipped", reason="predicted OOM", **big)
+        gpu_cell(db, "device", dtype="fp32", batch=4, tokens_per_s=4500.0, gpu_peak_bytes=40 * GIB, **big)
+        db.close()
+        pytorch = os.path.join(self.folder, "pytorch.txt")
+        with open(pytorch, "w") as f:
+            f.write("model dtype batch seq median_ms tokens_per_s peak_gib\n"
+                    "gpt2_1.5b bf16 4 1024 250.0 16000 50.60\n"
+                    "gpt2_1.5b bf16 8 1024 out of memory\n"
+                    "gpt2_1.5b fp32 4 1024 1000.0 4000 57.80\n"
+                    "gpt2_1.5b fp32 8 1024 out of memory\n")
+        out = subprocess.run([sys.executable, str(TRAIN_SIDE_BY_SIDE), db.path, pytorch], check=True,
+                             capture_output=True, text=True).stdout
+        self.assertIn("| bf16 | 4 | 30,000 (32.0 GiB) | 16,000 (50.6 GiB) | 1.88 |", out)  # 30000 / 16000
+        self.assertIn("| bf16 | 8 | 40,000 (40.0 GiB) | out of memory | – |", out)
+        self.assertIn("| fp32 | 4 | 4,500 (40.0 GiB) | 4,000 (57.8 GiB) | 1.12 |", out)  # 1.125 rounds to even
+        self.assertIn("| fp32 | 8 | skipped | out of memory | – |", out)
+        self.assertIn("bf16: sweetspot 40,000 tokens/s (batch 8) against PyTorch's 16,000 (batch 4): 2.50 ×", out)
+        self.assertIn("fp32: sweetspot 4,500 tokens/s (batch 4) against PyTorch's 4,000 (batch 4): 1.12 ×", out)
 
     def test_overhead_table_script(self):
         """scripts/bench/overhead_table.py: each cell's wall time less (warm-ups + timed iterations) ×
