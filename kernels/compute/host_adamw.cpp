@@ -1,0 +1,77 @@
+#include "kernels/compute/host_adamw.hpp"
+
+#include <bit>
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/compute/parallel_for.hpp"
+
+namespace sweetspot {
+
+namespace {
+
+// The dtype's bits of a float and back, inline and branch-free so that the loop below vectorises:
+// bf16 rounds to nearest even as float_to_bf16_bits does (a NaN stays a quiet NaN); fp16 goes
+// through dtype.hpp's conversions, a call per element, which keeps its loop scalar.
+struct Bf16 {
+    static float widen(std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
+    static std::uint16_t narrow(float f) {
+        const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+        const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet_nan = (u >> 16) | 0x40u;
+        return static_cast<std::uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+    }
+};
+struct Fp16 {
+    static float widen(std::uint16_t h) { return fp16_bits_to_float(h); }
+    static std::uint16_t narrow(float f) { return float_to_fp16_bits(f); }
+};
+struct Fp32 {
+    static float widen(float f) { return f; }
+    static float narrow(float f) { return f; }
+};
+
+// gpu::adamw_kernel's arithmetic over [begin, end); kMaster: the fp32 master is apart from the
+// weights (a template parameter, not a test per element, so the loop has no branch).
+template <class Convert, bool kMaster, class T>
+void adamw_range(T* weights, float* master, const T* gradient, float* m, float* v, std::int64_t begin,
+                 std::int64_t end, const cpu::AdamW& a, float correct1, float correct2) {
+    for (std::int64_t i = begin; i < end; ++i) {
+        const float g = Convert::widen(gradient[i]) * a.grad_scale;
+        const float mi = a.beta1 * m[i] + (1.0f - a.beta1) * g;
+        const float vi = a.beta2 * v[i] + (1.0f - a.beta2) * g * g;
+        float p = kMaster ? master[i] : Convert::widen(weights[i]);
+        p -= a.lr * a.weight_decay * p;
+        p -= a.lr * (mi / correct1) / (std::sqrt(vi / correct2) + a.eps);
+        m[i] = mi;
+        v[i] = vi;
+        if constexpr (kMaster) master[i] = p;
+        weights[i] = Convert::narrow(p);
+    }
+}
+
+template <class Convert, class T>
+void adamw_all(void* weights, float* master, const void* gradient, float* m, float* v, std::int64_t n,
+               const cpu::AdamW& a) {
+    const float correct1 = a.bias_correction1(), correct2 = a.bias_correction2();
+    parallel_for(n, [&](std::int64_t begin, std::int64_t end) {
+        auto* w = static_cast<T*>(weights);
+        const auto* g = static_cast<const T*>(gradient);
+        if (master != nullptr) adamw_range<Convert, true>(w, master, g, m, v, begin, end, a, correct1, correct2);
+        else adamw_range<Convert, false>(w, master, g, m, v, begin, end, a, correct1, correct2);
+    });
+}
+
+}  // namespace
+
+void host_adamw(DType dtype, void* weights, float* master, const void* gradient, float* m, float* v, std::int64_t n,
+                const cpu::AdamW& a) {
+    if (dtype != DType::fp32 && master == nullptr)
+        throw std::invalid_argument("host_adamw: below fp32 the update needs the fp32 master weights");
+    switch (dtype) {
+        case DType::fp32: adamw_all<Fp32, float>(weights, master, gradient, m, v, n, a); return;
+        case DType::fp16: adamw_all<Fp16, std::uint16_t>(weights, master, gradient, m, v, n, a); return;
+        case DType::bf16: adamw_all<Bf16, std::uint16_t>(weights, master, gradient, m, v, n, a); return;
+    }
+}
+
+}  // namespace sweetspot

@@ -1,0 +1,22 @@
+#pragma once
+// The optimizer step on the host, for training whose optimizer state does not live on the GPU
+// (ZeRO-Offload's CPU Adam): one tensor's AdamW over fp32 master weights and moments in host
+// memory, from the gradient as the GPU computed it (in the cell's dtype, copied to host memory),
+// writing the new master weights, the moments and the weights in the dtype that the streaming
+// backend copies to the GPU. The arithmetic is gpu::launch_adamw's and cpu::adamw's, line for
+// line, so the three give the same bits; one pass over the five arrays, split over the host's
+// cores, each chunk a loop the compiler vectorises (no calls, no branches but NaN's).
+#include <cstdint>
+
+#include "kernels/compute/cpu_ops.hpp"
+#include "kernels/model/dtype.hpp"
+
+namespace sweetspot {
+
+// n elements. `weights` and `gradient` are in `dtype` (float, or fp16 / bf16 bits); `master` is
+// the fp32 copy below fp32, and null for fp32, whose `weights` are then the master. The gradient
+// carries the loss scale and clipping that `a.grad_scale` undoes, as on the GPU.
+void host_adamw(DType dtype, void* weights, float* master, const void* gradient, float* m, float* v, std::int64_t n,
+                const cpu::AdamW& a);
+
+}  // namespace sweetspot
