@@ -1946,7 +1946,7 @@ class TrainingMemoryTermsTest(DbTest):
         # b2: C 600 > A + Sc + Ws = 100 + 50 + 32; context 2536 − (512 + 1024 + 600).
         self.assertEqual(bars[self.ids["b2"]][0],
                          [("weights", 512), ("training state (gradients, fp32 master weights, AdamW moments)", 1024),
-                          ("prefix check step (in place of the activations, scratch and workspace)", 600),
+                          ("prefix check step (replaces activations and workspace)", 600),
                           ("CUDA context and libraries: the rest of the predicted peak", 400)])
         self.assertIn("In 1 cell the prefix check step (predicted_check_step_bytes, freed before the cell's own step) "
                       "needs more than the activations, scores and workspace together", caption)

@@ -22,7 +22,7 @@ WEIGHTS = ("weights_part", "weights", PALETTE["blue"])
 STATE = ("state_part", "training state (gradients, fp32 master weights, AdamW moments)", PALETTE["orange"])
 ACTIVATIONS = ("activations_part", "kept activations and scratch", PALETTE["bluish green"])
 WORKSPACE = ("workspace_part", "GEMM workspace", PALETTE["sky blue"])
-CHECK_STEP = ("check_step_part", "prefix check step (in place of the activations, scratch and workspace)",
+CHECK_STEP = ("check_step_part", "prefix check step (replaces activations and workspace)",
               PALETTE["reddish purple"])
 FIXED = ("fixed_bytes", "CUDA context and libraries: the rest of the predicted peak", PALETTE["light grey"])
 PARTS = (WEIGHTS, STATE, ACTIVATIONS, WORKSPACE, CHECK_STEP, FIXED)
