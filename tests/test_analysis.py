@@ -1794,7 +1794,8 @@ class TrainingSweetspotTest(DbTest):
                       drawn.caption)
         self.assertIn("1 cell had no predicted peak", drawn.caption)
         self.assertIn(f"by up to 256.0 MiB, cell {self.ids['attn4b']}", drawn.caption)
-        self.assertIn("1 more cell not drawn: one of its parts is not stored", drawn.caption)
+        self.assertIn("Every cell has the estimator's prediction as totals only", drawn.caption)  # no terms stored
+        self.assertIn("1 more cell not drawn: neither the estimator's terms nor the harness's accounting", drawn.caption)
 
     def test_memory_bars_beyond_the_most_a_panel_holds_are_left_out(self):
         data = report_data(self.path)
@@ -1849,6 +1850,130 @@ class TrainingSweetspotTest(DbTest):
         with self.assertRaisesRegex(Skip, r"^the database has no measured training cell of a GPU backend"):
             training_memory.render(report_data(db.path))
 
+
+
+def bar_parts(ax):
+    """{y of a bar's centre: [(legend label, width)] left to right}: each bar of a horizontal bar figure."""
+    bars = {}
+    for container in ax.containers:
+        for patch in container.patches:
+            y = round(patch.get_y() + patch.get_height() / 2, 6)
+            bars.setdefault(y, []).append((patch.get_x(), container.get_label(), patch.get_width()))
+    return {y: [(label, width) for _, label, width in sorted(parts)] for y, parts in bars.items()}
+
+
+class TrainingMemoryTermsTest(DbTest):
+    """Training cells of the device backend (tiny bf16, seq 8) with the estimator's terms of its
+    predicted allocations (schema 18), in MiB: W weights, S training state, A activations, Sc scores,
+    Ws workspace, C prefix check step; alloc = W + S + max(A + Sc + Ws, C); P predicted peak;
+    measured: the accounted weights, state and activations, and the NVML peak.
+
+    b1: W 512, S 1024, A 300, Sc 100, Ws 32, C 200 < 432: alloc 1968, P 2468 → context 500;
+        measured 512, 1024, 420, peak 2500 → the rest 2500 − 1956 = 544
+    b2: W 512, S 1024, A 100, Sc 50, Ws 32, C 600 > 182: the check step in place of the three;
+        alloc 2136, P 2536 → context 400; measured 512, 1024, 150, peak 2700 → the rest 1014
+    b4: W 512, S 1024, A 600, Sc 200, Ws 32, C 200: alloc 2368, no P (no context part);
+        its accounting not stored: the measured bar is its peak of 3000 alone
+    b8: no terms (a cell of an older harness): the accounted 512, 1024, 1000 above, then
+        P 3036 − 2536 = 500; the measured bar is its peak of 3100 alone"""
+
+    @classmethod
+    def build(cls, db):
+        ids = {}
+
+        def train(name, batch, peak, terms=None, accounted=None, alloc=None, predicted=None):
+            row = dict(mode="train", model="tiny", seq=8, backend="device", variant="baseline", dtype="bf16",
+                       batch=batch, status="ok", reason=None, latency_median_ms=1.0, latency_p10_ms=1.0,
+                       latency_p90_ms=1.0, gpu_peak_bytes=peak * MIB, predicted_peak_bytes=predicted and predicted * MIB,
+                       predicted_alloc_bytes=alloc * MIB)
+            for column, value in zip(training_memory.TERMS, terms or (None,) * 6):
+                row[column] = value and value * MIB
+            for column, value in zip(("device_weight_bytes", "training_state_bytes", "activation_bytes"),
+                                     accounted or (None,) * 3):
+                row[column] = value and value * MIB
+            ids[name] = db.add_cell(**row)
+
+        train("b1", 1, 2500, (512, 1024, 300, 100, 32, 200), (512, 1024, 420), alloc=1968, predicted=2468)
+        train("b2", 2, 2700, (512, 1024, 100, 50, 32, 600), (512, 1024, 150), alloc=2136, predicted=2536)
+        train("b4", 4, 3000, (512, 1024, 600, 200, 32, 200), alloc=2368)
+        train("b8", 8, 3100, accounted=(512, 1024, 1000), alloc=2536, predicted=3036)
+        return ids
+
+    def drawn_bars(self, path=None):
+        """(the caption, {cell name: (its predicted bar, its measured bar)} in MiB) as drawn."""
+        drawn = self.render(training_memory, path)
+        (ax,) = drawn.figure.axes
+        self.assertEqual(ax.get_xlabel(), "device memory (GiB)")
+        bars = bar_parts(ax)
+        by_cell = {}
+        for text, y in zip([t.get_text() for t in ax.get_yticklabels()], ax.get_yticks()):
+            cell = int(re.search(r"\(cell (\d+)\)$", text).group(1))
+            by_cell[cell] = tuple([(label, round(width * 1024, 6)) for label, width in bars[round(y + dy, 6)]]
+                                  for dy in (-training_memory.BAR / 2, training_memory.BAR / 2))
+        return drawn.caption, by_cell
+
+    def test_the_predicted_bar_stacks_the_estimators_terms_and_the_measured_bar_the_accounting(self):
+        weights, state = "weights", "training state (gradients, fp32 master weights, AdamW moments)"
+        activations, workspace = "kept activations and scratch", "GEMM workspace"
+        context, rest = "CUDA context and libraries: the rest of the predicted peak", "the rest of the measured peak (NVML)"
+        caption, bars = self.drawn_bars()
+        b1, b4 = bars[self.ids["b1"]], bars[self.ids["b4"]]
+        # b1's context: P − alloc = 2468 − 1968; the rest of its measured peak 2500 − (512 + 1024 + 420).
+        self.assertEqual(b1, ([(weights, 512), (state, 1024), (activations, 300 + 100), (workspace, 32), (context, 500)],
+                              [(weights, 512), (state, 1024), (activations, 420), (rest, 544)]))
+        # No predicted peak: the bar stops at the terms; no accounting: the measured peak alone.
+        self.assertEqual(b4, ([(weights, 512), (state, 1024), (activations, 800), (workspace, 32)],
+                              [("measured peak (NVML)", 3000)]))
+        data = report_data(self.path)
+        cells, without_parts = training_memory.memory_cells(data.cells)
+        cells = cells.set_index("cell_id")
+        self.assertEqual(without_parts, 0)
+        self.assertEqual(cells.loc[self.ids["b1"], "fixed_bytes"], (2468 - 1968) * MIB)
+        self.assertEqual(cells.loc[self.ids["b2"], "fixed_bytes"], (2536 - 2136) * MIB)
+        self.assertEqual([bool(cells.loc[self.ids[n], "from_terms"]) for n in ("b1", "b2", "b4", "b8")],
+                         [True, True, True, False])
+        self.assertIn("In 3 cells the parts above are the estimator's own terms", caption)
+        self.assertIn("1 cell's measured bar is not split", caption)
+        self.assertIn("1 cell has the estimator's prediction as totals only", caption)
+        self.assertIn("Their predicted allocations (predicted_alloc_bytes) equal those parts' sum in every cell.",
+                      caption)  # b8: 512 + 1024 + 1000 = 2536
+        self.assertIn("1 cell had no predicted peak", caption)
+        texts = [t.get_text() for t in self.render(training_memory).figure.axes[0].texts]
+        self.assertIn("-1.3 %", texts)  # b1: (2468 − 2500) ÷ 2500 = −1.28 %
+
+    def test_a_check_step_larger_than_the_steps_activations_takes_their_place(self):
+        caption, bars = self.drawn_bars()
+        # b2: C 600 > A + Sc + Ws = 100 + 50 + 32; context 2536 − (512 + 1024 + 600).
+        self.assertEqual(bars[self.ids["b2"]][0],
+                         [("weights", 512), ("training state (gradients, fp32 master weights, AdamW moments)", 1024),
+                          ("prefix check step (replaces activations and workspace)", 600),
+                          ("CUDA context and libraries: the rest of the predicted peak", 400)])
+        self.assertIn("In 1 cell the prefix check step (predicted_check_step_bytes, freed before the cell's own step) "
+                      "needs more than the activations, scores and workspace together", caption)
+
+    def test_a_database_without_the_terms_stacks_the_accounting(self):
+        """A database from before schema 18: no term columns at all."""
+        db = FixtureDb(self.folder, "no_terms.db")
+        for column in training_memory.TERMS:
+            db.con.execute(f"ALTER TABLE cells DROP COLUMN {column}")
+            del db.cell_template[column]
+        ids = [db.add_cell(mode="train", backend="device", dtype="bf16", seq=8, batch=batch, status="ok",
+                           latency_median_ms=1.0, latency_p10_ms=1.0, latency_p90_ms=1.0, gpu_peak_bytes=peak * MIB,
+                           device_weight_bytes=512 * MIB, training_state_bytes=1024 * MIB,
+                           activation_bytes=activations * MIB, predicted_alloc_bytes=(1536 + activations) * MIB,
+                           predicted_peak_bytes=predicted * MIB)
+               for batch, activations, predicted, peak in ((1, 400, 2436, 2500), (2, 800, 2836, 2800))]
+        db.close()
+        caption, bars = self.drawn_bars(db.path)
+        state = "training state (gradients, fp32 master weights, AdamW moments)"
+        context = "CUDA context and libraries: the rest of the predicted peak"
+        # The rest of each predicted peak: 2436 − (512 + 1024 + 400), 2836 − (512 + 1024 + 800).
+        self.assertEqual(bars[ids[0]], ([("weights", 512), (state, 1024), ("kept activations and scratch", 400),
+                                         (context, 500)], [("measured peak (NVML)", 2500)]))
+        self.assertEqual(bars[ids[1]], ([("weights", 512), (state, 1024), ("kept activations and scratch", 800),
+                                         (context, 500)], [("measured peak (NVML)", 2800)]))
+        self.assertIn("Every cell has the estimator's prediction as totals only", caption)
+        self.assertNotIn("the estimator's own terms", caption)
 
 # --- analysis/report.py ---------------------------------------------------------------------------
 

@@ -290,6 +290,14 @@ void add_gpu_cells(const std::string& db) {
     step.set<"device_weight_bytes">(train.weight_bytes());
     step.set<"training_state_bytes">(train.weight_bytes() * 7);
     step.set<"activation_bytes">(std::int64_t{3} << 30);
+    // The estimator's terms (schema 18 on), so training_memory stacks them rather than the accounting
+    // (without predicted_alloc_bytes, which would draw peak_memory, whose absence this test checks).
+    step.set<"predicted_weight_bytes">(train.weight_bytes());
+    step.set<"predicted_training_state_bytes">(train.weight_bytes() * 7);
+    step.set<"predicted_activation_bytes">((std::int64_t{3} << 30) - (std::int64_t{32} << 20));
+    step.set<"predicted_scores_bytes">(0);
+    step.set<"predicted_workspace_bytes">(std::int64_t{32} << 20);
+    step.set<"predicted_check_step_bytes">(0);
     step.set<"predicted_peak_bytes">(train.weight_bytes() * 8 + (std::int64_t{7} << 29));
     step.set<"gpu_peak_bytes">(train.weight_bytes() * 8 + (std::int64_t{7} << 29));
     record(train, step);
