@@ -50,6 +50,7 @@ public:
     // call (its DGELU epilogue) instead of the GEMM and the GELU's backward kernel.
     // bias_gelu_aux and this take widths (out, in) that gemm_aux_width_fits (gemm_limits.hpp).
     void linear_backward_dgelu(void* dx, const void* dy, const void* w, const void* pre, int rows, int in, int out);
+
     // For each of `batch` problems p (pointers advanced by p·stride_*, in elements), row-major:
     //   c[m, n] = alpha · a[m, k] · op(b) + beta · c
     // with op(b) = bᵀ where b is stored [n, k] (trans_b), or op(b) = b stored [k, n] (!trans_b).
