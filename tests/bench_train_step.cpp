@@ -6,7 +6,6 @@
 //   bench_train_step --model gpt2_small --batch 4 --batch 8 --seq 1024 --variant flash_attention
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <span>
@@ -16,6 +15,7 @@
 #include <boost/program_options.hpp>
 
 #include "backends/backend_registry.hpp"
+#include "harness/measure/cell_outcome.hpp"
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/cuda_resources.hpp"
 #include "kernels/compute/gpu_synthetic_weights.hpp"
@@ -72,10 +72,7 @@ void bench(const ModelConfig& model, DType dtype, const Variant& variant, int ba
         update_ms.push_back(updated.ms_since(backwarded));
         step_ms.push_back(updated.ms_since(start));
     }
-    const auto median = [](std::vector<double> v) {
-        std::ranges::sort(v);
-        return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-    };
+    const auto median = [](const std::vector<double>& ms) { return LatencyStats::of(ms).median; };
     const double total = median(step_ms);
     std::printf("%-12s %2d layers %-6s %-16s batch %3d seq %5d  forward %8.2f  backward %8.2f  update %7.2f  "
                 "step %8.2f ms  %9.0f tokens/s  loss %.3f  activations %.2f GiB\n",

@@ -171,6 +171,7 @@ TEMPLATE_TEST_CASE("gpu::flash_attention matches cpu::attention, with and withou
 // ---------------------------------------------------------------------------------------------
 // GEMM epilogues (gemm.hpp): cuBLASLt adds the bias, GELU or the residual before its one rounding
 
+// The GELU's kept input and its backward are op entries (tests/ops/gemm_ops.cpp).
 TEMPLATE_TEST_CASE("Gemm::linear_fused matches cpu::linear with the bias, GELU and residual after it", "[gpu]", float,
                    __half, __nv_bfloat16) {
     require_gpu();
@@ -184,57 +185,36 @@ TEMPLATE_TEST_CASE("Gemm::linear_fused matches cpu::linear with the bias, GELU a
     // out 25 and 77 (not multiples of 8), a single row, GPT-2 small's MLP.
     for (const Shape s : {Shape{1, 64, 25}, Shape{33, 50, 77}, Shape{128, 768, 3072}}) {
         for (const auto epilogue : {Gemm::Epilogue::bias, Gemm::Epilogue::bias_gelu, Gemm::Epilogue::bias_residual}) {
-            INFO(enum_name(dtype) << " rows " << s.rows << " in " << s.in << " out " << s.out << " epilogue "
-                                  << static_cast<int>(epilogue));
-            const auto x = random_values(as_size(s.rows) * as_size(s.in), dtype, kSeed, 0.01f, 1.0f, Sign::either);
-            const auto w = random_values(as_size(s.out) * as_size(s.in), dtype, kSeed + 1, 0.01f, 0.1f, Sign::either);
-            const auto bias = random_values(as_size(s.out), dtype, kSeed + 2, 0.01f, 0.5f, Sign::either);
-            auto y = random_values(as_size(s.rows) * as_size(s.out), dtype, kSeed + 3, 0.01f, 1.0f, Sign::either);
+            // The residual is y's own values, or (the training step's way) a buffer apart from y.
+            for (const bool apart : {false, true}) {
+                if (apart && epilogue != Gemm::Epilogue::bias_residual) continue;
+                INFO(enum_name(dtype) << " rows " << s.rows << " in " << s.in << " out " << s.out << " epilogue "
+                                      << static_cast<int>(epilogue) << (apart ? ", residual apart" : ""));
+                const std::size_t rows = as_size(s.rows), in = as_size(s.in), out = as_size(s.out);
+                const auto x = random_values(rows * in, dtype, kSeed, 0.01f, 1.0f, Sign::either);
+                const auto w = random_values(out * in, dtype, kSeed + 1, 0.01f, 0.1f, Sign::either);
+                const auto bias = random_values(out, dtype, kSeed + 2, 0.01f, 0.5f, Sign::either);
+                const auto y = random_values(rows * out, dtype, kSeed + 3, 0.01f, 1.0f, Sign::either);
+                // Apart, y starts as other values than the residual: the epilogue must read the residual.
+                const auto residual = apart ? random_values(rows * out, dtype, kSeed + 4, 0.01f, 1.0f, Sign::either) : y;
 
-            const DeviceArray<T> d_x(x, stream.get()), d_w(w, stream.get()), d_b(bias, stream.get()), d_y(y, stream.get());
-            gemm.linear_fused(d_y.get(), d_x.get(), d_w.get(), d_b.get(), s.rows, s.in, s.out, epilogue);
-            const auto got = d_y.to_host(stream.get());
+                const DeviceArray<T> d_x(x, stream.get()), d_w(w, stream.get()), d_b(bias, stream.get()),
+                    d_y(y, stream.get()), d_residual(residual, stream.get());
+                gemm.linear_fused(d_y.get(), d_x.get(), d_w.get(), d_b.get(), s.rows, s.in, s.out, epilogue,
+                                  {.residual = apart ? d_residual.get() : nullptr});
 
-            std::vector<float> want(y.size());
-            cpu::linear(want.data(), x.data(), w.data(), bias.data(), s.rows, s.in, s.out);
-            if (epilogue == Gemm::Epilogue::bias_gelu) cpu::gelu_tanh(want.data(), static_cast<std::int64_t>(want.size()));
-            if (epilogue == Gemm::Epilogue::bias_residual) cpu::residual_add(want.data(), y.data(), static_cast<std::int64_t>(want.size()));
-            // One rounding of the result to T, the products summed in another order (≤ 768 terms).
-            check_close(got, want, store_tolerance(dtype) + 1e-5);
+                std::vector<float> want(y.size());
+                cpu::linear(want.data(), x.data(), w.data(), bias.data(), s.rows, s.in, s.out);
+                if (epilogue == Gemm::Epilogue::bias_gelu) cpu::gelu_tanh(want.data(), static_cast<std::int64_t>(want.size()));
+                if (epilogue == Gemm::Epilogue::bias_residual)
+                    cpu::residual_add(want.data(), residual.data(), static_cast<std::int64_t>(want.size()));
+                // One rounding of the result to T, the products summed in another order (≤ 768 terms).
+                check_close(d_y.to_host(stream.get()), want, store_tolerance(dtype) + 1e-5);
+                CHECK(d_residual.to_host(stream.get()) == residual);
+            }
         }
     }
-}
-
-// The GELU's kept input and its backward are op entries (tests/ops/gemm_ops.cpp).
-TEMPLATE_TEST_CASE("Gemm's residual epilogue reads a residual apart from y; an auxiliary width it cannot take is refused",
-                   "[gpu]", float, __half, __nv_bfloat16) {
-    require_gpu();
-    using T = TestType;
-    constexpr DType dtype = gpu::dtype_of<T>();
-    const CudaStream stream;
-    Gemm gemm(dtype, stream.get(), /*tf32=*/false);
-    struct Shape {
-        int rows, in, out;
-    };
-    for (const Shape s : {Shape{1, 64, 25}, Shape{33, 56, 80}, Shape{128, 768, 3072}}) {
-        INFO(enum_name(dtype) << " rows " << s.rows << " in " << s.in << " out " << s.out);
-        const std::size_t rows = as_size(s.rows), in = as_size(s.in), out = as_size(s.out);
-        const auto x = random_values(rows * in, dtype, kSeed, 0.01f, 1.0f, Sign::either);
-        const auto w = random_values(out * in, dtype, kSeed + 1, 0.01f, 0.1f, Sign::either);
-        const auto bias = random_values(out, dtype, kSeed + 2, 0.01f, 0.5f, Sign::either);
-        const auto residual = random_values(rows * out, dtype, kSeed + 3, 0.01f, 1.0f, Sign::either);
-        const DeviceArray<T> d_x(x, stream.get()), d_w(w, stream.get()), d_b(bias, stream.get()),
-            d_residual(residual, stream.get());
-        // y starts as other values than the residual: the epilogue must read the residual.
-        const DeviceArray<T> d_y(random_values(rows * out, dtype, kSeed + 4, 0.01f, 1.0f, Sign::either), stream.get());
-        gemm.linear_fused(d_y.get(), d_x.get(), d_w.get(), d_b.get(), s.rows, s.in, s.out,
-                          Gemm::Epilogue::bias_residual, {.residual = d_residual.get()});
-        std::vector<float> want(rows * out);
-        cpu::linear(want.data(), x.data(), w.data(), bias.data(), s.rows, s.in, s.out);
-        cpu::residual_add(want.data(), residual.data(), static_cast<std::int64_t>(want.size()));
-        check_close(d_y.to_host(stream.get()), want, store_tolerance(dtype) + 1e-5);
-        CHECK(d_residual.to_host(stream.get()) == residual);
-    }
+    // A width the auxiliary buffer cannot take is refused, not computed wrong.
     const DeviceArray<T> d_small(as_size(4 * 25), stream.get());
     CHECK_THROWS_AS(gemm.linear_fused(d_small.get(), d_small.get(), d_small.get(), d_small.get(), 1, 4, 25,
                                       Gemm::Epilogue::bias_gelu_aux, {.aux = d_small.get()}),

@@ -564,10 +564,8 @@ void add_calibration_option(Command& cmd) {
                               "context and libraries' memory, which predicted peaks add");
 }
 
-// The fixed cost --calibration DB measured, for the one GPU and driver the database holds.
-std::optional<FixedCost> calibration(const po::variables_map& vm) {
-    if (!vm.count("calibration")) return std::nullopt;
-    const std::string path = vm["calibration"].as<std::string>();
+// The fixed cost the results database at `path` measured, for the one GPU and driver it holds.
+FixedCost calibration_from(const std::string& path) {
     Store store = Store::open_read_only(path);
     const std::vector<FixedCost> costs = measured_fixed_costs(store.db());
     if (costs.empty())
@@ -580,6 +578,12 @@ std::optional<FixedCost> calibration(const po::variables_map& vm) {
                         "); give a database of the GPU the cells are meant for");
     }
     return costs.front();
+}
+
+// The fixed cost --calibration DB measured, if given.
+std::optional<FixedCost> calibration(const po::variables_map& vm) {
+    if (!vm.count("calibration")) return std::nullopt;
+    return calibration_from(vm["calibration"].as<std::string>());
 }
 
 int cmd_list(const std::vector<std::string>& args) {
@@ -652,12 +656,7 @@ int cmd_plan(const std::vector<std::string>& args) {
         Store results = Store::open_read_only(db);
         const bool gpu = std::any_of(cells.begin(), cells.end(), [](const CellParams& c) { return uses_gpu(c); });
         std::optional<FixedCost> fixed;
-        if (gpu) {
-            po::variables_map with_calibration = vm;
-            if (!vm.count("calibration"))
-                with_calibration.insert({"calibration", po::variable_value(boost::any(db), false)});
-            fixed = calibration(with_calibration);
-        }
+        if (gpu) fixed = calibration_from(vm.count("calibration") ? vm["calibration"].as<std::string>() : db);
         const auto plans = plan_workloads(cells, fixed, measured_cells(results.db()), limits);
         print_plan(cells, plans, limits, format_option(vm), out);
     });

@@ -1,6 +1,5 @@
 #include "kernels/compute/host_adamw.hpp"
 
-#include <bit>
 #include <cmath>
 #include <stdexcept>
 
@@ -10,16 +9,11 @@ namespace sweetspot {
 
 namespace {
 
-// The dtype's bits of a float and back, inline and branch-free so that the loop below vectorises:
-// bf16 rounds to nearest even as float_to_bf16_bits does (a NaN stays a quiet NaN); fp16 goes
-// through dtype.hpp's conversions, a call per element, which keeps its loop scalar.
+// The dtype's bits of a float and back: bf16's conversions are inline and branch-free
+// (dtype.hpp), so its loop vectorises; fp16's are a call per element, which keeps its loop scalar.
 struct Bf16 {
-    static float widen(std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
-    static std::uint16_t narrow(float f) {
-        const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
-        const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet_nan = (u >> 16) | 0x40u;
-        return static_cast<std::uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
-    }
+    static float widen(std::uint16_t b) { return bf16_bits_to_float(b); }
+    static std::uint16_t narrow(float f) { return float_to_bf16_bits(f); }
 };
 struct Fp16 {
     static float widen(std::uint16_t h) { return fp16_bits_to_float(h); }

@@ -5,7 +5,8 @@
 // writing the new master weights, the moments and the weights in the dtype that the streaming
 // backend copies to the GPU. The arithmetic is gpu::launch_adamw's and cpu::adamw's, line for
 // line, so the three give the same bits; one pass over the five arrays, split over the host's
-// cores, each chunk a loop the compiler vectorises (no calls, no branches but NaN's).
+// cores, each chunk a branch-free loop the compiler vectorises (fp32 and bf16; fp16's conversion
+// is a call).
 #include <cstdint>
 
 #include "kernels/compute/cpu_ops.hpp"

@@ -27,16 +27,6 @@ std::uint32_t shift_right_rne(std::uint32_t value, int shift) {
 
 }  // namespace
 
-std::uint16_t float_to_bf16_bits(float f) {
-    const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
-    // Rounding a NaN could carry it into Inf (payload only in the low half); set the quiet
-    // bit instead so it stays a NaN.
-    if ((bits & kF32AbsMask) > kF32Inf) return static_cast<std::uint16_t>((bits >> 16) | 0x0040u);
-    // bf16 is the top half of an fp32, so rounding is one shift. A carry out of the mantissa
-    // correctly bumps the exponent, up to Inf for values beyond the largest bf16.
-    return static_cast<std::uint16_t>(shift_right_rne(bits, 16));
-}
-
 std::uint16_t float_to_fp16_bits(float f) {
     const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
     const auto sign = static_cast<std::uint16_t>((bits & kF32SignMask) >> 16);
@@ -59,8 +49,6 @@ std::uint16_t float_to_fp16_bits(float f) {
     const std::uint32_t significand = (abs & 0x007FFFFFu) | 0x00800000u;
     return static_cast<std::uint16_t>(sign | shift_right_rne(significand, 126 - exponent));
 }
-
-float bf16_bits_to_float(std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
 
 float fp16_bits_to_float(std::uint16_t h) {
     const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
