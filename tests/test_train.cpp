@@ -390,7 +390,7 @@ TEST_CASE("a GPU training cell's estimate counts its prefix step where it is lar
         const WeightLayout layout = WeightLayout::for_model(c.model);
         std::int64_t largest = 0;
         for (const UnitLayout& u : layout.units) largest = std::max(largest, u.numel);
-        const std::int64_t prefix = TrainArena(c.model, DType::bf16, 1, 4, true).total + kGemmWorkspaceBytes + largest * (2 + 2 + 3 * 4);
+        const std::int64_t prefix = TrainArena(c.model, DType::bf16, 1, 4, true, Recompute::gelu).total + kGemmWorkspaceBytes + largest * (2 + 2 + 3 * 4);
         CHECK(e.check_step == prefix);
         CHECK((seq == 8) == (prefix > e.activations + e.workspace));
         CHECK(e.device_total() == e.weights + e.training_state + std::max(e.activations + e.workspace, prefix));
