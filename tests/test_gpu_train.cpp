@@ -343,7 +343,8 @@ void check_recompute_settings(const Case& gelu) {
     const auto units = rounded_units(gelu.model, layout, gelu.dtype);
     const TrainSettings settings = test_settings();
     const FirstStep want = first_step(gelu, layout, units, settings);
-    REQUIRE(want.steps == 1);
+    CHECK(want.steps == 1);
+    if (want.steps != 1) return;
     Case none = gelu;
     none.recompute = Recompute::none;
     const FirstStep kept = first_step(none, layout, units, settings);
