@@ -30,7 +30,8 @@ struct TrainArena {
     // What `recompute` keeps has a buffer per layer; what it recomputes has one buffer in the
     // scratch, which every layer's entry names (recompute.hpp).
     std::vector<std::int64_t> ln1, qkv, att, lse, x_mid, ln2, fc_pre, fc;
-    std::vector<std::int64_t> resid;  // L + 1 buffers [B·T, C]: the embedding's output, each block's
+    // L + 1 buffers [B·T, C]: the embedding's output, then each block's output (the next one's input).
+    std::vector<std::int64_t> resid;
     // ln_f's output; the logits [B·T, V] (rows padded_vocab(V) apart), then their gradient.
     std::int64_t xf = 0, logits = 0;
     // Scratch: from `scratch` the recomputed activations (above), then, [B·T, width] in the dtype,
