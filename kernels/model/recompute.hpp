@@ -14,7 +14,8 @@
 //   attention  and not the attention's output and logsumexp, recomputed from the kept qkv
 //              (Megatron's selective recomputation of the core attention): 11C;
 //   mlp        and not ln_2's output nor the pre-activation: ln_2, the MLP's first GEMM and its
-//              GELU run again from the kept x_mid: 6C;
+//              GELU run again from the kept x_mid (ln_2's backward needs x_mid anyway, and
+//              keeping ln_2's output would save one cheap LayerNorm for as many bytes): 6C;
 //   block      only the block's output (the next block's input): the whole forward of a block
 //              runs again in its backward from its kept input, but for the MLP's output
 //              projection, whose result is already kept: 1C.
