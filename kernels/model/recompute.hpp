@@ -4,6 +4,9 @@
 // recomputing what the one before it does and more, each trading device memory for time. Every
 // setting computes the same gradients: the backward recomputes with the forward's own kernels, on
 // the same inputs, with the same dropout masks (regenerated from their seed, site and position).
+// One exception, within a rounding: under mlp_epilogue, gelu and attention recompute the GELU's
+// output with the GELU kernel from the kept pre-activation, where the forward (and so none, mlp
+// and block) took it from the GEMM's epilogue.
 //
 // Per block and row of the batch, in the dtype (C = n_embd), the forward keeps:
 //   none       ln_1's output (C), qkv (3C), the attention's output (C, with flash attention each
