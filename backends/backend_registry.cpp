@@ -120,7 +120,8 @@ const std::vector<BackendTraits>& backend_registry() {
     // Every GPU backend runs the GPU forward, whose activations and kernel launches are settings; a
     // budget bounds where the weights may be (device refuses one below them). Streams and a prefetch
     // depth shape the streaming backends, the resident policy those that plan residency, and the
-    // eviction those whose weights are managed.
+    // eviction those whose weights are managed. What a training step recomputes is a setting where
+    // a GPU backend trains.
     // Training keeps its state beside the weights on the backends that hold them all in one place;
     // the streaming backends would bring each unit in again for the backward and its gradient out.
     constexpr std::string_view streaming_not_yet =
@@ -130,7 +131,8 @@ const std::vector<BackendTraits>& backend_registry() {
         // id, needs_gpu, runs_under_budget, managed_weights, pinned_weights, dtypes, cannot_honour, footprint,
         // placement axes, training state (or why none)
         {BackendId::device, true, false, false, false, all_dtypes(), device_cannot_honour, device_footprint,
-         {"budget", "activations", "launch"}, TrainingState{StateHome::device, StateHome::device, device_training_footprint}},
+         {"budget", "activations", "launch", "recompute"},
+         TrainingState{StateHome::device, StateHome::device, device_training_footprint}},
         {BackendId::explicit_copy, true, true, false, true, all_dtypes(), streaming_cannot_honour, explicit_copy_footprint,
          {"streams", "prefetch", "budget", "resident", "activations", "launch"}, std::nullopt, streaming_not_yet},
         {BackendId::uvm, true, true, true, false, all_dtypes(), on_demand_cannot_honour, uvm_footprint,

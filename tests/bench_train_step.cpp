@@ -2,8 +2,11 @@
 // backend: ms of the forward, the backward and the update, and tokens per second, for a built-in
 // model (optionally cut to fewer layers, to fit a small memory budget: the per-layer time then
 // scales to the whole model) at each batch given. Medians of the timed steps after warm-up steps,
-// CUDA events around each phase (the update's one host synchronization included).
+// CUDA events around each phase (the update's one host synchronization included); each recompute
+// setting given (recompute.hpp) at each batch, so that its cost in time and its saving in
+// activation bytes read side by side.
 //   bench_train_step --model gpt2_small --batch 4 --batch 8 --seq 1024 --variant flash_attention
+//   bench_train_step --model gpt2_1.5b --batch 8 --recompute none --recompute gelu --recompute block
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -30,7 +33,8 @@ namespace {
 
 constexpr std::uint64_t kSeed = 7;
 
-void bench(const ModelConfig& model, DType dtype, const Variant& variant, int batch, int seq, int warmup, int steps) {
+void bench(const ModelConfig& model, DType dtype, const Variant& variant, Recompute recompute, int batch, int seq,
+           int warmup, int steps) {
     const CudaStream stream;
     const WeightLayout layout = WeightLayout::for_model(model);
     BackendConfig config;
@@ -47,6 +51,7 @@ void bench(const ModelConfig& model, DType dtype, const Variant& variant, int ba
     backend->place(layout, fill, UnitSchedule::training(layout.unit_count()));
     GpuTrainOptions options;
     options.variant = variant;
+    options.recompute = recompute;
     GpuTrainStep step(model, layout, dtype, batch, seq, stream.get(), options);
     std::vector<std::int32_t> tokens(static_cast<std::size_t>(batch) * seq), targets(tokens.size());
     for (std::size_t i = 0; i < tokens.size(); ++i) {
@@ -74,10 +79,10 @@ void bench(const ModelConfig& model, DType dtype, const Variant& variant, int ba
     }
     const auto median = [](const std::vector<double>& ms) { return LatencyStats::of(ms).median; };
     const double total = median(step_ms);
-    std::printf("%-12s %2d layers %-6s %-16s batch %3d seq %5d  forward %8.2f  backward %8.2f  update %7.2f  "
+    std::printf("%-12s %2d layers %-6s %-16s recompute %-9s batch %3d seq %5d  forward %8.2f  backward %8.2f  update %7.2f  "
                 "step %8.2f ms  %9.0f tokens/s  loss %.3f  activations %.2f GiB\n",
                 model.name.c_str(), model.n_layer, std::string(enum_name(dtype)).c_str(),
-                variant.text().c_str(), batch, seq, median(forward_ms), median(backward_ms), median(update_ms), total,
+                variant.text().c_str(), std::string(enum_name(recompute)).c_str(), batch, seq, median(forward_ms), median(backward_ms), median(update_ms), total,
                 static_cast<double>(batch) * seq / (total / 1000.0), step.loss(),
                 static_cast<double>(step.activation_bytes()) / (1 << 30));
 }
@@ -93,6 +98,8 @@ int main(int argc, char** argv) {
         "seq", po::value<int>()->default_value(1024), "sequence length")(
         "dtype", po::value<std::string>()->default_value("bf16"), "fp32, fp16 or bf16")(
         "variant", po::value<std::string>()->default_value("flash_attention"), "baseline or a variant with flash_attention")(
+        "recompute", po::value<std::vector<std::string>>()->default_value({"gelu"}, "gelu"),
+        "none, gelu, attention, mlp or block (repeatable)")(
         "warmup", po::value<int>()->default_value(2), "untimed steps")(
         "steps", po::value<int>()->default_value(5), "timed steps");
     po::variables_map args;
@@ -110,6 +117,16 @@ int main(int argc, char** argv) {
     auto model = find_builtin_model(args["model"].as<std::string>());
     const auto dtype = parse_enum<DType>(args["dtype"].as<std::string>());
     const auto variant = Variant::parse(args["variant"].as<std::string>());
+    std::vector<Recompute> recomputes;
+    for (const std::string& name : args["recompute"].as<std::vector<std::string>>()) {
+        const auto r = parse_enum<Recompute>(name);
+        if (!r) {
+            std::fprintf(stderr, "bench_train_step: unknown recompute setting '%s' (none, gelu, attention, mlp, block)\n",
+                         name.c_str());
+            return 2;
+        }
+        recomputes.push_back(*r);
+    }
     if (!model || !dtype || !variant || args["steps"].as<int>() < 1) {
         std::fprintf(stderr, "bench_train_step: unknown model, dtype or variant, or no timed steps\n");
         return 2;
@@ -117,8 +134,9 @@ int main(int argc, char** argv) {
     if (const int layers = args["layers"].as<int>(); layers > 0) model->n_layer = layers;
     try {
         for (const int batch : args["batch"].as<std::vector<int>>())
-            bench(*model, *dtype, *variant, batch, args["seq"].as<int>(), args["warmup"].as<int>(),
-                  args["steps"].as<int>());
+            for (const Recompute recompute : recomputes)
+                bench(*model, *dtype, *variant, recompute, batch, args["seq"].as<int>(), args["warmup"].as<int>(),
+                      args["steps"].as<int>());
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_train_step: %s\n", e.what());
         return 1;

@@ -1,8 +1,9 @@
 // The GPU training step (kernels/compute/gpu_train_step.hpp) on weights a DeviceBackend placed for
 // UnitSchedule::training: the first step's loss and every gradient against the float64 reference
 // (reference_gradients.hpp) on the same weights rounded to the dtype, the update against the
-// float64 AdamW (reference_optimizer.hpp) applied to the GPU's own gradients, and many steps
-// against CpuTrainStep. Tests tagged [gpu] need a CUDA device.
+// float64 AdamW (reference_optimizer.hpp) applied to the GPU's own gradients, many steps
+// against CpuTrainStep, and every recompute setting (recompute.hpp) against the default's step.
+// Tests tagged [gpu] need a CUDA device.
 //
 // Tolerances, each a relative L2 error per tensor (‖gpu − reference‖ / ‖reference‖), so a tensor
 // whose gradient is small everywhere is judged by its own size:
@@ -30,6 +31,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -44,6 +46,7 @@
 #include "kernels/compute/gpu_train_step.hpp"
 #include "kernels/compute/reference_gradients.hpp"
 #include "kernels/compute/reference_optimizer.hpp"
+#include "kernels/compute/train_arena.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/synthetic_weights.hpp"
 #include "kernels/model/weight_layout.hpp"
@@ -126,9 +129,11 @@ struct Case {
     DType dtype;
     Variant variant;
     float dropout;
+    Recompute recompute = Recompute::gelu;
     std::string name() const {
         return model.name + " b" + std::to_string(batch) + " t" + std::to_string(seq) + " " +
-               std::string(enum_name(dtype)) + " " + variant.text() + " p" + std::to_string(dropout);
+               std::string(enum_name(dtype)) + " " + variant.text() + " p" + std::to_string(dropout) + " recompute " +
+               std::string(enum_name(recompute));
     }
 };
 
@@ -147,6 +152,7 @@ GpuTrainOptions options_for(const Case& c, const TrainSettings& settings) {
     GpuTrainOptions o;
     o.variant = c.variant;
     o.dropout = Dropout{.p = c.dropout, .seed = kSeed};
+    o.recompute = c.recompute;
     o.settings = settings;
     return o;
 }
@@ -165,72 +171,63 @@ std::unique_ptr<Backend> placed_backend(const WeightLayout& layout, const std::v
     return backend;
 }
 
-// One step from the synthetic weights, each of its numbers checked; the errors are folded into
-// `worst`.
-void check_first_step(const Case& c, Worst& worst) {
-    INFO(c.name());
-    Worst mine;
+// What the first step from `units` leaves: its loss and gradient norm, every gradient (divided by
+// the loss scale it carries, which is exact), and each unit's weights after the update and, below
+// fp32, its fp32 master weights (in fp32 the weights are their own master).
+struct FirstStep {
+    double loss = 0, norm = 0;
+    float loss_scale = 1;
+    int steps = 0, skipped = 0;
+    UnitValues gradients, weights, master;
+};
+
+FirstStep first_step(const Case& c, const WeightLayout& layout, const std::vector<std::vector<float>>& units,
+                     const TrainSettings& settings) {
+    FirstStep r;
     CudaStream stream;
-    const WeightLayout layout = WeightLayout::for_model(c.model);
-    const auto units = rounded_units(c.model, layout, c.dtype);
     const auto backend = placed_backend(layout, units, c.dtype, stream.get());
-    const TrainSettings settings = test_settings();
     GpuTrainStep step(c.model, layout, c.dtype, c.batch, c.seq, stream.get(), options_for(c, settings));
     const int n = c.batch * c.seq;
-    const auto tokens = ids(c.model, n, 1), targets = ids(c.model, n, 2);
-    step.set_batch(tokens, targets);
+    step.set_batch(ids(c.model, n, 1), ids(c.model, n, 2));
 
     // fp16's first scale may overflow the gradient: the update is then skipped and the scale
     // halved, and the same step is made again.
-    UnitValues gradients;
-    double loss = 0, norm = 0;
     for (int attempt = 0; attempt < 24 && step.steps() == 0; ++attempt) {
         step.forward(*backend);
         step.backward(*backend);
         const double scale = step.loss_scale();
-        loss = step.loss();
-        norm = step.grad_norm();
-        gradients.clear();
+        r.loss = step.loss();
+        r.norm = step.grad_norm();
+        r.gradients.clear();
         for (int u = 0; u < layout.unit_count(); ++u) {
             auto g = to_host(backend->gradient(u), layout.units[as_size(u)].numel, c.dtype);
             for (double& x : g) x /= scale;
-            gradients.push_back(std::move(g));
+            r.gradients.push_back(std::move(g));
         }
         step.update(*backend);
         if (step.steps() == 0) {
-            CHECK_FALSE(std::isfinite(norm));
+            CHECK_FALSE(std::isfinite(r.norm));
             CHECK(step.loss_scale() == static_cast<float>(scale / 2));
         }
     }
-    CHECK(step.steps() == 1);
-    if (step.steps() != 1) return;
-    if (c.dtype != DType::fp16) CHECK(step.skipped_steps() == 0);
-
-    std::vector<const float*> pointers;
-    for (const auto& u : units) pointers.push_back(u.data());
-    const ReferenceGradients ref = reference_gradients(c.model, layout, pointers, tokens, targets, c.batch, c.seq,
-                                                       Dropout{.p = c.dropout, .seed = kSeed}.for_shape(c.seq, c.model.max_positions));
-    const double tolerance = gradient_tolerance(c.dtype);
-    const double loss_err = std::abs(loss - ref.loss) / ref.loss;
-    CHECK(loss_err <= tolerance);
-    mine.loss = std::max(mine.loss, loss_err);
-    double ref_squares = 0;
-    for (std::size_t u = 0; u < ref.units.size(); ++u) {
-        for (const TensorSpec& t : layout.units[u].tensors) {
-            INFO(t.name);
-            const auto at = [&](const std::vector<double>& v) {
-                return std::span<const double>(v).subspan(as_size(t.offset), as_size(t.numel));
-            };
-            const double err = relative_l2(at(gradients[u]), at(ref.units[u]));
-            CHECK(err <= tolerance);
-            mine.gradient = std::max(mine.gradient, std::isnan(err) ? INFINITY : err);
-        }
-        for (const double g : ref.units[u]) ref_squares += g * g;
+    r.steps = step.steps();
+    r.skipped = step.skipped_steps();
+    r.loss_scale = step.loss_scale();
+    for (int u = 0; u < layout.unit_count(); ++u) {
+        const std::int64_t numel = layout.units[as_size(u)].numel;
+        const UnitUpdate unit = backend->acquire_update(u);
+        r.weights.push_back(to_host(unit.weights, numel, c.dtype));
+        r.master.push_back(c.dtype == DType::fp32 ? r.weights.back() : to_host(unit.master, numel, DType::fp32));
+        backend->release_update(u);
     }
-    CHECK(std::abs(norm - std::sqrt(ref_squares)) <= tolerance * std::sqrt(ref_squares));
+    return r;
+}
 
-    // The reference AdamW on the GPU's own gradients, from the weights the GPU started from.
-    UnitValues clipped = gradients, params;
+// The step's update against the float64 AdamW applied to the step's own gradients, from the
+// weights it started from: the largest relative L2 error of a tensor (each checked <= 1e-4).
+double check_update(const Case& c, const WeightLayout& layout, const std::vector<std::vector<float>>& units,
+                    const TrainSettings& settings, const FirstStep& r) {
+    UnitValues clipped = r.gradients, params;
     for (const auto& u : units) params.emplace_back(u.begin(), u.end());
     const UnitValues before = params;
     reference_clip_gradients(clipped, settings.max_grad_norm);
@@ -238,17 +235,14 @@ void check_first_step(const Case& c, Worst& worst) {
     reference_adamw_step(layout, params, clipped, state,
                          {.lr = settings.lr, .beta1 = settings.beta1, .beta2 = settings.beta2, .eps = settings.eps,
                           .weight_decay = settings.weight_decay});
+    double worst = 0;
     for (int u = 0; u < layout.unit_count(); ++u) {
-        const std::int64_t numel = layout.units[as_size(u)].numel;
-        const UnitUpdate unit = backend->acquire_update(u);
-        const auto weights = to_host(unit.weights, numel, c.dtype);
-        const auto master = c.dtype == DType::fp32 ? weights : to_host(unit.master, numel, DType::fp32);
-        backend->release_update(u);
+        const auto& master = r.master[as_size(u)];
         if (c.dtype != DType::fp32) {
             // The weights are the master rounded to the dtype.
             std::vector<float> rounded(master.begin(), master.end());
             round_through_dtype(rounded, c.dtype);
-            CHECK(std::equal(rounded.begin(), rounded.end(), weights.begin()));
+            CHECK(std::equal(rounded.begin(), rounded.end(), r.weights[as_size(u)].begin()));
         }
         for (const TensorSpec& t : layout.units[as_size(u)].tensors) {
             INFO(t.name);
@@ -262,14 +256,124 @@ void check_first_step(const Case& c, Worst& worst) {
             }
             const double err = relative_l2(got, want);
             CHECK(err <= 1e-4);
-            mine.update = std::max(mine.update, std::isnan(err) ? INFINITY : err);
+            worst = std::max(worst, std::isnan(err) ? INFINITY : err);
         }
     }
+    return worst;
+}
+
+// The largest relative L2 error of a tensor's gradient against `want`'s, each checked <= tolerance.
+double check_gradients(const WeightLayout& layout, const UnitValues& got, const UnitValues& want, double tolerance) {
+    double worst = 0;
+    for (std::size_t u = 0; u < want.size(); ++u) {
+        for (const TensorSpec& t : layout.units[u].tensors) {
+            INFO(t.name);
+            const auto at = [&](const std::vector<double>& v) {
+                return std::span<const double>(v).subspan(as_size(t.offset), as_size(t.numel));
+            };
+            const double err = relative_l2(at(got[u]), at(want[u]));
+            CHECK(err <= tolerance);
+            worst = std::max(worst, std::isnan(err) ? INFINITY : err);
+        }
+    }
+    return worst;
+}
+
+// One step from the synthetic weights, each of its numbers checked against float64; the errors
+// are folded into `worst`.
+void check_first_step(const Case& c, Worst& worst) {
+    INFO(c.name());
+    Worst mine;
+    const WeightLayout layout = WeightLayout::for_model(c.model);
+    const auto units = rounded_units(c.model, layout, c.dtype);
+    const TrainSettings settings = test_settings();
+    const FirstStep r = first_step(c, layout, units, settings);
+    CHECK(r.steps == 1);
+    if (r.steps != 1) return;
+    if (c.dtype != DType::fp16) CHECK(r.skipped == 0);
+
+    std::vector<const float*> pointers;
+    for (const auto& u : units) pointers.push_back(u.data());
+    const int n = c.batch * c.seq;
+    const ReferenceGradients ref = reference_gradients(c.model, layout, pointers, ids(c.model, n, 1), ids(c.model, n, 2),
+                                                       c.batch, c.seq,
+                                                       Dropout{.p = c.dropout, .seed = kSeed}.for_shape(c.seq, c.model.max_positions));
+    const double tolerance = gradient_tolerance(c.dtype);
+    mine.loss = std::abs(r.loss - ref.loss) / ref.loss;
+    CHECK(mine.loss <= tolerance);
+    mine.gradient = check_gradients(layout, r.gradients, ref.units, tolerance);
+    double ref_squares = 0;
+    for (const auto& u : ref.units)
+        for (const double g : u) ref_squares += g * g;
+    CHECK(std::abs(r.norm - std::sqrt(ref_squares)) <= tolerance * std::sqrt(ref_squares));
+    mine.update = check_update(c, layout, units, settings, r);
     std::printf("gpu_train case %-36s loss %.3g gradient %.3g update %.3g (loss scale %g, %d skipped)\n",
-                c.name().c_str(), mine.loss, mine.gradient, mine.update, step.loss_scale(), step.skipped_steps());
+                c.name().c_str(), mine.loss, mine.gradient, mine.update, r.loss_scale, r.skipped);
     worst.loss = std::max(worst.loss, mine.loss);
     worst.gradient = std::max(worst.gradient, mine.gradient);
     worst.update = std::max(worst.update, mine.update);
+}
+
+// Where the GELU output the MLP's backward reads comes from: recomputed by the GELU kernel from
+// the kept pre-activation (gelu, attention), or made by the forward's own MLP input (none keeps
+// it, mlp and block recompute it), which is the GEMM's epilogue under mlp_epilogue and the same
+// GELU kernel otherwise.
+bool gelu_from_epilogue(const Case& c) {
+    return c.variant.has(Fusion::mlp_epilogue) &&
+           (c.recompute == Recompute::none || c.recompute >= Recompute::mlp);
+}
+
+// Whether two cases' steps compute every number with the same kernels on the same inputs, so
+// that they agree bit for bit: not with flash attention, whose backward adds dQ atomically in
+// whatever order its blocks finish, nor where their GELU outputs come from different kernels.
+bool same_bits(const Case& a, const Case& b) {
+    return !a.variant.has(Fusion::flash_attention) && gelu_from_epilogue(a) == gelu_from_epilogue(b);
+}
+
+// The first step of every recompute setting against gelu's (the default) on the same weights and
+// tokens: the same loss (the forward is the same whatever it keeps), and the same gradients and
+// update, bit for bit where same_bits says so. Elsewhere within a quarter of the float64 test's
+// tolerance (they differ by the order of dQ's atomic adds, or by one rounding of the GELU's output
+// between two kernels, not by a chain of roundings), with the update checked against the float64
+// AdamW on the setting's own gradients. mlp and block also against none, which takes its GELU
+// output from the same kernel.
+void check_recompute_settings(const Case& gelu) {
+    INFO(gelu.name());
+    const WeightLayout layout = WeightLayout::for_model(gelu.model);
+    const auto units = rounded_units(gelu.model, layout, gelu.dtype);
+    const TrainSettings settings = test_settings();
+    const FirstStep want = first_step(gelu, layout, units, settings);
+    CHECK(want.steps == 1);
+    if (want.steps != 1) return;
+    Case none = gelu;
+    none.recompute = Recompute::none;
+    const FirstStep kept = first_step(none, layout, units, settings);
+    for (const Recompute recompute : {Recompute::none, Recompute::attention, Recompute::mlp, Recompute::block}) {
+        Case c = gelu;
+        c.recompute = recompute;
+        INFO(c.name());
+        const FirstStep got = recompute == Recompute::none ? kept : first_step(c, layout, units, settings);
+        CHECK(got.steps == 1);
+        if (got.steps != 1) continue;
+        CHECK(got.skipped == want.skipped);
+        CHECK(got.loss_scale == want.loss_scale);
+        CHECK(got.loss == want.loss);
+        for (const auto& [other, reference] : {std::pair{gelu, &want}, std::pair{none, &kept}}) {
+            if (other.recompute == c.recompute || !same_bits(c, other)) continue;
+            INFO("bit for bit against recompute " << enum_name(other.recompute));
+            CHECK(got.norm == reference->norm);
+            CHECK(got.gradients == reference->gradients);
+            CHECK(got.weights == reference->weights);
+            CHECK(got.master == reference->master);
+        }
+        if (same_bits(c, gelu)) continue;
+        const double tolerance = gradient_tolerance(c.dtype) / 4;
+        const double gradient = check_gradients(layout, got.gradients, want.gradients, tolerance);
+        CHECK(std::abs(got.norm - want.norm) <= tolerance * want.norm);
+        const double update = check_update(c, layout, units, settings, got);
+        std::printf("gpu_train recompute %-70s against gelu: gradient %.3g, update %.3g\n", c.name().c_str(), gradient,
+                    update);
+    }
 }
 
 }  // namespace
@@ -301,6 +405,53 @@ TEST_CASE("GpuTrainStep's first step matches the float64 loss, gradients and Ada
     for (const auto& [what, w] : worst)
         std::printf("gpu_train first step, worst relative L2 error, %-50s loss %.3g gradient %.3g update %.3g\n",
                     what.c_str(), w.loss, w.gradient, w.update);
+}
+
+TEST_CASE("every recompute setting's first step matches the float64 loss, gradients and AdamW", "[gpu]") {
+    require_gpu();
+    std::map<std::string, Worst> worst;  // by setting
+    for (const Recompute recompute : {Recompute::none, Recompute::attention, Recompute::mlp, Recompute::block}) {
+        for (const float p : {0.0f, 0.1f}) {
+            for (const DType dtype : {DType::fp32, DType::bf16, DType::fp16}) {
+                for (const Variant variant : {Variant{}, Variant{Fusion::flash_attention}, kTrainingFusions}) {
+                    const Case c{head80_model(), 2, 90, dtype, variant, p, recompute};
+                    try {
+                        check_first_step(c, worst[std::string(enum_name(recompute))]);
+                    } catch (const std::exception& e) {
+                        FAIL_CHECK(c.name() << ": " << e.what());
+                    }
+                }
+            }
+        }
+    }
+    for (const auto& [what, w] : worst)
+        std::printf("gpu_train first step, worst relative L2 error, recompute %-10s loss %.3g gradient %.3g update %.3g\n",
+                    what.c_str(), w.loss, w.gradient, w.update);
+}
+
+TEST_CASE("every recompute setting's first step equals gelu's: bit for bit where the kernels are deterministic",
+          "[gpu]") {
+    require_gpu();
+    for (const ModelConfig& model : {head25_model(), head80_model()}) {
+        for (const int seq : {1, 33, 90}) {
+            for (const float p : {0.0f, 0.1f}) {
+                for (const DType dtype : {DType::fp32, DType::bf16, DType::fp16}) {
+                    // The epilogues without flash attention tell the GELU's two kernels apart
+                    // where every other kernel is deterministic.
+                    for (const Variant variant : {Variant{}, Variant{Fusion::flash_attention},
+                                                  Variant{Fusion::mlp_epilogue, Fusion::proj_epilogue},
+                                                  kTrainingFusions}) {
+                        const Case c{model, 2, seq, dtype, variant, p};
+                        try {
+                            check_recompute_settings(c);
+                        } catch (const std::exception& e) {
+                            FAIL_CHECK(c.name() << ": " << e.what());
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 TEST_CASE("GpuTrainStep's losses follow CpuTrainStep's over 20 steps and fall", "[gpu]") {
@@ -356,26 +507,75 @@ TEST_CASE("GpuTrainStep's activation_bytes is what activation_bytes_for computes
     const ModelConfig model = head80_model();
     const WeightLayout layout = WeightLayout::for_model(model);
     for (const bool flash : {false, true}) {
-        GpuTrainOptions o;
-        o.variant = flash ? Variant{Fusion::flash_attention} : Variant{};
-        const GpuTrainStep step(model, layout, DType::bf16, 3, 40, stream.get(), o);
-        CHECK(step.activation_bytes() == GpuTrainStep::activation_bytes_for(model, DType::bf16, 3, 40, o.variant));
+        for (const Recompute recompute : {Recompute::none, Recompute::gelu, Recompute::attention, Recompute::mlp,
+                                          Recompute::block}) {
+            INFO("flash " << flash << ", recompute " << enum_name(recompute));
+            GpuTrainOptions o;
+            o.variant = flash ? Variant{Fusion::flash_attention} : Variant{};
+            o.recompute = recompute;
+            const GpuTrainStep step(model, layout, DType::bf16, 3, 40, stream.get(), o);
+            CHECK(step.activation_bytes() ==
+                  GpuTrainStep::activation_bytes_for(model, DType::bf16, 3, 40, o.variant, recompute));
+        }
     }
 }
 
 TEST_CASE("GpuTrainStep::activation_bytes_for grows with the kept activations", "[gpu_train]") {
-    // Per layer and row: ln1, qkv, att, ln2, fc_pre (C + 3C + C + C + 4C) and the block's two
-    // residual buffers (2C), 12C values in the dtype; each unit adds the norm's 1024 double
-    // partials; flash_attention adds the layer's fp32 logsumexp [B, H, T]. Every size here is a
-    // multiple of the arena's 256-byte alignment.
+    // Per layer and row, in the dtype: ln1 (C), qkv (3C), att (C), x_mid (C), ln2 (C), fc_pre (4C),
+    // fc (4C) and the block's output (C), 16C, less what the setting recomputes: fc (gelu: 12C),
+    // att (attention: 11C), ln2 and fc_pre (mlp: 6C), ln1, qkv and x_mid (block: 1C). Each unit
+    // adds the norm's 1024 double partials; flash_attention adds the layer's fp32 logsumexp
+    // [B, H, T] where att is kept. What is recomputed is one buffer whatever the layers: a second
+    // layer adds none of it. Every size here is a multiple of the arena's 256-byte alignment.
     ModelConfig one = head25_model(), two = head25_model();
     one.n_layer = 1;
     const std::int64_t b = 2, t = 64, c = one.n_embd, h = one.n_head;
+    const std::pair<Recompute, std::int64_t> kept_per_row[] = {{Recompute::none, 16},
+                                                               {Recompute::gelu, 12},
+                                                               {Recompute::attention, 11},
+                                                               {Recompute::mlp, 6},
+                                                               {Recompute::block, 1}};
     for (const bool flash : {false, true}) {
         const Variant v = flash ? Variant{Fusion::flash_attention} : Variant{};
-        const std::int64_t added = GpuTrainStep::activation_bytes_for(two, DType::bf16, 2, 64, v) -
-                                   GpuTrainStep::activation_bytes_for(one, DType::bf16, 2, 64, v);
-        CHECK(added == 12 * c * b * t * 2 + 1024 * 8 + (flash ? b * h * t * 4 : 0));
+        for (const auto& [recompute, values] : kept_per_row) {
+            INFO("flash " << flash << ", recompute " << enum_name(recompute));
+            const bool lse_kept = flash && recompute < Recompute::attention;
+            const std::int64_t added = GpuTrainStep::activation_bytes_for(two, DType::bf16, 2, 64, v, recompute) -
+                                       GpuTrainStep::activation_bytes_for(one, DType::bf16, 2, 64, v, recompute);
+            CHECK(added == values * c * b * t * 2 + 1024 * 8 + (lse_kept ? b * h * t * 4 : 0));
+        }
+    }
+}
+
+TEST_CASE("TrainArena: what a setting keeps has a buffer per layer, what it recomputes one in the dead scratch",
+          "[gpu_train]") {
+    // Which activations each setting recomputes, by recompute.hpp's ladder.
+    const ModelConfig model = head80_model();
+    const std::map<std::string, Recompute> first_recomputed = {
+        {"fc", Recompute::gelu}, {"att", Recompute::attention}, {"lse", Recompute::attention},
+        {"ln2", Recompute::mlp}, {"fc_pre", Recompute::mlp},    {"ln1", Recompute::block},
+        {"qkv", Recompute::block}, {"x_mid", Recompute::block}};
+    for (const Recompute recompute :
+         {Recompute::none, Recompute::gelu, Recompute::attention, Recompute::mlp, Recompute::block}) {
+        const TrainArena a(model, DType::fp16, 2, 24, /*flash=*/true, recompute);
+        const std::map<std::string, const std::vector<std::int64_t>*> entries = {
+            {"fc", &a.fc},   {"att", &a.att},       {"lse", &a.lse}, {"ln2", &a.ln2},
+            {"fc_pre", &a.fc_pre}, {"ln1", &a.ln1}, {"qkv", &a.qkv}, {"x_mid", &a.x_mid}};
+        CHECK(a.resid.size() == as_size(model.n_layer + 1));
+        for (const auto& [name, offsets] : entries) {
+            INFO("recompute " << enum_name(recompute) << ", " << name);
+            REQUIRE(offsets->size() == as_size(model.n_layer));
+            const std::set<std::int64_t> distinct(offsets->begin(), offsets->end());
+            if (recompute >= first_recomputed.at(name)) {
+                // Shared by every layer, in the scratch the embedding's backward takes at the end.
+                CHECK(distinct.size() == 1);
+                CHECK(offsets->front() >= a.scratch);
+                CHECK(offsets->front() < a.dres);
+            } else {
+                CHECK(distinct.size() == as_size(model.n_layer));
+                CHECK(*distinct.rbegin() < a.resid.front());
+            }
+        }
     }
 }
 

@@ -7,11 +7,15 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "backends/backend_registry.hpp"
 #include "backends/host_backend.hpp"
+#include "harness/cli/cell_list.hpp"
+#include "harness/cli/estimate_table.hpp"
 #include "harness/matrix/matrix.hpp"
 #include "harness/measure/cell_exec.hpp"
 #include "harness/measure/cell_outcome.hpp"
@@ -390,7 +394,7 @@ TEST_CASE("a GPU training cell's estimate counts its prefix step where it is lar
         const WeightLayout layout = WeightLayout::for_model(c.model);
         std::int64_t largest = 0;
         for (const UnitLayout& u : layout.units) largest = std::max(largest, u.numel);
-        const std::int64_t prefix = TrainArena(c.model, DType::bf16, 1, 4, true).total + kGemmWorkspaceBytes + largest * (2 + 2 + 3 * 4);
+        const std::int64_t prefix = TrainArena(c.model, DType::bf16, 1, 4, true, Recompute::gelu).total + kGemmWorkspaceBytes + largest * (2 + 2 + 3 * 4);
         CHECK(e.check_step == prefix);
         CHECK((seq == 8) == (prefix > e.activations + e.workspace));
         CHECK(e.device_total() == e.weights + e.training_state + std::max(e.activations + e.workspace, prefix));
@@ -510,6 +514,84 @@ TEST_CASE("a GPU training cell's estimate holds its gradients, master weights, m
             for (const UnitLayout& u : layout.units) unpadded += u.numel * 4;
             return unpadded;
         }());
+    }
+}
+
+TEST_CASE("recompute: keyed only where not gelu, a setting of device training cells, refused elsewhere", "[train][axes]") {
+    const CellParams plain = train_cell("backend = \"device\"\ndtype = \"bf16\"");
+    const CellParams gelu = train_cell("backend = \"device\"\ndtype = \"bf16\"\nrecompute = \"gelu\"");
+    const CellParams block = train_cell("backend = \"device\"\ndtype = \"bf16\"\nrecompute = \"block\"");
+    // The default is what every training cell did before the axis: their keys stay.
+    CHECK(plain.recompute == Recompute::gelu);
+    CHECK(plain.canonical().find("recompute") == std::string::npos);
+    CHECK(gelu.key() == plain.key());
+    CHECK(block.key() != plain.key());
+    CHECK_THAT(block.canonical(), ContainsSubstring("recompute=block\n"));
+    CHECK(CellParams::from_canonical(block.canonical()).recompute == Recompute::block);
+    CHECK_THROWS_WITH(train_cell("backend = \"device\"\nrecompute = \"all\""),
+                      ContainsSubstring("one of: none, gelu, attention, mlp, block"));
+
+    // The host's step keeps every activation: the matrix gives its cells the default, says so,
+    // and refuses a sweep of host cells only that sets it.
+    const Matrix both = parse_matrix("name = \"t\"\n[defaults]\nmodel = \"tiny\"\nmode = \"train\"\n[[sweep]]\nname = \"s\"\n"
+                                     "backend = [\"host\", \"device\"]\nrecompute = \"mlp\"\n",
+                                     "test");
+    REQUIRE(both.cells.size() == 2);
+    CHECK(both.cells[0].recompute == Recompute::gelu);
+    CHECK(both.cells[1].recompute == Recompute::mlp);
+    CHECK_THAT(both.notes.at(0), ContainsSubstring("recompute has no effect on backend host"));
+    CHECK_THROWS_WITH(train_cell("recompute = \"mlp\""), ContainsSubstring("has no effect on the backend"));
+
+    // Cells that reach a runner otherwise (a canonical text) are skipped with the reason.
+    CHECK(cell_impossible_reason(block).empty());
+    CellParams infer = block;
+    infer.mode = Mode::infer;
+    CHECK(cell_impossible_reason(infer) ==
+          "recompute = \"block\" is a setting of training steps (mode = \"train\"): an inference forward keeps no "
+          "activations for a backward");
+    CellParams host = train_cell();
+    host.recompute = Recompute::none;
+    CHECK(cell_impossible_reason(host) ==
+          "the host backend's training step keeps every activation; recompute = \"none\" needs a GPU backend");
+
+    // list and estimate show the axis where a cell sets it.
+    for (const auto& cells : {std::vector<CellParams>{plain, block}, std::vector<CellParams>{plain}}) {
+        std::ostringstream list, estimate;
+        print_cell_list(cells, std::nullopt, TableFormat::text, list);
+        print_memory_estimates(cells, std::nullopt, TableFormat::text, estimate);
+        const bool shown = cells.size() == 2;
+        CHECK((list.str().find("recompute") != std::string::npos) == shown);
+        CHECK((estimate.str().find("recompute") != std::string::npos) == shown);
+    }
+}
+
+TEST_CASE("a GPU training cell's estimate shrinks along the recompute ladder by what each setting stops keeping",
+          "[train][estimate]") {
+    // Model tiny (L = 2, C = 64), batch 2 × seq 9: a [B·T, C] bf16 buffer takes 18 · 64 · 2 = 2304
+    // bytes (9 · 256, the arena's alignment), and flash attention's logsumexp per layer B · H · T
+    // fp32 = 288 bytes, aligned to 512. Each step up the ladder stops keeping, per layer, the GELU's
+    // output (4C); the attention's output (C) and logsumexp; ln_2's output and the pre-activation
+    // (C + 4C); ln_1's output, qkv and x_mid (C + 3C + C); and keeps one buffer of each in the
+    // scratch instead: L − 1 = 1 layer's worth saved each time.
+    const std::int64_t row = 2304, lse = 512, layers_saved = 1;
+    for (const std::string variant : {"baseline", "flash_attention"}) {
+        INFO(variant);
+        const std::int64_t att_saved = row + (variant == "flash_attention" ? lse : 0);
+        const std::pair<std::string, std::int64_t> ladder[] = {
+            {"none", 0}, {"gelu", 4 * row}, {"attention", att_saved}, {"mlp", 5 * row}, {"block", 5 * row}};
+        std::int64_t previous = 0, previous_total = 0;
+        for (const auto& [recompute, saved] : ladder) {
+            INFO(recompute);
+            const CellParams c = train_cell("backend = \"device\"\ndtype = \"bf16\"\nvariant = \"" + variant +
+                                            "\"\nrecompute = \"" + recompute + "\"");
+            const MemoryEstimate e = estimate_memory(c);
+            if (recompute != "none") {
+                CHECK(previous - e.activations == layers_saved * saved);
+                CHECK(previous_total - e.device_total() == layers_saved * saved);
+            }
+            previous = e.activations;
+            previous_total = e.device_total();
+        }
     }
 }
 

@@ -321,6 +321,10 @@ std::vector<Axis> make_axes() {
         role(tf32_axis(), R::workload, "fp32 GEMMs on TF32 tensor cores"),
         role(added_in(keyed(choice_axis("launch", &CellParams::launch), K::unless_default), 10), R::placement,
              "how the GPU forward enqueues a unit's kernels"),
+        // How a training step uses the device's memory, not what it computes: every setting gives
+        // the same gradients (kernels/model/recompute.hpp).
+        role(added_in(keyed(choice_axis("recompute", &CellParams::recompute), K::unless_default), 19), R::placement,
+             "what a training step's backward computes again instead of keeping it"),
         role(added_in(dropout_axis(), 3), R::workload, "probability at each of GPT-2's dropouts"),
         role(choice_axis("mode", &CellParams::mode), R::workload, "inference or training"),
         role(weights_axis(), R::workload, "synthetic weights or a checkpoint's path"),

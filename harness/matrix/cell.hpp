@@ -13,6 +13,7 @@
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/named_enum.hpp"
 #include "kernels/model/number_text.hpp"
+#include "kernels/model/recompute.hpp"
 #include "kernels/model/variant.hpp"
 
 namespace sweetspot {
@@ -126,6 +127,7 @@ struct CellParams {
     UvmEvict evict = UvmEvict::migrate;                     // how the UVM backends evict a layer
     bool tf32 = false;                                      // fp32 GEMMs on TF32 tensor cores
     Launch launch = Launch::kernels;                        // how the GPU forward enqueues a unit's kernels
+    Recompute recompute = Recompute::gelu;  // what a training step's backward computes again (recompute.hpp)
     double dropout = 0;                                     // probability at each dropout site
     Mode mode = Mode::infer;
     std::string weights = "synthetic";  // or a path to a .safetensors checkpoint

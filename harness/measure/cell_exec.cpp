@@ -73,6 +73,20 @@ std::string training_impossible_reason(const CellParams& c) {
     return {};
 }
 
+// Why the cell's recompute setting cannot be honoured: only the GPU training step has a backward
+// that computes activations again; the host's (CpuTrainStep) keeps every one.
+std::string recompute_impossible_reason(const CellParams& c) {
+    if (c.recompute == CellParams{}.recompute) return {};
+    const std::string setting = "recompute = \"" + std::string(enum_name(c.recompute)) + "\"";
+    if (c.mode != Mode::train)
+        return setting + " is a setting of training steps (mode = \"train\"): an inference forward keeps no "
+                         "activations for a backward";
+    if (!backend_traits(c.backend).needs_gpu)
+        return "the " + std::string(enum_name(c.backend)) + " backend's training step keeps every activation; " +
+               setting + " needs a GPU backend";
+    return {};
+}
+
 }  // namespace
 
 bool uses_gpu(const CellParams& c) { return backend_traits(c.backend).needs_gpu; }
@@ -95,6 +109,7 @@ std::string cell_impossible_reason(const CellParams& c) {
     const std::string backend_name(enum_name(c.backend));
     const BackendTraits& backend = backend_traits(c.backend);
     if (const std::string why = training_impossible_reason(c); !why.empty()) return why;
+    if (const std::string why = recompute_impossible_reason(c); !why.empty()) return why;
     if (!backend.computes_in(c.dtype))
         return "the " + backend_name + " backend does not compute in " + std::string(enum_name(c.dtype));
     if (!backend.needs_gpu && !c.variant.is_baseline())

@@ -398,6 +398,7 @@ private:
         train.tf32 = cell_.tf32;
         train.variant = cell_.variant;
         train.dropout = cell_.dropout_masks();
+        train.recompute = cell_.recompute;
         train.settings = settings_;
         return train;
     }

@@ -191,6 +191,7 @@ const std::vector<SchemaStep>& schema_steps() {
          " FROM cells WHERE status = 'ok' AND gpu_peak_bytes > 0 AND predicted_alloc_bytes IS NOT NULL;"},
         {17, "the GPU ops' timings of bench_kernels --db", nullptr, "DROP TABLE kernel_timings;"},
         {18, "the memory estimator's terms of each cell's predicted allocation", nullptr, ""},
+        {19, "the recompute axis", nullptr, ""},
     };
     return steps;
 }

@@ -1,11 +1,11 @@
 // The GPU training step: the forward of GpuForward's baseline kernels (or flash attention) with
 // each block's activations kept, the fused classifier, and the backward of cpu_block.cpp's
 // block_backward op for op, each backward kernel from its op family's file. The residual stream is
-// kept as 2L + 1 buffers (the embedding's output, then each block's x_mid and x_out): a
-// sub-layer writes its output straight into the next one and adds the one before, so nothing is
-// copied. The MLP's GELU output is not kept: the backward recomputes it from fc_pre. The variant's
-// mlp_epilogue and proj_epilogue move biases, the GELU, its backward and residual adds into the
-// GEMMs' cuBLASLt epilogues.
+// kept as each block's input and x_mid: a sub-layer writes its output straight into the next
+// buffer and adds the one before, so nothing is copied. What the Recompute setting does not keep
+// the backward computes again before it needs it, with the forward's own functions (the block's
+// forward is those functions in order). The variant's mlp_epilogue and proj_epilogue move biases,
+// the GELU, its backward and residual adds into the GEMMs' cuBLASLt epilogues.
 #include "kernels/compute/gpu_train_step.hpp"
 
 #include <algorithm>
@@ -49,6 +49,7 @@ struct GpuTrainStep::Impl {
     bool flash;
     // The MLP's biases, GELU (and its backward) and residual add in the GEMMs' epilogues.
     bool mlp_fused;
+    Recompute recompute;
     TrainArena plan;
     DeviceMemory arena;
     DeviceMemory embedding_scratch;  // only where the dead scratch is too small (TrainArena)
@@ -75,8 +76,19 @@ struct GpuTrainStep::Impl {
 
     template <class T>
     void forward(LayerSource& weights);
+    // The block's forward, x_out = x_mid + dropout(mlp(ln_2(x_mid))) after
+    // x_mid = x_in + dropout(c_proj(attention(c_attn(ln_1(x_in))))), in the pieces the backward
+    // calls again for what the Recompute setting did not keep: the attention sub-layer (ln_1, the
+    // QKV projection, the attention, its projection into x_mid); the attention alone, from qkv;
+    // the MLP's input (ln_2, the first GEMM and its GELU).
     template <class T>
     void block_forward(int layer, const T* unit, const UnitLayout& ul);
+    template <class T>
+    void attention_sublayer(int layer, const T* unit, const UnitLayout& ul);
+    template <class T>
+    void core_attention(int layer);
+    template <class T>
+    void mlp_input(int layer, const T* unit, const UnitLayout& ul);
     // y [rows, C] = residual + dropout(x [rows, in] · wᵀ + b): a sub-layer's output projection,
     // the bias and residual add in its GEMM's epilogue where `epilogue` (the bias only while
     // dropout is on).
@@ -106,7 +118,7 @@ struct GpuTrainStep::Impl {
     template <class T>
     const T* through_dropout(std::uint32_t site);
     void read_norm();
-    void* embedding_scratch_at() const { return extra_bytes > 0 ? embedding_scratch.get() : at<void>(plan.fc); }
+    void* embedding_scratch_at() const { return extra_bytes > 0 ? embedding_scratch.get() : at<void>(plan.scratch); }
 };
 
 GpuTrainStep::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_, int batch_, int seq_,
@@ -120,6 +132,7 @@ GpuTrainStep::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_,
       options(options_),
       flash(options_.variant.has(Fusion::flash_attention)),
       mlp_fused(options_.variant.has(Fusion::mlp_epilogue)),
+      recompute(options_.recompute),
       plan([&] {
           // Every argument is checked before the first CUDA call.
           if (const auto why = model_.validate(); !why.empty()) throw std::invalid_argument(why);
@@ -152,13 +165,13 @@ GpuTrainStep::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_,
                                           std::to_string(kFlashAttentionMaxHeadDim) + "; model '" + model_.name +
                                           "' has " + std::to_string(model_.head_dim()) + ".");
           }
-          return TrainArena(model_, dtype_, batch_, seq_, uses_flash);
+          return TrainArena(model_, dtype_, batch_, seq_, uses_flash, options_.recompute);
       }()) {
     options.dropout = options.dropout.for_shape(seq, model.max_positions);
     scale = dtype == DType::fp16 ? kInitialLossScale : 1.0f;
     arena = allocate_device(plan.total);
     const auto embedding_bytes = static_cast<std::int64_t>(gpu::embedding_backward_scratch_bytes(batch, seq));
-    if (embedding_bytes > plan.dres - plan.fc) {
+    if (embedding_bytes > plan.dres - plan.scratch) {
         embedding_scratch = allocate_device(embedding_bytes);
         extra_bytes = embedding_bytes;
     }
@@ -168,18 +181,22 @@ GpuTrainStep::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_,
 template <class T>
 void GpuTrainStep::Impl::block_forward(int layer, const T* unit, const UnitLayout& ul) {
     const auto w = [&](int t) { return unit + ul.tensors[as_size(t)].offset; };
-    const int bt = static_cast<int>(rows()), c = model.n_embd;
-    const Dropout& d = options.dropout;
     const std::size_t l = as_size(layer);
-    const T* x_in = at<T>(plan.resid[2 * l]);
-    T* const x_mid = at<T>(plan.resid[2 * l + 1]);
-    T* const x_out = at<T>(plan.resid[2 * l + 2]);
+    attention_sublayer<T>(layer, unit, ul);
+    mlp_input<T>(layer, unit, ul);
+    sublayer_output<T>(at<T>(plan.resid[l + 1]), at<T>(plan.fc[l]), w(block_tensor::fc_proj_w),
+                       w(block_tensor::fc_proj_b), at<T>(plan.x_mid[l]), 4 * model.n_embd, mlp_fused,
+                       Dropout::site_word(DropoutSite::mlp_residual, layer));
+}
+
+template <class T>
+void GpuTrainStep::Impl::attention_sublayer(int layer, const T* unit, const UnitLayout& ul) {
+    const auto w = [&](int t) { return unit + ul.tensors[as_size(t)].offset; };
+    const int bt = static_cast<int>(rows()), c = model.n_embd;
+    const std::size_t l = as_size(layer);
+    const T* x_in = at<T>(plan.resid[l]);
     T* const ln1 = at<T>(plan.ln1[l]);
     T* const qkv = at<T>(plan.qkv[l]);
-    T* const att = at<T>(plan.att[l]);
-    T* const ln2 = at<T>(plan.ln2[l]);
-    T* const fc_pre = at<T>(plan.fc_pre[l]);
-    T* const fc = at<T>(plan.fc);
 
     gpu::launch_layernorm<T>(ln1, x_in, w(block_tensor::ln1_w), w(block_tensor::ln1_b), bt, c, model.ln_eps, stream);
     if (options.variant.has(Fusion::proj_epilogue)) {
@@ -189,19 +206,40 @@ void GpuTrainStep::Impl::block_forward(int layer, const T* unit, const UnitLayou
         gemm->linear(qkv, ln1, w(block_tensor::qkv_w), bt, c, 3 * c);
         gpu::launch_add_bias<T>(qkv, w(block_tensor::qkv_b), bt, 3 * c, stream);
     }
+    core_attention<T>(layer);
+    // x_mid = x_in + dropout(att · Wᵀ + b), the sum written where the projection was.
+    sublayer_output<T>(at<T>(plan.x_mid[l]), at<T>(plan.att[l]), w(block_tensor::proj_w), w(block_tensor::proj_b), x_in,
+                       c, options.variant.has(Fusion::proj_epilogue),
+                       Dropout::site_word(DropoutSite::attention_residual, layer));
+}
+
+template <class T>
+void GpuTrainStep::Impl::core_attention(int layer) {
+    const std::size_t l = as_size(layer);
+    const int c = model.n_embd;
+    T* const att = at<T>(plan.att[l]);
+    const T* qkv = at<T>(plan.qkv[l]);
+    // The masks are the generator's for (seed, site, position): a recomputation draws the same.
     const std::uint32_t probs_site = Dropout::site_word(DropoutSite::attention_probs, layer);
     if (flash) {
-        gpu::flash_attention<T>(att, qkv, batch, seq, c, model.n_head, d, probs_site, stream, lse(layer));
+        gpu::flash_attention<T>(att, qkv, batch, seq, c, model.n_head, options.dropout, probs_site, stream, lse(layer));
     } else {
         gpu::attention<T>(*gemm, att, at<T>(plan.scores), qkv, batch, seq, c, model.n_head,
-                          {.fused_softmax = false, .dropout = d, .dropout_site = probs_site});
+                          {.fused_softmax = false, .dropout = options.dropout, .dropout_site = probs_site});
     }
-    // x_mid = x_in + dropout(att · Wᵀ + b), the sum written where the projection was.
-    sublayer_output<T>(x_mid, att, w(block_tensor::proj_w), w(block_tensor::proj_b), x_in, c,
-                       options.variant.has(Fusion::proj_epilogue),
-                       Dropout::site_word(DropoutSite::attention_residual, layer));
+}
 
-    gpu::launch_layernorm<T>(ln2, x_mid, w(block_tensor::ln2_w), w(block_tensor::ln2_b), bt, c, model.ln_eps, stream);
+template <class T>
+void GpuTrainStep::Impl::mlp_input(int layer, const T* unit, const UnitLayout& ul) {
+    const auto w = [&](int t) { return unit + ul.tensors[as_size(t)].offset; };
+    const int bt = static_cast<int>(rows()), c = model.n_embd;
+    const std::size_t l = as_size(layer);
+    T* const ln2 = at<T>(plan.ln2[l]);
+    T* const fc_pre = at<T>(plan.fc_pre[l]);
+    T* const fc = at<T>(plan.fc[l]);
+
+    gpu::launch_layernorm<T>(ln2, at<T>(plan.x_mid[l]), w(block_tensor::ln2_w), w(block_tensor::ln2_b), bt, c,
+                             model.ln_eps, stream);
     if (mlp_fused) {
         // fc = gelu(ln2 · Wᵀ + b) and its pre-activation fc_pre, both from the one GEMM's epilogue.
         gemm->linear_fused(fc, ln2, w(block_tensor::fc_w), w(block_tensor::fc_b), bt, c, 4 * c,
@@ -211,8 +249,6 @@ void GpuTrainStep::Impl::block_forward(int layer, const T* unit, const UnitLayou
         gpu::launch_add_bias<T>(fc_pre, w(block_tensor::fc_b), bt, 4 * c, stream);
         gpu::launch_gelu_tanh<T>(fc, fc_pre, rows() * 4 * c, stream);
     }
-    sublayer_output<T>(x_out, fc, w(block_tensor::fc_proj_w), w(block_tensor::fc_proj_b), x_mid, 4 * c, mlp_fused,
-                       Dropout::site_word(DropoutSite::mlp_residual, layer));
 }
 
 template <class T>
@@ -262,7 +298,7 @@ void GpuTrainStep::Impl::forward(LayerSource& weights) {
     const T* head = acquire(hu);
     T* const xf = at<T>(plan.xf);
     T* const logits = at<T>(plan.logits);
-    gpu::launch_layernorm<T>(xf, at<T>(plan.resid[as_size(2 * model.n_layer)]), tensor(head, hu, head_tensor::lnf_w),
+    gpu::launch_layernorm<T>(xf, at<T>(plan.resid[as_size(model.n_layer)]), tensor(head, hu, head_tensor::lnf_w),
                              tensor(head, hu, head_tensor::lnf_b), bt, c, model.ln_eps, stream);
     const std::int64_t stride = padded_vocab(model.vocab_size);
     // logits [bt, V] = xf [bt, c] · lm_headᵀ, rows `stride` apart.
@@ -320,13 +356,19 @@ void GpuTrainStep::Impl::block_backward(int layer, const T* unit, T* grad, const
     T* const dres = at<T>(plan.dres);
     T* const dln = at<T>(plan.dln);
     T* const dfc = at<T>(plan.dfc);
-    T* const fc = at<T>(plan.fc);
+    T* const fc = at<T>(plan.fc[l]);
     const T* fc_pre = at<T>(plan.fc_pre[l]);
     float* const ln_scratch = at<float>(plan.ln_scratch);
 
+    // What the backward reads and the forward did not keep (recompute.hpp), computed again by the
+    // forward's own functions from what it kept, into buffers no other layer's backward needs.
+    if (recompute == Recompute::block) attention_sublayer<T>(layer, unit, ul);
+    else if (recompute >= Recompute::attention) core_attention<T>(layer);
+    if (recompute >= Recompute::mlp) mlp_input<T>(layer, unit, ul);
+    else if (recompute >= Recompute::gelu) gpu::launch_gelu_tanh<T>(fc, fc_pre, rows() * 4 * c, stream);
+
     // x_out = x_mid + dropout(mlp(ln_2(x_mid))).
     const T* dy = through_dropout<T>(Dropout::site_word(DropoutSite::mlp_residual, layer));
-    gpu::launch_gelu_tanh<T>(fc, fc_pre, rows() * 4 * c, stream);
     if (mlp_fused) {
         // dfc = (dy · W) ⊙ gelu'(fc_pre) from the one GEMM's DGELU epilogue.
         linear_backward<T>(nullptr, g(block_tensor::fc_proj_w), g(block_tensor::fc_proj_b), dy, fc,
@@ -340,7 +382,7 @@ void GpuTrainStep::Impl::block_backward(int layer, const T* unit, T* grad, const
     linear_backward<T>(dln, g(block_tensor::fc_w), g(block_tensor::fc_b), dfc, at<T>(plan.ln2[l]), w(block_tensor::fc_w),
                        c, 4 * c, mlp_fused);
     gpu::launch_layernorm_backward<T>(dres, g(block_tensor::ln2_w), g(block_tensor::ln2_b), dln,
-                                      at<T>(plan.resid[2 * l + 1]), w(block_tensor::ln2_w), bt, c, model.ln_eps,
+                                      at<T>(plan.x_mid[l]), w(block_tensor::ln2_w), bt, c, model.ln_eps,
                                       ln_scratch, stream);
 
     // x_mid = x_in + dropout(c_proj(attention(c_attn(ln_1(x_in))))).
@@ -363,7 +405,7 @@ void GpuTrainStep::Impl::block_backward(int layer, const T* unit, T* grad, const
     }
     linear_backward<T>(dln, g(block_tensor::qkv_w), g(block_tensor::qkv_b), dqkv, at<T>(plan.ln1[l]),
                        w(block_tensor::qkv_w), c, 3 * c, proj_fused);
-    gpu::launch_layernorm_backward<T>(dres, g(block_tensor::ln1_w), g(block_tensor::ln1_b), dln, at<T>(plan.resid[2 * l]),
+    gpu::launch_layernorm_backward<T>(dres, g(block_tensor::ln1_w), g(block_tensor::ln1_b), dln, at<T>(plan.resid[l]),
                                       w(block_tensor::ln1_w), bt, c, model.ln_eps, ln_scratch, stream);
 }
 
@@ -407,7 +449,7 @@ void GpuTrainStep::Impl::backward(LayerSource& weights) {
     });
     CUDA_CHECK(cudaMemsetAsync(dres, 0, as_size(rows() * c) * sizeof(T), stream));
     gpu::launch_layernorm_backward<T>(dres, head_grad + hoff(head_tensor::lnf_w), head_grad + hoff(head_tensor::lnf_b),
-                                      dxf, at<T>(plan.resid[as_size(2 * model.n_layer)]),
+                                      dxf, at<T>(plan.resid[as_size(model.n_layer)]),
                                       head + hoff(head_tensor::lnf_w), bt, c, model.ln_eps, at<float>(plan.ln_scratch),
                                       stream);
     squares_of(head_grad, hu);
@@ -562,8 +604,8 @@ int GpuTrainStep::skipped_steps() const { return impl_->skipped; }
 std::int64_t GpuTrainStep::activation_bytes() const { return impl_->plan.total + impl_->extra_bytes; }
 
 std::int64_t GpuTrainStep::activation_bytes_for(const ModelConfig& model, DType dtype, int batch, int seq,
-                                                const Variant& variant) {
-    return TrainArena(model, dtype, batch, seq, variant.has(Fusion::flash_attention)).total;
+                                                const Variant& variant, Recompute recompute) {
+    return TrainArena(model, dtype, batch, seq, variant.has(Fusion::flash_attention), recompute).total;
 }
 
 std::int64_t GpuTrainStep::workspace_bytes() const { return impl_->gemm->workspace_bytes(); }

@@ -1,10 +1,11 @@
 #pragma once
 // A training step on the GPU in fp32, fp16 or bf16: the counterpart of CpuTrainStep
 // (cpu_train_step.hpp), in the same three phases. The forward keeps each block's activations (in
-// the dtype) and ends with the fused classifier, which leaves the logits' gradient in their
-// place; the backward writes every unit's gradient (in the dtype) through the LayerSource while
-// the unit is held and enqueues the partial sums of its squares; the update reads the global norm
-// (its one host synchronization), clips, and runs AdamW on each tensor through acquire_update.
+// the dtype) but those the options' Recompute leaves to the backward to compute again, and ends
+// with the fused classifier, which leaves the logits' gradient in their place; the backward
+// writes every unit's gradient (in the dtype) through the LayerSource while the unit is held and
+// enqueues the partial sums of its squares; the update reads the global norm (its one host
+// synchronization), clips, and runs AdamW on each tensor through acquire_update.
 // Units are accessed in UnitSchedule::training's order: 0 .. n−1, n−1 .. 0, then 0 .. n−1 updated.
 //
 // fp16 gradients are scaled by a dynamic loss scale (the gradient of the loss times the scale is
@@ -22,6 +23,7 @@
 #include "kernels/compute/dropout.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/layer_source.hpp"
+#include "kernels/model/recompute.hpp"
 #include "kernels/model/variant.hpp"
 #include "kernels/model/weight_layout.hpp"
 
@@ -34,6 +36,9 @@ struct GpuTrainOptions {
     // The other fusions have no training kernels yet: their baseline kernels run.
     Variant variant;
     Dropout dropout;  // GPT-2's dropouts, the masks of every other path (dropout.hpp)
+    // Which activations the backward computes again rather than the forward keeping them
+    // (recompute.hpp); every setting gives the same gradients.
+    Recompute recompute = Recompute::gelu;
     TrainSettings settings;
 };
 
@@ -75,7 +80,7 @@ public:
     // apart (some KiB).
     std::int64_t activation_bytes() const;
     static std::int64_t activation_bytes_for(const ModelConfig& model, DType dtype, int batch, int seq,
-                                             const Variant& variant);
+                                             const Variant& variant, Recompute recompute);
     std::int64_t workspace_bytes() const;
 
 private:

@@ -6,7 +6,7 @@
 
 namespace sweetspot {
 
-TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, bool flash) {
+TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, bool flash, Recompute recompute) {
     const std::int64_t bt = static_cast<std::int64_t>(batch) * seq, c = m.n_embd, e = static_cast<std::int64_t>(dtype_size(dtype));
     const auto take = [&](std::int64_t bytes) {
         const std::int64_t at = total;
@@ -14,18 +14,30 @@ TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, bo
         return at;
     };
     const auto rows_of = [&](std::int64_t width) { return take(bt * width * e); };
-    for (int l = 0; l < m.n_layer; ++l) {
-        ln1.push_back(rows_of(c));
-        qkv.push_back(rows_of(3 * c));
-        att.push_back(rows_of(c));
-        ln2.push_back(rows_of(c));
-        fc_pre.push_back(rows_of(4 * c));
-        if (flash) lse.push_back(take(static_cast<std::int64_t>(batch) * m.n_head * seq * 4));
-    }
-    for (int r = 0; r < 2 * m.n_layer + 1; ++r) resid.push_back(rows_of(c));
+    // Each activation of a block: its entries, its bytes, and the first setting of the ladder
+    // that recomputes it (recompute.hpp).
+    struct Activation {
+        std::vector<std::int64_t>* offsets;
+        std::int64_t bytes;
+        Recompute recomputed_from;
+    };
+    const std::int64_t lse_bytes = flash ? static_cast<std::int64_t>(batch) * m.n_head * seq * 4 : 0;
+    const Activation activations[] = {
+        {&ln1, bt * c * e, Recompute::block},          {&qkv, bt * 3 * c * e, Recompute::block},
+        {&att, bt * c * e, Recompute::attention},      {&lse, lse_bytes, Recompute::attention},
+        {&x_mid, bt * c * e, Recompute::block},        {&ln2, bt * c * e, Recompute::mlp},
+        {&fc_pre, bt * 4 * c * e, Recompute::mlp},     {&fc, bt * 4 * c * e, Recompute::gelu},
+    };
+    const auto kept = [&](const Activation& a) { return recompute < a.recomputed_from; };
+    for (int l = 0; l < m.n_layer; ++l)
+        for (const Activation& a : activations)
+            if (a.bytes > 0 && kept(a)) a.offsets->push_back(take(a.bytes));
+    for (int r = 0; r < m.n_layer + 1; ++r) resid.push_back(rows_of(c));
     xf = rows_of(c);
     logits = rows_of(padded_vocab(m.vocab_size));
-    fc = rows_of(4 * c);
+    scratch = total;
+    for (const Activation& a : activations)
+        if (a.bytes > 0 && !kept(a)) a.offsets->assign(static_cast<std::size_t>(m.n_layer), take(a.bytes));
     dfc = rows_of(4 * c);
     dqkv = rows_of(3 * c);
     dy = rows_of(c);

@@ -7,6 +7,7 @@
 
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/model_config.hpp"
+#include "kernels/model/recompute.hpp"
 
 namespace sweetspot {
 
@@ -23,24 +24,29 @@ inline std::int64_t padded_vocab(int vocab) {
 struct TrainArena {
     static constexpr std::int64_t kAlign = 256;
     std::int64_t total = 0;
-    // Kept per layer, each [B·T, width] in the dtype: ln1 (C), qkv (3C), att (C), ln2 (C),
-    // fc_pre (4C); with flash attention each row's logsumexp (fp32 [B, H, T]).
-    std::vector<std::int64_t> ln1, qkv, att, ln2, fc_pre, lse;
-    std::vector<std::int64_t> resid;  // 2L + 1 buffers [B·T, C]
+    // Each block's activations, one entry per layer, each [B·T, width] in the dtype: ln1 (C), qkv
+    // (3C), att (C), x_mid (C, the residual stream between the sub-layers), ln2 (C), fc_pre (4C),
+    // fc (4C, the GELU's output); with flash attention each row's logsumexp lse (fp32 [B, H, T]).
+    // What `recompute` keeps has a buffer per layer; what it recomputes has one buffer in the
+    // scratch, which every layer's entry names (recompute.hpp).
+    std::vector<std::int64_t> ln1, qkv, att, lse, x_mid, ln2, fc_pre, fc;
+    // L + 1 buffers [B·T, C]: the embedding's output, then each block's output (the next one's input).
+    std::vector<std::int64_t> resid;
     // ln_f's output; the logits [B·T, V] (rows padded_vocab(V) apart), then their gradient.
     std::int64_t xf = 0, logits = 0;
-    // Scratch [B·T, width] in the dtype: fc (4C, GELU's output), dfc (4C), dqkv (3C), dy, dln,
-    // datt, dres (C); the baseline's scores and their gradient [B, H, T, T].
-    std::int64_t fc = 0, dfc = 0, dqkv = 0, dy = 0, dln = 0, datt = 0, dres = 0, scores = 0, dscores = 0;
+    // Scratch: from `scratch` the recomputed activations (above), then, [B·T, width] in the dtype,
+    // dfc (4C), dqkv (3C), dy, dln, datt, dres (C); the baseline's scores and their gradient
+    // [B, H, T, T].
+    std::int64_t scratch = 0, dfc = 0, dqkv = 0, dy = 0, dln = 0, datt = 0, dres = 0, scores = 0, dscores = 0;
     // fp32 scratch of the backward kernels, the per-row losses and the loss; ids; the norm's
     // partials and the squared norm (double). The embedding's backward, the last kernel of the
-    // backward, takes the scratch from fc up to dres (dead by then) for its own: its size is
-    // cub's to say, which needs a device, and this plan is made without one. Only a handful of
+    // backward, takes the scratch from `scratch` up to dres (dead by then) for its own: its size
+    // is cub's to say, which needs a device, and this plan is made without one. Only a handful of
     // rows leave that scratch smaller than cub's fixed storage; the step then allocates it apart.
     std::int64_t ln_scratch = 0, bias_scratch = 0, flash_scratch = 0, losses = 0, loss = 0;
     std::int64_t tokens = 0, targets = 0, partials = 0, squared_norm = 0;
 
-    TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, bool flash);
+    TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, bool flash, Recompute recompute);
 };
 
 }  // namespace sweetspot

@@ -1,0 +1,44 @@
+#pragma once
+// What a training step's backward computes again instead of the forward keeping it, as Megatron's
+// selective recomputation and, at the end, whole-block checkpointing: a ladder, each setting
+// recomputing what the one before it does and more, each trading device memory for time. Every
+// setting computes the same gradients: the backward recomputes with the forward's own kernels, on
+// the same inputs, with the same dropout masks (regenerated from their seed, site and position).
+// One exception, within a rounding: under mlp_epilogue, gelu and attention recompute the GELU's
+// output with the GELU kernel from the kept pre-activation, where the forward (and so none, mlp
+// and block) took it from the GEMM's epilogue.
+//
+// Per block and row of the batch, in the dtype (C = n_embd), the forward keeps:
+//   none       ln_1's output (C), qkv (3C), the attention's output (C, with flash attention each
+//              row's fp32 logsumexp), x_mid (C), ln_2's output (C), the MLP's pre-activation (4C)
+//              and the GELU's output (4C), the block's output (C): 16C;
+//   gelu       all of that but the GELU's output, recomputed from the pre-activation (llm.c's
+//              recompute 1): 12C;
+//   attention  and not the attention's output and logsumexp, recomputed from the kept qkv
+//              (Megatron's selective recomputation of the core attention): 11C;
+//   mlp        and not ln_2's output nor the pre-activation: ln_2, the MLP's first GEMM and its
+//              GELU run again from the kept x_mid (ln_2's backward needs x_mid anyway, and
+//              keeping ln_2's output would save one cheap LayerNorm for as many bytes): 6C;
+//   block      only the block's output (the next block's input): the whole forward of a block
+//              runs again in its backward from its kept input, but for the MLP's output
+//              projection, whose result is already kept: 1C.
+// What a setting recomputes lives in one scratch buffer shared by every layer.
+#include <array>
+
+#include "kernels/model/named_enum.hpp"
+
+namespace sweetspot {
+
+// In the ladder's order: a later setting recomputes everything an earlier one does.
+enum class Recompute { none, gelu, attention, mlp, block };
+
+template <>
+struct EnumNames<Recompute> {
+    static constexpr std::array<EnumName<Recompute>, 5> list = {{{Recompute::none, "none"},
+                                                                {Recompute::gelu, "gelu"},
+                                                                {Recompute::attention, "attention"},
+                                                                {Recompute::mlp, "mlp"},
+                                                                {Recompute::block, "block"}}};
+};
+
+}  // namespace sweetspot
