@@ -72,7 +72,7 @@ batch = 1
     // Larger batches need more; the limit lets batch 4 (both variants) in and keeps batch 8 out.
     REQUIRE(need(b4) < need(b8));
     REQUIRE(need(flash4) <= need(b4));
-    const PlanLimits limits{.device_bytes = need(b4)};
+    const PlanLimits limits{.device_bytes = need(b4), .host_bytes = {}};
 
     std::map<std::string, MeasuredCell> measured;
     measured[cells[b1].key()] = {.tokens_per_s = 100, .gpu_peak_bytes = 1};
@@ -107,7 +107,7 @@ batch = 1
         CHECK_FALSE(again[0].beyond);
     }
     SECTION("when nothing fits, the cell of least need is named") {
-        const auto none = plan_workloads(cells, fixed, measured, {.device_bytes = need(b1) - 1});
+        const auto none = plan_workloads(cells, fixed, measured, {.device_bytes = need(b1) - 1, .host_bytes = {}});
         CHECK_FALSE(none[0].best);
         REQUIRE(none[0].smallest);
         CHECK(none[0].cells[*none[0].smallest].cell == b1);
@@ -130,9 +130,9 @@ batch = 1
 )");
     REQUIRE(cells.size() == 3);
     std::map<std::string, MeasuredCell> measured;
-    for (const CellParams& c : cells) measured[c.key()] = {.tokens_per_s = 10.0 * c.batch};
+    for (const CellParams& c : cells) measured[c.key()] = {.tokens_per_s = 10.0 * c.batch, .gpu_peak_bytes = {}};
     // No GPU cell: no calibration needed, and the host cells need no device memory.
-    auto plans = plan_workloads(cells, std::nullopt, measured, {.device_bytes = 0});
+    auto plans = plan_workloads(cells, std::nullopt, measured, {.device_bytes = 0, .host_bytes = {}});
     REQUIRE(plans.size() == 1);
     REQUIRE(plans[0].best);
     CHECK(cells[plans[0].cells[*plans[0].best].cell].batch == 4);

@@ -120,6 +120,11 @@ std::optional<pid_t> cell_process_with(const std::string& needle) {
 // True while any cell process's command line contains `needle`.
 bool process_running_with(const std::string& needle) { return cell_process_with(needle).has_value(); }
 
+// A seed that no other test process running at the same time uses (`base` then this process's
+// id): the tests find their cell processes by the seed in the cells' command lines, and two runs
+// of this binary side by side must not find, or kill, each other's.
+std::string own_seed(int base) { return std::to_string(std::int64_t{base} * 10'000'000 + ::getpid()); }
+
 // A word for /bin/sh whatever it holds: single-quoted, each ' written as '\''.
 std::string sh_word(const std::string& text) {
     std::string out = "'";
@@ -266,13 +271,14 @@ batch = [1, 2, 3]
 TEST_CASE("a sweep killed with SIGKILL resumes without duplicate or partial cells", "[runner]") {
     TempDir tmp;
     // A unique seed lets the test find this sweep's cell processes among others.
+    const std::string seed = own_seed(424242);
     write_file(tmp.file("m.toml"), R"(
 [defaults]
 model = "tiny"
 seq = 8
 warmups = 0
 iterations = 2
-seed = 424242
+seed = )" + seed + R"(
 [[sweep]]
 batch = [1, 2]
 [[sweep]]
@@ -283,13 +289,13 @@ batch = [3, 4]
     const auto db = tmp.file("m.db");
     const pid_t parent = spawn_sweetspot({"run", tmp.file("m.toml"), "--db", db, "--timeout", "120s"});
     REQUIRE(wait_until([&] { return cell_count_or_zero(db) == 2; }, 60s));
-    REQUIRE(wait_until([] { return process_running_with("seed=424242"); }, 10s));  // the hanging cell
+    REQUIRE(wait_until([&] { return process_running_with("seed=" + seed); }, 10s));  // the hanging cell
     kill(parent, SIGKILL);
     int status = 0;
     waitpid(parent, &status, 0);
     CHECK(WIFSIGNALED(status));
     // The cell process dies with its parent instead of hanging on.
-    CHECK(wait_until([] { return !process_running_with("seed=424242"); }, 10s));
+    CHECK(wait_until([&] { return !process_running_with("seed=" + seed); }, 10s));
 
     auto cells = read_cells(db);
     REQUIRE(cells.size() == 2);
@@ -316,11 +322,12 @@ batch = [3, 4]
 
 TEST_CASE("SIGINT stops a sweep, kills the running cell and marks the run interrupted", "[runner]") {
     TempDir tmp;
+    const std::string seed = own_seed(515151);
     write_file(tmp.file("m.toml"), R"(
 [defaults]
 model = "tiny"
 seq = 8
-seed = 515151
+seed = )" + seed + R"(
 [[sweep]]
 debug_fault = "hang"
 [[sweep]]
@@ -328,7 +335,7 @@ batch = 2
 )");
     const auto db = tmp.file("m.db");
     const pid_t parent = spawn_sweetspot({"run", tmp.file("m.toml"), "--db", db});
-    REQUIRE(wait_until([] { return process_running_with("seed=515151"); }, 30s));
+    REQUIRE(wait_until([&] { return process_running_with("seed=" + seed); }, 30s));
     kill(parent, SIGINT);
     int status = 0;
     waitpid(parent, &status, 0);
@@ -336,7 +343,7 @@ batch = 2
     CHECK(WEXITSTATUS(status) == 130);
     CHECK(scalar_text(db, "SELECT status FROM runs") == "interrupted");
     CHECK(cell_count_or_zero(db) == 0);
-    CHECK(wait_until([] { return !process_running_with("seed=515151"); }, 10s));
+    CHECK(wait_until([&] { return !process_running_with("seed=" + seed); }, 10s));
 }
 
 TEST_CASE("--rerun measures cells that are already ok again; measuring longer is not another cell", "[runner]") {
@@ -554,12 +561,13 @@ TEST_CASE("a running cell says its phase and iteration, which the sweep's progre
 TEST_CASE("a cell process killed mid-way is failed with the iteration it was at", "[runner][progress]") {
     TempDir tmp;
     // A unique seed lets the test find this sweep's cell process among others.
+    const std::string seed = own_seed(616161);
     write_file(tmp.file("m.toml"),
-               "[defaults]\nmodel = \"tiny\"\nseq = 8\nseed = 616161\nwarmups = 0\niterations = 1000000\n[[sweep]]\n");
+               "[defaults]\nmodel = \"tiny\"\nseq = 8\nseed = " + seed + "\nwarmups = 0\niterations = 1000000\n[[sweep]]\n");
     const auto db = tmp.file("m.db");
     const pid_t sweep = spawn_sweetspot({"run", tmp.file("m.toml"), "--db", db, "--timeout", "120s"});
     std::optional<pid_t> cell;
-    REQUIRE(wait_until([&] { return (cell = cell_process_with("seed=616161")).has_value(); }, 30s));
+    REQUIRE(wait_until([&] { return (cell = cell_process_with("seed=" + seed)).has_value(); }, 30s));
     // A tiny cell is set up well within this, and its million iterations take far longer.
     std::this_thread::sleep_for(3s);
     kill(*cell, SIGKILL);
@@ -832,8 +840,9 @@ TEST_CASE("submit's batch script as Slurm runs it: shards copied back, stopped a
     for (const char* tool : {"sbatch", "scontrol"}) std::filesystem::permissions(fake_bin + "/" + tool, std::filesystem::perms::owner_all);
     const auto matrix = tmp.file("m.toml");
     const std::string ok_cells = "[defaults]\nmodel = \"tiny\"\nseq = 8\niterations = 1\n[[sweep]]\nname = \"ok\"\nseed = [1, 2]\n";
-    // Shard 1 of 1: two cells, then one that hangs (seed 515151) until the task is warned.
-    write_file(matrix, "name = \"req\"\n" + ok_cells + "[[sweep]]\nname = \"hang\"\nseed = 515151\ndebug_fault = \"hang\"\ntimeout = \"60s\"\n");
+    // Shard 1 of 1: two cells, then one that hangs (its own seed) until the task is warned.
+    const std::string seed = own_seed(717171);
+    write_file(matrix, "name = \"req\"\n" + ok_cells + "[[sweep]]\nname = \"hang\"\nseed = " + seed + "\ndebug_fault = \"hang\"\ntimeout = \"60s\"\n");
     const std::string path = "PATH='" + fake_bin + "':\"$PATH\" ";
     const auto submitted = test::run_command(path + "'" + test::sweetspot_binary() + "' submit '" + matrix + "' --tasks 1 --results '" +
                                              tmp.file("res") + "'");
@@ -848,18 +857,18 @@ TEST_CASE("submit's batch script as Slurm runs it: shards copied back, stopped a
     const std::string task_env = path + "SLURM_ARRAY_JOB_ID=77 SLURM_ARRAY_TASK_ID=1 TMPDIR='" + tmp.file("") + "' ";
     const auto started = test::run_command(task_env + "bash '" + script + "' > '" + tmp.file("task1.out") + "' 2>&1 & echo $!");
     const pid_t task = static_cast<pid_t>(std::stol(started.output));
-    REQUIRE(wait_until([] { return process_running_with("seed=515151"); }, 30s));
+    REQUIRE(wait_until([&] { return process_running_with("seed=" + seed); }, 30s));
     ::kill(task, SIGUSR1);
     REQUIRE(wait_until([&] { return ::kill(task, 0) != 0; }, 30s));
     INFO(read_text(tmp.file("task1.out")));
     CHECK(read_text(tmp.file("scontrol.log")) == "requeue 77_1\n");
     REQUIRE(std::filesystem::exists(final_db));
     CHECK(scalar(final_db, "SELECT count(*) FROM cells WHERE status = 'ok'") == 2);
-    CHECK(scalar(final_db, "SELECT count(*) FROM cells WHERE seed = 515151") == 0);  // abandoned, not recorded
+    CHECK(scalar(final_db, "SELECT count(*) FROM cells WHERE seed = " + seed) == 0);  // abandoned, not recorded
 
     // Requeued (the hanging cell now times out at once: the timeout is not part of its key): the
     // task resumes from the copy and measures only what is missing.
-    write_file(matrix, "name = \"req\"\n" + ok_cells + "[[sweep]]\nname = \"hang\"\nseed = 515151\ndebug_fault = \"hang\"\ntimeout = \"1s\"\n");
+    write_file(matrix, "name = \"req\"\n" + ok_cells + "[[sweep]]\nname = \"hang\"\nseed = " + seed + "\ndebug_fault = \"hang\"\ntimeout = \"1s\"\n");
     const auto again = test::run_command(task_env + "bash '" + script + "'");
     INFO(again.output);
     CHECK(again.exit_code == 1);  // the cell that timed out

@@ -649,7 +649,8 @@ int cmd_plan(const std::vector<std::string>& args) {
                                 "bytes, got '" + text + "'");
             return budget->resolve(0);
         };
-        PlanLimits limits{.device_bytes = amount("memory")};
+        PlanLimits limits;
+        limits.device_bytes = amount("memory");
         if (vm.count("host-memory")) limits.host_bytes = amount("host-memory");
         const std::string db = vm["db"].as<std::string>();
         if (!std::filesystem::exists(db)) throw po::error("no such database: " + db);

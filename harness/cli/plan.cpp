@@ -67,7 +67,8 @@ std::map<std::string, MeasuredCell> measured_cells(Database& results) {
     auto st = results.prepare(
         "SELECT cell_key, tokens_per_s, gpu_peak_bytes FROM cells WHERE status = 'ok' AND tokens_per_s IS NOT NULL");
     while (st.step()) {
-        MeasuredCell m{.tokens_per_s = st.real(1)};
+        MeasuredCell m;
+        m.tokens_per_s = st.real(1);
         if (!st.is_null(2)) m.gpu_peak_bytes = st.int64(2);
         out[st.text(0)] = m;
     }
@@ -84,7 +85,8 @@ std::vector<WorkloadPlan> plan_workloads(const std::vector<CellParams>& cells, c
         const CellParams& c = cells[i];
         const auto [where, added] = by_key.try_emplace(workload_key(c, shared), plans.size());
         if (added) plans.emplace_back();
-        PlanCell p{.cell = i};
+        PlanCell p;
+        p.cell = i;
         p.cannot_run = cell_impossible_reason(c);
         if (p.cannot_run.empty()) {
             const MemoryEstimate e = estimate_memory(c);
