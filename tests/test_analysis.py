@@ -80,6 +80,7 @@ BACKENDS_TABLE = REPO / "scripts" / "bench" / "backends_table.py"
 VARIANTS_TABLE = REPO / "scripts" / "bench" / "variants_table.py"
 MEMORY_TABLE = REPO / "scripts" / "bench" / "memory_table.py"
 TRAIN_SIDE_BY_SIDE = REPO / "scripts" / "bench" / "train_side_by_side.py"
+RECOMPUTE_TABLE = REPO / "scripts" / "bench" / "recompute_table.py"
 OVERHEAD_TABLE = REPO / "scripts" / "bench" / "overhead_table.py"
 FIT_CHECK = REPO / "scripts" / "bench" / "fit_check.py"
 GB = 1_000_000_000
@@ -1256,6 +1257,49 @@ class NormalizedTest(DbTest):
         self.assertIn("| fp32 | 8 | skipped | out of memory | – |", out)
         self.assertIn("bf16: sweetspot 40,000 tokens/s (batch 8) against PyTorch's 16,000 (batch 4): 2.50 ×", out)
         self.assertIn("fp32: sweetspot 4,500 tokens/s (batch 4) against PyTorch's 4,000 (batch 4): 1.12 ×", out)
+
+    def test_recompute_table_script(self):
+        """scripts/bench/recompute_table.py: per batch, each recompute setting's tokens/s against
+        none's and the activation bytes it saves; a skipped cell as such; llm.c's -r runs from their
+        logs, the median of the steps after the first two, an out-of-memory run without steps."""
+        db = FixtureDb(self.folder, "recompute.db")
+        big = dict(model="gpt2_1.5b", mode="train", seq=1024, dtype="bf16", batch=16)
+        gpu_cell(db, "device", recompute="none", tokens_per_s=40000.0, activation_bytes=40 * GIB,
+                 gpu_peak_bytes=70 * GIB, **big)
+        gpu_cell(db, "device", recompute="gelu", tokens_per_s=39000.0, activation_bytes=30 * GIB,
+                 gpu_peak_bytes=60 * GIB, **big)
+        gpu_cell(db, "device", recompute="block", tokens_per_s=30000.0, activation_bytes=4 * GIB,
+                 gpu_peak_bytes=34 * GIB, **big)
+        gpu_cell(db, "device", recompute="mlp", status="skipped", reason="predicted OOM", **big)
+        gpu_cell(db, "device", recompute="none", tokens_per_s=1.0, activation_bytes=1, gpu_peak_bytes=1,
+                 **dict(big, dtype="fp32"))  # another dtype: not in the bf16 table
+        db.close()
+        logs = {}
+        for r, text in {"0": "allocating 40960 MiB for activations\n"
+                             + "".join(f"step {i} | {v} tok/s\n" for i, v in enumerate([1, 2, 100, 300, 200]))
+                             + "device memory usage: 71680 MiB / 81559 MiB\n",
+                        "1": "allocating 30720 MiB for activations\n"
+                             + "".join(f"step {i} | {v} tok/s\n" for i, v in enumerate([5, 5, 150, 150]))
+                             + "device memory usage: 61440 MiB / 81559 MiB\n",
+                        "2": "allocating 99999 MiB for activations\nout of memory\n"}.items():
+            logs[r] = os.path.join(self.folder, f"llmc-r{r}.log")
+            with open(logs[r], "w") as f:
+                f.write(text)
+        out = subprocess.run([sys.executable, str(RECOMPUTE_TABLE), db.path] + [a for r, path in logs.items()
+                                                                                 for a in ("--llmc", f"{r}={path}")],
+                             check=True, capture_output=True, text=True).stdout
+        self.assertIn("gpt2_1.5b bf16, batch 16:", out)
+        self.assertIn("| none | 40,000 | 1.000 | 40.00 | 0.00 | 70.00 |", out)
+        self.assertIn("| gelu | 39,000 | 0.975 | 30.00 | 10.00 | 60.00 |", out)  # 39000 / 40000; 40 - 30 GiB
+        self.assertIn("| block | 30,000 | 0.750 | 4.00 | 36.00 | 34.00 |", out)
+        self.assertIn("| mlp | skipped | – | – | – | – |", out)
+        self.assertNotIn("fp32", out)
+        # ladder order: none, gelu, mlp, block
+        self.assertLess(out.index("| gelu |"), out.index("| mlp |"))
+        self.assertLess(out.index("| mlp |"), out.index("| block |"))
+        self.assertIn("| 0 | 200 | 1.000 | 40.00 | 70.00 |", out)  # median of 100, 300, 200
+        self.assertIn("| 1 | 150 | 0.750 | 30.00 | 60.00 |", out)
+        self.assertIn("| 2 | out of memory | – | 97.66 | – |", out)  # 99999 MiB
 
     def test_overhead_table_script(self):
         """scripts/bench/overhead_table.py: each cell's wall time less (warm-ups + timed iterations) ×
