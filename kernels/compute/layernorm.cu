@@ -49,13 +49,12 @@ __global__ void layernorm_kernel(T* out, float* rstd_out, const T* in, const T* 
     }
 }
 
-// Where the backward takes x̂ from: the forward's input x (`in`; the row's mean and rstd
-// recomputed from it), or with kFromOutput (inplace_ln) its output y (`in`), the bias b and the
-// rstd the forward kept: x̂ = (y − b) / w (layernorm_recovery.hpp). Where some |w_j| is too small
-// to divide by, the kernel writes `tag` to *unrecoverable.
+// The backward takes x̂ from the forward's input x (`in`; the row's mean and rstd recomputed from
+// it) or, with kFromOutput (inplace_ln), from its output y (`in`), the bias b and the rstd the
+// forward kept: x̂ = (y − b) / w (layernorm_recovery.hpp). Where some |w_j| is too small to divide
+// by, the kernel writes `tag` to *unrecoverable. Unused without kFromOutput.
 template <class T>
-struct BackwardSource {
-    const T* in;
+struct FromOutput {
     const T* b = nullptr;
     const float* rstd = nullptr;
     int* unrecoverable = nullptr;
@@ -70,7 +69,7 @@ __device__ __forceinline__ float normalized(float v, float w, float b, float mea
 
 // Block 0 checks every channel's weight once: no other block writes the flag.
 template <bool kFromOutput, class T>
-__device__ void report_unrecoverable(const T* w, int c, const BackwardSource<T>& src) {
+__device__ void report_unrecoverable(const T* w, int c, const FromOutput<T>& src) {
     if constexpr (kFromOutput) {
         if (blockIdx.x != 0) return;
         for (int i = static_cast<int>(threadIdx.x); i < c; i += static_cast<int>(blockDim.x))
@@ -126,7 +125,8 @@ std::size_t backward_shared_bytes(int c) {
 template <class T, int kChunks, bool kFromOutput>
 __global__ void __launch_bounds__(kBlock, kChunks <= 8 ? 2 : 1)
     layernorm_backward_warp_kernel(T* __restrict__ dx, float* __restrict__ partials, const T* __restrict__ dout,
-                                   BackwardSource<T> src, const T* __restrict__ w, int rows, int c, float eps) {
+                                   const T* __restrict__ in, FromOutput<T> src, const T* __restrict__ w, int rows,
+                                   int c, float eps) {
     using P = Pack<T>;
     constexpr int kQuads = P::kSize / 4;  // float4s per pack: 1 (fp32) or 2
     extern __shared__ float4 sums[];
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(kBlock, kChunks <= 8 ? 2 : 1)
     for (int row = static_cast<int>(blockIdx.x) * kBackwardWarps + warp; row < rows;
          row += static_cast<int>(gridDim.x) * kBackwardWarps) {
         const std::int64_t first = static_cast<std::int64_t>(row) * packs;
-        const P* xp = reinterpret_cast<const P*>(src.in) + first;
+        const P* xp = reinterpret_cast<const P*>(in) + first;
         const P* dyp = reinterpret_cast<const P*>(dout) + first;
         P* dxp = reinterpret_cast<P*>(dx) + first;
 
@@ -257,8 +257,8 @@ __global__ void __launch_bounds__(kBlock, kChunks <= 8 ? 2 : 1)
 // global memory (L1/L2 hits) in each pass; the same partials [gridDim.x, 2c].
 // Shared memory: 2c floats.
 template <class T, bool kFromOutput>
-__global__ void layernorm_backward_kernel(T* dx, float* partials, const T* dout, BackwardSource<T> src, const T* w,
-                                          int rows, int c, float eps) {
+__global__ void layernorm_backward_kernel(T* dx, float* partials, const T* dout, const T* in, FromOutput<T> src,
+                                          const T* w, int rows, int c, float eps) {
     extern __shared__ float accumulated[];  // dw [c], then db [c]
     __shared__ float reduce[kWarp];
     const int t = static_cast<int>(threadIdx.x), step = static_cast<int>(blockDim.x);
@@ -269,7 +269,7 @@ __global__ void layernorm_backward_kernel(T* dx, float* partials, const T* dout,
     __syncthreads();
     const auto bias = [&](int i) { return kFromOutput ? to_f32(src.b[i]) : 0.0f; };
     for (int row = static_cast<int>(blockIdx.x); row < rows; row += static_cast<int>(gridDim.x)) {
-        const T* x = src.in + static_cast<std::int64_t>(row) * c;
+        const T* x = in + static_cast<std::int64_t>(row) * c;
         const T* dy = dout + static_cast<std::int64_t>(row) * c;
         T* dxr = dx + static_cast<std::int64_t>(row) * c;
 
@@ -430,22 +430,22 @@ bool on_16_bytes(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 1
 // as many as fit on the device's `sms` SMs at once (the grid is persistent); returns the blocks,
 // one partial row each.
 template <class T, int kChunks, bool kFromOutput>
-int launch_backward_warps(T* dx, float* partials, const T* dout, const BackwardSource<T>& in, const T* w, int rows,
-                          int c, float eps, std::size_t shared, int sms, int max_blocks, cudaStream_t stream) {
+int launch_backward_warps(T* dx, float* partials, const T* dout, const T* in, const FromOutput<T>& from, const T* w,
+                          int rows, int c, float eps, std::size_t shared, int sms, int max_blocks, cudaStream_t stream) {
     const auto kernel = layernorm_backward_warp_kernel<T, kChunks, kFromOutput>;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
     int per_sm = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlock, shared));
     const int blocks = std::max(1, std::min(max_blocks, per_sm * sms));
-    kernel<<<blocks, kBlock, shared, stream>>>(dx, partials, dout, in, w, rows, c, eps);
+    kernel<<<blocks, kBlock, shared, stream>>>(dx, partials, dout, in, from, w, rows, c, eps);
     CUDA_CHECK_LAUNCH();
     return blocks;
 }
 
-// Both backwards: x̂ from `in` as BackwardSource says.
+// Both backwards: x̂ from `in` as kFromOutput says (FromOutput).
 template <class T, bool kFromOutput>
-void launch_backward(T* dx, T* dw, T* db, const T* dout, const BackwardSource<T>& in, const T* w, int rows, int c,
-                     float eps, float* scratch, cudaStream_t stream) {
+void launch_backward(T* dx, T* dw, T* db, const T* dout, const T* in, const FromOutput<T>& from, const T* w, int rows,
+                     int c, float eps, float* scratch, cudaStream_t stream) {
     if (rows == 0) return;
     // At most min(rows, kLayerNormBackwardBlocks) partial rows: layernorm_backward_scratch_floats.
     const int max_blocks = std::min(rows, kLayerNormBackwardBlocks);
@@ -455,13 +455,13 @@ void launch_backward(T* dx, T* dw, T* db, const T* dout, const BackwardSource<T>
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     CUDA_CHECK(cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    const bool whole_packs = c % Pack<T>::kSize == 0 && on_16_bytes(dx) && on_16_bytes(dout) && on_16_bytes(in.in) &&
-                             on_16_bytes(w) && on_16_bytes(in.b) && on_16_bytes(scratch);
+    const bool whole_packs = c % Pack<T>::kSize == 0 && on_16_bytes(dx) && on_16_bytes(dout) && on_16_bytes(in) &&
+                             on_16_bytes(w) && on_16_bytes(from.b) && on_16_bytes(scratch);
     int blocks = 0;
     if (whole_packs && chunks <= kMaxBackwardChunks && warp_path_shared <= static_cast<std::size_t>(shared_limit)) {
         const int warp_blocks = std::min(max_blocks, (rows + kBackwardWarps - 1) / kBackwardWarps);
         const auto run = [&](auto launch) {
-            return launch(dx, scratch, dout, in, w, rows, c, eps, warp_path_shared, sms, warp_blocks, stream);
+            return launch(dx, scratch, dout, in, from, w, rows, c, eps, warp_path_shared, sms, warp_blocks, stream);
         };
         if (chunks <= 1) blocks = run(launch_backward_warps<T, 1, kFromOutput>);
         else if (chunks <= 2) blocks = run(launch_backward_warps<T, 2, kFromOutput>);
@@ -476,7 +476,7 @@ void launch_backward(T* dx, T* dw, T* db, const T* dout, const BackwardSource<T>
         if (shared > 48 * 1024) {
             CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
         }
-        kernel<<<blocks, kBlock, shared, stream>>>(dx, scratch, dout, in, w, rows, c, eps);
+        kernel<<<blocks, kBlock, shared, stream>>>(dx, scratch, dout, in, from, w, rows, c, eps);
         CUDA_CHECK_LAUNCH();
     }
     const unsigned columns = static_cast<unsigned>((2 * c + kWarp - 1) / kWarp);
@@ -489,16 +489,16 @@ void launch_backward(T* dx, T* dw, T* db, const T* dout, const BackwardSource<T>
 template <class T>
 void launch_layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* in, const T* w, int rows, int c, float eps,
                                float* scratch, cudaStream_t stream) {
-    launch_backward<T, false>(dx, dw, db, dout, BackwardSource<T>{.in = in}, w, rows, c, eps, scratch, stream);
+    launch_backward<T, false>(dx, dw, db, dout, in, FromOutput<T>{}, w, rows, c, eps, scratch, stream);
 }
 
 template <class T>
 void launch_layernorm_backward_from_output(T* dx, T* dw, T* db, const T* dout, const T* out, const T* w, const T* b,
                                            const float* rstd, int rows, int c, float* scratch, int* unrecoverable,
                                            int tag, cudaStream_t stream) {
-    launch_backward<T, true>(dx, dw, db, dout,
-                             BackwardSource<T>{.in = out, .b = b, .rstd = rstd, .unrecoverable = unrecoverable, .tag = tag},
-                             w, rows, c, 0.0f, scratch, stream);
+    launch_backward<T, true>(dx, dw, db, dout, out,
+                             FromOutput<T>{.b = b, .rstd = rstd, .unrecoverable = unrecoverable, .tag = tag}, w, rows, c,
+                             0.0f, scratch, stream);
 }
 
 #define SWEETSPOT_INSTANTIATE(T) \
