@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <catch2/catch_test_macros.hpp>
@@ -13,9 +15,11 @@
 #include "kernels/compute/cpu_gradients.hpp"
 #include "kernels/compute/cpu_ops.hpp"
 #include "kernels/compute/cpu_train_step.hpp"
+#include "kernels/compute/layernorm_recovery.hpp"
 #include "kernels/compute/reference_gradients.hpp"
 #include "kernels/compute/reference_optimizer.hpp"
 #include "kernels/compute/reference_ops.hpp"
+#include "kernels/model/dtype.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/synthetic_weights.hpp"
 #include "kernels/model/weight_layout.hpp"
@@ -31,6 +35,8 @@ std::vector<float> random_values(std::size_t n, float offset, std::uint32_t seed
     for (auto& x : v) x = dist(gen);
     return v;
 }
+
+std::size_t as_size(int n) { return static_cast<std::size_t>(n); }
 
 std::vector<double> as_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
@@ -65,6 +71,137 @@ TEST_CASE("host layernorm_backward adds the reference's gradients", "[kernels][b
     CHECK(relative_error(dx, want_dx) < 1e-5);
     CHECK(relative_error(dw, want_dw) < 1e-5);
     CHECK(relative_error(db, want_db) < 1e-5);
+}
+
+// inplace_ln's backward (from the output y, kept in the dtype, and the forward's fp32 rstd)
+// against layernorm_backward's (from the input x) on the same rows, element by element, within
+// the bound y's rounding gives (layernorm_recovery.hpp). Both compute in fp32 from the same mean
+// and rstd (row_stats), so x̂ = fl(fl(x − mean) · rstd) is the same on both sides until the
+// forward's y = fl(fl(x̂ · w) + b) is rounded to the dtype (relative error δ, |δ| ≤ u: 2^-8 bf16,
+// 2^-11 fp16, 0 for fp32, which y already is) and x̂' = fl(fl(ỹ − b) / w) recovered from it:
+//   |x̂' − x̂| ≤ ε = (u·|ỹ|·(1 + u) + 2^-24·(|x̂·w| + |ỹ| + 2·(|ỹ| + |b|))·(1 + 2^-20)) / |w|,
+// fp32's roundings being the forward's two, the subtraction and the division. With e = x̂' − x̂:
+// - db does not involve x̂: equal bit for bit.
+// - dw_j = Σ_r dy·x̂ (R rows in order): moves by ≤ Σ_r |dy|·ε, plus each side's fp32 sum
+//   ((R + 1)·2^-24 · Σ_r |dy|·|x̂|, x̂ the larger of the two).
+// - dx_i = rstd·(g_i − mean(g) − x̂_i·M), g = dy·w, M = mean(g·x̂): mean(g) is the same bits;
+//   M moves by ΔM ≤ mean(|g|·ε) + 2·(c + 1)·2^-24·mean(|g|·|x̂|); x̂_i·M by ε_i·|M| + |x̂_i|·ΔM;
+//   each side then rounds the two subtractions and the products: 4·2^-24·rstd·(|g_i| + |mean(g)|
+//   + |x̂_i·M|) each.
+TEST_CASE("layernorm_backward_from_output matches layernorm_backward within the bound of y's rounding",
+          "[kernels][backward]") {
+    const double fp32_u = std::ldexp(1.0, -24);
+    const int rows = 5;
+    const float eps = 1e-5f;
+    for (const DType dtype : {DType::fp32, DType::fp16, DType::bf16}) {
+        const double u = dtype == DType::fp32 ? 0.0 : std::ldexp(1.0, dtype == DType::fp16 ? -11 : -8);
+        for (const int c : {1600, 777, 33}) {
+            INFO(enum_name(dtype) << " c " << c);
+            std::mt19937 gen(static_cast<std::uint32_t>(c));
+            std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+            // x's mean far from 0; w of either sign, |w| in [0.2, 1.5]; b and dy of either sign.
+            std::vector<float> x(as_size(rows * c)), w(as_size(c)), b(as_size(c)), dy(x.size());
+            for (float& v : x) v = 1.5f + 2.0f * uniform(gen);
+            for (float& v : w) v = std::copysign(0.85f + 0.65f * uniform(gen), uniform(gen));
+            for (float& v : b) v = 0.5f * uniform(gen);
+            for (float& v : dy) v = uniform(gen);
+            std::vector<float> y(x.size()), rstd(as_size(rows));
+            cpu::layernorm(y.data(), x.data(), w.data(), b.data(), rows, c, eps, rstd.data());
+            round_through_dtype(y, dtype);
+
+            std::vector<float> dx(x.size()), dw(as_size(c)), db(as_size(c));
+            std::vector<float> want_dx(x.size()), want_dw(as_size(c)), want_db(as_size(c));
+            CHECK(cpu::layernorm_backward_from_output(dx.data(), dw.data(), db.data(), dy.data(), y.data(), w.data(),
+                                                      b.data(), rstd.data(), rows, c) == 0);
+            cpu::layernorm_backward(want_dx.data(), want_dw.data(), want_db.data(), dy.data(), x.data(), w.data(), rows,
+                                    c, eps);
+            CHECK(db == want_db);
+
+            // x̂ and its bound, per element; the row's statistics in float64 from x itself.
+            std::vector<double> xhat(x.size()), bound(x.size());
+            double worst_xhat = 0;
+            for (int r = 0; r < rows; ++r) {
+                double mean = 0, var = 0;
+                for (int i = 0; i < c; ++i) mean += x[as_size(r * c + i)];
+                mean /= c;
+                for (int i = 0; i < c; ++i) var += (x[as_size(r * c + i)] - mean) * (x[as_size(r * c + i)] - mean);
+                const double s = 1 / std::sqrt(var / c + eps);
+                for (int i = 0; i < c; ++i) {
+                    const std::size_t k = as_size(r * c + i);
+                    xhat[k] = (x[k] - mean) * s;
+                    const double yk = std::abs(y[k]), wk = std::abs(w[as_size(i)]), bk = std::abs(b[as_size(i)]);
+                    bound[k] = (u * yk * (1 + u) + fp32_u * (std::abs(xhat[k]) * wk + yk + 2 * (yk + bk)) * (1 + 1e-6)) / wk;
+                    const double recovered = ln_normalized_from_output(y[k], w[as_size(i)], b[as_size(i)]);
+                    // The float64 x̂ differs from the fp32 one by a few 2^-24 of the row's scale:
+                    // 1e-5 of slack.
+                    worst_xhat = std::max(worst_xhat, std::abs(recovered - xhat[k]) / (bound[k] + 1e-5));
+                }
+            }
+            CHECK(worst_xhat <= 1);
+            // The bound is y's rounding, not slack: some element comes within a factor 4 of it.
+            if (dtype != DType::fp32) CHECK(worst_xhat > 0.25);
+
+            // Each gradient's largest |difference| / its bound.
+            double worst_dw = 0, worst_dx = 0;
+
+            for (int i = 0; i < c; ++i) {
+                double moved = 0, magnitude = 0;
+                for (int r = 0; r < rows; ++r) {
+                    const std::size_t k = as_size(r * c + i);
+                    moved += std::abs(dy[k]) * bound[k];
+                    magnitude += std::abs(dy[k]) * (std::abs(xhat[k]) + bound[k] + 1e-5);
+                }
+                worst_dw = std::max(worst_dw, std::abs(dw[as_size(i)] - want_dw[as_size(i)]) /
+                                                  (moved + 2 * (rows + 1) * fp32_u * magnitude));
+            }
+            for (int r = 0; r < rows; ++r) {
+                double mean_g = 0, m = 0, dm = 0, gx = 0;
+                for (int i = 0; i < c; ++i) {
+                    const std::size_t k = as_size(r * c + i);
+                    const double g = static_cast<double>(dy[k]) * w[as_size(i)];
+                    mean_g += g / c;
+                    m += g * xhat[k] / c;
+                    dm += std::abs(g) * bound[k] / c;
+                    gx += std::abs(g) * (std::abs(xhat[k]) + bound[k] + 1e-5) / c;
+                }
+                dm += 2 * (c + 1) * fp32_u * gx;
+                for (int i = 0; i < c; ++i) {
+                    const std::size_t k = as_size(r * c + i);
+                    const double g = std::abs(static_cast<double>(dy[k]) * w[as_size(i)]);
+                    const double moved = rstd[as_size(r)] * (bound[k] * std::abs(m) + (std::abs(xhat[k]) + bound[k]) * dm);
+                    const double rounding =
+                        2 * 4 * fp32_u * rstd[as_size(r)] * (g + std::abs(mean_g) + (std::abs(xhat[k]) + bound[k]) * gx);
+                    worst_dx = std::max(worst_dx, std::abs(dx[k] - want_dx[k]) / (moved + rounding));
+                }
+            }
+            CHECK(worst_dw <= 1);
+            CHECK(worst_dx <= 1);
+            std::printf("inplace_ln recovery %-4s c %4d: worst |error| / bound x̂ %.2f dw %.2f dx %.2f\n",
+                        std::string(enum_name(dtype)).c_str(), c, worst_xhat, worst_dw, worst_dx);
+        }
+    }
+}
+
+TEST_CASE("layernorm_backward_from_output counts the channels whose weight is too small to divide by",
+          "[kernels][backward]") {
+    CHECK(ln_weight_recoverable(kInplaceLnMinWeight));
+    CHECK(ln_weight_recoverable(-kInplaceLnMinWeight));
+    CHECK_FALSE(ln_weight_recoverable(std::nextafter(kInplaceLnMinWeight, 0.0f)));
+    CHECK_FALSE(ln_weight_recoverable(0.0f));
+    CHECK_FALSE(ln_weight_recoverable(std::nanf("")));
+    const int c = 6;
+    const std::vector<float> y = {0.5f, -1.0f, 0.25f, 2.0f, -0.5f, 1.0f}, b(as_size(c), 0.125f), dy(as_size(c), 1.0f);
+    const float rstd = 2.0f;
+    std::vector<float> w = {1.0f, -1.0f, 0.5f, 2.0f, 1.0f, 0.75f};
+    std::vector<float> dx(as_size(c)), dw(as_size(c)), db(as_size(c));
+    CHECK(cpu::layernorm_backward_from_output(dx.data(), dw.data(), db.data(), dy.data(), y.data(), w.data(), b.data(),
+                                              &rstd, 1, c) == 0);
+    // x̂ = (y − b) / w, so dw = dy · x̂: (0.5 − 0.125) / 1.
+    CHECK(dw[0] == 0.375f);
+    w[2] = 0.0f;
+    w[4] = -5e-4f;
+    CHECK(cpu::layernorm_backward_from_output(dx.data(), dw.data(), db.data(), dy.data(), y.data(), w.data(), b.data(),
+                                              &rstd, 1, c) == 2);
 }
 
 TEST_CASE("host linear_backward gives the reference's input gradient and adds its weight and bias gradients",

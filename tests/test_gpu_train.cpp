@@ -2,7 +2,8 @@
 // UnitSchedule::training: the first step's loss and every gradient against the float64 reference
 // (reference_gradients.hpp) on the same weights rounded to the dtype, the update against the
 // float64 AdamW (reference_optimizer.hpp) applied to the GPU's own gradients, many steps
-// against CpuTrainStep, and every recompute setting (recompute.hpp) against the default's step.
+// against CpuTrainStep, every recompute setting (recompute.hpp) against the default's step, and
+// the inplace_ln variant against the same cell without it.
 // Tests tagged [gpu] need a CUDA device.
 //
 // Tolerances, each a relative L2 error per tensor (‖gpu − reference‖ / ‖reference‖), so a tensor
@@ -37,6 +38,7 @@
 #include <vector>
 
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 
 #include "backends/backend_registry.hpp"
 #include "backends/host_backend.hpp"
@@ -54,6 +56,7 @@
 
 using namespace sweetspot;
 using sweetspot::test::require_gpu;
+using Catch::Matchers::ContainsSubstring;
 
 namespace {
 
@@ -330,6 +333,18 @@ bool same_bits(const Case& a, const Case& b) {
     return !a.variant.has(Fusion::flash_attention) && gelu_from_epilogue(a) == gelu_from_epilogue(b);
 }
 
+// `got`'s gradients and norm within a quarter of the float64 test's tolerance of `want`'s, which
+// it differs from by a rounding here and there rather than by a chain of them, and its update
+// against the float64 AdamW on its own gradients; prints the errors, against `what`.
+void check_close_step(const Case& c, const WeightLayout& layout, const std::vector<std::vector<float>>& units,
+                      const TrainSettings& settings, const FirstStep& got, const FirstStep& want, const char* what) {
+    const double tolerance = gradient_tolerance(c.dtype) / 4;
+    const double gradient = check_gradients(layout, got.gradients, want.gradients, tolerance);
+    CHECK(std::abs(got.norm - want.norm) <= tolerance * want.norm);
+    const double update = check_update(c, layout, units, settings, got);
+    std::printf("gpu_train %-80s against %s: gradient %.3g, update %.3g\n", c.name().c_str(), what, gradient, update);
+}
+
 // The first step of every recompute setting against gelu's (the default) on the same weights and
 // tokens: the same loss (the forward is the same whatever it keeps), and the same gradients and
 // update, bit for bit where same_bits says so. Elsewhere within a quarter of the float64 test's
@@ -367,13 +382,30 @@ void check_recompute_settings(const Case& gelu) {
             CHECK(got.master == reference->master);
         }
         if (same_bits(c, gelu)) continue;
-        const double tolerance = gradient_tolerance(c.dtype) / 4;
-        const double gradient = check_gradients(layout, got.gradients, want.gradients, tolerance);
-        CHECK(std::abs(got.norm - want.norm) <= tolerance * want.norm);
-        const double update = check_update(c, layout, units, settings, got);
-        std::printf("gpu_train recompute %-70s against gelu: gradient %.3g, update %.3g\n", c.name().c_str(), gradient,
-                    update);
+        check_close_step(c, layout, units, settings, got, want, "recompute gelu");
     }
+}
+
+// The first step with inplace_ln against the same cell's without it: the same loss bit for bit
+// (the forward's LayerNorm writes the same outputs, and keeping rstd changes no other kernel),
+// and the rest as check_close_step says: x̂ differs by y's rounding over |w|
+// (layernorm_recovery.hpp; the synthetic weights' w are about 1), one rounding per LayerNorm.
+void check_inplace_ln(const Case& without, const Variant& with) {
+    INFO(without.name());
+    const WeightLayout layout = WeightLayout::for_model(without.model);
+    const auto units = rounded_units(without.model, layout, without.dtype);
+    const TrainSettings settings = test_settings();
+    const FirstStep want = first_step(without, layout, units, settings);
+    Case c = without;
+    c.variant = with;
+    INFO(c.name());
+    const FirstStep got = first_step(c, layout, units, settings);
+    CHECK(want.steps == 1);
+    CHECK(got.steps == 1);
+    if (want.steps != 1 || got.steps != 1) return;
+    CHECK(got.skipped == want.skipped);
+    CHECK(got.loss == want.loss);
+    check_close_step(c, layout, units, settings, got, want, "the cell without inplace_ln");
 }
 
 }  // namespace
@@ -454,6 +486,61 @@ TEST_CASE("every recompute setting's first step equals gelu's: bit for bit where
     }
 }
 
+TEST_CASE("inplace_ln's first step equals the same cell's without it, at every recompute setting", "[gpu]") {
+    require_gpu();
+    for (const ModelConfig& model : {head25_model(), head80_model()}) {
+        for (const int seq : {1, 33, 90}) {
+            for (const float p : {0.0f, 0.1f}) {
+                for (const DType dtype : {DType::fp32, DType::bf16}) {
+                    const Variant epilogues{Fusion::flash_attention, Fusion::mlp_epilogue, Fusion::proj_epilogue};
+                    for (const auto& [without, with] :
+                         {std::pair{Variant{}, Variant{Fusion::inplace_ln}},
+                          std::pair{epilogues, Variant{Fusion::flash_attention, Fusion::mlp_epilogue,
+                                                       Fusion::proj_epilogue, Fusion::inplace_ln}}}) {
+                        for (const Recompute recompute : {Recompute::none, Recompute::gelu, Recompute::attention,
+                                                          Recompute::mlp, Recompute::block}) {
+                            const Case c{model, 2, seq, dtype, without, p, recompute};
+                            try {
+                                check_inplace_ln(c, with);
+                            } catch (const std::exception& e) {
+                                FAIL_CHECK(c.name() << ": " << e.what());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("inplace_ln refuses to update on a LayerNorm weight too small to divide by, naming the LayerNorm", "[gpu]") {
+    require_gpu();
+    const ModelConfig model = head25_model();
+    const WeightLayout layout = WeightLayout::for_model(model);
+    auto units = rounded_units(model, layout, DType::bf16);
+    // Block 1's ln_2 weight, channel 5.
+    const UnitLayout& block1 = layout.units[as_size(WeightLayout::block_unit(1))];
+    units[as_size(WeightLayout::block_unit(1))][as_size(block1.tensors[block_tensor::ln2_w].offset + 5)] = 0.0f;
+    for (const bool inplace : {false, true}) {
+        INFO("inplace_ln " << inplace);
+        const Case c{model, 2, 33, DType::bf16, inplace ? Variant{Fusion::inplace_ln} : Variant{}, 0.0f};
+        CudaStream stream;
+        const auto backend = placed_backend(layout, units, c.dtype, stream.get());
+        GpuTrainStep step(model, layout, c.dtype, c.batch, c.seq, stream.get(), options_for(c, test_settings()));
+        step.set_batch(ids(model, 66, 1), ids(model, 66, 2));
+        step.forward(*backend);
+        step.backward(*backend);
+        if (inplace) {
+            CHECK_THROWS_WITH(step.update(*backend),
+                              ContainsSubstring("block 1's ln_2") && ContainsSubstring("without inplace_ln"));
+            CHECK(step.steps() == 0);
+        } else {
+            // Without inplace_ln a zero weight is an ordinary one.
+            CHECK(std::isfinite(step.grad_norm()));
+        }
+    }
+}
+
 TEST_CASE("GpuTrainStep's losses follow CpuTrainStep's over 20 steps and fall", "[gpu]") {
     require_gpu();
     const ModelConfig model = head25_model();
@@ -506,12 +593,13 @@ TEST_CASE("GpuTrainStep's activation_bytes is what activation_bytes_for computes
     CudaStream stream;
     const ModelConfig model = head80_model();
     const WeightLayout layout = WeightLayout::for_model(model);
-    for (const bool flash : {false, true}) {
+    for (const Variant variant : {Variant{}, Variant{Fusion::flash_attention}, Variant{Fusion::inplace_ln},
+                                  Variant{Fusion::flash_attention, Fusion::inplace_ln}}) {
         for (const Recompute recompute : {Recompute::none, Recompute::gelu, Recompute::attention, Recompute::mlp,
                                           Recompute::block}) {
-            INFO("flash " << flash << ", recompute " << enum_name(recompute));
+            INFO(variant.text() << ", recompute " << enum_name(recompute));
             GpuTrainOptions o;
-            o.variant = flash ? Variant{Fusion::flash_attention} : Variant{};
+            o.variant = variant;
             o.recompute = recompute;
             const GpuTrainStep step(model, layout, DType::bf16, 3, 40, stream.get(), o);
             CHECK(step.activation_bytes() ==
@@ -523,26 +611,39 @@ TEST_CASE("GpuTrainStep's activation_bytes is what activation_bytes_for computes
 TEST_CASE("GpuTrainStep::activation_bytes_for grows with the kept activations", "[gpu_train]") {
     // Per layer and row, in the dtype: ln1 (C), qkv (3C), att (C), x_mid (C), ln2 (C), fc_pre (4C),
     // fc (4C) and the block's output (C), 16C, less what the setting recomputes: fc (gelu: 12C),
-    // att (attention: 11C), ln2 and fc_pre (mlp: 6C), ln1, qkv and x_mid (block: 1C). Each unit
+    // att (attention: 11C), ln2 and fc_pre (mlp: 6C), ln1, qkv and x_mid (block: 1C). With
+    // inplace_ln, neither x_mid nor the block's output (the next one's input) but where a setting
+    // recomputes from them: 2C less for none, gelu and attention (14C, 10C, 9C); mlp keeps ln2
+    // instead of x_mid and not the block's output (5C); block as before (1C); and ln_1's and
+    // ln_2's fp32 rstd, B·T·4 bytes each, where ln1 and ln2 are kept (not under block). Each unit
     // adds the norm's 1024 double partials; flash_attention adds the layer's fp32 logsumexp
     // [B, H, T] where att is kept. What is recomputed is one buffer whatever the layers: a second
     // layer adds none of it. Every size here is a multiple of the arena's 256-byte alignment.
     ModelConfig one = head25_model(), two = head25_model();
     one.n_layer = 1;
     const std::int64_t b = 2, t = 64, c = one.n_embd, h = one.n_head;
-    const std::pair<Recompute, std::int64_t> kept_per_row[] = {{Recompute::none, 16},
-                                                               {Recompute::gelu, 12},
-                                                               {Recompute::attention, 11},
-                                                               {Recompute::mlp, 6},
-                                                               {Recompute::block, 1}};
+    struct Kept {
+        Recompute recompute;
+        std::int64_t values, values_inplace;
+    };
+    const Kept kept_per_row[] = {{Recompute::none, 16, 14},
+                                 {Recompute::gelu, 12, 10},
+                                 {Recompute::attention, 11, 9},
+                                 {Recompute::mlp, 6, 5},
+                                 {Recompute::block, 1, 1}};
     for (const bool flash : {false, true}) {
-        const Variant v = flash ? Variant{Fusion::flash_attention} : Variant{};
-        for (const auto& [recompute, values] : kept_per_row) {
-            INFO("flash " << flash << ", recompute " << enum_name(recompute));
-            const bool lse_kept = flash && recompute < Recompute::attention;
-            const std::int64_t added = GpuTrainStep::activation_bytes_for(two, DType::bf16, 2, 64, v, recompute) -
-                                       GpuTrainStep::activation_bytes_for(one, DType::bf16, 2, 64, v, recompute);
-            CHECK(added == values * c * b * t * 2 + 1024 * 8 + (lse_kept ? b * h * t * 4 : 0));
+        for (const bool inplace : {false, true}) {
+            Variant v = flash ? Variant{Fusion::flash_attention} : Variant{};
+            if (inplace) v = flash ? Variant{Fusion::flash_attention, Fusion::inplace_ln} : Variant{Fusion::inplace_ln};
+            for (const auto& [recompute, values, values_inplace] : kept_per_row) {
+                INFO(v.text() << ", recompute " << enum_name(recompute));
+                const bool lse_kept = flash && recompute < Recompute::attention;
+                const bool rstd_kept = inplace && recompute != Recompute::block;
+                const std::int64_t added = GpuTrainStep::activation_bytes_for(two, DType::bf16, 2, 64, v, recompute) -
+                                           GpuTrainStep::activation_bytes_for(one, DType::bf16, 2, 64, v, recompute);
+                CHECK(added == (inplace ? values_inplace : values) * c * b * t * 2 + 1024 * 8 +
+                                   (lse_kept ? b * h * t * 4 : 0) + (rstd_kept ? 2 * b * t * 4 : 0));
+            }
         }
     }
 }
@@ -557,7 +658,7 @@ TEST_CASE("TrainArena: what a setting keeps has a buffer per layer, what it reco
         {"qkv", Recompute::block}, {"x_mid", Recompute::block}};
     for (const Recompute recompute :
          {Recompute::none, Recompute::gelu, Recompute::attention, Recompute::mlp, Recompute::block}) {
-        const TrainArena a(model, DType::fp16, 2, 24, /*flash=*/true, recompute);
+        const TrainArena a(model, DType::fp16, 2, 24, Variant{Fusion::flash_attention}, recompute);
         const std::map<std::string, const std::vector<std::int64_t>*> entries = {
             {"fc", &a.fc},   {"att", &a.att},       {"lse", &a.lse}, {"ln2", &a.ln2},
             {"fc_pre", &a.fc_pre}, {"ln1", &a.ln1}, {"qkv", &a.qkv}, {"x_mid", &a.x_mid}};
@@ -576,6 +677,49 @@ TEST_CASE("TrainArena: what a setting keeps has a buffer per layer, what it reco
                 CHECK(*distinct.rbegin() < a.resid.front());
             }
         }
+    }
+}
+
+TEST_CASE("TrainArena with inplace_ln: the residual stream kept only where a setting recomputes from it",
+          "[gpu_train]") {
+    // recompute.hpp's inplace_ln table: x_mid is never kept; ln2 and both rstd are kept but under
+    // block (ln2 even under mlp, which recomputes from it); each block's input is kept under block
+    // only; ln_f's input (the last block's output) never; ln_f's rstd always.
+    const ModelConfig model = head80_model();
+    const std::size_t layers = as_size(model.n_layer);
+    for (const Recompute recompute :
+         {Recompute::none, Recompute::gelu, Recompute::attention, Recompute::mlp, Recompute::block}) {
+        INFO("recompute " << enum_name(recompute));
+        const TrainArena a(model, DType::bf16, 2, 24, Variant{Fusion::inplace_ln}, recompute);
+        const auto shared = [&](const std::vector<std::int64_t>& entry) {
+            REQUIRE(entry.size() == layers);
+            const std::set<std::int64_t> distinct(entry.begin(), entry.end());
+            return distinct.size() == 1 && entry.front() >= a.scratch && entry.front() < a.dres;
+        };
+        const auto own = [&](const std::vector<std::int64_t>& entry) {
+            REQUIRE(entry.size() == layers);
+            const std::set<std::int64_t> distinct(entry.begin(), entry.end());
+            return distinct.size() == layers && *distinct.rbegin() < a.scratch;
+        };
+        const bool block = recompute == Recompute::block;
+        CHECK(shared(a.x_mid));
+        CHECK((block ? shared(a.ln2) : own(a.ln2)));
+        CHECK((block ? shared(a.ln1_rstd) : own(a.ln1_rstd)));
+        CHECK((block ? shared(a.ln2_rstd) : own(a.ln2_rstd)));
+        CHECK((recompute >= Recompute::mlp ? shared(a.fc_pre) : own(a.fc_pre)));
+        REQUIRE(a.resid.size() == layers + 1);
+        const std::vector<std::int64_t> inputs(a.resid.begin(), a.resid.end() - 1);
+        CHECK((block ? own(inputs) : shared(inputs)));
+        CHECK(a.resid.back() >= a.scratch);
+        CHECK(a.resid.back() < a.dres);
+        if (!block) CHECK(a.resid.back() == a.resid.front());
+        CHECK(a.lnf_rstd > a.xf);
+        CHECK(a.lnf_rstd < a.scratch);
+        CHECK(a.unrecoverable > a.squared_norm);
+        // The stream, x_mid and what is recomputed are distinct buffers in the scratch.
+        std::set<std::int64_t> scratch_buffers = {a.resid.back(), a.x_mid.front()};
+        if (block) scratch_buffers.insert({a.ln1.front(), a.ln2.front(), a.ln1_rstd.front(), a.ln2_rstd.front()});
+        CHECK(scratch_buffers.size() == (block ? 6u : 2u));
     }
 }
 

@@ -394,7 +394,7 @@ TEST_CASE("a GPU training cell's estimate counts its prefix step where it is lar
         const WeightLayout layout = WeightLayout::for_model(c.model);
         std::int64_t largest = 0;
         for (const UnitLayout& u : layout.units) largest = std::max(largest, u.numel);
-        const std::int64_t prefix = TrainArena(c.model, DType::bf16, 1, 4, true, Recompute::gelu).total + kGemmWorkspaceBytes + largest * (2 + 2 + 3 * 4);
+        const std::int64_t prefix = TrainArena(c.model, DType::bf16, 1, 4, Variant{Fusion::flash_attention}, Recompute::gelu).total + kGemmWorkspaceBytes + largest * (2 + 2 + 3 * 4);
         CHECK(e.check_step == prefix);
         CHECK((seq == 8) == (prefix > e.activations + e.workspace));
         CHECK(e.device_total() == e.weights + e.training_state + std::max(e.activations + e.workspace, prefix));
@@ -591,6 +591,50 @@ TEST_CASE("a GPU training cell's estimate shrinks along the recompute ladder by 
             }
             previous = e.activations;
             previous_total = e.device_total();
+        }
+    }
+}
+
+TEST_CASE("inplace_ln: a fusion of device training cells, refused for inference and on the host", "[train][axes]") {
+    const CellParams plain = train_cell("backend = \"device\"\ndtype = \"bf16\"\nvariant = \"flash_attention\"");
+    const CellParams inplace =
+        train_cell("backend = \"device\"\ndtype = \"bf16\"\nvariant = \"inplace_ln+flash_attention\"");
+    CHECK(inplace.variant == Variant{Fusion::flash_attention, Fusion::inplace_ln});
+    CHECK(inplace.variant.text() == "flash_attention+inplace_ln");
+    CHECK(inplace.key() != plain.key());
+    CHECK(cell_impossible_reason(inplace).empty());
+    CellParams infer = inplace;
+    infer.mode = Mode::infer;
+    CHECK(cell_impossible_reason(infer) ==
+          "the inplace_ln fusion of variant 'flash_attention+inplace_ln' changes what a training step (mode = \"train\") "
+          "keeps for its backward: an inference forward keeps no activations for a backward");
+    CHECK(cell_impossible_reason(train_cell("variant = \"inplace_ln\"")) ==
+          "the host backend runs the baseline variant only (fusions are GPU kernels)");
+}
+
+TEST_CASE("a GPU training cell's estimate with inplace_ln drops the residual stream the backward no longer reads",
+          "[train][estimate]") {
+    // Model tiny (L = 2, C = 64), batch 2 × seq 9, bf16: a [B·T, C] buffer takes 2304 bytes (9 ·
+    // 256), an fp32 rstd [B·T] 72, aligned to 256. Against the same cell without inplace_ln
+    // (recompute.hpp's table):
+    // - none, gelu, attention: not x_mid (L buffers) nor the residual stream (L + 1), but one
+    //   buffer of each in the scratch; and 2L + 1 rstd (ln_1, ln_2, ln_f) and the flag (256):
+    //   (2L + 1 − 2) · 2304 − (2L + 2) · 256 = 3 · 2304 − 6 · 256 = 5376 bytes saved;
+    // - mlp: ln2 kept (L) instead of x_mid (L) and recomputed (1), x_mid and the stream in the
+    //   scratch (1 + 1) instead of L + 1: (L + 1 + 1 − 1 − 1) · 2304 − 6 · 256 = 3072;
+    // - block: the blocks' inputs kept as before (L), the last block's output in the scratch (1);
+    //   ln_1's and ln_2's rstd in the scratch (2 · 256), ln_f's and the flag: 1024 bytes more.
+    const std::pair<std::string, std::int64_t> saved[] = {
+        {"none", 5376}, {"gelu", 5376}, {"attention", 5376}, {"mlp", 3072}, {"block", -1024}};
+    for (const std::string variant : {"baseline", "flash_attention"}) {
+        for (const auto& [recompute, bytes] : saved) {
+            INFO(variant << ", recompute " << recompute);
+            const std::string base = "backend = \"device\"\ndtype = \"bf16\"\nrecompute = \"" + recompute + "\"\n";
+            const MemoryEstimate without = estimate_memory(train_cell(base + "variant = \"" + variant + "\""));
+            const MemoryEstimate with = estimate_memory(
+                train_cell(base + "variant = \"" + (variant == "baseline" ? "" : variant + "+") + "inplace_ln\""));
+            CHECK(without.activations - with.activations == bytes);
+            CHECK(without.device_total() - with.device_total() == bytes);
         }
     }
 }

@@ -87,6 +87,19 @@ std::string recompute_impossible_reason(const CellParams& c) {
     return {};
 }
 
+// Why an inference cell cannot take its variant's training-only fusions: they change what a
+// training step keeps for its backward, and an inference forward keeps nothing.
+std::string training_only_fusion_reason(const CellParams& c) {
+    if (c.mode == Mode::train) return {};
+    for (const auto& f : EnumNames<Fusion>::list) {
+        if (c.variant.has(f.value) && kTrainingOnlyFusions.has(f.value))
+            return "the " + std::string(f.name) + " fusion of variant '" + c.variant.text() +
+                   "' changes what a training step (mode = \"train\") keeps for its backward: an inference forward "
+                   "keeps no activations for a backward";
+    }
+    return {};
+}
+
 }  // namespace
 
 bool uses_gpu(const CellParams& c) { return backend_traits(c.backend).needs_gpu; }
@@ -110,6 +123,7 @@ std::string cell_impossible_reason(const CellParams& c) {
     const BackendTraits& backend = backend_traits(c.backend);
     if (const std::string why = training_impossible_reason(c); !why.empty()) return why;
     if (const std::string why = recompute_impossible_reason(c); !why.empty()) return why;
+    if (const std::string why = training_only_fusion_reason(c); !why.empty()) return why;
     if (!backend.computes_in(c.dtype))
         return "the " + backend_name + " backend does not compute in " + std::string(enum_name(c.dtype));
     if (!backend.needs_gpu && !c.variant.is_baseline())

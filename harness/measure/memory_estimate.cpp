@@ -56,11 +56,10 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
     }
     if (cell.mode == Mode::train) {
         // The step's one allocation (train_arena.hpp), the logits and the backward's scratch in it.
-        const bool flash = cell.variant.has(Fusion::flash_attention);
-        e.activations = TrainArena(cell.model, cell.dtype, cell.batch, cell.seq, flash, cell.recompute).total;
+        e.activations = TrainArena(cell.model, cell.dtype, cell.batch, cell.seq, cell.variant, cell.recompute).total;
         e.workspace = kGemmWorkspaceBytes;
         if (prefix_check)
-            e.check_step = TrainArena(cell.model, cell.dtype, check->batch, check->seq, flash, cell.recompute).total + kGemmWorkspaceBytes +
+            e.check_step = TrainArena(cell.model, cell.dtype, check->batch, check->seq, cell.variant, cell.recompute).total + kGemmWorkspaceBytes +
                            check_step_scratch_bytes(cell);
         e.host_buffers = checked_step_host_bytes(cell);
         e.host_reference = check_reference_host_bytes(cell);

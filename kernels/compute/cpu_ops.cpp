@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstddef>
 
+#include "kernels/compute/layernorm_recovery.hpp"
+
 namespace sweetspot::cpu {
 
 namespace {
@@ -65,37 +67,60 @@ RowStats row_stats(const float* x, int c, float eps) {
 
 }  // namespace
 
-void layernorm(float* out, const float* in, const float* w, const float* b, int rows, int c, float eps) {
+void layernorm(float* out, const float* in, const float* w, const float* b, int rows, int c, float eps, float* rstd_out) {
     for (int r = 0; r < rows; ++r) {
         const float* x = in + as_size(r) * as_size(c);
         float* y = out + as_size(r) * as_size(c);
         const auto [mean, rstd] = row_stats(x, c, eps);
         for (int i = 0; i < c; ++i) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
+        if (rstd_out != nullptr) rstd_out[r] = rstd;
     }
 }
 
-// With x̂ = (x − mean)·rstd and g = dout·w: dx += rstd · (g − mean(g) − x̂ · mean(g · x̂)). The
-// statistics are recomputed from the input rather than kept from the forward: two floats a row
-// saved against one pass over the row.
+namespace {
+
+// The backward of one row from its rstd and x̂ (normalized(i), the same value each time it is
+// asked): with g = dout·w, dx += rstd · (g − mean(g) − x̂ · mean(g · x̂)).
+template <class Normalized>
+void layernorm_backward_row(float* dxr, float* dw, float* db, const float* dy, const float* w, int c, float rstd,
+                            const Normalized& normalized) {
+    float mean_g = 0.0f, mean_gx = 0.0f;
+    for (int i = 0; i < c; ++i) {
+        const float xhat = normalized(i);
+        dw[i] += dy[i] * xhat;
+        db[i] += dy[i];
+        mean_g += dy[i] * w[i];
+        mean_gx += dy[i] * w[i] * xhat;
+    }
+    mean_g /= static_cast<float>(c);
+    mean_gx /= static_cast<float>(c);
+    for (int i = 0; i < c; ++i) dxr[i] += rstd * (dy[i] * w[i] - mean_g - normalized(i) * mean_gx);
+}
+
+}  // namespace
+
+// The statistics are recomputed from the input rather than kept from the forward: two floats a
+// row saved against one pass over the row.
 void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* in, const float* w, int rows,
                         int c, float eps) {
     for (int r = 0; r < rows; ++r) {
-        const float* x = in + as_size(r) * as_size(c);
-        const float* dy = dout + as_size(r) * as_size(c);
-        float* dxr = dx + as_size(r) * as_size(c);
+        const std::size_t first = as_size(r) * as_size(c);
+        const float* x = in + first;
         const auto [mean, rstd] = row_stats(x, c, eps);
-        float mean_g = 0.0f, mean_gx = 0.0f;
-        for (int i = 0; i < c; ++i) {
-            const float xhat = (x[i] - mean) * rstd;
-            dw[i] += dy[i] * xhat;
-            db[i] += dy[i];
-            mean_g += dy[i] * w[i];
-            mean_gx += dy[i] * w[i] * xhat;
-        }
-        mean_g /= static_cast<float>(c);
-        mean_gx /= static_cast<float>(c);
-        for (int i = 0; i < c; ++i) dxr[i] += rstd * (dy[i] * w[i] - mean_g - (x[i] - mean) * rstd * mean_gx);
+        layernorm_backward_row(dx + first, dw, db, dout + first, w, c, rstd,
+                               [&](int i) { return (x[i] - mean) * rstd; });
     }
+}
+
+int layernorm_backward_from_output(float* dx, float* dw, float* db, const float* dout, const float* out,
+                                   const float* w, const float* b, const float* rstd, int rows, int c) {
+    for (int r = 0; r < rows; ++r) {
+        const std::size_t first = as_size(r) * as_size(c);
+        const float* y = out + first;
+        layernorm_backward_row(dx + first, dw, db, dout + first, w, c, rstd[r],
+                               [&](int i) { return ln_normalized_from_output(y[i], w[i], b[i]); });
+    }
+    return static_cast<int>(std::count_if(w, w + c, [](float v) { return !ln_weight_recoverable(v); }));
 }
 
 // The bias is copied into every row first and the product accumulated onto it (beta = 1), so

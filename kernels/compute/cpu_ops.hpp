@@ -21,13 +21,21 @@ void embedding_backward(float* dwte, float* dwpe, const float* dx, const std::in
                         int c);
 
 // out[r, :] = (in[r, :] − mean) / sqrt(var + eps) · w + b for each of `rows` rows of `c`, with
-// the biased variance as in nn.LayerNorm. out and in must not alias.
-void layernorm(float* out, const float* in, const float* w, const float* b, int rows, int c, float eps);
+// the biased variance as in nn.LayerNorm. out and in must not alias. Where rstd_out is not null,
+// rstd_out[r] = 1 / sqrt(var + eps) of row r (what inplace_ln keeps for the backward).
+void layernorm(float* out, const float* in, const float* w, const float* b, int rows, int c, float eps,
+               float* rstd_out = nullptr);
 
 // The backward of layernorm: dx += dL/din, dw += dL/dw, db += dL/db, from dout = dL/dout and
 // the forward's input.
 void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* in, const float* w, int rows,
                         int c, float eps);
+
+// The same backward from the forward's output `out` and each row's rstd instead of its input
+// (inplace_ln): x̂ = (out − b) / w (layernorm_recovery.hpp). Returns the number of channels whose
+// |w| is below kInplaceLnMinWeight: their x̂, and so dw, db and dx, are then not to be trusted.
+int layernorm_backward_from_output(float* dx, float* dw, float* db, const float* dout, const float* out,
+                                   const float* w, const float* b, const float* rstd, int rows, int c);
 
 // out[rows, out_dim] = in[rows, in_dim] · wᵀ + bias, w row-major [out_dim, in_dim] as nn.Linear.
 // bias may be null (lm_head). The bias is the GEMM's starting accumulator, not a pass after it.

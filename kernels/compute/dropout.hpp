@@ -87,5 +87,3 @@ struct Dropout {
 };
 
 }  // namespace sweetspot
-
-#undef SWEETSPOT_HOST_DEVICE

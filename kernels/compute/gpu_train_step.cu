@@ -5,12 +5,15 @@
 // buffer and adds the one before, so nothing is copied. What the Recompute setting does not keep
 // the backward computes again before it needs it, with the forward's own functions (the block's
 // forward is those functions in order). The variant's mlp_epilogue and proj_epilogue move biases,
-// the GELU, its backward and residual adds into the GEMMs' cuBLASLt epilogues.
+// the GELU, its backward and residual adds into the GEMMs' cuBLASLt epilogues; its inplace_ln
+// has the LayerNorms keep each row's rstd and their backwards read their outputs instead of their
+// inputs, so that the residual stream is kept only where a recomputation starts from it.
 #include "kernels/compute/gpu_train_step.hpp"
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -27,6 +30,7 @@
 #include "kernels/compute/gpu_attention.hpp"
 #include "kernels/compute/gpu_dtype.hpp"
 #include "kernels/compute/layernorm.cuh"
+#include "kernels/compute/layernorm_recovery.hpp"
 #include "kernels/compute/nvtx.hpp"
 #include "kernels/compute/optimizer.cuh"
 #include "kernels/compute/residual.cuh"
@@ -49,6 +53,7 @@ struct GpuTrainStep::Impl {
     bool flash;
     // The MLP's biases, GELU (and its backward) and residual add in the GEMMs' epilogues.
     bool mlp_fused;
+    bool inplace_ln;  // the LayerNorms' backwards from their outputs and kept rstd
     Recompute recompute;
     TrainArena plan;
     DeviceMemory arena;
@@ -73,6 +78,24 @@ struct GpuTrainStep::Impl {
         return reinterpret_cast<T*>(arena.get() + offset);
     }
     float* lse(int layer) const { return flash ? at<float>(plan.lse[as_size(layer)]) : nullptr; }
+    // A LayerNorm's rstd with inplace_ln, else none (the forward keeps nothing, the backward
+    // recomputes the statistics from the input).
+    float* rstd(const std::vector<std::int64_t>& entry, int layer) const {
+        return inplace_ln ? at<float>(entry[as_size(layer)]) : nullptr;
+    }
+
+    // out = LayerNorm(in), keeping each row's rstd where rstd is not null.
+    template <class T>
+    void layernorm(T* out, float* rstd, const T* in, const T* w, const T* b);
+    // dx += the LayerNorm's input gradient, dw and db += its weights', from dout: from its input
+    // `in`, or with inplace_ln from its output `out` and rstd, flagging a weight too small to
+    // divide by with `tag` (read_norm names the LayerNorm from it: ln_tag).
+    template <class T>
+    void layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* in, const T* out, const T* w, const T* b,
+                            const float* rstd, int tag);
+    // 2l + 1 for block l's ln_1, 2l + 2 for its ln_2, 2L + 1 for ln_f; 0 is none.
+    static int ln_tag(int layer, int which) { return 2 * layer + 1 + which; }
+    std::string ln_named(int tag) const;
 
     template <class T>
     void forward(LayerSource& weights);
@@ -80,7 +103,7 @@ struct GpuTrainStep::Impl {
     // x_mid = x_in + dropout(c_proj(attention(c_attn(ln_1(x_in))))), in the pieces the backward
     // calls again for what the Recompute setting did not keep: the attention sub-layer (ln_1, the
     // QKV projection, the attention, its projection into x_mid); the attention alone, from qkv;
-    // the MLP's input (ln_2, the first GEMM and its GELU).
+    // the MLP's input (ln_2 unless `with_layernorm` is false, the first GEMM and its GELU).
     template <class T>
     void block_forward(int layer, const T* unit, const UnitLayout& ul);
     template <class T>
@@ -88,7 +111,7 @@ struct GpuTrainStep::Impl {
     template <class T>
     void core_attention(int layer);
     template <class T>
-    void mlp_input(int layer, const T* unit, const UnitLayout& ul);
+    void mlp_input(int layer, const T* unit, const UnitLayout& ul, bool with_layernorm = true);
     // y [rows, C] = residual + dropout(x [rows, in] · wᵀ + b): a sub-layer's output projection,
     // the bias and residual add in its GEMM's epilogue where `epilogue` (the bias only while
     // dropout is on).
@@ -132,6 +155,7 @@ GpuTrainStep::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_,
       options(options_),
       flash(options_.variant.has(Fusion::flash_attention)),
       mlp_fused(options_.variant.has(Fusion::mlp_epilogue)),
+      inplace_ln(options_.variant.has(Fusion::inplace_ln)),
       recompute(options_.recompute),
       plan([&] {
           // Every argument is checked before the first CUDA call.
@@ -165,7 +189,7 @@ GpuTrainStep::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_,
                                           std::to_string(kFlashAttentionMaxHeadDim) + "; model '" + model_.name +
                                           "' has " + std::to_string(model_.head_dim()) + ".");
           }
-          return TrainArena(model_, dtype_, batch_, seq_, uses_flash, options_.recompute);
+          return TrainArena(model_, dtype_, batch_, seq_, options_.variant, options_.recompute);
       }()) {
     options.dropout = options.dropout.for_shape(seq, model.max_positions);
     scale = dtype == DType::fp16 ? kInitialLossScale : 1.0f;
@@ -176,6 +200,31 @@ GpuTrainStep::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_,
         extra_bytes = embedding_bytes;
     }
     gemm = std::make_unique<Gemm>(dtype, stream, options.tf32);
+}
+
+template <class T>
+void GpuTrainStep::Impl::layernorm(T* out, float* rstd, const T* in, const T* w, const T* b) {
+    const int bt = static_cast<int>(rows());
+    if (rstd != nullptr) gpu::launch_layernorm_keeping_rstd<T>(out, rstd, in, w, b, bt, model.n_embd, model.ln_eps, stream);
+    else gpu::launch_layernorm<T>(out, in, w, b, bt, model.n_embd, model.ln_eps, stream);
+}
+
+template <class T>
+void GpuTrainStep::Impl::layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* in, const T* out, const T* w,
+                                            const T* b, const float* rstd, int tag) {
+    const int bt = static_cast<int>(rows());
+    float* const scratch = at<float>(plan.ln_scratch);
+    if (inplace_ln) {
+        gpu::launch_layernorm_backward_from_output<T>(dx, dw, db, dout, out, w, b, rstd, bt, model.n_embd, scratch,
+                                                      at<int>(plan.unrecoverable), tag, stream);
+    } else {
+        gpu::launch_layernorm_backward<T>(dx, dw, db, dout, in, w, bt, model.n_embd, model.ln_eps, scratch, stream);
+    }
+}
+
+std::string GpuTrainStep::Impl::ln_named(int tag) const {
+    if (tag == ln_tag(model.n_layer, 0)) return "ln_f";
+    return "block " + std::to_string((tag - 1) / 2) + "'s " + ((tag - 1) % 2 == 0 ? "ln_1" : "ln_2");
 }
 
 template <class T>
@@ -198,7 +247,7 @@ void GpuTrainStep::Impl::attention_sublayer(int layer, const T* unit, const Unit
     T* const ln1 = at<T>(plan.ln1[l]);
     T* const qkv = at<T>(plan.qkv[l]);
 
-    gpu::launch_layernorm<T>(ln1, x_in, w(block_tensor::ln1_w), w(block_tensor::ln1_b), bt, c, model.ln_eps, stream);
+    layernorm<T>(ln1, rstd(plan.ln1_rstd, layer), x_in, w(block_tensor::ln1_w), w(block_tensor::ln1_b));
     if (options.variant.has(Fusion::proj_epilogue)) {
         gemm->linear_fused(qkv, ln1, w(block_tensor::qkv_w), w(block_tensor::qkv_b), bt, c, 3 * c,
                            Gemm::Epilogue::bias);
@@ -230,7 +279,7 @@ void GpuTrainStep::Impl::core_attention(int layer) {
 }
 
 template <class T>
-void GpuTrainStep::Impl::mlp_input(int layer, const T* unit, const UnitLayout& ul) {
+void GpuTrainStep::Impl::mlp_input(int layer, const T* unit, const UnitLayout& ul, bool with_layernorm) {
     const auto w = [&](int t) { return unit + ul.tensors[as_size(t)].offset; };
     const int bt = static_cast<int>(rows()), c = model.n_embd;
     const std::size_t l = as_size(layer);
@@ -238,8 +287,8 @@ void GpuTrainStep::Impl::mlp_input(int layer, const T* unit, const UnitLayout& u
     T* const fc_pre = at<T>(plan.fc_pre[l]);
     T* const fc = at<T>(plan.fc[l]);
 
-    gpu::launch_layernorm<T>(ln2, at<T>(plan.x_mid[l]), w(block_tensor::ln2_w), w(block_tensor::ln2_b), bt, c,
-                             model.ln_eps, stream);
+    if (with_layernorm)
+        layernorm<T>(ln2, rstd(plan.ln2_rstd, layer), at<T>(plan.x_mid[l]), w(block_tensor::ln2_w), w(block_tensor::ln2_b));
     if (mlp_fused) {
         // fc = gelu(ln2 · Wᵀ + b) and its pre-activation fc_pre, both from the one GEMM's epilogue.
         gemm->linear_fused(fc, ln2, w(block_tensor::fc_w), w(block_tensor::fc_b), bt, c, 4 * c,
@@ -298,8 +347,8 @@ void GpuTrainStep::Impl::forward(LayerSource& weights) {
     const T* head = acquire(hu);
     T* const xf = at<T>(plan.xf);
     T* const logits = at<T>(plan.logits);
-    gpu::launch_layernorm<T>(xf, at<T>(plan.resid[as_size(model.n_layer)]), tensor(head, hu, head_tensor::lnf_w),
-                             tensor(head, hu, head_tensor::lnf_b), bt, c, model.ln_eps, stream);
+    layernorm<T>(xf, inplace_ln ? at<float>(plan.lnf_rstd) : nullptr, at<T>(plan.resid[as_size(model.n_layer)]),
+                 tensor(head, hu, head_tensor::lnf_w), tensor(head, hu, head_tensor::lnf_b));
     const std::int64_t stride = padded_vocab(model.vocab_size);
     // logits [bt, V] = xf [bt, c] · lm_headᵀ, rows `stride` apart.
     const T* lm_head = tensor(head, hu, head_tensor::lm_head);
@@ -358,13 +407,12 @@ void GpuTrainStep::Impl::block_backward(int layer, const T* unit, T* grad, const
     T* const dfc = at<T>(plan.dfc);
     T* const fc = at<T>(plan.fc[l]);
     const T* fc_pre = at<T>(plan.fc_pre[l]);
-    float* const ln_scratch = at<float>(plan.ln_scratch);
 
     // What the backward reads and the forward did not keep (recompute.hpp), computed again by the
     // forward's own functions from what it kept, into buffers no other layer's backward needs.
     if (recompute == Recompute::block) attention_sublayer<T>(layer, unit, ul);
     else if (recompute >= Recompute::attention) core_attention<T>(layer);
-    if (recompute >= Recompute::mlp) mlp_input<T>(layer, unit, ul);
+    if (recompute >= Recompute::mlp) mlp_input<T>(layer, unit, ul, !keeps_ln2_output(recompute, inplace_ln));
     else if (recompute >= Recompute::gelu) gpu::launch_gelu_tanh<T>(fc, fc_pre, rows() * 4 * c, stream);
 
     // x_out = x_mid + dropout(mlp(ln_2(x_mid))).
@@ -381,9 +429,9 @@ void GpuTrainStep::Impl::block_backward(int layer, const T* unit, T* grad, const
     }
     linear_backward<T>(dln, g(block_tensor::fc_w), g(block_tensor::fc_b), dfc, at<T>(plan.ln2[l]), w(block_tensor::fc_w),
                        c, 4 * c, mlp_fused);
-    gpu::launch_layernorm_backward<T>(dres, g(block_tensor::ln2_w), g(block_tensor::ln2_b), dln,
-                                      at<T>(plan.x_mid[l]), w(block_tensor::ln2_w), bt, c, model.ln_eps,
-                                      ln_scratch, stream);
+    layernorm_backward<T>(dres, g(block_tensor::ln2_w), g(block_tensor::ln2_b), dln, at<T>(plan.x_mid[l]),
+                          at<T>(plan.ln2[l]), w(block_tensor::ln2_w), w(block_tensor::ln2_b), rstd(plan.ln2_rstd, layer),
+                          ln_tag(layer, 1));
 
     // x_mid = x_in + dropout(c_proj(attention(c_attn(ln_1(x_in))))).
     dy = through_dropout<T>(Dropout::site_word(DropoutSite::attention_residual, layer));
@@ -405,8 +453,9 @@ void GpuTrainStep::Impl::block_backward(int layer, const T* unit, T* grad, const
     }
     linear_backward<T>(dln, g(block_tensor::qkv_w), g(block_tensor::qkv_b), dqkv, at<T>(plan.ln1[l]),
                        w(block_tensor::qkv_w), c, 3 * c, proj_fused);
-    gpu::launch_layernorm_backward<T>(dres, g(block_tensor::ln1_w), g(block_tensor::ln1_b), dln, at<T>(plan.resid[l]),
-                                      w(block_tensor::ln1_w), bt, c, model.ln_eps, ln_scratch, stream);
+    layernorm_backward<T>(dres, g(block_tensor::ln1_w), g(block_tensor::ln1_b), dln, at<T>(plan.resid[l]),
+                          at<T>(plan.ln1[l]), w(block_tensor::ln1_w), w(block_tensor::ln1_b), rstd(plan.ln1_rstd, layer),
+                          ln_tag(layer, 0));
 }
 
 template <class T>
@@ -448,10 +497,11 @@ void GpuTrainStep::Impl::backward(LayerSource& weights) {
                       lm_head + row, c, 0, later ? 1.0f : 0.0f, dxf, c, 0, 1);
     });
     CUDA_CHECK(cudaMemsetAsync(dres, 0, as_size(rows() * c) * sizeof(T), stream));
-    gpu::launch_layernorm_backward<T>(dres, head_grad + hoff(head_tensor::lnf_w), head_grad + hoff(head_tensor::lnf_b),
-                                      dxf, at<T>(plan.resid[as_size(model.n_layer)]),
-                                      head + hoff(head_tensor::lnf_w), bt, c, model.ln_eps, at<float>(plan.ln_scratch),
-                                      stream);
+    if (inplace_ln) CUDA_CHECK(cudaMemsetAsync(at<int>(plan.unrecoverable), 0, sizeof(int), stream));
+    layernorm_backward<T>(dres, head_grad + hoff(head_tensor::lnf_w), head_grad + hoff(head_tensor::lnf_b), dxf,
+                          at<T>(plan.resid[as_size(model.n_layer)]), xf, head + hoff(head_tensor::lnf_w),
+                          head + hoff(head_tensor::lnf_b), inplace_ln ? at<float>(plan.lnf_rstd) : nullptr,
+                          ln_tag(model.n_layer, 0));
     squares_of(head_grad, hu);
     weights.release(hu);
 
@@ -481,8 +531,22 @@ void GpuTrainStep::Impl::backward(LayerSource& weights) {
 void GpuTrainStep::Impl::read_norm() {
     if (norm_read) return;
     double squared = 0.0;
+    int unrecoverable = 0;
     CUDA_CHECK(cudaMemcpyAsync(&squared, at<double>(plan.squared_norm), sizeof squared, cudaMemcpyDeviceToHost, stream));
+    if (inplace_ln) {
+        CUDA_CHECK(cudaMemcpyAsync(&unrecoverable, at<int>(plan.unrecoverable), sizeof unrecoverable,
+                                   cudaMemcpyDeviceToHost, stream));
+    }
     CUDA_CHECK(cudaStreamSynchronize(stream));
+    // Before the update reads the norm: no weight changes on gradients that divided by ~0.
+    if (unrecoverable != 0) {
+        char bound[32];
+        std::snprintf(bound, sizeof bound, "%g", static_cast<double>(kInplaceLnMinWeight));
+        throw std::runtime_error("GpuTrainStep: the inplace_ln variant cannot recover the normalised input of " +
+                                 ln_named(unrecoverable) + " from its output: one of its weights is below " + bound +
+                                 " in magnitude, and the recovery (output - bias) / weight divides by it. Train this "
+                                 "model without inplace_ln.");
+    }
     norm = std::sqrt(squared) / static_cast<double>(backward_scale);
     norm_read = true;
 }
@@ -605,7 +669,7 @@ std::int64_t GpuTrainStep::activation_bytes() const { return impl_->plan.total +
 
 std::int64_t GpuTrainStep::activation_bytes_for(const ModelConfig& model, DType dtype, int batch, int seq,
                                                 const Variant& variant, Recompute recompute) {
-    return TrainArena(model, dtype, batch, seq, variant.has(Fusion::flash_attention), recompute).total;
+    return TrainArena(model, dtype, batch, seq, variant, recompute).total;
 }
 
 std::int64_t GpuTrainStep::workspace_bytes() const { return impl_->gemm->workspace_bytes(); }

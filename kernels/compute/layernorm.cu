@@ -10,6 +10,7 @@
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/device_common.cuh"
 #include "kernels/compute/elementwise.cuh"
+#include "kernels/compute/layernorm_recovery.hpp"
 
 namespace sweetspot::gpu {
 
@@ -19,8 +20,10 @@ namespace {
 // so a warp-shuffle reduction needs no shared memory and no block barrier. Two passes in fp32,
 // mean then centred squares, as the CPU reference: no E[x²] − E[x]² cancellation. The row is
 // re-read from global memory (L1/L2 hits) instead of being held in registers, so any c works.
+// Where rstd_out is not null, lane 0 writes the row's rstd there (inplace_ln's backward reads it).
 template <class T>
-__global__ void layernorm_kernel(T* out, const T* in, const T* w, const T* b, int rows, int c, float eps) {
+__global__ void layernorm_kernel(T* out, float* rstd_out, const T* in, const T* w, const T* b, int rows, int c,
+                                 float eps) {
     const int warps_per_block = static_cast<int>(blockDim.x) / kWarp;
     const int row = static_cast<int>(blockIdx.x) * warps_per_block + static_cast<int>(threadIdx.x) / kWarp;
     const int lane = static_cast<int>(threadIdx.x) % kWarp;
@@ -39,9 +42,38 @@ __global__ void layernorm_kernel(T* out, const T* in, const T* w, const T* b, in
     }
     const float var = warp_sum(sq) / static_cast<float>(c);
     const float rstd = 1.0f / sqrtf(var + eps);
+    if (rstd_out != nullptr && lane == 0) rstd_out[row] = rstd;
 
     for (int i = lane; i < c; i += kWarp) {
         y[i] = from_f32<T>((to_f32(x[i]) - mean) * rstd * to_f32(w[i]) + to_f32(b[i]));
+    }
+}
+
+// The backward takes x̂ from the forward's input x (`in`; the row's mean and rstd recomputed from
+// it) or, with kFromOutput (inplace_ln), from its output y (`in`), the bias b and the rstd the
+// forward kept: x̂ = (y − b) / w (layernorm_recovery.hpp). Where some |w_j| is too small to divide
+// by, the kernel writes `tag` to *unrecoverable. Unused without kFromOutput.
+template <class T>
+struct FromOutput {
+    const T* b = nullptr;
+    const float* rstd = nullptr;
+    int* unrecoverable = nullptr;
+    int tag = 0;
+};
+
+template <bool kFromOutput>
+__device__ __forceinline__ float normalized(float v, float w, float b, float mean, float rstd) {
+    if constexpr (kFromOutput) return ln_normalized_from_output(v, w, b);
+    else return (v - mean) * rstd;
+}
+
+// Block 0 checks every channel's weight once: no other block writes the flag.
+template <bool kFromOutput, class T>
+__device__ void report_unrecoverable(const T* w, int c, const FromOutput<T>& src) {
+    if constexpr (kFromOutput) {
+        if (blockIdx.x != 0) return;
+        for (int i = static_cast<int>(threadIdx.x); i < c; i += static_cast<int>(blockDim.x))
+            if (!ln_weight_recoverable(to_f32(w[i]))) *src.unrecoverable = src.tag;
     }
 }
 
@@ -90,10 +122,11 @@ std::size_t backward_shared_bytes(int c) {
     return static_cast<std::size_t>(kBackwardWarps) * 2 * backward_slots(packs, Pack<T>::kSize / 4) * sizeof(float4);
 }
 
-template <class T, int kChunks>
+template <class T, int kChunks, bool kFromOutput>
 __global__ void __launch_bounds__(kBlock, kChunks <= 8 ? 2 : 1)
     layernorm_backward_warp_kernel(T* __restrict__ dx, float* __restrict__ partials, const T* __restrict__ dout,
-                                   const T* __restrict__ in, const T* __restrict__ w, int rows, int c, float eps) {
+                                   const T* __restrict__ in, FromOutput<T> src, const T* __restrict__ w, int rows,
+                                   int c, float eps) {
     using P = Pack<T>;
     constexpr int kQuads = P::kSize / 4;  // float4s per pack: 1 (fp32) or 2
     extern __shared__ float4 sums[];
@@ -103,7 +136,9 @@ __global__ void __launch_bounds__(kBlock, kChunks <= 8 ? 2 : 1)
     float4* db_sum = dw_sum + slots;
     // Lane l only ever touches slots ≡ l (mod 32): no barrier between the zeroing and the sums.
     for (int s = lane; s < slots; s += kWarp) dw_sum[s] = db_sum[s] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    report_unrecoverable<kFromOutput>(w, c, src);
     const P* wp = reinterpret_cast<const P*>(w);
+    const P* bp = reinterpret_cast<const P*>(src.b);
 
     for (int row = static_cast<int>(blockIdx.x) * kBackwardWarps + warp; row < rows;
          row += static_cast<int>(gridDim.x) * kBackwardWarps) {
@@ -121,25 +156,30 @@ __global__ void __launch_bounds__(kBlock, kChunks <= 8 ? 2 : 1)
                 dy[k] = dyp[p];
             }
         }
-        float sum = 0.0f;
+        float mean = 0.0f, rstd = 0.0f;
+        if constexpr (kFromOutput) {
+            rstd = src.rstd[row];
+        } else {
+            float sum = 0.0f;
 #pragma unroll
-        for (int k = 0; k < kChunks; ++k) {
-            if (k * kWarp + lane >= packs) continue;
+            for (int k = 0; k < kChunks; ++k) {
+                if (k * kWarp + lane >= packs) continue;
 #pragma unroll
-            for (int e = 0; e < P::kSize; ++e) sum += to_f32(x[k].v[e]);
-        }
-        const float mean = warp_sum(sum) / static_cast<float>(c);
-        float sq = 0.0f;
-#pragma unroll
-        for (int k = 0; k < kChunks; ++k) {
-            if (k * kWarp + lane >= packs) continue;
-#pragma unroll
-            for (int e = 0; e < P::kSize; ++e) {
-                const float d = to_f32(x[k].v[e]) - mean;
-                sq += d * d;
+                for (int e = 0; e < P::kSize; ++e) sum += to_f32(x[k].v[e]);
             }
+            mean = warp_sum(sum) / static_cast<float>(c);
+            float sq = 0.0f;
+#pragma unroll
+            for (int k = 0; k < kChunks; ++k) {
+                if (k * kWarp + lane >= packs) continue;
+#pragma unroll
+                for (int e = 0; e < P::kSize; ++e) {
+                    const float d = to_f32(x[k].v[e]) - mean;
+                    sq += d * d;
+                }
+            }
+            rstd = 1.0f / sqrtf(warp_sum(sq) / static_cast<float>(c) + eps);
         }
-        const float rstd = 1.0f / sqrtf(warp_sum(sq) / static_cast<float>(c) + eps);
 
         float g = 0.0f, gx = 0.0f;
 #pragma unroll
@@ -148,6 +188,7 @@ __global__ void __launch_bounds__(kBlock, kChunks <= 8 ? 2 : 1)
             if (p >= packs) continue;
             forget_derived(x[k]);
             const P wk = wp[p];
+            const P bk = kFromOutput ? bp[p] : P{};
 #pragma unroll
             for (int h = 0; h < kQuads; ++h) {
                 const int slot = (k * kQuads + h) * kWarp + lane;
@@ -157,7 +198,8 @@ __global__ void __launch_bounds__(kBlock, kChunks <= 8 ? 2 : 1)
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
                     const int e = h * 4 + j;
-                    const float xhat = (to_f32(x[k].v[e]) - mean) * rstd;
+                    const float xhat =
+                        normalized<kFromOutput>(to_f32(x[k].v[e]), to_f32(wk.v[e]), to_f32(bk.v[e]), mean, rstd);
                     const float dyi = to_f32(dy[k].v[e]);
                     const float dyw = dyi * to_f32(wk.v[e]);
                     g += dyw;
@@ -178,10 +220,12 @@ __global__ void __launch_bounds__(kBlock, kChunks <= 8 ? 2 : 1)
             forget_derived(x[k]);
             forget_derived(dy[k]);
             const P wk = wp[p];
+            const P bk = kFromOutput ? bp[p] : P{};
             P d = dxp[p];
 #pragma unroll
             for (int e = 0; e < P::kSize; ++e) {
-                const float xhat = (to_f32(x[k].v[e]) - mean) * rstd;
+                const float xhat =
+                    normalized<kFromOutput>(to_f32(x[k].v[e]), to_f32(wk.v[e]), to_f32(bk.v[e]), mean, rstd);
                 const float dyw = to_f32(dy[k].v[e]) * to_f32(wk.v[e]);
                 d.v[e] = from_f32<T>(to_f32(d.v[e]) + rstd * (dyw - mean_g - xhat * mean_gx));
             }
@@ -212,34 +256,41 @@ __global__ void __launch_bounds__(kBlock, kChunks <= 8 ? 2 : 1)
 // The same arithmetic as the fast path with block-wide reductions, re-reading the row from
 // global memory (L1/L2 hits) in each pass; the same partials [gridDim.x, 2c].
 // Shared memory: 2c floats.
-template <class T>
-__global__ void layernorm_backward_kernel(T* dx, float* partials, const T* dout, const T* in, const T* w, int rows,
-                                          int c, float eps) {
+template <class T, bool kFromOutput>
+__global__ void layernorm_backward_kernel(T* dx, float* partials, const T* dout, const T* in, FromOutput<T> src,
+                                          const T* w, int rows, int c, float eps) {
     extern __shared__ float accumulated[];  // dw [c], then db [c]
     __shared__ float reduce[kWarp];
     const int t = static_cast<int>(threadIdx.x), step = static_cast<int>(blockDim.x);
     // Thread t accumulates dw[i] and db[i] for its columns i; db[i] = accumulated[c + i] may have
     // been zeroed (and is finally written) by another thread, hence the two barriers.
     for (int i = t; i < 2 * c; i += step) accumulated[i] = 0.0f;
+    report_unrecoverable<kFromOutput>(w, c, src);
     __syncthreads();
+    const auto bias = [&](int i) { return kFromOutput ? to_f32(src.b[i]) : 0.0f; };
     for (int row = static_cast<int>(blockIdx.x); row < rows; row += static_cast<int>(gridDim.x)) {
         const T* x = in + static_cast<std::int64_t>(row) * c;
         const T* dy = dout + static_cast<std::int64_t>(row) * c;
         T* dxr = dx + static_cast<std::int64_t>(row) * c;
 
-        float sum = 0.0f;
-        for (int i = t; i < c; i += step) sum += to_f32(x[i]);
-        const float mean = block_reduce<false>(sum, reduce) / static_cast<float>(c);
-        float sq = 0.0f;
-        for (int i = t; i < c; i += step) {
-            const float d = to_f32(x[i]) - mean;
-            sq += d * d;
+        float mean = 0.0f, rstd = 0.0f;
+        if constexpr (kFromOutput) {
+            rstd = src.rstd[row];
+        } else {
+            float sum = 0.0f;
+            for (int i = t; i < c; i += step) sum += to_f32(x[i]);
+            mean = block_reduce<false>(sum, reduce) / static_cast<float>(c);
+            float sq = 0.0f;
+            for (int i = t; i < c; i += step) {
+                const float d = to_f32(x[i]) - mean;
+                sq += d * d;
+            }
+            rstd = 1.0f / sqrtf(block_reduce<false>(sq, reduce) / static_cast<float>(c) + eps);
         }
-        const float rstd = 1.0f / sqrtf(block_reduce<false>(sq, reduce) / static_cast<float>(c) + eps);
 
         float g = 0.0f, gx = 0.0f;
         for (int i = t; i < c; i += step) {
-            const float xhat = (to_f32(x[i]) - mean) * rstd;
+            const float xhat = normalized<kFromOutput>(to_f32(x[i]), to_f32(w[i]), bias(i), mean, rstd);
             const float dyi = to_f32(dy[i]);
             const float dyw = dyi * to_f32(w[i]);
             g += dyw;
@@ -250,7 +301,7 @@ __global__ void layernorm_backward_kernel(T* dx, float* partials, const T* dout,
         const float mean_g = block_reduce<false>(g, reduce) / static_cast<float>(c);
         const float mean_gx = block_reduce<false>(gx, reduce) / static_cast<float>(c);
         for (int i = t; i < c; i += step) {
-            const float xhat = (to_f32(x[i]) - mean) * rstd;
+            const float xhat = normalized<kFromOutput>(to_f32(x[i]), to_f32(w[i]), bias(i), mean, rstd);
             const float dyw = to_f32(dy[i]) * to_f32(w[i]);
             dxr[i] = from_f32<T>(to_f32(dxr[i]) + rstd * (dyw - mean_g - xhat * mean_gx));
         }
@@ -347,7 +398,17 @@ void launch_layernorm(T* out, const T* in, const T* w, const T* b, int rows, int
     if (rows == 0) return;
     const int warps_per_block = kBlock / kWarp;
     const int blocks = (rows + warps_per_block - 1) / warps_per_block;
-    layernorm_kernel<T><<<blocks, kBlock, 0, stream>>>(out, in, w, b, rows, c, eps);
+    layernorm_kernel<T><<<blocks, kBlock, 0, stream>>>(out, nullptr, in, w, b, rows, c, eps);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void launch_layernorm_keeping_rstd(T* out, float* rstd, const T* in, const T* w, const T* b, int rows, int c, float eps,
+                                   cudaStream_t stream) {
+    if (rows == 0) return;
+    const int warps_per_block = kBlock / kWarp;
+    const int blocks = (rows + warps_per_block - 1) / warps_per_block;
+    layernorm_kernel<T><<<blocks, kBlock, 0, stream>>>(out, rstd, in, w, b, rows, c, eps);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -365,27 +426,26 @@ namespace {
 
 bool on_16_bytes(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-// Runs layernorm_backward_warp_kernel<T, kChunks> over at most `max_blocks` blocks, as many as
-// fit on the device's `sms` SMs at once (the grid is persistent); returns the blocks, one partial
-// row each.
-template <class T, int kChunks>
-int launch_backward_warps(T* dx, float* partials, const T* dout, const T* in, const T* w, int rows, int c, float eps,
-                          std::size_t shared, int sms, int max_blocks, cudaStream_t stream) {
-    const auto kernel = layernorm_backward_warp_kernel<T, kChunks>;
+// Runs layernorm_backward_warp_kernel<T, kChunks, kFromOutput> over at most `max_blocks` blocks,
+// as many as fit on the device's `sms` SMs at once (the grid is persistent); returns the blocks,
+// one partial row each.
+template <class T, int kChunks, bool kFromOutput>
+int launch_backward_warps(T* dx, float* partials, const T* dout, const T* in, const FromOutput<T>& from, const T* w,
+                          int rows, int c, float eps, std::size_t shared, int sms, int max_blocks, cudaStream_t stream) {
+    const auto kernel = layernorm_backward_warp_kernel<T, kChunks, kFromOutput>;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
     int per_sm = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlock, shared));
     const int blocks = std::max(1, std::min(max_blocks, per_sm * sms));
-    kernel<<<blocks, kBlock, shared, stream>>>(dx, partials, dout, in, w, rows, c, eps);
+    kernel<<<blocks, kBlock, shared, stream>>>(dx, partials, dout, in, from, w, rows, c, eps);
     CUDA_CHECK_LAUNCH();
     return blocks;
 }
 
-}  // namespace
-
-template <class T>
-void launch_layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* in, const T* w, int rows, int c, float eps,
-                               float* scratch, cudaStream_t stream) {
+// Both backwards: x̂ from `in` as kFromOutput says (FromOutput).
+template <class T, bool kFromOutput>
+void launch_backward(T* dx, T* dw, T* db, const T* dout, const T* in, const FromOutput<T>& from, const T* w, int rows,
+                     int c, float eps, float* scratch, cudaStream_t stream) {
     if (rows == 0) return;
     // At most min(rows, kLayerNormBackwardBlocks) partial rows: layernorm_backward_scratch_floats.
     const int max_blocks = std::min(rows, kLayerNormBackwardBlocks);
@@ -396,27 +456,27 @@ void launch_layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* in, 
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     CUDA_CHECK(cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     const bool whole_packs = c % Pack<T>::kSize == 0 && on_16_bytes(dx) && on_16_bytes(dout) && on_16_bytes(in) &&
-                             on_16_bytes(w) && on_16_bytes(scratch);
+                             on_16_bytes(w) && on_16_bytes(from.b) && on_16_bytes(scratch);
     int blocks = 0;
     if (whole_packs && chunks <= kMaxBackwardChunks && warp_path_shared <= static_cast<std::size_t>(shared_limit)) {
         const int warp_blocks = std::min(max_blocks, (rows + kBackwardWarps - 1) / kBackwardWarps);
         const auto run = [&](auto launch) {
-            return launch(dx, scratch, dout, in, w, rows, c, eps, warp_path_shared, sms, warp_blocks, stream);
+            return launch(dx, scratch, dout, in, from, w, rows, c, eps, warp_path_shared, sms, warp_blocks, stream);
         };
-        if (chunks <= 1) blocks = run(launch_backward_warps<T, 1>);
-        else if (chunks <= 2) blocks = run(launch_backward_warps<T, 2>);
-        else if (chunks <= 4) blocks = run(launch_backward_warps<T, 4>);
-        else if (chunks <= 8) blocks = run(launch_backward_warps<T, 8>);
-        else blocks = run(launch_backward_warps<T, kMaxBackwardChunks>);
+        if (chunks <= 1) blocks = run(launch_backward_warps<T, 1, kFromOutput>);
+        else if (chunks <= 2) blocks = run(launch_backward_warps<T, 2, kFromOutput>);
+        else if (chunks <= 4) blocks = run(launch_backward_warps<T, 4, kFromOutput>);
+        else if (chunks <= 8) blocks = run(launch_backward_warps<T, 8, kFromOutput>);
+        else blocks = run(launch_backward_warps<T, kMaxBackwardChunks, kFromOutput>);
     } else {
         blocks = max_blocks;
         const std::size_t shared = 2 * static_cast<std::size_t>(c) * sizeof(float);
         // Above 48 KiB (c > 6144) a kernel must opt in to more dynamic shared memory.
+        const auto kernel = layernorm_backward_kernel<T, kFromOutput>;
         if (shared > 48 * 1024) {
-            CUDA_CHECK(cudaFuncSetAttribute(layernorm_backward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(shared)));
+            CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
         }
-        layernorm_backward_kernel<T><<<blocks, kBlock, shared, stream>>>(dx, scratch, dout, in, w, rows, c, eps);
+        kernel<<<blocks, kBlock, shared, stream>>>(dx, scratch, dout, in, from, w, rows, c, eps);
         CUDA_CHECK_LAUNCH();
     }
     const unsigned columns = static_cast<unsigned>((2 * c + kWarp - 1) / kWarp);
@@ -424,8 +484,29 @@ void launch_layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* in, 
     CUDA_CHECK_LAUNCH();
 }
 
+}  // namespace
+
+template <class T>
+void launch_layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* in, const T* w, int rows, int c, float eps,
+                               float* scratch, cudaStream_t stream) {
+    launch_backward<T, false>(dx, dw, db, dout, in, FromOutput<T>{}, w, rows, c, eps, scratch, stream);
+}
+
+template <class T>
+void launch_layernorm_backward_from_output(T* dx, T* dw, T* db, const T* dout, const T* out, const T* w, const T* b,
+                                           const float* rstd, int rows, int c, float* scratch, int* unrecoverable,
+                                           int tag, cudaStream_t stream) {
+    launch_backward<T, true>(dx, dw, db, dout, out,
+                             FromOutput<T>{.b = b, .rstd = rstd, .unrecoverable = unrecoverable, .tag = tag}, w, rows, c,
+                             0.0f, scratch, stream);
+}
+
 #define SWEETSPOT_INSTANTIATE(T) \
     template void launch_layernorm<T>(T*, const T*, const T*, const T*, int, int, float, cudaStream_t); \
+    template void launch_layernorm_keeping_rstd<T>(T*, float*, const T*, const T*, const T*, int, int, float,   \
+                                                   cudaStream_t);                                              \
+    template void launch_layernorm_backward_from_output<T>(T*, T*, T*, const T*, const T*, const T*, const T*,  \
+                                                           const float*, int, int, float*, int*, int, cudaStream_t); \
     template void launch_layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, float, float*, \
                                                cudaStream_t);                                              \
     template void launch_residual_layernorm<T>(T*, T*, const T*, const Dropout&, std::uint32_t, const T*, const T*, int, int, float, cudaStream_t);  

@@ -20,6 +20,12 @@ namespace sweetspot::gpu {
 template <class T>
 void launch_layernorm(T* out, const T* in, const T* w, const T* b, int rows, int c, float eps, cudaStream_t stream);
 
+// launch_layernorm that also writes each row's rstd = 1 / sqrt(var + eps) to rstd [rows] (fp32),
+// for launch_layernorm_backward_from_output: the same kernel, the same out bit for bit.
+template <class T>
+void launch_layernorm_keeping_rstd(T* out, float* rstd, const T* in, const T* w, const T* b, int rows, int c, float eps,
+                                   cudaStream_t stream);
+
 // The backward of launch_layernorm (as cpu::layernorm_backward): dx += dL/din, dw += dL/dw and
 // db += dL/db, from dout = dL/dout and the forward's input `in`. One kernel computes dx and each
 // block's partial dw and db (fp32, in `scratch`: layernorm_backward_scratch_floats, device
@@ -32,6 +38,17 @@ void launch_layernorm(T* out, const T* in, const T* w, const T* b, int rows, int
 template <class T>
 void launch_layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* in, const T* w, int rows, int c, float eps,
                                float* scratch, cudaStream_t stream);
+
+// The same backward from the forward's output `out`, its bias b and the rstd it kept
+// (launch_layernorm_keeping_rstd) instead of its input (the inplace_ln variant, as
+// cpu::layernorm_backward_from_output): x̂ = (out − b) / w (layernorm_recovery.hpp), the same
+// kernels, paths, scratch and determinism otherwise (b on 16 bytes too for the warp path). Where
+// some |w_j| is below kInplaceLnMinWeight, x̂ is not recoverable and the kernel writes `tag` to
+// *unrecoverable (device memory), which it leaves alone otherwise.
+template <class T>
+void launch_layernorm_backward_from_output(T* dx, T* dw, T* db, const T* dout, const T* out, const T* w, const T* b,
+                                           const float* rstd, int rows, int c, float* scratch, int* unrecoverable,
+                                           int tag, cudaStream_t stream);
 
 // The `residual_ln` fusion: x += dropout(y) (row r being (batch, position) r of a run of d.seq
 // positions), then out = LayerNorm(x) with w, b, for each of `rows` rows of `c`. out must not

@@ -6,7 +6,9 @@
 
 namespace sweetspot {
 
-TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, bool flash, Recompute recompute) {
+TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, const Variant& variant,
+                       Recompute recompute) {
+    const bool flash = variant.has(Fusion::flash_attention), inplace_ln = variant.has(Fusion::inplace_ln);
     const std::int64_t bt = static_cast<std::int64_t>(batch) * seq, c = m.n_embd, e = static_cast<std::int64_t>(dtype_size(dtype));
     const auto take = [&](std::int64_t bytes) {
         const std::int64_t at = total;
@@ -14,30 +16,42 @@ TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, bo
         return at;
     };
     const auto rows_of = [&](std::int64_t width) { return take(bt * width * e); };
-    // Each activation of a block: its entries, its bytes, and the first setting of the ladder
-    // that recomputes it (recompute.hpp).
+    // Each activation of a block: its entries, its bytes, and whether `recompute` keeps it
+    // (recompute.hpp): kept_below(s) for what the ladder recomputes from setting s up.
     struct Activation {
         std::vector<std::int64_t>* offsets;
         std::int64_t bytes;
-        Recompute recomputed_from;
+        bool kept;
     };
+    const auto kept_below = [&](Recompute first) { return recompute < first; };
     const std::int64_t lse_bytes = flash ? static_cast<std::int64_t>(batch) * m.n_head * seq * 4 : 0;
+    const std::int64_t rstd_bytes = inplace_ln ? bt * 4 : 0;
     const Activation activations[] = {
-        {&ln1, bt * c * e, Recompute::block},          {&qkv, bt * 3 * c * e, Recompute::block},
-        {&att, bt * c * e, Recompute::attention},      {&lse, lse_bytes, Recompute::attention},
-        {&x_mid, bt * c * e, Recompute::block},        {&ln2, bt * c * e, Recompute::mlp},
-        {&fc_pre, bt * 4 * c * e, Recompute::mlp},     {&fc, bt * 4 * c * e, Recompute::gelu},
+        {&ln1, bt * c * e, kept_below(Recompute::block)},
+        {&ln1_rstd, rstd_bytes, kept_below(Recompute::block)},
+        {&qkv, bt * 3 * c * e, kept_below(Recompute::block)},
+        {&att, bt * c * e, kept_below(Recompute::attention)},
+        {&lse, lse_bytes, kept_below(Recompute::attention)},
+        {&x_mid, bt * c * e, !inplace_ln && kept_below(Recompute::block)},
+        {&ln2, bt * c * e, keeps_ln2_output(recompute, inplace_ln)},
+        {&ln2_rstd, rstd_bytes, kept_below(Recompute::block)},
+        {&fc_pre, bt * 4 * c * e, kept_below(Recompute::mlp)},
+        {&fc, bt * 4 * c * e, kept_below(Recompute::gelu)},
     };
-    const auto kept = [&](const Activation& a) { return recompute < a.recomputed_from; };
     for (int l = 0; l < m.n_layer; ++l)
         for (const Activation& a : activations)
-            if (a.bytes > 0 && kept(a)) a.offsets->push_back(take(a.bytes));
-    for (int r = 0; r < m.n_layer + 1; ++r) resid.push_back(rows_of(c));
+            if (a.bytes > 0 && a.kept) a.offsets->push_back(take(a.bytes));
+    // The backward reads the residual stream in ln_1's and ln_f's backwards but with inplace_ln,
+    // and in block's recomputation from each block's input.
+    for (int r = 0; r < m.n_layer + 1; ++r)
+        if (!inplace_ln || (recompute == Recompute::block && r < m.n_layer)) resid.push_back(rows_of(c));
     xf = rows_of(c);
+    if (inplace_ln) lnf_rstd = take(bt * 4);
     logits = rows_of(padded_vocab(m.vocab_size));
     scratch = total;
     for (const Activation& a : activations)
-        if (a.bytes > 0 && !kept(a)) a.offsets->assign(static_cast<std::size_t>(m.n_layer), take(a.bytes));
+        if (a.bytes > 0 && !a.kept) a.offsets->assign(static_cast<std::size_t>(m.n_layer), take(a.bytes));
+    if (resid.size() < static_cast<std::size_t>(m.n_layer + 1)) resid.resize(static_cast<std::size_t>(m.n_layer + 1), rows_of(c));
     dfc = rows_of(4 * c);
     dqkv = rows_of(3 * c);
     dy = rows_of(c);
@@ -62,6 +76,7 @@ TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, bo
     targets = take(bt * 4);
     partials = take(static_cast<std::int64_t>(m.n_layer + 2) * gpu::kNormPartials * 8);
     squared_norm = take(8);
+    if (inplace_ln) unrecoverable = take(4);
 }
 
 }  // namespace sweetspot

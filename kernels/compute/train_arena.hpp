@@ -8,6 +8,7 @@
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/recompute.hpp"
+#include "kernels/model/variant.hpp"
 
 namespace sweetspot {
 
@@ -26,14 +27,18 @@ struct TrainArena {
     std::int64_t total = 0;
     // Each block's activations, one entry per layer, each [B·T, width] in the dtype: ln1 (C), qkv
     // (3C), att (C), x_mid (C, the residual stream between the sub-layers), ln2 (C), fc_pre (4C),
-    // fc (4C, the GELU's output); with flash attention each row's logsumexp lse (fp32 [B, H, T]).
-    // What `recompute` keeps has a buffer per layer; what it recomputes has one buffer in the
-    // scratch, which every layer's entry names (recompute.hpp).
-    std::vector<std::int64_t> ln1, qkv, att, lse, x_mid, ln2, fc_pre, fc;
-    // L + 1 buffers [B·T, C]: the embedding's output, then each block's output (the next one's input).
+    // fc (4C, the GELU's output); with flash attention each row's logsumexp lse (fp32 [B, H, T]);
+    // with inplace_ln ln_1's and ln_2's rstd (fp32 [B·T]). What `recompute` keeps has a buffer
+    // per layer; what it recomputes, or inplace_ln does not keep, has one buffer in the scratch,
+    // which every layer's entry names (recompute.hpp).
+    std::vector<std::int64_t> ln1, ln1_rstd, qkv, att, lse, x_mid, ln2, ln2_rstd, fc_pre, fc;
+    // L + 1 entries [B·T, C]: the embedding's output, then each block's output (the next one's
+    // input). Without inplace_ln each has a buffer; with it those the backward reads (each
+    // block's input under block) have one, the others one buffer in the scratch.
     std::vector<std::int64_t> resid;
-    // ln_f's output; the logits [B·T, V] (rows padded_vocab(V) apart), then their gradient.
-    std::int64_t xf = 0, logits = 0;
+    // ln_f's output and, with inplace_ln, its rstd (fp32 [B·T]); the logits [B·T, V] (rows
+    // padded_vocab(V) apart), then their gradient.
+    std::int64_t xf = 0, lnf_rstd = 0, logits = 0;
     // Scratch: from `scratch` the recomputed activations (above), then, [B·T, width] in the dtype,
     // dfc (4C), dqkv (3C), dy, dln, datt, dres (C); the baseline's scores and their gradient
     // [B, H, T, T].
@@ -45,8 +50,12 @@ struct TrainArena {
     // rows leave that scratch smaller than cub's fixed storage; the step then allocates it apart.
     std::int64_t ln_scratch = 0, bias_scratch = 0, flash_scratch = 0, losses = 0, loss = 0;
     std::int64_t tokens = 0, targets = 0, partials = 0, squared_norm = 0;
+    // With inplace_ln, the int the LayerNorms' backwards flag a weight too small to divide by in
+    // (gpu::launch_layernorm_backward_from_output).
+    std::int64_t unrecoverable = 0;
 
-    TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, bool flash, Recompute recompute);
+    // The variant's flash_attention and inplace_ln decide what is kept; its other fusions do not.
+    TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, const Variant& variant, Recompute recompute);
 };
 
 }  // namespace sweetspot

@@ -23,6 +23,19 @@
 //              runs again in its backward from its kept input, but for the MLP's output
 //              projection, whose result is already kept: 1C.
 // What a setting recomputes lives in one scratch buffer shared by every layer.
+//
+// With the inplace_ln variant, the LayerNorms' backwards read their outputs (kept above: the next
+// GEMMs' inputs) and each row's fp32 rstd instead of their inputs, so the residual stream is kept
+// only where a setting recomputes from it. Per block and row:
+//   none, gelu, attention  not x_mid nor the block's input: 2C less (14C, 10C, 9C), and ln_1's
+//              and ln_2's rstd (4 bytes each) more;
+//   mlp        ln_2's output instead of x_mid, the MLP's first GEMM and GELU running again from it
+//              (ln_2 no longer does), and not the block's input: 5C and the two rstd;
+//   block      the block's input, as without inplace_ln (ln_1 and ln_2 run again, writing their
+//              rstd into the scratch): 1C.
+// The stream the backward does not read (x_mid; each block's output but where block keeps it as
+// the next one's input) is one scratch buffer each, shared by every layer: a block writes its
+// output when its input is dead. ln_f keeps its rstd and not its input, the last block's output.
 #include <array>
 
 #include "kernels/model/named_enum.hpp"
@@ -40,5 +53,12 @@ struct EnumNames<Recompute> {
                                                                 {Recompute::mlp, "mlp"},
                                                                 {Recompute::block, "block"}}};
 };
+
+// Whether `recompute` keeps ln_2's output, or runs ln_2 again before the MLP's recomputation:
+// without inplace_ln the MLP's recomputation starts from the kept x_mid, with it from ln_2's
+// kept output (above).
+constexpr bool keeps_ln2_output(Recompute recompute, bool inplace_ln) {
+    return recompute < (inplace_ln ? Recompute::block : Recompute::mlp);
+}
 
 }  // namespace sweetspot

@@ -18,15 +18,17 @@ enum class Fusion : std::uint8_t {
     mlp_epilogue,     // the MLP's bias + GELU and its second bias in the GEMMs' epilogues
     flash_attention,  // QKᵀ, mask, online softmax and ·V in one kernel, no [seq, seq] buffer
     proj_epilogue,    // the attention's QKV and output projections' biases, the output's residual add, in epilogues
+    inplace_ln,       // training: the LayerNorms' backwards from their outputs, not the residual stream (Tempo)
 };
 
 template <>
 struct EnumNames<Fusion> {
-    static constexpr std::array<EnumName<Fusion>, 5> list = {{{Fusion::residual_ln, "residual_ln"},
+    static constexpr std::array<EnumName<Fusion>, 6> list = {{{Fusion::residual_ln, "residual_ln"},
                                                              {Fusion::softmax, "softmax"},
                                                              {Fusion::mlp_epilogue, "mlp_epilogue"},
                                                              {Fusion::flash_attention, "flash_attention"},
-                                                             {Fusion::proj_epilogue, "proj_epilogue"}}};
+                                                             {Fusion::proj_epilogue, "proj_epilogue"},
+                                                             {Fusion::inplace_ln, "inplace_ln"}}};
 };
 
 class Variant {
@@ -71,6 +73,10 @@ inline constexpr std::array<VariantPreset, 6> kVariantPresets = {{
 }};
 
 // The fusions the GPU training step has forward and backward kernels for (gpu_train_step.cu).
-inline constexpr Variant kTrainingFusions{Fusion::flash_attention, Fusion::mlp_epilogue, Fusion::proj_epilogue};
+inline constexpr Variant kTrainingFusions{Fusion::flash_attention, Fusion::mlp_epilogue, Fusion::proj_epilogue,
+                                          Fusion::inplace_ln};
+// The fusions that change only what a training step keeps for its backward: an inference forward
+// computes nothing differently with them.
+inline constexpr Variant kTrainingOnlyFusions{Fusion::inplace_ln};
 
 }  // namespace sweetspot
