@@ -6,6 +6,10 @@
 
 namespace sweetspot {
 
+// How many units' page-locked buffers a source that keeps the optimizer's state on the host hands
+// out at a time: one unit's copies run while the other's update does.
+inline constexpr int kHostUpdateSlots = 2;
+
 // What the optimizer touches for one unit, laid out as the unit's weights (WeightLayout offsets).
 struct UnitUpdate {
     void* weights = nullptr;         // the weights the compute reads, in the cell's dtype
