@@ -193,6 +193,7 @@ const std::vector<SchemaStep>& schema_steps() {
         {18, "the memory estimator's terms of each cell's predicted allocation", nullptr, ""},
         {19, "the recompute axis", nullptr, ""},
         {20, "the optimizer axis", nullptr, ""},
+        {21, "the bytes a training step's update moves across the link each way", nullptr, ""},
     };
     return steps;
 }
