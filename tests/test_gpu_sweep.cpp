@@ -310,20 +310,24 @@ dropout = [0.0, 0.1]
     CHECK(cells == 24);
 }
 
-TEST_CASE("sweetspot run trains with the optimizer on the host: checked, every unit across the link each way",
-          "[gpu][runner][train]") {
-    // tiny takes the full check; wide_vocab at 10 × 512 the prefix step (above), whose source copies
-    // the host's master weights and moments to the device.
-    test::require_gpu();
-    test::TempDir tmp;
-    test::write_file(tmp.file("m.toml"), std::string("name = \"gpu-train-host-optimizer\"\n") + R"([[models]]
+// A model whose lm_head makes each position cost 2.3e5 multiply-adds: at 10 × 512 positions its
+// cells are checked on a prefix step.
+constexpr const char* kWideVocabModel = R"([[models]]
 name = "wide_vocab"
 layers = 1
 hidden = 50
 heads = 2
 vocab = 4096
 positions = 512
-[defaults]
+)";
+
+TEST_CASE("sweetspot run trains with the optimizer on the host: checked, every unit across the link each way",
+          "[gpu][runner][train]") {
+    // tiny takes the full check; wide_vocab at 10 × 512 the prefix step (above), whose source copies
+    // the host's master weights and moments to the device.
+    test::require_gpu();
+    test::TempDir tmp;
+    test::write_file(tmp.file("m.toml"), std::string("name = \"gpu-train-host-optimizer\"\n") + kWideVocabModel + R"([defaults]
 mode = "train"
 backend = "device"
 warmups = 1
@@ -379,14 +383,7 @@ TEST_CASE("sweetspot run checks device training cells too large for the full che
     // database keeps for the dtype's other cells.
     test::require_gpu();
     test::TempDir tmp;
-    test::write_file(tmp.file("m.toml"), std::string("name = \"gpu-train-prefix\"\n") + R"([[models]]
-name = "wide_vocab"
-layers = 1
-hidden = 50
-heads = 2
-vocab = 4096
-positions = 512
-[defaults]
+    test::write_file(tmp.file("m.toml"), std::string("name = \"gpu-train-prefix\"\n") + kWideVocabModel + R"([defaults]
 mode = "train"
 backend = "device"
 model = "wide_vocab"
