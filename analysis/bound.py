@@ -1,13 +1,19 @@
 """The bounds of a cell, shared by the report and scripts/bench/backends_table.py.
 
-    bound        = max(streamed_bytes / measured pinned H2D bandwidth, `device` latency of the same workload)
+    bound        = max(link time, `device` latency of the same workload)
+    link time    = max((streamed_bytes + link_to_device_bytes) / measured pinned H2D bandwidth,
+                       link_to_host_bytes / measured pinned D2H bandwidth)
     driver bound = max(brought-in bytes / the run's ceiling for the operation that brings them in,
                        evicted bytes / the run's ceiling for the operation that evicts them,
                        `device` latency of the same workload)          (uvm and uvm-prefetch cells only)
 
-streamed_bytes are the weights the backend could not keep resident under the cell's budget; the
-fastest `device` cell of the same workload is the in-memory speed reference. Either term of the
-bound may be missing (no link probe, no `device` cell); the bound is then the other one, or None.
+streamed_bytes are the weights the backend could not keep resident under the cell's budget; a
+training step whose AdamW runs on the host (optimizer = host) also moves every unit's gradient to
+the host and its new weights back (link_to_host_bytes, link_to_device_bytes; the link is full
+duplex, so the two directions overlap). The fastest `device` cell of the same workload with its
+optimizer on the device is the in-memory speed reference. Either term of the bound may be missing
+(no link probe, no `device` cell); the bound is then the other one, or None. Not a term yet: the
+host optimizer's time at the host's memory bandwidth (issue 32), which the probe does not measure.
 
 A bound is a floor: no cell may run faster than it. faster_than() names the bounds a cell beats
 (latency ÷ bound below 1); the report and backends_table.py flag them.
@@ -52,12 +58,18 @@ def workload(cell, columns):
     return tuple(cell[c] for c in columns)
 
 
+def in_memory(cell):
+    """A `device` cell whose every step stays on the GPU: not one whose optimizer runs on the host."""
+    return cell["backend"] == "device" and field(cell, "optimizer") in (None, "device")
+
+
 def device_latencies(cells, columns):
-    """Median latency of the fastest `device` cell of each workload (over `columns`): of its repeats,
-    and of its placement settings (`launch`), which change how fast the same work runs in memory."""
+    """Median latency of the fastest in-memory `device` cell of each workload (over `columns`): of its
+    repeats, and of its placement settings (`launch`, `recompute`), which change how fast the same
+    work runs in memory."""
     fastest = {}
     for c in cells:
-        latency = present(c["latency_median_ms"]) if c["backend"] == "device" else None
+        latency = present(c["latency_median_ms"]) if in_memory(c) else None
         key = workload(c, columns)
         if latency is not None and (key not in fastest or latency < fastest[key]):
             fastest[key] = latency
@@ -65,11 +77,19 @@ def device_latencies(cells, columns):
 
 
 def link_ms(cell):
-    """Time the cell's streamed weights need on the measured pinned host→device link (ms)."""
-    streamed, gbps = present(cell["streamed_bytes"]), present(cell["h2d_gbps"])
-    if not gbps or streamed is None:
+    """Time the cell's bytes need on the measured pinned link (ms): its streamed weights and, where its
+    optimizer runs on the host, the new weights host→device, and that optimizer's gradients
+    device→host, the slower direction. None without the streamed bytes or any bandwidth they need."""
+    streamed = present(cell["streamed_bytes"])
+    if streamed is None:
         return None
-    return streamed / (gbps * 1e6)
+    up = streamed + (field(cell, "link_to_device_bytes") or 0)
+    down = field(cell, "link_to_host_bytes") or 0
+    up_gbps, down_gbps = field(cell, "h2d_gbps"), field(cell, "d2h_gbps")
+    times = [up / (up_gbps * 1e6)] if up_gbps else []
+    if down and down_gbps:
+        times.append(down / (down_gbps * 1e6))
+    return max(times) if times else None
 
 
 def bound_ms(cell, device_ms, columns):

@@ -46,6 +46,15 @@ struct EnumNames<UvmEvict> {
         {{UvmEvict::migrate, "migrate"}, {UvmEvict::read_mostly, "read-mostly"}}};
 };
 
+// Where a training step's state lives: the gradients, and the optimizer's (fp32 master weights,
+// AdamW's two moments), which the `optimizer` axis places: beside the weights on the GPU, or in
+// host memory, updated on the CPU cores (ZeRO-Offload's placement).
+enum class StateHome { device, host };
+template <>
+struct EnumNames<StateHome> {
+    static constexpr std::array<EnumName<StateHome>, 2> list = {{{StateHome::device, "device"}, {StateHome::host, "host"}}};
+};
+
 struct BackendConfig {
     BackendId backend = BackendId::host;
     DType dtype = DType::fp32;
@@ -55,6 +64,7 @@ struct BackendConfig {
     ResidentPolicy resident = ResidentPolicy::interleaved;
     UvmEvict evict = UvmEvict::migrate;
     bool allow_oversubscription = false;
+    StateHome optimizer = StateHome::device;  // where a placement for training keeps the optimizer's state
     CUstream_st* compute_stream = nullptr;  // where the forward's kernels run (GPU backends)
 };
 

@@ -83,13 +83,21 @@ WeightFootprint uvm_prefetch_footprint(const BackendConfig& config, std::span<co
     return {plan.device_bytes(), 0, pack_units(unit_bytes, kManagedUnitAlignmentBytes).total_bytes, plan.streamed_bytes};
 }
 
-// The device backend's gradients (in the dtype, packed as the weights) and, in fp32, AdamW's two
-// moments and, below fp32, the master weights.
+// The device backend's gradients (in the dtype, packed as the weights) and the optimizer's state
+// where the config places it. On the device: AdamW's two moments in fp32 and, below fp32, the
+// master weights. On the host: the master weights in every dtype (in fp32 too, the host's copy of
+// the weights the update starts from), the moments, and the page-locked staging the units cross
+// the link through (host_update_staging_bytes).
 WeightFootprint device_training_footprint(const BackendConfig& config, std::span<const std::int64_t> unit_bytes,
                                           std::span<const std::int64_t> fp32_unit_bytes) {
+    const std::int64_t gradients = pack_units(unit_bytes, kUnitAlignmentBytes).total_bytes;
     const std::int64_t fp32 = pack_units(fp32_unit_bytes, kUnitAlignmentBytes).total_bytes;
+    if (config.optimizer == StateHome::host) {
+        const std::int64_t staging = host_update_staging_bytes(unit_bytes);
+        return {gradients, staging, 0, 3 * fp32 + staging};
+    }
     const std::int64_t master = config.dtype == DType::fp32 ? 0 : fp32;
-    return {pack_units(unit_bytes, kUnitAlignmentBytes).total_bytes + 2 * fp32 + master, 0, 0, 0};
+    return {gradients + 2 * fp32 + master, 0, 0, 0};
 }
 
 // The host backend's gradients and moments, a unit's fp32 size each (its weights are the master).
@@ -110,6 +118,10 @@ void check_config(const BackendConfig& config) {
 
 }  // namespace
 
+bool TrainingState::keeps_optimizer_on(StateHome home) const {
+    return std::find(optimizer_homes.begin(), optimizer_homes.end(), home) != optimizer_homes.end();
+}
+
 bool BackendTraits::computes_in(DType dtype) const { return std::find(dtypes.begin(), dtypes.end(), dtype) != dtypes.end(); }
 
 bool BackendTraits::uses(std::string_view axis) const {
@@ -120,8 +132,8 @@ const std::vector<BackendTraits>& backend_registry() {
     // Every GPU backend runs the GPU forward, whose activations and kernel launches are settings; a
     // budget bounds where the weights may be (device refuses one below them). Streams and a prefetch
     // depth shape the streaming backends, the resident policy those that plan residency, and the
-    // eviction those whose weights are managed. What a training step recomputes is a setting where
-    // a GPU backend trains.
+    // eviction those whose weights are managed. What a training step recomputes, and where its
+    // optimizer runs, are settings where a GPU backend trains.
     // Training keeps its state beside the weights on the backends that hold them all in one place;
     // the streaming backends would bring each unit in again for the backward and its gradient out.
     constexpr std::string_view streaming_not_yet =
@@ -131,8 +143,8 @@ const std::vector<BackendTraits>& backend_registry() {
         // id, needs_gpu, runs_under_budget, managed_weights, pinned_weights, dtypes, cannot_honour, footprint,
         // placement axes, training state (or why none)
         {BackendId::device, true, false, false, false, all_dtypes(), device_cannot_honour, device_footprint,
-         {"budget", "activations", "launch", "recompute"},
-         TrainingState{StateHome::device, StateHome::device, device_training_footprint}},
+         {"budget", "activations", "launch", "recompute", "optimizer"},
+         TrainingState{StateHome::device, {StateHome::device, StateHome::host}, device_training_footprint}},
         {BackendId::explicit_copy, true, true, false, true, all_dtypes(), streaming_cannot_honour, explicit_copy_footprint,
          {"streams", "prefetch", "budget", "resident", "activations", "launch"}, std::nullopt, streaming_not_yet},
         {BackendId::uvm, true, true, true, false, all_dtypes(), on_demand_cannot_honour, uvm_footprint,
@@ -141,7 +153,7 @@ const std::vector<BackendTraits>& backend_registry() {
          {"streams", "prefetch", "budget", "resident", "evict", "activations", "launch"}, std::nullopt,
          streaming_not_yet},
         {BackendId::host, false, false, false, false, {DType::fp32}, nothing_to_refuse, host_footprint, {},
-         TrainingState{StateHome::host, StateHome::host, host_training_footprint}},
+         TrainingState{StateHome::host, {StateHome::host}, host_training_footprint}},
     };
     return registry;
 }

@@ -33,20 +33,18 @@ struct WeightFootprint {
 
 // Where a training step's state lives on a backend: the gradients (one buffer per unit, as the
 // weights, in the cell's dtype), and the optimizer's (fp32 master weights where the dtype is
-// narrower, AdamW's two moments in fp32).
-enum class StateHome { device, host };
-template <>
-struct EnumNames<StateHome> {
-    static constexpr std::array<EnumName<StateHome>, 2> list = {{{StateHome::device, "device"}, {StateHome::host, "host"}}};
-};
+// narrower, AdamW's two moments in fp32) wherever the backend can keep it (StateHome).
 struct TrainingState {
     StateHome gradients = StateHome::device;
-    StateHome optimizer = StateHome::device;
-    // The bytes of that state as place() allocates it, from the units' sizes in the config's
-    // dtype and in fp32: the memory estimator's training terms.
+    // Where it can keep the optimizer's state: the `optimizer` axis's values it honours.
+    std::vector<StateHome> optimizer_homes = {StateHome::device};
+    // The bytes of that state as place() allocates it for the config's optimizer placement, from
+    // the units' sizes in the config's dtype and in fp32: the memory estimator's training terms.
     std::function<WeightFootprint(const BackendConfig& config, std::span<const std::int64_t> unit_bytes,
                                   std::span<const std::int64_t> fp32_unit_bytes)>
         footprint;
+
+    bool keeps_optimizer_on(StateHome home) const;
 };
 
 struct BackendTraits {

@@ -1,9 +1,13 @@
 #pragma once
 // `device`: every unit in cudaMalloc memory for the whole cell — the in-memory speed reference.
 // Nothing moves during a step, so acquire only hands out pointers. Placed for training, it also
-// holds the gradients (in the weights' dtype and layout), fp32 master weights (for fp16 and bf16)
-// and AdamW's fp32 moments in device memory.
+// holds the gradients (in the weights' dtype and layout), and the optimizer's state where the
+// config's `optimizer` says: in device memory, fp32 master weights (for fp16 and bf16) and AdamW's
+// fp32 moments; in host memory, fp32 master weights in every dtype, the moments, and the
+// page-locked staging the units' gradients and new weights cross the link through
+// (host_update_staging_bytes).
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "backends/backend.hpp"
@@ -28,6 +32,7 @@ public:
 private:
     std::size_t checked(int unit) const;
     void place_training_state(const WeightLayout& layout, const UnitFiller& fill);
+    void place_host_optimizer(const WeightLayout& layout, const UnitFiller& fill);
 
     BackendConfig config_;
     std::vector<std::int64_t> unit_bytes_;
@@ -35,6 +40,11 @@ private:
     PackedUnits packed_fp32_;  // the master weights and the moments
     DeviceMemory weights_;
     DeviceMemory gradients_, master_, m_, v_;  // training only; master_ only below fp32
+    // The optimizer's state in host memory (optimizer = "host"), laid out as packed_fp32_, and
+    // the staging: slot s's gradient buffer at 2 s · staging_buffer_, its weights' after it.
+    std::unique_ptr<float[]> host_master_, host_m_, host_v_;
+    PinnedHostMemory staging_;
+    std::int64_t staging_buffer_ = 0;
 };
 
 }  // namespace sweetspot

@@ -1,6 +1,7 @@
 #pragma once
 // Helpers the GPU backends share to lay units out in one allocation and to fill them: pure C++
 // (host threads only), header-only.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -34,6 +35,20 @@ struct PackedUnits {
 };
 
 inline std::int64_t round_up_bytes(std::int64_t n, std::int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+// The page-locked staging of a training step whose optimizer runs on the host: kHostUpdateSlots
+// slots (layer_source.hpp), each one unit's gradient (going to the host) and its new weights
+// (coming back), in the dtype, sized for the largest unit. Unit u uses slot u % 2, so one unit's
+// copies run while the other's update does. Each buffer starts on a huge page (kPinnedUnitAlignmentBytes), so the four fill the
+// page-locked mapping exactly.
+inline std::int64_t host_update_buffer_bytes(std::span<const std::int64_t> unit_bytes) {
+    std::int64_t largest = 0;
+    for (const auto b : unit_bytes) largest = std::max(largest, b);
+    return round_up_bytes(largest, kPinnedUnitAlignmentBytes);
+}
+inline std::int64_t host_update_staging_bytes(std::span<const std::int64_t> unit_bytes) {
+    return 2 * kHostUpdateSlots * host_update_buffer_bytes(unit_bytes);
+}
 
 inline PackedUnits pack_units(std::span<const std::int64_t> unit_bytes, std::int64_t alignment) {
     PackedUnits packed;

@@ -4,9 +4,11 @@
 // scales to the whole model) at each batch given. Medians of the timed steps after warm-up steps,
 // CUDA events around each phase (the update's one host synchronization included); each recompute
 // setting given (recompute.hpp) at each batch, so that its cost in time and its saving in
-// activation bytes read side by side.
+// activation bytes read side by side; and each optimizer placement given (`host`: AdamW on the
+// host's cores, each unit's gradient down and new weights up, whose bytes it prints).
 //   bench_train_step --model gpt2_small --batch 4 --batch 8 --seq 1024 --variant flash_attention
 //   bench_train_step --model gpt2_1.5b --batch 8 --recompute none --recompute gelu --recompute block
+//   bench_train_step --model gpt2_1.5b --batch 8 --optimizer device --optimizer host
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -33,8 +35,8 @@ namespace {
 
 constexpr std::uint64_t kSeed = 7;
 
-void bench(const ModelConfig& model, DType dtype, const Variant& variant, Recompute recompute, int batch, int seq,
-           int warmup, int steps) {
+void bench(const ModelConfig& model, DType dtype, const Variant& variant, Recompute recompute, StateHome optimizer,
+           int batch, int seq, int warmup, int steps) {
     const CudaStream stream;
     const WeightLayout layout = WeightLayout::for_model(model);
     BackendConfig config;
@@ -42,6 +44,7 @@ void bench(const ModelConfig& model, DType dtype, const Variant& variant, Recomp
     config.dtype = dtype;
     config.compute_stream = stream.get();
     config.budget_bytes = std::int64_t{1} << 62;
+    config.optimizer = optimizer;
     auto backend = make_backend(config);
     const UnitFiller fill =
         UnitFiller([&](int u, std::span<float> dst) { fill_synthetic_unit(model, layout, u, kSeed, dst); })
@@ -79,12 +82,15 @@ void bench(const ModelConfig& model, DType dtype, const Variant& variant, Recomp
     }
     const auto median = [](const std::vector<double>& ms) { return LatencyStats::of(ms).median; };
     const double total = median(step_ms);
-    std::printf("%-12s %2d layers %-6s %-16s recompute %-9s batch %3d seq %5d  forward %8.2f  backward %8.2f  update %7.2f  "
-                "step %8.2f ms  %9.0f tokens/s  loss %.3f  activations %.2f GiB\n",
-                model.name.c_str(), model.n_layer, std::string(enum_name(dtype)).c_str(),
-                variant.text().c_str(), std::string(enum_name(recompute)).c_str(), batch, seq, median(forward_ms), median(backward_ms), median(update_ms), total,
+    const LinkBytes link = step.update_link_bytes();
+    std::printf("%-12s %2d layers %-6s %-16s recompute %-9s optimizer %-6s batch %3d seq %5d  forward %8.2f  backward %8.2f  "
+                "update %7.2f  step %8.2f ms  %9.0f tokens/s  loss %.3f  activations %.2f GiB  link down %.2f GB up %.2f GB\n",
+                model.name.c_str(), model.n_layer, std::string(enum_name(dtype)).c_str(), variant.text().c_str(),
+                std::string(enum_name(recompute)).c_str(), std::string(enum_name(optimizer)).c_str(), batch, seq,
+                median(forward_ms), median(backward_ms), median(update_ms), total,
                 static_cast<double>(batch) * seq / (total / 1000.0), step.loss(),
-                static_cast<double>(step.activation_bytes()) / (1 << 30));
+                static_cast<double>(step.activation_bytes()) / (1 << 30), static_cast<double>(link.to_host) / 1e9,
+                static_cast<double>(link.to_device) / 1e9);
 }
 
 }  // namespace
@@ -100,6 +106,8 @@ int main(int argc, char** argv) {
         "variant", po::value<std::string>()->default_value("flash_attention"), "baseline or a variant with flash_attention")(
         "recompute", po::value<std::vector<std::string>>()->default_value({"gelu"}, "gelu"),
         "none, gelu, attention, mlp or block (repeatable)")(
+        "optimizer", po::value<std::vector<std::string>>()->default_value({"device"}, "device"),
+        "where AdamW runs: device or host (repeatable)")(
         "warmup", po::value<int>()->default_value(2), "untimed steps")(
         "steps", po::value<int>()->default_value(5), "timed steps");
     po::variables_map args;
@@ -127,6 +135,15 @@ int main(int argc, char** argv) {
         }
         recomputes.push_back(*r);
     }
+    std::vector<StateHome> optimizers;
+    for (const std::string& name : args["optimizer"].as<std::vector<std::string>>()) {
+        const auto o = parse_enum<StateHome>(name);
+        if (!o) {
+            std::fprintf(stderr, "bench_train_step: unknown optimizer placement '%s' (device, host)\n", name.c_str());
+            return 2;
+        }
+        optimizers.push_back(*o);
+    }
     if (!model || !dtype || !variant || args["steps"].as<int>() < 1) {
         std::fprintf(stderr, "bench_train_step: unknown model, dtype or variant, or no timed steps\n");
         return 2;
@@ -135,8 +152,9 @@ int main(int argc, char** argv) {
     try {
         for (const int batch : args["batch"].as<std::vector<int>>())
             for (const Recompute recompute : recomputes)
-                bench(*model, *dtype, *variant, recompute, batch, args["seq"].as<int>(), args["warmup"].as<int>(),
-                      args["steps"].as<int>());
+                for (const StateHome optimizer : optimizers)
+                    bench(*model, *dtype, *variant, recompute, optimizer, batch, args["seq"].as<int>(),
+                          args["warmup"].as<int>(), args["steps"].as<int>());
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_train_step: %s\n", e.what());
         return 1;

@@ -287,6 +287,30 @@ class BoundTest(unittest.TestCase):
         self.assertAlmostEqual(bound.link_ms(cell(streamed=1_500_000, gbps=12.5)), 0.12)  # 1.5e6 / 12.5e9 s
         self.assertEqual(bound.link_ms(cell(streamed=0)), 0.0)
 
+    def test_link_ms_with_the_optimizer_on_the_host_is_the_slower_direction(self):
+        # 4e9 B of gradients down at 20 GB/s (200 ms) against 4e9 B of weights up at 25 GB/s (160 ms);
+        # streamed weights share the way up: 1e9 + 4e9 at 25 GB/s (200 ms) against 4e9 at 40 GB/s.
+        host = dict(optimizer="host", d2h_gbps=20.0, link_to_host_bytes=4 * GB, link_to_device_bytes=4 * GB)
+        self.assertAlmostEqual(bound.link_ms(cell("device", streamed=0, **host)), 200.0)
+        host.update(d2h_gbps=40.0)
+        self.assertAlmostEqual(bound.link_ms(cell("device", streamed=0, **host)), 160.0)
+        self.assertAlmostEqual(bound.link_ms(cell(streamed=1 * GB, **host)), 200.0)
+        # Without the D2H probe the way down is no term; without either, no link time.
+        host.update(d2h_gbps=None)
+        self.assertAlmostEqual(bound.link_ms(cell("device", streamed=0, **host)), 160.0)
+        self.assertIsNone(bound.link_ms(cell("device", streamed=0, gbps=None, **host)))
+        # The optimizer on the device moves nothing: 0 bytes each way, or columns an older file lacks.
+        device = dict(optimizer="device", d2h_gbps=20.0, link_to_host_bytes=0, link_to_device_bytes=0)
+        self.assertEqual(bound.link_ms(cell("device", streamed=0, **device)), 0.0)
+
+    def test_only_in_memory_device_cells_are_references(self):
+        # A `device` cell whose optimizer runs on the host is bounded by the in-memory step, not one.
+        on_host = cell("device", streamed=0, latency=50.0, optimizer="host")
+        ref = bound.device_latencies([on_host, cell("device", streamed=0, latency=100.0, optimizer="device")], WORKLOAD)
+        self.assertEqual(list(ref.values()), [100.0])
+        self.assertEqual(bound.device_latencies([on_host], WORKLOAD), {})
+        self.assertEqual(list(bound.device_latencies([cell("device", latency=70.0)], WORKLOAD).values()), [70.0])
+
     def test_link_ms_unknown_without_bandwidth_or_bytes(self):
         for gbps in (None, float("nan"), 0.0):
             self.assertIsNone(bound.link_ms(cell(gbps=gbps)), gbps)
@@ -1852,11 +1876,11 @@ class TrainingSweetspotTest(DbTest):
                          [("device, attn_ln", [self.ids["attn1"], self.ids["attn2"]])])
 
     def test_a_new_placement_axis_is_a_setting_and_a_new_workload_axis_a_panel(self):
-        """Axes the figures do not name, described in the database's `axes` table: `optimizer`
+        """Axes the figures do not name, described in the database's `axes` table: `optimizer_test`
         (placement) tells settings apart, `recompute_test` (workload) workloads."""
         db = FixtureDb(self.folder, "new_axes.db")
         db.set_run(gpu_memory_bytes=80 * GIB)
-        for name, role in (("optimizer", "placement"), ("recompute_test", "workload")):
+        for name, role in (("optimizer_test", "placement"), ("recompute_test", "workload")):
             db.con.execute(f"ALTER TABLE cells ADD COLUMN {name} TEXT")
             db.insert("axes", dict(name=name, column_name=name, type="text", role=role, in_matrix=1, keyed="no",
                                    default_value="", unit="", since=99, meaning="a test's axis"))
@@ -1864,15 +1888,15 @@ class TrainingSweetspotTest(DbTest):
                                                   ("host", "none", 2, GIB), ("device", "block", 1, GIB // 2)):
             db.add_cell(mode="train", backend="device", variant="baseline", dtype="bf16", seq=8, batch=batch,
                         status="ok", latency_median_ms=1.0, latency_p10_ms=1.0, latency_p90_ms=1.0, gpu_peak_bytes=peak,
-                        optimizer=optimizer, recompute_test=recompute, device_weight_bytes=0, training_state_bytes=0,
+                        optimizer_test=optimizer, recompute_test=recompute, device_weight_bytes=0, training_state_bytes=0,
                         activation_bytes=0, predicted_peak_bytes=peak)
         db.close()
         data = report_data(db.path)
         spot = training_sweetspot.sweetspot(data.cells, data.db.axes)
         self.assertEqual([(p.label, [s.label for s in p.settings]) for p in spot.panels],
-                         [("tiny bf16, seq 8, recompute_test block", ["device, baseline, optimizer device"]),
-                          ("tiny bf16, seq 8, recompute_test none", ["device, baseline, optimizer device",
-                                                                     "device, baseline, optimizer host"])])
+                         [("tiny bf16, seq 8, recompute_test block", ["device, baseline, optimizer_test device"]),
+                          ("tiny bf16, seq 8, recompute_test none", ["device, baseline, optimizer_test device",
+                                                                     "device, baseline, optimizer_test host"])])
         panels, _, _ = training_memory.memory_panels(data.cells, data.db.axes)
         self.assertEqual([len(groups) for _, groups in panels], [1, 2])
         # The points stay at 1 GiB, below half the GPU's 80 GiB: the line would squeeze them, so the caption says it.

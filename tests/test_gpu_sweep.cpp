@@ -310,6 +310,72 @@ dropout = [0.0, 0.1]
     CHECK(cells == 24);
 }
 
+// A model whose lm_head makes each position cost 2.3e5 multiply-adds: at 10 × 512 positions its
+// cells are checked on a prefix step.
+constexpr const char* kWideVocabModel = R"([[models]]
+name = "wide_vocab"
+layers = 1
+hidden = 50
+heads = 2
+vocab = 4096
+positions = 512
+)";
+
+TEST_CASE("sweetspot run trains with the optimizer on the host: checked, every unit across the link each way",
+          "[gpu][runner][train]") {
+    // tiny takes the full check; wide_vocab at 10 × 512 the prefix step (above), whose source copies
+    // the host's master weights and moments to the device.
+    test::require_gpu();
+    test::TempDir tmp;
+    test::write_file(tmp.file("m.toml"), std::string("name = \"gpu-train-host-optimizer\"\n") + kWideVocabModel + R"([defaults]
+mode = "train"
+backend = "device"
+warmups = 1
+iterations = 3
+timeout = "3m"
+[[sweep]]
+name = "full"
+model = "tiny"
+batch = 2
+seq = 33
+dtype = ["fp32", "fp16", "bf16"]
+optimizer = ["device", "host"]
+[[sweep]]
+name = "prefix"
+model = "wide_vocab"
+batch = 10
+seq = 512
+dtype = ["fp32", "bf16"]
+optimizer = "host"
+)");
+    const auto db = tmp.file("m.db");
+    const auto r = test::run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    Database results(db, Database::Mode::read_only);
+    auto st = results.prepare(
+        "SELECT model, dtype, optimizer, status, coalesce(reason, ''), check_rel_err <= check_tolerance, "
+        "loss_last < loss_first, link_to_host_bytes, link_to_device_bytes, weight_bytes, pinned_host_bytes, "
+        "training_state_bytes = predicted_training_state_bytes, training_state_bytes = device_weight_bytes FROM cells");
+    int cells = 0;
+    while (st.step()) {
+        ++cells;
+        INFO(st.text(0) << " " << st.text(1) << " optimizer " << st.text(2) << ": " << st.text(3) << " " << st.text(4));
+        CHECK(st.text(3) == "ok");
+        CHECK(st.int64(5) == 1);
+        CHECK(st.int64(6) == 1);
+        CHECK(st.int64(11) == 1);
+        const bool host = st.text(2) == "host";
+        // Every unit's gradient down and new weights up, in the dtype: the weights' bytes each way;
+        // the device keeps the gradients only, packed as the weights.
+        CHECK(st.int64(7) == (host ? st.int64(9) : 0));
+        CHECK(st.int64(8) == (host ? st.int64(9) : 0));
+        CHECK((st.int64(10) > 0) == host);
+        CHECK(st.int64(12) == (host ? 1 : 0));
+    }
+    CHECK(cells == 8);
+}
+
 TEST_CASE("sweetspot run checks device training cells too large for the full check on a prefix step", "[gpu][runner][train]") {
     // 10 × 512 positions of a model whose lm_head makes each cost 2.3e5 multiply-adds: the full
     // step's float64 loops would take 4e9, past their budget, so each cell is checked on a prefix
@@ -317,14 +383,7 @@ TEST_CASE("sweetspot run checks device training cells too large for the full che
     // database keeps for the dtype's other cells.
     test::require_gpu();
     test::TempDir tmp;
-    test::write_file(tmp.file("m.toml"), std::string("name = \"gpu-train-prefix\"\n") + R"([[models]]
-name = "wide_vocab"
-layers = 1
-hidden = 50
-heads = 2
-vocab = 4096
-positions = 512
-[defaults]
+    test::write_file(tmp.file("m.toml"), std::string("name = \"gpu-train-prefix\"\n") + kWideVocabModel + R"([defaults]
 mode = "train"
 backend = "device"
 model = "wide_vocab"

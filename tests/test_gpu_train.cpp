@@ -2,8 +2,9 @@
 // UnitSchedule::training: the first step's loss and every gradient against the float64 reference
 // (reference_gradients.hpp) on the same weights rounded to the dtype, the update against the
 // float64 AdamW (reference_optimizer.hpp) applied to the GPU's own gradients, many steps
-// against CpuTrainStep, every recompute setting (recompute.hpp) against the default's step, and
-// the inplace_ln variant against the same cell without it.
+// against CpuTrainStep, every recompute setting (recompute.hpp) against the default's step, the
+// inplace_ln variant against the same cell without it, and the optimizer on the host
+// (host_adamw.hpp, ZeRO-Offload's placement) against the one on the device.
 // Tests tagged [gpu] need a CUDA device.
 //
 // Tolerances, each a relative L2 error per tensor (‖gpu − reference‖ / ‖reference‖), so a tensor
@@ -42,6 +43,7 @@
 
 #include "backends/backend_registry.hpp"
 #include "backends/host_backend.hpp"
+#include "backends/residency_plan.hpp"
 #include "kernels/compute/cpu_train_step.hpp"
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/cuda_resources.hpp"
@@ -92,17 +94,18 @@ std::vector<std::int32_t> ids(const ModelConfig& m, int n, std::uint32_t salt) {
     return out;
 }
 
-// n values of `dtype` at device address src, as doubles.
+// n values of `dtype` at src (device memory, or host memory where the optimizer's state is kept
+// there), as doubles.
 std::vector<double> to_host(const void* src, std::int64_t n, DType dtype) {
     std::vector<double> out(as_size(n));
     if (dtype == DType::fp32) {
         std::vector<float> f(as_size(n));
-        CUDA_CHECK(cudaMemcpy(f.data(), src, f.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(f.data(), src, f.size() * sizeof(float), cudaMemcpyDefault));
         std::copy(f.begin(), f.end(), out.begin());
         return out;
     }
     std::vector<std::uint16_t> bits(as_size(n));
-    CUDA_CHECK(cudaMemcpy(bits.data(), src, bits.size() * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(bits.data(), src, bits.size() * sizeof(std::uint16_t), cudaMemcpyDefault));
     for (std::size_t i = 0; i < bits.size(); ++i)
         out[i] = dtype == DType::fp16 ? fp16_bits_to_float(bits[i]) : bf16_bits_to_float(bits[i]);
     return out;
@@ -133,10 +136,11 @@ struct Case {
     Variant variant;
     float dropout;
     Recompute recompute = Recompute::gelu;
+    StateHome optimizer = StateHome::device;
     std::string name() const {
         return model.name + " b" + std::to_string(batch) + " t" + std::to_string(seq) + " " +
                std::string(enum_name(dtype)) + " " + variant.text() + " p" + std::to_string(dropout) + " recompute " +
-               std::string(enum_name(recompute));
+               std::string(enum_name(recompute)) + " optimizer " + std::string(enum_name(optimizer));
     }
 };
 
@@ -161,10 +165,11 @@ GpuTrainOptions options_for(const Case& c, const TrainSettings& settings) {
 }
 
 std::unique_ptr<Backend> placed_backend(const WeightLayout& layout, const std::vector<std::vector<float>>& units,
-                                        DType dtype, cudaStream_t stream) {
+                                        DType dtype, cudaStream_t stream, StateHome optimizer = StateHome::device) {
     BackendConfig config;
     config.backend = BackendId::device;
     config.dtype = dtype;
+    config.optimizer = optimizer;
     config.compute_stream = stream;
     config.budget_bytes = std::int64_t{1} << 30;  // holds every test model's weights
     auto backend = make_backend(config);
@@ -182,13 +187,14 @@ struct FirstStep {
     float loss_scale = 1;
     int steps = 0, skipped = 0;
     UnitValues gradients, weights, master;
+    LinkBytes link;  // the last update's
 };
 
 FirstStep first_step(const Case& c, const WeightLayout& layout, const std::vector<std::vector<float>>& units,
                      const TrainSettings& settings) {
     FirstStep r;
     CudaStream stream;
-    const auto backend = placed_backend(layout, units, c.dtype, stream.get());
+    const auto backend = placed_backend(layout, units, c.dtype, stream.get(), c.optimizer);
     GpuTrainStep step(c.model, layout, c.dtype, c.batch, c.seq, stream.get(), options_for(c, settings));
     const int n = c.batch * c.seq;
     step.set_batch(ids(c.model, n, 1), ids(c.model, n, 2));
@@ -215,6 +221,7 @@ FirstStep first_step(const Case& c, const WeightLayout& layout, const std::vecto
     }
     r.steps = step.steps();
     r.skipped = step.skipped_steps();
+    r.link = step.update_link_bytes();
     r.loss_scale = step.loss_scale();
     for (int u = 0; u < layout.unit_count(); ++u) {
         const std::int64_t numel = layout.units[as_size(u)].numel;
@@ -408,7 +415,180 @@ void check_inplace_ln(const Case& without, const Variant& with) {
     check_close_step(c, layout, units, settings, got, want, "the cell without inplace_ln");
 }
 
+// Every unit's bytes in the dtype, as the layout lays it out: what an update on the host moves
+// each way (each unit's gradient down, its new weights up).
+std::int64_t layout_bytes(const WeightLayout& layout, DType dtype) {
+    std::int64_t bytes = 0;
+    for (const UnitLayout& u : layout.units) bytes += u.numel * static_cast<std::int64_t>(dtype_size(dtype));
+    return bytes;
+}
+
+// The host's update against the device's from the same first step: the same loss, norm and
+// gradients bit for bit (the same kernels on the same weights), and the same update to within a
+// rounding of each fp32 operation: nvcc contracts AdamW's multiply-adds into FMAs, the host's
+// compile does not, so the two may differ by one rounding here and there (not by a chain of them):
+// each tensor's update (master after − before) within 1e-5 relative L2 of the device's, after one
+// ulp of the weight is discounted per element, as check_update does. Where they agree bit for
+// bit, so do the weights. The host's update also against the float64 AdamW (check_update); the
+// link bytes each way are every unit's in the dtype, none on the device.
+void check_host_optimizer(const Case& device) {
+    INFO(device.name());
+    const WeightLayout layout = WeightLayout::for_model(device.model);
+    const auto units = rounded_units(device.model, layout, device.dtype);
+    const TrainSettings settings = test_settings();
+    Case host = device;
+    host.optimizer = StateHome::host;
+    const FirstStep want = first_step(device, layout, units, settings);
+    const FirstStep got = first_step(host, layout, units, settings);
+    CHECK(want.steps == 1);
+    CHECK(got.steps == 1);
+    if (want.steps != 1 || got.steps != 1) return;
+    CHECK(got.skipped == want.skipped);
+    CHECK(got.loss_scale == want.loss_scale);
+    CHECK(got.loss == want.loss);
+    CHECK(got.norm == want.norm);
+    CHECK(got.gradients == want.gradients);
+    const std::int64_t bytes = layout_bytes(layout, device.dtype);
+    CHECK(got.link == LinkBytes{bytes, bytes});
+    CHECK(want.link == LinkBytes{});
+    for (int u = 0; u < layout.unit_count(); ++u) {
+        for (const TensorSpec& t : layout.units[as_size(u)].tensors) {
+            INFO(t.name);
+            std::vector<double> got_update, want_update;
+            for (std::int64_t i = t.offset; i < t.offset + t.numel; ++i) {
+                const double w0 = units[as_size(u)][as_size(i)];
+                const double g = got.master[as_size(u)][as_size(i)], w = want.master[as_size(u)][as_size(i)];
+                const double diff = g - w;
+                const double beyond = std::copysign(std::max(0.0, std::abs(diff) - std::ldexp(std::abs(w), -23)), diff);
+                want_update.push_back(w - w0);
+                got_update.push_back(w - w0 + beyond);
+            }
+            CHECK(relative_l2(got_update, want_update) <= 1e-5);
+        }
+    }
+    if (got.master == want.master) CHECK(got.weights == want.weights);
+    const double update = check_update(host, layout, units, settings, got);
+    std::printf("gpu_train optimizer host %-70s update %.3g against float64, master %s the device's\n",
+                device.name().c_str(), update, got.master == want.master ? "bit for bit" : "within a rounding of");
+}
+
 }  // namespace
+
+TEST_CASE("GpuTrainStep with the optimizer on the host: the first step's update is the device optimizer's", "[gpu]") {
+    require_gpu();
+    for (const ModelConfig& model : {head25_model(), head80_model()}) {
+        for (const float p : {0.0f, 0.1f}) {
+            for (const DType dtype : {DType::fp32, DType::bf16, DType::fp16}) {
+                // Kernels that are deterministic (no flash attention's atomic dQ), so the gradients
+                // the two updates start from are the same bits.
+                for (const Variant variant : {Variant{}, Variant{Fusion::mlp_epilogue, Fusion::proj_epilogue}}) {
+                    const Case c{model, 2, 33, dtype, variant, p};
+                    try {
+                        check_host_optimizer(c);
+                    } catch (const std::exception& e) {
+                        FAIL_CHECK(c.name() << ": " << e.what());
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("GpuTrainStep with the optimizer on the host follows the device optimizer over steps, moving each unit "
+          "both ways", "[gpu]") {
+    require_gpu();
+    const ModelConfig model = head25_model();
+    const WeightLayout layout = WeightLayout::for_model(model);
+    const int batch = 2, seq = 33, n = batch * seq, steps = 4;
+    const auto tokens = ids(model, n, 3), targets = ids(model, n, 4);
+    TrainSettings settings = test_settings();
+    settings.lr = 3e-3f;
+    for (const DType dtype : {DType::fp32, DType::bf16, DType::fp16}) {
+        const Case c{model, batch, seq, dtype, Variant{}, 0.1f};
+        INFO(c.name());
+        try {
+            const auto units = rounded_units(model, layout, dtype);
+            CudaStream stream;
+            const auto device = placed_backend(layout, units, dtype, stream.get());
+            const auto host = placed_backend(layout, units, dtype, stream.get(), StateHome::host);
+            GpuTrainStep on_device(model, layout, dtype, batch, seq, stream.get(), options_for(c, settings));
+            GpuTrainStep on_host(model, layout, dtype, batch, seq, stream.get(), options_for(c, settings));
+            on_device.set_batch(tokens, targets);
+            on_host.set_batch(tokens, targets);
+            const std::int64_t bytes = layout_bytes(layout, dtype);
+            for (int s = 0; s < steps; ++s) {
+                INFO("step " << s);
+                const int skipped = on_host.skipped_steps();
+                for (const auto& [step, backend] : {std::pair{&on_device, device.get()}, std::pair{&on_host, host.get()}}) {
+                    step->forward(*backend);
+                    step->backward(*backend);
+                    step->update(*backend);
+                }
+                // The first forward reads the same weights; later ones weights a rounding apart.
+                const double d = on_device.loss(), h = on_host.loss();
+                if (s == 0) CHECK(h == d);
+                CHECK(std::abs(h - d) <= (dtype == DType::fp32 ? 1e-5 : gradient_tolerance(dtype) / 4) * d);
+                CHECK(on_host.skipped_steps() == on_device.skipped_steps());
+                // A skipped (fp16 overflow) update moves nothing.
+                const bool updated = on_host.skipped_steps() == skipped;
+                CHECK(on_host.update_link_bytes() == (updated ? LinkBytes{bytes, bytes} : LinkBytes{}));
+                CHECK(on_device.update_link_bytes() == LinkBytes{});
+            }
+            // The weights the next forward reads are the host's master rounded to the dtype.
+            for (int u = 0; u < layout.unit_count(); ++u) {
+                const std::int64_t numel = layout.units[as_size(u)].numel;
+                const UnitUpdate unit = host->acquire_update(u);
+                REQUIRE(unit.on_host());
+                std::vector<double> master = to_host(unit.master, numel, DType::fp32);
+                std::vector<float> rounded(master.begin(), master.end());
+                round_through_dtype(rounded, dtype);
+                const std::vector<double> weights = to_host(unit.weights, numel, dtype);
+                CHECK(std::equal(rounded.begin(), rounded.end(), weights.begin()));
+                host->release_update(u);
+            }
+            std::printf("gpu_train optimizer host %-60s %d steps, losses %.6f (device %.6f)\n", c.name().c_str(), steps,
+                        on_host.loss(), on_device.loss());
+        } catch (const std::exception& e) {
+            FAIL_CHECK(c.name() << ": " << e.what());
+        }
+    }
+}
+
+TEST_CASE("the device backend with the optimizer on the host holds what the registry's footprint says", "[gpu]") {
+    require_gpu();
+    const ModelConfig model = head80_model();
+    const WeightLayout layout = WeightLayout::for_model(model);
+    CudaStream stream;
+    for (const DType dtype : {DType::fp32, DType::bf16}) {
+        INFO(enum_name(dtype));
+        const auto units = rounded_units(model, layout, dtype);
+        const auto backend = placed_backend(layout, units, dtype, stream.get(), StateHome::host);
+        BackendConfig config;
+        config.backend = BackendId::device;
+        config.dtype = dtype;
+        config.optimizer = StateHome::host;
+        const WeightFootprint want = backend_traits(BackendId::device)
+                                         .training->footprint(config, unit_bytes(layout, dtype), unit_bytes(layout, DType::fp32));
+        const PlacementStats placed = backend->placement();
+        CHECK(placed.training_state_bytes == want.device_bytes);
+        CHECK(placed.pinned_host_bytes == want.pinned_host_bytes);
+        // Each unit's master weights (in fp32 too) are the fill's values; the moments start at 0;
+        // units u and u + 1 have their own page-locked buffers.
+        for (int u = 0; u + 1 < layout.unit_count(); ++u) {
+            const std::int64_t numel = layout.units[as_size(u)].numel;
+            const UnitUpdate unit = backend->acquire_update(u), next = backend->acquire_update(u + 1);
+            REQUIRE(unit.on_host());
+            REQUIRE(unit.master != nullptr);
+            CHECK(std::equal(units[as_size(u)].begin(), units[as_size(u)].end(), unit.master));
+            CHECK(std::all_of(unit.m, unit.m + numel, [](float v) { return v == 0.0f; }));
+            CHECK(std::all_of(unit.v, unit.v + numel, [](float v) { return v == 0.0f; }));
+            const std::set<void*> buffers = {unit.host_gradient, unit.host_weights, next.host_gradient, next.host_weights};
+            CHECK(buffers.size() == 4);
+            backend->release_update(u + 1);
+            backend->release_update(u);
+        }
+    }
+}
 
 TEST_CASE("GpuTrainStep's first step matches the float64 loss, gradients and AdamW", "[gpu]") {
     require_gpu();

@@ -520,6 +520,81 @@ TEST_CASE("a GPU training cell's estimate holds its gradients, master weights, m
     }
 }
 
+TEST_CASE("with its optimizer on the host a GPU training cell's device holds the gradients, its host the master, "
+          "moments and staging", "[train][estimate]") {
+    // GPT-2's units as WeightLayout lays them out, each tensor on a multiple of 128 elements: the
+    // embedding (wte, wpe), a block (six vectors of C, the QKV, projection and two MLP matrices
+    // and the QKV and first MLP biases), the head (ln_f, lm_head).
+    const auto padded = [](std::int64_t n) { return (n + 127) / 128 * 128; };
+    struct Want {
+        std::string model, dtype;
+        std::int64_t params, staging;
+    };
+    // The staging: two slots of a gradient and new weights, each the largest unit (the embedding)
+    // in the dtype rounded up to 2 MiB. gpt2_small bf16: 39 383 808 elements · 2 = 78 767 616
+    // bytes, 38 huge pages (79 691 776), four of them 318 767 104.
+    const Want wants[] = {{"gpt2_small", "bf16", 163037184, 318767104},
+                          {"gpt2_small", "fp32", 163037184, 637534208},
+                          {"gpt2_1.5b", "bf16", 1638044160, 662700032},
+                          {"gpt2_1.5b", "fp32", 1638044160, 1317011456}};
+    for (const Want& want : wants) {
+        INFO(want.model << " " << want.dtype);
+        const CellParams device = train_cell("model = \"" + want.model + "\"\nbackend = \"device\"\ndtype = \"" +
+                                             want.dtype + "\"\nbatch = 1\nseq = 64");
+        CellParams host = device;
+        host.optimizer = StateHome::host;
+        const std::int64_t C = host.model.n_embd, V = host.model.vocab_size, P = host.model.max_positions;
+        const std::int64_t embedding = padded(V * C) + padded(P * C);
+        const std::int64_t block = 6 * padded(C) + padded(3 * C * C) + padded(3 * C) + padded(C * C) +
+                                   2 * padded(4 * C * C) + padded(4 * C);
+        const std::int64_t head = 2 * padded(C) + padded(V * C);
+        const std::int64_t params = embedding + host.model.n_layer * block + head;
+        REQUIRE(params == want.params);
+        const std::int64_t size = want.dtype == "fp32" ? 4 : 2, huge = std::int64_t{2} << 20;
+        REQUIRE(4 * ((std::max(embedding, head) * size + huge - 1) / huge * huge) == want.staging);
+
+        const MemoryEstimate d = estimate_memory(device), h = estimate_memory(host);
+        // On the device: the weights and the gradients in the dtype, nothing of AdamW's.
+        CHECK(h.weights == params * size);
+        CHECK(h.training_state == params * size);
+        CHECK(d.training_state == params * size + (size == 4 ? 2 : 3) * params * 4);
+        CHECK(h.activations == d.activations);
+        CHECK(d.device_total() - h.device_total() == d.training_state - h.training_state);
+        // On the host: the fp32 master weights (in fp32 too: the update starts from the host's
+        // copy), m and v; the page-locked staging.
+        CHECK(h.host_training_state == 3 * params * 4);
+        CHECK(h.pinned_staging == want.staging);
+        CHECK(h.pinned_total() == want.staging);
+        CHECK(h.host_total(false) - d.host_total(false) == 3 * params * 4 + want.staging);
+        CHECK(d.host_training_state == 0);
+        CHECK(d.pinned_staging == 0);
+
+        // A host without room for it skips the cell, as a page-locked inference cell.
+        const std::int64_t need = 3 * params * 4 + want.staging;
+        CHECK(predicted_host_oom(host, need).empty());
+        const std::string why = predicted_host_oom(host, need - 1);
+        CHECK_THAT(why, ContainsSubstring("predicted host OOM"));
+        CHECK_THAT(why, ContainsSubstring("training state " + human_bytes(static_cast<double>(3 * params * 4))));
+        CHECK(predicted_host_oom(device, 0).empty());
+    }
+}
+
+namespace {
+
+// list and estimate show `axis` where a cell sets it (`set` beside `plain`), not otherwise.
+void check_shown_where_set(const std::string& axis, const CellParams& plain, const CellParams& set) {
+    for (const auto& cells : {std::vector<CellParams>{plain, set}, std::vector<CellParams>{plain}}) {
+        std::ostringstream list, estimate;
+        print_cell_list(cells, std::nullopt, TableFormat::text, list);
+        print_memory_estimates(cells, std::nullopt, TableFormat::text, estimate);
+        const bool shown = cells.size() == 2;
+        CHECK((list.str().find(axis) != std::string::npos) == shown);
+        CHECK((estimate.str().find(axis) != std::string::npos) == shown);
+    }
+}
+
+}  // namespace
+
 TEST_CASE("recompute: keyed only where not gelu, a setting of device training cells, refused elsewhere", "[train][axes]") {
     const CellParams plain = train_cell("backend = \"device\"\ndtype = \"bf16\"");
     const CellParams gelu = train_cell("backend = \"device\"\ndtype = \"bf16\"\nrecompute = \"gelu\"");
@@ -557,15 +632,54 @@ TEST_CASE("recompute: keyed only where not gelu, a setting of device training ce
     CHECK(cell_impossible_reason(host) ==
           "the host backend's training step keeps every activation; recompute = \"none\" needs a GPU backend");
 
-    // list and estimate show the axis where a cell sets it.
-    for (const auto& cells : {std::vector<CellParams>{plain, block}, std::vector<CellParams>{plain}}) {
-        std::ostringstream list, estimate;
-        print_cell_list(cells, std::nullopt, TableFormat::text, list);
-        print_memory_estimates(cells, std::nullopt, TableFormat::text, estimate);
-        const bool shown = cells.size() == 2;
-        CHECK((list.str().find("recompute") != std::string::npos) == shown);
-        CHECK((estimate.str().find("recompute") != std::string::npos) == shown);
+    check_shown_where_set("recompute", plain, block);
+}
+
+TEST_CASE("optimizer: keyed only where not device, a setting of training cells where the registry keeps it", "[train][axes]") {
+    const CellParams plain = train_cell("backend = \"device\"\ndtype = \"bf16\"");
+    const CellParams device = train_cell("backend = \"device\"\ndtype = \"bf16\"\noptimizer = \"device\"");
+    const CellParams host = train_cell("backend = \"device\"\ndtype = \"bf16\"\noptimizer = \"host\"");
+    // The default is what every training cell did before the axis: their keys stay.
+    CHECK(plain.optimizer == StateHome::device);
+    CHECK(plain.canonical().find("optimizer") == std::string::npos);
+    CHECK(device.key() == plain.key());
+    CHECK(host.key() != plain.key());
+    CHECK_THAT(host.canonical(), ContainsSubstring("optimizer=host\n"));
+    CHECK(CellParams::from_canonical(host.canonical()).optimizer == StateHome::host);
+    CHECK(backend_config(host).optimizer == StateHome::host);
+    CHECK_THROWS_WITH(train_cell("backend = \"device\"\noptimizer = \"cpu\""), ContainsSubstring("one of: device, host"));
+
+    // The host backend's state is in host memory whatever the axis says: the matrix gives its
+    // cells the default, says so, and refuses a sweep of host cells only that sets it.
+    const Matrix both = parse_matrix("name = \"t\"\n[defaults]\nmodel = \"tiny\"\nmode = \"train\"\n[[sweep]]\nname = \"s\"\n"
+                                     "backend = [\"host\", \"device\"]\noptimizer = \"host\"\n",
+                                     "test");
+    REQUIRE(both.cells.size() == 2);
+    CHECK(both.cells[0].optimizer == StateHome::device);
+    CHECK(both.cells[1].optimizer == StateHome::host);
+    CHECK_THAT(both.notes.at(0), ContainsSubstring("optimizer has no effect on backend host"));
+    CHECK_THROWS_WITH(train_cell("optimizer = \"host\""), ContainsSubstring("has no effect on the backend"));
+
+    // Cells that reach a runner otherwise (a canonical text) are skipped with the reason: an
+    // inference cell, and a backend whose TrainingState cannot keep the optimizer on the host.
+    CHECK(cell_impossible_reason(host).empty());
+    CellParams infer = host;
+    infer.mode = Mode::infer;
+    CHECK(cell_impossible_reason(infer) ==
+          "optimizer = \"host\" is a setting of training steps (mode = \"train\"): an inference forward has no optimizer");
+    CHECK(backend_traits(BackendId::device).training->keeps_optimizer_on(StateHome::host));
+    CHECK(backend_traits(BackendId::device).training->keeps_optimizer_on(StateHome::device));
+    CHECK(backend_traits(BackendId::host).training->keeps_optimizer_on(StateHome::host));
+    for (const BackendTraits& b : backend_registry()) {
+        if (!b.training || !b.computes_in(DType::fp32)) continue;
+        INFO(enum_name(b.id));
+        CellParams c = train_cell();
+        c.backend = b.id;
+        c.optimizer = StateHome::host;
+        CHECK(cell_impossible_reason(c).empty() == b.training->keeps_optimizer_on(StateHome::host));
     }
+
+    check_shown_where_set("optimizer", plain, host);
 }
 
 TEST_CASE("a GPU training cell's estimate shrinks along the recompute ladder by what each setting stops keeping",

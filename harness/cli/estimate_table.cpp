@@ -81,7 +81,7 @@ void print_memory_estimates(const std::vector<CellParams>& cells, const std::opt
         using Bytes = std::optional<std::int64_t>;
         for (const Bytes bytes : std::initializer_list<Bytes>{e.weights, e.training_state, e.activations, e.scores,
                                                               e.workspace, e.device_total(),
-                                                              peak_bytes, e.retained_managed, e.pinned_host, e.managed,
+                                                              peak_bytes, e.retained_managed, e.pinned_total(), e.managed,
                                                               e.host_total(true), host_peak_bytes})
             row.push_back(bytes_field(bytes));
         row.push_back({e.managed_activations ? "activations are managed memory" : "", std::monostate{}});
@@ -93,7 +93,8 @@ void print_memory_estimates(const std::vector<CellParams>& cells, const std::opt
     if (format != TableFormat::text) return;
     out << "\ndevice = weights + training state + activations + scores + workspace: what sweetspot allocates on the\n"
            "GPU. training state: a training cell's gradients, fp32 master weights and AdamW moments, where its\n"
-           "backend keeps them on the GPU; its activations are what the step keeps for the backward and its scratch.\n"
+           "backend keeps them on the GPU (the gradients only where AdamW runs on the host); its activations are\n"
+           "what the step keeps for the backward and its scratch.\n"
            "A training cell too large for the full check first makes a prefix step beside the weights (its buffers\n"
            "and one unit's scratch), freed before its own step allocates: device counts the larger of the two.\n";
     out << "kept managed: managed weights beyond those the backend keeps that the driver still holds on the GPU\n"
@@ -119,7 +120,9 @@ void print_memory_estimates(const std::vector<CellParams>& cells, const std::opt
                "measures them from a results database of that GPU and adds a peak column).\n";
     }
     out << "host: the weights' host memory (the page-locked copy, the managed pages kept on the host, or the host\n"
-           "backend's fp32 units), the logits held on the host, and the check's host reference forward (its largest\n"
+           "backend's fp32 units), a training state kept on the host (the host backend's gradients and moments, or\n"
+           "AdamW's master weights, moments and page-locked staging where it runs on the host, the staging also in\n"
+           "pinned host), the logits held on the host, and the check's host reference forward (its largest\n"
            "unit in fp32 and its activations), which the first cell of a large model's workload runs and later\n"
            "cells skip, reusing the reference the database keeps.\n";
     out << "weights: what the backend holds on the GPU (resident units and streaming slots; for uvm and\n"

@@ -325,6 +325,12 @@ std::vector<Axis> make_axes() {
         // the same gradients (kernels/model/recompute.hpp).
         role(added_in(keyed(choice_axis("recompute", &CellParams::recompute), K::unless_default), 19), R::placement,
              "what a training step's backward computes again instead of keeping it"),
+        // Where a training step's AdamW keeps its master weights and moments and runs: on the GPU
+        // beside the weights, or in host memory on the CPU cores (ZeRO-Offload), the gradients
+        // crossing the link down and the new weights up. Every setting gives the same update
+        // (kernels/compute/host_adamw.hpp).
+        role(added_in(keyed(choice_axis("optimizer", &CellParams::optimizer), K::unless_default), 20), R::placement,
+             "where a training step's AdamW keeps its state and runs: device or host memory"),
         role(added_in(dropout_axis(), 3), R::workload, "probability at each of GPT-2's dropouts"),
         role(choice_axis("mode", &CellParams::mode), R::workload, "inference or training"),
         role(weights_axis(), R::workload, "synthetic weights or a checkpoint's path"),

@@ -128,6 +128,7 @@ struct CellParams {
     bool tf32 = false;                                      // fp32 GEMMs on TF32 tensor cores
     Launch launch = Launch::kernels;                        // how the GPU forward enqueues a unit's kernels
     Recompute recompute = Recompute::gelu;  // what a training step's backward computes again (recompute.hpp)
+    StateHome optimizer = StateHome::device;  // where a training step's AdamW keeps its state and runs
     double dropout = 0;                                     // probability at each dropout site
     Mode mode = Mode::infer;
     std::string weights = "synthetic";  // or a path to a .safetensors checkpoint

@@ -100,6 +100,22 @@ std::string training_only_fusion_reason(const CellParams& c) {
     return {};
 }
 
+// Why the cell's optimizer placement cannot be honoured: an inference cell has no optimizer, and a
+// backend keeps the optimizer's state only where its TrainingState says it can.
+std::string optimizer_impossible_reason(const CellParams& c) {
+    if (c.optimizer == CellParams{}.optimizer) return {};
+    const std::string setting = "optimizer = \"" + std::string(enum_name(c.optimizer)) + "\"";
+    if (c.mode != Mode::train)
+        return setting + " is a setting of training steps (mode = \"train\"): an inference forward has no optimizer";
+    const BackendTraits& backend = backend_traits(c.backend);
+    if (!backend.training || backend.training->keeps_optimizer_on(c.optimizer)) return {};
+    std::string able;
+    for (const BackendTraits& b : backend_registry())
+        if (b.training && b.training->keeps_optimizer_on(c.optimizer)) able += (able.empty() ? "" : ", ") + std::string(enum_name(b.id));
+    return "the " + std::string(enum_name(c.backend)) + " backend cannot keep the optimizer's state in " +
+           std::string(enum_name(c.optimizer)) + " memory; " + setting + " needs one of: " + able;
+}
+
 }  // namespace
 
 bool uses_gpu(const CellParams& c) { return backend_traits(c.backend).needs_gpu; }
@@ -115,6 +131,7 @@ BackendConfig backend_config(const CellParams& c) {
     b.budget_bytes = c.budget_bytes();
     b.resident = c.resident;
     b.evict = c.evict;
+    b.optimizer = c.optimizer;
     return b;
 }
 
@@ -124,6 +141,7 @@ std::string cell_impossible_reason(const CellParams& c) {
     if (const std::string why = training_impossible_reason(c); !why.empty()) return why;
     if (const std::string why = recompute_impossible_reason(c); !why.empty()) return why;
     if (const std::string why = training_only_fusion_reason(c); !why.empty()) return why;
+    if (const std::string why = optimizer_impossible_reason(c); !why.empty()) return why;
     if (!backend.computes_in(c.dtype))
         return "the " + backend_name + " backend does not compute in " + std::string(enum_name(c.dtype));
     if (!backend.needs_gpu && !c.variant.is_baseline())

@@ -124,8 +124,9 @@ public:
         CUDA_CHECK(cudaMalloc(&p, bytes));
         return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
     }
+    // The source may be host memory: a backend keeping the optimizer's state there (optimizer = "host").
     void copy(void* dst, const void* src, std::size_t bytes) override {
-        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
     }
     void zero(void* dst, std::size_t bytes) override { CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_)); }
     void gather(void* host, const void* src, std::size_t element, std::int64_t count, std::int64_t stride) override {
@@ -362,6 +363,10 @@ public:
         step_->update(gpu_.backend());
         marks_[3].record(stream);
         marks_[3].synchronize();
+        // A skipped fp16 update moves nothing: the cell keeps an updating step's.
+        const LinkBytes link = step_->update_link_bytes();
+        link_.to_host = std::max(link_.to_host, link.to_host);
+        link_.to_device = std::max(link_.to_device, link.to_device);
         gpu_.note_device_used();
         losses_.add(step_->loss(), step_->grad_norm(), cell_.dtype == DType::fp16 && step_->skipped_steps() > skipped_before);
         StepTime t;
@@ -389,6 +394,8 @@ public:
     void add_results(CellOutcome& out) const override {
         gpu_.add_results(out);
         out.set<"training_state_bytes">(gpu_.training_state_bytes());
+        out.set<"link_to_host_bytes">(link_.to_host);
+        out.set<"link_to_device_bytes">(link_.to_device);
         losses_.add_results(out);
     }
 
@@ -457,7 +464,8 @@ private:
         return copy_units([&](int u) { return gpu_.backend().acquire_update(u).master; }, DType::fp32);
     }
 
-    // Every unit's `dtype` values at the device pointer `pointer(unit)` gives, as fp32.
+    // Every unit's `dtype` values at the pointer `pointer(unit)` gives, as fp32: device memory, or
+    // host memory where the backend keeps the optimizer's state there (optimizer = "host").
     template <class DevicePointer>
     std::vector<std::vector<float>> copy_units(DevicePointer pointer, DType dtype) {
         CUDA_CHECK(cudaStreamSynchronize(gpu_.stream()));
@@ -466,7 +474,7 @@ private:
         for (int u = 0; u < gpu_.layout().unit_count(); ++u) {
             const auto numel = static_cast<std::size_t>(gpu_.layout().units[static_cast<std::size_t>(u)].numel);
             raw.resize(numel * dtype_size(dtype));
-            CUDA_CHECK(cudaMemcpy(raw.data(), pointer(u), raw.size(), cudaMemcpyDeviceToHost));
+            CUDA_CHECK(cudaMemcpy(raw.data(), pointer(u), raw.size(), cudaMemcpyDefault));
             units.push_back(convert_to_f32(raw.data(), numel, dtype));
         }
         return units;
@@ -483,6 +491,7 @@ private:
                                     CudaEvent(CudaEvent::Timing::on), CudaEvent(CudaEvent::Timing::on)};
     std::optional<CheckedStep> checked_;
     StepLosses losses_;
+    LinkBytes link_;  // the most a step's update moved each way
 };
 
 }  // namespace

@@ -37,7 +37,8 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
         const WeightFootprint state =
             backend.training->footprint(config, units, unit_bytes(layout_of_weights, DType::fp32));
         e.training_state = state.device_bytes;
-        e.host_training_state = state.host_bytes;
+        e.pinned_staging = state.pinned_host_bytes;
+        e.host_training_state = state.host_bytes - state.pinned_host_bytes;
     }
     const std::optional<TrainingCheckShape> check = cell.mode == Mode::train ? training_check_shape(cell) : std::nullopt;
     const bool prefix_check = check && !check->full;
@@ -256,7 +257,7 @@ Fit fit(const CellParams& cell, std::int64_t capacity, const FixedCost& fixed) {
 }
 
 std::int64_t predicted_need(const MemoryEstimate& e, const FixedCost& fixed) {
-    return e.device_total() + fixed.largest + std::llround(fixed.per_pinned_byte * static_cast<double>(e.pinned_host));
+    return e.device_total() + fixed.largest + std::llround(fixed.per_pinned_byte * static_cast<double>(e.pinned_total()));
 }
 
 std::optional<std::int64_t> predicted_peak(const CellParams& cell, const MemoryEstimate& e, const FixedCost& fixed) {
@@ -288,11 +289,12 @@ std::string predicted_oom(const CellParams& cell, std::int64_t capacity, const F
 
 std::string predicted_host_oom(const CellParams& cell, std::int64_t available) {
     const MemoryEstimate e = estimate_memory(cell);
-    const std::int64_t need = e.pinned_host + e.managed;
+    const std::int64_t need = e.pinned_total() + e.managed + e.host_training_state;
     if (need <= available) return {};
     const auto b = [](std::int64_t n) { return human_bytes(static_cast<double>(n)); };
-    return "predicted host OOM: it needs " + b(need) + " of host memory (page-locked " + b(e.pinned_host) + ", managed " +
-           b(e.managed) + "), above the " + b(available) + " the host has available; --force runs it anyway";
+    const std::string state = e.host_training_state > 0 ? ", training state " + b(e.host_training_state) : "";
+    return "predicted host OOM: it needs " + b(need) + " of host memory (page-locked " + b(e.pinned_total()) + ", managed " +
+           b(e.managed) + state + "), above the " + b(available) + " the host has available; --force runs it anyway";
 }
 
 }  // namespace sweetspot

@@ -48,10 +48,15 @@ struct MemoryEstimate {
     std::int64_t retained_managed = 0;
     // Host memory, bytes.
     std::int64_t pinned_host = 0;  // page-locked weights (explicit-copy)
+    // The page-locked staging a training step's state crosses the link through, where its
+    // optimizer runs on the host (TrainingState's pinned bytes).
+    std::int64_t pinned_staging = 0;
     std::int64_t managed = 0;      // managed allocations (UVM weights; managed activations)
     // The weights' host memory at the peak (WeightFootprint::host_bytes).
     std::int64_t host_weights = 0;
-    // A training step's state where the backend keeps it on the host (TrainingState).
+    // A training step's state where the backend keeps it in the host's pageable memory
+    // (TrainingState): the host backend's gradients and moments, or the master weights and
+    // moments of an optimizer on the host.
     std::int64_t host_training_state = 0;
     // Host cells: the CPU forward's activations and the logits, or the training step's kept
     // activations and scratch (CpuBackprop). GPU cells: the logits rows the
@@ -63,8 +68,9 @@ struct MemoryEstimate {
     // fp32 and one unit's float64 gradient (check_reference_host_bytes).
     std::int64_t host_reference = 0;
     std::int64_t host_total(bool reference_runs) const {
-        return host_weights + host_training_state + host_buffers + (reference_runs ? host_reference : 0);
+        return host_weights + host_training_state + pinned_staging + host_buffers + (reference_runs ? host_reference : 0);
     }
+    std::int64_t pinned_total() const { return pinned_host + pinned_staging; }
 
     // What sweetspot allocates on the device: the harness's own accounting of a cell
     // (device_weight_bytes + activation_bytes) measures the same.
@@ -128,10 +134,11 @@ std::optional<std::int64_t> predicted_host_peak(const CellParams& cell, const Me
 // empty when its predicted need fits.
 std::string predicted_oom(const CellParams& cell, std::int64_t capacity, const FixedCost& fixed);
 
-// Why `cell` is predicted not to fit the host's `available` memory: its page-locked weights
-// (explicit-copy) and managed memory (the UVM backends' weights, which start on the host), with
-// the numbers and --force; empty when they fit. The pageable memory a cell uses besides (the
-// check's host reference, a unit being converted) is small against these and not predicted.
+// Why `cell` is predicted not to fit the host's `available` memory: its page-locked memory
+// (explicit-copy's weights, an optimizer's staging), managed memory (the UVM backends' weights,
+// which start on the host) and a training state kept on the host, with the numbers and --force;
+// empty when they fit. The pageable memory a cell uses besides (the check's host reference, a
+// unit being converted) is small against these and not predicted.
 std::string predicted_host_oom(const CellParams& cell, std::int64_t available);
 
 // What fits a GPU of `capacity` bytes for a cell taken as a template: the largest batch at its seq

@@ -192,6 +192,8 @@ const std::vector<SchemaStep>& schema_steps() {
         {17, "the GPU ops' timings of bench_kernels --db", nullptr, "DROP TABLE kernel_timings;"},
         {18, "the memory estimator's terms of each cell's predicted allocation", nullptr, ""},
         {19, "the recompute axis", nullptr, ""},
+        {20, "the optimizer axis", nullptr, ""},
+        {21, "the bytes a training step's update moves across the link each way", nullptr, ""},
     };
     return steps;
 }

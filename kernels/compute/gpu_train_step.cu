@@ -11,6 +11,7 @@
 #include "kernels/compute/gpu_train_step.hpp"
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -29,6 +30,7 @@
 #include "kernels/compute/gemm_limits.hpp"
 #include "kernels/compute/gpu_attention.hpp"
 #include "kernels/compute/gpu_dtype.hpp"
+#include "kernels/compute/host_adamw.hpp"
 #include "kernels/compute/layernorm.cuh"
 #include "kernels/compute/layernorm_recovery.hpp"
 #include "kernels/compute/nvtx.hpp"
@@ -68,6 +70,16 @@ struct GpuTrainStep::Impl {
     int steps = 0, skipped = 0;
     double norm = 0.0;  // the last backward's, unscaled
     bool norm_read = true;
+
+    // The update on the host's cores (UnitUpdate::on_host), made at its first use: a copy stream
+    // each way, and per staging slot when its gradient has come down and its weights gone up.
+    struct HostLink {
+        CudaStream down, up;
+        CudaEvent backward_done;
+        std::array<CudaEvent, kHostUpdateSlots> gradient_down, weights_up;
+    };
+    std::unique_ptr<HostLink> host_link;
+    LinkBytes link_bytes;
 
     Impl(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_, int batch_, int seq_,
          cudaStream_t stream_, const GpuTrainOptions& options_);
@@ -129,6 +141,14 @@ struct GpuTrainStep::Impl {
     void block_backward(int layer, const T* unit, T* grad, const UnitLayout& ul);
     template <class T>
     void update(LayerSource& weights);
+    // The update from `first`, unit 0's, where the source keeps the optimizer's state on the host.
+    template <class T>
+    void update_on_host(LayerSource& weights, const UnitUpdate& first, bool finite, float grad_scale);
+    // AdamW's settings for tensor `t` at this step.
+    cpu::AdamW adamw_for(const TensorSpec& t, float grad_scale) const {
+        const TrainSettings& s = options.settings;
+        return {s.lr, s.beta1, s.beta2, s.eps, decays_weights(t) ? s.weight_decay : 0.0f, steps, grad_scale};
+    }
 
     // Of y [rows, out] = x [rows, in] · wᵀ + b: dw = dyᵀ · x, db = Σ_rows dy (into the zeroed
     // gradient), dx = dy · w (not computed where dx is null: an epilogue computes it). Where
@@ -570,23 +590,76 @@ void GpuTrainStep::Impl::update(LayerSource& weights) {
     // clip_grad_norm_'s scale and the loss scale's inverse, applied inside the AdamW pass.
     const auto grad_scale =
         static_cast<float>(std::min(1.0, options.settings.max_grad_norm / (norm + 1e-6)) / backward_scale);
-    const TrainSettings& s = options.settings;
+    link_bytes = {};
     // A skipped update still visits every unit: the schedule is the same every step.
-    for (int u = 0; u < layout.unit_count(); ++u) {
-        const UnitUpdate unit = weights.acquire_update(u);
+    UnitUpdate unit = weights.acquire_update(0);
+    if (unit.on_host()) {
+        update_on_host<T>(weights, unit, finite, grad_scale);
+        return;
+    }
+    for (int u = 0;;) {
         if (finite) {
             for (const TensorSpec& t : layout.units[as_size(u)].tensors) {
                 gpu::launch_adamw<T>(static_cast<T*>(unit.weights) + t.offset,
                                      unit.master != nullptr ? unit.master + t.offset : nullptr,
                                      static_cast<const T*>(unit.gradient) + t.offset, unit.m + t.offset,
-                                     unit.v + t.offset, t.numel,
-                                     {s.lr, s.beta1, s.beta2, s.eps, decays_weights(t) ? s.weight_decay : 0.0f, steps,
-                                      grad_scale},
-                                     stream);
+                                     unit.v + t.offset, t.numel, adamw_for(t, grad_scale), stream);
             }
         }
         weights.release_update(u);
+        if (++u == layout.unit_count()) break;
+        unit = weights.acquire_update(u);
     }
+}
+
+template <class T>
+void GpuTrainStep::Impl::update_on_host(LayerSource& weights, const UnitUpdate& first, bool finite, float grad_scale) {
+    const NvtxRange range("host_update");
+    if (!host_link) host_link = std::make_unique<HostLink>();
+    HostLink& link = *host_link;
+    const int units = layout.unit_count();
+    const auto bytes_of = [&](int u) { return as_size(layout.units[as_size(u)].numel) * sizeof(T); };
+    // The gradients are final once the backward's work on the compute stream is.
+    link.backward_done.record(stream);
+    link.backward_done.wait_on(link.down.get());
+    const auto copy_down = [&](int u, const UnitUpdate& unit) {
+        if (!finite) return;
+        CUDA_CHECK(cudaMemcpyAsync(unit.host_gradient, unit.gradient, bytes_of(u), cudaMemcpyDeviceToHost, link.down.get()));
+        link.gradient_down[as_size(u % kHostUpdateSlots)].record(link.down.get());
+        link_bytes.to_host += static_cast<std::int64_t>(bytes_of(u));
+    };
+    std::array<UnitUpdate, kHostUpdateSlots> held{};
+    held[0] = first;
+    copy_down(0, first);
+    for (int u = 0; u < units; ++u) {
+        const auto slot = as_size(u % kHostUpdateSlots);
+        if (u + 1 < units) {
+            UnitUpdate& next = held[as_size((u + 1) % kHostUpdateSlots)];
+            next = weights.acquire_update(u + 1);
+            copy_down(u + 1, next);
+        }
+        const UnitUpdate& unit = held[slot];
+        if (finite) {
+            {
+                const NvtxRange wait("host_update_wait");
+                link.gradient_down[slot].synchronize();
+                // The slot's weights buffer is free once the unit before in this slot went up.
+                link.weights_up[slot].synchronize();
+            }
+            const NvtxRange compute("host_adamw");
+            for (const TensorSpec& t : layout.units[as_size(u)].tensors) {
+                host_adamw(dtype, static_cast<T*>(unit.host_weights) + t.offset, unit.master + t.offset,
+                           static_cast<const T*>(unit.host_gradient) + t.offset, unit.m + t.offset, unit.v + t.offset,
+                           t.numel, adamw_for(t, grad_scale));
+            }
+            CUDA_CHECK(cudaMemcpyAsync(unit.weights, unit.host_weights, bytes_of(u), cudaMemcpyHostToDevice, link.up.get()));
+            link.weights_up[slot].record(link.up.get());
+            link_bytes.to_device += static_cast<std::int64_t>(bytes_of(u));
+        }
+        weights.release_update(u);
+    }
+    // The copies up run in order on one stream: the last one's event covers them all.
+    if (finite) link.weights_up[as_size((units - 1) % kHostUpdateSlots)].wait_on(stream);
 }
 
 GpuTrainStep::GpuTrainStep(const ModelConfig& model, const WeightLayout& layout, DType dtype, int batch, int seq,
@@ -664,6 +737,7 @@ double GpuTrainStep::grad_norm() {
 float GpuTrainStep::loss_scale() const { return impl_->scale; }
 int GpuTrainStep::steps() const { return impl_->steps; }
 int GpuTrainStep::skipped_steps() const { return impl_->skipped; }
+LinkBytes GpuTrainStep::update_link_bytes() const { return impl_->link_bytes; }
 
 std::int64_t GpuTrainStep::activation_bytes() const { return impl_->plan.total + impl_->extra_bytes; }
 

@@ -13,6 +13,13 @@
 // is not finite, and doubles after kLossScaleWindow updates in a row. fp32 and bf16 use 1; a
 // non-finite norm skips their update too (skipped_steps), rather than writing NaN into the weights.
 // A skipped update still acquires and releases every unit, so the schedule never changes.
+//
+// Where the source keeps the optimizer's state in host memory (UnitUpdate::on_host: ZeRO-Offload's
+// placement), the update runs on the host's cores (host_adamw.hpp) with the same clipping, unit by
+// unit: the unit's gradient copied to page-locked memory on a copy stream, AdamW on it there, the
+// new weights in the dtype copied back on another; unit u + 1's gradient comes down while unit u
+// is updated, and unit u's weights go up while u + 1 is. The compute stream waits for the last
+// copy up, so the next forward reads the new weights.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -28,6 +35,14 @@
 #include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {
+
+// What an update moved across the host link, bytes each way: the gradients to the host and the new
+// weights to the device, where the source keeps the optimizer's state on the host; none where it
+// keeps it on the device, nor for a skipped update.
+struct LinkBytes {
+    std::int64_t to_host = 0, to_device = 0;
+    bool operator==(const LinkBytes&) const = default;
+};
 
 struct GpuTrainOptions {
     bool tf32 = false;  // fp32 GEMMs on TF32 tensor cores; off = true fp32
@@ -75,6 +90,8 @@ public:
     float loss_scale() const;
     int steps() const;
     int skipped_steps() const;
+    // The last update's.
+    LinkBytes update_link_bytes() const;
 
     // Device bytes this object allocates besides the cuBLAS workspace: kept activations, the
     // logits, scratch, ids and the norm's partials. activation_bytes_for is the same number

@@ -6,6 +6,10 @@
 
 namespace sweetspot {
 
+// How many units' page-locked buffers a source that keeps the optimizer's state on the host hands
+// out at a time (UnitUpdate::host_gradient): one unit's copies run while the other's update does.
+inline constexpr int kHostUpdateSlots = 2;
+
 // What the optimizer touches for one unit, laid out as the unit's weights (WeightLayout offsets).
 struct UnitUpdate {
     void* weights = nullptr;         // the weights the compute reads, in the cell's dtype
@@ -15,6 +19,16 @@ struct UnitUpdate {
     float* master = nullptr;
     float* m = nullptr;  // AdamW's moments, fp32
     float* v = nullptr;
+    // Where the backend keeps the optimizer's state in host memory (the `optimizer` axis's `host`):
+    // master (in every dtype, the update starting from the host's copy), m and v are host
+    // pointers, and the update runs on the host's cores through two page-locked buffers of the
+    // unit's size in the dtype: the gradient copied into host_gradient, the new weights written
+    // into host_weights and copied back. Such a backend hands out two units' buffers at a time
+    // (unit u's are slot u % kHostUpdateSlots), so that the step may acquire unit u + 1, and start its
+    // gradient's copy, before it releases unit u. Null where the state is beside the weights.
+    void* host_gradient = nullptr;
+    void* host_weights = nullptr;
+    bool on_host() const { return host_gradient != nullptr; }
 };
 
 class LayerSource {

@@ -27,7 +27,7 @@ from axes import Axes  # noqa: E402
 from bound import beats, bound_ms, device_latencies, driver_bound_ms, driver_ceilings, managed_rates  # noqa: E402
 
 QUERY = """
-SELECT c.*, r.h2d_gbps FROM cells c JOIN runs r USING (run_id)
+SELECT c.*, r.h2d_gbps, r.d2h_gbps FROM cells c JOIN runs r USING (run_id)
 WHERE c.status = 'ok' AND c.backend != 'host'
 """
 # Measures that later schema versions added, unknown for the cells of an older file.
