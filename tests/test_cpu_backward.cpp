@@ -15,6 +15,7 @@
 #include "kernels/compute/cpu_gradients.hpp"
 #include "kernels/compute/cpu_ops.hpp"
 #include "kernels/compute/cpu_train_step.hpp"
+#include "kernels/compute/gelu_from_output.hpp"
 #include "kernels/compute/layernorm_recovery.hpp"
 #include "kernels/compute/reference_gradients.hpp"
 #include "kernels/compute/reference_optimizer.hpp"
@@ -234,6 +235,112 @@ TEST_CASE("host gelu_tanh_backward multiplies by the reference's derivative", "[
     std::vector<double> want(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) want[i] = dy[i] * reference::gelu_tanh_derivative(x[i]);
     CHECK(relative_error(dx, want) < 1e-5);
+}
+
+TEST_CASE("gelu_output's constants are GELU's minimum, its value and its curvature there", "[kernels][backward]") {
+    // The derivative changes sign at kMinimumX, and float64 finite differences give the rest.
+    const double x0 = gelu_output::kMinimumX, e = 1e-4;
+    CHECK(reference::gelu_tanh_derivative(x0 - 1e-6) < 0);
+    CHECK(reference::gelu_tanh_derivative(x0 + 1e-6) > 0);
+    CHECK(std::abs(reference::gelu_tanh(x0) - gelu_output::kMinimum) < 1e-7);
+    const double curvature = (reference::gelu_tanh_derivative(x0 + e) - reference::gelu_tanh_derivative(x0 - e)) / (2 * e);
+    CHECK(std::abs(curvature - gelu_output::kCurvature) < 1e-6);
+    const double third = (reference::gelu_tanh_derivative(x0 + e) - 2 * reference::gelu_tanh_derivative(x0) +
+                          reference::gelu_tanh_derivative(x0 - e)) / (e * e);
+    CHECK(std::abs(third / (3 * curvature * curvature) - gelu_output::kInverseSecondOrder) < 1e-4);
+}
+
+TEST_CASE("host gelu_tanh_with_branch is gelu_tanh, and packs each element's branch into a bit", "[kernels][backward]") {
+    // Left of the minimum x0 = -0.75246142: -1, -0.8, -5, -0.76 (byte 0: bits 0, 2, 4, 6 = 0x55);
+    // -2, -0.7525, -10 (byte 1: bits 1, 3, 4 = 0x1A). -0.7524 and -0.75 lie right of it.
+    const std::vector<float> x = {-1.0f, 0.0f, -0.8f, -0.7f, -5.0f, 3.0f, -0.76f, -0.75f,
+                                  2.0f, -2.0f, -0.7524f, -0.7525f, -10.0f};
+    auto y = x, want = x;
+    std::vector<std::uint8_t> bits(3, 0xFF);  // one byte past the two: untouched
+    cpu::gelu_tanh_with_branch(y.data(), bits.data(), static_cast<std::int64_t>(x.size()));
+    cpu::gelu_tanh(want.data(), static_cast<std::int64_t>(want.size()));
+    CHECK(y == want);
+    CHECK(bits == std::vector<std::uint8_t>{0x55, 0x1A, 0xFF});
+}
+
+// GELU's derivative from its output y and branch bit, over a dense grid of x in [-10, 10]
+// (5e-5 apart, so within 2.5e-5 of the minimum x0), y as the training step keeps it: the fp32
+// forward's (gelu_tanh_with_branch), rounded to the dtype.
+//
+// The bound. On one branch x is a function of y, and d(gelu'(x)²)/dy = 2·gelu'(x)·gelu''(x)·dx/dy
+// = 2·gelu''(x). So a kept ŷ = y + δ on the branch, whose x is x̂, has |g(x̂)² − g(x)²| ≤ 2Hδ,
+// g = gelu', H = max |gelu''| = √(2/π) (at x = 0). g(x̂) and g(x) have one sign (the branch's), so
+// |g(x̂) − g(x)|² ≤ |g(x̂) − g(x)|·|g(x̂) + g(x)| = |g(x̂)² − g(x)²|, and
+// |g(x̂) − g(x)| ≤ min(√(2Hδ), 2Hδ / |g(x)|): the square root near x0, where g(x) → 0 and the
+// inverse is ill-conditioned; elsewhere proportional to δ. (A ŷ rounded past the minimum counts as
+// the minimum, nearer y.) δ is |ŷ − gelu(x)| against the float64 gelu (the fp32 forward's error
+// and the dtype's rounding), plus the fp32 inversion's residual, a few roundings of y:
+// 4·2^-24·|y|; the fp32 evaluation of gelu'(x̂), whose terms are at most 1.13, adds 4·2^-24. At
+// x0, with δ ≈ u·0.17 for the dtype's unit roundoff u, the bound is about 2.8e-4 (fp32, with the
+// residual), 1.2e-2 (fp16, u = 2^-11) and 3.3e-2 (bf16, u = 2^-8), where the derivative ranges
+// over [-0.17, 1.13]; the training step's y lies there for few elements.
+TEST_CASE("gelu's derivative from its output and branch is within the bound y's rounding sets, in every dtype",
+          "[kernels][backward]") {
+    const std::int64_t n = 400001;
+    std::vector<float> x(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) x[static_cast<std::size_t>(i)] = static_cast<float>(-10.0 + 20.0 * static_cast<double>(i) / static_cast<double>(n - 1));
+    auto y = x;
+    std::vector<std::uint8_t> bits(static_cast<std::size_t>(gelu_output::branch_bytes(n)));
+    cpu::gelu_tanh_with_branch(y.data(), bits.data(), n);
+    const double pi = 3.14159265358979323846, h = std::sqrt(2.0 / pi), ulp = std::ldexp(1.0, -24);
+    for (const DType dtype : {DType::fp32, DType::fp16, DType::bf16}) {
+        auto kept = y;
+        round_through_dtype(kept, dtype);
+        std::vector<float> g(kept.size(), 1.0f);
+        cpu::gelu_tanh_backward_from_output(g.data(), kept.data(), bits.data(), n);
+        double worst = 0, worst_error = 0, worst_x = 0;
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            const double exact = reference::gelu_tanh_derivative(x[i]);
+            const double delta = std::abs(kept[i] - reference::gelu_tanh(x[i])) + 4 * ulp * std::abs(kept[i]);
+            const double bound = std::min(std::sqrt(2 * h * delta), 2 * h * delta / std::abs(exact)) + 4 * ulp;
+            const double error = std::abs(g[i] - exact);
+            if (!(error / bound <= worst)) {  // NaN included
+                worst = error / bound;
+                worst_error = error;
+                worst_x = x[i];
+            }
+        }
+        INFO(enum_name(dtype) << ": worst at x = " << worst_x << ", |error| " << worst_error << " = " << worst
+                              << " of the bound");
+        CHECK(worst <= 1.0);
+    }
+}
+
+TEST_CASE("gelu's derivative from its fp32 output is gelu_tanh_backward's within a few ulps away from the minimum",
+          "[kernels][backward]") {
+    // Beyond 0.2 of x0 the inverse is well-conditioned (2Hδ / |g| of a few ulps of y). Both sides
+    // still carry the tails' cancellation: the forward's 1 + tanh a (y, left of x0) and
+    // gelu_tanh_backward's 1 − tanh² a keep tanhf's absolute rounding near ±1, 2^-25, which
+    // 0.5·|x|·√(2/π)·(1 + 0.134·x²) (≈ 9 at |x| = 5, where tanhf last differs from ±1) scales:
+    // 16 units of 2^-24 on the derivative, whose values reach 1.13.
+    const std::int64_t n = 400001;
+    std::vector<float> x;
+    for (std::int64_t i = 0; i < n; ++i) {
+        const auto v = static_cast<float>(-10.0 + 20.0 * static_cast<double>(i) / static_cast<double>(n - 1));
+        if (std::abs(v - gelu_output::kMinimumX) >= 0.2f) x.push_back(v);
+    }
+    const auto m = static_cast<std::int64_t>(x.size());
+    auto y = x;
+    std::vector<std::uint8_t> bits(static_cast<std::size_t>(gelu_output::branch_bytes(m)));
+    cpu::gelu_tanh_with_branch(y.data(), bits.data(), m);
+    std::vector<float> from_output(x.size(), 1.0f), from_input(x.size(), 1.0f);
+    cpu::gelu_tanh_backward_from_output(from_output.data(), y.data(), bits.data(), m);
+    cpu::gelu_tanh_backward(from_input.data(), x.data(), m);
+    double worst = 0, worst_x = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        const double diff = std::abs(static_cast<double>(from_output[i]) - from_input[i]);
+        if (!(diff <= worst)) {
+            worst = diff;
+            worst_x = x[i];
+        }
+    }
+    INFO("worst at x = " << worst_x << ": " << worst / std::ldexp(1.0, -24) << " units of 2^-24");
+    CHECK(worst <= 16 * std::ldexp(1.0, -24));
 }
 
 TEST_CASE("host cross_entropy returns the summed loss and leaves the scaled gradient of the logits",

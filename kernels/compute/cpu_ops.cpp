@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 
+#include "kernels/compute/gelu_from_output.hpp"
 #include "kernels/compute/layernorm_recovery.hpp"
 
 namespace sweetspot::cpu {
@@ -173,6 +174,18 @@ void gelu_tanh_backward(float* dx, const float* x, std::int64_t n) {
         const float th = std::tanh(sqrt_2_over_pi * (v + 0.044715f * v * v * v));
         dx[i] *= 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * sqrt_2_over_pi * (1.0f + 3.0f * 0.044715f * v * v);
     }
+}
+
+void gelu_tanh_with_branch(float* x, std::uint8_t* left_bits, std::int64_t n) {
+    std::fill_n(left_bits, as_size(gelu_output::branch_bytes(n)), std::uint8_t{0});
+    for (std::int64_t i = 0; i < n; ++i)
+        if (gelu_output::left_of_minimum(x[i])) left_bits[i / 8] |= static_cast<std::uint8_t>(1u << (i % 8));
+    gelu_tanh(x, n);
+}
+
+void gelu_tanh_backward_from_output(float* dx, const float* y, const std::uint8_t* left_bits, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i)
+        dx[i] *= gelu_output::derivative_from_output(y[i], gelu_output::branch_bit(left_bits, i));
 }
 
 // The loss and its gradient in one pass over each row, in place: nothing of [rows, vocab] is kept

@@ -59,6 +59,14 @@ void gelu_tanh(float* x, std::int64_t n);
 // dx *= gelu'(x) over n elements: the backward of gelu_tanh, x its input.
 void gelu_tanh_backward(float* dx, const float* x, std::int64_t n);
 
+// Tempo's in-place GELU (gelu_from_output.hpp): x = gelu(x) in place over n elements, as
+// gelu_tanh, and each element's branch bit (left of GELU's minimum) into left_bits
+// (branch_bytes(n) bytes, gelu_output's layout).
+void gelu_tanh_with_branch(float* x, std::uint8_t* left_bits, std::int64_t n);
+
+// Its backward: dx *= gelu'(x) over n elements, from the forward's output y and its bits.
+void gelu_tanh_backward_from_output(float* dx, const float* y, const std::uint8_t* left_bits, std::int64_t n);
+
 // The fused classifier's loss: over `rows` rows of logits [rows, vocab], returns Σ (logsumexp −
 // the target's logit) and overwrites the logits with their gradient, (softmax − onehot(target))
 // · scale (scale = 1 / the batch's targets for a mean).
