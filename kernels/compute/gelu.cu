@@ -6,20 +6,56 @@
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/device_common.cuh"
 #include "kernels/compute/elementwise.cuh"
+#include "kernels/compute/gelu_from_output.hpp"
 
 namespace sweetspot::gpu {
 
 namespace {
 
+__device__ __forceinline__ float gelu_tanh_value(float v) {
+    const float sqrt_2_over_pi = 0.7978845608028654f;
+    return 0.5f * v * (1.0f + tanhf(sqrt_2_over_pi * (v + 0.044715f * v * v * v)));
+}
+
 // GPT-2's tanh-approximated GELU on the MLP's [B·T, 4C] activations; out may be in (in place, no
 // extra buffer).
 template <class T>
 __global__ void gelu_tanh_kernel(T* out, const T* in, std::int64_t n) {
-    const float sqrt_2_over_pi = 0.7978845608028654f;
     for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < n;
          idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-        const float v = to_f32(in[idx]);
-        out[idx] = from_f32<T>(0.5f * v * (1.0f + tanhf(sqrt_2_over_pi * (v + 0.044715f * v * v * v))));
+        out[idx] = from_f32<T>(gelu_tanh_value(to_f32(in[idx])));
+    }
+}
+
+// Each warp takes 32 consecutive elements at a time: one element a lane, the warp's 32 branch
+// bits gathered by a ballot, and its first four lanes storing one byte of them each (the chunk
+// starts at a multiple of 32, so at a byte boundary; a lane whose byte lies past n stores none).
+// The warps' chunks are warp-uniform, so every lane reaches every ballot.
+template <class T>
+__global__ void gelu_tanh_with_branch_kernel(T* x, std::uint8_t* left_bits, std::int64_t n) {
+    const int lane = static_cast<int>(threadIdx.x) % kWarp;
+    const std::int64_t warps_per_block = blockDim.x / kWarp;
+    const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * warps_per_block * kWarp;
+    for (std::int64_t first = (blockIdx.x * warps_per_block + threadIdx.x / kWarp) * kWarp; first < n; first += stride) {
+        const std::int64_t idx = first + lane;
+        bool left = false;
+        if (idx < n) {
+            const float v = to_f32(x[idx]);
+            left = gelu_output::left_of_minimum(v);
+            x[idx] = from_f32<T>(gelu_tanh_value(v));
+        }
+        const unsigned bits = __ballot_sync(0xFFFFFFFFu, left);
+        if (lane < 4 && first + 8 * lane < n) left_bits[first / 8 + lane] = static_cast<std::uint8_t>(bits >> (8 * lane));
+    }
+}
+
+template <class T>
+__global__ void gelu_tanh_backward_from_output_kernel(T* dx, const T* y, const std::uint8_t* left_bits,
+                                                      std::int64_t n) {
+    for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < n;
+         idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        const float grad = gelu_output::derivative_from_output(to_f32(y[idx]), gelu_output::branch_bit(left_bits, idx));
+        dx[idx] = from_f32<T>(to_f32(dx[idx]) * grad);
     }
 }
 
@@ -59,10 +95,27 @@ void launch_gelu_tanh_backward(T* dx, const T* x, std::int64_t n, cudaStream_t s
     CUDA_CHECK_LAUNCH();
 }
 
-#define SWEETSPOT_INSTANTIATE(T)                                       \
-    template void launch_gelu_tanh<T>(T*, std::int64_t, cudaStream_t);                   \
-    template void launch_gelu_tanh<T>(T*, const T*, std::int64_t, cudaStream_t);         \
-    template void launch_gelu_tanh_backward<T>(T*, const T*, std::int64_t, cudaStream_t);
+template <class T>
+void launch_gelu_tanh_with_branch(T* x, std::uint8_t* left_bits, std::int64_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    gelu_tanh_with_branch_kernel<T><<<elementwise_blocks(n), kBlock, 0, stream>>>(x, left_bits, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void launch_gelu_tanh_backward_from_output(T* dx, const T* y, const std::uint8_t* left_bits, std::int64_t n,
+                                           cudaStream_t stream) {
+    if (n == 0) return;
+    gelu_tanh_backward_from_output_kernel<T><<<elementwise_blocks(n), kBlock, 0, stream>>>(dx, y, left_bits, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+#define SWEETSPOT_INSTANTIATE(T)                                                                  \
+    template void launch_gelu_tanh<T>(T*, std::int64_t, cudaStream_t);                           \
+    template void launch_gelu_tanh<T>(T*, const T*, std::int64_t, cudaStream_t);                  \
+    template void launch_gelu_tanh_backward<T>(T*, const T*, std::int64_t, cudaStream_t);         \
+    template void launch_gelu_tanh_with_branch<T>(T*, std::uint8_t*, std::int64_t, cudaStream_t); \
+    template void launch_gelu_tanh_backward_from_output<T>(T*, const T*, const std::uint8_t*, std::int64_t, cudaStream_t);
 
 SWEETSPOT_INSTANTIATE(float)
 SWEETSPOT_INSTANTIATE(__half)

@@ -25,4 +25,16 @@ void launch_gelu_tanh(T* out, const T* in, std::int64_t n, cudaStream_t stream);
 template <class T>
 void launch_gelu_tanh_backward(T* dx, const T* x, std::int64_t n, cudaStream_t stream);
 
+// Tempo's in-place GELU (gelu_from_output.hpp): x = gelu(x) in place, the same values as
+// launch_gelu_tanh, and each element's branch bit into left_bits (gelu_output::branch_bytes(n)
+// bytes, gelu_output's layout; as cpu::gelu_tanh_with_branch).
+template <class T>
+void launch_gelu_tanh_with_branch(T* x, std::uint8_t* left_bits, std::int64_t n, cudaStream_t stream);
+
+// Its backward: dx *= gelu'(x) in place over n elements, from the forward's output y and its bits
+// (as cpu::gelu_tanh_backward_from_output).
+template <class T>
+void launch_gelu_tanh_backward_from_output(T* dx, const T* y, const std::uint8_t* left_bits, std::int64_t n,
+                                           cudaStream_t stream);
+
 }  // namespace sweetspot::gpu
