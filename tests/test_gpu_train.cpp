@@ -3,8 +3,8 @@
 // (reference_gradients.hpp) on the same weights rounded to the dtype, the update against the
 // float64 AdamW (reference_optimizer.hpp) applied to the GPU's own gradients, many steps
 // against CpuTrainStep, every recompute setting (recompute.hpp) against the default's step, the
-// inplace_ln variant against the same cell without it, and the optimizer on the host
-// (host_adamw.hpp, ZeRO-Offload's placement) against the one on the device.
+// inplace_ln and inplace_gelu variants against the same cells without them, and the optimizer on
+// the host (host_adamw.hpp, ZeRO-Offload's placement) against the one on the device.
 // Tests tagged [gpu] need a CUDA device.
 //
 // Tolerances, each a relative L2 error per tensor (‖gpu − reference‖ / ‖reference‖), so a tensor
@@ -327,9 +327,9 @@ void check_first_step(const Case& c, Worst& worst) {
 // Where the GELU output the MLP's backward reads comes from: recomputed by the GELU kernel from
 // the kept pre-activation (gelu, attention), or made by the forward's own MLP input (none keeps
 // it, mlp and block recompute it), which is the GEMM's epilogue under mlp_epilogue and the same
-// GELU kernel otherwise.
+// GELU kernel otherwise. Under inplace_gelu always the in-place GELU kernel.
 bool gelu_from_epilogue(const Case& c) {
-    return c.variant.has(Fusion::mlp_epilogue) &&
+    return c.variant.has(Fusion::mlp_epilogue) && !c.variant.has(Fusion::inplace_gelu) &&
            (c.recompute == Recompute::none || c.recompute >= Recompute::mlp);
 }
 
@@ -413,6 +413,38 @@ void check_inplace_ln(const Case& without, const Variant& with) {
     CHECK(got.skipped == want.skipped);
     CHECK(got.loss == want.loss);
     check_close_step(c, layout, units, settings, got, want, "the cell without inplace_ln");
+}
+
+// The first step with inplace_gelu added to `without` against its own, on the same weights and
+// tokens. The forward is the same function: without mlp_epilogue the same kernels on the same
+// values (the GEMM's output and bias added in place of fc_pre, then the same GELU formula), so the
+// loss is equal bit for bit; under mlp_epilogue the GELU's input is rounded to the dtype before the
+// GELU kernel where cuBLASLt's GELU epilogue took it in fp32, one rounding apart. The gradients
+// differ by gelu' from the kept output and bit against gelu' from the kept input, each a rounding
+// of the dtype from the exact gelu'(x) (gelu_from_output.hpp bounds the first; near the minimum
+// x0 ≈ -0.75 by more, but these synthetic models' pre-activations, of standard deviation
+// 0.02·√C ≲ 0.3, seldom reach it): one rounding of dfc, as check_close_step says.
+void check_inplace_gelu(const Case& without) {
+    Case c = without;
+    c.variant = Variant::parse(without.variant.is_baseline() ? "inplace_gelu"
+                                                             : without.variant.fusions_text() + "+inplace_gelu")
+                    .value();
+    INFO(c.name());
+    const WeightLayout layout = WeightLayout::for_model(c.model);
+    const auto units = rounded_units(c.model, layout, c.dtype);
+    const TrainSettings settings = test_settings();
+    const FirstStep want = first_step(without, layout, units, settings);
+    const FirstStep got = first_step(c, layout, units, settings);
+    CHECK(want.steps == 1);
+    CHECK(got.steps == 1);
+    if (want.steps != 1 || got.steps != 1) return;
+    CHECK(got.skipped == want.skipped);
+    if (c.variant.has(Fusion::mlp_epilogue)) {
+        CHECK(std::abs(got.loss - want.loss) <= gradient_tolerance(c.dtype) / 4 * want.loss);
+    } else {
+        CHECK(got.loss == want.loss);
+    }
+    check_close_step(c, layout, units, settings, got, want, "the cell without inplace_gelu");
 }
 
 // Every unit's bytes in the dtype, as the layout lays it out: what an update on the host moves
@@ -649,9 +681,12 @@ TEST_CASE("every recompute setting's first step equals gelu's: bit for bit where
             for (const float p : {0.0f, 0.1f}) {
                 for (const DType dtype : {DType::fp32, DType::bf16, DType::fp16}) {
                     // The epilogues without flash attention tell the GELU's two kernels apart
-                    // where every other kernel is deterministic.
+                    // where every other kernel is deterministic; under inplace_gelu every setting
+                    // takes the GELU's output from one kernel.
                     for (const Variant variant : {Variant{}, Variant{Fusion::flash_attention},
                                                   Variant{Fusion::mlp_epilogue, Fusion::proj_epilogue},
+                                                  Variant{Fusion::mlp_epilogue, Fusion::proj_epilogue,
+                                                          Fusion::inplace_gelu},
                                                   kTrainingFusions}) {
                         const Case c{model, 2, seq, dtype, variant, p};
                         try {
@@ -682,6 +717,37 @@ TEST_CASE("inplace_ln's first step equals the same cell's without it, at every r
                             const Case c{model, 2, seq, dtype, without, p, recompute};
                             try {
                                 check_inplace_ln(c, with);
+                            } catch (const std::exception& e) {
+                                FAIL_CHECK(c.name() << ": " << e.what());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("inplace_gelu's first step equals the same cell's without it, at every recompute setting", "[gpu]") {
+    require_gpu();
+    for (const ModelConfig& model : {head25_model(), head80_model()}) {
+        for (const int seq : {1, 33, 90}) {
+            for (const float p : {0.0f, 0.1f}) {
+                for (const DType dtype : {DType::fp32, DType::bf16}) {
+                    // Without and with mlp_epilogue (whose GELU epilogue inplace_gelu replaces),
+                    // with the other training fusions, and beside inplace_ln.
+                    const Variant epilogues{Fusion::flash_attention, Fusion::mlp_epilogue, Fusion::proj_epilogue};
+                    for (const Variant variant :
+                         {Variant{}, Variant{Fusion::mlp_epilogue, Fusion::proj_epilogue}, epilogues,
+                          Variant{Fusion::flash_attention, Fusion::mlp_epilogue, Fusion::proj_epilogue,
+                                  Fusion::inplace_ln}}) {
+                        // none and gelu keep the same under inplace_gelu, attention too for the
+                        // GELU; mlp and block recompute its output and bits.
+                        for (const Recompute recompute : {Recompute::gelu, Recompute::attention, Recompute::mlp,
+                                                          Recompute::block}) {
+                            const Case c{model, 2, seq, dtype, variant, p, recompute};
+                            try {
+                                check_inplace_gelu(c);
                             } catch (const std::exception& e) {
                                 FAIL_CHECK(c.name() << ": " << e.what());
                             }
@@ -774,7 +840,8 @@ TEST_CASE("GpuTrainStep's activation_bytes is what activation_bytes_for computes
     const ModelConfig model = head80_model();
     const WeightLayout layout = WeightLayout::for_model(model);
     for (const Variant variant : {Variant{}, Variant{Fusion::flash_attention}, Variant{Fusion::inplace_ln},
-                                  Variant{Fusion::flash_attention, Fusion::inplace_ln}}) {
+                                  Variant{Fusion::flash_attention, Fusion::inplace_ln}, Variant{Fusion::inplace_gelu},
+                                  Variant{Fusion::flash_attention, Fusion::inplace_ln, Fusion::inplace_gelu}}) {
         for (const Recompute recompute : {Recompute::none, Recompute::gelu, Recompute::attention, Recompute::mlp,
                                           Recompute::block}) {
             INFO(variant.text() << ", recompute " << enum_name(recompute));
@@ -830,31 +897,45 @@ TEST_CASE("GpuTrainStep::activation_bytes_for grows with the kept activations", 
 
 TEST_CASE("TrainArena: what a setting keeps has a buffer per layer, what it recomputes one in the dead scratch",
           "[gpu_train]") {
-    // Which activations each setting recomputes, by recompute.hpp's ladder.
+    // Which activations each setting recomputes, by recompute.hpp's ladder; under inplace_gelu the
+    // GELU's branch bits in place of its input, and both they and its output first at mlp.
     const ModelConfig model = head80_model();
-    const std::map<std::string, Recompute> first_recomputed = {
-        {"fc", Recompute::gelu}, {"att", Recompute::attention}, {"lse", Recompute::attention},
-        {"ln2", Recompute::mlp}, {"fc_pre", Recompute::mlp},    {"ln1", Recompute::block},
-        {"qkv", Recompute::block}, {"x_mid", Recompute::block}};
-    for (const Recompute recompute :
-         {Recompute::none, Recompute::gelu, Recompute::attention, Recompute::mlp, Recompute::block}) {
-        const TrainArena a(model, DType::fp16, 2, 24, Variant{Fusion::flash_attention}, recompute);
-        const std::map<std::string, const std::vector<std::int64_t>*> entries = {
-            {"fc", &a.fc},   {"att", &a.att},       {"lse", &a.lse}, {"ln2", &a.ln2},
-            {"fc_pre", &a.fc_pre}, {"ln1", &a.ln1}, {"qkv", &a.qkv}, {"x_mid", &a.x_mid}};
-        CHECK(a.resid.size() == as_size(model.n_layer + 1));
-        for (const auto& [name, offsets] : entries) {
-            INFO("recompute " << enum_name(recompute) << ", " << name);
-            REQUIRE(offsets->size() == as_size(model.n_layer));
-            const std::set<std::int64_t> distinct(offsets->begin(), offsets->end());
-            if (recompute >= first_recomputed.at(name)) {
-                // Shared by every layer, in the scratch the embedding's backward takes at the end.
-                CHECK(distinct.size() == 1);
-                CHECK(offsets->front() >= a.scratch);
-                CHECK(offsets->front() < a.dres);
-            } else {
-                CHECK(distinct.size() == as_size(model.n_layer));
-                CHECK(*distinct.rbegin() < a.resid.front());
+    for (const bool inplace_gelu : {false, true}) {
+        std::map<std::string, Recompute> first_recomputed = {
+            {"fc", Recompute::gelu},  {"att", Recompute::attention}, {"lse", Recompute::attention},
+            {"ln2", Recompute::mlp},  {"fc_pre", Recompute::mlp},    {"ln1", Recompute::block},
+            {"qkv", Recompute::block}, {"x_mid", Recompute::block}};
+        if (inplace_gelu) {
+            first_recomputed.erase("fc_pre");
+            first_recomputed["fc"] = Recompute::mlp;
+            first_recomputed["gelu_branch"] = Recompute::mlp;
+        }
+        const Variant variant = inplace_gelu ? Variant{Fusion::flash_attention, Fusion::inplace_gelu}
+                                             : Variant{Fusion::flash_attention};
+        for (const Recompute recompute :
+             {Recompute::none, Recompute::gelu, Recompute::attention, Recompute::mlp, Recompute::block}) {
+            const TrainArena a(model, DType::fp16, 2, 24, variant, recompute);
+            std::map<std::string, const std::vector<std::int64_t>*> entries = {
+                {"fc", &a.fc},         {"att", &a.att}, {"lse", &a.lse}, {"ln2", &a.ln2},
+                {"fc_pre", &a.fc_pre}, {"ln1", &a.ln1}, {"qkv", &a.qkv}, {"x_mid", &a.x_mid},
+                {"gelu_branch", &a.gelu_branch}};
+            CHECK(a.resid.size() == as_size(model.n_layer + 1));
+            // What the variant does without has no entry.
+            CHECK((inplace_gelu ? a.fc_pre : a.gelu_branch).empty());
+            entries.erase(inplace_gelu ? "fc_pre" : "gelu_branch");
+            for (const auto& [name, offsets] : entries) {
+                INFO(variant.text() << ", recompute " << enum_name(recompute) << ", " << name);
+                REQUIRE(offsets->size() == as_size(model.n_layer));
+                const std::set<std::int64_t> distinct(offsets->begin(), offsets->end());
+                if (recompute >= first_recomputed.at(name)) {
+                    // Shared by every layer, in the scratch the embedding's backward takes at the end.
+                    CHECK(distinct.size() == 1);
+                    CHECK(offsets->front() >= a.scratch);
+                    CHECK(offsets->front() < a.dres);
+                } else {
+                    CHECK(distinct.size() == as_size(model.n_layer));
+                    CHECK(*distinct.rbegin() < a.resid.front());
+                }
             }
         }
     }
@@ -900,6 +981,44 @@ TEST_CASE("TrainArena with inplace_ln: the residual stream kept only where a set
         std::set<std::int64_t> scratch_buffers = {a.resid.back(), a.x_mid.front()};
         if (block) scratch_buffers.insert({a.ln1.front(), a.ln2.front(), a.ln1_rstd.front(), a.ln2_rstd.front()});
         CHECK(scratch_buffers.size() == (block ? 6u : 2u));
+    }
+}
+
+TEST_CASE("inplace_gelu keeps the GELU's output and C/2 bytes of bits a row in place of its input", "[gpu_train]") {
+    // head25 (C = 50, H = 2) at batch 2 × seq 128, bf16: a [B·T, C] buffer is 256 · 50 · 2 = 25600
+    // bytes, the bits of [B·T, 4C] 256 · 200 / 8 = 6400, flash's logsumexp 2 · 2 · 128 · 4 = 2048,
+    // each a multiple of the arena's 256-byte alignment. Per layer (what a second layer adds) the
+    // kept values are as recompute.hpp's table says, 12C at none and gelu, 11C at attention, 6C at
+    // mlp and 1C at block, with the bits below mlp, the norm's 1024 double partials, and the
+    // logsumexp where it is kept. Against the same cell without inplace_gelu a layer keeps the
+    // bits and not the pre-activation (4C) at none; the bits besides what gelu and attention keep
+    // (their GELU output is kept now, and its one buffer in the scratch gone); the same at mlp
+    // and block, which keep neither.
+    ModelConfig one = head25_model(), two = head25_model();
+    one.n_layer = 1;
+    const std::int64_t row = 25600, bits = 6400, lse = 2048, partials = 1024 * 8;
+    const auto per_layer = [&](const Variant& v, Recompute recompute) {
+        return GpuTrainStep::activation_bytes_for(two, DType::bf16, 2, 128, v, recompute) -
+               GpuTrainStep::activation_bytes_for(one, DType::bf16, 2, 128, v, recompute);
+    };
+    struct Expected {
+        Recompute recompute;
+        std::int64_t rows_kept, bits_kept, change;
+    };
+    const Expected expected[] = {{Recompute::none, 12, bits, bits - 4 * row},
+                                 {Recompute::gelu, 12, bits, bits},
+                                 {Recompute::attention, 11, bits, bits},
+                                 {Recompute::mlp, 6, 0, 0},
+                                 {Recompute::block, 1, 0, 0}};
+    for (const bool flash : {false, true}) {
+        const Variant without = flash ? Variant{Fusion::flash_attention} : Variant{};
+        const Variant with = flash ? Variant{Fusion::flash_attention, Fusion::inplace_gelu} : Variant{Fusion::inplace_gelu};
+        for (const Expected& e : expected) {
+            INFO("flash " << flash << ", recompute " << enum_name(e.recompute));
+            const bool lse_kept = flash && e.recompute < Recompute::attention;
+            CHECK(per_layer(with, e.recompute) == e.rows_kept * row + e.bits_kept + partials + (lse_kept ? lse : 0));
+            CHECK(per_layer(with, e.recompute) - per_layer(without, e.recompute) == e.change);
+        }
     }
 }
 

@@ -756,6 +756,60 @@ TEST_CASE("a GPU training cell's estimate with inplace_ln drops the residual str
     }
 }
 
+TEST_CASE("a GPU training cell's estimate under inplace_gelu: the GELU's bits for its input, by hand", "[train][estimate]") {
+    // Model tiny (L = 2, C = 64), batch 2 × seq 9, bf16: a [B·T, C] buffer is 2304 bytes (9 · 256),
+    // the pre-activation and the GELU's output [B·T, 4C] 4 · 2304 each, the GELU's branch bits
+    // B·T·4C / 8 = 576 bytes, aligned to 768. Against the same cell without inplace_gelu: at none
+    // each layer keeps the bits instead of the pre-activation; at gelu and attention each layer
+    // keeps the bits and the GELU's output (it kept the pre-activation, 4C, either way) and the
+    // scratch loses its one recomputed output; at mlp and block the scratch holds the output and
+    // the bits instead of the pre-activation and the output. The same beside inplace_ln, which
+    // changes other activations.
+    const std::int64_t fc = 4 * 2304, bits = 768, layers = 2;
+    const std::pair<std::string, std::int64_t> change[] = {{"none", layers * (bits - fc)},
+                                                          {"gelu", layers * bits - fc},
+                                                          {"attention", layers * bits - fc},
+                                                          {"mlp", bits - fc},
+                                                          {"block", bits - fc}};
+    for (const std::string variant :
+         {"baseline", "flash_attention", "mlp_epilogue+flash_attention+proj_epilogue", "flash_attention+inplace_ln"}) {
+        for (const auto& [recompute, bytes] : change) {
+            INFO(variant << ", recompute " << recompute);
+            const std::string with = variant == "baseline" ? "inplace_gelu" : variant + "+inplace_gelu";
+            const auto estimate = [&](const std::string& v) {
+                return estimate_memory(train_cell("backend = \"device\"\ndtype = \"bf16\"\nvariant = \"" + v +
+                                                  "\"\nrecompute = \"" + recompute + "\""));
+            };
+            const MemoryEstimate e = estimate(with), e0 = estimate(variant);
+            CHECK(e.activations - e0.activations == bytes);
+            CHECK(e.device_total() - e0.device_total() == bytes);
+        }
+    }
+}
+
+TEST_CASE("inplace_gelu: a fusion of device training cells, refused for inference and on the host", "[train][axes]") {
+    const CellParams device = train_cell("backend = \"device\"\ndtype = \"bf16\"\nvariant = \"inplace_gelu\"");
+    CHECK(device.variant == Variant{Fusion::inplace_gelu});
+    CHECK(cell_impossible_reason(device).empty());
+    CellParams infer = device;
+    infer.mode = Mode::infer;
+    CHECK(cell_impossible_reason(infer) ==
+          "the inplace_gelu fusion of variant 'inplace_gelu' changes what a training step (mode = \"train\") keeps "
+          "for its backward: an inference forward keeps no activations for a backward");
+    CellParams host = device;
+    host.backend = BackendId::host;
+    host.dtype = DType::fp32;
+    CHECK(cell_impossible_reason(host) == "the host backend runs the baseline variant only (fusions are GPU kernels)");
+    // Without cuBLASLt's GELU epilogue mlp_epilogue needs no GELU buffer of a width that is a
+    // multiple of 8: 4 × 45 = 180 is not.
+    CellParams odd = train_cell("backend = \"device\"\ndtype = \"bf16\"\nvariant = \"mlp_epilogue\"");
+    odd.model.n_embd = 45;
+    odd.model.n_head = 3;
+    CHECK_THAT(cell_impossible_reason(odd), ContainsSubstring("must be a multiple of 8"));
+    odd.variant = Variant{Fusion::mlp_epilogue, Fusion::inplace_gelu};
+    CHECK(cell_impossible_reason(odd).empty());
+}
+
 TEST_CASE("sweetspot run trains on the host: checked, phases split, the loss falling", "[train][cli]") {
     test::TempDir dir;
     const std::string matrix = dir.file("train.toml"), db = dir.file("train.db");

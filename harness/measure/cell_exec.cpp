@@ -65,7 +65,8 @@ std::string training_impossible_reason(const CellParams& c) {
     if (!c.variant.within(kTrainingFusions))
         return "training runs the fusions " + kTrainingFusions.fusions_text() + " and none other yet; variant '" +
                c.variant.text() + "' has " + c.variant.fusions_text();
-    if (c.variant.has(Fusion::mlp_epilogue) && !gemm_aux_width_fits(4 * c.model.n_embd))
+    if (c.variant.has(Fusion::mlp_epilogue) && !c.variant.has(Fusion::inplace_gelu) &&
+        !gemm_aux_width_fits(4 * c.model.n_embd))
         return "training's mlp_epilogue keeps the GELU's input in a cuBLASLt buffer whose width (4 × n_embd = " +
                std::to_string(4 * c.model.n_embd) + " for model '" + c.model.name + "') must be a multiple of 8";
     if (c.activations != Activations::device) return "training keeps its activations in device memory (activations = \"device\")";

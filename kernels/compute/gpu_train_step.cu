@@ -7,7 +7,9 @@
 // forward is those functions in order). The variant's mlp_epilogue and proj_epilogue move biases,
 // the GELU, its backward and residual adds into the GEMMs' cuBLASLt epilogues; its inplace_ln
 // has the LayerNorms keep each row's rstd and their backwards read their outputs instead of their
-// inputs, so that the residual stream is kept only where a recomputation starts from it.
+// inputs, so that the residual stream is kept only where a recomputation starts from it; its
+// inplace_gelu runs the GELU in place over its input, keeping a branch bit per element, and the
+// GELU's backward from that output and the bits (gelu_from_output.hpp).
 #include "kernels/compute/gpu_train_step.hpp"
 
 #include <algorithm>
@@ -56,6 +58,8 @@ struct GpuTrainStep::Impl {
     // The MLP's biases, GELU (and its backward) and residual add in the GEMMs' epilogues.
     bool mlp_fused;
     bool inplace_ln;  // the LayerNorms' backwards from their outputs and kept rstd
+    // The GELU's output and branch bits kept for its backward instead of its input.
+    bool inplace_gelu;
     Recompute recompute;
     TrainArena plan;
     DeviceMemory arena;
@@ -176,6 +180,7 @@ GpuTrainStep::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_,
       flash(options_.variant.has(Fusion::flash_attention)),
       mlp_fused(options_.variant.has(Fusion::mlp_epilogue)),
       inplace_ln(options_.variant.has(Fusion::inplace_ln)),
+      inplace_gelu(options_.variant.has(Fusion::inplace_gelu)),
       recompute(options_.recompute),
       plan([&] {
           // Every argument is checked before the first CUDA call.
@@ -198,7 +203,8 @@ GpuTrainStep::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_,
                                           kTrainingFusions.fusions_text() + " only; variant '" +
                                           options_.variant.text() + "' has " + options_.variant.fusions_text() + ".");
           }
-          if (options_.variant.has(Fusion::mlp_epilogue) && !gemm_aux_width_fits(4 * model_.n_embd)) {
+          if (options_.variant.has(Fusion::mlp_epilogue) && !options_.variant.has(Fusion::inplace_gelu) &&
+              !gemm_aux_width_fits(4 * model_.n_embd)) {
               throw std::invalid_argument("GpuTrainStep: mlp_epilogue needs 4 × n_embd to be a multiple of 8 (cuBLASLt's "
                                           "GELU epilogue buffer); model '" + model_.name + "' has n_embd " +
                                           std::to_string(model_.n_embd) + ".");
@@ -304,11 +310,23 @@ void GpuTrainStep::Impl::mlp_input(int layer, const T* unit, const UnitLayout& u
     const int bt = static_cast<int>(rows()), c = model.n_embd;
     const std::size_t l = as_size(layer);
     T* const ln2 = at<T>(plan.ln2[l]);
-    T* const fc_pre = at<T>(plan.fc_pre[l]);
     T* const fc = at<T>(plan.fc[l]);
 
     if (with_layernorm)
         layernorm<T>(ln2, rstd(plan.ln2_rstd, layer), at<T>(plan.x_mid[l]), w(block_tensor::ln2_w), w(block_tensor::ln2_b));
+    if (inplace_gelu) {
+        // fc = ln2 · Wᵀ + b (under mlp_epilogue the bias in the GEMM's epilogue: its GELU epilogue
+        // would keep the input, not the bits), then the GELU in place over it, keeping the bits.
+        if (mlp_fused) {
+            gemm->linear_fused(fc, ln2, w(block_tensor::fc_w), w(block_tensor::fc_b), bt, c, 4 * c, Gemm::Epilogue::bias);
+        } else {
+            gemm->linear(fc, ln2, w(block_tensor::fc_w), bt, c, 4 * c);
+            gpu::launch_add_bias<T>(fc, w(block_tensor::fc_b), bt, 4 * c, stream);
+        }
+        gpu::launch_gelu_tanh_with_branch<T>(fc, at<std::uint8_t>(plan.gelu_branch[l]), rows() * 4 * c, stream);
+        return;
+    }
+    T* const fc_pre = at<T>(plan.fc_pre[l]);
     if (mlp_fused) {
         // fc = gelu(ln2 · Wᵀ + b) and its pre-activation fc_pre, both from the one GEMM's epilogue.
         gemm->linear_fused(fc, ln2, w(block_tensor::fc_w), w(block_tensor::fc_b), bt, c, 4 * c,
@@ -426,18 +444,26 @@ void GpuTrainStep::Impl::block_backward(int layer, const T* unit, T* grad, const
     T* const dln = at<T>(plan.dln);
     T* const dfc = at<T>(plan.dfc);
     T* const fc = at<T>(plan.fc[l]);
-    const T* fc_pre = at<T>(plan.fc_pre[l]);
+    // The GELU's input, where the variant keeps it.
+    const T* fc_pre = inplace_gelu ? nullptr : at<T>(plan.fc_pre[l]);
 
     // What the backward reads and the forward did not keep (recompute.hpp), computed again by the
     // forward's own functions from what it kept, into buffers no other layer's backward needs.
+    // Under inplace_gelu the GELU's output is kept below mlp.
     if (recompute == Recompute::block) attention_sublayer<T>(layer, unit, ul);
     else if (recompute >= Recompute::attention) core_attention<T>(layer);
     if (recompute >= Recompute::mlp) mlp_input<T>(layer, unit, ul, !keeps_ln2_output(recompute, inplace_ln));
-    else if (recompute >= Recompute::gelu) gpu::launch_gelu_tanh<T>(fc, fc_pre, rows() * 4 * c, stream);
+    else if (recompute >= Recompute::gelu && !inplace_gelu) gpu::launch_gelu_tanh<T>(fc, fc_pre, rows() * 4 * c, stream);
 
     // x_out = x_mid + dropout(mlp(ln_2(x_mid))).
     const T* dy = through_dropout<T>(Dropout::site_word(DropoutSite::mlp_residual, layer));
-    if (mlp_fused) {
+    if (inplace_gelu) {
+        // dfc = (dy · W) ⊙ gelu'(x), gelu' from the kept output and branch bits.
+        linear_backward<T>(dfc, g(block_tensor::fc_proj_w), g(block_tensor::fc_proj_b), dy, fc,
+                           w(block_tensor::fc_proj_w), 4 * c, c, mlp_fused);
+        gpu::launch_gelu_tanh_backward_from_output<T>(dfc, fc, at<std::uint8_t>(plan.gelu_branch[l]), rows() * 4 * c,
+                                                      stream);
+    } else if (mlp_fused) {
         // dfc = (dy · W) ⊙ gelu'(fc_pre) from the one GEMM's DGELU epilogue.
         linear_backward<T>(nullptr, g(block_tensor::fc_proj_w), g(block_tensor::fc_proj_b), dy, fc,
                            w(block_tensor::fc_proj_w), 4 * c, c, /*epilogue=*/true);

@@ -48,10 +48,13 @@ struct GpuTrainOptions {
     bool tf32 = false;  // fp32 GEMMs on TF32 tensor cores; off = true fp32
     // flash_attention: FlashAttention-2's forward (keeping each row's logsumexp) and backward;
     // otherwise the attention is materialised and its probabilities recomputed in the backward.
-    // inplace_ln: the LayerNorms keep each row's rstd and their backwards read their outputs, not
-    // the residual stream (recompute.hpp); after a backward that met a LayerNorm weight too
-    // small to divide by (layernorm_recovery.hpp), grad_norm and update throw, naming the
-    // LayerNorm, and no weight changes. The fusions outside kTrainingFusions are refused.
+    // mlp_epilogue and proj_epilogue: the biases, the GELU and its backward, residual adds in the
+    // GEMMs' epilogues. inplace_ln: the LayerNorms keep each row's rstd and their backwards read
+    // their outputs, not the residual stream (recompute.hpp); after a backward that met a
+    // LayerNorm weight too small to divide by (layernorm_recovery.hpp), grad_norm and update
+    // throw, naming the LayerNorm, and no weight changes. inplace_gelu: the GELU's output and a
+    // branch bit per element kept for its backward, not its input (gelu_from_output.hpp). The
+    // fusions outside kTrainingFusions are refused.
     Variant variant;
     Dropout dropout;  // GPT-2's dropouts, the masks of every other path (dropout.hpp)
     // Which activations the backward computes again rather than the forward keeping them

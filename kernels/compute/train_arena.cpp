@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/compute/gelu_from_output.hpp"
 #include "kernels/compute/train_scratch.hpp"
 
 namespace sweetspot {
@@ -9,6 +10,7 @@ namespace sweetspot {
 TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, const Variant& variant,
                        Recompute recompute) {
     const bool flash = variant.has(Fusion::flash_attention), inplace_ln = variant.has(Fusion::inplace_ln);
+    const bool inplace_gelu = variant.has(Fusion::inplace_gelu);
     const std::int64_t bt = static_cast<std::int64_t>(batch) * seq, c = m.n_embd, e = static_cast<std::int64_t>(dtype_size(dtype));
     const auto take = [&](std::int64_t bytes) {
         const std::int64_t at = total;
@@ -26,6 +28,10 @@ TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, co
     const auto kept_below = [&](Recompute first) { return recompute < first; };
     const std::int64_t lse_bytes = flash ? static_cast<std::int64_t>(batch) * m.n_head * seq * 4 : 0;
     const std::int64_t rstd_bytes = inplace_ln ? bt * 4 : 0;
+    // Under inplace_gelu the GELU's backward reads its output and bits: nothing below mlp, which
+    // runs the MLP's input again, recomputes them.
+    const std::int64_t fc_pre_bytes = inplace_gelu ? 0 : bt * 4 * c * e;
+    const std::int64_t branch_bytes = inplace_gelu ? gelu_output::branch_bytes(bt * 4 * c) : 0;
     const Activation activations[] = {
         {&ln1, bt * c * e, kept_below(Recompute::block)},
         {&ln1_rstd, rstd_bytes, kept_below(Recompute::block)},
@@ -35,8 +41,9 @@ TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, co
         {&x_mid, bt * c * e, !inplace_ln && kept_below(Recompute::block)},
         {&ln2, bt * c * e, keeps_ln2_output(recompute, inplace_ln)},
         {&ln2_rstd, rstd_bytes, kept_below(Recompute::block)},
-        {&fc_pre, bt * 4 * c * e, kept_below(Recompute::mlp)},
-        {&fc, bt * 4 * c * e, kept_below(Recompute::gelu)},
+        {&fc_pre, fc_pre_bytes, kept_below(Recompute::mlp)},
+        {&fc, bt * 4 * c * e, kept_below(inplace_gelu ? Recompute::mlp : Recompute::gelu)},
+        {&gelu_branch, branch_bytes, kept_below(Recompute::mlp)},
     };
     for (int l = 0; l < m.n_layer; ++l)
         for (const Activation& a : activations)

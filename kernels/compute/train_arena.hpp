@@ -28,10 +28,12 @@ struct TrainArena {
     // Each block's activations, one entry per layer, each [B·T, width] in the dtype: ln1 (C), qkv
     // (3C), att (C), x_mid (C, the residual stream between the sub-layers), ln2 (C), fc_pre (4C),
     // fc (4C, the GELU's output); with flash attention each row's logsumexp lse (fp32 [B, H, T]);
-    // with inplace_ln ln_1's and ln_2's rstd (fp32 [B·T]). What `recompute` keeps has a buffer
-    // per layer; what it recomputes, or inplace_ln does not keep, has one buffer in the scratch,
-    // which every layer's entry names (recompute.hpp).
-    std::vector<std::int64_t> ln1, ln1_rstd, qkv, att, lse, x_mid, ln2, ln2_rstd, fc_pre, fc;
+    // with inplace_ln ln_1's and ln_2's rstd (fp32 [B·T]); with inplace_gelu, instead of fc_pre
+    // (empty then), the GELU's branch bits gelu_branch (gelu_output::branch_bytes(B·T·4C) bytes,
+    // gelu_from_output.hpp), which with fc is what the GELU's backward reads. What `recompute`
+    // keeps has a buffer per layer; what it recomputes, or inplace_ln does not keep, has one buffer
+    // in the scratch, which every layer's entry names (recompute.hpp).
+    std::vector<std::int64_t> ln1, ln1_rstd, qkv, att, lse, x_mid, ln2, ln2_rstd, fc_pre, fc, gelu_branch;
     // L + 1 entries [B·T, C]: the embedding's output, then each block's output (the next one's
     // input). Without inplace_ln each has a buffer; with it those the backward reads (each
     // block's input under block) have one, the others one buffer in the scratch.
@@ -54,7 +56,8 @@ struct TrainArena {
     // (gpu::launch_layernorm_backward_from_output).
     std::int64_t unrecoverable = 0;
 
-    // The variant's flash_attention and inplace_ln decide what is kept; its other fusions do not.
+    // The variant's flash_attention, inplace_ln and inplace_gelu decide what is kept; its other
+    // fusions do not.
     TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, const Variant& variant, Recompute recompute);
 };
 

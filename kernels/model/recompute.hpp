@@ -36,6 +36,20 @@
 // The stream the backward does not read (x_mid; each block's output but where block keeps it as
 // the next one's input) is one scratch buffer each, shared by every layer: a block writes its
 // output when its input is dead. ln_f keeps its rstd and not its input, the last block's output.
+//
+// With the inplace_gelu variant the forward keeps the GELU's output and one bit per element
+// (gelu_from_output.hpp), C/2 bytes a row, in place of the pre-activation and the output; its
+// backward reads those two, so gelu and attention have nothing to recompute for the GELU:
+//   none, gelu 12C and the bits (gelu keeps what none keeps);
+//   attention  11C and the bits;
+//   mlp        6C: ln_2, the first GEMM and the GELU run again from x_mid into the scratch, the
+//              output and the bits with them;
+//   block      1C.
+// And every setting takes the GELU's output from the same kernel, under mlp_epilogue too (whose
+// first GEMM then adds the bias only).
+// The two compose: with both, a setting keeps inplace_ln's residual stream and rstd, and
+// inplace_gelu's output and bits for the GELU's (mlp then runs the first GEMM and the in-place
+// GELU again from ln_2's kept output).
 #include <array>
 
 #include "kernels/model/named_enum.hpp"

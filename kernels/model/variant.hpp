@@ -1,7 +1,9 @@
 #pragma once
 // Which fused form of the transformer block a cell computes. Every variant computes the same
 // function as `baseline` (one kernel per operation); a variant is a set of fusions, each of which
-// makes neighbouring operations one kernel. Presets name the sets the layer-fusion study measured.
+// makes neighbouring operations one kernel or, for a training step, keeps other activations for
+// the backward than `baseline` does (Tempo's rewrites). Presets name the sets the layer-fusion
+// study measured.
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -19,16 +21,18 @@ enum class Fusion : std::uint8_t {
     flash_attention,  // QKᵀ, mask, online softmax and ·V in one kernel, no [seq, seq] buffer
     proj_epilogue,    // the attention's QKV and output projections' biases, the output's residual add, in epilogues
     inplace_ln,       // training: the LayerNorms' backwards from their outputs, not the residual stream (Tempo)
+    inplace_gelu,     // training: the GELU's output and a branch bit per element kept, not its input (Tempo)
 };
 
 template <>
 struct EnumNames<Fusion> {
-    static constexpr std::array<EnumName<Fusion>, 6> list = {{{Fusion::residual_ln, "residual_ln"},
+    static constexpr std::array<EnumName<Fusion>, 7> list = {{{Fusion::residual_ln, "residual_ln"},
                                                              {Fusion::softmax, "softmax"},
                                                              {Fusion::mlp_epilogue, "mlp_epilogue"},
                                                              {Fusion::flash_attention, "flash_attention"},
                                                              {Fusion::proj_epilogue, "proj_epilogue"},
-                                                             {Fusion::inplace_ln, "inplace_ln"}}};
+                                                             {Fusion::inplace_ln, "inplace_ln"},
+                                                             {Fusion::inplace_gelu, "inplace_gelu"}}};
 };
 
 class Variant {
@@ -62,7 +66,8 @@ struct VariantPreset {
     Variant variant;
 };
 
-// The presets, in the order the docs list them: baseline, dropout_ln, attn_ln, ffn_ln, attn_proj, all.
+// The presets, in the order the docs list them: baseline, dropout_ln, attn_ln, ffn_ln, attn_proj,
+// all (every fusion of the inference forward).
 inline constexpr std::array<VariantPreset, 6> kVariantPresets = {{
     {"baseline", {}},
     {"dropout_ln", {Fusion::residual_ln}},
@@ -74,9 +79,9 @@ inline constexpr std::array<VariantPreset, 6> kVariantPresets = {{
 
 // The fusions the GPU training step has forward and backward kernels for (gpu_train_step.cu).
 inline constexpr Variant kTrainingFusions{Fusion::flash_attention, Fusion::mlp_epilogue, Fusion::proj_epilogue,
-                                          Fusion::inplace_ln};
+                                          Fusion::inplace_ln, Fusion::inplace_gelu};
 // The fusions that change only what a training step keeps for its backward: an inference forward
 // computes nothing differently with them.
-inline constexpr Variant kTrainingOnlyFusions{Fusion::inplace_ln};
+inline constexpr Variant kTrainingOnlyFusions{Fusion::inplace_ln, Fusion::inplace_gelu};
 
 }  // namespace sweetspot
