@@ -426,9 +426,7 @@ void check_inplace_ln(const Case& without, const Variant& with) {
 // 0.02·√C ≲ 0.3, seldom reach it): one rounding of dfc, as check_close_step says.
 void check_inplace_gelu(const Case& without) {
     Case c = without;
-    c.variant = Variant::parse(without.variant.is_baseline() ? "inplace_gelu"
-                                                             : without.variant.fusions_text() + "+inplace_gelu")
-                    .value();
+    c.variant = without.variant.with(Fusion::inplace_gelu);
     INFO(c.name());
     const WeightLayout layout = WeightLayout::for_model(c.model);
     const auto units = rounded_units(c.model, layout, c.dtype);
@@ -502,6 +500,31 @@ void check_host_optimizer(const Case& device) {
     const double update = check_update(host, layout, units, settings, got);
     std::printf("gpu_train optimizer host %-70s update %.3g against float64, master %s the device's\n",
                 device.name().c_str(), update, got.master == want.master ? "bit for bit" : "within a rounding of");
+}
+
+// f(case) for each odd shape of the training tests (head dimensions 25 and 80, seq 1, 33 and 90,
+// dropout 0 and 0.1) in fp32 and bf16, each of `variants` and each of `settings`; an exception
+// fails its case and the others go on.
+template <class F>
+void for_each_odd_case(std::initializer_list<Variant> variants, std::initializer_list<Recompute> settings, const F& f) {
+    for (const ModelConfig& model : {head25_model(), head80_model()}) {
+        for (const int seq : {1, 33, 90}) {
+            for (const float p : {0.0f, 0.1f}) {
+                for (const DType dtype : {DType::fp32, DType::bf16}) {
+                    for (const Variant& variant : variants) {
+                        for (const Recompute recompute : settings) {
+                            const Case c{model, 2, seq, dtype, variant, p, recompute};
+                            try {
+                                f(c);
+                            } catch (const std::exception& e) {
+                                FAIL_CHECK(c.name() << ": " << e.what());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 }  // namespace
@@ -703,60 +726,21 @@ TEST_CASE("every recompute setting's first step equals gelu's: bit for bit where
 
 TEST_CASE("inplace_ln's first step equals the same cell's without it, at every recompute setting", "[gpu]") {
     require_gpu();
-    for (const ModelConfig& model : {head25_model(), head80_model()}) {
-        for (const int seq : {1, 33, 90}) {
-            for (const float p : {0.0f, 0.1f}) {
-                for (const DType dtype : {DType::fp32, DType::bf16}) {
-                    const Variant epilogues{Fusion::flash_attention, Fusion::mlp_epilogue, Fusion::proj_epilogue};
-                    for (const auto& [without, with] :
-                         {std::pair{Variant{}, Variant{Fusion::inplace_ln}},
-                          std::pair{epilogues, Variant{Fusion::flash_attention, Fusion::mlp_epilogue,
-                                                       Fusion::proj_epilogue, Fusion::inplace_ln}}}) {
-                        for (const Recompute recompute : {Recompute::none, Recompute::gelu, Recompute::attention,
-                                                          Recompute::mlp, Recompute::block}) {
-                            const Case c{model, 2, seq, dtype, without, p, recompute};
-                            try {
-                                check_inplace_ln(c, with);
-                            } catch (const std::exception& e) {
-                                FAIL_CHECK(c.name() << ": " << e.what());
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
+    const Variant epilogues{Fusion::flash_attention, Fusion::mlp_epilogue, Fusion::proj_epilogue};
+    for_each_odd_case({Variant{}, epilogues},
+                      {Recompute::none, Recompute::gelu, Recompute::attention, Recompute::mlp, Recompute::block},
+                      [](const Case& c) { check_inplace_ln(c, c.variant.with(Fusion::inplace_ln)); });
 }
 
 TEST_CASE("inplace_gelu's first step equals the same cell's without it, at every recompute setting", "[gpu]") {
     require_gpu();
-    for (const ModelConfig& model : {head25_model(), head80_model()}) {
-        for (const int seq : {1, 33, 90}) {
-            for (const float p : {0.0f, 0.1f}) {
-                for (const DType dtype : {DType::fp32, DType::bf16}) {
-                    // Without and with mlp_epilogue (whose GELU epilogue inplace_gelu replaces),
-                    // with the other training fusions, and beside inplace_ln.
-                    const Variant epilogues{Fusion::flash_attention, Fusion::mlp_epilogue, Fusion::proj_epilogue};
-                    for (const Variant variant :
-                         {Variant{}, Variant{Fusion::mlp_epilogue, Fusion::proj_epilogue}, epilogues,
-                          Variant{Fusion::flash_attention, Fusion::mlp_epilogue, Fusion::proj_epilogue,
-                                  Fusion::inplace_ln}}) {
-                        // none and gelu keep the same under inplace_gelu, attention too for the
-                        // GELU; mlp and block recompute its output and bits.
-                        for (const Recompute recompute : {Recompute::gelu, Recompute::attention, Recompute::mlp,
-                                                          Recompute::block}) {
-                            const Case c{model, 2, seq, dtype, variant, p, recompute};
-                            try {
-                                check_inplace_gelu(c);
-                            } catch (const std::exception& e) {
-                                FAIL_CHECK(c.name() << ": " << e.what());
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
+    // Without and with mlp_epilogue (whose GELU epilogue inplace_gelu replaces), with the other
+    // training fusions, and beside inplace_ln. none and gelu keep the same under inplace_gelu,
+    // attention too for the GELU; mlp and block recompute its output and bits.
+    const Variant epilogues{Fusion::flash_attention, Fusion::mlp_epilogue, Fusion::proj_epilogue};
+    for_each_odd_case({Variant{}, Variant{Fusion::mlp_epilogue, Fusion::proj_epilogue}, epilogues,
+                       epilogues.with(Fusion::inplace_ln)},
+                      {Recompute::gelu, Recompute::attention, Recompute::mlp, Recompute::block}, check_inplace_gelu);
 }
 
 TEST_CASE("inplace_ln refuses to update on a LayerNorm weight too small to divide by, naming the LayerNorm", "[gpu]") {

@@ -789,7 +789,7 @@ TEST_CASE("a GPU training cell's estimate under inplace_gelu: the GELU's bits fo
 
 TEST_CASE("inplace_gelu: a fusion of device training cells, refused for inference and on the host", "[train][axes]") {
     const CellParams device = train_cell("backend = \"device\"\ndtype = \"bf16\"\nvariant = \"inplace_gelu\"");
-    CHECK(device.variant == Variant{Fusion::inplace_gelu});
+    CHECK(device.variant == Variant{}.with(Fusion::inplace_gelu));
     CHECK(cell_impossible_reason(device).empty());
     CellParams infer = device;
     infer.mode = Mode::infer;

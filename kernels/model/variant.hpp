@@ -46,6 +46,12 @@ public:
     constexpr bool is_baseline() const { return bits_ == 0; }
     // Whether every fusion of this set is also in `allowed`.
     constexpr bool within(const Variant& allowed) const { return (bits_ & ~allowed.bits_) == 0; }
+    // This set and `f`.
+    constexpr Variant with(Fusion f) const {
+        Variant v = *this;
+        v.bits_ |= bit(f);
+        return v;
+    }
     constexpr bool operator==(const Variant&) const = default;
 
     // The preset's name when the set is a preset ("attn_ln"), else the fusions joined by '+' in
