@@ -760,3 +760,27 @@ TEST_CASE("a sweep that sets a placement axis none of its backends uses is refus
     CHECK(parse("[[sweep]]\nbackend = \"device\"\nevict = \"migrate\"\n").cells.size() == 1);
     CHECK(parse_matrix("[[sweep]]\nbackend = \"device\"\n", "inline.toml", {"evict=read-mostly"}).cells.size() == 1);
 }
+
+TEST_CASE("a variant is the union of the fusions and presets it joins, each fusion named once", "[matrix][variant]") {
+    const auto variant_of = [](const std::string& text) {
+        return parse("[defaults]\nvariant = \"" + text + "\"\n").cells.at(0).variant;
+    };
+    const Variant tempo{Fusion::inplace_ln, Fusion::inplace_gelu};
+    CHECK(variant_of("tempo") == tempo);
+    CHECK(variant_of("inplace_gelu+inplace_ln") == tempo);
+    CHECK(variant_of("inplace_gelu+inplace_ln").text() == "tempo");  // a preset's set takes its name
+    const Variant fast_tempo{Fusion::flash_attention, Fusion::mlp_epilogue, Fusion::proj_epilogue, Fusion::inplace_ln,
+                             Fusion::inplace_gelu};
+    CHECK(variant_of("flash_attention+tempo+mlp_epilogue+proj_epilogue") == fast_tempo);
+    // Not a preset: the fusions in the order Fusion declares them.
+    CHECK(fast_tempo.text() == "mlp_epilogue+flash_attention+proj_epilogue+inplace_ln+inplace_gelu");
+    CHECK(variant_of("attn_proj+tempo") == Variant{Fusion::flash_attention, Fusion::proj_epilogue, Fusion::inplace_ln,
+                                                   Fusion::inplace_gelu});
+    // A fusion twice, directly or through a preset; baseline inside a sum; an empty part.
+    for (const char* bad : {"tempo+inplace_gelu", "inplace_ln+inplace_ln", "attn_proj+flash_attention",
+                            "baseline+flash_attention", "flash_attention+baseline", "tempo+", "+tempo", "tempo++softmax"}) {
+        INFO(bad);
+        CHECK_THROWS_WITH(variant_of(bad), ContainsSubstring("fusions and presets joined by '+', each fusion once"));
+    }
+    CHECK(variant_of("baseline").is_baseline());
+}

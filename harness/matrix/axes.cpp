@@ -141,13 +141,14 @@ Axis budget_axis() {
     return a;
 }
 
-// A preset or fusions joined by '+'; list shows what a preset stands for.
+// A preset, or fusions and presets joined by '+' (their union); list shows what a preset stands for.
 Axis variant_axis() {
     Axis a = axis_named("variant", Axis::Written::choice, Axis::Column::text);
     for (const auto& preset : kVariantPresets) a.choices.emplace_back(preset.name);
     std::string fusions;
     for (const std::string& f : enum_names<Fusion>()) fusions += (fusions.empty() ? "" : ", ") + f;
-    a.expects = "a preset (" + comma_list(a.choices) + ") or fusions joined by '+' (" + fusions + ")";
+    a.expects = "a preset (" + comma_list(a.choices) + "), or fusions and presets joined by '+', each fusion once (" +
+                fusions + ")";
     a.normalize = [](std::string_view text) -> std::optional<std::string> {
         const auto v = Variant::parse(text);
         if (!v) return std::nullopt;

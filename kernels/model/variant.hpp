@@ -59,7 +59,9 @@ public:
     std::string text() const;
     // The fusions joined by '+' ("residual_ln+softmax"), or "none" for baseline.
     std::string fusions_text() const;
-    // A preset name, or fusion names joined by '+' in any order; nothing for anything else.
+    // Fusion and preset names joined by '+' in any order, the set being their union ("tempo" alone,
+    // "flash_attention+tempo"); nothing for an unknown name, an empty part, or a fusion named twice
+    // (directly or through a preset).
     static std::optional<Variant> parse(std::string_view text);
 
 private:
@@ -73,14 +75,16 @@ struct VariantPreset {
 };
 
 // The presets, in the order the docs list them: baseline, dropout_ln, attn_ln, ffn_ln, attn_proj,
-// all (every fusion of the inference forward).
-inline constexpr std::array<VariantPreset, 6> kVariantPresets = {{
+// all (every fusion of the inference forward), tempo (Tempo's rewrites of what training keeps; its
+// third, regenerating dropout masks in the backward, is what every variant does: dropout.hpp).
+inline constexpr std::array<VariantPreset, 7> kVariantPresets = {{
     {"baseline", {}},
     {"dropout_ln", {Fusion::residual_ln}},
     {"attn_ln", {Fusion::residual_ln, Fusion::softmax}},
     {"ffn_ln", {Fusion::residual_ln, Fusion::mlp_epilogue}},
     {"attn_proj", {Fusion::flash_attention, Fusion::proj_epilogue}},
     {"all", {Fusion::residual_ln, Fusion::softmax, Fusion::mlp_epilogue, Fusion::flash_attention, Fusion::proj_epilogue}},
+    {"tempo", {Fusion::inplace_ln, Fusion::inplace_gelu}},
 }};
 
 // The fusions the GPU training step has forward and backward kernels for (gpu_train_step.cu).
