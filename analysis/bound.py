@@ -1,6 +1,6 @@
 """The bounds of a cell, shared by the report and scripts/bench/backends_table.py.
 
-    bound        = max(link time, `device` latency of the same workload)
+    bound        = max(link time, `device` latency of the same workload, host update time)
     link time    = max((streamed_bytes + link_to_device_bytes) / measured pinned H2D bandwidth,
                        link_to_host_bytes / measured pinned D2H bandwidth)
     driver bound = max(brought-in bytes / the run's ceiling for the operation that brings them in,
@@ -11,9 +11,12 @@ streamed_bytes are the weights the backend could not keep resident under the cel
 training step whose AdamW runs on the host (optimizer = host) also moves every unit's gradient to
 the host and its new weights back (link_to_host_bytes, link_to_device_bytes; the link is full
 duplex, so the two directions overlap). The fastest `device` cell of the same workload with its
-optimizer on the device is the in-memory speed reference. Either term of the bound may be missing
-(no link probe, no `device` cell); the bound is then the other one, or None. Not a term yet: the
-host optimizer's time at the host's memory bandwidth (issue 32), which the probe does not measure.
+optimizer on the device is the in-memory speed reference. Such a step's update streams, per
+parameter, the fp32 master weights, m and v in and out, the gradient in and the new weights out
+(kernels/compute/host_adamw.hpp): the host update time is those bytes at the host's memory
+bandwidth the run measured (runs.host_memory_gbps, STREAM's triad). Any term of the bound may be
+missing (no link probe, no `device` cell, no host measurement); the bound is then the largest of the
+others, or None.
 
 A bound is a floor: no cell may run faster than it. faster_than() names the bounds a cell beats
 (latency ÷ bound below 1); the report and backends_table.py flag them.
@@ -92,9 +95,30 @@ def link_ms(cell):
     return max(times) if times else None
 
 
+# Bytes of one parameter in each dtype.
+DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+
+
+def host_update_bytes(cell):
+    """Bytes an update on the host's cores streams for the cell's parameters: master, m and v read and
+    written in fp32, the gradient read and the weights written in the dtype. None for a cell whose
+    optimizer is not on the host, or without its parameter count."""
+    params = field(cell, "n_params")
+    if field(cell, "optimizer") != "host" or not params:
+        return None
+    return params * (6 * 4 + 2 * DTYPE_BYTES[cell["dtype"]])
+
+
+def host_update_ms(cell):
+    """Time of the cell's host update at the run's measured host memory bandwidth (ms), or None."""
+    update, gbps = host_update_bytes(cell), field(cell, "host_memory_gbps")
+    return update / (gbps * 1e6) if update and gbps else None
+
+
 def bound_ms(cell, device_ms, columns):
-    """The cell's bound (ms), or None when neither term is known."""
-    parts = [v for v in (link_ms(cell), present(device_ms.get(workload(cell, columns)))) if v is not None]
+    """The cell's bound (ms), or None when no term is known."""
+    parts = [v for v in (link_ms(cell), present(device_ms.get(workload(cell, columns))), host_update_ms(cell))
+             if v is not None]
     return max(parts) if parts else None
 
 

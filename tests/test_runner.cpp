@@ -22,8 +22,10 @@
 #include "harness/matrix/matrix.hpp"
 #include "harness/runner/cell_sharing.hpp"
 #include "harness/runner/progress.hpp"
+#include "harness/runner/run_metadata.hpp"
 #include "harness/store/sqlite.hpp"
 #include "harness/store/store.hpp"
+#include "harness/system/memory_bandwidth.hpp"
 #include "test_support.hpp"
 
 using namespace sweetspot;
@@ -877,4 +879,43 @@ TEST_CASE("submit's batch script as Slurm runs it: shards copied back, stopped a
     CHECK_THAT(again.output, Catch::Matchers::ContainsSubstring("2 already done"));
     CHECK(scalar(final_db, "SELECT count(*) FROM cells") == 3);
     CHECK(scalar(final_db, "SELECT count(*) FROM cells WHERE status = 'timeout'") == 1);
+}
+
+TEST_CASE("the host's memory bandwidth: a triad over every core, measured for the cells whose update it bounds",
+          "[runner][bandwidth]") {
+    const TriadBandwidth small = measure_host_memory_bandwidth(std::int64_t{1} << 20, 3);
+    CHECK(small.bytes == 3 * (std::int64_t{1} << 20) * 4);  // two arrays read, one written, 4 bytes a float
+    CHECK(small.passes == 3);
+    CHECK(small.gbps > 0);
+    CHECK_THROWS_AS(measure_host_memory_bandwidth(0, 1), std::invalid_argument);
+    CHECK_THROWS_AS(measure_host_memory_bandwidth(1, 0), std::invalid_argument);
+
+    // Measured where a GPU training cell updates on the host, and said; not for any other matrix.
+    const auto matrix_of = [](const std::string& defaults) {
+        return parse_matrix("[defaults]\n" + defaults + "\n[[sweep]]\n", "inline.toml");
+    };
+    std::ostringstream said;
+    const auto measured = host_memory_for_sweep(
+        matrix_of("model = \"tiny\"\nbackend = \"device\"\nmode = \"train\"\noptimizer = \"host\""), said);
+    REQUIRE(measured);
+    CHECK(*measured > 0);
+    CHECK_THAT(said.str(), Catch::Matchers::StartsWith("sweetspot: host memory "));
+    CHECK_THAT(said.str(), Catch::Matchers::ContainsSubstring("STREAM triad over 3 × 256.0 MiB, median of 5 passes"));
+    for (const char* other : {"model = \"tiny\"\nbackend = \"device\"\nmode = \"train\"",
+                              "model = \"tiny\"\nbackend = \"host\"\nmode = \"train\"",
+                              "model = \"tiny\"\nbackend = \"device\""}) {
+        INFO(other);
+        std::ostringstream quiet;
+        CHECK_FALSE(host_memory_for_sweep(matrix_of(other), quiet));
+        CHECK(quiet.str().empty());
+    }
+
+    // Stored with the run.
+    test::TempDir tmp;
+    auto store = Store::open(tmp.file("r.db"), Store::Access::exclusive);
+    RunInfo info;
+    info.started_at = "2026-11-26T10:00:00Z";
+    info.host_memory_gbps = 12.5;
+    store.begin_run(info);
+    CHECK(scalar_text(tmp.file("r.db"), "SELECT host_memory_gbps FROM runs") == "12.5");
 }

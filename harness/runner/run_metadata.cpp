@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "harness/measure/cell_exec.hpp"
+#include "harness/system/memory_bandwidth.hpp"
 #include "kernels/model/number_text.hpp"
 
 namespace sweetspot {
@@ -26,8 +27,22 @@ GpuFacts probe_for_sweep(const Matrix& matrix, std::ostream& out) {
     return gpu;
 }
 
-RunInfo run_info(const Matrix& matrix, const RunOptions& options, const GpuFacts& gpu) {
+std::optional<double> host_memory_for_sweep(const Matrix& matrix, std::ostream& out) {
+    const auto updates_on_host = [](const CellParams& c) {
+        return c.mode == Mode::train && c.optimizer == StateHome::host && uses_gpu(c);
+    };
+    if (std::none_of(matrix.cells.begin(), matrix.cells.end(), updates_on_host)) return std::nullopt;
+    const TriadBandwidth triad = measure_host_memory_bandwidth();
+    out << "sweetspot: host memory " << fixed(triad.gbps, 1) << " GB/s (STREAM triad over 3 × "
+        << human_bytes(static_cast<double>(triad.bytes / 3)) << ", median of " << triad.passes
+        << " passes): the bound of the cells whose optimizer runs on the host\n";
+    return triad.gbps;
+}
+
+RunInfo run_info(const Matrix& matrix, const RunOptions& options, const GpuFacts& gpu,
+                 std::optional<double> host_memory_gbps) {
     RunInfo info = host_run_info();
+    info.host_memory_gbps = host_memory_gbps;
     info.gpu_name = gpu.name;
     info.gpu_driver = gpu.driver;
     info.cuda_runtime = gpu.runtime;

@@ -304,7 +304,9 @@ RunTotals run_matrix(const Matrix& matrix, const RunOptions& options, std::ostre
     auto store = Store::open(options.db_path, Store::Access::exclusive);
     remove_abandoned_scratch_dirs();
     const GpuFacts gpu = probe_for_sweep(matrix, out);
-    const std::int64_t run_id = store.begin_run(run_info(matrix, options, gpu));
+    // Without a GPU the cells it would bound are skipped: no time spent measuring it.
+    const auto host_memory = gpu.h2d_gbps ? host_memory_for_sweep(matrix, out) : std::nullopt;
+    const std::int64_t run_id = store.begin_run(run_info(matrix, options, gpu, host_memory));
 
     const std::vector<std::string> gpus = options.gpus ? *options.gpus : default_gpus(gpu);
     if (gpus.size() > 1)

@@ -34,6 +34,7 @@ constexpr RunColumn kLaterRunColumns[] = {
     {"pageable_memory_access_uses_host_page_tables", SqlType::integer, 4},
     {"direct_managed_mem_access_from_host", SqlType::integer, 4},
     {"stop_reason", SqlType::text, 11},
+    {"host_memory_gbps", SqlType::real, 22},
 };
 
 // The columns of `cells` that are neither axes nor measures: its identity and outcome.
@@ -194,6 +195,7 @@ const std::vector<SchemaStep>& schema_steps() {
         {19, "the recompute axis", nullptr, ""},
         {20, "the optimizer axis", nullptr, ""},
         {21, "the bytes a training step's update moves across the link each way", nullptr, ""},
+        {22, "the host's memory bandwidth, where an update runs on the host's cores", nullptr, ""},
     };
     return steps;
 }

@@ -177,6 +177,7 @@ std::int64_t Store::begin_run(const RunInfo& r) {
         {"pageable_memory_access", sql(r.managed.pageable_memory_access)},
         {"pageable_memory_access_uses_host_page_tables", sql(r.managed.pageable_memory_access_uses_host_page_tables)},
         {"direct_managed_mem_access_from_host", sql(r.managed.direct_managed_mem_access_from_host)},
+        {"host_memory_gbps", sql(r.host_memory_gbps)},
     });
     const std::int64_t run_id = db_.last_insert_rowid();
     for (const ManagedRate& m : r.managed_rates) {

@@ -47,6 +47,9 @@ struct RunInfo {
     std::optional<std::int64_t> gpu_memory_bytes;
     // Pinned host<->device bandwidth measured at the start of the run (GB/s, 1e9 bytes).
     std::optional<double> h2d_gbps, d2h_gbps;
+    // The host's memory bandwidth (STREAM's triad, GB/s), measured where a cell updates on the
+    // host's cores (optimizer = "host"): its bound's host term.
+    std::optional<double> host_memory_gbps;
     ManagedAbilities managed;
     std::vector<ManagedRate> managed_rates;
 };
