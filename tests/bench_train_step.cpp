@@ -4,11 +4,13 @@
 // scales to the whole model) at each batch given. Medians of the timed steps after warm-up steps,
 // CUDA events around each phase (the update's one host synchronization included); each recompute
 // setting given (recompute.hpp) at each batch, so that its cost in time and its saving in
-// activation bytes read side by side; and each optimizer placement given (`host`: AdamW on the
-// host's cores, each unit's gradient down and new weights up, whose bytes it prints).
+// activation bytes read side by side; each variant given (Tempo's inplace_ln, inplace_gelu beside
+// the same fusions without them); and each optimizer placement given (`host`: AdamW on the host's
+// cores, each unit's gradient down and new weights up, whose bytes it prints).
 //   bench_train_step --model gpt2_small --batch 4 --batch 8 --seq 1024 --variant flash_attention
 //   bench_train_step --model gpt2_1.5b --batch 8 --recompute none --recompute gelu --recompute block
 //   bench_train_step --model gpt2_1.5b --batch 8 --optimizer device --optimizer host
+//   bench_train_step --model gpt2_1.5b --batch 16 --variant flash_attention --variant flash_attention+tempo
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -103,7 +105,8 @@ int main(int argc, char** argv) {
         "batch", po::value<std::vector<int>>()->default_value({4}, "4"), "batch (repeatable)")(
         "seq", po::value<int>()->default_value(1024), "sequence length")(
         "dtype", po::value<std::string>()->default_value("bf16"), "fp32, fp16 or bf16")(
-        "variant", po::value<std::string>()->default_value("flash_attention"), "baseline or a variant with flash_attention")(
+        "variant", po::value<std::vector<std::string>>()->default_value({"flash_attention"}, "flash_attention"),
+        "a variant the training step takes (repeatable)")(
         "recompute", po::value<std::vector<std::string>>()->default_value({"gelu"}, "gelu"),
         "none, gelu, attention, mlp or block (repeatable)")(
         "optimizer", po::value<std::vector<std::string>>()->default_value({"device"}, "device"),
@@ -124,7 +127,15 @@ int main(int argc, char** argv) {
     }
     auto model = find_builtin_model(args["model"].as<std::string>());
     const auto dtype = parse_enum<DType>(args["dtype"].as<std::string>());
-    const auto variant = Variant::parse(args["variant"].as<std::string>());
+    std::vector<Variant> variants;
+    for (const std::string& name : args["variant"].as<std::vector<std::string>>()) {
+        const auto v = Variant::parse(name);
+        if (!v) {
+            std::fprintf(stderr, "bench_train_step: unknown variant '%s'\n", name.c_str());
+            return 2;
+        }
+        variants.push_back(*v);
+    }
     std::vector<Recompute> recomputes;
     for (const std::string& name : args["recompute"].as<std::vector<std::string>>()) {
         const auto r = parse_enum<Recompute>(name);
@@ -144,17 +155,18 @@ int main(int argc, char** argv) {
         }
         optimizers.push_back(*o);
     }
-    if (!model || !dtype || !variant || args["steps"].as<int>() < 1) {
-        std::fprintf(stderr, "bench_train_step: unknown model, dtype or variant, or no timed steps\n");
+    if (!model || !dtype || args["steps"].as<int>() < 1) {
+        std::fprintf(stderr, "bench_train_step: unknown model or dtype, or no timed steps\n");
         return 2;
     }
     if (const int layers = args["layers"].as<int>(); layers > 0) model->n_layer = layers;
     try {
         for (const int batch : args["batch"].as<std::vector<int>>())
-            for (const Recompute recompute : recomputes)
-                for (const StateHome optimizer : optimizers)
-                    bench(*model, *dtype, *variant, recompute, optimizer, batch, args["seq"].as<int>(),
-                          args["warmup"].as<int>(), args["steps"].as<int>());
+            for (const Variant& variant : variants)
+                for (const Recompute recompute : recomputes)
+                    for (const StateHome optimizer : optimizers)
+                        bench(*model, *dtype, variant, recompute, optimizer, batch, args["seq"].as<int>(),
+                              args["warmup"].as<int>(), args["steps"].as<int>());
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_train_step: %s\n", e.what());
         return 1;
