@@ -1,22 +1,25 @@
 """The bounds of a cell, shared by the report and scripts/bench/backends_table.py.
 
     bound        = max(link time, `device` latency of the same workload, host update time)
-    link time    = max((streamed_bytes + link_to_device_bytes) / measured pinned H2D bandwidth,
+    link time    = max(bytes up / measured pinned H2D bandwidth,
                        link_to_host_bytes / measured pinned D2H bandwidth)
+    bytes up     = link_to_device_bytes where stored (training), else streamed_bytes
     driver bound = max(brought-in bytes / the run's ceiling for the operation that brings them in,
                        evicted bytes / the run's ceiling for the operation that evicts them,
                        `device` latency of the same workload)          (uvm and uvm-prefetch cells only)
 
-streamed_bytes are the weights the backend could not keep resident under the cell's budget; a
-training step whose AdamW runs on the host (optimizer = host) also moves every unit's gradient to
-the host and its new weights back (link_to_host_bytes, link_to_device_bytes; the link is full
-duplex, so the two directions overlap). The fastest `device` cell of the same workload with its
-optimizer on the device is the in-memory speed reference. Such a step's update streams, per
-parameter, the fp32 master weights, m and v in and out, the gradient in and the new weights out
-(kernels/compute/host_adamw.hpp): the host update time is those bytes at the host's memory
-bandwidth the run measured (runs.host_memory_gbps, STREAM's triad). Any term of the bound may be
-missing (no link probe, no `device` cell, no host measurement); the bound is then the largest of the
-others, or None.
+streamed_bytes are the weights the backend could not keep resident under the cell's budget, which
+cross the link in every forward. A training step counts every byte it moved each way
+(link_to_device_bytes, link_to_host_bytes): where its AdamW runs on the host (optimizer = host),
+every unit's gradient to the host and its new weights back, except that explicit-copy streams its
+streamed units in twice (forward and backward) and updates them in place on the host, so they
+cross up twice and not again as new weights; the link is full duplex, so the two directions
+overlap. The fastest `device` cell of the same workload with its optimizer on the device is the
+in-memory speed reference. Such a step's update streams, per parameter, the fp32 master weights,
+m and v in and out, the gradient in and the new weights out (kernels/compute/host_adamw.hpp): the
+host update time is those bytes at the host's memory bandwidth the run measured
+(runs.host_memory_gbps, STREAM's triad). Any term of the bound may be missing (no link probe, no
+`device` cell, no host measurement); the bound is then the largest of the others, or None.
 
 A bound is a floor: no cell may run faster than it. faster_than() names the bounds a cell beats
 (latency ÷ bound below 1); the report and backends_table.py flag them.
@@ -80,13 +83,14 @@ def device_latencies(cells, columns):
 
 
 def link_ms(cell):
-    """Time the cell's bytes need on the measured pinned link (ms): its streamed weights and, where its
-    optimizer runs on the host, the new weights host→device, and that optimizer's gradients
-    device→host, the slower direction. None without the streamed bytes or any bandwidth they need."""
+    """Time the cell's bytes need on the measured pinned link (ms): host→device its streamed weights,
+    or for a training cell every byte its step moved that way, and device→host its gradients, the
+    slower direction. None without the streamed bytes or any bandwidth they need."""
     streamed = present(cell["streamed_bytes"])
     if streamed is None:
         return None
-    up = streamed + (field(cell, "link_to_device_bytes") or 0)
+    to_device = field(cell, "link_to_device_bytes")
+    up = streamed if to_device is None else to_device
     down = field(cell, "link_to_host_bytes") or 0
     up_gbps, down_gbps = field(cell, "h2d_gbps"), field(cell, "d2h_gbps")
     times = [up / (up_gbps * 1e6)] if up_gbps else []

@@ -126,6 +126,14 @@ public:
     // it is outside the timed region).
     virtual void reset_residency() = 0;
     virtual PlacementStats placement() const = 0;
+    // What the backend itself moved across the host link since reset_residency(), bytes each way
+    // (explicit-copy's streamed weights in, its streamed units' gradients out); complete once the
+    // step's update returned. The compute's own copies are its to count.
+    virtual LinkBytes link_bytes_since_reset() const { return {}; }
+    // Where unit `unit`'s weights are kept between steps, for a copy (cudaMemcpyDefault) after the
+    // step's work is done, outside the schedule: device memory, or page-locked host memory for a
+    // unit explicit-copy streams. Not for the compute, which acquires.
+    virtual const void* stored_weights(int unit) { return acquire(unit); }
 };
 
 }  // namespace sweetspot

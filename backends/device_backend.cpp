@@ -7,7 +7,6 @@
 
 #include "backends/backend_registry.hpp"
 #include "backends/residency_plan.hpp"
-#include "kernels/compute/parallel_for.hpp"
 
 namespace sweetspot {
 
@@ -36,8 +35,7 @@ void DeviceBackend::place(const WeightLayout& layout, const UnitFiller& fill, co
         });
     }
     for (DeviceMemory* state : {&gradients_, &master_, &m_, &v_}) *state = DeviceMemory{};
-    for (auto* state : {&host_master_, &host_m_, &host_v_}) state->reset();
-    staging_ = PinnedHostMemory{};
+    host_optimizer_.clear();
     if (schedule.updates()) place_training_state(layout, fill);
     // A pageable cudaMemcpy may return before its DMA has landed, the fill kernels run on the
     // compute stream, and the compute stream does not synchronize with the legacy stream;
@@ -51,7 +49,7 @@ void DeviceBackend::place_training_state(const WeightLayout& layout, const UnitF
     gradients_ = allocate_device(packed_.total_bytes);
     packed_fp32_ = pack_units(unit_bytes(layout, DType::fp32), kUnitAlignmentBytes);
     if (config_.optimizer == StateHome::host) {
-        place_host_optimizer(layout, fill);
+        host_optimizer_.place(layout, fill, unit_bytes_, config_.compute_stream);
         return;
     }
     m_ = allocate_device(packed_fp32_.total_bytes);
@@ -72,43 +70,6 @@ void DeviceBackend::place_training_state(const WeightLayout& layout, const UnitF
     });
 }
 
-namespace {
-
-// `n` floats of host memory, zeroed by every core: the first touch spreads the work (a 13B
-// model's moments are 52 GB each).
-std::unique_ptr<float[]> host_floats(std::int64_t n) {
-    std::unique_ptr<float[]> p(new float[static_cast<std::size_t>(n)]);
-    parallel_for(n, [&](std::int64_t begin, std::int64_t end) { std::fill(p.get() + begin, p.get() + end, 0.0f); });
-    return p;
-}
-
-}  // namespace
-
-// The master weights are filled in fp32 from the same filler as the weights, so that rounding
-// them to the dtype gives the weights' bits: by the filler's kernels into one unit of device
-// scratch, copied down unit by unit, where it has them (nothing made on the host's cores).
-void DeviceBackend::place_host_optimizer(const WeightLayout& layout, const UnitFiller& fill) {
-    const std::int64_t floats = packed_fp32_.total_bytes / std::int64_t{sizeof(float)};
-    host_master_ = host_floats(floats);
-    host_m_ = host_floats(floats);
-    host_v_ = host_floats(floats);
-    const auto master_of = [&](int u) { return host_master_.get() + packed_fp32_.offsets[static_cast<std::size_t>(u)] / 4; };
-    const std::vector<std::int64_t> fp32_bytes = unit_bytes(layout, DType::fp32);
-    if (fill.fills_device()) {
-        const DeviceMemory scratch = allocate_device(*std::max_element(fp32_bytes.begin(), fp32_bytes.end()));
-        for (int u = 0; u < layout.unit_count(); ++u) {
-            fill.fill_device(u, DType::fp32, scratch.get(), config_.compute_stream);
-            CUDA_CHECK(cudaMemcpyAsync(master_of(u), scratch.get(), static_cast<std::size_t>(fp32_bytes[static_cast<std::size_t>(u)]),
-                                       cudaMemcpyDeviceToHost, config_.compute_stream));
-            CUDA_CHECK(cudaStreamSynchronize(config_.compute_stream));
-        }
-    } else {
-        fill_units_in_place(layout, DType::fp32, fill, [&](int u) -> void* { return master_of(u); });
-    }
-    staging_buffer_ = host_update_buffer_bytes(unit_bytes_);
-    staging_ = allocate_pinned(host_update_staging_bytes(unit_bytes_));
-}
-
 std::size_t DeviceBackend::checked(int unit) const {
     if (unit < 0 || unit >= static_cast<int>(packed_.offsets.size()))
         throw std::out_of_range("device backend: no unit " + std::to_string(unit));
@@ -126,17 +87,8 @@ void* DeviceBackend::gradient(int unit) {
 UnitUpdate DeviceBackend::acquire_update(int unit) {
     const std::size_t u = checked(unit);
     if (gradients_.get() == nullptr) throw std::logic_error("device backend: no optimizer state: it was not placed for training");
-    if (config_.optimizer == StateHome::host) {
-        const auto host_at = [&](const std::unique_ptr<float[]>& memory) {
-            return memory.get() + packed_fp32_.offsets[u] / std::int64_t{sizeof(float)};
-        };
-        std::byte* const slot = staging_.get() + static_cast<std::int64_t>(u % kHostUpdateSlots) * 2 * staging_buffer_;
-        UnitUpdate update{weights_.get() + packed_.offsets[u], gradients_.get() + packed_.offsets[u],
-                          host_at(host_master_), host_at(host_m_), host_at(host_v_)};
-        update.host_gradient = slot;
-        update.host_weights = slot + staging_buffer_;
-        return update;
-    }
+    if (config_.optimizer == StateHome::host)
+        return host_optimizer_.staged(unit, weights_.get() + packed_.offsets[u], gradients_.get() + packed_.offsets[u]);
     const auto fp32_at = [&](const DeviceMemory& memory) {
         return reinterpret_cast<float*>(memory.get() + packed_fp32_.offsets[u]);
     };
@@ -151,7 +103,7 @@ PlacementStats DeviceBackend::placement() const {
     if (gradients_.get() != nullptr) {
         const int fp32_arrays = config_.optimizer == StateHome::host ? 0 : master_.get() != nullptr ? 3 : 2;
         s.training_state_bytes = packed_.total_bytes + fp32_arrays * packed_fp32_.total_bytes;
-        if (config_.optimizer == StateHome::host) s.pinned_host_bytes = host_update_staging_bytes(unit_bytes_);
+        if (config_.optimizer == StateHome::host) s.pinned_host_bytes = host_optimizer_.staging_bytes();
     }
     s.resident_units = static_cast<int>(unit_bytes_.size());
     return s;

@@ -7,10 +7,10 @@
 // page-locked staging the units' gradients and new weights cross the link through
 // (host_update_staging_bytes).
 #include <cstdint>
-#include <memory>
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "backends/host_optimizer_state.hpp"
 #include "kernels/compute/cuda_resources.hpp"
 #include "backends/unit_storage.hpp"
 
@@ -32,7 +32,6 @@ public:
 private:
     std::size_t checked(int unit) const;
     void place_training_state(const WeightLayout& layout, const UnitFiller& fill);
-    void place_host_optimizer(const WeightLayout& layout, const UnitFiller& fill);
 
     BackendConfig config_;
     std::vector<std::int64_t> unit_bytes_;
@@ -40,11 +39,8 @@ private:
     PackedUnits packed_fp32_;  // the master weights and the moments
     DeviceMemory weights_;
     DeviceMemory gradients_, master_, m_, v_;  // training only; master_ only below fp32
-    // The optimizer's state in host memory (optimizer = "host"), laid out as packed_fp32_, and
-    // the staging: slot s's gradient buffer at 2 s · staging_buffer_, its weights' after it.
-    std::unique_ptr<float[]> host_master_, host_m_, host_v_;
-    PinnedHostMemory staging_;
-    std::int64_t staging_buffer_ = 0;
+    HostOptimizerState host_optimizer_;  // optimizer = "host": every unit staged
+
 };
 
 }  // namespace sweetspot

@@ -1,6 +1,9 @@
 #include "backends/explicit_copy_backend.hpp"
 
+#include <algorithm>
+#include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "backends/backend_registry.hpp"
 
@@ -19,6 +22,10 @@ ExplicitCopyBackend::ExplicitCopyBackend(const BackendConfig& config)
 
 void ExplicitCopyBackend::place(const WeightLayout& layout, const UnitFiller& fill, const UnitSchedule& schedule) {
     check_schedule(config_.backend, schedule);
+    if (schedule.updates() && config_.optimizer != StateHome::host) {
+        throw std::logic_error("explicit-copy backend: training keeps the optimizer's state on the host (optimizer = "
+                               "\"host\"); it was configured for " + std::string(enum_name(config_.optimizer)) + " memory");
+    }
     unit_bytes_ = unit_bytes(layout, config_.dtype);
     plan_ = plan_residency(unit_bytes_, config_.budget_bytes, streaming_slots(config_.prefetch_depth), config_.resident);
 
@@ -60,19 +67,54 @@ void ExplicitCopyBackend::place(const WeightLayout& layout, const UnitFiller& fi
     }
     slot_streams_.make_slots(plan_.slots);
     ring_.place(plan_.resident, schedule.reads(), plan_.slots, config_.prefetch_depth);
+    device_gradients_ = DeviceMemory{};
+    host_gradients_ = PinnedHostMemory{};
+    host_optimizer_.clear();
+    if (schedule.updates()) place_training_state(layout, fill);
+    held_.assign(unit_bytes_.size(), false);
     // place() is outside the timed region: leave nothing in flight.
     CUDA_CHECK(cudaDeviceSynchronize());
+    reset_residency();
+}
+
+// The gradients are laid out as the weights: the resident units' and S gradient slots in device
+// memory, the streamed units' in page-locked memory; none is written before the first backward.
+void ExplicitCopyBackend::place_training_state(const WeightLayout& layout, const UnitFiller& fill) {
+    device_gradients_ = allocate_device(device_.total_bytes);
+    if (host_.total_bytes > 0) host_gradients_ = PinnedHostMemory(host_.total_bytes, host_.starts, {});
+    host_optimizer_.place(layout, fill, plan_.resident_unit_bytes(unit_bytes_), config_.compute_stream);
+    gradient_copied_.clear();
+    for (std::size_t u = 0; u < unit_bytes_.size(); ++u) gradient_copied_.emplace_back();
+    gradient_written_.clear();
+    for (int s = 0; s < plan_.slots; ++s) gradient_written_.emplace_back();
 }
 
 void ExplicitCopyBackend::reset_residency() {
-    // Copies of an aborted forward may still be running into the slots; the next forward starts
-    // with empty slots and must not overlap the previous one (this is outside the timed region).
+    // Copies of an aborted step may still be running into the slots or out of the gradient slots;
+    // the next step starts with empty slots and must not overlap the previous one (this is outside
+    // the timed region).
     slot_streams_.synchronize();
+    CUDA_CHECK(cudaStreamSynchronize(gradient_stream_.get()));
     ring_.start_step();
+    link_ = {};
+    gradients_handed_ = 0;
+    gradient_slot_of_.assign(unit_bytes_.size(), -1);
+    gradient_slot_unit_.assign(static_cast<std::size_t>(plan_.slots), -1);
+    std::fill(held_.begin(), held_.end(), false);
+}
+
+std::size_t ExplicitCopyBackend::checked(int unit) const {
+    if (unit < 0 || unit >= static_cast<int>(unit_bytes_.size()))
+        throw std::out_of_range("explicit-copy backend: no unit " + std::to_string(unit));
+    return static_cast<std::size_t>(unit);
 }
 
 std::byte* ExplicitCopyBackend::slot_pointer(int slot) const {
     return device_weights_.get() + device_.slots_offset + slot * device_.slot_stride;
+}
+
+std::byte* ExplicitCopyBackend::gradient_slot_pointer(int slot) const {
+    return device_gradients_.get() + device_.slots_offset + slot * device_.slot_stride;
 }
 
 // The slot was last used by streamed unit seq - S, which the ring saw released: the copy waits on
@@ -81,17 +123,72 @@ void ExplicitCopyBackend::fetch(const SlotRing::Entry& entry) {
     const auto unit = static_cast<std::size_t>(entry.unit);
     const cudaStream_t stream = slot_streams_.fetch_stream(entry.seq);
     slot_streams_.wait_released(entry.slot, stream);
-    CUDA_CHECK(cudaMemcpyAsync(slot_pointer(entry.slot), host_weights_.get() + host_.unit_offsets[unit],
-                               static_cast<std::size_t>(unit_bytes_[unit]), cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(slot_pointer(entry.slot), host_weights_of(unit), static_cast<std::size_t>(unit_bytes_[unit]),
+                               cudaMemcpyHostToDevice, stream));
     slot_streams_.mark_fetched(entry.slot, stream);
+    link_.to_device += unit_bytes_[unit];
 }
 
 const void* ExplicitCopyBackend::acquire(int unit) {
-    if (const auto slot = ring_.acquire(unit, *this)) return slot_pointer(*slot);
+    const auto slot = ring_.acquire(unit, *this);
+    held_[checked(unit)] = true;
+    if (slot) return slot_pointer(*slot);
     return device_weights_.get() + device_.unit_offsets[static_cast<std::size_t>(unit)];
 }
 
-void ExplicitCopyBackend::release(int unit) { ring_.release(unit, *this); }
+void ExplicitCopyBackend::release(int unit) {
+    ring_.release(unit, *this);
+    const std::size_t u = checked(unit);
+    held_[u] = false;
+    if (gradient_slot_of_[u] >= 0) copy_gradient_out(u);
+}
+
+void* ExplicitCopyBackend::gradient(int unit) {
+    const std::size_t u = checked(unit);
+    if (!training()) throw std::logic_error("explicit-copy backend: no gradients: it was not placed for training");
+    if (plan_.resident[u]) return device_gradients_.get() + device_.unit_offsets[u];
+    if (!held_[u]) {
+        gradient_copied_[u].synchronize();
+        return host_gradient_of(u);
+    }
+    if (gradient_slot_of_[u] < 0) {
+        // The slot's gradient before this one must be out before the backward writes this one.
+        const int slot = gradients_handed_++ % plan_.slots;
+        const int before = gradient_slot_unit_[static_cast<std::size_t>(slot)];
+        if (before >= 0) gradient_copied_[static_cast<std::size_t>(before)].wait_on(config_.compute_stream);
+        gradient_slot_unit_[static_cast<std::size_t>(slot)] = unit;
+        gradient_slot_of_[u] = slot;
+    }
+    return gradient_slot_pointer(gradient_slot_of_[u]);
+}
+
+// After the compute stream's work on the gradient slot (enqueued before the release), on the
+// gradient stream, so that the copies out overlap the copies in and the compute.
+void ExplicitCopyBackend::copy_gradient_out(std::size_t unit) {
+    const int slot = std::exchange(gradient_slot_of_[unit], -1);
+    const CudaEvent& written = gradient_written_[static_cast<std::size_t>(slot)];
+    written.record(config_.compute_stream);
+    written.wait_on(gradient_stream_.get());
+    CUDA_CHECK(cudaMemcpyAsync(host_gradient_of(unit), gradient_slot_pointer(slot), static_cast<std::size_t>(unit_bytes_[unit]),
+                               cudaMemcpyDeviceToHost, gradient_stream_.get()));
+    gradient_copied_[unit].record(gradient_stream_.get());
+    link_.to_host += unit_bytes_[unit];
+}
+
+UnitUpdate ExplicitCopyBackend::acquire_update(int unit) {
+    const std::size_t u = checked(unit);
+    if (!training()) throw std::logic_error("explicit-copy backend: no optimizer state: it was not placed for training");
+    if (plan_.resident[u])
+        return host_optimizer_.staged(unit, device_weights_.get() + device_.unit_offsets[u],
+                                      device_gradients_.get() + device_.unit_offsets[u]);
+    return host_optimizer_.streamed(unit, host_weights_of(u), host_gradient_of(u), gradient_copied_[u].get());
+}
+
+const void* ExplicitCopyBackend::stored_weights(int unit) {
+    const std::size_t u = checked(unit);
+    if (plan_.resident[u]) return device_weights_.get() + device_.unit_offsets[u];
+    return host_weights_of(u);
+}
 
 PlacementStats ExplicitCopyBackend::placement() const {
     PlacementStats s;
@@ -99,6 +196,11 @@ PlacementStats ExplicitCopyBackend::placement() const {
     s.streamed_bytes = plan_.streamed_bytes;
     s.device_weight_bytes = device_.total_bytes;
     s.pinned_host_bytes = host_.total_bytes;
+    if (training()) {
+        // The registry's explicit-copy TrainingState footprint, as placed.
+        s.training_state_bytes = device_.total_bytes;
+        s.pinned_host_bytes += host_.total_bytes + host_optimizer_.staging_bytes();
+    }
     s.resident_units = plan_.resident_units();
     s.streamed_units = plan_.streamed_units();
     s.slots = plan_.slots;

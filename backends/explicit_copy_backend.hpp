@@ -1,18 +1,39 @@
 #pragma once
 // `explicit-copy` (FlexGen / ZeRO-Inference style): the units of the residency plan live in device
 // memory only; the others live in pinned host memory, each unit pinned on its own, and are streamed
-// in every forward into a ring of device slots (SlotRing) by cudaMemcpyAsync on the copy streams,
-// ordered by the SlotStreams events:
+// in the order the step's schedule reads them into a ring of device slots (SlotRing) by
+// cudaMemcpyAsync on the copy streams, ordered by the SlotStreams events:
 //   copy of streamed unit k into slot k % S  waits for  released[slot]  (recorded on the compute
 //   stream when the unit that used the slot before was released), then records fetched[slot];
 //   acquire makes the compute stream wait for fetched[slot].
 // With a look-ahead depth n >= 1 there are S = n + 1 slots and the copies of the next n streamed
 // units are in flight while one is computed; with `jit` or `off` there is one slot and a unit is
 // copied when it is acquired.
+//
+// Training (UnitSchedule::training, optimizer = "host" only: the registry's TrainingState). The
+// forward streams the units in, the backward streams them in again in reverse (the ring follows
+// the schedule's reads, a unit read twice streamed twice). The budget bounds the weights as for
+// inference; the gradients mirror the weights beside it, so a training cell's device memory for
+// both is twice what the plan holds:
+//   - a resident unit's gradient is its own device buffer (laid out as the resident weights);
+//   - a streamed unit's gradient is made in one of S device gradient slots (the k-th streamed
+//     unit the backward asks a gradient of takes gradient slot k % S). When the backward releases
+//     the unit, a copy on the gradient stream (after the compute stream's work on it) moves it to
+//     the unit's own page-locked host gradient and records gradient_copied[unit]; the compute
+//     stream waits for that event before the slot's next gradient is written.
+// The optimizer's state is on the host (HostOptimizerState: fp32 master weights, moments).
+// A resident unit is updated as the device backend updates it: its gradient down through the
+// staging, AdamW on the host, its new weights up. A streamed unit (UnitUpdate::streamed) is
+// updated in place: its gradient is already in host memory (the step waits for gradient_copied
+// instead of copying), and its new weights are written into the page-locked weights the next
+// forward streams from. The link then carries, per step, the streamed weights twice and their
+// gradients out (link_bytes_since_reset), and the resident units' gradients and weights (the
+// step's update_link_bytes).
 #include <cstdint>
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "backends/host_optimizer_state.hpp"
 #include "kernels/compute/cuda_resources.hpp"
 #include "backends/residency_plan.hpp"
 #include "backends/slot_ring.hpp"
@@ -27,15 +48,29 @@ public:
 
     // Throws std::invalid_argument when the budget cannot hold the streaming slots.
     void place(const WeightLayout& layout, const UnitFiller& fill, const UnitSchedule& schedule) override;
-    // Waits for the previous forward's work and empties the slots: streamed units are on the host only.
+    // Waits for the previous step's work and empties the slots: streamed units are on the host only.
     void reset_residency() override;
-    // Streamed units must be acquired and released in forward order, once per forward.
+    // Streamed units must be acquired and released in the schedule's order, once per read.
     const void* acquire(int unit) override;
     void release(int unit) override;
+    // An acquired unit's gradient (a gradient slot for a streamed unit). Outside a step, once its
+    // work is done, where the unit's gradient is kept: the page-locked copy for a streamed unit.
+    void* gradient(int unit) override;
+    UnitUpdate acquire_update(int unit) override;
     PlacementStats placement() const override;
+    LinkBytes link_bytes_since_reset() const override { return link_; }
+    const void* stored_weights(int unit) override;
 
 private:
+    std::size_t checked(int unit) const;
+    bool training() const { return host_optimizer_.placed(); }
     std::byte* slot_pointer(int slot) const;
+    std::byte* gradient_slot_pointer(int slot) const;
+    std::byte* host_weights_of(std::size_t unit) const { return host_weights_.get() + host_.unit_offsets[unit]; }
+    std::byte* host_gradient_of(std::size_t unit) const { return host_gradients_.get() + host_.unit_offsets[unit]; }
+    void place_training_state(const WeightLayout& layout, const UnitFiller& fill);
+    // The backward is done with streamed unit `unit`'s gradient: copies it out.
+    void copy_gradient_out(std::size_t unit);
     // SlotRing::Device: the copies into the slots and their events.
     void fetch(const SlotRing::Entry& entry) override;
     void await_fetch(const SlotRing::Entry& entry) override { slot_streams_.await_fetched(entry.slot); }
@@ -47,10 +82,23 @@ private:
 
     std::vector<std::int64_t> unit_bytes_;
     ResidencyPlan plan_;
-    ResidencyPlan::HostLayout host_;      // where the streamed units are in host_weights_
+    ResidencyPlan::HostLayout host_;      // where the streamed units are in host_weights_ and host_gradients_
     PinnedHostMemory host_weights_;
     DeviceMemory device_weights_;            // resident units, then the slots
     ResidencyPlan::DeviceLayout device_;  // where the resident units and the slots are in device_weights_
+    LinkBytes link_;                      // since reset_residency
+
+    // Training only: the gradients, laid out as the weights (device_ and host_), and the optimizer.
+    DeviceMemory device_gradients_;
+    PinnedHostMemory host_gradients_;
+    HostOptimizerState host_optimizer_;
+    CudaStream gradient_stream_;
+    std::vector<CudaEvent> gradient_copied_;   // per unit (streamed ones only used)
+    std::vector<CudaEvent> gradient_written_;  // per gradient slot: the backward's work on it, on the compute stream
+    std::vector<int> gradient_slot_of_;        // per unit: the gradient slot it holds in this backward, or -1
+    std::vector<int> gradient_slot_unit_;      // per gradient slot: the unit that used it last this step, or -1
+    std::vector<bool> held_;                   // per unit: acquired and not yet released
+    int gradients_handed_ = 0;                 // streamed gradients handed out this step
 };
 
 }  // namespace sweetspot

@@ -124,6 +124,13 @@ int ResidencyPlan::resident_units() const { return static_cast<int>(std::count(r
 
 int ResidencyPlan::streamed_units() const { return static_cast<int>(resident.size()) - resident_units(); }
 
+std::vector<std::int64_t> ResidencyPlan::resident_unit_bytes(std::span<const std::int64_t> unit_bytes) const {
+    std::vector<std::int64_t> bytes;
+    for (std::size_t u = 0; u < unit_bytes.size(); ++u)
+        if (resident[u]) bytes.push_back(unit_bytes[u]);
+    return bytes;
+}
+
 std::vector<std::int64_t> unit_bytes(const WeightLayout& layout, DType dtype) {
     std::vector<std::int64_t> bytes;
     bytes.reserve(layout.units.size());

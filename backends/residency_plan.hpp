@@ -20,6 +20,8 @@ struct ResidencyPlan {
 
     int resident_units() const;
     int streamed_units() const;
+    // The resident units' bytes, in forward order (the streamed ones left out).
+    std::vector<std::int64_t> resident_unit_bytes(std::span<const std::int64_t> unit_bytes) const;
     // Device bytes the plan needs for weights; never more than the budget it was made for.
     std::int64_t device_bytes() const { return resident_bytes + slots * slot_bytes; }
     // One device allocation holding the plan, every resident unit and slot starting on

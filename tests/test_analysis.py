@@ -288,13 +288,15 @@ class BoundTest(unittest.TestCase):
         self.assertEqual(bound.link_ms(cell(streamed=0)), 0.0)
 
     def test_link_ms_with_the_optimizer_on_the_host_is_the_slower_direction(self):
-        # 4e9 B of gradients down at 20 GB/s (200 ms) against 4e9 B of weights up at 25 GB/s (160 ms);
-        # streamed weights share the way up: 1e9 + 4e9 at 25 GB/s (200 ms) against 4e9 at 40 GB/s.
+        # 4e9 B of gradients down at 20 GB/s (200 ms) against 4e9 B of weights up at 25 GB/s (160 ms).
         host = dict(optimizer="host", d2h_gbps=20.0, link_to_host_bytes=4 * GB, link_to_device_bytes=4 * GB)
         self.assertAlmostEqual(bound.link_ms(cell("device", streamed=0, **host)), 200.0)
         host.update(d2h_gbps=40.0)
         self.assertAlmostEqual(bound.link_ms(cell("device", streamed=0, **host)), 160.0)
-        self.assertAlmostEqual(bound.link_ms(cell(streamed=1 * GB, **host)), 200.0)
+        # explicit-copy streaming 1e9 B of 4e9: the step's bytes up are the streamed ones twice and the
+        # resident ones' new weights, 2e9 + 3e9 at 25 GB/s (200 ms), not streamed_bytes again on top.
+        copy = dict(host, link_to_device_bytes=5 * GB)
+        self.assertAlmostEqual(bound.link_ms(cell(streamed=1 * GB, **copy)), 200.0)
         # Without the D2H probe the way down is no term; without either, no link time.
         host.update(d2h_gbps=None)
         self.assertAlmostEqual(bound.link_ms(cell("device", streamed=0, **host)), 160.0)

@@ -961,6 +961,74 @@ TEST_CASE("explicit-copy: slots reused in order at every look-ahead and stream c
     }
 }
 
+TEST_CASE("explicit-copy placed for training: each streamed gradient slot reaches the unit's page-locked gradient, "
+          "the slots reused in turn, the streamed units counted across the link", "[gpu][backends]") {
+    require_gpu();
+    // tiny_deep's ten units at 40 % of its weights: some resident, the others streamed, through two
+    // slots (a look-ahead of 1) or one (jit).
+    const auto layout = WeightLayout::for_model(test_models()[2]);
+    const int n = layout.unit_count();
+    for (const int depth : {1, -1}) {
+        INFO("prefetch " << depth);
+        CudaStream stream;
+        auto config = gpu_config("explicit-copy", depth, 1);
+        config.optimizer = StateHome::host;
+        config.compute_stream = stream.get();
+        const auto units = unit_bytes(layout, DType::fp32);
+        config.budget_bytes = test_budget(config, units, 40);
+        auto backend = make_backend(config);
+        backend->place(layout, fill_pattern, UnitSchedule::training(n));
+        const PlacementStats placed = backend->placement();
+        REQUIRE(placed.streamed_units > 0);
+        REQUIRE(placed.resident_units > 0);
+        const ResidencyPlan plan = plan_residency(units, config.budget_bytes, streaming_slots(depth), config.resident);
+        for (int step = 0; step < 2; ++step) {
+            INFO("step " << step);
+            // A byte per unit and step, written into the gradient the backward is handed.
+            const auto mark = [&](int u) { return static_cast<unsigned char>(u * 7 + step * 3 + 1); };
+            backend->reset_residency();
+            for (int u = 0; u < n; ++u) {
+                backend->acquire(u);
+                backend->release(u);
+            }
+            for (int u = n - 1; u >= 0; --u) {
+                backend->acquire(u);
+                void* g = backend->gradient(u);
+                CHECK(backend->gradient(u) == g);  // the same slot until the unit is released
+                CUDA_CHECK(cudaMemsetAsync(g, mark(u), static_cast<std::size_t>(units[static_cast<std::size_t>(u)]), stream.get()));
+                backend->release(u);
+            }
+            for (int u = 0; u < n; ++u) {
+                INFO("unit " << u);
+                const auto bytes = static_cast<std::size_t>(units[static_cast<std::size_t>(u)]);
+                const UnitUpdate update = backend->acquire_update(u);
+                REQUIRE(update.on_host());
+                CHECK(update.streamed == !plan.resident[static_cast<std::size_t>(u)]);
+                std::vector<unsigned char> seen(bytes);
+                if (update.streamed) {
+                    // Its own page-locked gradient and weights, the gradient there once its copy is.
+                    CHECK(update.gradient == update.host_gradient);
+                    CHECK(update.weights == update.host_weights);
+                    CHECK(update.weights == backend->stored_weights(u));
+                    REQUIRE(update.gradient_copied != nullptr);
+                    CUDA_CHECK(cudaEventSynchronize(update.gradient_copied));
+                    std::memcpy(seen.data(), update.host_gradient, bytes);
+                } else {
+                    CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+                    CUDA_CHECK(cudaMemcpy(seen.data(), update.gradient, bytes, cudaMemcpyDeviceToHost));
+                }
+                CHECK(std::all_of(seen.begin(), seen.end(), [&](unsigned char b) { return b == mark(u); }));
+                backend->release_update(u);
+            }
+            // Every streamed unit in twice and its gradient out once; the resident ones move in the
+            // step's update, not here.
+            CHECK(backend->link_bytes_since_reset() == LinkBytes{plan.streamed_bytes, 2 * plan.streamed_bytes});
+        }
+        // The weights the next forward reads, unchanged here.
+        run_forwards(*backend, layout, DType::fp32, stream.get());
+    }
+}
+
 TEST_CASE("explicit-copy: a budget too small for the slots is refused", "[gpu][backends]") {
     require_gpu();
     const auto layout = WeightLayout::for_model(*find_builtin_model("tiny"));

@@ -97,6 +97,17 @@ std::map<std::int64_t, Cell> read_cells(const std::string& db_path) {
     return cells;
 }
 
+// Runs `toml` (written as m.toml in `tmp`) into m.db and returns the database's path; the run
+// must succeed.
+std::string run_train_matrix(const test::TempDir& tmp, const std::string& toml) {
+    test::write_file(tmp.file("m.toml"), toml);
+    const auto db = tmp.file("m.db");
+    const auto r = test::run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    return db;
+}
+
 }  // namespace
 
 TEST_CASE("a sweep of the tiny models through every GPU backend and dtype", "[gpu][runner]") {
@@ -272,7 +283,7 @@ TEST_CASE("sweetspot run trains on the device backend: each cell checked, its ph
           "[gpu][runner][train]") {
     test::require_gpu();
     test::TempDir tmp;
-    test::write_file(tmp.file("m.toml"), std::string("name = \"gpu-train\"\n") + R"([defaults]
+    const auto db = run_train_matrix(tmp, std::string("name = \"gpu-train\"\n") + R"([defaults]
 mode = "train"
 backend = "device"
 batch = 2
@@ -286,10 +297,6 @@ dtype = ["fp32", "fp16", "bf16"]
 variant = ["baseline", "flash_attention"]
 dropout = [0.0, 0.1]
 )");
-    const auto db = tmp.file("m.db");
-    const auto r = test::run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'");
-    INFO(r.output);
-    REQUIRE(r.exit_code == 0);
     Database results(db, Database::Mode::read_only);
     auto st = results.prepare(
         "SELECT model, dtype, variant, dropout, status, coalesce(reason, ''), check_rel_err <= check_tolerance, "
@@ -327,7 +334,7 @@ TEST_CASE("sweetspot run trains with the optimizer on the host: checked, every u
     // the host's master weights and moments to the device.
     test::require_gpu();
     test::TempDir tmp;
-    test::write_file(tmp.file("m.toml"), std::string("name = \"gpu-train-host-optimizer\"\n") + kWideVocabModel + R"([defaults]
+    const auto db = run_train_matrix(tmp, std::string("name = \"gpu-train-host-optimizer\"\n") + kWideVocabModel + R"([defaults]
 mode = "train"
 backend = "device"
 warmups = 1
@@ -348,10 +355,6 @@ seq = 512
 dtype = ["fp32", "bf16"]
 optimizer = "host"
 )");
-    const auto db = tmp.file("m.db");
-    const auto r = test::run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'");
-    INFO(r.output);
-    REQUIRE(r.exit_code == 0);
     Database results(db, Database::Mode::read_only);
     auto st = results.prepare(
         "SELECT model, dtype, optimizer, status, coalesce(reason, ''), check_rel_err <= check_tolerance, "
@@ -376,6 +379,60 @@ optimizer = "host"
     CHECK(cells == 8);
 }
 
+TEST_CASE("sweetspot run trains on explicit-copy with the optimizer on the host: checked, the streamed units in twice",
+          "[gpu][runner][train]") {
+    // tiny (units of 40 960, 50 432, 50 432 and 33 024 elements) at 60 % with one slot keeps the
+    // embedding resident and streams the rest through a block-sized slot; wide_vocab at 50 % streams
+    // every unit through an embedding-sized slot, and takes the prefix check.
+    test::require_gpu();
+    test::TempDir tmp;
+    const auto db = run_train_matrix(tmp, std::string("name = \"gpu-train-explicit-copy\"\n") + kWideVocabModel + R"([defaults]
+mode = "train"
+backend = "explicit-copy"
+optimizer = "host"
+prefetch = "jit"
+warmups = 1
+iterations = 3
+timeout = "3m"
+[[sweep]]
+name = "full"
+model = "tiny"
+batch = 2
+seq = 33
+budget = "60%"
+dtype = ["fp32", "bf16"]
+[[sweep]]
+name = "prefix"
+model = "wide_vocab"
+batch = 10
+seq = 512
+budget = "50%"
+dtype = ["fp32", "bf16"]
+)");
+    Database results(db, Database::Mode::read_only);
+    auto st = results.prepare(
+        "SELECT model, dtype, status, coalesce(reason, ''), check_rel_err <= check_tolerance, loss_last < loss_first, "
+        "link_to_host_bytes, link_to_device_bytes, weight_bytes, streamed_bytes, resident_bytes, "
+        "training_state_bytes = predicted_training_state_bytes, training_state_bytes = device_weight_bytes FROM cells");
+    int cells = 0;
+    while (st.step()) {
+        ++cells;
+        INFO(st.text(0) << " " << st.text(1) << ": " << st.text(2) << " " << st.text(3));
+        CHECK(st.text(2) == "ok");
+        CHECK(st.int64(4) == 1);
+        CHECK(st.int64(5) == 1);
+        const std::int64_t weights = st.int64(8), streamed = st.int64(9), resident = st.int64(10);
+        CHECK(streamed > 0);
+        CHECK((resident > 0) == (st.text(0) == "tiny"));
+        // Every gradient out; the streamed units in twice, the resident units' new weights once.
+        CHECK(st.int64(6) == weights);
+        CHECK(st.int64(7) == 2 * streamed + resident);
+        CHECK(st.int64(11) == 1);
+        CHECK(st.int64(12) == 1);
+    }
+    CHECK(cells == 4);
+}
+
 TEST_CASE("sweetspot run checks device training cells too large for the full check on a prefix step", "[gpu][runner][train]") {
     // 10 × 512 positions of a model whose lm_head makes each cost 2.3e5 multiply-adds: the full
     // step's float64 loops would take 4e9, past their budget, so each cell is checked on a prefix
@@ -383,7 +440,7 @@ TEST_CASE("sweetspot run checks device training cells too large for the full che
     // database keeps for the dtype's other cells.
     test::require_gpu();
     test::TempDir tmp;
-    test::write_file(tmp.file("m.toml"), std::string("name = \"gpu-train-prefix\"\n") + kWideVocabModel + R"([defaults]
+    const auto db = run_train_matrix(tmp, std::string("name = \"gpu-train-prefix\"\n") + kWideVocabModel + R"([defaults]
 mode = "train"
 backend = "device"
 model = "wide_vocab"
@@ -396,10 +453,6 @@ timeout = "3m"
 dtype = ["fp32", "fp16", "bf16"]
 variant = ["baseline", "flash_attention"]
 )");
-    const auto db = tmp.file("m.db");
-    const auto r = test::run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'");
-    INFO(r.output);
-    REQUIRE(r.exit_code == 0);
     Database results(db, Database::Mode::read_only);
     auto st = results.prepare(
         "SELECT dtype, variant, status, coalesce(reason, ''), check_reference, check_rel_err, check_tolerance, "

@@ -31,6 +31,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -643,6 +644,143 @@ TEST_CASE("the device backend with the optimizer on the host holds what the regi
             backend->release_update(u);
         }
     }
+}
+
+namespace {
+
+// Unit u's values of `dtype` at `src` (device or host memory), as doubles, for every unit.
+UnitValues all_units(const WeightLayout& layout, DType dtype, const std::function<const void*(int)>& src) {
+    UnitValues out;
+    for (int u = 0; u < layout.unit_count(); ++u) out.push_back(to_host(src(u), layout.units[as_size(u)].numel, dtype));
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("explicit-copy with the optimizer on the host trains as the device backend with it, bit for bit, moving the "
+          "streamed units in twice and their gradients out", "[gpu]") {
+    require_gpu();
+    // head25's units, in elements: the embedding 56 064 (wte 4 864, wpe 51 200), two blocks of
+    // 31 616, the head 5 120. Two placements: every unit streamed through two slots of the
+    // embedding's size (a look-ahead of 1 over two streams, at the smallest budget that allows it),
+    // and, at a budget of the embedding, a block and the head with one slot (jit), the embedding
+    // resident (larger than a block, it would take a slot of its size) and the blocks and the head
+    // streamed through a block-sized slot.
+    const ModelConfig model = head25_model();
+    const WeightLayout layout = WeightLayout::for_model(model);
+    const int batch = 2, seq = 33, n = batch * seq, steps = 3;
+    const auto tokens = ids(model, n, 5), targets = ids(model, n, 6);
+    TrainSettings settings = test_settings();
+    settings.lr = 3e-3f;
+    struct Placement {
+        int prefetch, streams;
+        std::int64_t budget_elements;
+        std::vector<bool> resident;
+    };
+    const std::int64_t E = 56064, B = 31616, H = 5120;
+    REQUIRE(layout.units[0].numel == E);
+    REQUIRE(layout.units[1].numel == B);
+    REQUIRE(layout.units[3].numel == H);
+    const Placement placements[] = {{1, 2, 2 * E, {false, false, false, false}}, {-1, 1, E + B + H, {true, false, false, false}}};
+    for (const DType dtype : {DType::fp32, DType::bf16}) {
+        for (const Placement& p : placements) {
+            const Case c{model, batch, seq, dtype, Variant{}, 0.1f, Recompute::gelu, StateHome::host};
+            INFO(c.name() << ", prefetch " << p.prefetch << ", streams " << p.streams << ", budget " << p.budget_elements
+                          << " elements");
+            try {
+                const auto units = rounded_units(model, layout, dtype);
+                CudaStream stream;
+                const auto device = placed_backend(layout, units, dtype, stream.get(), StateHome::host);
+                BackendConfig config;
+                config.backend = BackendId::explicit_copy;
+                config.dtype = dtype;
+                config.optimizer = StateHome::host;
+                config.prefetch_depth = p.prefetch;
+                config.streams = p.streams;
+                config.budget_bytes = p.budget_elements * static_cast<std::int64_t>(dtype_size(dtype));
+                config.compute_stream = stream.get();
+                const auto copy = make_backend(config);
+                copy->place(
+                    layout, [&](int u, std::span<float> dst) { std::ranges::copy(units[as_size(u)], dst.begin()); },
+                    UnitSchedule::training(layout.unit_count()));
+
+                // The placement the budget gives, and what the registry predicts it holds.
+                std::int64_t streamed = 0, resident = 0;
+                for (int u = 0; u < layout.unit_count(); ++u) {
+                    const std::int64_t bytes = layout.units[as_size(u)].numel * static_cast<std::int64_t>(dtype_size(dtype));
+                    (p.resident[as_size(u)] ? resident : streamed) += bytes;
+                }
+                const PlacementStats placed = copy->placement();
+                REQUIRE(placed.streamed_bytes == streamed);
+                REQUIRE(placed.resident_bytes == resident);
+                const BackendTraits& traits = backend_traits(BackendId::explicit_copy);
+                const auto unit_sizes = unit_bytes(layout, dtype);
+                const WeightFootprint weights = traits.footprint(config, unit_sizes);
+                const WeightFootprint state = traits.training->footprint(config, unit_sizes, unit_bytes(layout, DType::fp32));
+                CHECK(placed.device_weight_bytes == weights.device_bytes);
+                CHECK(placed.training_state_bytes == state.device_bytes);
+                CHECK(placed.training_state_bytes == placed.device_weight_bytes);
+                CHECK(placed.pinned_host_bytes == weights.pinned_host_bytes + state.pinned_host_bytes);
+
+                GpuTrainStep on_device(model, layout, dtype, batch, seq, stream.get(), options_for(c, settings));
+                GpuTrainStep on_copy(model, layout, dtype, batch, seq, stream.get(), options_for(c, settings));
+                on_device.set_batch(tokens, targets);
+                on_copy.set_batch(tokens, targets);
+                for (int s = 0; s < steps; ++s) {
+                    INFO("step " << s);
+                    for (const auto& [step, backend] : {std::pair{&on_device, device.get()}, std::pair{&on_copy, copy.get()}}) {
+                        backend->reset_residency();
+                        step->forward(*backend);
+                        step->backward(*backend);
+                        step->update(*backend);
+                    }
+                    CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+                    // The same kernels on the same weights, the same host AdamW on the same gradients.
+                    CHECK(on_copy.loss() == on_device.loss());
+                    CHECK(on_copy.grad_norm() == on_device.grad_norm());
+                    CHECK(on_copy.skipped_steps() == 0);
+                    CHECK(all_units(layout, dtype, [&](int u) { return copy->gradient(u); }) ==
+                          all_units(layout, dtype, [&](int u) { return device->gradient(u); }));
+                    const auto master = [&](Backend& b) {
+                        return all_units(layout, DType::fp32, [&](int u) {
+                            const float* m = b.acquire_update(u).master;
+                            b.release_update(u);
+                            return m;
+                        });
+                    };
+                    CHECK(master(*copy) == master(*device));
+                    // The weights the next forward reads: where each unit is kept between steps.
+                    CHECK(all_units(layout, dtype, [&](int u) { return copy->stored_weights(u); }) ==
+                          all_units(layout, dtype, [&](int u) { return device->stored_weights(u); }));
+                    // The streamed units in for the forward and again for the backward, their
+                    // gradients out; the resident units' gradients down and new weights up.
+                    const LinkBytes by_backend = copy->link_bytes_since_reset(), by_update = on_copy.update_link_bytes();
+                    CHECK(by_backend == LinkBytes{streamed, 2 * streamed});
+                    CHECK(by_update == LinkBytes{resident, resident});
+                    CHECK(device->link_bytes_since_reset() == LinkBytes{});
+                    CHECK(on_device.update_link_bytes() == LinkBytes{streamed + resident, streamed + resident});
+                }
+                std::printf("gpu_train explicit-copy %-60s prefetch %d: %d steps bit for bit with device, loss %.6f\n",
+                            c.name().c_str(), p.prefetch, steps, on_copy.loss());
+            } catch (const std::exception& e) {
+                FAIL_CHECK(c.name() << ": " << e.what());
+            }
+        }
+    }
+}
+
+TEST_CASE("explicit-copy refuses to train with the optimizer's state on the device", "[gpu]") {
+    require_gpu();
+    const WeightLayout layout = WeightLayout::for_model(head25_model());
+    CudaStream stream;
+    BackendConfig config;
+    config.backend = BackendId::explicit_copy;
+    config.budget_bytes = std::int64_t{1} << 30;
+    config.compute_stream = stream.get();
+    const auto copy = make_backend(config);
+    CHECK_THROWS_WITH(copy->place(layout, [](int, std::span<float> dst) { std::ranges::fill(dst, 0.5f); },
+                                  UnitSchedule::training(layout.unit_count())),
+                      ContainsSubstring("optimizer = \"host\""));
 }
 
 TEST_CASE("GpuTrainStep's first step matches the float64 loss, gradients and AdamW", "[gpu]") {

@@ -579,6 +579,87 @@ TEST_CASE("with its optimizer on the host a GPU training cell's device holds the
     }
 }
 
+TEST_CASE("explicit-copy training: gradients mirror the weights (device slots, page-locked streamed ones), the "
+          "optimizer on the host, staging for the resident units only", "[train][estimate]") {
+    // Units as WeightLayout lays them out (each tensor on a multiple of 128 elements): the embedding,
+    // n_layer equal blocks, the head; in bf16, 2 bytes an element. The budgets are chosen so that the
+    // plan (prefetch off: one slot; interleaved) is plain: the embedding and the head are larger
+    // than a block, so a budget of embedding + head + (k + 1) blocks keeps both and k blocks
+    // resident and streams the others through one block-sized slot (any other slot size streams
+    // an embedding or head more); a budget of the embedding alone streams every unit through an
+    // embedding-sized slot.
+    const auto padded = [](std::int64_t n) { return (n + 127) / 128 * 128; };
+    const std::int64_t huge = std::int64_t{2} << 20;
+    const auto pinned = [&](std::int64_t bytes) { return (bytes + huge - 1) / huge * huge; };
+    for (const std::string model : {"gpt2_small", "gpt3_6.7b"}) {
+        const CellParams base = train_cell("model = \"" + model + "\"\nbackend = \"explicit-copy\"\ndtype = \"bf16\"\n"
+                                           "optimizer = \"host\"\nbatch = 1\nseq = 64");
+        const std::int64_t C = base.model.n_embd, V = base.model.vocab_size, P = base.model.max_positions,
+                           L = base.model.n_layer;
+        const std::int64_t E = 2 * (padded(V * C) + padded(P * C));
+        const std::int64_t B = 2 * (6 * padded(C) + padded(3 * C * C) + padded(3 * C) + padded(C * C) +
+                                    2 * padded(4 * C * C) + padded(4 * C));
+        const std::int64_t H = 2 * (2 * padded(C) + padded(V * C));
+        const std::int64_t fp32 = 2 * (E + L * B + H);  // master, m and v: each unit in fp32, 256-aligned already
+        REQUIRE(E > H);
+        REQUIRE(H > B);
+        struct Case {
+            std::int64_t budget;
+            int resident_blocks;  // -1: every unit streamed
+        };
+        for (const Case c : {Case{E + H + B, 0}, Case{E + H + 7 * B, 6}, Case{E, -1}}) {
+            INFO(model << ", budget " << c.budget << " bytes, resident blocks " << c.resident_blocks);
+            CellParams cell = base;
+            cell.budget = *Budget::parse(std::to_string(c.budget));
+            const bool all_streamed = c.resident_blocks < 0;
+            const std::int64_t streamed_blocks = all_streamed ? L : L - c.resident_blocks;
+            const std::int64_t device = all_streamed ? E : E + H + c.resident_blocks * B + B;
+            const std::int64_t pinned_weights =
+                all_streamed ? pinned(E) + L * pinned(B) + pinned(H) : streamed_blocks * pinned(B);
+            // The resident units' staging: two slots of a gradient and new weights, each the
+            // largest resident unit (the embedding) on huge pages; none when nothing is resident.
+            const std::int64_t staging = all_streamed ? 0 : 4 * pinned(E);
+
+            const MemoryEstimate e = estimate_memory(cell);
+            CHECK(e.weights == device);
+            CHECK(e.training_state == device);  // the resident units' gradients and the gradient slot
+            CHECK(e.pinned_host == pinned_weights);
+            CHECK(e.pinned_staging == pinned_weights + staging);  // the streamed gradients and the staging
+            CHECK(e.host_training_state == 3 * fp32);
+            CHECK(e.pinned_total() == 2 * pinned_weights + staging);
+            CHECK(e.host_total(false) - e.host_buffers == 2 * pinned_weights + staging + 3 * fp32);
+
+            // The host without room for all of it skips the cell.
+            const std::int64_t need = 2 * pinned_weights + staging + 3 * fp32;
+            CHECK(predicted_host_oom(cell, need).empty());
+            const std::string why = predicted_host_oom(cell, need - 1);
+            CHECK_THAT(why, ContainsSubstring("predicted host OOM"));
+            CHECK_THAT(why, ContainsSubstring("page-locked " + human_bytes(static_cast<double>(2 * pinned_weights + staging))));
+            CHECK(cell_impossible_reason(cell).empty());
+        }
+    }
+}
+
+TEST_CASE("explicit-copy trains with its optimizer on the host only; the device's default is refused with the reason",
+          "[train][axes]") {
+    const CellParams host = train_cell("backend = \"explicit-copy\"\ndtype = \"bf16\"\noptimizer = \"host\"");
+    CHECK(host.optimizer == StateHome::host);
+    CHECK(cell_impossible_reason(host).empty());
+    const CellParams plain = train_cell("backend = \"explicit-copy\"\ndtype = \"bf16\"");
+    CHECK(cell_impossible_reason(plain) ==
+          "the explicit-copy backend cannot keep the optimizer's state in device memory (optimizer = \"device\", the "
+          "default); it trains with optimizer = \"host\", and device is honoured by: device");
+    // The axes a training cell on it takes are kept, not reset to their defaults.
+    const CellParams block = train_cell("backend = \"explicit-copy\"\noptimizer = \"host\"\nrecompute = \"block\"");
+    CHECK(block.recompute == Recompute::block);
+    const TrainingState& state = *backend_traits(BackendId::explicit_copy).training;
+    CHECK(state.optimizer_homes == std::vector<StateHome>{StateHome::host});
+    // The host backend keeps its state on the host whatever the cell's (default) optimizer says.
+    CHECK(cell_impossible_reason(train_cell()).empty());
+    // The UVM backends still do not train.
+    CHECK_THAT(cell_impossible_reason(train_cell("backend = \"uvm\"")), ContainsSubstring("the uvm backend does not train"));
+}
+
 namespace {
 
 // list and estimate show `axis` where a cell sets it (`set` beside `plain`), not otherwise.

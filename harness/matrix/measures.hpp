@@ -157,17 +157,19 @@ inline constexpr auto kMeasures = std::to_array<Measure>({
     {.name = "device_weight_bytes", .type = SqlType::integer, .unit = Unit::bytes,
      .meaning = "device memory the backend held for weights"},
     {.name = "pinned_host_bytes", .type = SqlType::integer, .unit = Unit::bytes, .since = 9,
-     .meaning = "page-locked host memory the backend held for weights, or for the staging of a training state kept on "
-                "the host (optimizer = host)"},
+     .meaning = "page-locked host memory the backend held for weights, and for the staging of a training state kept on "
+                "the host (optimizer = host) and explicit-copy's streamed units' gradients"},
     {.name = "training_state_bytes", .type = SqlType::integer, .unit = Unit::bytes, .since = 16,
      .meaning = "device memory the backend held for a training step's state: gradients, fp32 master weights, AdamW's "
                 "moments (train)"},
     {.name = "link_to_host_bytes", .type = SqlType::integer, .unit = Unit::bytes, .since = 21,
-     .meaning = "bytes a training step's update copied from the device to the host: each unit's gradient where AdamW "
-                "runs on the host (optimizer = host), 0 where it runs on the device (GPU train)"},
+     .meaning = "bytes a training step copied from the device to the host: each unit's gradient where AdamW runs on "
+                "the host (optimizer = host; explicit-copy's streamed units' as the backward releases them), 0 where "
+                "it runs on the device (GPU train)"},
     {.name = "link_to_device_bytes", .type = SqlType::integer, .unit = Unit::bytes, .since = 21,
-     .meaning = "bytes a training step's update copied from the host to the device: each unit's new weights where "
-                "AdamW runs on the host, 0 where it runs on the device (GPU train)"},
+     .meaning = "bytes a training step copied from the host to the device: each unit's new weights where AdamW runs "
+                "on the host, and explicit-copy's streamed units twice (forward and backward) instead of theirs, 0 where "
+                "it runs on the device (GPU train)"},
     {.name = "device_used_bytes", .type = SqlType::integer, .unit = Unit::bytes,
      .meaning = "device memory in use after the first iteration (cudaMemGetInfo)"},
     // The memory estimator's predictions, made before the cell runs.

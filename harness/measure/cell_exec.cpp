@@ -102,19 +102,32 @@ std::string training_only_fusion_reason(const CellParams& c) {
 }
 
 // Why the cell's optimizer placement cannot be honoured: an inference cell has no optimizer, and a
-// backend keeps the optimizer's state only where its TrainingState says it can.
+// backend that takes the `optimizer` axis keeps the optimizer's state only where its TrainingState
+// says it can (the default, `device`, included: explicit-copy trains with `host` only). A backend
+// without the axis (host) keeps its state where it does whatever the cell says.
 std::string optimizer_impossible_reason(const CellParams& c) {
-    if (c.optimizer == CellParams{}.optimizer) return {};
-    const std::string setting = "optimizer = \"" + std::string(enum_name(c.optimizer)) + "\"";
-    if (c.mode != Mode::train)
+    const bool by_default = c.optimizer == CellParams{}.optimizer;
+    const std::string setting =
+        "optimizer = \"" + std::string(enum_name(c.optimizer)) + "\"" + (by_default ? ", the default" : "");
+    if (c.mode != Mode::train) {
+        if (by_default) return {};
         return setting + " is a setting of training steps (mode = \"train\"): an inference forward has no optimizer";
+    }
     const BackendTraits& backend = backend_traits(c.backend);
-    if (!backend.training || backend.training->keeps_optimizer_on(c.optimizer)) return {};
-    std::string able;
+    if (!backend.training || !backend.uses("optimizer") || backend.training->keeps_optimizer_on(c.optimizer)) return {};
+    const auto names = [](const std::vector<std::string>& list) {
+        std::string text;
+        for (const auto& n : list) text += (text.empty() ? "" : ", ") + n;
+        return text;
+    };
+    std::vector<std::string> able, homes;
     for (const BackendTraits& b : backend_registry())
-        if (b.training && b.training->keeps_optimizer_on(c.optimizer)) able += (able.empty() ? "" : ", ") + std::string(enum_name(b.id));
+        if (b.training && b.training->keeps_optimizer_on(c.optimizer)) able.emplace_back(enum_name(b.id));
+    for (const StateHome home : backend.training->optimizer_homes)
+        homes.push_back("optimizer = \"" + std::string(enum_name(home)) + "\"");
     return "the " + std::string(enum_name(c.backend)) + " backend cannot keep the optimizer's state in " +
-           std::string(enum_name(c.optimizer)) + " memory; " + setting + " needs one of: " + able;
+           std::string(enum_name(c.optimizer)) + " memory (" + setting + "); it trains with " + names(homes) +
+           ", and " + std::string(enum_name(c.optimizer)) + " is honoured by: " + names(able);
 }
 
 }  // namespace

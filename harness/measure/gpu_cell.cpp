@@ -346,7 +346,7 @@ public:
         for (auto& unit : s.gradients)
             for (float& g : unit) g /= scale;
         s.updated_after = cell_.dtype == DType::fp32
-                              ? sampled(copy_units([&](int u) { return gpu_.backend().acquire(u); }, cell_.dtype))
+                              ? sampled(copy_units([&](int u) { return gpu_.backend().stored_weights(u); }, cell_.dtype))
                               : sampled(master_copy());
     }
 
@@ -363,10 +363,11 @@ public:
         step_->update(gpu_.backend());
         marks_[3].record(stream);
         marks_[3].synchronize();
-        // A skipped fp16 update moves nothing: the cell keeps an updating step's.
-        const LinkBytes link = step_->update_link_bytes();
-        link_.to_host = std::max(link_.to_host, link.to_host);
-        link_.to_device = std::max(link_.to_device, link.to_device);
+        // What the backend streamed (explicit-copy's weights in, gradients out) and what the update
+        // moved itself; a skipped fp16 update moves nothing: the cell keeps an updating step's.
+        const LinkBytes streamed = gpu_.backend().link_bytes_since_reset(), update = step_->update_link_bytes();
+        link_.to_host = std::max(link_.to_host, streamed.to_host + update.to_host);
+        link_.to_device = std::max(link_.to_device, streamed.to_device + update.to_device);
         gpu_.note_device_used();
         losses_.add(step_->loss(), step_->grad_norm(), cell_.dtype == DType::fp16 && step_->skipped_steps() > skipped_before);
         StepTime t;
@@ -419,7 +420,7 @@ private:
         s.targets = checked_ids(cell_, s.shape, targets_);
         const std::optional<std::string> key = kept_training_key(cell_, tokens_);
         if (!key || !kept_reference_ || kept_reference_->key != *key)
-            s.weights = copy_units([&](int u) { return gpu_.backend().acquire(u); }, cell_.dtype);
+            s.weights = copy_units([&](int u) { return gpu_.backend().stored_weights(u); }, cell_.dtype);
         s.sample = std::move(sample);
         return s;
     }
@@ -491,7 +492,7 @@ private:
                                     CudaEvent(CudaEvent::Timing::on), CudaEvent(CudaEvent::Timing::on)};
     std::optional<CheckedStep> checked_;
     StepLosses losses_;
-    LinkBytes link_;  // the most a step's update moved each way
+    LinkBytes link_;  // the most a step moved each way
 };
 
 }  // namespace

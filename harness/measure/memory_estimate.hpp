@@ -49,7 +49,8 @@ struct MemoryEstimate {
     // Host memory, bytes.
     std::int64_t pinned_host = 0;  // page-locked weights (explicit-copy)
     // The page-locked staging a training step's state crosses the link through, where its
-    // optimizer runs on the host (TrainingState's pinned bytes).
+    // optimizer runs on the host, and explicit-copy's page-locked gradients of the units it
+    // streams (TrainingState's pinned bytes).
     std::int64_t pinned_staging = 0;
     std::int64_t managed = 0;      // managed allocations (UVM weights; managed activations)
     // The weights' host memory at the peak (WeightFootprint::host_bytes).

@@ -79,7 +79,7 @@ struct GpuTrainStep::Impl {
     // each way, and per staging slot when its gradient has come down and its weights gone up.
     struct HostLink {
         CudaStream down, up;
-        CudaEvent backward_done;
+        CudaEvent backward_done, all_up;
         std::array<CudaEvent, kHostUpdateSlots> gradient_down, weights_up;
     };
     std::unique_ptr<HostLink> host_link;
@@ -648,8 +648,10 @@ void GpuTrainStep::Impl::update_on_host(LayerSource& weights, const UnitUpdate& 
     // The gradients are final once the backward's work on the compute stream is.
     link.backward_done.record(stream);
     link.backward_done.wait_on(link.down.get());
+    // A streamed unit's gradient and weights are its own host buffers: the source copied the
+    // gradient there, and the next forward streams the new weights from there.
     const auto copy_down = [&](int u, const UnitUpdate& unit) {
-        if (!finite) return;
+        if (!finite || unit.streamed) return;
         CUDA_CHECK(cudaMemcpyAsync(unit.host_gradient, unit.gradient, bytes_of(u), cudaMemcpyDeviceToHost, link.down.get()));
         link.gradient_down[as_size(u % kHostUpdateSlots)].record(link.down.get());
         link_bytes.to_host += static_cast<std::int64_t>(bytes_of(u));
@@ -668,9 +670,13 @@ void GpuTrainStep::Impl::update_on_host(LayerSource& weights, const UnitUpdate& 
         if (finite) {
             {
                 const NvtxRange wait("host_update_wait");
-                link.gradient_down[slot].synchronize();
-                // The slot's weights buffer is free once the unit before in this slot went up.
-                link.weights_up[slot].synchronize();
+                if (unit.streamed) {
+                    if (unit.gradient_copied != nullptr) CUDA_CHECK(cudaEventSynchronize(unit.gradient_copied));
+                } else {
+                    link.gradient_down[slot].synchronize();
+                    // The slot's weights buffer is free once the unit before in this slot went up.
+                    link.weights_up[slot].synchronize();
+                }
             }
             const NvtxRange compute("host_adamw");
             for (const TensorSpec& t : layout.units[as_size(u)].tensors) {
@@ -678,14 +684,19 @@ void GpuTrainStep::Impl::update_on_host(LayerSource& weights, const UnitUpdate& 
                            static_cast<const T*>(unit.host_gradient) + t.offset, unit.m + t.offset, unit.v + t.offset,
                            t.numel, adamw_for(t, grad_scale));
             }
-            CUDA_CHECK(cudaMemcpyAsync(unit.weights, unit.host_weights, bytes_of(u), cudaMemcpyHostToDevice, link.up.get()));
-            link.weights_up[slot].record(link.up.get());
-            link_bytes.to_device += static_cast<std::int64_t>(bytes_of(u));
+            if (!unit.streamed) {
+                CUDA_CHECK(cudaMemcpyAsync(unit.weights, unit.host_weights, bytes_of(u), cudaMemcpyHostToDevice, link.up.get()));
+                link.weights_up[slot].record(link.up.get());
+                link_bytes.to_device += static_cast<std::int64_t>(bytes_of(u));
+            }
         }
         weights.release_update(u);
     }
-    // The copies up run in order on one stream: the last one's event covers them all.
-    if (finite) link.weights_up[as_size((units - 1) % kHostUpdateSlots)].wait_on(stream);
+    // The copies up run in order on one stream: an event after the last covers them all.
+    if (finite) {
+        link.all_up.record(link.up.get());
+        link.all_up.wait_on(stream);
+    }
 }
 
 GpuTrainStep::GpuTrainStep(const ModelConfig& model, const WeightLayout& layout, DType dtype, int batch, int seq,

@@ -36,14 +36,6 @@
 
 namespace sweetspot {
 
-// What an update moved across the host link, bytes each way: the gradients to the host and the new
-// weights to the device, where the source keeps the optimizer's state on the host; none where it
-// keeps it on the device, nor for a skipped update.
-struct LinkBytes {
-    std::int64_t to_host = 0, to_device = 0;
-    bool operator==(const LinkBytes&) const = default;
-};
-
 struct GpuTrainOptions {
     bool tf32 = false;  // fp32 GEMMs on TF32 tensor cores; off = true fp32
     // flash_attention: FlashAttention-2's forward (keeping each row's logsumexp) and backward;
@@ -93,7 +85,11 @@ public:
     float loss_scale() const;
     int steps() const;
     int skipped_steps() const;
-    // The last update's.
+    // What the last update moved across the host link itself: the gradients to the host and the
+    // new weights to the device, where the source keeps the optimizer's state on the host and the
+    // unit's weights on the device; none where it keeps it on the device, for a streamed unit
+    // (UnitUpdate::streamed: the backend moved it, Backend::link_bytes_since_reset), nor for a skipped
+    // update.
     LinkBytes update_link_bytes() const;
 
     // Device bytes this object allocates besides the cuBLAS workspace: kept activations, the

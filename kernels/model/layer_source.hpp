@@ -2,9 +2,18 @@
 // The seam between the compute and the backend that placed the weights: the compute asks for unit
 // i, computes with it, and hands it back, in the order of the step's UnitSchedule. It never knows
 // where the bytes live.
+#include <cstdint>
 #include <stdexcept>
 
+struct CUevent_st;  // cudaEvent_t, without making this header depend on CUDA
+
 namespace sweetspot {
+
+// Bytes a step moved across the host link, each way.
+struct LinkBytes {
+    std::int64_t to_host = 0, to_device = 0;
+    bool operator==(const LinkBytes&) const = default;
+};
 
 // How many units' page-locked buffers a source that keeps the optimizer's state on the host hands
 // out at a time (UnitUpdate::host_gradient): one unit's copies run while the other's update does.
@@ -28,6 +37,14 @@ struct UnitUpdate {
     // gradient's copy, before it releases unit u. Null where the state is beside the weights.
     void* host_gradient = nullptr;
     void* host_weights = nullptr;
+    // Set where the backend streams the unit from host memory (explicit-copy's streamed units):
+    // host_weights are the page-locked weights the next forward streams from (weights points there
+    // too: the new weights land in place, nothing is copied up), and host_gradient the unit's own
+    // page-locked gradient (gradient points there too), which the backend copied there itself once
+    // the backward released the unit: gradient_copied is that copy's event, which the update waits
+    // for instead of copying the gradient down. Such buffers are the unit's own, not a slot's.
+    bool streamed = false;
+    CUevent_st* gradient_copied = nullptr;
     bool on_host() const { return host_gradient != nullptr; }
 };
 
