@@ -6,6 +6,7 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <string>
 #include <vector>
@@ -239,15 +240,17 @@ TEST_CASE("a prefix step leaves the backend as it found it, and its check fails 
         HostBackend backend;
         place_synthetic(backend, c, layout);
         const auto units = synthetic_units(c, layout);
-        // The backend's state before: weights, gradients and moments, each unit's.
+        // The backend's state before: weights, gradients and moments, each unit's, as bytes: the
+        // gradients are not written before the first backward, and what they hold may be NaN.
         const auto state_of = [&] {
-            std::vector<std::vector<float>> state;
+            std::vector<std::vector<std::byte>> state;
             for (int u = 0; u < layout.unit_count(); ++u) {
                 const UnitUpdate unit = backend.acquire_update(u);
                 const auto n = static_cast<std::ptrdiff_t>(layout.units[static_cast<std::size_t>(u)].numel);
                 for (const void* p : {static_cast<const void*>(unit.weights), unit.gradient, static_cast<const void*>(unit.m),
                                       static_cast<const void*>(unit.v)})
-                    state.emplace_back(static_cast<const float*>(p), static_cast<const float*>(p) + n);
+                    state.emplace_back(static_cast<const std::byte*>(p),
+                                       static_cast<const std::byte*>(p) + n * static_cast<std::ptrdiff_t>(sizeof(float)));
                 backend.release_update(u);
             }
             return state;
