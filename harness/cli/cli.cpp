@@ -580,6 +580,16 @@ FixedCost calibration_from(const std::string& path) {
     return costs.front();
 }
 
+// The bytes an option such as --fit or --memory gives ("80GiB", or a number of bytes).
+std::int64_t memory_amount(const po::variables_map& vm, const std::string& option) {
+    const std::string text = vm[option].as<std::string>();
+    const auto amount = Budget::parse(text);
+    if (!amount || amount->kind != Budget::Kind::bytes)
+        throw po::error("--" + option + " expects an amount of memory such as \"80GiB\" or a number of bytes, got '" +
+                        text + "'");
+    return amount->resolve(0);
+}
+
 // The fixed cost --calibration DB measured, if given.
 std::optional<FixedCost> calibration(const po::variables_map& vm) {
     if (!vm.count("calibration")) return std::nullopt;
@@ -616,14 +626,11 @@ int cmd_estimate(const std::vector<std::string>& args) {
             print_memory_estimates(cells, fixed, format_option(vm), out);
             return;
         }
-        const auto capacity = Budget::parse(vm["fit"].as<std::string>());
-        if (!capacity || capacity->kind != Budget::Kind::bytes)
-            throw po::error("--fit expects an amount of memory such as \"80GiB\" or a number of bytes, got '" +
-                            vm["fit"].as<std::string>() + "'");
+        const std::int64_t capacity = memory_amount(vm, "fit");
         if (!fixed)
             throw po::error("--fit needs --calibration DB: the CUDA context and libraries' memory is measured on the GPU, "
                             "not guessed");
-        print_fits(cells, capacity->resolve(0), *fixed, format_option(vm), out);
+        print_fits(cells, capacity, *fixed, format_option(vm), out);
     });
 }
 
@@ -641,17 +648,9 @@ int cmd_plan(const std::vector<std::string>& args) {
         ("db", po::value<std::string>()->required(),
          "the results database whose ok cells' tokens/s rank the settings; also the calibration unless --calibration");
     return matrix_table_command(std::move(cmd), args, [](const auto& cells, const po::variables_map& vm, std::ostream& out) {
-        const auto amount = [&](const char* option) {
-            const std::string text = vm[option].as<std::string>();
-            const auto budget = Budget::parse(text);
-            if (!budget || budget->kind != Budget::Kind::bytes)
-                throw po::error(std::string("--") + option + " expects an amount of memory such as \"40GiB\" or a number of "
-                                "bytes, got '" + text + "'");
-            return budget->resolve(0);
-        };
         PlanLimits limits;
-        limits.device_bytes = amount("memory");
-        if (vm.count("host-memory")) limits.host_bytes = amount("host-memory");
+        limits.device_bytes = memory_amount(vm, "memory");
+        if (vm.count("host-memory")) limits.host_bytes = memory_amount(vm, "host-memory");
         const std::string db = vm["db"].as<std::string>();
         if (!std::filesystem::exists(db)) throw po::error("no such database: " + db);
         Store results = Store::open_read_only(db);
@@ -952,10 +951,10 @@ int cli_main(int argc, char** argv) {
         // The commands a user types, then the ones sweetspot runs itself (in a cell's process, the probe).
         const std::vector<std::pair<std::string, std::function<int()>>> commands = {
             {"run", [&] { return cmd_run(args, command_line); }}, {"list", [&] { return cmd_list(args); }},
-            {"estimate", [&] { return cmd_estimate(args); }},    {"plan", [&] { return cmd_plan(args); }},    {"summary", [&] { return cmd_summary(args); }},
-            {"compare", [&] { return cmd_compare(args); }},      {"trace", [&] { return cmd_trace(args); }},
-            {"report", [&] { return cmd_report(args); }},        {"logits", [&] { return cmd_logits(args); }},
-            {"gradients", [&] { return cmd_gradients(args); }},
+            {"estimate", [&] { return cmd_estimate(args); }},    {"plan", [&] { return cmd_plan(args); }},
+            {"summary", [&] { return cmd_summary(args); }},      {"compare", [&] { return cmd_compare(args); }},
+            {"trace", [&] { return cmd_trace(args); }},          {"report", [&] { return cmd_report(args); }},
+            {"logits", [&] { return cmd_logits(args); }},        {"gradients", [&] { return cmd_gradients(args); }},
             {"submit", [&] { return cmd_submit(args); }},        {"merge", [&] { return cmd_merge(args); }},
             {"_cell", [&] { return cmd_cell(args); }},           {"_probe", [&] { return cmd_probe(args); }},
         };

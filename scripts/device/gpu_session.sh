@@ -33,11 +33,9 @@ sweep)
     mkdir -p "$sweeps"
     # SWEEP_SECONDS: stop the sweep (SIGTERM: the cell in flight ends, the database stays whole)
     # after that long, so that it is still exported before the lease's limit cuts everything.
-    if [[ -n "${SWEEP_SECONDS:-}" ]]; then
-        timeout --signal=TERM "$SWEEP_SECONDS" "$bin/sweetspot" run "$matrix" --db "$sweeps/$name.db" "$@" >> "$out/$name.log" 2>&1
-    else
-        "$bin/sweetspot" run "$matrix" --db "$sweeps/$name.db" "$@" >> "$out/$name.log" 2>&1
-    fi
+    limit=()
+    if [[ -n "${SWEEP_SECONDS:-}" ]]; then limit=(timeout --signal=TERM "$SWEEP_SECONDS"); fi
+    "${limit[@]}" "$bin/sweetspot" run "$matrix" --db "$sweeps/$name.db" "$@" >> "$out/$name.log" 2>&1
     echo "sweep $name: rc $? ($(grep -c '\] ok' "$out/$name.log") ok lines); $(tail -2 "$out/$name.log" | head -1)"
     "$bin/sweetspot" summary "$sweeps/$name.db" > "$out/$name-summary.txt" 2>&1
     grep -vE "^\s*[0-9]+ .* ok " "$out/$name-summary.txt" | tail -25
