@@ -220,6 +220,9 @@ FirstStep first_step(const Case& c, const WeightLayout& layout, const std::vecto
             CHECK(step.loss_scale() == static_cast<float>(scale / 2));
         }
     }
+    // The step's work is ordered on `stream` (a host update's copies up included), which is not
+    // the legacy stream that cudaMemcpy reads on.
+    CUDA_CHECK(cudaStreamSynchronize(stream.get()));
     r.steps = step.steps();
     r.skipped = step.skipped_steps();
     r.link = step.update_link_bytes();
@@ -590,7 +593,9 @@ TEST_CASE("GpuTrainStep with the optimizer on the host follows the device optimi
                 CHECK(on_host.update_link_bytes() == (updated ? LinkBytes{bytes, bytes} : LinkBytes{}));
                 CHECK(on_device.update_link_bytes() == LinkBytes{});
             }
-            // The weights the next forward reads are the host's master rounded to the dtype.
+            // The weights the next forward reads are the host's master rounded to the dtype (once
+            // the copies up, ordered on `stream`, are done).
+            CUDA_CHECK(cudaStreamSynchronize(stream.get()));
             for (int u = 0; u < layout.unit_count(); ++u) {
                 const std::int64_t numel = layout.units[as_size(u)].numel;
                 const UnitUpdate unit = host->acquire_update(u);

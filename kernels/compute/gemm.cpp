@@ -106,16 +106,11 @@ void Gemm::batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
 // ([in, out], ld in, transposed by the op), x' x's ([in, rows], ld in) and y' y's ([out, rows],
 // ld out). The bias is per row of y', i.e. per output feature, as the epilogue adds it. The
 // backward's dgelu reads the same W' untransposed: y' [in, rows] = W' [in, out] · x' [out, rows].
-// An auxiliary buffer has y's shape and leading dimension. The weight gradient is dw' [in, out]
-// = x' [in, rows] · op(dy') [rows, out], dy' being dy's memory ([out, rows], ld out) transposed
-// by the op; BGRADB sums the second operand over the product's k (rows) into one value per
-// column of dw', i.e. per output feature: db.
-// The plan's three layouts are, in order, cuBLASLt's A, B and D (= C).
-Gemm::LtPlan* Gemm::lt_plan(int rows, int in, int out, LtEpilogue epilogue) {
+// An auxiliary buffer has y's shape and leading dimension.
+Gemm::LtPlan& Gemm::lt_plan(int rows, int in, int out, LtEpilogue epilogue) {
     const auto key = std::make_tuple(rows, in, out, epilogue);
-    if (const auto found = lt_plans_.find(key); found != lt_plans_.end())
-        return found->second.found ? &found->second : nullptr;
-    const bool backward = epilogue == LtEpilogue::dgelu, weight_grad = epilogue == LtEpilogue::weight_bias_grad;
+    if (const auto found = lt_plans_.find(key); found != lt_plans_.end()) return found->second;
+    const bool backward = epilogue == LtEpilogue::dgelu;
     const int y_width = backward ? in : out, x_width = backward ? out : in;
     const bool aux = epilogue == LtEpilogue::bias_gelu_aux || backward;
     if (aux && !gemm_aux_width_fits(y_width)) {
@@ -126,10 +121,9 @@ Gemm::LtPlan* Gemm::lt_plan(int rows, int in, int out, LtEpilogue epilogue) {
     const cudaDataType type = data_type(dtype_);
     const cublasComputeType_t compute = tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     CUBLAS_CHECK(cublas_.matmul_desc_create(&plan.desc, compute, CUDA_R_32F));
-    const cublasOperation_t op_a = backward || weight_grad ? CUBLAS_OP_N : CUBLAS_OP_T;
-    const cublasOperation_t op_b = weight_grad ? CUBLAS_OP_T : CUBLAS_OP_N;
-    CUBLAS_CHECK(cublas_.matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
-    CUBLAS_CHECK(cublas_.matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+    const cublasOperation_t op_w = backward ? CUBLAS_OP_N : CUBLAS_OP_T, keep = CUBLAS_OP_N;
+    CUBLAS_CHECK(cublas_.matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_w, sizeof op_w));
+    CUBLAS_CHECK(cublas_.matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof keep));
     const cublasLtEpilogue_t lt_epilogue = [&] {
         switch (epilogue) {
             case LtEpilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
@@ -137,7 +131,6 @@ Gemm::LtPlan* Gemm::lt_plan(int rows, int in, int out, LtEpilogue epilogue) {
             case LtEpilogue::bias_residual: return CUBLASLT_EPILOGUE_BIAS;
             case LtEpilogue::bias_gelu_aux: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
             case LtEpilogue::dgelu: return CUBLASLT_EPILOGUE_DGELU;
-            case LtEpilogue::weight_bias_grad: return CUBLASLT_EPILOGUE_BGRADB;
         }
         return CUBLASLT_EPILOGUE_DEFAULT;
     }();
@@ -148,15 +141,9 @@ Gemm::LtPlan* Gemm::lt_plan(int rows, int in, int out, LtEpilogue epilogue) {
         CUBLAS_CHECK(
             cublas_.matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
     }
-    if (weight_grad) {
-        CUBLAS_CHECK(cublas_.matrix_layout_create(&plan.w, type, in, rows, in));     // x'
-        CUBLAS_CHECK(cublas_.matrix_layout_create(&plan.x, type, out, rows, out));   // dy'
-        CUBLAS_CHECK(cublas_.matrix_layout_create(&plan.y, type, in, out, in));      // dw'
-    } else {
-        CUBLAS_CHECK(cublas_.matrix_layout_create(&plan.w, type, in, out, in));
-        CUBLAS_CHECK(cublas_.matrix_layout_create(&plan.x, type, x_width, rows, x_width));
-        CUBLAS_CHECK(cublas_.matrix_layout_create(&plan.y, type, y_width, rows, y_width));
-    }
+    CUBLAS_CHECK(cublas_.matrix_layout_create(&plan.w, type, in, out, in));
+    CUBLAS_CHECK(cublas_.matrix_layout_create(&plan.x, type, x_width, rows, x_width));
+    CUBLAS_CHECK(cublas_.matrix_layout_create(&plan.y, type, y_width, rows, y_width));
 
     cublasLtMatmulPreference_t preference = nullptr;
     CUBLAS_CHECK(cublas_.preference_create(&preference));
@@ -171,9 +158,6 @@ Gemm::LtPlan* Gemm::lt_plan(int rows, int in, int out, LtEpilogue epilogue) {
                                               &found);
     }();
     (void)cublas_.preference_destroy(preference);
-    // An epilogue cuBLASLt does not offer for these operands is "not supported", as is no algorithm.
-    if (weight_grad && (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)))
-        return nullptr;
     CUBLAS_CHECK(status);
     if (found == 0) {
         throw std::runtime_error("cuBLASLt has no algorithm for a " + std::string(enum_name(dtype_)) + " GEMM of " +
@@ -181,14 +165,7 @@ Gemm::LtPlan* Gemm::lt_plan(int rows, int in, int out, LtEpilogue epilogue) {
                                  std::to_string(y_width) + " with an epilogue");
     }
     plan.algo = result.algo;
-    plan.found = true;
-    return &plan;
-}
-
-Gemm::LtPlan& Gemm::planned(int rows, int in, int out, LtEpilogue epilogue) {
-    LtPlan* plan = lt_plan(rows, in, out, epilogue);
-    if (plan == nullptr) throw std::runtime_error("Gemm: planning this cuBLASLt product failed before");
-    return *plan;
+    return plan;
 }
 
 void Gemm::linear_fused(void* y, const void* x, const void* w, const void* bias, int rows, int in, int out,
@@ -204,7 +181,7 @@ void Gemm::linear_fused(void* y, const void* x, const void* w, const void* bias,
     }();
     if (epilogue == Epilogue::bias_gelu_aux && operands.aux == nullptr)
         throw std::invalid_argument("Gemm::linear_fused: the bias_gelu_aux epilogue needs an aux buffer");
-    LtPlan& plan = planned(rows, in, out, lt_epilogue);
+    LtPlan& plan = lt_plan(rows, in, out, lt_epilogue);
     CUBLAS_CHECK(cublas_.matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     if (epilogue == Epilogue::bias_gelu_aux) {
         CUBLAS_CHECK(cublas_.matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
@@ -219,22 +196,12 @@ void Gemm::linear_fused(void* y, const void* x, const void* w, const void* bias,
 }
 
 void Gemm::linear_backward_dgelu(void* dx, const void* dy, const void* w, const void* pre, int rows, int in, int out) {
-    LtPlan& plan = planned(rows, in, out, LtEpilogue::dgelu);
+    LtPlan& plan = lt_plan(rows, in, out, LtEpilogue::dgelu);
     CUBLAS_CHECK(
         cublas_.matmul_desc_set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pre, sizeof pre));
     const float alpha = 1.0f, beta = 0.0f;
     CUBLAS_CHECK(cublas_.matmul(lt_, plan.desc, &alpha, w, plan.w, dy, plan.x, &beta, dx, plan.y, dx, plan.y,
                                 &plan.algo, workspace_, static_cast<std::size_t>(workspace_bytes_), stream_));
-}
-
-bool Gemm::weight_and_bias_gradient(void* dw, void* db, const void* dy, const void* x, int rows, int in, int out) {
-    LtPlan* plan = lt_plan(rows, in, out, LtEpilogue::weight_bias_grad);
-    if (plan == nullptr) return false;
-    CUBLAS_CHECK(cublas_.matmul_desc_set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &db, sizeof db));
-    const float alpha = 1.0f, beta = 0.0f;
-    CUBLAS_CHECK(cublas_.matmul(lt_, plan->desc, &alpha, x, plan->w, dy, plan->x, &beta, dw, plan->y, dw, plan->y,
-                                &plan->algo, workspace_, static_cast<std::size_t>(workspace_bytes_), stream_));
-    return true;
 }
 
 }  // namespace sweetspot

@@ -49,13 +49,6 @@ public:
     // gelu'(pre), w [out, in] as in linear, pre [rows, in] the kept pre-activation. One cuBLASLt
     // call (its DGELU epilogue) instead of the GEMM and the GELU's backward kernel.
     // bias_gelu_aux and this take widths (out, in) that gemm_aux_width_fits (gemm_limits.hpp).
-
-    // A linear layer's weight and bias gradients from one GEMM: dw [out, in] = dyᵀ · x and db [out]
-    // = Σ_rows dy (overwritten, in the dtype), the column sums taken by the GEMM's BGRADB epilogue
-    // from the dy it reads anyway, instead of a kernel reading dy again. x [rows, in] and dy
-    // [rows, out] contiguous. Returns false, computing nothing, where cuBLASLt has no algorithm
-    // for the shape: the caller then uses batched and its own column sums.
-    bool weight_and_bias_gradient(void* dw, void* db, const void* dy, const void* x, int rows, int in, int out);
     void linear_backward_dgelu(void* dx, const void* dy, const void* w, const void* pre, int rows, int in, int out);
 
     // For each of `batch` problems p (pointers advanced by p·stride_*, in elements), row-major:
@@ -87,16 +80,12 @@ private:
         cublasLtMatmulDesc_t desc = nullptr;
         cublasLtMatrixLayout_t w = nullptr, x = nullptr, y = nullptr;
         cublasLtMatmulAlgo_t algo{};
-        bool found = false;
     };
     // The cuBLASLt epilogues behind the public calls: Epilogue's, and the backward's DGELU.
-    enum class LtEpilogue { bias, bias_gelu, bias_residual, bias_gelu_aux, dgelu, weight_bias_grad };
-    // A plan for y [rows, out] = x [rows, in] · wᵀ (w [out, in]), for dgelu y [rows, in] = x
-    // [rows, out] · w, for weight_bias_grad dw [out, in] = dyᵀ · x with db. Null where cuBLASLt
-    // has no algorithm for a weight_bias_grad shape (the others throw).
-    LtPlan* lt_plan(int rows, int in, int out, LtEpilogue epilogue);
-    // lt_plan's, where the epilogue must be there.
-    LtPlan& planned(int rows, int in, int out, LtEpilogue epilogue);
+    enum class LtEpilogue { bias, bias_gelu, bias_residual, bias_gelu_aux, dgelu };
+    // A plan for y [rows, out] = x [rows, in] · wᵀ (w [out, in]), or for dgelu y [rows, in] =
+    // x [rows, out] · w.
+    LtPlan& lt_plan(int rows, int in, int out, LtEpilogue epilogue);
 
     CublasLibrary cublas_;  // first: loaded before, and unloaded after, everything made through it
     DType dtype_;

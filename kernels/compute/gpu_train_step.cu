@@ -154,13 +154,10 @@ struct GpuTrainStep::Impl {
         return {s.lr, s.beta1, s.beta2, s.eps, decays_weights(t) ? s.weight_decay : 0.0f, steps, grad_scale};
     }
 
-    // Of y [rows, out] = x [rows, in] · wᵀ + b: dw = dyᵀ · x, db = Σ_rows dy (into the zeroed
-    // gradient), dx = dy · w (not computed where dx is null: an epilogue computes it). Where
-    // `epilogue` (the forward took the bias into its GEMM), db comes from the dw GEMM's BGRADB
-    // epilogue instead of a kernel of its own.
+    // Of y [rows, out] = x [rows, in] · wᵀ + b: dw = dyᵀ · x, db = Σ_rows dy (added to the zeroed
+    // gradient), dx = dy · w (not computed where dx is null: an epilogue computes it).
     template <class T>
-    void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int in, int out,
-                         bool epilogue = false);
+    void linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int in, int out);
     // dy = dres through the dropout at `site` (dres itself when dropout is off).
     template <class T>
     const T* through_dropout(std::uint32_t site);
@@ -404,14 +401,11 @@ void GpuTrainStep::Impl::forward(LayerSource& weights) {
 }
 
 template <class T>
-void GpuTrainStep::Impl::linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int in, int out,
-                                         bool epilogue) {
+void GpuTrainStep::Impl::linear_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int in, int out) {
     const int bt = static_cast<int>(rows());
     // dw [out, in] = dyᵀ [out, rows] · x [rows, in]; dx [rows, in] = dy [rows, out] · w [out, in].
-    if (!(epilogue && db != nullptr && gemm->weight_and_bias_gradient(dw, db, dy, x, bt, in, out))) {
-        gemm->batched(/*trans_a=*/true, /*trans_b=*/false, out, in, bt, 1.0f, dy, out, 0, x, in, 0, 0.0f, dw, in, 0, 1);
-        if (db != nullptr) gpu::launch_bias_backward<T>(db, dy, bt, out, at<float>(plan.bias_scratch), stream);
-    }
+    gemm->batched(/*trans_a=*/true, /*trans_b=*/false, out, in, bt, 1.0f, dy, out, 0, x, in, 0, 0.0f, dw, in, 0, 1);
+    if (db != nullptr) gpu::launch_bias_backward<T>(db, dy, bt, out, at<float>(plan.bias_scratch), stream);
     if (dx != nullptr)
         gemm->batched(/*trans_a=*/false, /*trans_b=*/false, bt, in, out, 1.0f, dy, out, 0, w, in, 0, 0.0f, dx, in, 0, 1);
 }
@@ -460,13 +454,13 @@ void GpuTrainStep::Impl::block_backward(int layer, const T* unit, T* grad, const
     if (inplace_gelu) {
         // dfc = (dy · W) ⊙ gelu'(x), gelu' from the kept output and branch bits.
         linear_backward<T>(dfc, g(block_tensor::fc_proj_w), g(block_tensor::fc_proj_b), dy, fc,
-                           w(block_tensor::fc_proj_w), 4 * c, c, mlp_fused);
+                           w(block_tensor::fc_proj_w), 4 * c, c);
         gpu::launch_gelu_tanh_backward_from_output<T>(dfc, fc, at<std::uint8_t>(plan.gelu_branch[l]), rows() * 4 * c,
                                                       stream);
     } else if (mlp_fused) {
         // dfc = (dy · W) ⊙ gelu'(fc_pre) from the one GEMM's DGELU epilogue.
         linear_backward<T>(nullptr, g(block_tensor::fc_proj_w), g(block_tensor::fc_proj_b), dy, fc,
-                           w(block_tensor::fc_proj_w), 4 * c, c, /*epilogue=*/true);
+                           w(block_tensor::fc_proj_w), 4 * c, c);
         gemm->linear_backward_dgelu(dfc, dy, w(block_tensor::fc_proj_w), fc_pre, bt, 4 * c, c);
     } else {
         linear_backward<T>(dfc, g(block_tensor::fc_proj_w), g(block_tensor::fc_proj_b), dy, fc,
@@ -474,7 +468,7 @@ void GpuTrainStep::Impl::block_backward(int layer, const T* unit, T* grad, const
         gpu::launch_gelu_tanh_backward<T>(dfc, fc_pre, rows() * 4 * c, stream);
     }
     linear_backward<T>(dln, g(block_tensor::fc_w), g(block_tensor::fc_b), dfc, at<T>(plan.ln2[l]), w(block_tensor::fc_w),
-                       c, 4 * c, mlp_fused);
+                       c, 4 * c);
     layernorm_backward<T>(dres, g(block_tensor::ln2_w), g(block_tensor::ln2_b), dln, at<T>(plan.x_mid[l]),
                           at<T>(plan.ln2[l]), w(block_tensor::ln2_w), w(block_tensor::ln2_b), rstd(plan.ln2_rstd, layer),
                           ln_tag(layer, 1));
@@ -485,9 +479,7 @@ void GpuTrainStep::Impl::block_backward(int layer, const T* unit, T* grad, const
     T* const dqkv = at<T>(plan.dqkv);
     const T* att = at<T>(plan.att[l]);
     const T* qkv = at<T>(plan.qkv[l]);
-    const bool proj_fused = options.variant.has(Fusion::proj_epilogue);
-    linear_backward<T>(datt, g(block_tensor::proj_w), g(block_tensor::proj_b), dy, att, w(block_tensor::proj_w), c, c,
-                       proj_fused);
+    linear_backward<T>(datt, g(block_tensor::proj_w), g(block_tensor::proj_b), dy, att, w(block_tensor::proj_w), c, c);
     const std::uint32_t probs_site = Dropout::site_word(DropoutSite::attention_probs, layer);
     if (flash) {
         gpu::flash_attention_backward<T>(dqkv, at<float>(plan.flash_scratch), datt, qkv, att, lse(layer), batch, seq, c,
@@ -498,7 +490,7 @@ void GpuTrainStep::Impl::block_backward(int layer, const T* unit, T* grad, const
                                    {.fused_softmax = false, .dropout = options.dropout, .dropout_site = probs_site});
     }
     linear_backward<T>(dln, g(block_tensor::qkv_w), g(block_tensor::qkv_b), dqkv, at<T>(plan.ln1[l]),
-                       w(block_tensor::qkv_w), c, 3 * c, proj_fused);
+                       w(block_tensor::qkv_w), c, 3 * c);
     layernorm_backward<T>(dres, g(block_tensor::ln1_w), g(block_tensor::ln1_b), dln, at<T>(plan.resid[l]),
                           at<T>(plan.ln1[l]), w(block_tensor::ln1_w), w(block_tensor::ln1_b), rstd(plan.ln1_rstd, layer),
                           ln_tag(layer, 0));

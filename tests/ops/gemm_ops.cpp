@@ -3,7 +3,6 @@
 // auxiliary buffer (the GELU's kept input forward, its derivative backward). Their benchmark rows
 // say what cuBLAS gives at the models' shapes in each dtype: the ceiling of a training step made
 // mostly of these products.
-#include <stdexcept>
 #include <vector>
 
 #include "kernels/compute/cpu_ops.hpp"
@@ -14,7 +13,7 @@ namespace sweetspot::ops {
 
 namespace {
 
-enum class Product { forward, weight_grad, weight_bias_grad, input_grad, gelu_aux, dgelu };
+enum class Product { forward, weight_grad, input_grad, gelu_aux, dgelu };
 
 // dims: rows, in, out of the layer y [rows, out] = x [rows, in] · wᵀ, w [out, in].
 template <class T>
@@ -27,7 +26,7 @@ public:
           out_(static_cast<int>(shape.dims[2])),
           gemm_(dtype, stream, /*tf32=*/false),
           x_(input(uses_x(), size(rows_, in_), kSeed, 1.0f)),
-          w_(input(product != Product::weight_grad && product != Product::weight_bias_grad, size(out_, in_), kSeed + 1, 0.1f)),
+          w_(input(product != Product::weight_grad, size(out_, in_), kSeed + 1, 0.1f)),
           bias_(input(product == Product::gelu_aux, as_size(out_), kSeed + 2, 0.5f)),
           dy_(input(uses_dy(), size(rows_, out_), kSeed + 3, 1.0f)),
           // The dgelu's kept pre-activation spans GELU's curved part and both tails.
@@ -39,8 +38,7 @@ public:
           d_pre_(pre_, stream),
           d_y_(output(product == Product::forward || product == Product::gelu_aux, size(rows_, out_)), stream),
           d_aux_(output(product == Product::gelu_aux, size(rows_, out_)), stream),
-          d_dw_(output(product == Product::weight_grad || product == Product::weight_bias_grad, size(out_, in_)), stream),
-          d_db_(output(product == Product::weight_bias_grad, as_size(out_)), stream),
+          d_dw_(output(product == Product::weight_grad, size(out_, in_)), stream),
           d_dx_(output(product == Product::input_grad || product == Product::dgelu, size(rows_, in_)), stream) {}
 
     void run(cudaStream_t) override {
@@ -50,10 +48,6 @@ public:
                 // dw [out, in] = dyᵀ [out, rows] · x [rows, in].
                 gemm_.batched(/*trans_a=*/true, /*trans_b=*/false, out_, in_, rows_, 1.0f, d_dy_.get(), out_, 0,
                               d_x_.get(), in_, 0, 0.0f, d_dw_.get(), in_, 0, 1);
-                break;
-            case Product::weight_bias_grad:
-                if (!gemm_.weight_and_bias_gradient(d_dw_.get(), d_db_.get(), d_dy_.get(), d_x_.get(), rows_, in_, out_))
-                    throw std::runtime_error("cuBLASLt offers no BGRADB algorithm for this shape");
                 break;
             case Product::input_grad:
                 // dx [rows, in] = dy [rows, out] · w [out, in].
@@ -76,13 +70,6 @@ public:
             case Product::forward:
                 cpu::linear(y.data(), x_.data(), w_.data(), nullptr, rows_, in_, out_);
                 return compare("y", d_y_.to_host(stream), y);
-            case Product::weight_bias_grad: {
-                std::vector<float> db(as_size(out_), 0.0f), w(size(out_, in_));
-                cpu::linear_backward(dx.data(), dw.data(), db.data(), dy_.data(), x_.data(), w.data(), rows_, in_, out_);
-                OpError error = compare("dw", d_dw_.to_host(stream), dw);
-                error.include(compare("db", d_db_.to_host(stream), db));
-                return error;
-            }
             case Product::weight_grad:
             case Product::input_grad:
             case Product::dgelu: {
@@ -105,10 +92,7 @@ public:
 private:
     static constexpr DType dtype = gpu::dtype_of<T>();
     static std::size_t size(int a, int b) { return as_size(a) * as_size(b); }
-    bool uses_x() const {
-        return product_ == Product::forward || product_ == Product::weight_grad || product_ == Product::weight_bias_grad ||
-               product_ == Product::gelu_aux;
-    }
+    bool uses_x() const { return product_ == Product::forward || product_ == Product::weight_grad || product_ == Product::gelu_aux; }
     bool uses_dy() const { return !(product_ == Product::forward || product_ == Product::gelu_aux); }
     // Only the product's own operands are made at full size (the lm_head's are gigabytes); the
     // others hold one value.
@@ -120,7 +104,7 @@ private:
     int rows_, in_, out_;
     Gemm gemm_;
     std::vector<float> x_, w_, bias_, dy_, pre_;
-    DeviceArray<T> d_x_, d_w_, d_bias_, d_dy_, d_pre_, d_y_, d_aux_, d_dw_, d_db_, d_dx_;
+    DeviceArray<T> d_x_, d_w_, d_bias_, d_dy_, d_pre_, d_y_, d_aux_, d_dw_, d_dx_;
 };
 
 OpShape layer(std::int64_t rows, std::int64_t in, std::int64_t out) {
@@ -174,8 +158,6 @@ std::vector<OpEntry> gemm_ops() {
     return {
         gemm_entry("linear", Product::forward, odd, forward_bench),
         gemm_entry("linear_weight_grad", Product::weight_grad, odd, block_layers()),
-        // dw with db from the GEMM's BGRADB epilogue: what the training step's epilogue variants run.
-        gemm_entry("linear_weight_bias_grad", Product::weight_bias_grad, aligned, block_layers()),
         gemm_entry("linear_input_grad", Product::input_grad, odd, block_layers()),
         gemm_entry("linear_bias_gelu_aux", Product::gelu_aux, aligned, {layer(8 * 1024, 1600, 4 * 1600)}),
         // The backward through the MLP's second product: in = 4c is the GELU's width.
