@@ -45,6 +45,22 @@ namespace {
 
 std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
 
+// Writes the padding between `unit`'s tensors (and after the last) into `weights` from its fp32
+// `master`, rounded to the dtype: what the unit was placed with, since AdamW never moves it.
+void restore_padding(const UnitLayout& unit, const float* master, void* weights, DType dtype) {
+    const auto write = [&](std::int64_t begin, std::int64_t end) {
+        if (end <= begin) return;
+        convert_from_f32({master + begin, as_size(end - begin)}, dtype,
+                         static_cast<std::byte*>(weights) + begin * static_cast<std::int64_t>(dtype_size(dtype)));
+    };
+    std::int64_t end = 0;
+    for (const TensorSpec& t : unit.tensors) {
+        write(end, t.offset);
+        end = t.offset + t.numel;
+    }
+    write(end, unit.numel);
+}
+
 }  // namespace
 
 struct GpuTrainStep::Impl {
@@ -677,6 +693,9 @@ void GpuTrainStep::Impl::update_on_host(LayerSource& weights, const UnitUpdate& 
                            t.numel, adamw_for(t, grad_scale));
             }
             if (!unit.streamed) {
+                // The slot's padding holds whichever unit went through it before: the unit goes
+                // up whole (one copy), so its own padding goes with it.
+                restore_padding(layout.units[as_size(u)], unit.master, unit.host_weights, dtype);
                 CUDA_CHECK(cudaMemcpyAsync(unit.weights, unit.host_weights, bytes_of(u), cudaMemcpyHostToDevice, link.up.get()));
                 link.weights_up[slot].record(link.up.get());
                 link_bytes.to_device += static_cast<std::int64_t>(bytes_of(u));
