@@ -17,8 +17,10 @@ cross up twice and not again as new weights; the link is full duplex, so the two
 overlap. The fastest `device` cell of the same workload with its optimizer on the device is the
 in-memory speed reference. Such a step's update streams, per parameter, the fp32 master weights,
 m and v in and out, the gradient in and the new weights out (kernels/compute/host_adamw.hpp): the
-host update time is those bytes at the host's memory bandwidth the run measured
-(runs.host_memory_gbps, STREAM's triad). Any term of the bound may be missing (no link probe, no
+host update time is the bytes the memory moves for it at the rate the memory moved the run's
+STREAM triad (runs.host_memory_gbps). Both count a write-allocate: a line only written (the new
+weights, the triad's a) is read into the cache first, so the triad moves 4 bytes for the 3 STREAM
+counts, and the update 24 + 3 × the dtype's bytes a parameter. Any term of the bound may be missing (no link probe, no
 `device` cell, no host measurement); the bound is then the largest of the others, or None.
 
 A bound is a floor: no cell may run faster than it. faster_than() names the bounds a cell beats
@@ -104,19 +106,25 @@ DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 
 
 def host_update_bytes(cell):
-    """Bytes an update on the host's cores streams for the cell's parameters: master, m and v read and
-    written in fp32, the gradient read and the weights written in the dtype. None for a cell whose
-    optimizer is not on the host, or without its parameter count."""
+    """Bytes the host's memory moves for an update on its cores, per the cell's parameters: master, m
+    and v read and written in fp32, the gradient read and the weights written in the dtype, their
+    lines read first (write-allocate). None for a cell whose optimizer is not on the host, or without
+    its parameter count."""
     params = field(cell, "n_params")
     if field(cell, "optimizer") != "host" or not params:
         return None
-    return params * (6 * 4 + 2 * DTYPE_BYTES[cell["dtype"]])
+    return params * (6 * 4 + 3 * DTYPE_BYTES[cell["dtype"]])
+
+
+# The triad a[i] = b[i] + s·c[i] moves a's lines in too (write-allocate): 4 arrays' bytes for the
+# 3 STREAM counts in runs.host_memory_gbps.
+TRIAD_MOVED_PER_COUNTED = 4 / 3
 
 
 def host_update_ms(cell):
     """Time of the cell's host update at the run's measured host memory bandwidth (ms), or None."""
     update, gbps = host_update_bytes(cell), field(cell, "host_memory_gbps")
-    return update / (gbps * 1e6) if update and gbps else None
+    return update / (gbps * TRIAD_MOVED_PER_COUNTED * 1e6) if update and gbps else None
 
 
 def bound_ms(cell, device_ms, columns):

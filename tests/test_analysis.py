@@ -314,18 +314,19 @@ class BoundTest(unittest.TestCase):
         self.assertEqual(list(bound.device_latencies([cell("device", latency=70.0)], WORKLOAD).values()), [70.0])
 
     def test_host_update_term_is_adamw_bytes_over_the_host_memory_bandwidth(self):
-        # bf16: 24 bytes of fp32 state (master, m, v read and written) and 2 + 2 of gradient in and
-        # weights out, 28 bytes a parameter; 1.5e9 parameters at 20 GB/s: 42e9 B / 20e9 B/s = 2100 ms.
+        # bf16: 24 bytes of fp32 state (master, m, v read and written), 2 of gradient in and 2 + 2 of
+        # weights out and their lines read first, 30 bytes a parameter; 1.5e9 parameters: 45e9 B. A
+        # triad counted at 20 GB/s moved 20 · 4/3 GB/s (a's lines read too): 45e9 / 26.67e9 = 1687.5 ms.
         host = dict(optimizer="host", n_params=1_500_000_000, host_memory_gbps=20.0)
-        self.assertEqual(bound.host_update_bytes(cell("device", dtype="bf16", **host)), 42_000_000_000)
-        self.assertAlmostEqual(bound.host_update_ms(cell("device", dtype="bf16", **host)), 2100.0)
-        # fp32: 4 + 4 more, 32 bytes a parameter: 2400 ms.
-        self.assertAlmostEqual(bound.host_update_ms(cell("device", dtype="fp32", **host)), 2400.0)
+        self.assertEqual(bound.host_update_bytes(cell("device", dtype="bf16", **host)), 45_000_000_000)
+        self.assertAlmostEqual(bound.host_update_ms(cell("device", dtype="bf16", **host)), 1687.5)
+        # fp32: 3 × 2 more, 36 bytes a parameter: 2025 ms.
+        self.assertAlmostEqual(bound.host_update_ms(cell("device", dtype="fp32", **host)), 2025.0)
         # The largest term: above the link (0 streamed, 4e9 B each way at 25 GB/s: 160 ms) and the
         # in-memory step (1000 ms); below a slower in-memory step it is not the bound.
         moved = dict(host, d2h_gbps=25.0, link_to_host_bytes=4 * GB, link_to_device_bytes=4 * GB)
         slow = cell("device", streamed=0, dtype="bf16", latency=3000.0, **moved)
-        self.assertAlmostEqual(bound.bound_ms(slow, {bound.workload(slow, WORKLOAD): 1000.0}, WORKLOAD), 2100.0)
+        self.assertAlmostEqual(bound.bound_ms(slow, {bound.workload(slow, WORKLOAD): 1000.0}, WORKLOAD), 1687.5)
         self.assertAlmostEqual(bound.bound_ms(slow, {bound.workload(slow, WORKLOAD): 2500.0}, WORKLOAD), 2500.0)
         # No term: the optimizer on the device, no measurement (an older file), no parameter count.
         self.assertIsNone(bound.host_update_ms(cell("device", dtype="bf16", **dict(host, optimizer="device"))))

@@ -34,7 +34,7 @@ std::optional<double> host_memory_for_sweep(const Matrix& matrix, std::ostream& 
     if (std::none_of(matrix.cells.begin(), matrix.cells.end(), updates_on_host)) return std::nullopt;
     const TriadBandwidth triad = measure_host_memory_bandwidth();
     out << "sweetspot: host memory " << fixed(triad.gbps, 1) << " GB/s (STREAM triad over 3 × "
-        << human_bytes(static_cast<double>(triad.bytes / 3)) << ", median of " << triad.passes
+        << human_bytes(static_cast<double>(triad.bytes / 3)) << ", best of " << triad.passes
         << " passes): the bound of the cells whose optimizer runs on the host\n";
     return triad.gbps;
 }

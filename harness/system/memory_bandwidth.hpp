@@ -9,7 +9,7 @@
 namespace sweetspot {
 
 struct TriadBandwidth {
-    double gbps = 0;        // median over the timed passes, 1e9 bytes a second
+    double gbps = 0;        // of the fastest timed pass (STREAM's best rate), 1e9 bytes a second
     std::int64_t bytes = 0;  // counted per pass: 3 arrays × n floats (two read, one written), as STREAM counts
     int passes = 0;          // timed, after one untimed pass
 };

@@ -3,6 +3,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <stdexcept>
+#include <type_traits>
+
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/device_common.cuh"
 #include "kernels/compute/elementwise.cuh"
@@ -49,12 +52,38 @@ __global__ void gelu_tanh_with_branch_kernel(T* x, std::uint8_t* left_bits, std:
     }
 }
 
+// A 16-bit T's value from its bits and back.
+template <class T>
+__device__ __forceinline__ T from_bits(std::uint16_t b) {
+    if constexpr (std::is_same_v<T, __half>) return __ushort_as_half(b);
+    else return __ushort_as_bfloat16(b);
+}
+template <class T>
+__device__ __forceinline__ std::uint16_t bits_of(T v) {
+    if constexpr (std::is_same_v<T, __half>) return __half_as_ushort(v);
+    else return __bfloat16_as_ushort(v);
+}
+
+// One thread a (bits, branch) entry; NaN patterns get NaN, as the inversion gives them.
+template <class T>
+__global__ void gelu_derivative_table_kernel(float* table) {
+    const std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+    if (idx >= gelu_output::kDerivativeTableSize) return;
+    const bool left = idx >= 65536;
+    table[idx] = gelu_output::derivative_from_output(to_f32(from_bits<T>(static_cast<std::uint16_t>(idx & 0xFFFF))), left);
+}
+
+// fp32 inverts each y; a 16-bit T reads its y's entry of the table, which the elements' few
+// distinct values keep in L1 and L2.
 template <class T>
 __global__ void gelu_tanh_backward_from_output_kernel(T* dx, const T* y, const std::uint8_t* left_bits,
-                                                      std::int64_t n) {
+                                                      const float* table, std::int64_t n) {
     for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < n;
          idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-        const float grad = gelu_output::derivative_from_output(to_f32(y[idx]), gelu_output::branch_bit(left_bits, idx));
+        const bool left = gelu_output::branch_bit(left_bits, idx);
+        float grad;
+        if constexpr (std::is_same_v<T, float>) grad = gelu_output::derivative_from_output(y[idx], left);
+        else grad = __ldg(table + gelu_output::derivative_table_index(bits_of(y[idx]), left));
         dx[idx] = from_f32<T>(to_f32(dx[idx]) * grad);
     }
 }
@@ -103,10 +132,20 @@ void launch_gelu_tanh_with_branch(T* x, std::uint8_t* left_bits, std::int64_t n,
 }
 
 template <class T>
-void launch_gelu_tanh_backward_from_output(T* dx, const T* y, const std::uint8_t* left_bits, std::int64_t n,
-                                           cudaStream_t stream) {
+void launch_gelu_derivative_table(float* table, cudaStream_t stream) {
+    static_assert(!std::is_same_v<T, float>, "fp32 has no table: its backward inverts each y");
+    constexpr auto blocks = static_cast<unsigned>((gelu_output::kDerivativeTableSize + kBlock - 1) / kBlock);
+    gelu_derivative_table_kernel<T><<<blocks, kBlock, 0, stream>>>(table);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void launch_gelu_tanh_backward_from_output(T* dx, const T* y, const std::uint8_t* left_bits, const float* table,
+                                           std::int64_t n, cudaStream_t stream) {
+    if ((table == nullptr) != std::is_same_v<T, float>)
+        throw std::invalid_argument("launch_gelu_tanh_backward_from_output: a 16-bit dtype needs its derivative table, fp32 none");
     if (n == 0) return;
-    gelu_tanh_backward_from_output_kernel<T><<<elementwise_blocks(n), kBlock, 0, stream>>>(dx, y, left_bits, n);
+    gelu_tanh_backward_from_output_kernel<T><<<elementwise_blocks(n), kBlock, 0, stream>>>(dx, y, left_bits, table, n);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -115,12 +154,16 @@ void launch_gelu_tanh_backward_from_output(T* dx, const T* y, const std::uint8_t
     template void launch_gelu_tanh<T>(T*, const T*, std::int64_t, cudaStream_t);                  \
     template void launch_gelu_tanh_backward<T>(T*, const T*, std::int64_t, cudaStream_t);         \
     template void launch_gelu_tanh_with_branch<T>(T*, std::uint8_t*, std::int64_t, cudaStream_t); \
-    template void launch_gelu_tanh_backward_from_output<T>(T*, const T*, const std::uint8_t*, std::int64_t, cudaStream_t);
+    template void launch_gelu_tanh_backward_from_output<T>(T*, const T*, const std::uint8_t*, const float*,  \
+                                                           std::int64_t, cudaStream_t);
 
 SWEETSPOT_INSTANTIATE(float)
 SWEETSPOT_INSTANTIATE(__half)
 SWEETSPOT_INSTANTIATE(__nv_bfloat16)
 
 #undef SWEETSPOT_INSTANTIATE
+
+template void launch_gelu_derivative_table<__half>(float*, cudaStream_t);
+template void launch_gelu_derivative_table<__nv_bfloat16>(float*, cudaStream_t);
 
 }  // namespace sweetspot::gpu

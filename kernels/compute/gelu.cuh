@@ -31,10 +31,17 @@ void launch_gelu_tanh_backward(T* dx, const T* x, std::int64_t n, cudaStream_t s
 template <class T>
 void launch_gelu_tanh_with_branch(T* x, std::uint8_t* left_bits, std::int64_t n, cudaStream_t stream);
 
-// Its backward: dx *= gelu'(x) in place over n elements, from the forward's output y and its bits
-// (as cpu::gelu_tanh_backward_from_output).
+// For T = __half or __nv_bfloat16: gelu' of the inverse for every value of T on each branch into
+// `table` (gelu_output::kDerivativeTableSize floats, gelu_output's layout), made once for a run of
+// backwards.
 template <class T>
-void launch_gelu_tanh_backward_from_output(T* dx, const T* y, const std::uint8_t* left_bits, std::int64_t n,
-                                           cudaStream_t stream);
+void launch_gelu_derivative_table(float* table, cudaStream_t stream);
+
+// Its backward: dx *= gelu'(x) in place over n elements, from the forward's output y and its bits
+// (as cpu::gelu_tanh_backward_from_output): in fp32 (`table` null) by inverting each y, in __half
+// and __nv_bfloat16 by reading launch_gelu_derivative_table<T>'s `table`.
+template <class T>
+void launch_gelu_tanh_backward_from_output(T* dx, const T* y, const std::uint8_t* left_bits, const float* table,
+                                           std::int64_t n, cudaStream_t stream);
 
 }  // namespace sweetspot::gpu

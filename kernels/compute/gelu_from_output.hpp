@@ -126,6 +126,15 @@ SWEETSPOT_HOST_DEVICE inline float derivative_tail(float y) {
 
 }  // namespace detail
 
+// In a 16-bit dtype y takes 65536 values, so gelu' of its inverse on each branch is a table of
+// 2 × 65536 floats (the right branch's first, then the left's, each indexed by y's bits), made
+// once from derivative_from_output below: the backward then reads one cached float an element
+// where the inversion costs tens of transcendental operations, and gives the same values.
+inline constexpr std::int64_t kDerivativeTableSize = 2 * 65536;
+SWEETSPOT_HOST_DEVICE inline std::int64_t derivative_table_index(std::uint16_t y_bits, bool left) {
+    return (left ? 65536 : 0) + y_bits;
+}
+
 // gelu'(x) for the x on the branch `left` (left_of_minimum(x)) with gelu(x) = y. A y below
 // kMinimum (rounded past it) counts as kMinimum; y ≥ 0 on the left branch is x → −∞, where
 // gelu' → 0 (the forward's fp32 y is 0 below x ≈ −5.2); NaN stays NaN.

@@ -110,6 +110,7 @@ struct GpuTrainStep::Impl {
         return reinterpret_cast<T*>(arena.get() + offset);
     }
     float* lse(int layer) const { return flash ? at<float>(plan.lse[as_size(layer)]) : nullptr; }
+    const float* gelu_table() const { return plan.gelu_table ? at<float>(plan.gelu_derivatives) : nullptr; }
     // A LayerNorm's rstd with inplace_ln, else none (the forward keeps nothing, the backward
     // recomputes the statistics from the input).
     float* rstd(const std::vector<std::int64_t>& entry, int layer) const {
@@ -233,6 +234,11 @@ GpuTrainStep::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_,
     options.dropout = options.dropout.for_shape(seq, model.max_positions);
     scale = dtype == DType::fp16 ? kInitialLossScale : 1.0f;
     arena = allocate_device(plan.total);
+    if (plan.gelu_table) {
+        float* table = at<float>(plan.gelu_derivatives);
+        if (dtype == DType::bf16) gpu::launch_gelu_derivative_table<__nv_bfloat16>(table, stream);
+        else gpu::launch_gelu_derivative_table<__half>(table, stream);
+    }
     const auto embedding_bytes = static_cast<std::int64_t>(gpu::embedding_backward_scratch_bytes(batch, seq));
     if (embedding_bytes > plan.dres - plan.scratch) {
         embedding_scratch = allocate_device(embedding_bytes);
@@ -471,8 +477,8 @@ void GpuTrainStep::Impl::block_backward(int layer, const T* unit, T* grad, const
         // dfc = (dy · W) ⊙ gelu'(x), gelu' from the kept output and branch bits.
         linear_backward<T>(dfc, g(block_tensor::fc_proj_w), g(block_tensor::fc_proj_b), dy, fc,
                            w(block_tensor::fc_proj_w), 4 * c, c);
-        gpu::launch_gelu_tanh_backward_from_output<T>(dfc, fc, at<std::uint8_t>(plan.gelu_branch[l]), rows() * 4 * c,
-                                                      stream);
+        gpu::launch_gelu_tanh_backward_from_output<T>(dfc, fc, at<std::uint8_t>(plan.gelu_branch[l]), gelu_table(),
+                                                      rows() * 4 * c, stream);
     } else if (mlp_fused) {
         // dfc = (dy · W) ⊙ gelu'(fc_pre) from the one GEMM's DGELU epilogue.
         linear_backward<T>(nullptr, g(block_tensor::fc_proj_w), g(block_tensor::fc_proj_b), dy, fc,

@@ -84,6 +84,8 @@ TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, co
     partials = take(static_cast<std::int64_t>(m.n_layer + 2) * gpu::kNormPartials * 8);
     squared_norm = take(8);
     if (inplace_ln) unrecoverable = take(4);
+    gelu_table = inplace_gelu && dtype != DType::fp32;
+    if (gelu_table) gelu_derivatives = take(gelu_output::kDerivativeTableSize * 4);
 }
 
 }  // namespace sweetspot

@@ -55,6 +55,10 @@ struct TrainArena {
     // With inplace_ln, the int the LayerNorms' backwards flag a weight too small to divide by in
     // (gpu::launch_layernorm_backward_from_output).
     std::int64_t unrecoverable = 0;
+    // With inplace_gelu in fp16 and bf16, the GELU backward's derivative table (fp32,
+    // gelu_output::kDerivativeTableSize entries; gpu::launch_gelu_derivative_table).
+    bool gelu_table = false;
+    std::int64_t gelu_derivatives = 0;
 
     // The variant's flash_attention, inplace_ln and inplace_gelu decide what is kept; its other
     // fusions do not.

@@ -6,13 +6,15 @@
 # steps. Prints a Markdown table.
 #   train_vs_llmc.sh SWEETSPOT DB "4 16 24" [LLMC_BINARY TRAIN_BIN VAL_BIN]
 # LLMC_BINARY's steps are read from its `| N tok/s` lines (its 12 steps, the first 2 dropped).
+# RECOMPUTE (default: the matrix's, gelu) sets sweetspot's recompute axis; llm.c runs with -r 0
+# (nothing recomputed, its fastest) either way.
 set -uo pipefail
 sweetspot=$1 db=$2 batches=$3
 llmc=${4:-} train=${5:-} val=${6:-}
 cd "$(dirname "$0")/../.."
 only_batches=$(echo "$batches" | tr ' ' ',')
 "$sweetspot" run experiments/train-gpt2.toml --db "$db" --only model=gpt2_1.5b --only dtype=bf16 \
-    --only batch="$only_batches" > "$db.log" 2>&1
+    --only batch="$only_batches" ${RECOMPUTE:+--set recompute="$RECOMPUTE"} > "$db.log" 2>&1
 echo "sweetspot run: rc $? ($(tail -2 "$db.log" | head -1))" >&2
 
 median() { sort -n | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2)}'; }
@@ -20,11 +22,12 @@ median() { sort -n | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else print (
 echo "| batch | sweetspot tokens/s | sweetspot MFU % | sweetspot status | llm.c tokens/s | llm.c MFU % | sweetspot / llm.c |"
 echo "|---|---|---|---|---|---|---|"
 for b in $batches; do
-    ours=$(python3 - "$db" "$b" <<'PY'
+    ours=$(python3 - "$db" "$b" "${RECOMPUTE:-}" <<'PY'
 import sqlite3, sys
 row = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True).execute(
     "SELECT status, tokens_per_s, mfu_pct, reason FROM cells WHERE model = 'gpt2_1.5b' AND dtype = 'bf16' "
-    "AND mode = 'train' AND batch = ? ORDER BY cell_id DESC LIMIT 1", (int(sys.argv[2]),)).fetchone()
+    "AND mode = 'train' AND batch = ? AND recompute = coalesce(nullif(?, ''), recompute) "
+    "ORDER BY cell_id DESC LIMIT 1", (int(sys.argv[2]), sys.argv[3])).fetchone()
 if row is None:
     print("- - missing")
 elif row[0] != "ok":
