@@ -12,9 +12,9 @@ set -uo pipefail
 sweetspot=$1 db=$2 batches=$3
 llmc=${4:-} train=${5:-} val=${6:-}
 cd "$(dirname "$0")/../.."
-only_batches=$(echo "$batches" | tr ' ' ',')
+batch_list=$(echo "$batches" | tr ' ' ',')
 "$sweetspot" run experiments/train-gpt2.toml --db "$db" --only model=gpt2_1.5b --only dtype=bf16 \
-    --only batch="$only_batches" ${RECOMPUTE:+--set recompute="$RECOMPUTE"} > "$db.log" 2>&1
+    --set batch="$batch_list" ${RECOMPUTE:+--set recompute="$RECOMPUTE"} > "$db.log" 2>&1
 echo "sweetspot run: rc $? ($(tail -2 "$db.log" | head -1))" >&2
 
 median() { sort -n | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2)}'; }
