@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Issue 32's study tables from experiments/tempo.toml's database and, optionally, fit_check.py's.
+
+Usage: tempo_study.py STUDY_DB [--fit FIT_DB] [--model gpt2_1.5b]
+
+Prints, as Markdown:
+1. each Tempo variant × recompute setting at its batch (the study's 16), dropout 0 and 0.1: tokens/s,
+   its ratio to the variant without Tempo's flags at the same setting and dropout, the kept activation
+   bytes (activation_bytes) and the peak device memory, measured and predicted;
+2. with --fit, the largest batch of each (variant, setting) that ran (fit_check.py's cells: the
+   estimator's answer run, and the two batches above it failing) and its tokens/s there;
+3. the offloaded cells (optimizer = host): step and phases, bytes across the link each way, and each
+   term of the bound (analysis/bound.py: the link, the host update at the run's host memory bandwidth,
+   the in-memory `device` step of the same workload where one exists), the bound, latency ÷ bound and
+   the dominant term;
+4. the estimator's largest error on the peak device and host memory over every ok cell.
+Every cell's latest row counts (a rerun replaces the earlier one)."""
+import argparse
+import pathlib
+import sqlite3
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "analysis"))
+from axes import Axes  # noqa: E402
+import bound  # noqa: E402
+
+GIB = 2**30
+# The flags Tempo's rewrites add to a variant, in the order the table lists them.
+TEMPO_FLAGS = ("", "inplace_gelu", "inplace_ln", "inplace_ln+inplace_gelu")
+LADDER = ("none", "gelu", "attention", "mlp", "block")
+
+
+def cells_of(path):
+    """The latest row of each cell (by cell_key), with its run's columns, as dicts."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con.row_factory = sqlite3.Row
+    run_columns = {r[1] for r in con.execute("PRAGMA table_info(runs)")}
+    wanted = [c for c in ("h2d_gbps", "d2h_gbps", "host_memory_gbps") if c in run_columns]
+    select = "SELECT c.*" + "".join(f", r.{c}" for c in wanted) + " FROM cells c JOIN runs r USING (run_id) ORDER BY cell_id"
+    latest = {}
+    for row in con.execute(select):
+        latest[row["cell_key"]] = dict(row)
+    return list(latest.values()), Axes.of(con)
+
+
+def flags_of(variant):
+    """(the variant without Tempo's flags, its Tempo flags joined by '+' in TEMPO_FLAGS' spelling)."""
+    parts = variant.split("+")
+    tempo = [f for f in ("inplace_ln", "inplace_gelu") if f in parts]
+    return "+".join(p for p in parts if p not in tempo), "+".join(tempo)
+
+
+def number(v, digits=0):
+    return "–" if v is None else f"{v:,.{digits}f}"
+
+
+def gib(v):
+    return number(v / GIB if v is not None else None, 2)
+
+
+def rewrites_table(cells, model):
+    rows = {}
+    for c in cells:
+        if c["model"] != model or c["mode"] != "train" or c["optimizer"] == "host" or c["status"] != "ok":
+            continue
+        base, flags = flags_of(c["variant"])
+        rows[(flags, c["recompute"], float(c["dropout"]), int(c["batch"]))] = c
+    print(f"\n{model}, every setting at its batch (tokens/s; × the same setting without Tempo's flags):\n")
+    print("| flags | recompute | batch | tokens/s, dropout 0 | × | tokens/s, dropout 0.1 | × | kept activations (GiB) | "
+          "peak GiB (predicted) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for flags in TEMPO_FLAGS:
+        for setting in LADDER:
+            for batch in sorted({k[3] for k in rows if k[0] == flags and k[1] == setting}):
+                line = [flags or "(none)", setting, str(batch)]
+                for dropout in (0.0, 0.1):
+                    c, ref = rows.get((flags, setting, dropout, batch)), rows.get(("", setting, dropout, batch))
+                    rate = c["tokens_per_s"] if c else None
+                    ratio = f"{rate / ref['tokens_per_s']:.3f}" if c and ref and ref["tokens_per_s"] else "–"
+                    line += [number(rate), ratio]
+                c = rows.get((flags, setting, 0.0, batch)) or rows.get((flags, setting, 0.1, batch))
+                line += [gib(c["activation_bytes"]), f"{gib(c['gpu_peak_bytes'])} ({gib(c['predicted_peak_bytes'])})"]
+                print("| " + " | ".join(line) + " |")
+
+
+def fit_table(path, model):
+    cells, _ = cells_of(path)
+    largest = {}
+    tried = {}
+    for c in cells:
+        if c["model"] != model or c["mode"] != "train":
+            continue
+        key = (flags_of(c["variant"])[1], c["recompute"])
+        tried.setdefault(key, {})[int(c["batch"])] = c
+        if c["status"] == "ok" and (key not in largest or c["batch"] > largest[key]["batch"]):
+            largest[key] = c
+    print(f"\n{model}, the largest batch that runs (fit_check.py: the estimator's answer, the next two failing):\n")
+    print("| flags | " + " | ".join(LADDER) + " |")
+    print("|---|" + "---|" * len(LADDER))
+    for flags in TEMPO_FLAGS:
+        line = [flags or "(none)"]
+        for setting in LADDER:
+            c = largest.get((flags, setting))
+            if c is None:
+                line.append("–")
+                continue
+            above = [tried[(flags, setting)].get(int(c["batch"]) + k) for k in (1, 2)]
+            failed = all(a is not None and a["status"] != "ok" for a in above)
+            line.append(f"{c['batch']}{'' if failed else ' (next not run)'}: {number(c['tokens_per_s'])}")
+        print("| " + " | ".join(line) + " |")
+    base = {s: largest[("", s)]["batch"] for s in LADDER if ("", s) in largest}
+    best_base = max((largest[k] for k in largest if k[0] == ""), key=lambda c: c["tokens_per_s"], default=None)
+    print("\nLargest batch against the same setting without flags, and the fastest cell of each:\n")
+    print("| flags | " + " | ".join(LADDER) + " | fastest (setting, batch, tokens/s) | × the fastest without flags |")
+    print("|---|" + "---|" * (len(LADDER) + 2))
+    for flags in TEMPO_FLAGS:
+        line = [flags or "(none)"]
+        for setting in LADDER:
+            c = largest.get((flags, setting))
+            line.append(f"{c['batch'] / base[setting]:.2f}" if c and setting in base else "–")
+        best = max((largest[k] for k in largest if k[0] == flags), key=lambda c: c["tokens_per_s"], default=None)
+        line.append(f"{best['recompute']}, {best['batch']}, {number(best['tokens_per_s'])}" if best else "–")
+        line.append(f"{best['tokens_per_s'] / best_base['tokens_per_s']:.3f}" if best and best_base else "–")
+        print("| " + " | ".join(line) + " |")
+
+
+def offload_table(cells, axes):
+    device = bound.device_latencies(cells, axes.workload)
+    hosted = [c for c in cells if c["mode"] == "train" and c["optimizer"] == "host" and c["status"] == "ok"]
+    if not hosted:
+        return
+    print("\nTraining with AdamW on the host (step ms; bytes across the link each way; the bound's terms, ms):\n")
+    print("| model | backend | budget | batch | step | forward | backward | update | GB up | GB down | link | "
+          "host update | in-memory step | bound | step ÷ bound | dominant term |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for c in sorted(hosted, key=lambda c: (c["model"], c["backend"], c["budget"], c["batch"])):
+        terms = {"link": bound.link_ms(c), "host update": bound.host_update_ms(c),
+                 "in-memory step": bound.present(device.get(bound.workload(c, axes.workload)))}
+        known = {k: v for k, v in terms.items() if v is not None}
+        top = max(known, key=known.get) if known else None
+        limit = known[top] if top else None
+        ratio = f"{c['latency_median_ms'] / limit:.2f}" if limit else "–"
+        print(f"| {c['model']} | {c['backend']} | {c['budget']} | {c['batch']} | {number(c['latency_median_ms'])} | "
+              f"{number(c['forward_ms'])} | {number(c['backward_ms'])} | {number(c['optimizer_ms'])} | "
+              f"{number(c['link_to_device_bytes'] / 1e9, 1)} | {number(c['link_to_host_bytes'] / 1e9, 1)} | "
+              f"{number(terms['link'])} | {number(terms['host update'])} | {number(terms['in-memory step'])} | "
+              f"{number(limit)} | {ratio} | {top or '–'} |")
+
+
+def estimator_errors(cells):
+    device, host = [], []
+    for c in cells:
+        if c["status"] != "ok":
+            continue
+        if c["predicted_peak_bytes"] and c["gpu_peak_bytes"]:
+            device.append(abs(c["predicted_peak_bytes"] - c["gpu_peak_bytes"]) / c["gpu_peak_bytes"])
+        if c.get("predicted_host_peak_bytes") and c.get("peak_host_rss_bytes"):
+            host.append(abs(c["predicted_host_peak_bytes"] - c["peak_host_rss_bytes"]) / c["peak_host_rss_bytes"])
+    for name, errors in (("peak device memory", device), ("peak host memory", host)):
+        if errors:
+            print(f"\nEstimator, {name}: {len(errors)} ok cells with a prediction, largest error {max(errors):.2%}, "
+                  f"median {sorted(errors)[len(errors) // 2]:.2%}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("db")
+    parser.add_argument("--fit", help="fit_check.py's database of the same templates")
+    parser.add_argument("--model", default="gpt2_1.5b")
+    args = parser.parse_args()
+    cells, axes = cells_of(args.db)
+    rewrites_table(cells, args.model)
+    if args.fit:
+        fit_table(args.fit, args.model)
+    offload_table(cells, axes)
+    estimator_errors(cells)
+
+
+if __name__ == "__main__":
+    main()
