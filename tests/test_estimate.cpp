@@ -283,12 +283,15 @@ TEST_CASE("the CUDA context and libraries' memory is measured from a results dat
     REQUIRE(costs[0].managed_overhead.size() == 1);
     CHECK(costs[0].managed_overhead_for(DType::fp32) == overhead);
     CHECK(costs[0].managed_overhead_for(DType::bf16) == overhead / 2);
-    // On the host, per backend the largest of its cells' memory beyond the host terms, the reference
-    // forward counted where it ran; a backend without cells takes the largest measured.
-    REQUIRE(costs[0].host_process.size() == 2);
-    CHECK(costs[0].host_process_for(BackendId::device) == 420 * MiB);
-    CHECK(costs[0].host_process_for(BackendId::explicit_copy) == 390 * MiB);
-    CHECK(costs[0].host_process_for(BackendId::uvm) == 420 * MiB);
+    // On the host, per backend and whether the reference ran, the largest of those cells' memory
+    // beyond the host terms (the reference counted where it ran); a case without cells takes its
+    // backend's largest, a backend without cells the largest measured.
+    REQUIRE(costs[0].host_process.size() == 3);
+    CHECK(costs[0].host_process_for(BackendId::device, false) == 400 * MiB);
+    CHECK(costs[0].host_process_for(BackendId::device, true) == 420 * MiB);
+    CHECK(costs[0].host_process_for(BackendId::explicit_copy, false) == 390 * MiB);
+    CHECK(costs[0].host_process_for(BackendId::explicit_copy, true) == 390 * MiB);
+    CHECK(costs[0].host_process_for(BackendId::uvm, false) == 420 * MiB);
 
     // The predicted peaks add those: page tables for explicit-copy's pinned weights, every managed
     // weight byte and the driver's overhead for uvm-prefetch.

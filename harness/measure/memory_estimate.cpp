@@ -95,11 +95,14 @@ std::optional<std::int64_t> FixedCost::managed_overhead_for(DType dtype) const {
     return scaled;
 }
 
-std::optional<std::int64_t> FixedCost::host_process_for(BackendId backend) const {
-    if (const auto it = host_process.find(backend); it != host_process.end()) return it->second;
-    std::optional<std::int64_t> other;
-    for (const auto& [b, bytes] : host_process) other = std::max(other.value_or(bytes), bytes);
-    return other;
+std::optional<std::int64_t> FixedCost::host_process_for(BackendId backend, bool reference) const {
+    if (const auto it = host_process.find({backend, reference}); it != host_process.end()) return it->second;
+    std::optional<std::int64_t> same_backend, any;
+    for (const auto& [key, bytes] : host_process) {
+        if (key.backend == backend) same_backend = std::max(same_backend.value_or(bytes), bytes);
+        any = std::max(any.value_or(bytes), bytes);
+    }
+    return same_backend ? same_backend : any;
 }
 
 namespace {
@@ -112,6 +115,7 @@ struct MeasuredCell {
     std::int64_t peak, allocated, activations, weight_bytes;
     std::int64_t pinned;  // page-locked bytes (every weight byte for explicit-copy before schema 9)
     std::optional<std::int64_t> host_beyond;
+    bool computed_reference = false;
     std::int64_t beyond() const { return peak - allocated; }
 };
 
@@ -143,7 +147,8 @@ std::optional<FixedCost> calibrate(std::string gpu, std::string driver, const st
             if (!added) it->second = std::max(it->second, overhead);
         }
         if (c.host_beyond) {
-            const auto [it, added] = f.host_process.emplace(c.backend->id, *c.host_beyond);
+            const auto [it, added] = f.host_process.emplace(FixedCost::HostProcessKey{c.backend->id, c.computed_reference},
+                                                            *c.host_beyond);
             if (!added) it->second = std::max(it->second, *c.host_beyond);
         }
     }
@@ -163,13 +168,15 @@ std::vector<FixedCost> measured_fixed_costs(Database& db) {
     const std::string host_terms =
         has_column(db, "cells", "predicted_host_alloc_bytes") ? "c.predicted_host_alloc_bytes" : "NULL";
     const std::string pinned = has_column(db, "cells", "pinned_host_bytes") ? "c.pinned_host_bytes" : "NULL";
+    const std::string reference =
+        has_column(db, "cells", "check_reference_computed") ? "coalesce(c.check_reference_computed, 0)" : "0";
     // A training cell's backend also held its gradients and optimizer state (schema 16 on).
     const std::string training_state =
         has_column(db, "cells", "training_state_bytes") ? " + coalesce(c.training_state_bytes, 0)" : "";
     auto st = db.prepare("SELECT coalesce(r.gpu_name, ''), coalesce(r.gpu_driver, ''), c.backend, c.dtype, " + used +
                          ", c.device_weight_bytes + c.activation_bytes" + training_state +
                          ", c.activation_bytes, c.weight_bytes, "
-                         "c.peak_host_rss_bytes, " + host_terms + ", " + pinned +
+                         "c.peak_host_rss_bytes, " + host_terms + ", " + pinned + ", " + reference +
                          " FROM cells c JOIN runs r USING (run_id)"
                          " WHERE c.status = 'ok' AND " + used + " IS NOT NULL"
                          " AND c.device_weight_bytes IS NOT NULL AND c.activation_bytes IS NOT NULL"
@@ -195,6 +202,7 @@ std::vector<FixedCost> measured_fixed_costs(Database& db) {
         const std::int64_t pinned_bytes = !st.is_null(10) ? st.int64(10) : traits.pinned_weights ? weight_bytes : 0;
         MeasuredCell cell{&traits, *dtype, st.int64(4), st.int64(5), st.int64(6), weight_bytes, pinned_bytes, std::nullopt};
         if (!st.is_null(8) && !st.is_null(9)) cell.host_beyond = st.int64(8) - st.int64(9);
+        cell.computed_reference = st.int64(11) != 0;
         cells.push_back(cell);
     }
     flush();
@@ -269,7 +277,7 @@ std::optional<std::int64_t> predicted_peak(const CellParams& cell, const MemoryE
 
 std::optional<std::int64_t> predicted_host_peak(const CellParams& cell, const MemoryEstimate& e, const FixedCost& fixed,
                                                 bool reference_runs) {
-    const std::optional<std::int64_t> process = fixed.host_process_for(cell.backend);
+    const std::optional<std::int64_t> process = fixed.host_process_for(cell.backend, reference_runs);
     if (!process) return std::nullopt;
     return e.host_total(reference_runs) + *process;
 }

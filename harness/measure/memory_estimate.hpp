@@ -100,18 +100,26 @@ struct FixedCost {
     std::map<DType, std::int64_t> managed_overhead;
 
     // What a cell's process holds on the host beyond the estimate's host terms (the libraries'
-    // code and data, the CUDA runtime and driver, the allocator's slack), per backend: the largest
-    // over that backend's cells of their peak resident memory less the host_total they stored
+    // code and data, the CUDA runtime and driver, the allocator's slack), per backend and whether
+    // the cell computed its check's reference (whose float64 work leaves slack of its own: taking
+    // the largest over both overstated a GPT-2 1.5B training cell's 0.5 GiB by 0.6 GiB): the
+    // largest over those cells of their peak resident memory less the host_total they stored
     // (predicted_host_alloc_bytes).
-    std::map<BackendId, std::int64_t> host_process;
+    struct HostProcessKey {
+        BackendId backend;
+        bool reference;
+        auto operator<=>(const HostProcessKey&) const = default;
+    };
+    std::map<HostProcessKey, std::int64_t> host_process;
 
     // That dtype's managed overhead; when none was measured for it, the largest measured for
     // another dtype scaled by the element sizes; none without UVM cells (it is measured, not
     // guessed).
     std::optional<std::int64_t> managed_overhead_for(DType dtype) const;
-    // That backend's host process memory; the largest measured for another backend when none was
-    // measured for it; none without cells that say whether their reference forward ran.
-    std::optional<std::int64_t> host_process_for(BackendId backend) const;
+    // That backend's host process memory with or without the reference; the largest measured for
+    // the backend when not for that case, else the largest measured for any; none without cells
+    // that say whether their reference ran.
+    std::optional<std::int64_t> host_process_for(BackendId backend, bool reference) const;
 };
 
 // One entry per GPU and driver with such cells, from a results database (a run's own connection
