@@ -3,6 +3,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <type_traits>
 
@@ -10,6 +12,7 @@
 #include "kernels/compute/device_common.cuh"
 #include "kernels/compute/elementwise.cuh"
 #include "kernels/compute/gelu_from_output.hpp"
+#include "kernels/compute/packed_access.cuh"
 
 namespace sweetspot::gpu {
 
@@ -88,6 +91,55 @@ __global__ void gelu_tanh_backward_from_output_kernel(T* dx, const T* y, const s
     }
 }
 
+// The in-place GELU's kernels for a 16-bit T, eight elements a thread: one 16-byte pack of values
+// and the one byte of bits they own, where the kernels above move two bytes a thread (and the
+// forward a ballot a warp) and reach about half the memory's rate. `packs` whole packs from x's
+// start; the launchers hand the last n % 8 elements to the kernels above.
+template <class T>
+__global__ void gelu_tanh_with_branch_packed_kernel(T* x, std::uint8_t* left_bits, std::int64_t packs) {
+    static_assert(Pack<T>::kSize == 8, "one pack, one byte of bits");
+    auto* body = reinterpret_cast<Pack<T>*>(x);
+    for (std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; p < packs;
+         p += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        Pack<T> pack = body[p];
+        unsigned bits = 0;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const float v = to_f32(pack.v[j]);
+            bits |= static_cast<unsigned>(gelu_output::left_of_minimum(v)) << j;
+            pack.v[j] = from_f32<T>(gelu_tanh_value(v));
+        }
+        body[p] = pack;
+        left_bits[p] = static_cast<std::uint8_t>(bits);
+    }
+}
+
+template <class T>
+__global__ void gelu_tanh_backward_from_output_packed_kernel(T* dx, const T* y, const std::uint8_t* left_bits,
+                                                             const float* table, std::int64_t packs) {
+    auto* d = reinterpret_cast<Pack<T>*>(dx);
+    const auto* out = reinterpret_cast<const Pack<T>*>(y);
+    for (std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; p < packs;
+         p += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        Pack<T> grad = d[p];
+        const Pack<T> kept = out[p];
+        const unsigned bits = left_bits[p];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const float slope = __ldg(table + gelu_output::derivative_table_index(bits_of(kept.v[j]), ((bits >> j) & 1u) != 0));
+            grad.v[j] = from_f32<T>(to_f32(grad.v[j]) * slope);
+        }
+        d[p] = grad;
+    }
+}
+
+// Whether the packed kernels can take the buffers: 16-byte loads need 16-byte addresses.
+bool packs_fit(std::initializer_list<const void*> buffers) {
+    for (const void* b : buffers)
+        if (reinterpret_cast<std::uintptr_t>(b) % 16 != 0) return false;
+    return true;
+}
+
 // dx *= gelu'(x): d/dv of 0.5·v·(1 + tanh(a)), a = √(2/π)·(v + 0.044715·v³), is
 // 0.5·(1 + tanh a) + 0.5·v·(1 − tanh² a)·√(2/π)·(1 + 3·0.044715·v²).
 template <class T>
@@ -127,7 +179,19 @@ void launch_gelu_tanh_backward(T* dx, const T* x, std::int64_t n, cudaStream_t s
 template <class T>
 void launch_gelu_tanh_with_branch(T* x, std::uint8_t* left_bits, std::int64_t n, cudaStream_t stream) {
     if (n == 0) return;
-    gelu_tanh_with_branch_kernel<T><<<elementwise_blocks(n), kBlock, 0, stream>>>(x, left_bits, n);
+    std::int64_t packs = 0;
+    if constexpr (!std::is_same_v<T, float>) {
+        packs = packs_fit({x}) ? n / 8 : 0;
+        if (packs > 0) {
+            gelu_tanh_with_branch_packed_kernel<T><<<elementwise_blocks(packs), kBlock, 0, stream>>>(x, left_bits, packs);
+            CUDA_CHECK_LAUNCH();
+        }
+    }
+    // The rest starts at a byte of bits (8 · packs): its bits are the kernel's from bit 0.
+    const std::int64_t first = 8 * packs;
+    if (first == n) return;
+    gelu_tanh_with_branch_kernel<T><<<elementwise_blocks(n - first), kBlock, 0, stream>>>(x + first, left_bits + packs,
+                                                                                          n - first);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -145,7 +209,19 @@ void launch_gelu_tanh_backward_from_output(T* dx, const T* y, const std::uint8_t
     if ((table == nullptr) != std::is_same_v<T, float>)
         throw std::invalid_argument("launch_gelu_tanh_backward_from_output: a 16-bit dtype needs its derivative table, fp32 none");
     if (n == 0) return;
-    gelu_tanh_backward_from_output_kernel<T><<<elementwise_blocks(n), kBlock, 0, stream>>>(dx, y, left_bits, table, n);
+    std::int64_t packs = 0;
+    if constexpr (!std::is_same_v<T, float>) {
+        packs = packs_fit({dx, y}) ? n / 8 : 0;
+        if (packs > 0) {
+            gelu_tanh_backward_from_output_packed_kernel<T>
+                <<<elementwise_blocks(packs), kBlock, 0, stream>>>(dx, y, left_bits, table, packs);
+            CUDA_CHECK_LAUNCH();
+        }
+    }
+    const std::int64_t first = 8 * packs;
+    if (first == n) return;
+    gelu_tanh_backward_from_output_kernel<T><<<elementwise_blocks(n - first), kBlock, 0, stream>>>(
+        dx + first, y + first, left_bits + packs, table, n - first);
     CUDA_CHECK_LAUNCH();
 }
 
