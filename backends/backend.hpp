@@ -7,8 +7,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "base/named_enum.hpp"
 #include "kernels/model/dtype.hpp"
-#include "kernels/model/named_enum.hpp"
 #include "kernels/model/layer_source.hpp"
 #include "kernels/model/unit_schedule.hpp"
 #include "kernels/model/weight_layout.hpp"

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "backends/residency_plan.hpp"
-#include "kernels/compute/parallel_for.hpp"
+#include "base/parallel_for.hpp"
 
 namespace sweetspot {
 namespace {

@@ -1,6 +1,6 @@
 #include "backends/residency_plan.hpp"
 
-#include "kernels/model/number_text.hpp"
+#include "base/number_text.hpp"
 
 #include <algorithm>
 #include <limits>

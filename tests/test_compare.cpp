@@ -16,13 +16,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/number_text.hpp"
 #include "harness/cli/compare.hpp"
 #include "harness/cli/rank_test.hpp"
 #include "harness/matrix/matrix.hpp"
 #include "harness/measure/cell_outcome.hpp"
 #include "harness/store/kernel_timings.hpp"
 #include "harness/store/sqlite.hpp"
-#include "kernels/model/number_text.hpp"
 #include "test_support.hpp"
 
 using namespace sweetspot;

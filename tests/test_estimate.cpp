@@ -11,13 +11,13 @@
 #include <string>
 
 #include "backends/residency_plan.hpp"
+#include "base/number_text.hpp"
 #include "harness/matrix/matrix.hpp"
 #include "harness/measure/cell_outcome.hpp"
 #include "harness/measure/memory_estimate.hpp"
-#include "harness/system/system_info.hpp"
 #include "harness/store/sqlite.hpp"
 #include "harness/store/store.hpp"
-#include "kernels/model/number_text.hpp"
+#include "harness/system/system_info.hpp"
 #include "test_support.hpp"
 
 using namespace sweetspot;

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "base/checked_math.hpp"
 #include "harness/matrix/matrix.hpp"
 #include "harness/matrix/shard.hpp"
-#include "kernels/model/checked_math.hpp"
 #include "kernels/model/weight_layout.hpp"
 #include "test_support.hpp"
 

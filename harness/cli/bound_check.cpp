@@ -6,8 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/number_text.hpp"
 #include "harness/cli/analysis_script.hpp"
-#include "kernels/model/number_text.hpp"
 
 namespace sweetspot {
 namespace {

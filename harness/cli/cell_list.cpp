@@ -16,9 +16,13 @@ namespace {
 std::string shape_line(const ModelConfig& m) {
     char eps[32];
     std::snprintf(eps, sizeof eps, "%g", static_cast<double>(m.ln_eps));  // the float's shortest form, not 9.99999975e-06
-    return m.name + ": " + std::to_string(m.n_layer) + " layers, hidden " + std::to_string(m.n_embd) + ", " +
-           std::to_string(m.n_head) + " heads, vocab " + std::to_string(m.vocab_size) + ", " +
-           std::to_string(m.max_positions) + " positions, ln_eps " + eps + ", " +
+    std::string line = m.name + ": ";
+    for (const ShapeField& f : kShapeFields) {
+        const std::string_view phrase = f.phrase;
+        const std::size_t at = phrase.find("{}");
+        line += std::string(phrase.substr(0, at)) + std::to_string(m.*f.field) + std::string(phrase.substr(at + 2)) + ", ";
+    }
+    return line + "ln_eps " + eps + ", " +
            human_bytes(static_cast<double>(m.n_params()) * 4) + " of fp32 parameters" +
            (find_builtin_model(m.name) ? " (built in)" : " (the matrix's [[models]])");
 }

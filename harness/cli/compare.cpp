@@ -10,13 +10,13 @@
 #include <variant>
 #include <vector>
 
+#include "base/number_text.hpp"
 #include "harness/cli/cell_columns.hpp"
 #include "harness/cli/rank_test.hpp"
 #include "harness/matrix/axes.hpp"
 #include "harness/matrix/measures.hpp"
 #include "harness/measure/cell_outcome.hpp"
 #include "harness/store/kernel_timings.hpp"
-#include "kernels/model/number_text.hpp"
 
 namespace sweetspot {
 namespace {

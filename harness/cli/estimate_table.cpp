@@ -7,11 +7,11 @@
 #include <utility>
 #include <variant>
 
+#include "base/number_text.hpp"
 #include "harness/cli/cell_list.hpp"
 #include "harness/cli/table.hpp"
 #include "harness/measure/cell_exec.hpp"
 #include "harness/measure/memory_estimate.hpp"
-#include "kernels/model/number_text.hpp"
 
 namespace sweetspot {
 namespace {

@@ -5,10 +5,10 @@
 #include <string_view>
 #include <utility>
 
+#include "base/number_text.hpp"
 #include "harness/cli/cell_columns.hpp"
 #include "harness/matrix/axes.hpp"
 #include "harness/measure/cell_exec.hpp"
-#include "kernels/model/number_text.hpp"
 
 namespace sweetspot {
 

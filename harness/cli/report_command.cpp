@@ -6,10 +6,10 @@
 #include <system_error>
 #include <vector>
 
+#include "base/number_text.hpp"
 #include "harness/cli/analysis_script.hpp"
 #include "harness/store/sqlite.hpp"
 #include "harness/system/exit_codes.hpp"
-#include "kernels/model/number_text.hpp"
 
 namespace sweetspot {
 namespace {

@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "base/number_text.hpp"
 #include "harness/cli/bound_check.hpp"
 #include "harness/cli/cell_columns.hpp"
 #include "harness/cli/table.hpp"
@@ -19,7 +20,6 @@
 #include "harness/matrix/measures.hpp"
 #include "harness/store/event_tables.hpp"
 #include "harness/store/sql_values.hpp"
-#include "kernels/model/number_text.hpp"
 
 namespace sweetspot {
 namespace {

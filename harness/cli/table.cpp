@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/model/number_text.hpp"
+#include "base/number_text.hpp"
 
 namespace sweetspot {
 

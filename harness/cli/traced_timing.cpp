@@ -2,8 +2,8 @@
 
 #include <vector>
 
+#include "base/number_text.hpp"
 #include "harness/measure/cell_outcome.hpp"
-#include "kernels/model/number_text.hpp"
 
 namespace sweetspot {
 

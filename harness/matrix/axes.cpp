@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <set>
 
-#include "kernels/model/number_text.hpp"
+#include "base/number_text.hpp"
 
 namespace sweetspot {
 namespace {
@@ -83,12 +84,13 @@ Axis choice_axis(std::string_view name, E CellParams::*field) {
 
 // A line of the model's shape in the cell text ("model.n_layer"): not written in a matrix (the
 // model's name brings it), but keyed, so redefining a custom model changes its cells' keys.
-Axis shape_axis(std::string_view name, std::string_view column, int max, int ModelConfig::*field) {
-    Axis a = axis_named(name, Axis::Written::not_in_matrix, Axis::Column::integer);
+Axis shape_axis(const ShapeField& f) {
+    Axis a = axis_named(f.axis, Axis::Written::not_in_matrix, Axis::Column::integer);
     a.unit = Unit::count;
-    a.column = column;
+    a.column = f.column;
     a.in_list = a.in_summary = Axis::Shown::never;  // `list` prints each model's shape below its table
-    integer_range(a, 1, max);
+    integer_range(a, 1, f.max);
+    int ModelConfig::*field = f.field;
     a.get = [field](const CellParams& c) { return std::to_string(c.model.*field); };
     a.set = [field](CellParams& c, const std::string& v) { c.model.*field = static_cast<int>(*parse_integer(v)); };
     return with_default(std::move(a));
@@ -290,17 +292,9 @@ std::vector<Axis> make_axes() {
     using K = Axis::Keyed;
     using R = Axis::Role;
     constexpr std::int64_t max_seed = std::numeric_limits<std::int64_t>::max();
-    return {
-        role(model_axis(), R::workload, "model name"),
-        role(shape_axis("model.n_layer", "n_layer", ModelLimits::layers, &ModelConfig::n_layer), R::workload,
-             "transformer blocks"),
-        role(shape_axis("model.n_embd", "n_embd", ModelLimits::hidden, &ModelConfig::n_embd), R::workload, "hidden size"),
-        role(shape_axis("model.n_head", "n_head", ModelLimits::hidden, &ModelConfig::n_head), R::workload,
-             "attention heads"),
-        role(shape_axis("model.vocab_size", "vocab_size", ModelLimits::vocab, &ModelConfig::vocab_size), R::workload,
-             "vocabulary"),
-        role(shape_axis("model.max_positions", "max_positions", ModelLimits::positions, &ModelConfig::max_positions),
-             R::workload, "position-embedding rows"),
+    std::vector<Axis> all = {role(model_axis(), R::workload, "model name")};
+    for (const ShapeField& f : kShapeFields) all.push_back(role(shape_axis(f), R::workload, f.meaning));
+    std::vector<Axis> rest = {
         role(ln_eps_axis(), R::workload, "LayerNorm epsilon"),
         role(shown(variant_axis(), S::always, S::always), R::workload, "fused-kernel variant"),
         role(shown(choice_axis("backend", &CellParams::backend), S::always, S::always), R::placement, "memory backend"),
@@ -373,6 +367,8 @@ std::vector<Axis> make_axes() {
         role(keyed(choice_axis("debug_fault", &CellParams::debug_fault), K::unless_default), R::limit,
              "injected failure for harness tests"),
     };
+    std::move(rest.begin(), rest.end(), std::back_inserter(all));
+    return all;
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 #include "harness/matrix/cell.hpp"
 
 #include "backends/backend_registry.hpp"
+#include "base/checked_math.hpp"
 #include "harness/matrix/axes.hpp"
-#include "kernels/model/checked_math.hpp"
 #include "kernels/model/weight_layout.hpp"
 
 #include <cmath>

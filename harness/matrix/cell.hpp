@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "base/named_enum.hpp"
+#include "base/number_text.hpp"
 #include "kernels/compute/dropout.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/model_config.hpp"
-#include "kernels/model/named_enum.hpp"
-#include "kernels/model/number_text.hpp"
 #include "kernels/model/recompute.hpp"
 #include "kernels/model/variant.hpp"
 

@@ -3,10 +3,10 @@
 #include <toml++/toml.h>
 
 #include "backends/backend_registry.hpp"
+#include "base/checked_math.hpp"
+#include "base/number_text.hpp"
 #include "harness/matrix/axes.hpp"
 #include "harness/system/did_you_mean.hpp"
-#include "kernels/model/checked_math.hpp"
-#include "kernels/model/number_text.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -372,19 +372,13 @@ std::vector<Entry> entries_in_file_order(const toml::table& t) {
 }
 
 const std::vector<std::string> kTopLevelKeys = {"name", "description", "defaults", "models", "sweep", "exclude"};
-const std::vector<std::string> kModelKeys = {"name", "base", "layers", "hidden", "heads", "vocab", "positions", "ln_eps"};
-
-struct ShapeKey {
-    const char* key;
-    int ModelConfig::*field;
-    int max;
-};
-const ShapeKey kShapeKeys[] = {{"layers", &ModelConfig::n_layer, ModelLimits::layers},
-                               {"hidden", &ModelConfig::n_embd, ModelLimits::hidden},
-                               {"heads", &ModelConfig::n_head, ModelLimits::hidden},
-                               {"vocab", &ModelConfig::vocab_size, ModelLimits::vocab},
-                               {"positions", &ModelConfig::max_positions, ModelLimits::positions}};
-const char* const kRequiredShapeKeys[] = {"layers", "hidden", "heads"};
+// A [[models]] entry's keys: its name, the built-in it starts from, each shape field's key, ln_eps.
+std::vector<std::string> model_keys() {
+    std::vector<std::string> keys = {"name", "base"};
+    for (const ShapeField& f : kShapeFields) keys.emplace_back(f.key);
+    keys.emplace_back("ln_eps");
+    return keys;
+}
 
 std::vector<std::string> sweep_keys() {
     std::vector<std::string> keys = {"name"};
@@ -629,7 +623,7 @@ void MatrixReader::read_models(const toml::node* n) {
 }
 
 ModelConfig MatrixReader::read_model(const toml::table& t) const {
-    check_keys(t, kModelKeys, "in [[models]]");
+    check_keys(t, model_keys(), "in [[models]]");
     const toml::node* name_node = t.get("name");
     if (!name_node) fail(t.source(), "a [[models]] entry needs a 'name'");
     const std::string name = *optional_name(t);
@@ -640,9 +634,9 @@ ModelConfig MatrixReader::read_model(const toml::table& t) const {
 
     ModelConfig m = model_start(t, name);
     m.name = name;
-    for (const auto& [key, field, max] : kShapeKeys) {
-        if (const toml::node* v = t.get(key)) {
-            m.*field = static_cast<int>(checked(*v, [&] { return integer_at_least(key, *v, 1, max); }));
+    for (const ShapeField& f : kShapeFields) {
+        if (const toml::node* v = t.get(f.key)) {
+            m.*f.field = static_cast<int>(checked(*v, [&] { return integer_at_least(f.key, *v, 1, f.max); }));
         }
     }
     if (const toml::node* v = t.get("ln_eps")) m.ln_eps = checked(*v, [&] { return layer_norm_epsilon(*v); });
@@ -667,9 +661,9 @@ ModelConfig MatrixReader::model_start(const toml::table& t, const std::string& n
             return *m;
         });
     }
-    for (const char* key : kRequiredShapeKeys) {
-        if (!t.get(key)) {
-            fail(t.source(), "custom model '" + name + "' needs '" + key +
+    for (const ShapeField& f : kShapeFields) {
+        if (f.required && !t.get(f.key)) {
+            fail(t.source(), "custom model '" + name + "' needs '" + std::string(f.key) +
                                  "' (or a 'base' built-in model to start from)");
         }
     }

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "base/number_text.hpp"
 #include "harness/collect/event_totals.hpp"
 #include "harness/measure/gpu_peaks.hpp"
 #include "harness/store/event_tables.hpp"
-#include "kernels/model/number_text.hpp"
 
 namespace sweetspot {
 

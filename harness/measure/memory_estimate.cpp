@@ -6,15 +6,15 @@
 
 #include "backends/backend_registry.hpp"
 #include "backends/residency_plan.hpp"
+#include "base/number_text.hpp"
 #include "harness/measure/cell_exec.hpp"
 #include "harness/measure/logits_check.hpp"
+#include "harness/measure/step_check.hpp"
 #include "kernels/compute/cpu_forward.hpp"
 #include "kernels/compute/cpu_gradients.hpp"
-#include "kernels/compute/train_arena.hpp"
-#include "harness/measure/step_check.hpp"
 #include "kernels/compute/gemm_workspace.hpp"
+#include "kernels/compute/train_arena.hpp"
 #include "kernels/model/activation_layout.hpp"
-#include "kernels/model/number_text.hpp"
 #include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {

@@ -3,10 +3,10 @@
 #include <chrono>
 #include <filesystem>
 
+#include "base/number_text.hpp"
 #include "harness/runner/stop_signal.hpp"
 #include "harness/system/child_process.hpp"
 #include "harness/system/system_info.hpp"
-#include "kernels/model/number_text.hpp"
 
 namespace sweetspot {
 namespace {

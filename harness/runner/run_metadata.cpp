@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
+#include "base/number_text.hpp"
 #include "harness/measure/cell_exec.hpp"
 #include "harness/system/memory_bandwidth.hpp"
-#include "kernels/model/number_text.hpp"
 
 namespace sweetspot {
 

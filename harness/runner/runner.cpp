@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/number_text.hpp"
 #include "harness/matrix/shard.hpp"
 #include "harness/measure/cell_exec.hpp"
 #include "harness/measure/logits_check.hpp"
@@ -23,7 +24,6 @@
 #include "harness/runner/stop_signal.hpp"
 #include "harness/system/exit_codes.hpp"
 #include "harness/system/system_info.hpp"
-#include "kernels/model/number_text.hpp"
 
 namespace sweetspot {
 namespace {

@@ -4,10 +4,10 @@
 #include <map>
 #include <set>
 
+#include "base/number_text.hpp"
 #include "harness/matrix/axes.hpp"
 #include "harness/store/history.hpp"
 #include "harness/store/sql_values.hpp"
-#include "kernels/model/number_text.hpp"
 
 namespace sweetspot {
 namespace {

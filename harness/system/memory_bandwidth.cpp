@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/compute/parallel_for.hpp"
+#include "base/parallel_for.hpp"
 
 namespace sweetspot {
 

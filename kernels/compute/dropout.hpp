@@ -10,7 +10,7 @@
 // Compiled by both the host compiler and nvcc (the functions are __host__ __device__ there).
 #include <cstdint>
 
-#include "kernels/model/host_device.hpp"
+#include "base/host_device.hpp"
 
 namespace sweetspot {
 

@@ -24,7 +24,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/model/host_device.hpp"
+#include "base/host_device.hpp"
 
 namespace sweetspot::gelu_output {
 

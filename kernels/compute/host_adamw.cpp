@@ -3,7 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "kernels/compute/parallel_for.hpp"
+#include "base/parallel_for.hpp"
 
 namespace sweetspot {
 

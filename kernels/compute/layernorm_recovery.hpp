@@ -10,7 +10,7 @@
 // A channel whose |w| is below kInplaceLnMinWeight (x̂'s error then over a thousand times y's,
 // and infinite at w = 0) is not recovered: the kernels report it and the training step refuses
 // to update on such a gradient.
-#include "kernels/model/host_device.hpp"
+#include "base/host_device.hpp"
 
 namespace sweetspot {
 

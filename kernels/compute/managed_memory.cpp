@@ -1,6 +1,6 @@
 #include "kernels/compute/managed_memory.hpp"
 
-#include "kernels/model/number_text.hpp"
+#include "base/number_text.hpp"
 
 #ifdef SWEETSPOT_HAVE_CUDA
 #include "kernels/compute/cuda_check.hpp"

@@ -11,8 +11,8 @@
 #include <thread>
 #include <utility>
 
+#include "base/parallel_for.hpp"
 #include "kernels/compute/cuda_check.hpp"
-#include "kernels/compute/parallel_for.hpp"
 
 namespace sweetspot {
 namespace {

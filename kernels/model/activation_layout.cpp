@@ -1,6 +1,6 @@
 #include "kernels/model/activation_layout.hpp"
 
-#include "kernels/model/checked_math.hpp"
+#include "base/checked_math.hpp"
 
 namespace sweetspot {
 

@@ -9,10 +9,10 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "base/parallel_for.hpp"
+#include "base/strict_json.hpp"
 #include "kernels/model/checkpoint_error.hpp"
 #include "kernels/model/dtype.hpp"
-#include "kernels/compute/parallel_for.hpp"
-#include "kernels/model/strict_json.hpp"
 
 namespace sweetspot {
 namespace {

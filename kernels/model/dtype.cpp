@@ -1,6 +1,6 @@
 #include "kernels/model/dtype.hpp"
 
-#include "kernels/compute/parallel_for.hpp"
+#include "base/parallel_for.hpp"
 
 #include <cstring>
 

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/model/named_enum.hpp"
+#include "base/named_enum.hpp"
 
 namespace sweetspot {
 

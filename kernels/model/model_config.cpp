@@ -1,9 +1,8 @@
 #include "kernels/model/model_config.hpp"
 
 #include <cstdio>
-#include <tuple>
 
-#include "kernels/model/checked_math.hpp"
+#include "base/checked_math.hpp"
 
 namespace sweetspot {
 namespace {
@@ -39,7 +38,8 @@ double ModelConfig::step_flops(int batch, int seq, bool training) const {
 
 std::string ModelConfig::validate() const {
     const std::string model = "Model '" + name + "'";
-    const auto out_of_range = [&](const char* field, int value, int max) -> std::string {
+    const auto out_of_range = [&](std::string_view column, int value, int max) -> std::string {
+        const std::string field(column);
         if (value <= 0) return model + " has " + field + " = " + std::to_string(value) + "; it must be positive.";
         if (value > max) {
             return model + " has " + field + " = " + std::to_string(value) + "; at most " + std::to_string(max) +
@@ -47,12 +47,8 @@ std::string ModelConfig::validate() const {
         }
         return {};
     };
-    for (const auto& [field, value, max] : {std::tuple{"n_layer", n_layer, ModelLimits::layers},
-                                            std::tuple{"n_embd", n_embd, ModelLimits::hidden},
-                                            std::tuple{"n_head", n_head, ModelLimits::hidden},
-                                            std::tuple{"vocab_size", vocab_size, ModelLimits::vocab},
-                                            std::tuple{"max_positions", max_positions, ModelLimits::positions}}) {
-        if (auto why = out_of_range(field, value, max); !why.empty()) return why;
+    for (const ShapeField& f : kShapeFields) {
+        if (auto why = out_of_range(f.column, this->*f.field, f.max); !why.empty()) return why;
     }
     if (n_embd % n_head != 0) {
         return model + " has n_embd = " + std::to_string(n_embd) +

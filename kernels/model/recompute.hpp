@@ -52,7 +52,7 @@
 // GELU again from ln_2's kept output).
 #include <array>
 
-#include "kernels/model/named_enum.hpp"
+#include "base/named_enum.hpp"
 
 namespace sweetspot {
 

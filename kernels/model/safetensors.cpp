@@ -13,8 +13,8 @@
 #include <limits>
 #include <utility>
 
+#include "base/strict_json.hpp"
 #include "kernels/model/checkpoint_error.hpp"
-#include "kernels/model/strict_json.hpp"
 
 namespace sweetspot {
 namespace {

@@ -8,7 +8,7 @@
 // across threads or done by a GPU kernel.
 #include <cstdint>
 
-#include "kernels/model/host_device.hpp"
+#include "base/host_device.hpp"
 #include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot::synthetic {

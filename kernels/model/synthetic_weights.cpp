@@ -1,6 +1,6 @@
 #include "kernels/model/synthetic_weights.hpp"
 
-#include "kernels/compute/parallel_for.hpp"
+#include "base/parallel_for.hpp"
 #include "kernels/model/synthetic_value.hpp"
 
 #include <algorithm>

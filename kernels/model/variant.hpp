@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/model/named_enum.hpp"
+#include "base/named_enum.hpp"
 
 namespace sweetspot {
 

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "kernels/model/checked_math.hpp"
+#include "base/checked_math.hpp"
 
 namespace sweetspot {
 

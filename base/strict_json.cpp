@@ -1,4 +1,4 @@
-#include "kernels/model/strict_json.hpp"
+#include "base/strict_json.hpp"
 
 #include <set>
 #include <vector>

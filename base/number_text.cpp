@@ -1,4 +1,4 @@
-#include "kernels/model/number_text.hpp"
+#include "base/number_text.hpp"
 
 #include <charconv>
 #include <cmath>
