@@ -133,25 +133,65 @@ __global__ void gelu_tanh_backward_from_output_packed_kernel(T* dx, const T* y, 
     }
 }
 
-// Whether the packed kernels can take the buffers: 16-byte loads need 16-byte addresses.
-bool packs_fit(std::initializer_list<const void*> buffers) {
-    for (const void* b : buffers)
-        if (reinterpret_cast<std::uintptr_t>(b) % 16 != 0) return false;
-    return true;
+// How many whole 16-byte packs of a 16-bit T's n elements the packed kernels take: none in fp32,
+// nor where a buffer is not 16-byte aligned (16-byte loads need 16-byte addresses). The
+// per-element kernels take the rest, from element 8 · packs (a byte boundary of the bits).
+template <class T>
+std::int64_t packs_of(std::int64_t n, std::initializer_list<const void*> buffers) {
+    if constexpr (std::is_same_v<T, float>) {
+        return 0;
+    } else {
+        for (const void* b : buffers)
+            if (reinterpret_cast<std::uintptr_t>(b) % 16 != 0) return 0;
+        return n / 8;
+    }
 }
 
-// dx *= gelu'(x): d/dv of 0.5·v·(1 + tanh(a)), a = √(2/π)·(v + 0.044715·v³), is
+// d/dv of 0.5·v·(1 + tanh(a)), a = √(2/π)·(v + 0.044715·v³), is
 // 0.5·(1 + tanh a) + 0.5·v·(1 − tanh² a)·√(2/π)·(1 + 3·0.044715·v²).
+__device__ __forceinline__ float gelu_tanh_derivative(float v) {
+    const float sqrt_2_over_pi = 0.7978845608028654f;
+    const float th = tanhf(sqrt_2_over_pi * (v + 0.044715f * v * v * v));
+    return 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * sqrt_2_over_pi * (1.0f + 3.0f * 0.044715f * v * v);
+}
+
+// dx *= gelu'(x).
 template <class T>
 __global__ void gelu_tanh_backward_kernel(T* dx, const T* x, std::int64_t n) {
-    const float sqrt_2_over_pi = 0.7978845608028654f;
     for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < n;
          idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-        const float v = to_f32(x[idx]);
-        const float th = tanhf(sqrt_2_over_pi * (v + 0.044715f * v * v * v));
-        const float grad =
-            0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * sqrt_2_over_pi * (1.0f + 3.0f * 0.044715f * v * v);
-        dx[idx] = from_f32<T>(to_f32(dx[idx]) * grad);
+        dx[idx] = from_f32<T>(to_f32(dx[idx]) * gelu_tanh_derivative(to_f32(x[idx])));
+    }
+}
+
+// The GELU and its backward from the input for a 16-bit T, a 16-byte pack of eight elements a
+// thread, as the in-place GELU's packed kernels above (the kernels above move two bytes a thread):
+// the training step's GELU recomputation and backward, and the forward's GELU.
+template <class T>
+__global__ void gelu_tanh_packed_kernel(T* out, const T* in, std::int64_t packs) {
+    auto* y = reinterpret_cast<Pack<T>*>(out);
+    const auto* x = reinterpret_cast<const Pack<T>*>(in);
+    for (std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; p < packs;
+         p += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        Pack<T> pack = x[p];
+#pragma unroll
+        for (int j = 0; j < Pack<T>::kSize; ++j) pack.v[j] = from_f32<T>(gelu_tanh_value(to_f32(pack.v[j])));
+        y[p] = pack;
+    }
+}
+
+template <class T>
+__global__ void gelu_tanh_backward_packed_kernel(T* dx, const T* x, std::int64_t packs) {
+    auto* d = reinterpret_cast<Pack<T>*>(dx);
+    const auto* in = reinterpret_cast<const Pack<T>*>(x);
+    for (std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; p < packs;
+         p += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        Pack<T> grad = d[p];
+        const Pack<T> v = in[p];
+#pragma unroll
+        for (int j = 0; j < Pack<T>::kSize; ++j)
+            grad.v[j] = from_f32<T>(to_f32(grad.v[j]) * gelu_tanh_derivative(to_f32(v.v[j])));
+        d[p] = grad;
     }
 }
 
@@ -160,7 +200,13 @@ __global__ void gelu_tanh_backward_kernel(T* dx, const T* x, std::int64_t n) {
 template <class T>
 void launch_gelu_tanh(T* out, const T* in, std::int64_t n, cudaStream_t stream) {
     if (n == 0) return;
-    gelu_tanh_kernel<T><<<elementwise_blocks(n), kBlock, 0, stream>>>(out, in, n);
+    const std::int64_t packs = packs_of<T>(n, {out, in}), first = 8 * packs;
+    if constexpr (!std::is_same_v<T, float>) {
+        if (packs > 0) gelu_tanh_packed_kernel<T><<<elementwise_blocks(packs), kBlock, 0, stream>>>(out, in, packs);
+        CUDA_CHECK_LAUNCH();
+    }
+    if (first == n) return;
+    gelu_tanh_kernel<T><<<elementwise_blocks(n - first), kBlock, 0, stream>>>(out + first, in + first, n - first);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -172,23 +218,25 @@ void launch_gelu_tanh(T* x, std::int64_t n, cudaStream_t stream) {
 template <class T>
 void launch_gelu_tanh_backward(T* dx, const T* x, std::int64_t n, cudaStream_t stream) {
     if (n == 0) return;
-    gelu_tanh_backward_kernel<T><<<elementwise_blocks(n), kBlock, 0, stream>>>(dx, x, n);
+    const std::int64_t packs = packs_of<T>(n, {dx, x}), first = 8 * packs;
+    if constexpr (!std::is_same_v<T, float>) {
+        if (packs > 0) gelu_tanh_backward_packed_kernel<T><<<elementwise_blocks(packs), kBlock, 0, stream>>>(dx, x, packs);
+        CUDA_CHECK_LAUNCH();
+    }
+    if (first == n) return;
+    gelu_tanh_backward_kernel<T><<<elementwise_blocks(n - first), kBlock, 0, stream>>>(dx + first, x + first, n - first);
     CUDA_CHECK_LAUNCH();
 }
 
 template <class T>
 void launch_gelu_tanh_with_branch(T* x, std::uint8_t* left_bits, std::int64_t n, cudaStream_t stream) {
     if (n == 0) return;
-    std::int64_t packs = 0;
+    const std::int64_t packs = packs_of<T>(n, {x}), first = 8 * packs;
     if constexpr (!std::is_same_v<T, float>) {
-        packs = packs_fit({x}) ? n / 8 : 0;
-        if (packs > 0) {
-            gelu_tanh_with_branch_packed_kernel<T><<<elementwise_blocks(packs), kBlock, 0, stream>>>(x, left_bits, packs);
-            CUDA_CHECK_LAUNCH();
-        }
+        if (packs > 0) gelu_tanh_with_branch_packed_kernel<T><<<elementwise_blocks(packs), kBlock, 0, stream>>>(x, left_bits, packs);
+        CUDA_CHECK_LAUNCH();
     }
-    // The rest starts at a byte of bits (8 · packs): its bits are the kernel's from bit 0.
-    const std::int64_t first = 8 * packs;
+    // The rest starts at a byte of bits: its bits are the kernel's from bit 0.
     if (first == n) return;
     gelu_tanh_with_branch_kernel<T><<<elementwise_blocks(n - first), kBlock, 0, stream>>>(x + first, left_bits + packs,
                                                                                           n - first);
@@ -209,16 +257,13 @@ void launch_gelu_tanh_backward_from_output(T* dx, const T* y, const std::uint8_t
     if ((table == nullptr) != std::is_same_v<T, float>)
         throw std::invalid_argument("launch_gelu_tanh_backward_from_output: a 16-bit dtype needs its derivative table, fp32 none");
     if (n == 0) return;
-    std::int64_t packs = 0;
+    const std::int64_t packs = packs_of<T>(n, {dx, y}), first = 8 * packs;
     if constexpr (!std::is_same_v<T, float>) {
-        packs = packs_fit({dx, y}) ? n / 8 : 0;
-        if (packs > 0) {
+        if (packs > 0)
             gelu_tanh_backward_from_output_packed_kernel<T>
                 <<<elementwise_blocks(packs), kBlock, 0, stream>>>(dx, y, left_bits, table, packs);
-            CUDA_CHECK_LAUNCH();
-        }
+        CUDA_CHECK_LAUNCH();
     }
-    const std::int64_t first = 8 * packs;
     if (first == n) return;
     gelu_tanh_backward_from_output_kernel<T><<<elementwise_blocks(n - first), kBlock, 0, stream>>>(
         dx + first, y + first, left_bits + packs, table, n - first);
