@@ -20,6 +20,7 @@
 #include "kernels/compute/cpu_forward.hpp"
 #include "kernels/compute/cpu_ops.hpp"
 #include "kernels/model/activation_layout.hpp"
+#include "kernels/model/batch_shape.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/compute/reference_forward.hpp"
@@ -188,6 +189,40 @@ TEST_CASE("validate rejects unusable shapes with a sentence naming the model", "
         CHECK_THROWS_AS(WeightLayout::for_model(m), std::invalid_argument);
     }
     CHECK_THAT(bad[3].second.validate(), Catch::Matchers::ContainsSubstring("divisible"));
+}
+
+TEST_CASE("a forward refuses a batch it cannot run, saying who refuses and why", "[kernels][model]") {
+    const ModelConfig m = *find_builtin_model("tiny");  // 128 positions, vocab 512
+    const WeightLayout layout = WeightLayout::for_model(m);
+    const auto refused = [](const auto& make, const std::string& why) {
+        try {
+            make();
+            FAIL("accepted: " << why);
+        } catch (const std::invalid_argument& e) {
+            CHECK(std::string(e.what()) == why);
+        }
+    };
+    refused([&] { CpuForward(m, layout, 0, 4); }, "CpuForward: batch must be at least 1, got 0.");
+    refused([&] { CpuForward(m, layout, 1, 129); },
+            "CpuForward: seq must be between 1 and 128 (the max_positions of model 'tiny'), got 129.");
+    refused([&] { CpuForward(m, WeightLayout::for_model(*find_builtin_model("tiny_odd")), 1, 4); },
+            "CpuForward: the weight layout was not made for model 'tiny'.");
+
+    CpuForward forward(m, layout, 2, 3);
+    RecordingSource source(m, layout, 1);
+    std::vector<float> logits(6 * 512);
+    std::vector<std::int32_t> tokens(5, 1);
+    refused([&] { forward.run(source, tokens, logits); }, "CpuForward: expected 6 token ids (batch × seq), got 5.");
+    tokens.assign(6, 1);
+    tokens[4] = 512;
+    refused([&] { forward.run(source, tokens, logits); },
+            "CpuForward: token 512 at index 4 is outside the vocabulary of model 'tiny' (512 tokens).");
+    tokens[4] = -1;
+    refused([&] { check_batch_ids("GpuTrainStep", m, tokens, 6, "target"); },
+            "GpuTrainStep: target -1 at index 4 is outside the vocabulary of model 'tiny' (512 tokens).");
+    tokens[4] = 511;
+    CHECK_NOTHROW(check_batch_ids("GpuTrainStep", m, tokens, 6, "target"));
+    CHECK_NOTHROW(forward.run(source, tokens, logits));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 
 #include "kernels/compute/cpu_block.hpp"
 #include "kernels/compute/cpu_ops.hpp"
+#include "kernels/model/batch_shape.hpp"
 
 namespace sweetspot {
 
@@ -20,16 +21,7 @@ const float* tensor_ptr(const float* unit, const UnitLayout& unit_layout, int te
 
 CpuForward::CpuForward(const ModelConfig& model, const WeightLayout& layout, int batch, int seq, const Dropout& dropout)
     : model_(model), layout_(layout), batch_(batch), seq_(seq), dropout_(dropout.for_shape(seq, model.max_positions)) {
-    if (const auto why = model.validate(); !why.empty()) throw std::invalid_argument(why);
-    require_layout_for(model, layout, "CpuForward");
-    if (batch < 1) {
-        throw std::invalid_argument("CpuForward: batch must be at least 1, got " + std::to_string(batch) + ".");
-    }
-    if (seq < 1 || seq > model.max_positions) {
-        throw std::invalid_argument("CpuForward: seq must be between 1 and " + std::to_string(model.max_positions) +
-                                    " (the max_positions of model '" + model.name + "'), got " + std::to_string(seq) +
-                                    ".");
-    }
+    check_batch_shape("CpuForward", model, layout, batch, seq);
     const std::size_t bt = as_size(batch) * as_size(seq);
     const std::size_t c = as_size(model.n_embd);
     x_.resize(bt * c);
@@ -56,21 +48,11 @@ std::int64_t CpuForward::activation_bytes_for(const ModelConfig& model, int batc
 
 void CpuForward::run(LayerSource& weights, std::span<const std::int32_t> tokens, std::span<float> logits) {
     const std::size_t bt = as_size(batch_) * as_size(seq_);
-    if (tokens.size() != bt) {
-        throw std::invalid_argument("CpuForward: expected " + std::to_string(bt) + " tokens (batch × seq), got " +
-                                    std::to_string(tokens.size()) + ".");
-    }
+    check_batch_ids("CpuForward", model_, tokens, static_cast<std::int64_t>(bt), "token");
     if (logits.size() != bt * as_size(model_.vocab_size)) {
         throw std::invalid_argument("CpuForward: the logits buffer must hold " +
                                     std::to_string(bt * as_size(model_.vocab_size)) +
                                     " floats (batch × seq × vocab), got " + std::to_string(logits.size()) + ".");
-    }
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-        if (tokens[i] < 0 || tokens[i] >= model_.vocab_size) {
-            throw std::invalid_argument("CpuForward: token " + std::to_string(tokens[i]) + " at index " +
-                                        std::to_string(i) + " is outside the vocabulary of model '" + model_.name +
-                                        "' (" + std::to_string(model_.vocab_size) + " tokens).");
-        }
     }
 
     // Each unit is held only while it is computed with, so a backend can page the rest out.

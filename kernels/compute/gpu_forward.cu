@@ -32,6 +32,7 @@
 #include "kernels/compute/residual.cuh"
 #include "kernels/compute/unit_graphs.hpp"
 #include "kernels/model/activation_layout.hpp"
+#include "kernels/model/batch_shape.hpp"
 
 namespace sweetspot {
 
@@ -100,16 +101,7 @@ GpuForward::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_, D
     }
     // Every argument is checked before the first CUDA call, so a bad request fails the same way
     // with or without a GPU.
-    if (const auto why = model.validate(); !why.empty()) throw std::invalid_argument(why);
-    require_layout_for(model, layout, "GpuForward");
-    if (batch < 1) {
-        throw std::invalid_argument("GpuForward: batch must be at least 1, got " + std::to_string(batch) + ".");
-    }
-    if (seq < 1 || seq > model.max_positions) {
-        throw std::invalid_argument("GpuForward: seq must be between 1 and " + std::to_string(model.max_positions) +
-                                    " (the max_positions of model '" + model.name + "'), got " + std::to_string(seq) +
-                                    ".");
-    }
+    check_batch_shape("GpuForward", model, layout, batch, seq);
     // cuBLAS takes int dimensions and the softmax launches one block per score row.
     if (rows() * model.n_head > INT_MAX) {
         throw std::invalid_argument("GpuForward: batch × seq × n_head = " + std::to_string(rows() * model.n_head) +
@@ -328,17 +320,7 @@ GpuForward::~GpuForward() = default;
 
 void GpuForward::set_tokens(std::span<const std::int32_t> ids) {
     Impl& s = *impl_;
-    if (static_cast<std::int64_t>(ids.size()) != s.rows()) {
-        throw std::invalid_argument("GpuForward: expected " + std::to_string(s.rows()) +
-                                    " tokens (batch × seq), got " + std::to_string(ids.size()) + ".");
-    }
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-        if (ids[i] < 0 || ids[i] >= s.model.vocab_size) {
-            throw std::invalid_argument("GpuForward: token " + std::to_string(ids[i]) + " at index " +
-                                        std::to_string(i) + " is outside the vocabulary of model '" + s.model.name +
-                                        "' (" + std::to_string(s.model.vocab_size) + " tokens).");
-        }
-    }
+    check_batch_ids("GpuForward", s.model, ids, s.rows(), "token");
     // On the stream, so a forward still in flight reads the old ids; then wait, so the upload is
     // synchronous as promised.
     CUDA_CHECK(cudaMemcpyAsync(s.tokens, ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice, s.stream));

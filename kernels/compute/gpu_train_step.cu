@@ -39,6 +39,7 @@
 #include "kernels/compute/optimizer.cuh"
 #include "kernels/compute/residual.cuh"
 #include "kernels/compute/train_arena.hpp"
+#include "kernels/model/batch_shape.hpp"
 
 namespace sweetspot {
 namespace {
@@ -198,14 +199,7 @@ GpuTrainStep::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_,
       recompute(options_.recompute),
       plan([&] {
           // Every argument is checked before the first CUDA call.
-          if (const auto why = model_.validate(); !why.empty()) throw std::invalid_argument(why);
-          require_layout_for(model_, layout_, "GpuTrainStep");
-          if (batch_ < 1) throw std::invalid_argument("GpuTrainStep: batch must be at least 1, got " + std::to_string(batch_) + ".");
-          if (seq_ < 1 || seq_ > model_.max_positions) {
-              throw std::invalid_argument("GpuTrainStep: seq must be between 1 and " +
-                                          std::to_string(model_.max_positions) + " (the max_positions of model '" +
-                                          model_.name + "'), got " + std::to_string(seq_) + ".");
-          }
+          check_batch_shape("GpuTrainStep", model_, layout_, batch_, seq_);
           // cuBLAS takes int dimensions and the softmax launches one block per score row.
           const std::int64_t score_rows = static_cast<std::int64_t>(batch_) * seq_ * model_.n_head;
           if (score_rows > INT_MAX) {
@@ -724,19 +718,8 @@ GpuTrainStep::~GpuTrainStep() = default;
 
 void GpuTrainStep::set_batch(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets) {
     Impl& s = *impl_;
-    for (const auto& [ids, what] : {std::pair{tokens, "token"}, std::pair{targets, "target"}}) {
-        if (static_cast<std::int64_t>(ids.size()) != s.rows()) {
-            throw std::invalid_argument(std::string("GpuTrainStep: expected ") + std::to_string(s.rows()) + " " + what +
-                                        " ids (batch × seq), got " + std::to_string(ids.size()) + ".");
-        }
-        for (std::size_t i = 0; i < ids.size(); ++i) {
-            if (ids[i] < 0 || ids[i] >= s.model.vocab_size) {
-                throw std::invalid_argument(std::string("GpuTrainStep: ") + what + " " + std::to_string(ids[i]) +
-                                            " at index " + std::to_string(i) + " is outside the vocabulary of model '" +
-                                            s.model.name + "' (" + std::to_string(s.model.vocab_size) + " tokens).");
-            }
-        }
-    }
+    check_batch_ids("GpuTrainStep", s.model, tokens, s.rows(), "token");
+    check_batch_ids("GpuTrainStep", s.model, targets, s.rows(), "target");
     // On the stream, so a step in flight reads the old ids; then wait, as promised.
     CUDA_CHECK(cudaMemcpyAsync(s.at<std::int32_t>(s.plan.tokens), tokens.data(), tokens.size_bytes(),
                                cudaMemcpyHostToDevice, s.stream));
