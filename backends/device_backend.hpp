@@ -40,7 +40,6 @@ private:
     DeviceMemory weights_;
     DeviceMemory gradients_, master_, m_, v_;  // training only; master_ only below fp32
     HostOptimizerState host_optimizer_;  // optimizer = "host": every unit staged
-
 };
 
 }  // namespace sweetspot

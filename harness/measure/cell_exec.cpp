@@ -14,6 +14,7 @@
 #include "backends/backend.hpp"
 #include "backends/backend_registry.hpp"
 #include "backends/residency_plan.hpp"
+#include "base/number_text.hpp"
 #include "harness/measure/host_cell.hpp"
 #include "harness/measure/logits_check.hpp"
 #include "harness/measure/measurement.hpp"
@@ -115,19 +116,14 @@ std::string optimizer_impossible_reason(const CellParams& c) {
     }
     const BackendTraits& backend = backend_traits(c.backend);
     if (!backend.training || !backend.uses("optimizer") || backend.training->keeps_optimizer_on(c.optimizer)) return {};
-    const auto names = [](const std::vector<std::string>& list) {
-        std::string text;
-        for (const auto& n : list) text += (text.empty() ? "" : ", ") + n;
-        return text;
-    };
     std::vector<std::string> able, homes;
     for (const BackendTraits& b : backend_registry())
         if (b.training && b.training->keeps_optimizer_on(c.optimizer)) able.emplace_back(enum_name(b.id));
     for (const StateHome home : backend.training->optimizer_homes)
         homes.push_back("optimizer = \"" + std::string(enum_name(home)) + "\"");
     return "the " + std::string(enum_name(c.backend)) + " backend cannot keep the optimizer's state in " +
-           std::string(enum_name(c.optimizer)) + " memory (" + setting + "); it trains with " + names(homes) +
-           ", and " + std::string(enum_name(c.optimizer)) + " is honoured by: " + names(able);
+           std::string(enum_name(c.optimizer)) + " memory (" + setting + "); it trains with " + comma_list(homes) +
+           ", and " + std::string(enum_name(c.optimizer)) + " is honoured by: " + comma_list(able);
 }
 
 }  // namespace

@@ -23,11 +23,10 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "analysis"))
 from axes import Axes  # noqa: E402
 import bound  # noqa: E402
+from recompute_table import GIB, LADDER, number  # noqa: E402  (this folder's, beside this script)
 
-GIB = 2**30
 # The flags Tempo's rewrites add to a variant, in the order the table lists them.
 TEMPO_FLAGS = ("", "inplace_gelu", "inplace_ln", "inplace_ln+inplace_gelu")
-LADDER = ("none", "gelu", "attention", "mlp", "block")
 
 
 def cells_of(path):
@@ -43,15 +42,10 @@ def cells_of(path):
     return list(latest.values()), Axes.of(con)
 
 
-def flags_of(variant):
-    """(the variant without Tempo's flags, its Tempo flags joined by '+' in TEMPO_FLAGS' spelling)."""
+def tempo_flags(variant):
+    """The variant's Tempo flags joined by '+' in TEMPO_FLAGS' spelling ("" for none)."""
     parts = variant.split("+")
-    tempo = [f for f in ("inplace_ln", "inplace_gelu") if f in parts]
-    return "+".join(p for p in parts if p not in tempo), "+".join(tempo)
-
-
-def number(v, digits=0):
-    return "–" if v is None else f"{v:,.{digits}f}"
+    return "+".join(f for f in ("inplace_ln", "inplace_gelu") if f in parts)
 
 
 def gib(v):
@@ -63,7 +57,7 @@ def rewrites_table(cells, model):
     for c in cells:
         if c["model"] != model or c["mode"] != "train" or c["optimizer"] == "host" or c["status"] != "ok":
             continue
-        base, flags = flags_of(c["variant"])
+        flags = tempo_flags(c["variant"])
         rows[(flags, c["recompute"], float(c["dropout"]), int(c["batch"]))] = c
     print(f"\n{model}, every setting at its batch (tokens/s; × the same setting without Tempo's flags):\n")
     print("| flags | recompute | batch | tokens/s, dropout 0 | × | tokens/s, dropout 0.1 | × | kept activations (GiB) | "
@@ -90,7 +84,7 @@ def fit_table(path, model):
     for c in cells:
         if c["model"] != model or c["mode"] != "train":
             continue
-        key = (flags_of(c["variant"])[1], c["recompute"])
+        key = (tempo_flags(c["variant"]), c["recompute"])
         tried.setdefault(key, {})[int(c["batch"])] = c
         if c["status"] == "ok" and (key not in largest or c["batch"] > largest[key]["batch"]):
             largest[key] = c
