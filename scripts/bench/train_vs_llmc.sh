@@ -6,15 +6,16 @@
 # steps. Prints a Markdown table.
 #   train_vs_llmc.sh SWEETSPOT DB "4 16 24" [LLMC_BINARY TRAIN_BIN VAL_BIN]
 # LLMC_BINARY's steps are read from its `| N tok/s` lines (its 12 steps, the first 2 dropped).
-# RECOMPUTE (default: the matrix's, gelu) sets sweetspot's recompute axis; llm.c runs with -r 0
-# (nothing recomputed, its fastest) either way.
+# RECOMPUTE (default: the matrix's, gelu) sets sweetspot's recompute axis and VARIANT (default: the
+# matrix's) its variant; llm.c runs with -r 0 (nothing recomputed, its fastest) either way.
 set -uo pipefail
 sweetspot=$1 db=$2 batches=$3
 llmc=${4:-} train=${5:-} val=${6:-}
 cd "$(dirname "$0")/../.."
 batch_list=$(echo "$batches" | tr ' ' ',')
 "$sweetspot" run experiments/train-gpt2.toml --db "$db" --only model=gpt2_1.5b --only dtype=bf16 \
-    --set batch="$batch_list" ${RECOMPUTE:+--set recompute="$RECOMPUTE"} > "$db.log" 2>&1
+    --set batch="$batch_list" ${RECOMPUTE:+--set recompute="$RECOMPUTE"} \
+    ${VARIANT:+--set variant="$VARIANT"} > "$db.log" 2>&1
 echo "sweetspot run: rc $? ($(tail -2 "$db.log" | head -1))" >&2
 
 median() { sort -n | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2)}'; }
