@@ -81,6 +81,8 @@ void write_calibration_db(const std::string& path, const std::string& gpu) {
     const CellParams copy = cell("backend = \"explicit-copy\"\nprefetch = 1\nbudget = \"60%\"");
     record_outcome(store, run, index++, device, on_host(used_beyond(600 * MiB), device, 400 * MiB, false));
     record_outcome(store, run, index++, device3, on_host(used_beyond(598 * MiB), device3, 420 * MiB, true));
+    const CellParams softmax = cell("backend = \"device\"\nvariant = \"softmax\"");
+    record_outcome(store, run, index++, softmax, on_host(used_beyond(599 * MiB), softmax, 380 * MiB, false));
     record_outcome(store, run, index++, copy,
                    on_host(used_beyond(600 * MiB + estimate_memory(copy).pinned_host / 64), copy, 390 * MiB, false));
     record_outcome(store, run, index++, cell("backend = \"uvm-prefetch\"\nprefetch = \"jit\""), used_beyond(2048 * MiB));
@@ -273,7 +275,7 @@ TEST_CASE("the CUDA context and libraries' memory is measured from a results dat
     CHECK(costs[0].driver == "CUDA 13.0");
     CHECK(costs[0].largest == 600 * MiB);
     CHECK(costs[0].smallest == 598 * MiB);
-    CHECK(costs[0].cells == 2);  // the device cells: not the failed one
+    CHECK(costs[0].cells == 3);  // the device cells: not the failed one
     // The explicit-copy cell's 1/64 of its pinned bytes beyond the device cells' largest.
     CHECK(costs[0].per_pinned_byte == Catch::Approx(1.0 / 64).epsilon(1e-3));
     // The uvm-prefetch cell's peak less the fixed cost, its activations and all its weights (the
@@ -283,16 +285,21 @@ TEST_CASE("the CUDA context and libraries' memory is measured from a results dat
     REQUIRE(costs[0].managed_overhead.size() == 1);
     CHECK(costs[0].managed_overhead_for(DType::fp32) == overhead);
     CHECK(costs[0].managed_overhead_for(DType::bf16) == overhead / 2);
-    // On the host, per backend and whether the reference ran, the largest of those cells' memory
-    // beyond the host terms (the reference counted where it ran); a case without cells takes its
-    // backend's largest, a backend without cells the largest measured.
-    REQUIRE(costs[0].host_process.size() == 3);
-    CHECK(costs[0].host_process_for(BackendId::device, false) == 400 * MiB);
-    CHECK(costs[0].host_process_for(BackendId::device, true) == 420 * MiB);
-    CHECK(costs[0].host_process_for(BackendId::explicit_copy, false) == 390 * MiB);
-    CHECK(costs[0].host_process_for(BackendId::explicit_copy, true) == 390 * MiB);
-    CHECK(costs[0].host_process_for(BackendId::uvm, false) == 420 * MiB);
-
+    // On the host, per backend, kernels and whether the reference ran, the largest of those cells'
+    // memory beyond the host terms (the reference counted where it ran); a key without cells
+    // takes the largest of its backend and reference case, else of its backend, else of any.
+    CHECK(FixedCost::kernel_set(Mode::train, DType::bf16, *Variant::parse("flash_attention+mlp_epilogue")) ==
+          "train bf16 mlp_epilogue+flash_attention");
+    const std::string baseline = "infer fp32 baseline", softmax = "infer fp32 softmax", all = "infer fp32 all";
+    REQUIRE(costs[0].host_process.size() == 4);
+    CHECK(costs[0].host_process_for({BackendId::device, false, baseline}) == 400 * MiB);
+    CHECK(costs[0].host_process_for({BackendId::device, false, softmax}) == 380 * MiB);
+    CHECK(costs[0].host_process_for({BackendId::device, false, all}) == 400 * MiB);
+    CHECK(costs[0].host_process_for({BackendId::device, true, baseline}) == 420 * MiB);
+    CHECK(costs[0].host_process_for({BackendId::device, true, softmax}) == 420 * MiB);
+    CHECK(costs[0].host_process_for({BackendId::explicit_copy, false, baseline}) == 390 * MiB);
+    CHECK(costs[0].host_process_for({BackendId::explicit_copy, true, baseline}) == 390 * MiB);
+    CHECK(costs[0].host_process_for({BackendId::uvm, false, baseline}) == 420 * MiB);
     // The predicted peaks add those: page tables for explicit-copy's pinned weights, every managed
     // weight byte and the driver's overhead for uvm-prefetch.
     const CellParams copy = one_cell("model = \"tiny_odd\"\nbackend = \"explicit-copy\"\nprefetch = 1\nbudget = \"60%\"");
@@ -327,7 +334,7 @@ TEST_CASE("the CUDA context and libraries' memory is measured from a results dat
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.output, ContainsSubstring("peak = device + kept managed + 600.0 MiB for the CUDA context and the "
-                                           "libraries, the largest measured on Fixture GPU (CUDA 13.0) over 2 cells "
+                                           "libraries, the largest measured on Fixture GPU (CUDA 13.0) over 3 cells "
                                            "(smallest 598.0 MiB) + 1.56"));
     CHECK_THAT(r.output, ContainsSubstring("the driver holds for managed fp32 weights"));
     const MemoryEstimate e = estimate_memory(one_cell("model = \"tiny_odd\"\nbackend = \"device\""));

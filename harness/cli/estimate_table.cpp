@@ -111,10 +111,11 @@ void print_memory_estimates(const std::vector<CellParams>& cells, const std::opt
             out << " + " << b(bytes) << " the driver holds for managed " << enum_name(dtype) << " weights";
         out << ", as measured there";
         if (fixed->managed_overhead.empty()) out << " ('-' for uvm and uvm-prefetch: no such cell has measured it yet)";
-        out << ".\nhost peak = host + what the cell's process holds besides, measured there per backend (and with the "
-               "check's reference computed):";
+        out << ".\nhost peak = host + what the cell's process holds besides, measured there per backend, kernels (mode, "
+               "dtype, variant) and whether the check's reference was computed:";
         for (const auto& [key, bytes] : fixed->host_process)
-            out << " " << enum_name(key.backend) << (key.reference ? " with reference " : " ") << b(bytes);
+            out << "\n  " << enum_name(key.backend) << " " << key.kernels << (key.reference ? " with reference " : " ")
+                << b(bytes);
         if (fixed->host_process.empty()) out << " none yet ('-'; cells of schema 9 on measure it)";
         out << ".\n";
     } else {

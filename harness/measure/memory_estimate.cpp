@@ -95,14 +95,20 @@ std::optional<std::int64_t> FixedCost::managed_overhead_for(DType dtype) const {
     return scaled;
 }
 
-std::optional<std::int64_t> FixedCost::host_process_for(BackendId backend, bool reference) const {
-    if (const auto it = host_process.find({backend, reference}); it != host_process.end()) return it->second;
-    std::optional<std::int64_t> same_backend, any;
-    for (const auto& [key, bytes] : host_process) {
-        if (key.backend == backend) same_backend = std::max(same_backend.value_or(bytes), bytes);
-        any = std::max(any.value_or(bytes), bytes);
+std::optional<std::int64_t> FixedCost::host_process_for(const HostProcessKey& key) const {
+    if (const auto it = host_process.find(key); it != host_process.end()) return it->second;
+    std::optional<std::int64_t> same_case, same_backend, any;
+    const auto raise = [](std::optional<std::int64_t>& to, std::int64_t bytes) { to = std::max(to.value_or(bytes), bytes); };
+    for (const auto& [measured, bytes] : host_process) {
+        if (measured.backend == key.backend && measured.reference == key.reference) raise(same_case, bytes);
+        if (measured.backend == key.backend) raise(same_backend, bytes);
+        raise(any, bytes);
     }
-    return same_backend ? same_backend : any;
+    return same_case ? same_case : same_backend ? same_backend : any;
+}
+
+std::string FixedCost::kernel_set(Mode mode, DType dtype, const Variant& variant) {
+    return std::string(enum_name(mode)) + " " + std::string(enum_name(dtype)) + " " + variant.text();
 }
 
 namespace {
@@ -116,6 +122,7 @@ struct MeasuredCell {
     std::int64_t pinned;  // page-locked bytes (every weight byte for explicit-copy before schema 9)
     std::optional<std::int64_t> host_beyond;
     bool computed_reference = false;
+    std::string kernels;  // FixedCost::kernel_set
     std::int64_t beyond() const { return peak - allocated; }
 };
 
@@ -147,8 +154,8 @@ std::optional<FixedCost> calibrate(std::string gpu, std::string driver, const st
             if (!added) it->second = std::max(it->second, overhead);
         }
         if (c.host_beyond) {
-            const auto [it, added] = f.host_process.emplace(FixedCost::HostProcessKey{c.backend->id, c.computed_reference},
-                                                            *c.host_beyond);
+            const auto [it, added] =
+                f.host_process.emplace(FixedCost::HostProcessKey{c.backend->id, c.computed_reference, c.kernels}, *c.host_beyond);
             if (!added) it->second = std::max(it->second, *c.host_beyond);
         }
     }
@@ -170,13 +177,15 @@ std::vector<FixedCost> measured_fixed_costs(Database& db) {
     const std::string pinned = has_column(db, "cells", "pinned_host_bytes") ? "c.pinned_host_bytes" : "NULL";
     const std::string reference =
         has_column(db, "cells", "check_reference_computed") ? "coalesce(c.check_reference_computed, 0)" : "0";
+    // Every cell was an inference before cells had a mode.
+    const std::string mode = has_column(db, "cells", "mode") ? "c.mode" : "'infer'";
     // A training cell's backend also held its gradients and optimizer state (schema 16 on).
     const std::string training_state =
         has_column(db, "cells", "training_state_bytes") ? " + coalesce(c.training_state_bytes, 0)" : "";
     auto st = db.prepare("SELECT coalesce(r.gpu_name, ''), coalesce(r.gpu_driver, ''), c.backend, c.dtype, " + used +
                          ", c.device_weight_bytes + c.activation_bytes" + training_state +
                          ", c.activation_bytes, c.weight_bytes, "
-                         "c.peak_host_rss_bytes, " + host_terms + ", " + pinned + ", " + reference +
+                         "c.peak_host_rss_bytes, " + host_terms + ", " + pinned + ", " + reference + ", " + mode + ", c.variant" +
                          " FROM cells c JOIN runs r USING (run_id)"
                          " WHERE c.status = 'ok' AND " + used + " IS NOT NULL"
                          " AND c.device_weight_bytes IS NOT NULL AND c.activation_bytes IS NOT NULL"
@@ -203,6 +212,9 @@ std::vector<FixedCost> measured_fixed_costs(Database& db) {
         MeasuredCell cell{&traits, *dtype, st.int64(4), st.int64(5), st.int64(6), weight_bytes, pinned_bytes, std::nullopt};
         if (!st.is_null(8) && !st.is_null(9)) cell.host_beyond = st.int64(8) - st.int64(9);
         cell.computed_reference = st.int64(11) != 0;
+        const auto mode_of = parse_enum<Mode>(st.text(12));
+        const auto variant = Variant::parse(st.text(13));
+        if (mode_of && variant) cell.kernels = FixedCost::kernel_set(*mode_of, *dtype, *variant);
         cells.push_back(cell);
     }
     flush();
@@ -277,7 +289,8 @@ std::optional<std::int64_t> predicted_peak(const CellParams& cell, const MemoryE
 
 std::optional<std::int64_t> predicted_host_peak(const CellParams& cell, const MemoryEstimate& e, const FixedCost& fixed,
                                                 bool reference_runs) {
-    const std::optional<std::int64_t> process = fixed.host_process_for(cell.backend, reference_runs);
+    const std::optional<std::int64_t> process =
+        fixed.host_process_for({cell.backend, reference_runs, FixedCost::kernel_set(cell.mode, cell.dtype, cell.variant)});
     if (!process) return std::nullopt;
     return e.host_total(reference_runs) + *process;
 }

@@ -100,14 +100,17 @@ struct FixedCost {
     std::map<DType, std::int64_t> managed_overhead;
 
     // What a cell's process holds on the host beyond the estimate's host terms (the libraries'
-    // code and data, the CUDA runtime and driver, the allocator's slack), per backend and whether
-    // the cell computed its check's reference (whose float64 work leaves slack of its own: taking
-    // the largest over both overstated a GPT-2 1.5B training cell's 0.5 GiB by 0.6 GiB): the
-    // largest over those cells of their peak resident memory less the host_total they stored
-    // (predicted_host_alloc_bytes).
+    // code and data, the CUDA runtime and driver, the allocator's slack): the largest over the
+    // cells of one key of their peak resident memory less the host_total they stored
+    // (predicted_host_alloc_bytes). The key is the backend, whether the cell computed its check's
+    // reference (whose float64 work leaves slack of its own: 0.6 GiB beside a GPT-2 1.5B training
+    // cell's 0.5 GiB) and the cell's kernels (kernel_set: mode, dtype and variant), whose code the
+    // libraries load into host memory on first use (16 MiB more for GPT-2 1.5B bf16 training
+    // with the GELU in cuBLASLt's epilogue than in a kernel of its own).
     struct HostProcessKey {
         BackendId backend;
         bool reference;
+        std::string kernels;
         auto operator<=>(const HostProcessKey&) const = default;
     };
     std::map<HostProcessKey, std::int64_t> host_process;
@@ -116,10 +119,12 @@ struct FixedCost {
     // another dtype scaled by the element sizes; none without UVM cells (it is measured, not
     // guessed).
     std::optional<std::int64_t> managed_overhead_for(DType dtype) const;
-    // That backend's host process memory with or without the reference; the largest measured for
-    // the backend when not for that case, else the largest measured for any; none without cells
-    // that say whether their reference ran.
-    std::optional<std::int64_t> host_process_for(BackendId backend, bool reference) const;
+    // That key's host process memory; where no cell measured it, the largest measured for the
+    // backend with the same reference case, else for the backend, else for any; none without
+    // cells that say whether their reference ran.
+    std::optional<std::int64_t> host_process_for(const HostProcessKey& key) const;
+    // The kernel set of a cell's key: "train bf16 flash_attention+mlp_epilogue".
+    static std::string kernel_set(Mode mode, DType dtype, const Variant& variant);
 };
 
 // One entry per GPU and driver with such cells, from a results database (a run's own connection
