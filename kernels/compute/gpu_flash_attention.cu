@@ -23,6 +23,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <cmath>
@@ -180,11 +181,11 @@ int prepare_kernels() {
             allow(tf32x3::flash_attention_tf32x3_kernel<96>, tf32x3::shared_bytes<96>());
             allow(tf32x3::flash_attention_tf32x3_kernel<128>, tf32x3::shared_bytes<128>());
         } else {
-            allow(mma::flash_attention_mma_kernel<T, 32>, mma::shared_bytes<T, 32>());
-            allow(mma::flash_attention_mma_kernel<T, 64>, mma::shared_bytes<T, 64>());
-            allow(mma::flash_attention_mma_kernel<T, 80>, mma::shared_bytes<T, 80>());
-            allow(mma::flash_attention_mma_kernel<T, 96>, mma::shared_bytes<T, 96>());
-            allow(mma::flash_attention_mma_kernel<T, 128>, mma::shared_bytes<T, 128>());
+            mma::for_each_mma_head_dim([&](auto head_dim) {
+                constexpr int kHd = decltype(head_dim)::value;
+                allow(mma::flash_attention_mma_kernel<T, kHd, false>, mma::shared_bytes<T, kHd>());
+                allow(mma::flash_attention_mma_kernel<T, kHd, true>, mma::shared_bytes<T, kHd>());
+            });
         }
         return bytes;
     }();
@@ -244,6 +245,26 @@ void launch_with_tile(T* out, float* lse, const T* qkv, int batch, int seq, int 
                                 " needs more shared memory than the device's " + std::to_string(limit) + " bytes per block");
 }
 
+// The tensor-core kernel's head groups (flash_attention_mma_kernel's grid): 8 heads' K and V are
+// a few MiB at the built-in models' shapes, so the groups running at once stay in L2; a grid of
+// fewer than kHeadGroupWaves waves of blocks takes all its heads as one group.
+constexpr int kHeadGroup = 8;
+constexpr std::int64_t kHeadGroupWaves = 4;
+
+// How many blocks of the tensor-core kernel (T, kHd, kMayDrop) the device runs at once.
+template <class T, int kHd, bool kMayDrop>
+std::int64_t resident_blocks() {
+    static const std::int64_t blocks = [] {
+        int device = 0, sms = 0, per_sm = 0;
+        CUDA_CHECK(cudaGetDevice(&device));
+        CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mma::flash_attention_mma_kernel<T, kHd, kMayDrop>,
+                                                                 mma::kWarps * kWarp, mma::shared_bytes<T, kHd>()));
+        return static_cast<std::int64_t>(std::max(per_sm, 1)) * sms;
+    }();
+    return blocks;
+}
+
 // The tensor-core kernels at the head dims they are instantiated for: fp16 / bf16 (mma.sync
 // m16n8k16) and fp32 (3xTF32, which copies with cp.async and stores 8 bytes at a time, so it also
 // needs 16-byte aligned buffers); false when (T, hd) is not one of them.
@@ -273,15 +294,24 @@ bool launch_tensor_cores(T* out, float* lse, const T* qkv, int batch, int seq, i
             default: return false;
         }
     } else {
-        const auto go = [&](auto kernel, std::size_t bytes) { return launch(kernel, mma::kRows, mma::kWarps * kWarp, bytes); };
-        switch (hd) {
-            case 32: return go(mma::flash_attention_mma_kernel<T, 32>, mma::shared_bytes<T, 32>());
-            case 64: return go(mma::flash_attention_mma_kernel<T, 64>, mma::shared_bytes<T, 64>());
-            case 80: return go(mma::flash_attention_mma_kernel<T, 80>, mma::shared_bytes<T, 80>());
-            case 96: return go(mma::flash_attention_mma_kernel<T, 96>, mma::shared_bytes<T, 96>());
-            case 128: return go(mma::flash_attention_mma_kernel<T, 128>, mma::shared_bytes<T, 128>());
-            default: return false;
-        }
+        bool launched = false;
+        mma::for_each_mma_head_dim([&](auto head_dim) {
+            constexpr int kHd = decltype(head_dim)::value;
+            if (hd != kHd) return;
+            const auto kernel = dropout.active() ? mma::flash_attention_mma_kernel<T, kHd, true>
+                                                 : mma::flash_attention_mma_kernel<T, kHd, false>;
+            const std::int64_t heads = static_cast<std::int64_t>(batch) * n_head;
+            const std::int64_t blocks = heads * ((seq + mma::kRows - 1) / mma::kRows);
+            if (blocks > INT_MAX) throw std::invalid_argument("gpu::flash_attention: batch × n_head × row blocks does not fit the grid");
+            const std::int64_t resident =
+                dropout.active() ? resident_blocks<T, kHd, true>() : resident_blocks<T, kHd, false>();
+            const int group = blocks >= kHeadGroupWaves * resident ? kHeadGroup : static_cast<int>(heads);
+            kernel<<<static_cast<unsigned>(blocks), mma::kWarps * kWarp, mma::shared_bytes<T, kHd>(), stream>>>(
+                out, lse, qkv, seq, c, n_head, group, scale_log2, dropout, site);
+            CUDA_CHECK_LAUNCH();
+            launched = true;
+        });
+        return launched;
     }
 }
 

@@ -76,7 +76,9 @@ struct ScoreTile {
 // Turns the scores s (raw Q·Kᵀ) into the tile's probabilities, in place, and brings the running
 // max, sum and output up to this tile: the causal mask, the online softmax in base 2
 // (scale_log2 = log2(e) / sqrt(hd)) and the dropout factor, which scales the numerator only.
-template <int kTiles, int kOutTiles>
+// kMayDrop false leaves the dropout code out of a kernel launched only without dropout, so that
+// its registers go to the accumulators.
+template <bool kMayDrop = true, int kTiles, int kOutTiles>
 __device__ __forceinline__ void online_softmax(float (&s)[kTiles][4], float (&o)[kOutTiles][4], float (&row_max)[2],
                                                float (&row_sum)[2], const ScoreTile& at, float scale_log2,
                                                const Dropout& dropout, std::uint32_t site) {
@@ -109,7 +111,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[kTiles][4], float (&o)
             const float p = s[j][e] == -INFINITY ? 0.0f : exp2f(s[j][e] - row_max[r]);
             tile_sum[r] += p;
             float keep = 1.0f;
-            if (dropout.active() && p != 0.0f) {
+            if (kMayDrop && dropout.active() && p != 0.0f) {
                 const auto prob_row = static_cast<std::uint64_t>(at.bh) * static_cast<std::uint64_t>(at.seq) +
                                       static_cast<std::uint64_t>(at.rows[r]);
                 keep = dropout.probability_factor(site, prob_row,

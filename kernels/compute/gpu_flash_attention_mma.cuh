@@ -75,6 +75,16 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const v
                  : "r"(address));
 }
 
+// Calls f(std::integral_constant<int, hd>) for each head dim the kernel is instantiated for.
+template <class F>
+void for_each_mma_head_dim(F&& f) {
+    f(std::integral_constant<int, 32>{});
+    f(std::integral_constant<int, 64>{});
+    f(std::integral_constant<int, 80>{});
+    f(std::integral_constant<int, 96>{});
+    f(std::integral_constant<int, 128>{});
+}
+
 // Shared memory of a block: two stages of K and V tiles [kKeys][kHd + kPad], so the next tile
 // loads while this one is computed with.
 template <class T, int kHd>
@@ -84,29 +94,40 @@ constexpr std::size_t shared_bytes() {
     return Stages<T, kHd>::kBytes;
 }
 
-// Grid: x = batch · n_head, y = blocks of 64 query rows (the last rows, which see the most keys,
-// first). Shared memory (dynamic, shared_bytes): two stages of K and V [kKeys][kHd + kPad],
-// key-major as in memory, in T.
-template <class T, int kHd>
-__global__ void __launch_bounds__(kWarps * kWarp)
-    flash_attention_mma_kernel(T* out, float* lse, const T* qkv, int seq, int c, int n_head, float scale_log2, Dropout dropout,
-                               std::uint32_t site) {
+// Grid: one dimension, batch · n_head · row blocks of 64 query rows, in groups of `group` heads
+// (the last group may have fewer): within a group, the row blocks that see the most keys first,
+// across the group's heads. Blocks run in about that order, so the blocks running at once share a
+// few groups' K and V in L2, where (batch, head) as the fast index of a 2-D grid had hundreds of
+// heads' K and V outgrow it; and the heaviest blocks of each group start first. A grid of few
+// waves takes all heads as one group, so that the heaviest blocks of all start first and none of
+// them is left to run alone at the end. Shared memory (dynamic, shared_bytes): two stages of K
+// and V [kKeys][kHd + kPad]. kMayDrop: launched with dropout; the form without has no dropout
+// code, and up to head dim 64 fits the registers of four blocks an SM.
+template <class T, int kHd, bool kMayDrop>
+__global__ void __launch_bounds__(kWarps * kWarp, !kMayDrop && kHd <= 64 ? 4 : 1)
+    flash_attention_mma_kernel(T* out, float* lse, const T* qkv, int seq, int c, int n_head, int group, float scale_log2,
+                               Dropout dropout, std::uint32_t site) {
     static_assert(kHd % 16 == 0 && kHd <= 128, "head dims that are multiples of 16, up to 128");
     constexpr int kLd = kHd + kPad;
     extern __shared__ __align__(16) unsigned char shared_raw[];
     T* const tiles = reinterpret_cast<T*>(shared_raw);
 
-    const int bh = static_cast<int>(blockIdx.x);
+    const int row_blocks = (seq + kRows - 1) / kRows;
+    const int heads = static_cast<int>(gridDim.x / static_cast<unsigned>(row_blocks));
+    const int x = static_cast<int>(blockIdx.x);
+    const int first_head = x / (group * row_blocks) * group, in_group = x % (group * row_blocks);
+    const int group_heads = min(group, heads - first_head);
+    const int bh = first_head + in_group % group_heads;
     const int b = bh / n_head, h = bh % n_head;
-    const int row0 = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kRows;
+    const int row0 = (row_blocks - 1 - in_group / group_heads) * kRows;
     const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
-    const int group = lane / 4, pair = (lane % 4) * 2;  // fragment row within 8, column pair
+    const int quad_row = lane / 4, pair = (lane % 4) * 2;  // fragment row within 8, column pair
     const std::int64_t ld_qkv = 3 * static_cast<std::int64_t>(c);
     const T* q_g = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv + static_cast<std::int64_t>(h) * kHd;
     const T* k_g = q_g + c;
     const T* v_g = q_g + 2 * c;
     const int warp_row0 = row0 + warp * kRowsPerWarp;
-    const int rows[2] = {warp_row0 + group, warp_row0 + group + 8};
+    const int rows[2] = {warp_row0 + quad_row, warp_row0 + quad_row + 8};
 
     // Q as A fragments, straight from global memory (read once): rows past seq are zeros.
     std::uint32_t q_frag[kHd / 16][4];
@@ -155,7 +176,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
 
         // The causal mask and the online softmax: s becomes this tile's probabilities.
         const ScoreTile at{{rows[0], rows[1]}, k0, pair, k0 + kKeys - 1 > warp_row0, bh, seq};
-        online_softmax(s, o, row_max, row_sum, at, scale_log2, dropout, site);
+        online_softmax<kMayDrop>(s, o, row_max, row_sum, at, scale_log2, dropout, site);
 
         // O += P·V: 16 keys per k-step, P's accumulators re-packed as A fragments in place. One
         // ldmatrix.trans gives the B fragments of two n-tiles: matrices (keys 16·kk + 8·(m % 2),
