@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/model/dtype.hpp"
+#include "kernels/model/gpt2/gpt2_tensors.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/weight_layout.hpp"
 
@@ -109,7 +110,7 @@ inline std::vector<FixtureTensor> gpt2_tensors(const WeightLayout& layout, const
         for (std::size_t t = 0; t < unit.tensors.size(); ++t) {
             const TensorSpec& spec = unit.tensors[t];
             const float* src = units[u].data() + spec.offset;
-            const bool lm_head = unit.kind == UnitKind::head && static_cast<int>(t) == head_tensor::lm_head;
+            const bool lm_head = unit.kind == UnitKind::head && static_cast<int>(t) == gpt2::head_tensor::lm_head;
             if (lm_head && !o.lm_head) continue;
             const bool conv1d = unit.kind == UnitKind::block &&
                                 (spec.name.ends_with("c_attn.weight") || spec.name.ends_with("c_proj.weight") ||

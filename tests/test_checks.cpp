@@ -18,6 +18,7 @@
 #include "harness/matrix/matrix.hpp"
 #include "kernels/compute/cpu_forward.hpp"
 #include "kernels/compute/managed_memory.hpp"
+#include "kernels/model/gpt2/gpt2_tensors.hpp"
 #include "kernels/model/synthetic_weights.hpp"
 #include "safetensors_fixture.hpp"
 #include "test_support.hpp"
@@ -397,7 +398,7 @@ TEST_CASE("a host cell whose fp32 output is far from float64 is invalid, and log
         auto& w = units.emplace_back(static_cast<std::size_t>(layout.units[u].numel));
         fill_synthetic_unit(model, layout, static_cast<int>(u), 3, w);
     }
-    const TensorSpec& wte = layout.units[0].tensors[embed_tensor::wte];
+    const TensorSpec& wte = layout.units[0].tensors[gpt2::embed_tensor::wte];
     for (std::int64_t i = 0; i < wte.numel; ++i)
         units[0][static_cast<std::size_t>(wte.offset + i)] = 1.0e4f + 0.0009765625f * static_cast<float>((i * 7) % 13);
     test::TempDir dir;

@@ -53,6 +53,7 @@
 #include "kernels/compute/reference_optimizer.hpp"
 #include "kernels/compute/train_arena.hpp"
 #include "kernels/model/dtype.hpp"
+#include "kernels/model/gpt2/gpt2_tensors.hpp"
 #include "kernels/model/synthetic_weights.hpp"
 #include "kernels/model/weight_layout.hpp"
 #include "gpu_test_support.hpp"
@@ -893,7 +894,7 @@ TEST_CASE("inplace_ln refuses to update on a LayerNorm weight too small to divid
     auto units = rounded_units(model, layout, DType::bf16);
     // Block 1's ln_2 weight, channel 5.
     const UnitLayout& block1 = layout.units[as_size(WeightLayout::block_unit(1))];
-    units[as_size(WeightLayout::block_unit(1))][as_size(block1.tensors[block_tensor::ln2_w].offset + 5)] = 0.0f;
+    units[as_size(WeightLayout::block_unit(1))][as_size(block1.tensors[gpt2::block_tensor::ln2_w].offset + 5)] = 0.0f;
     for (const bool inplace : {false, true}) {
         INFO("inplace_ln " << inplace);
         const Case c{model, 2, 33, DType::bf16, inplace ? Variant{Fusion::inplace_ln} : Variant{}, 0.0f};

@@ -22,6 +22,7 @@
 #include "kernels/model/activation_layout.hpp"
 #include "kernels/model/batch_shape.hpp"
 #include "kernels/model/dtype.hpp"
+#include "kernels/model/gpt2/gpt2_tensors.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/compute/reference_forward.hpp"
 #include "kernels/model/synthetic_weights.hpp"
@@ -237,8 +238,8 @@ TEST_CASE("weight layout: aligned, non-overlapping tensors in enum order, padded
         CHECK(layout.units.front().kind == UnitKind::embedding);
         CHECK(layout.units.back().kind == UnitKind::head);
         CHECK(layout.head_unit() == m.n_layer + 1);
-        CHECK(layout.units[0].tensors.size() == embed_tensor::count);
-        CHECK(layout.units.back().tensors.size() == head_tensor::count);
+        CHECK(layout.units[0].tensors.size() == gpt2::embed_tensor::count);
+        CHECK(layout.units.back().tensors.size() == gpt2::head_tensor::count);
 
         std::int64_t params = 0, total = 0;
         for (std::size_t u = 0; u < layout.units.size(); ++u) {
@@ -246,7 +247,7 @@ TEST_CASE("weight layout: aligned, non-overlapping tensors in enum order, padded
             if (unit.kind == UnitKind::block) {
                 CHECK(unit.block == static_cast<int>(u) - 1);
                 CHECK(WeightLayout::block_unit(unit.block) == static_cast<int>(u));
-                CHECK(unit.tensors.size() == block_tensor::count);
+                CHECK(unit.tensors.size() == gpt2::block_tensor::count);
             } else {
                 CHECK(unit.block == -1);
             }
@@ -276,10 +277,10 @@ TEST_CASE("weight layout: GPT-2 names and nn.Linear shapes", "[kernels]") {
     const std::int64_t c = m.n_embd, v = m.vocab_size;
     const auto layout = WeightLayout::for_model(m);
     const auto& emb = layout.units[0].tensors;
-    CHECK(emb[embed_tensor::wte].name == "wte.weight");
-    CHECK(emb[embed_tensor::wte].shape == std::vector<std::int64_t>{v, c});
-    CHECK(emb[embed_tensor::wpe].name == "wpe.weight");
-    CHECK(emb[embed_tensor::wpe].shape == std::vector<std::int64_t>{m.max_positions, c});
+    CHECK(emb[gpt2::embed_tensor::wte].name == "wte.weight");
+    CHECK(emb[gpt2::embed_tensor::wte].shape == std::vector<std::int64_t>{v, c});
+    CHECK(emb[gpt2::embed_tensor::wpe].name == "wpe.weight");
+    CHECK(emb[gpt2::embed_tensor::wpe].shape == std::vector<std::int64_t>{m.max_positions, c});
 
     const auto& blk = layout.units[static_cast<std::size_t>(WeightLayout::block_unit(2))].tensors;
     const std::vector<std::pair<std::string, std::vector<std::int64_t>>> expected = {
@@ -303,10 +304,23 @@ TEST_CASE("weight layout: GPT-2 names and nn.Linear shapes", "[kernels]") {
     }
 
     const auto& head = layout.units.back().tensors;
-    CHECK(head[head_tensor::lnf_w].name == "ln_f.weight");
-    CHECK(head[head_tensor::lnf_b].name == "ln_f.bias");
-    CHECK(head[head_tensor::lm_head].name == "lm_head.weight");
-    CHECK(head[head_tensor::lm_head].shape == std::vector<std::int64_t>{v, c});
+    CHECK(head[gpt2::head_tensor::lnf_w].name == "ln_f.weight");
+    CHECK(head[gpt2::head_tensor::lnf_b].name == "ln_f.bias");
+    CHECK(head[gpt2::head_tensor::lm_head].name == "lm_head.weight");
+    CHECK(head[gpt2::head_tensor::lm_head].shape == std::vector<std::int64_t>{v, c});
+}
+
+TEST_CASE("GPT-2's declaration: checkpoints store the four Conv1D weights transposed, nothing else", "[kernels]") {
+    const auto m = builtin("tiny_odd");
+    for (const UnitKind kind : {UnitKind::embedding, UnitKind::block, UnitKind::head}) {
+        const std::vector<gpt2::TensorDecl> decls = gpt2::unit_tensors(m, kind, 1);
+        for (std::size_t t = 0; t < decls.size(); ++t) {
+            INFO(decls[t].name);
+            const bool conv1d = decls[t].name == "h.1.attn.c_attn.weight" || decls[t].name == "h.1.attn.c_proj.weight" ||
+                                decls[t].name == "h.1.mlp.c_fc.weight" || decls[t].name == "h.1.mlp.c_proj.weight";
+            CHECK(decls[t].stored_transposed == conv1d);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -376,19 +390,19 @@ TEST_CASE("synthetic weights follow GPT-2's initialisation", "[kernels]") {
     };
 
     // 2.4M draws: the mean's standard error is 1.3e-5.
-    const Moments fc = moments(block_tensor::fc_w);
+    const Moments fc = moments(gpt2::block_tensor::fc_w);
     CHECK(std::abs(fc.mean) < 1e-4);
     CHECK(std::abs(fc.std / 0.02 - 1.0) < 0.005);
     CHECK(fc.max_abs_dev <= 2.0 * std::sqrt(3.0) * 0.02 * 1.001);  // Irwin–Hall(4) is bounded at 2·sqrt(3) sigma
 
     const double residual_std = 0.02 / std::sqrt(2.0 * m.n_layer);
-    CHECK(std::abs(moments(block_tensor::proj_w).std / residual_std - 1.0) < 0.01);
-    CHECK(std::abs(moments(block_tensor::fc_proj_w).std / residual_std - 1.0) < 0.01);
+    CHECK(std::abs(moments(gpt2::block_tensor::proj_w).std / residual_std - 1.0) < 0.01);
+    CHECK(std::abs(moments(gpt2::block_tensor::fc_proj_w).std / residual_std - 1.0) < 0.01);
 
-    const Moments ln = moments(block_tensor::ln1_w);
+    const Moments ln = moments(gpt2::block_tensor::ln1_w);
     CHECK(std::abs(ln.mean - 1.0) < 0.005);
     CHECK(std::abs(ln.std / 0.02 - 1.0) < 0.15);
-    const Moments bias = moments(block_tensor::fc_b);
+    const Moments bias = moments(gpt2::block_tensor::fc_b);
     CHECK(std::abs(bias.mean) < 0.005);
     CHECK(std::abs(bias.std / 0.02 - 1.0) < 0.1);
 }

@@ -6,6 +6,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include "kernels/compute/reference_optimizer.hpp"
+#include "kernels/model/gpt2/gpt2_tensors.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/weight_layout.hpp"
 
@@ -29,9 +30,9 @@ TEST_CASE("AdamW: bias-corrected moments and decoupled decay of the matrices onl
     const auto layout = WeightLayout::for_model(m);
     const UnitLayout& block = layout.units[static_cast<std::size_t>(WeightLayout::block_unit(0))];
     const auto at = [&](int tensor) { return static_cast<std::size_t>(block.tensors[static_cast<std::size_t>(tensor)].offset); };
-    CHECK(decays_weights(block.tensors[block_tensor::qkv_w]));
-    CHECK_FALSE(decays_weights(block.tensors[block_tensor::qkv_b]));
-    CHECK_FALSE(decays_weights(block.tensors[block_tensor::ln1_w]));
+    CHECK(decays_weights(block.tensors[gpt2::block_tensor::qkv_w]));
+    CHECK_FALSE(decays_weights(block.tensors[gpt2::block_tensor::qkv_b]));
+    CHECK_FALSE(decays_weights(block.tensors[gpt2::block_tensor::ln1_w]));
 
     UnitValues params, grads;
     for (const UnitLayout& unit : layout.units) {
@@ -39,23 +40,23 @@ TEST_CASE("AdamW: bias-corrected moments and decoupled decay of the matrices onl
         grads.emplace_back(static_cast<std::size_t>(unit.numel), 0.0);
     }
     const auto u = static_cast<std::size_t>(WeightLayout::block_unit(0));
-    grads[u][at(block_tensor::qkv_w)] = 0.2;
-    grads[u][at(block_tensor::qkv_b)] = 0.2;
+    grads[u][at(gpt2::block_tensor::qkv_w)] = 0.2;
+    grads[u][at(gpt2::block_tensor::qkv_b)] = 0.2;
     const AdamWSettings s{.lr = 0.01, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
     AdamWState state;
     reference_adamw_step(layout, params, grads, state, s);
     // Step 1: m̂ = g and v̂ = g², so the update is lr·g / (|g| + eps); the matrix also loses lr·wd of itself.
-    CHECK(params[u][at(block_tensor::qkv_w)] == Approx(0.4895000005).epsilon(1e-12));  // 0.5 − 0.0005 − 0.0099999995
-    CHECK(params[u][at(block_tensor::qkv_b)] == Approx(0.4900000005).epsilon(1e-12));
-    CHECK(params[u][at(block_tensor::qkv_w) + 1] == Approx(0.4995).epsilon(1e-12));  // no gradient: decay alone
-    CHECK(params[u][at(block_tensor::qkv_b) + 1] == 0.5);                            // no gradient, no decay
+    CHECK(params[u][at(gpt2::block_tensor::qkv_w)] == Approx(0.4895000005).epsilon(1e-12));  // 0.5 − 0.0005 − 0.0099999995
+    CHECK(params[u][at(gpt2::block_tensor::qkv_b)] == Approx(0.4900000005).epsilon(1e-12));
+    CHECK(params[u][at(gpt2::block_tensor::qkv_w) + 1] == Approx(0.4995).epsilon(1e-12));  // no gradient: decay alone
+    CHECK(params[u][at(gpt2::block_tensor::qkv_b) + 1] == 0.5);                            // no gradient, no decay
     CHECK(state.step == 1);
 
-    grads[u][at(block_tensor::qkv_b)] = -0.1;
+    grads[u][at(gpt2::block_tensor::qkv_b)] = -0.1;
     reference_adamw_step(layout, params, grads, state, s);
     // Step 2 of the bias: m = 0.9·0.02 − 0.01 = 0.008, v = 0.95·0.002 + 0.0005 = 0.0024;
     // 0.4900000005 − 0.01·(0.008 / 0.19) / (√(0.0024 / 0.0975) + 1e-8).
-    CHECK(params[u][at(block_tensor::qkv_b)] == Approx(0.487316306190214).epsilon(1e-12));
-    CHECK(state.m[u][at(block_tensor::qkv_b)] == Approx(0.008).epsilon(1e-12));
-    CHECK(state.v[u][at(block_tensor::qkv_b)] == Approx(0.0024).epsilon(1e-12));
+    CHECK(params[u][at(gpt2::block_tensor::qkv_b)] == Approx(0.487316306190214).epsilon(1e-12));
+    CHECK(state.m[u][at(gpt2::block_tensor::qkv_b)] == Approx(0.008).epsilon(1e-12));
+    CHECK(state.v[u][at(gpt2::block_tensor::qkv_b)] == Approx(0.0024).epsilon(1e-12));
 }

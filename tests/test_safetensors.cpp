@@ -25,6 +25,7 @@
 #include "kernels/model/checkpoint_error.hpp"
 #include "kernels/model/checkpoint_weights.hpp"
 #include "kernels/compute/cpu_forward.hpp"
+#include "kernels/model/gpt2/gpt2_tensors.hpp"
 #include "kernels/model/safetensors.hpp"
 #include "kernels/model/synthetic_weights.hpp"
 #include "safetensors_fixture.hpp"
@@ -62,8 +63,8 @@ Units synthetic_units(const ModelConfig& m, std::uint64_t seed) {
 Units expected_units(const ModelConfig& m, Units units, const Gpt2FixtureOptions& o) {
     const auto layout = WeightLayout::for_model(m);
     if (!o.lm_head) {
-        const auto& wte = layout.units.front().tensors[embed_tensor::wte];
-        const auto& lm_head = layout.units.back().tensors[head_tensor::lm_head];
+        const auto& wte = layout.units.front().tensors[gpt2::embed_tensor::wte];
+        const auto& lm_head = layout.units.back().tensors[gpt2::head_tensor::lm_head];
         std::copy_n(units.front().begin() + wte.offset, wte.numel, units.back().begin() + lm_head.offset);
     }
     const DType dtype = o.dtype == "F16" ? DType::fp16 : o.dtype == "BF16" ? DType::bf16 : DType::fp32;
@@ -690,7 +691,7 @@ TEST_CASE("sweetspot gradients writes the float64 reference's loss, a gradient p
             for (const double g : doubles(out + "/" + t.name + ".npy")) squares += g * g;
     const double clip = std::min(1.0, 1.0 / (std::sqrt(squares) + 1e-6));
     const auto& head = layout.units[static_cast<std::size_t>(layout.head_unit())];
-    const TensorSpec& lnf_b = head.tensors[head_tensor::lnf_b];
+    const TensorSpec& lnf_b = head.tensors[gpt2::head_tensor::lnf_b];
     const auto grad = doubles(out + "/" + lnf_b.name + ".npy");
     const auto updated = doubles(out + "/updated/" + lnf_b.name + ".npy");
     REQUIRE(updated.size() == grad.size());

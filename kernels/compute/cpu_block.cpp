@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/compute/cpu_ops.hpp"
+#include "kernels/model/gpt2/gpt2_tensors.hpp"
 
 namespace sweetspot::cpu {
 namespace {
@@ -17,21 +18,21 @@ void block_forward(float* x, const BlockActivations& a, const float* unit, const
     const int c = s.c;
     const std::int64_t elems = static_cast<std::int64_t>(bt) * c;
 
-    layernorm(a.ln1, x, w(block_tensor::ln1_w), w(block_tensor::ln1_b), bt, c, s.eps);
-    linear(a.qkv, a.ln1, w(block_tensor::qkv_w), w(block_tensor::qkv_b), bt, c, 3 * c);
+    layernorm(a.ln1, x, w(gpt2::block_tensor::ln1_w), w(gpt2::block_tensor::ln1_b), bt, c, s.eps);
+    linear(a.qkv, a.ln1, w(gpt2::block_tensor::qkv_w), w(gpt2::block_tensor::qkv_b), bt, c, 3 * c);
     attention(a.att, a.scores, a.qkv, s.batch, s.seq, c, s.n_head, s.dropout,
               Dropout::site_word(DropoutSite::attention_probs, s.layer));
-    linear(a.y, a.att, w(block_tensor::proj_w), w(block_tensor::proj_b), bt, c, c);
+    linear(a.y, a.att, w(gpt2::block_tensor::proj_w), w(gpt2::block_tensor::proj_b), bt, c, c);
     dropout_rows(a.y, bt, c, s.dropout, Dropout::site_word(DropoutSite::attention_residual, s.layer));
     residual_add(x, a.y, elems);
     if (a.x_mid != nullptr) std::copy(x, x + elems, a.x_mid);
 
-    layernorm(a.ln2, x, w(block_tensor::ln2_w), w(block_tensor::ln2_b), bt, c, s.eps);
+    layernorm(a.ln2, x, w(gpt2::block_tensor::ln2_w), w(gpt2::block_tensor::ln2_b), bt, c, s.eps);
     float* fc_out = a.fc_pre != nullptr ? a.fc_pre : a.fc;
-    linear(fc_out, a.ln2, w(block_tensor::fc_w), w(block_tensor::fc_b), bt, c, 4 * c);
+    linear(fc_out, a.ln2, w(gpt2::block_tensor::fc_w), w(gpt2::block_tensor::fc_b), bt, c, 4 * c);
     if (a.fc_pre != nullptr) std::copy(a.fc_pre, a.fc_pre + 4 * elems, a.fc);
     gelu_tanh(a.fc, 4 * elems);
-    linear(a.y, a.fc, w(block_tensor::fc_proj_w), w(block_tensor::fc_proj_b), bt, 4 * c, c);
+    linear(a.y, a.fc, w(gpt2::block_tensor::fc_proj_w), w(gpt2::block_tensor::fc_proj_b), bt, 4 * c, c);
     dropout_rows(a.y, bt, c, s.dropout, Dropout::site_word(DropoutSite::mlp_residual, s.layer));
     residual_add(x, a.y, elems);
 }
@@ -52,24 +53,24 @@ void block_backward(float* dx, float* grad, const float* x_in, const BlockActiva
     // x_out = x_mid + dropout(mlp): the residual passes dx on; the MLP gets it through the mask.
     std::copy(dx, dx + elems, t.dy.data());
     dropout_rows(t.dy.data(), bt, c, s.dropout, Dropout::site_word(DropoutSite::mlp_residual, s.layer));
-    linear_backward(t.dfc.data(), g(block_tensor::fc_proj_w), g(block_tensor::fc_proj_b), t.dy.data(), a.fc,
-                    w(block_tensor::fc_proj_w), bt, 4 * c, c);
+    linear_backward(t.dfc.data(), g(gpt2::block_tensor::fc_proj_w), g(gpt2::block_tensor::fc_proj_b), t.dy.data(), a.fc,
+                    w(gpt2::block_tensor::fc_proj_w), bt, 4 * c, c);
     gelu_tanh_backward(t.dfc.data(), a.fc_pre, 4 * elems);
-    linear_backward(t.dln.data(), g(block_tensor::fc_w), g(block_tensor::fc_b), t.dfc.data(), a.ln2,
-                    w(block_tensor::fc_w), bt, c, 4 * c);
-    layernorm_backward(dx, g(block_tensor::ln2_w), g(block_tensor::ln2_b), t.dln.data(), a.x_mid, w(block_tensor::ln2_w),
+    linear_backward(t.dln.data(), g(gpt2::block_tensor::fc_w), g(gpt2::block_tensor::fc_b), t.dfc.data(), a.ln2,
+                    w(gpt2::block_tensor::fc_w), bt, c, 4 * c);
+    layernorm_backward(dx, g(gpt2::block_tensor::ln2_w), g(gpt2::block_tensor::ln2_b), t.dln.data(), a.x_mid, w(gpt2::block_tensor::ln2_w),
                        bt, c, s.eps);
 
     // x_mid = x_in + dropout(c_proj(attention(c_attn(ln_1(x_in))))).
     std::copy(dx, dx + elems, t.dy.data());
     dropout_rows(t.dy.data(), bt, c, s.dropout, Dropout::site_word(DropoutSite::attention_residual, s.layer));
-    linear_backward(t.datt.data(), g(block_tensor::proj_w), g(block_tensor::proj_b), t.dy.data(), a.att,
-                    w(block_tensor::proj_w), bt, c, c);
+    linear_backward(t.datt.data(), g(gpt2::block_tensor::proj_w), g(gpt2::block_tensor::proj_b), t.dy.data(), a.att,
+                    w(gpt2::block_tensor::proj_w), bt, c, c);
     attention_backward(t.dqkv.data(), t.probs.data(), t.grad.data(), t.datt.data(), a.qkv, s.batch, s.seq, c, s.n_head,
                        s.dropout, Dropout::site_word(DropoutSite::attention_probs, s.layer));
-    linear_backward(t.dln.data(), g(block_tensor::qkv_w), g(block_tensor::qkv_b), t.dqkv.data(), a.ln1,
-                    w(block_tensor::qkv_w), bt, c, 3 * c);
-    layernorm_backward(dx, g(block_tensor::ln1_w), g(block_tensor::ln1_b), t.dln.data(), x_in, w(block_tensor::ln1_w), bt,
+    linear_backward(t.dln.data(), g(gpt2::block_tensor::qkv_w), g(gpt2::block_tensor::qkv_b), t.dqkv.data(), a.ln1,
+                    w(gpt2::block_tensor::qkv_w), bt, c, 3 * c);
+    layernorm_backward(dx, g(gpt2::block_tensor::ln1_w), g(gpt2::block_tensor::ln1_b), t.dln.data(), x_in, w(gpt2::block_tensor::ln1_w), bt,
                        c, s.eps);
 }
 

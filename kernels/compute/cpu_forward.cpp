@@ -6,6 +6,7 @@
 #include "kernels/compute/cpu_block.hpp"
 #include "kernels/compute/cpu_ops.hpp"
 #include "kernels/model/batch_shape.hpp"
+#include "kernels/model/gpt2/gpt2_tensors.hpp"
 
 namespace sweetspot {
 
@@ -71,8 +72,8 @@ void CpuForward::run(LayerSource& weights, std::span<const std::int32_t> tokens,
 // x[b, t, :] = wte[token] + wpe[t]
 void CpuForward::embed(const float* unit, std::span<const std::int32_t> tokens) {
     const UnitLayout& u = layout_.units[0];
-    cpu::embedding(x_.data(), tokens.data(), tensor_ptr(unit, u, embed_tensor::wte),
-                   tensor_ptr(unit, u, embed_tensor::wpe), batch_, seq_, model_.n_embd);
+    cpu::embedding(x_.data(), tokens.data(), tensor_ptr(unit, u, gpt2::embed_tensor::wte),
+                   tensor_ptr(unit, u, gpt2::embed_tensor::wpe), batch_, seq_, model_.n_embd);
     cpu::dropout_rows(x_.data(), static_cast<std::int64_t>(batch_) * seq_, model_.n_embd, dropout_,
                       Dropout::site_word(DropoutSite::embedding, 0));
 }
@@ -91,9 +92,9 @@ void CpuForward::head(const float* unit, std::span<float> logits) {
     const UnitLayout& u = layout_.units[as_size(layout_.head_unit())];
     const int bt = batch_ * seq_;
     const int c = model_.n_embd;
-    cpu::layernorm(ln_.data(), x_.data(), tensor_ptr(unit, u, head_tensor::lnf_w),
-                   tensor_ptr(unit, u, head_tensor::lnf_b), bt, c, model_.ln_eps);
-    cpu::linear(logits.data(), ln_.data(), tensor_ptr(unit, u, head_tensor::lm_head), nullptr, bt, c,
+    cpu::layernorm(ln_.data(), x_.data(), tensor_ptr(unit, u, gpt2::head_tensor::lnf_w),
+                   tensor_ptr(unit, u, gpt2::head_tensor::lnf_b), bt, c, model_.ln_eps);
+    cpu::linear(logits.data(), ln_.data(), tensor_ptr(unit, u, gpt2::head_tensor::lm_head), nullptr, bt, c,
                 model_.vocab_size);
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/compute/cpu_ops.hpp"
+#include "kernels/model/gpt2/gpt2_tensors.hpp"
 
 namespace sweetspot {
 namespace {
@@ -92,8 +93,8 @@ double CpuBackprop::forward(LayerSource& weights, std::span<const std::int32_t> 
 
     const UnitLayout& el = layout_.units[0];
     const auto* embed = static_cast<const float*>(weights.acquire(0));
-    cpu::embedding(x_.data(), tokens.data(), tensor_ptr(embed, el, embed_tensor::wte),
-                   tensor_ptr(embed, el, embed_tensor::wpe), batch_, seq_, model_.n_embd);
+    cpu::embedding(x_.data(), tokens.data(), tensor_ptr(embed, el, gpt2::embed_tensor::wte),
+                   tensor_ptr(embed, el, gpt2::embed_tensor::wpe), batch_, seq_, model_.n_embd);
     weights.release(0);
     cpu::dropout_rows(x_.data(), rows, model_.n_embd, dropout_, Dropout::site_word(DropoutSite::embedding, 0));
     for (int l = 0; l < model_.n_layer; ++l) {
@@ -107,9 +108,9 @@ double CpuBackprop::forward(LayerSource& weights, std::span<const std::int32_t> 
     const int hu = layout_.head_unit();
     const UnitLayout& hl = layout_.units[as_size(hu)];
     const auto* head = static_cast<const float*>(weights.acquire(hu));
-    cpu::layernorm(xf_.data(), x_.data(), tensor_ptr(head, hl, head_tensor::lnf_w), tensor_ptr(head, hl, head_tensor::lnf_b),
+    cpu::layernorm(xf_.data(), x_.data(), tensor_ptr(head, hl, gpt2::head_tensor::lnf_w), tensor_ptr(head, hl, gpt2::head_tensor::lnf_b),
                    rows, model_.n_embd, model_.ln_eps);
-    cpu::linear(logits_.data(), xf_.data(), tensor_ptr(head, hl, head_tensor::lm_head), nullptr, rows, model_.n_embd,
+    cpu::linear(logits_.data(), xf_.data(), tensor_ptr(head, hl, gpt2::head_tensor::lm_head), nullptr, rows, model_.n_embd,
                 model_.vocab_size);
     weights.release(hu);
     const float per_target = 1.0f / static_cast<float>(bt);
@@ -135,10 +136,10 @@ double CpuBackprop::backward(LayerSource& weights) {
     float* head_grad = gradient_of(hu);
     const auto head_g = [&](int tensor) { return head_grad + hl.tensors[as_size(tensor)].offset; };
     std::fill(dx_.begin(), dx_.end(), 0.0f);
-    cpu::linear_backward(dxf_.data(), head_g(head_tensor::lm_head), nullptr, logits_.data(), xf_.data(),
-                         tensor_ptr(head, hl, head_tensor::lm_head), rows, model_.n_embd, model_.vocab_size);
-    cpu::layernorm_backward(dx_.data(), head_g(head_tensor::lnf_w), head_g(head_tensor::lnf_b), dxf_.data(), x_.data(),
-                            tensor_ptr(head, hl, head_tensor::lnf_w), rows, model_.n_embd, model_.ln_eps);
+    cpu::linear_backward(dxf_.data(), head_g(gpt2::head_tensor::lm_head), nullptr, logits_.data(), xf_.data(),
+                         tensor_ptr(head, hl, gpt2::head_tensor::lm_head), rows, model_.n_embd, model_.vocab_size);
+    cpu::layernorm_backward(dx_.data(), head_g(gpt2::head_tensor::lnf_w), head_g(gpt2::head_tensor::lnf_b), dxf_.data(), x_.data(),
+                            tensor_ptr(head, hl, gpt2::head_tensor::lnf_w), rows, model_.n_embd, model_.ln_eps);
     squares += squares_of(head_grad, hu);
     weights.release(hu);
 
@@ -157,8 +158,8 @@ double CpuBackprop::backward(LayerSource& weights) {
     const UnitLayout& el = layout_.units[0];
     float* embed_grad = gradient_of(0);
     cpu::dropout_rows(dx_.data(), rows, model_.n_embd, dropout_, Dropout::site_word(DropoutSite::embedding, 0));
-    cpu::embedding_backward(embed_grad + el.tensors[embed_tensor::wte].offset,
-                            embed_grad + el.tensors[embed_tensor::wpe].offset, dx_.data(), tokens_.data(), batch_, seq_,
+    cpu::embedding_backward(embed_grad + el.tensors[gpt2::embed_tensor::wte].offset,
+                            embed_grad + el.tensors[gpt2::embed_tensor::wpe].offset, dx_.data(), tokens_.data(), batch_, seq_,
                             model_.n_embd);
     squares += squares_of(embed_grad, 0);
     weights.release(0);

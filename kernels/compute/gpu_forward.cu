@@ -33,6 +33,7 @@
 #include "kernels/compute/unit_graphs.hpp"
 #include "kernels/model/activation_layout.hpp"
 #include "kernels/model/batch_shape.hpp"
+#include "kernels/model/gpt2/gpt2_tensors.hpp"
 
 namespace sweetspot {
 
@@ -205,8 +206,8 @@ void GpuForward::Impl::run(LayerSource& weights) {
     const int c = model.n_embd;
 
     with_unit(0, "embedding", [&](const T* unit, const UnitLayout& u) {
-        gpu::launch_embedding<T>(static_cast<T*>(x), tokens, tensor(unit, u, embed_tensor::wte),
-                                 tensor(unit, u, embed_tensor::wpe), batch, seq, c, stream);
+        gpu::launch_embedding<T>(static_cast<T*>(x), tokens, tensor(unit, u, gpt2::embed_tensor::wte),
+                                 tensor(unit, u, gpt2::embed_tensor::wpe), batch, seq, c, stream);
         gpu::launch_dropout<T>(static_cast<T*>(x), rows(), c, options.dropout,
                                Dropout::site_word(DropoutSite::embedding, 0), stream);
         launches += options.dropout.active() ? 2 : 1;
@@ -217,9 +218,9 @@ void GpuForward::Impl::run(LayerSource& weights) {
     }
     // Head: logits = ln_f(x) · lm_headᵀ (no bias).
     with_unit(layout.head_unit(), "head", [&](const T* unit, const UnitLayout& u) {
-        layernorm_after_pending<T>(static_cast<T*>(ln), tensor(unit, u, head_tensor::lnf_w),
-                                   tensor(unit, u, head_tensor::lnf_b));
-        gemm->linear(logits, ln, tensor(unit, u, head_tensor::lm_head), static_cast<int>(rows()), c,
+        layernorm_after_pending<T>(static_cast<T*>(ln), tensor(unit, u, gpt2::head_tensor::lnf_w),
+                                   tensor(unit, u, gpt2::head_tensor::lnf_b));
+        gemm->linear(logits, ln, tensor(unit, u, gpt2::head_tensor::lm_head), static_cast<int>(rows()), c,
                      model.vocab_size);
         launches += 1;
     });
@@ -237,14 +238,14 @@ void GpuForward::Impl::block(int layer, const T* unit, const UnitLayout& unit_la
     T* const y_ = static_cast<T*>(y);
 
     // Attention sub-layer.
-    layernorm_after_pending<T>(ln_, w(block_tensor::ln1_w), w(block_tensor::ln1_b));
+    layernorm_after_pending<T>(ln_, w(gpt2::block_tensor::ln1_w), w(gpt2::block_tensor::ln1_b));
     if (fused(Fusion::proj_epilogue)) {
-        gemm->linear_fused(qkv_, ln_, w(block_tensor::qkv_w), w(block_tensor::qkv_b), bt, c, 3 * c,
+        gemm->linear_fused(qkv_, ln_, w(gpt2::block_tensor::qkv_w), w(gpt2::block_tensor::qkv_b), bt, c, 3 * c,
                            Gemm::Epilogue::bias);
         launches += 1;
     } else {
-        gemm->linear(qkv_, ln_, w(block_tensor::qkv_w), bt, c, 3 * c);
-        gpu::launch_add_bias<T>(qkv_, w(block_tensor::qkv_b), bt, 3 * c, stream);
+        gemm->linear(qkv_, ln_, w(gpt2::block_tensor::qkv_w), bt, c, 3 * c);
+        gpu::launch_add_bias<T>(qkv_, w(gpt2::block_tensor::qkv_b), bt, 3 * c, stream);
         launches += 2;
     }
     const std::uint32_t probs_site = Dropout::site_word(DropoutSite::attention_probs, layer);
@@ -263,43 +264,43 @@ void GpuForward::Impl::block(int layer, const T* unit, const UnitLayout& unit_la
     const std::uint32_t attention_residual = Dropout::site_word(DropoutSite::attention_residual, layer);
     if (fused(Fusion::proj_epilogue) && !options.dropout.active()) {
         // x += att · Wᵀ + b in the GEMM's epilogue: the residual add needs no kernel of its own.
-        gemm->linear_fused(x, att, w(block_tensor::proj_w), w(block_tensor::proj_b), bt, c, c,
+        gemm->linear_fused(x, att, w(gpt2::block_tensor::proj_w), w(gpt2::block_tensor::proj_b), bt, c, c,
                            Gemm::Epilogue::bias_residual);
-        gpu::launch_layernorm<T>(ln_, static_cast<const T*>(x), w(block_tensor::ln2_w), w(block_tensor::ln2_b), bt, c,
+        gpu::launch_layernorm<T>(ln_, static_cast<const T*>(x), w(gpt2::block_tensor::ln2_w), w(gpt2::block_tensor::ln2_b), bt, c,
                                  model.ln_eps, stream);
         launches += 2;
     } else {
         // With dropout on, the epilogue can add the bias only: dropout comes between it and the
         // residual add.
         if (fused(Fusion::proj_epilogue)) {
-            gemm->linear_fused(y_, att, w(block_tensor::proj_w), w(block_tensor::proj_b), bt, c, c, Gemm::Epilogue::bias);
+            gemm->linear_fused(y_, att, w(gpt2::block_tensor::proj_w), w(gpt2::block_tensor::proj_b), bt, c, c, Gemm::Epilogue::bias);
             launches += 1;
         } else {
-            gemm->linear(y_, att, w(block_tensor::proj_w), bt, c, c);
-            gpu::launch_add_bias<T>(y_, w(block_tensor::proj_b), bt, c, stream);
+            gemm->linear(y_, att, w(gpt2::block_tensor::proj_w), bt, c, c);
+            gpu::launch_add_bias<T>(y_, w(gpt2::block_tensor::proj_b), bt, c, stream);
             launches += 2;
         }
         // MLP sub-layer, after the attention's residual add.
-        residual_then_layernorm<T>(ln_, attention_residual, w(block_tensor::ln2_w), w(block_tensor::ln2_b));
+        residual_then_layernorm<T>(ln_, attention_residual, w(gpt2::block_tensor::ln2_w), w(gpt2::block_tensor::ln2_b));
     }
     if (fused(Fusion::mlp_epilogue)) {
-        gemm->linear_fused(fc_, ln_, w(block_tensor::fc_w), w(block_tensor::fc_b), bt, c, 4 * c,
+        gemm->linear_fused(fc_, ln_, w(gpt2::block_tensor::fc_w), w(gpt2::block_tensor::fc_b), bt, c, 4 * c,
                            Gemm::Epilogue::bias_gelu);
         launches += 2;
         if (!fused(Fusion::residual_ln) && !options.dropout.active()) {
             // x += fc · Wᵀ + b in the GEMM's epilogue, as proj_epilogue does for the attention.
-            gemm->linear_fused(x, fc_, w(block_tensor::fc_proj_w), w(block_tensor::fc_proj_b), bt, 4 * c, c,
+            gemm->linear_fused(x, fc_, w(gpt2::block_tensor::fc_proj_w), w(gpt2::block_tensor::fc_proj_b), bt, 4 * c, c,
                                Gemm::Epilogue::bias_residual);
             return;
         }
-        gemm->linear_fused(y_, fc_, w(block_tensor::fc_proj_w), w(block_tensor::fc_proj_b), bt, 4 * c, c,
+        gemm->linear_fused(y_, fc_, w(gpt2::block_tensor::fc_proj_w), w(gpt2::block_tensor::fc_proj_b), bt, 4 * c, c,
                            Gemm::Epilogue::bias);
     } else {
-        gemm->linear(fc_, ln_, w(block_tensor::fc_w), bt, c, 4 * c);
-        gpu::launch_add_bias<T>(fc_, w(block_tensor::fc_b), bt, 4 * c, stream);
+        gemm->linear(fc_, ln_, w(gpt2::block_tensor::fc_w), bt, c, 4 * c);
+        gpu::launch_add_bias<T>(fc_, w(gpt2::block_tensor::fc_b), bt, 4 * c, stream);
         gpu::launch_gelu_tanh<T>(fc_, rows() * 4 * c, stream);
-        gemm->linear(y_, fc_, w(block_tensor::fc_proj_w), bt, 4 * c, c);
-        gpu::launch_add_bias<T>(y_, w(block_tensor::fc_proj_b), bt, c, stream);
+        gemm->linear(y_, fc_, w(gpt2::block_tensor::fc_proj_w), bt, 4 * c, c);
+        gpu::launch_add_bias<T>(y_, w(gpt2::block_tensor::fc_proj_b), bt, c, stream);
         launches += 5;
     }
     // The MLP's residual add: deferred into the next LayerNorm's kernel when fused.

@@ -40,6 +40,7 @@
 #include "kernels/compute/residual.cuh"
 #include "kernels/compute/train_arena.hpp"
 #include "kernels/model/batch_shape.hpp"
+#include "kernels/model/gpt2/gpt2_tensors.hpp"
 
 namespace sweetspot {
 namespace {
@@ -272,8 +273,8 @@ void GpuTrainStep::Impl::block_forward(int layer, const T* unit, const UnitLayou
     const std::size_t l = as_size(layer);
     attention_sublayer<T>(layer, unit, ul);
     mlp_input<T>(layer, unit, ul);
-    sublayer_output<T>(at<T>(plan.resid[l + 1]), at<T>(plan.fc[l]), w(block_tensor::fc_proj_w),
-                       w(block_tensor::fc_proj_b), at<T>(plan.x_mid[l]), 4 * model.n_embd, mlp_fused,
+    sublayer_output<T>(at<T>(plan.resid[l + 1]), at<T>(plan.fc[l]), w(gpt2::block_tensor::fc_proj_w),
+                       w(gpt2::block_tensor::fc_proj_b), at<T>(plan.x_mid[l]), 4 * model.n_embd, mlp_fused,
                        Dropout::site_word(DropoutSite::mlp_residual, layer));
 }
 
@@ -286,17 +287,17 @@ void GpuTrainStep::Impl::attention_sublayer(int layer, const T* unit, const Unit
     T* const ln1 = at<T>(plan.ln1[l]);
     T* const qkv = at<T>(plan.qkv[l]);
 
-    layernorm<T>(ln1, rstd(plan.ln1_rstd, layer), x_in, w(block_tensor::ln1_w), w(block_tensor::ln1_b));
+    layernorm<T>(ln1, rstd(plan.ln1_rstd, layer), x_in, w(gpt2::block_tensor::ln1_w), w(gpt2::block_tensor::ln1_b));
     if (options.variant.has(Fusion::proj_epilogue)) {
-        gemm->linear_fused(qkv, ln1, w(block_tensor::qkv_w), w(block_tensor::qkv_b), bt, c, 3 * c,
+        gemm->linear_fused(qkv, ln1, w(gpt2::block_tensor::qkv_w), w(gpt2::block_tensor::qkv_b), bt, c, 3 * c,
                            Gemm::Epilogue::bias);
     } else {
-        gemm->linear(qkv, ln1, w(block_tensor::qkv_w), bt, c, 3 * c);
-        gpu::launch_add_bias<T>(qkv, w(block_tensor::qkv_b), bt, 3 * c, stream);
+        gemm->linear(qkv, ln1, w(gpt2::block_tensor::qkv_w), bt, c, 3 * c);
+        gpu::launch_add_bias<T>(qkv, w(gpt2::block_tensor::qkv_b), bt, 3 * c, stream);
     }
     core_attention<T>(layer);
     // x_mid = x_in + dropout(att · Wᵀ + b), the sum written where the projection was.
-    sublayer_output<T>(at<T>(plan.x_mid[l]), at<T>(plan.att[l]), w(block_tensor::proj_w), w(block_tensor::proj_b), x_in,
+    sublayer_output<T>(at<T>(plan.x_mid[l]), at<T>(plan.att[l]), w(gpt2::block_tensor::proj_w), w(gpt2::block_tensor::proj_b), x_in,
                        c, options.variant.has(Fusion::proj_epilogue),
                        Dropout::site_word(DropoutSite::attention_residual, layer));
 }
@@ -326,15 +327,15 @@ void GpuTrainStep::Impl::mlp_input(int layer, const T* unit, const UnitLayout& u
     T* const fc = at<T>(plan.fc[l]);
 
     if (with_layernorm)
-        layernorm<T>(ln2, rstd(plan.ln2_rstd, layer), at<T>(plan.x_mid[l]), w(block_tensor::ln2_w), w(block_tensor::ln2_b));
+        layernorm<T>(ln2, rstd(plan.ln2_rstd, layer), at<T>(plan.x_mid[l]), w(gpt2::block_tensor::ln2_w), w(gpt2::block_tensor::ln2_b));
     if (inplace_gelu) {
         // fc = ln2 · Wᵀ + b (under mlp_epilogue the bias in the GEMM's epilogue: its GELU epilogue
         // would keep the input, not the bits), then the GELU in place over it, keeping the bits.
         if (mlp_fused) {
-            gemm->linear_fused(fc, ln2, w(block_tensor::fc_w), w(block_tensor::fc_b), bt, c, 4 * c, Gemm::Epilogue::bias);
+            gemm->linear_fused(fc, ln2, w(gpt2::block_tensor::fc_w), w(gpt2::block_tensor::fc_b), bt, c, 4 * c, Gemm::Epilogue::bias);
         } else {
-            gemm->linear(fc, ln2, w(block_tensor::fc_w), bt, c, 4 * c);
-            gpu::launch_add_bias<T>(fc, w(block_tensor::fc_b), bt, 4 * c, stream);
+            gemm->linear(fc, ln2, w(gpt2::block_tensor::fc_w), bt, c, 4 * c);
+            gpu::launch_add_bias<T>(fc, w(gpt2::block_tensor::fc_b), bt, 4 * c, stream);
         }
         gpu::launch_gelu_tanh_with_branch<T>(fc, at<std::uint8_t>(plan.gelu_branch[l]), rows() * 4 * c, stream);
         return;
@@ -342,11 +343,11 @@ void GpuTrainStep::Impl::mlp_input(int layer, const T* unit, const UnitLayout& u
     T* const fc_pre = at<T>(plan.fc_pre[l]);
     if (mlp_fused) {
         // fc = gelu(ln2 · Wᵀ + b) and its pre-activation fc_pre, both from the one GEMM's epilogue.
-        gemm->linear_fused(fc, ln2, w(block_tensor::fc_w), w(block_tensor::fc_b), bt, c, 4 * c,
+        gemm->linear_fused(fc, ln2, w(gpt2::block_tensor::fc_w), w(gpt2::block_tensor::fc_b), bt, c, 4 * c,
                            Gemm::Epilogue::bias_gelu_aux, {.aux = fc_pre});
     } else {
-        gemm->linear(fc_pre, ln2, w(block_tensor::fc_w), bt, c, 4 * c);
-        gpu::launch_add_bias<T>(fc_pre, w(block_tensor::fc_b), bt, 4 * c, stream);
+        gemm->linear(fc_pre, ln2, w(gpt2::block_tensor::fc_w), bt, c, 4 * c);
+        gpu::launch_add_bias<T>(fc_pre, w(gpt2::block_tensor::fc_b), bt, 4 * c, stream);
         gpu::launch_gelu_tanh<T>(fc, fc_pre, rows() * 4 * c, stream);
     }
 }
@@ -385,8 +386,8 @@ void GpuTrainStep::Impl::forward(LayerSource& weights) {
 
     const T* embed = acquire(0);
     T* const x0 = at<T>(plan.resid[0]);
-    gpu::launch_embedding<T>(x0, at<std::int32_t>(plan.tokens), tensor(embed, 0, embed_tensor::wte),
-                             tensor(embed, 0, embed_tensor::wpe), batch, seq, c, stream);
+    gpu::launch_embedding<T>(x0, at<std::int32_t>(plan.tokens), tensor(embed, 0, gpt2::embed_tensor::wte),
+                             tensor(embed, 0, gpt2::embed_tensor::wpe), batch, seq, c, stream);
     gpu::launch_dropout<T>(x0, bt, c, options.dropout, Dropout::site_word(DropoutSite::embedding, 0), stream);
     weights.release(0);
     for (int l = 0; l < model.n_layer; ++l) {
@@ -399,10 +400,10 @@ void GpuTrainStep::Impl::forward(LayerSource& weights) {
     T* const xf = at<T>(plan.xf);
     T* const logits = at<T>(plan.logits);
     layernorm<T>(xf, inplace_ln ? at<float>(plan.lnf_rstd) : nullptr, at<T>(plan.resid[as_size(model.n_layer)]),
-                 tensor(head, hu, head_tensor::lnf_w), tensor(head, hu, head_tensor::lnf_b));
+                 tensor(head, hu, gpt2::head_tensor::lnf_w), tensor(head, hu, gpt2::head_tensor::lnf_b));
     const std::int64_t stride = padded_vocab(model.vocab_size);
     // logits [bt, V] = xf [bt, c] · lm_headᵀ, rows `stride` apart.
-    const T* lm_head = tensor(head, hu, head_tensor::lm_head);
+    const T* lm_head = tensor(head, hu, gpt2::head_tensor::lm_head);
     over_vocabulary([&](int first, int count, bool) {
         gemm->batched(/*trans_b=*/true, bt, count, c, 1.0f, xf, c, 0, lm_head + static_cast<std::int64_t>(first) * c, c,
                       0, 0.0f, logits + first, static_cast<int>(stride), 0, 1);
@@ -469,24 +470,24 @@ void GpuTrainStep::Impl::block_backward(int layer, const T* unit, T* grad, const
     const T* dy = through_dropout<T>(Dropout::site_word(DropoutSite::mlp_residual, layer));
     if (inplace_gelu) {
         // dfc = (dy · W) ⊙ gelu'(x), gelu' from the kept output and branch bits.
-        linear_backward<T>(dfc, g(block_tensor::fc_proj_w), g(block_tensor::fc_proj_b), dy, fc,
-                           w(block_tensor::fc_proj_w), 4 * c, c);
+        linear_backward<T>(dfc, g(gpt2::block_tensor::fc_proj_w), g(gpt2::block_tensor::fc_proj_b), dy, fc,
+                           w(gpt2::block_tensor::fc_proj_w), 4 * c, c);
         gpu::launch_gelu_tanh_backward_from_output<T>(dfc, fc, at<std::uint8_t>(plan.gelu_branch[l]), gelu_table(),
                                                       rows() * 4 * c, stream);
     } else if (mlp_fused) {
         // dfc = (dy · W) ⊙ gelu'(fc_pre) from the one GEMM's DGELU epilogue.
-        linear_backward<T>(nullptr, g(block_tensor::fc_proj_w), g(block_tensor::fc_proj_b), dy, fc,
-                           w(block_tensor::fc_proj_w), 4 * c, c);
-        gemm->linear_backward_dgelu(dfc, dy, w(block_tensor::fc_proj_w), fc_pre, bt, 4 * c, c);
+        linear_backward<T>(nullptr, g(gpt2::block_tensor::fc_proj_w), g(gpt2::block_tensor::fc_proj_b), dy, fc,
+                           w(gpt2::block_tensor::fc_proj_w), 4 * c, c);
+        gemm->linear_backward_dgelu(dfc, dy, w(gpt2::block_tensor::fc_proj_w), fc_pre, bt, 4 * c, c);
     } else {
-        linear_backward<T>(dfc, g(block_tensor::fc_proj_w), g(block_tensor::fc_proj_b), dy, fc,
-                           w(block_tensor::fc_proj_w), 4 * c, c);
+        linear_backward<T>(dfc, g(gpt2::block_tensor::fc_proj_w), g(gpt2::block_tensor::fc_proj_b), dy, fc,
+                           w(gpt2::block_tensor::fc_proj_w), 4 * c, c);
         gpu::launch_gelu_tanh_backward<T>(dfc, fc_pre, rows() * 4 * c, stream);
     }
-    linear_backward<T>(dln, g(block_tensor::fc_w), g(block_tensor::fc_b), dfc, at<T>(plan.ln2[l]), w(block_tensor::fc_w),
+    linear_backward<T>(dln, g(gpt2::block_tensor::fc_w), g(gpt2::block_tensor::fc_b), dfc, at<T>(plan.ln2[l]), w(gpt2::block_tensor::fc_w),
                        c, 4 * c);
-    layernorm_backward<T>(dres, g(block_tensor::ln2_w), g(block_tensor::ln2_b), dln, at<T>(plan.x_mid[l]),
-                          at<T>(plan.ln2[l]), w(block_tensor::ln2_w), w(block_tensor::ln2_b), rstd(plan.ln2_rstd, layer),
+    layernorm_backward<T>(dres, g(gpt2::block_tensor::ln2_w), g(gpt2::block_tensor::ln2_b), dln, at<T>(plan.x_mid[l]),
+                          at<T>(plan.ln2[l]), w(gpt2::block_tensor::ln2_w), w(gpt2::block_tensor::ln2_b), rstd(plan.ln2_rstd, layer),
                           ln_tag(layer, 1));
 
     // x_mid = x_in + dropout(c_proj(attention(c_attn(ln_1(x_in))))).
@@ -495,7 +496,7 @@ void GpuTrainStep::Impl::block_backward(int layer, const T* unit, T* grad, const
     T* const dqkv = at<T>(plan.dqkv);
     const T* att = at<T>(plan.att[l]);
     const T* qkv = at<T>(plan.qkv[l]);
-    linear_backward<T>(datt, g(block_tensor::proj_w), g(block_tensor::proj_b), dy, att, w(block_tensor::proj_w), c, c);
+    linear_backward<T>(datt, g(gpt2::block_tensor::proj_w), g(gpt2::block_tensor::proj_b), dy, att, w(gpt2::block_tensor::proj_w), c, c);
     const std::uint32_t probs_site = Dropout::site_word(DropoutSite::attention_probs, layer);
     if (flash) {
         gpu::flash_attention_backward<T>(dqkv, at<float>(plan.flash_scratch), datt, qkv, att, lse(layer), batch, seq, c,
@@ -505,10 +506,10 @@ void GpuTrainStep::Impl::block_backward(int layer, const T* unit, T* grad, const
                                    model.n_head,
                                    {.fused_softmax = false, .dropout = options.dropout, .dropout_site = probs_site});
     }
-    linear_backward<T>(dln, g(block_tensor::qkv_w), g(block_tensor::qkv_b), dqkv, at<T>(plan.ln1[l]),
-                       w(block_tensor::qkv_w), c, 3 * c);
-    layernorm_backward<T>(dres, g(block_tensor::ln1_w), g(block_tensor::ln1_b), dln, at<T>(plan.resid[l]),
-                          at<T>(plan.ln1[l]), w(block_tensor::ln1_w), w(block_tensor::ln1_b), rstd(plan.ln1_rstd, layer),
+    linear_backward<T>(dln, g(gpt2::block_tensor::qkv_w), g(gpt2::block_tensor::qkv_b), dqkv, at<T>(plan.ln1[l]),
+                       w(gpt2::block_tensor::qkv_w), c, 3 * c);
+    layernorm_backward<T>(dres, g(gpt2::block_tensor::ln1_w), g(gpt2::block_tensor::ln1_b), dln, at<T>(plan.resid[l]),
+                          at<T>(plan.ln1[l]), w(gpt2::block_tensor::ln1_w), w(gpt2::block_tensor::ln1_b), rstd(plan.ln1_rstd, layer),
                           ln_tag(layer, 0));
 }
 
@@ -541,8 +542,8 @@ void GpuTrainStep::Impl::backward(LayerSource& weights) {
     const int stride = static_cast<int>(padded_vocab(model.vocab_size));
     const T* dlogits = at<T>(plan.logits);
     const T* xf = at<T>(plan.xf);
-    const T* lm_head = head + hoff(head_tensor::lm_head);
-    T* const dlm_head = head_grad + hoff(head_tensor::lm_head);
+    const T* lm_head = head + hoff(gpt2::head_tensor::lm_head);
+    T* const dlm_head = head_grad + hoff(gpt2::head_tensor::lm_head);
     over_vocabulary([&](int first, int count, bool later) {
         const std::int64_t row = static_cast<std::int64_t>(first) * c;
         gemm->batched(/*trans_a=*/true, /*trans_b=*/false, count, c, bt, 1.0f, dlogits + first, stride, 0, xf, c, 0,
@@ -552,9 +553,9 @@ void GpuTrainStep::Impl::backward(LayerSource& weights) {
     });
     CUDA_CHECK(cudaMemsetAsync(dres, 0, as_size(rows() * c) * sizeof(T), stream));
     if (inplace_ln) CUDA_CHECK(cudaMemsetAsync(at<int>(plan.unrecoverable), 0, sizeof(int), stream));
-    layernorm_backward<T>(dres, head_grad + hoff(head_tensor::lnf_w), head_grad + hoff(head_tensor::lnf_b), dxf,
-                          at<T>(plan.resid[as_size(model.n_layer)]), xf, head + hoff(head_tensor::lnf_w),
-                          head + hoff(head_tensor::lnf_b), inplace_ln ? at<float>(plan.lnf_rstd) : nullptr,
+    layernorm_backward<T>(dres, head_grad + hoff(gpt2::head_tensor::lnf_w), head_grad + hoff(gpt2::head_tensor::lnf_b), dxf,
+                          at<T>(plan.resid[as_size(model.n_layer)]), xf, head + hoff(gpt2::head_tensor::lnf_w),
+                          head + hoff(gpt2::head_tensor::lnf_b), inplace_ln ? at<float>(plan.lnf_rstd) : nullptr,
                           ln_tag(model.n_layer, 0));
     squares_of(head_grad, hu);
     weights.release(hu);
@@ -572,8 +573,8 @@ void GpuTrainStep::Impl::backward(LayerSource& weights) {
     const UnitLayout& el = layout.units[0];
     T* const embed_grad = gradient_of(0);
     gpu::launch_dropout<T>(dres, bt, c, options.dropout, Dropout::site_word(DropoutSite::embedding, 0), stream);
-    gpu::launch_embedding_backward<T>(embed_grad + el.tensors[embed_tensor::wte].offset,
-                                      embed_grad + el.tensors[embed_tensor::wpe].offset, dres,
+    gpu::launch_embedding_backward<T>(embed_grad + el.tensors[gpt2::embed_tensor::wte].offset,
+                                      embed_grad + el.tensors[gpt2::embed_tensor::wpe].offset, dres,
                                       at<std::int32_t>(plan.tokens), batch, seq, c, embedding_scratch_at(), stream);
     squares_of(embed_grad, 0);
     weights.release(0);

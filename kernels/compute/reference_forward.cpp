@@ -1,6 +1,7 @@
 #include "kernels/compute/reference_forward.hpp"
 
 #include "kernels/compute/reference_ops.hpp"
+#include "kernels/model/gpt2/gpt2_tensors.hpp"
 
 // Deliberately naive: one sequence at a time, every product a plain loop in double
 // (reference_ops), nothing shared with CpuForward, so an error in one is not repeated in the other.
@@ -23,8 +24,8 @@ Rows forward_one_sequence(const ModelConfig& m, const WeightLayout& layout, std:
     const float* head = units[hu];
     const UnitLayout& hl = layout.units[hu];
     const Rows xf =
-        layer_norm(x, d.c, tensor_of(head, hl, head_tensor::lnf_w), tensor_of(head, hl, head_tensor::lnf_b), d.eps);
-    return dense(xf, d.c, d.vocab, tensor_of(head, hl, head_tensor::lm_head), nullptr);
+        layer_norm(x, d.c, tensor_of(head, hl, gpt2::head_tensor::lnf_w), tensor_of(head, hl, gpt2::head_tensor::lnf_b), d.eps);
+    return dense(xf, d.c, d.vocab, tensor_of(head, hl, gpt2::head_tensor::lm_head), nullptr);
 }
 
 }  // namespace

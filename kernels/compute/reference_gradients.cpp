@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/compute/reference_ops.hpp"
+#include "kernels/model/gpt2/gpt2_tensors.hpp"
 
 namespace sweetspot {
 
@@ -35,9 +36,9 @@ double sequence_step(const ModelConfig& m, const WeightLayout& layout, std::span
     }
     const auto hu = static_cast<std::size_t>(layout.head_unit());
     const UnitLayout& hl = layout.units[hu];
-    const TensorView lnf_w = tensor_of(units[hu], hl, head_tensor::lnf_w);
-    const Rows xf = layer_norm(x, d.c, lnf_w, tensor_of(units[hu], hl, head_tensor::lnf_b), d.eps);
-    Rows dlogits = dense(xf, d.c, d.vocab, tensor_of(units[hu], hl, head_tensor::lm_head), nullptr);
+    const TensorView lnf_w = tensor_of(units[hu], hl, gpt2::head_tensor::lnf_w);
+    const Rows xf = layer_norm(x, d.c, lnf_w, tensor_of(units[hu], hl, gpt2::head_tensor::lnf_b), d.eps);
+    Rows dlogits = dense(xf, d.c, d.vocab, tensor_of(units[hu], hl, gpt2::head_tensor::lm_head), nullptr);
 
     // Cross-entropy: loss = logsumexp(z) − z[target]; dloss/dz = softmax(z) − onehot(target).
     double loss = 0.0;
@@ -53,10 +54,10 @@ double sequence_step(const ModelConfig& m, const WeightLayout& layout, std::span
     }
 
     std::vector<double>& head_grads = sink.buffer(hu);
-    Rows dxf = dense_backward(xf, dlogits, d.c, d.vocab, tensor_of(units[hu], hl, head_tensor::lm_head),
-                              gradient_of(head_grads, hl, head_tensor::lm_head), nullptr);
-    Rows dx = layer_norm_backward(x, dxf, d.c, lnf_w, d.eps, gradient_of(head_grads, hl, head_tensor::lnf_w),
-                                  gradient_of(head_grads, hl, head_tensor::lnf_b));
+    Rows dxf = dense_backward(xf, dlogits, d.c, d.vocab, tensor_of(units[hu], hl, gpt2::head_tensor::lm_head),
+                              gradient_of(head_grads, hl, gpt2::head_tensor::lm_head), nullptr);
+    Rows dx = layer_norm_backward(x, dxf, d.c, lnf_w, d.eps, gradient_of(head_grads, hl, gpt2::head_tensor::lnf_w),
+                                  gradient_of(head_grads, hl, gpt2::head_tensor::lnf_b));
     sink.finished(hu);
     for (int l = m.n_layer - 1; l >= 0; --l) {
         const auto u = static_cast<std::size_t>(WeightLayout::block_unit(l));

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/model/gpt2/gpt2_tensors.hpp"
+
 namespace sweetspot::reference {
 
 Dims dims_of(const ModelConfig& m, const Dropout& dropout) {
@@ -176,7 +178,7 @@ Rows causal_self_attention_backward(const Rows& qkv, const Rows& probs, const Ro
 }
 
 Rows embed(std::span<const std::int32_t> tokens, const float* unit, const UnitLayout& ul, const Dims& d) {
-    const TensorView wte = tensor_of(unit, ul, embed_tensor::wte), wpe = tensor_of(unit, ul, embed_tensor::wpe);
+    const TensorView wte = tensor_of(unit, ul, gpt2::embed_tensor::wte), wpe = tensor_of(unit, ul, gpt2::embed_tensor::wpe);
     const std::uint32_t site = Dropout::site_word(DropoutSite::embedding, 0);
     const std::size_t seq = tokens.size();
     Rows x(seq * d.c);
@@ -192,8 +194,8 @@ void embed_backward(std::span<const std::int32_t> tokens, const Rows& dx, const 
                     std::vector<double>& grad) {
     const std::uint32_t site = Dropout::site_word(DropoutSite::embedding, 0);
     const std::size_t seq = tokens.size();
-    double* dwte = gradient_of(grad, ul, embed_tensor::wte);
-    double* dwpe = gradient_of(grad, ul, embed_tensor::wpe);
+    double* dwte = gradient_of(grad, ul, gpt2::embed_tensor::wte);
+    double* dwpe = gradient_of(grad, ul, gpt2::embed_tensor::wpe);
     for (std::size_t t = 0; t < seq; ++t) {
         const auto tok = static_cast<std::size_t>(tokens[t]);
         for (std::size_t i = 0; i < d.c; ++i) {
@@ -207,25 +209,25 @@ void embed_backward(std::span<const std::int32_t> tokens, const Rows& dx, const 
 void block_forward(Rows& x, const Dims& d, int layer, const float* unit, const UnitLayout& ul, BlockTape* keep) {
     const std::size_t seq = x.size() / d.c;
     const auto t = [&](int tensor) { return tensor_of(unit, ul, tensor); };
-    const TensorView qkv_b = t(block_tensor::qkv_b), proj_b = t(block_tensor::proj_b);
-    const TensorView fc_b = t(block_tensor::fc_b), fc_proj_b = t(block_tensor::fc_proj_b);
+    const TensorView qkv_b = t(gpt2::block_tensor::qkv_b), proj_b = t(gpt2::block_tensor::proj_b);
+    const TensorView fc_b = t(gpt2::block_tensor::fc_b), fc_proj_b = t(gpt2::block_tensor::fc_proj_b);
     // Without a tape to keep, the activations live in a local one, one block at a time.
     BlockTape local;
     BlockTape& tape = keep != nullptr ? *keep : local;
     tape.x_in = x;
-    tape.h1 = layer_norm(x, d.c, t(block_tensor::ln1_w), t(block_tensor::ln1_b), d.eps);
-    tape.qkv = dense(tape.h1, d.c, 3 * d.c, t(block_tensor::qkv_w), &qkv_b);
+    tape.h1 = layer_norm(x, d.c, t(gpt2::block_tensor::ln1_w), t(gpt2::block_tensor::ln1_b), d.eps);
+    tape.qkv = dense(tape.h1, d.c, 3 * d.c, t(gpt2::block_tensor::qkv_w), &qkv_b);
     tape.attn = causal_self_attention(tape.qkv, d, Dropout::site_word(DropoutSite::attention_probs, layer),
                                       keep != nullptr ? &tape.probs : nullptr);
-    const Rows proj = dense(tape.attn, d.c, d.c, t(block_tensor::proj_w), &proj_b);
+    const Rows proj = dense(tape.attn, d.c, d.c, t(gpt2::block_tensor::proj_w), &proj_b);
     const std::uint32_t attn_site = Dropout::site_word(DropoutSite::attention_residual, layer);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += proj[i] * row_dropout(d, seq, attn_site, i);
     tape.x_mid = x;
-    tape.h2 = layer_norm(x, d.c, t(block_tensor::ln2_w), t(block_tensor::ln2_b), d.eps);
-    tape.fc = dense(tape.h2, d.c, 4 * d.c, t(block_tensor::fc_w), &fc_b);
+    tape.h2 = layer_norm(x, d.c, t(gpt2::block_tensor::ln2_w), t(gpt2::block_tensor::ln2_b), d.eps);
+    tape.fc = dense(tape.h2, d.c, 4 * d.c, t(gpt2::block_tensor::fc_w), &fc_b);
     tape.gelu = tape.fc;
     for (double& a : tape.gelu) a = gelu_tanh(a);
-    const Rows mlp = dense(tape.gelu, 4 * d.c, d.c, t(block_tensor::fc_proj_w), &fc_proj_b);
+    const Rows mlp = dense(tape.gelu, 4 * d.c, d.c, t(gpt2::block_tensor::fc_proj_w), &fc_proj_b);
     const std::uint32_t mlp_site = Dropout::site_word(DropoutSite::mlp_residual, layer);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += mlp[i] * row_dropout(d, seq, mlp_site, i);
 }
@@ -240,27 +242,27 @@ void block_backward(Rows& dx, const BlockTape& tape, const Dims& d, int layer, c
     const std::uint32_t mlp_site = Dropout::site_word(DropoutSite::mlp_residual, layer);
     Rows dmlp(dx.size());
     for (std::size_t i = 0; i < dx.size(); ++i) dmlp[i] = dx[i] * row_dropout(d, seq, mlp_site, i);
-    Rows dgelu = dense_backward(tape.gelu, dmlp, 4 * d.c, d.c, t(block_tensor::fc_proj_w), g(block_tensor::fc_proj_w),
-                                g(block_tensor::fc_proj_b));
+    Rows dgelu = dense_backward(tape.gelu, dmlp, 4 * d.c, d.c, t(gpt2::block_tensor::fc_proj_w), g(gpt2::block_tensor::fc_proj_w),
+                                g(gpt2::block_tensor::fc_proj_b));
     for (std::size_t i = 0; i < dgelu.size(); ++i) dgelu[i] *= gelu_tanh_derivative(tape.fc[i]);
     const Rows dh2 =
-        dense_backward(tape.h2, dgelu, d.c, 4 * d.c, t(block_tensor::fc_w), g(block_tensor::fc_w), g(block_tensor::fc_b));
-    const Rows dln2 = layer_norm_backward(tape.x_mid, dh2, d.c, t(block_tensor::ln2_w), d.eps, g(block_tensor::ln2_w),
-                                          g(block_tensor::ln2_b));
+        dense_backward(tape.h2, dgelu, d.c, 4 * d.c, t(gpt2::block_tensor::fc_w), g(gpt2::block_tensor::fc_w), g(gpt2::block_tensor::fc_b));
+    const Rows dln2 = layer_norm_backward(tape.x_mid, dh2, d.c, t(gpt2::block_tensor::ln2_w), d.eps, g(gpt2::block_tensor::ln2_w),
+                                          g(gpt2::block_tensor::ln2_b));
     for (std::size_t i = 0; i < dx.size(); ++i) dx[i] += dln2[i];
 
     // x_mid = x_in + dropout(proj(attention(qkv(ln1(x_in))))).
     const std::uint32_t attn_site = Dropout::site_word(DropoutSite::attention_residual, layer);
     Rows dproj(dx.size());
     for (std::size_t i = 0; i < dx.size(); ++i) dproj[i] = dx[i] * row_dropout(d, seq, attn_site, i);
-    const Rows dattn = dense_backward(tape.attn, dproj, d.c, d.c, t(block_tensor::proj_w), g(block_tensor::proj_w),
-                                      g(block_tensor::proj_b));
+    const Rows dattn = dense_backward(tape.attn, dproj, d.c, d.c, t(gpt2::block_tensor::proj_w), g(gpt2::block_tensor::proj_w),
+                                      g(gpt2::block_tensor::proj_b));
     const Rows dqkv = causal_self_attention_backward(tape.qkv, tape.probs, dattn, d,
                                                      Dropout::site_word(DropoutSite::attention_probs, layer));
-    const Rows dh1 = dense_backward(tape.h1, dqkv, d.c, 3 * d.c, t(block_tensor::qkv_w), g(block_tensor::qkv_w),
-                                    g(block_tensor::qkv_b));
-    const Rows dln1 = layer_norm_backward(tape.x_in, dh1, d.c, t(block_tensor::ln1_w), d.eps, g(block_tensor::ln1_w),
-                                          g(block_tensor::ln1_b));
+    const Rows dh1 = dense_backward(tape.h1, dqkv, d.c, 3 * d.c, t(gpt2::block_tensor::qkv_w), g(gpt2::block_tensor::qkv_w),
+                                    g(gpt2::block_tensor::qkv_b));
+    const Rows dln1 = layer_norm_backward(tape.x_in, dh1, d.c, t(gpt2::block_tensor::ln1_w), d.eps, g(gpt2::block_tensor::ln1_w),
+                                          g(gpt2::block_tensor::ln1_b));
     for (std::size_t i = 0; i < dx.size(); ++i) dx[i] += dln1[i];
 }
 

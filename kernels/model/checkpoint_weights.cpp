@@ -13,6 +13,7 @@
 #include "base/strict_json.hpp"
 #include "kernels/model/checkpoint_error.hpp"
 #include "kernels/model/dtype.hpp"
+#include "kernels/model/gpt2/gpt2_tensors.hpp"
 
 namespace sweetspot {
 namespace {
@@ -141,12 +142,6 @@ bool is_attention_buffer(std::string_view name) {
     return name == ".attn.bias" || name == ".attn.masked_bias";
 }
 
-// The weights GPT-2 computes with through Conv1D (x · W + b, W stored [in, out]).
-bool is_conv1d_weight(const UnitLayout& unit, int tensor) {
-    return unit.kind == UnitKind::block && (tensor == block_tensor::qkv_w || tensor == block_tensor::proj_w ||
-                                            tensor == block_tensor::fc_w || tensor == block_tensor::fc_proj_w);
-}
-
 template <class T>
 T load(const std::byte* base, std::int64_t index) {
     T v;
@@ -269,10 +264,11 @@ Gpt2Weights::Gpt2Weights(std::span<const StoredTensor> tensors, const ModelConfi
 
     for (const UnitLayout& unit : layout_.units) {
         auto& sources = sources_.emplace_back();
+        const std::vector<gpt2::TensorDecl> decls = gpt2::unit_tensors(model, unit.kind, unit.block);
         for (std::size_t t = 0; t < unit.tensors.size(); ++t) {
             const TensorSpec& spec = unit.tensors[t];
             const int tensor = static_cast<int>(t);
-            const bool lm_head = unit.kind == UnitKind::head && tensor == head_tensor::lm_head;
+            const bool lm_head = unit.kind == UnitKind::head && tensor == gpt2::head_tensor::lm_head;
             const StoredTensor* stored = lm_head ? exact(spec.name) : body(spec.name);
             if (stored == nullptr && lm_head) {
                 if (!tie_word_embeddings)
@@ -282,7 +278,7 @@ Gpt2Weights::Gpt2Weights(std::span<const StoredTensor> tensors, const ModelConfi
             if (stored == nullptr)
                 throw fail("missing tensor '" + std::string(kPrefix) + spec.name + "' (or '" + spec.name + "') of model '" +
                            model.name + "'");
-            const bool conv1d = is_conv1d_weight(unit, tensor);
+            const bool conv1d = decls[t].stored_transposed;
             const std::vector<std::int64_t> want = conv1d ? std::vector{spec.shape[1], spec.shape[0]} : spec.shape;
             if (stored->shape != want)
                 throw fail("tensor '" + stored->name + "' has shape " + shape_text(stored->shape) + ", but model '" +

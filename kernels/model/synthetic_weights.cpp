@@ -1,6 +1,7 @@
 #include "kernels/model/synthetic_weights.hpp"
 
 #include "base/parallel_for.hpp"
+#include "kernels/model/gpt2/gpt2_tensors.hpp"
 #include "kernels/model/synthetic_value.hpp"
 
 #include <algorithm>
@@ -14,29 +15,12 @@ namespace synthetic {
 
 namespace {
 
-constexpr double kInitStd = 0.02;  // GPT-2's initialiser
 constexpr double kSqrt3 = 1.7320508075688772;
 
 TensorInit normal_init(double std_dev, float offset = 0.0f) {
     // The centred integer sum of `value` is in units of 2^-25 and has variance 1/3 (in U(0,1)
     // units), hence sqrt(3) / 2^25. Computed in double and rounded once to float.
     return {offset, static_cast<float>(kSqrt3 / 33554432.0 * std_dev)};
-}
-
-TensorInit block_init(const ModelConfig& m, int tensor) {
-    switch (tensor) {
-        case block_tensor::ln1_w:
-        case block_tensor::ln2_w: return normal_init(kInitStd, 1.0f);
-        // GPT-2 scales the projections that write into the residual stream by 1/sqrt(2·n_layer)
-        // so the stream's variance does not grow with depth. sqrt is correctly rounded (IEEE).
-        case block_tensor::proj_w:
-        case block_tensor::fc_proj_w: return normal_init(kInitStd / std::sqrt(2.0 * m.n_layer));
-        default: return normal_init(kInitStd);
-    }
-}
-
-TensorInit head_init(int tensor) {
-    return tensor == head_tensor::lnf_w ? normal_init(kInitStd, 1.0f) : normal_init(kInitStd);
 }
 
 }  // namespace
@@ -47,12 +31,11 @@ std::uint64_t tensor_key(std::uint64_t seed, int unit, int tensor) {
 }
 
 TensorInit tensor_init(const ModelConfig& m, UnitKind kind, int tensor) {
-    switch (kind) {
-        case UnitKind::embedding: return normal_init(kInitStd);
-        case UnitKind::block: return block_init(m, tensor);
-        case UnitKind::head: return head_init(tensor);
-    }
-    throw std::logic_error("unknown unit kind");
+    const std::vector<gpt2::TensorDecl> decls = gpt2::unit_tensors(m, kind, 0);
+    if (tensor < 0 || tensor >= static_cast<int>(decls.size()))
+        throw std::invalid_argument("synthetic::tensor_init: no tensor " + std::to_string(tensor) + " in that unit kind");
+    const gpt2::NormalInit init = decls[static_cast<std::size_t>(tensor)].init;
+    return normal_init(init.std_dev, init.mean);
 }
 
 const UnitLayout& checked_unit(const WeightLayout& layout, int unit, const char* caller) {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "base/checked_math.hpp"
+#include "kernels/model/gpt2/gpt2_tensors.hpp"
 
 namespace sweetspot {
 
@@ -43,44 +44,12 @@ void finish_unit(UnitLayout& unit) {
     unit.numel = *padded;
 }
 
-UnitLayout make_embedding_unit(const ModelConfig& m) {
+// The unit of `kind` (block `block`) with the family's tensors in their declared order.
+UnitLayout make_unit(const ModelConfig& m, UnitKind kind, int block) {
     UnitLayout u;
-    u.kind = UnitKind::embedding;
-    add_tensor(u, m, "wte.weight", {m.vocab_size, m.n_embd});
-    add_tensor(u, m, "wpe.weight", {m.max_positions, m.n_embd});
-    finish_unit(u);
-    return u;
-}
-
-UnitLayout make_block_unit(const ModelConfig& m, int block) {
-    const std::int64_t c = m.n_embd;
-    const std::string p = "h." + std::to_string(block) + ".";
-    UnitLayout u;
-    u.kind = UnitKind::block;
-    u.block = block;
-    // Same order as block_tensor.
-    add_tensor(u, m, p + "ln_1.weight", {c});
-    add_tensor(u, m, p + "ln_1.bias", {c});
-    add_tensor(u, m, p + "attn.c_attn.weight", {3 * c, c});
-    add_tensor(u, m, p + "attn.c_attn.bias", {3 * c});
-    add_tensor(u, m, p + "attn.c_proj.weight", {c, c});
-    add_tensor(u, m, p + "attn.c_proj.bias", {c});
-    add_tensor(u, m, p + "ln_2.weight", {c});
-    add_tensor(u, m, p + "ln_2.bias", {c});
-    add_tensor(u, m, p + "mlp.c_fc.weight", {4 * c, c});
-    add_tensor(u, m, p + "mlp.c_fc.bias", {4 * c});
-    add_tensor(u, m, p + "mlp.c_proj.weight", {c, 4 * c});
-    add_tensor(u, m, p + "mlp.c_proj.bias", {c});
-    finish_unit(u);
-    return u;
-}
-
-UnitLayout make_head_unit(const ModelConfig& m) {
-    UnitLayout u;
-    u.kind = UnitKind::head;
-    add_tensor(u, m, "ln_f.weight", {m.n_embd});
-    add_tensor(u, m, "ln_f.bias", {m.n_embd});
-    add_tensor(u, m, "lm_head.weight", {m.vocab_size, m.n_embd});
+    u.kind = kind;
+    u.block = kind == UnitKind::block ? block : -1;
+    for (gpt2::TensorDecl& t : gpt2::unit_tensors(m, kind, block)) add_tensor(u, m, std::move(t.name), std::move(t.shape));
     finish_unit(u);
     return u;
 }
@@ -93,9 +62,9 @@ WeightLayout WeightLayout::for_model(const ModelConfig& m) {
     if (const auto why = m.validate(); !why.empty()) throw std::invalid_argument(why);
     WeightLayout layout;
     layout.units.reserve(static_cast<std::size_t>(m.n_layer) + 2);
-    layout.units.push_back(make_embedding_unit(m));
-    for (int i = 0; i < m.n_layer; ++i) layout.units.push_back(make_block_unit(m, i));
-    layout.units.push_back(make_head_unit(m));
+    layout.units.push_back(make_unit(m, UnitKind::embedding, -1));
+    for (int i = 0; i < m.n_layer; ++i) layout.units.push_back(make_unit(m, UnitKind::block, i));
+    layout.units.push_back(make_unit(m, UnitKind::head, -1));
     const std::string what = total_what(m);
     for (const auto& u : layout.units) layout.total_numel = checked_add(layout.total_numel, u.numel, what);
     return layout;
@@ -104,8 +73,9 @@ WeightLayout WeightLayout::for_model(const ModelConfig& m) {
 std::int64_t WeightLayout::total_numel_of(const ModelConfig& m) {
     if (const auto why = m.validate(); !why.empty()) throw std::invalid_argument(why);
     const std::string what = total_what(m);
-    const std::int64_t blocks = checked_mul(m.n_layer, make_block_unit(m, 0).numel, what);
-    return checked_add(checked_add(make_embedding_unit(m).numel, blocks, what), make_head_unit(m).numel, what);
+    const std::int64_t blocks = checked_mul(m.n_layer, make_unit(m, UnitKind::block, 0).numel, what);
+    return checked_add(checked_add(make_unit(m, UnitKind::embedding, -1).numel, blocks, what),
+                       make_unit(m, UnitKind::head, -1).numel, what);
 }
 
 void require_layout_for(const ModelConfig& model, const WeightLayout& layout, const std::string& who) {

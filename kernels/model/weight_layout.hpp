@@ -1,6 +1,7 @@
 #pragma once
 // How a model's parameters are cut into units (embedding, one per block, head) and where each
-// tensor sits inside its unit. A unit is what a backend moves as one piece; its tensors are
+// tensor sits inside its unit; which tensors a unit has is the model family's declaration
+// (kernels/model/gpt2/gpt2_tensors.hpp). A unit is what a backend moves as one piece; its tensors are
 // contiguous so one copy or one prefetch moves the whole layer. Matrices are row-major
 // [out, in] (as nn.Linear), so y = x · Wᵀ.
 #include <cstdint>
@@ -13,19 +14,12 @@ namespace sweetspot {
 
 enum class UnitKind { embedding, block, head };
 
-// Tensor indices inside each unit kind.
-namespace embed_tensor { enum : int { wte, wpe, count }; }
-namespace block_tensor {
-enum : int { ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b, count };
-}
-namespace head_tensor { enum : int { lnf_w, lnf_b, lm_head, count }; }
-
 // Every tensor starts on a multiple of this many elements (512 bytes in fp32) so GPU kernels
 // and cuBLAS get aligned pointers whatever the hidden size.
 inline constexpr std::int64_t kTensorAlignElems = 128;
 
 struct TensorSpec {
-    std::string name;             // GPT-2 style name, e.g. "h.3.attn.c_attn.weight"
+    std::string name;             // its name in the family's checkpoints, e.g. "h.3.attn.c_attn.weight"
     std::vector<std::int64_t> shape;
     std::int64_t offset = 0;      // in elements from the start of the unit
     std::int64_t numel = 0;
