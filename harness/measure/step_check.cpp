@@ -11,6 +11,7 @@
 #include "kernels/compute/reference_gradients.hpp"
 #include "kernels/compute/reference_optimizer.hpp"
 #include "kernels/model/dtype.hpp"
+#include "kernels/model/gpt2/gpt2_tensors.hpp"
 
 namespace sweetspot {
 namespace {
@@ -173,8 +174,8 @@ GradientSample prefix_sample(const WeightLayout& layout, int n_embd, std::span<c
     // The rows the prefix's embedding backward writes: each distinct token's row of wte, and the
     // prefix's positions' rows of wpe.
     const UnitLayout& embedding = layout.units[0];
-    const TensorSpec& wte = embedding.tensors[embed_tensor::wte];
-    const TensorSpec& wpe = embedding.tensors[embed_tensor::wpe];
+    const TensorSpec& wte = embedding.tensors[gpt2::embed_tensor::wte];
+    const TensorSpec& wpe = embedding.tensors[gpt2::embed_tensor::wpe];
     std::vector<std::int32_t> rows(tokens.begin(), tokens.end());
     std::ranges::sort(rows);
     rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
