@@ -122,7 +122,7 @@ struct MeasuredCell {
     std::int64_t pinned;  // page-locked bytes (every weight byte for explicit-copy before schema 9)
     std::optional<std::int64_t> host_beyond;
     bool computed_reference = false;
-    std::string kernels;  // FixedCost::kernel_set
+    std::string kernels{};  // FixedCost::kernel_set
     std::int64_t beyond() const { return peak - allocated; }
 };
 
