@@ -25,6 +25,7 @@
 #include "kernels/model/checkpoint_error.hpp"
 #include "kernels/model/checkpoint_weights.hpp"
 #include "kernels/compute/cpu_forward.hpp"
+#include "kernels/model/gpt2/gpt2_checkpoint.hpp"
 #include "kernels/model/gpt2/gpt2_tensors.hpp"
 #include "kernels/model/safetensors.hpp"
 #include "kernels/model/synthetic_weights.hpp"
@@ -861,7 +862,7 @@ TEST_CASE("fuzzed config.json files load or are refused cleanly", "[checkpoint][
             else c.erase(at, 1 + rng() % 8);
         }
         try {
-            parse_gpt2_config(c, "config.json", "fuzz");
+            gpt2::parse_config(c, "config.json", "fuzz");
         } catch (const CheckpointError&) {
             ++refused;
         } catch (const std::exception& e) {

@@ -10,24 +10,17 @@
 #include <unordered_map>
 
 #include "base/parallel_for.hpp"
-#include "base/strict_json.hpp"
 #include "kernels/model/checkpoint_error.hpp"
 #include "kernels/model/dtype.hpp"
+#include "kernels/model/gpt2/gpt2_checkpoint.hpp"
 #include "kernels/model/gpt2/gpt2_tensors.hpp"
 
 namespace sweetspot {
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 
-// Far beyond any GPT-2, and small enough that the layout's element counts cannot overflow.
-constexpr std::int64_t kMaxLayers = 1 << 14;
-constexpr std::int64_t kMaxWidth = 1 << 17;         // n_embd, n_head, n_positions
-constexpr std::int64_t kMaxVocab = 1 << 24;
 constexpr std::uintmax_t kMaxConfigBytes = 16 << 20;
-
-constexpr std::string_view kPrefix = "transformer.";
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
     std::string s = "[";
@@ -56,64 +49,6 @@ std::string read_small_file(const fs::path& path) {
     return text;
 }
 
-// "key", quoted as in the file. Built by appending: GCC 12 warns (falsely) on literal + temporary.
-std::string field(const char* key) {
-    std::string s = "\"";
-    s += key;
-    s += '"';
-    return s;
-}
-
-// The fields of config.json, each checked for its type and range.
-class ConfigReader {
-public:
-    ConfigReader(const json& config, const std::string& label) : config_(config), label_(label) {}
-
-    [[noreturn]] void fail(const std::string& message) const { throw CheckpointError(label_ + ": " + message); }
-
-    const json* find(const char* key) const {
-        const auto it = config_.find(key);
-        return it == config_.end() || it->is_null() ? nullptr : &*it;
-    }
-
-    int integer(const char* key, int fallback, std::int64_t max) const {
-        const json* v = find(key);
-        if (v == nullptr) return fallback;
-        if (!v->is_number_integer()) fail(field(key) + " must be an integer, got " + json_excerpt(*v));
-        const auto n = v->get<std::int64_t>();
-        if (n < 1 || n > max)
-            fail(field(key) + " = " + std::to_string(n) + " is out of range (1 to " + std::to_string(max) + ")");
-        return static_cast<int>(n);
-    }
-
-    bool boolean(const char* key, bool fallback) const {
-        const json* v = find(key);
-        if (v == nullptr) return fallback;
-        if (!v->is_boolean()) fail(field(key) + " must be true or false, got " + json_excerpt(*v));
-        return v->get<bool>();
-    }
-
-    std::string string(const char* key, const std::string& fallback) const {
-        const json* v = find(key);
-        if (v == nullptr) return fallback;
-        if (!v->is_string()) fail(field(key) + " must be a string, got " + json_excerpt(*v));
-        return v->get<std::string>();
-    }
-
-    float positive_number(const char* key, float fallback) const {
-        const json* v = find(key);
-        if (v == nullptr) return fallback;
-        if (!v->is_number()) fail(field(key) + " must be a number, got " + json_excerpt(*v));
-        const auto x = static_cast<float>(v->get<double>());
-        if (!(std::isfinite(x) && x > 0.0f)) fail(field(key) + " must be a positive number, got " + json_excerpt(*v));
-        return x;
-    }
-
-private:
-    const json& config_;
-    const std::string& label_;
-};
-
 void require_same_shape(const ModelConfig& declared, const ModelConfig& model, const std::string& config_label) {
     const bool same = declared.n_layer == model.n_layer && declared.n_embd == model.n_embd &&
                       declared.n_head == model.n_head && declared.vocab_size == model.vocab_size &&
@@ -128,18 +63,6 @@ void require_same_shape(const ModelConfig& declared, const ModelConfig& model, c
                           ", heads = " + std::to_string(declared.n_head) + ", vocab = " +
                           std::to_string(declared.vocab_size) + ", positions = " +
                           std::to_string(declared.max_positions) + ", ln_eps = " + eps.str() + ")");
-}
-
-// Non-parameter buffers older transformers versions saved with each block (the causal mask and
-// the value masked positions are filled with); our forward builds the mask itself.
-bool is_attention_buffer(std::string_view name) {
-    if (name.starts_with(kPrefix)) name.remove_prefix(kPrefix.size());
-    if (!name.starts_with("h.")) return false;
-    name.remove_prefix(2);
-    const auto digits = name.find_first_not_of("0123456789");
-    if (digits == 0 || digits == std::string_view::npos) return false;
-    name.remove_prefix(digits);
-    return name == ".attn.bias" || name == ".attn.masked_bias";
 }
 
 template <class T>
@@ -199,45 +122,13 @@ CheckpointFiles locate_checkpoint(const std::string& path) {
     return files;
 }
 
-Gpt2Config parse_gpt2_config(std::string_view json_text, const std::string& label, const std::string& model_name) {
-    const json config = parse_strict_json(json_text, label, "config.json");
-    if (!config.is_object()) throw CheckpointError(label + ": config.json must be a JSON object");
-    const ConfigReader r(config, label);
-    if (const auto type = r.string("model_type", "gpt2"); type != "gpt2")
-        r.fail("model_type \"" + type + "\" is not a GPT-2 model (only model_type \"gpt2\" can be loaded)");
-    Gpt2Config out;
-    ModelConfig& m = out.model;
-    m.name = model_name;
-    // GPT2Config's defaults (GPT-2 small).
-    m.n_layer = r.integer("n_layer", 12, kMaxLayers);
-    m.n_embd = r.integer("n_embd", 768, kMaxWidth);
-    m.n_head = r.integer("n_head", 12, kMaxWidth);
-    m.vocab_size = r.integer("vocab_size", 50257, kMaxVocab);
-    m.max_positions = r.integer("n_positions", 1024, kMaxWidth);
-    m.ln_eps = r.positive_number("layer_norm_epsilon", 1e-5f);
-    out.tie_word_embeddings = r.boolean("tie_word_embeddings", true);
-    if (const auto why = m.validate(); !why.empty()) r.fail(why);
-
-    // Our forward is GPT-2's: tanh-approximated GELU, attention scaled by 1/sqrt(head_dim), an
-    // MLP of width 4·n_embd, no cross-attention.
-    if (const auto act = r.string("activation_function", "gelu_new"); act != "gelu_new" && act != "gelu_pytorch_tanh")
-        r.fail("activation_function \"" + act + "\" is not supported (only the tanh GELU: gelu_new, gelu_pytorch_tanh)");
-    if (!r.boolean("scale_attn_weights", true)) r.fail("scale_attn_weights = false is not supported");
-    if (r.boolean("scale_attn_by_inverse_layer_idx", false)) r.fail("scale_attn_by_inverse_layer_idx = true is not supported");
-    if (r.boolean("add_cross_attention", false)) r.fail("add_cross_attention = true is not supported");
-    if (const int inner = r.integer("n_inner", 4 * m.n_embd, 4 * kMaxWidth); inner != 4 * m.n_embd)
-        r.fail("n_inner = " + std::to_string(inner) + " is not supported (the MLP must be 4 × n_embd = " +
-               std::to_string(4 * m.n_embd) + " wide)");
-    return out;
-}
-
 std::optional<ModelConfig> checkpoint_model(const std::string& path) {
     const auto files = locate_checkpoint(path);
     // Checked first, so that a file that is no checkpoint at all is not reported as one without a config.json.
     require_safetensors_start(files.tensors);
     if (!files.config) return std::nullopt;
     const auto label = files.config->string();
-    return parse_gpt2_config(read_small_file(*files.config), label, path).model;
+    return gpt2::parse_config(read_small_file(*files.config), label, path).model;
 }
 
 Gpt2Weights::Gpt2Weights(std::span<const StoredTensor> tensors, const ModelConfig& model, const std::string& label,
@@ -255,10 +146,10 @@ Gpt2Weights::Gpt2Weights(std::span<const StoredTensor> tensors, const ModelConfi
     };
     // GPT2LMHeadModel saves the body under "transformer."; a bare GPT2Model without it.
     const auto body = [&](const std::string& name) -> const StoredTensor* {
-        const StoredTensor* prefixed = exact(std::string(kPrefix) + name);
+        const StoredTensor* prefixed = exact(std::string(gpt2::kCheckpointPrefix) + name);
         const StoredTensor* bare = exact(name);
         if (prefixed != nullptr && bare != nullptr)
-            throw fail("both '" + std::string(kPrefix) + name + "' and '" + name + "' are present; which one is meant?");
+            throw fail("both '" + std::string(gpt2::kCheckpointPrefix) + name + "' and '" + name + "' are present; which one is meant?");
         return prefixed != nullptr ? prefixed : bare;
     };
 
@@ -273,10 +164,10 @@ Gpt2Weights::Gpt2Weights(std::span<const StoredTensor> tensors, const ModelConfi
             if (stored == nullptr && lm_head) {
                 if (!tie_word_embeddings)
                     throw fail("there is no lm_head.weight, and config.json unties it from wte (tie_word_embeddings = false)");
-                stored = body("wte.weight");  // tied: GPT-2 computes the logits with wte
+                stored = body(std::string(gpt2::kTiedHeadSource));  // tied: the logits from wte
             }
             if (stored == nullptr)
-                throw fail("missing tensor '" + std::string(kPrefix) + spec.name + "' (or '" + spec.name + "') of model '" +
+                throw fail("missing tensor '" + std::string(gpt2::kCheckpointPrefix) + spec.name + "' (or '" + spec.name + "') of model '" +
                            model.name + "'");
             const bool conv1d = decls[t].stored_transposed;
             const std::vector<std::int64_t> want = conv1d ? std::vector{spec.shape[1], spec.shape[0]} : spec.shape;
@@ -291,7 +182,7 @@ Gpt2Weights::Gpt2Weights(std::span<const StoredTensor> tensors, const ModelConfi
         }
     }
     for (std::size_t i = 0; i < tensors.size(); ++i) {
-        if (used[i] || is_attention_buffer(tensors[i].name)) continue;
+        if (used[i] || gpt2::is_checkpoint_buffer(tensors[i].name)) continue;
         throw fail("unexpected tensor '" + tensors[i].name + "': not a parameter of a GPT-2 model with " +
                    shape_summary(model) + " (is the checkpoint another model, or config.json not its own?)");
     }
@@ -340,7 +231,7 @@ Gpt2Checkpoint Gpt2Checkpoint::open(const std::string& path, const ModelConfig& 
     if (files.config) {
         // The shape is compared first: a checkpoint of another model fails on it with the clearest message.
         const auto label = files.config->string();
-        const auto declared = parse_gpt2_config(read_small_file(*files.config), label, path);
+        const auto declared = gpt2::parse_config(read_small_file(*files.config), label, path);
         require_same_shape(declared.model, model, label);
         tie = declared.tie_word_embeddings;
     }

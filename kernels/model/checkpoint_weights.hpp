@@ -24,17 +24,6 @@ struct CheckpointFiles {
 };
 CheckpointFiles locate_checkpoint(const std::string& path);
 
-struct Gpt2Config {
-    ModelConfig model;
-    bool tie_word_embeddings = true;  // lm_head is wte unless the checkpoint stores its own
-};
-
-// Reads a GPT-2 config.json. Fields that are absent take GPT2Config's defaults, as transformers
-// does. Settings under which transformers computes another function than our forward (another
-// activation, unscaled or layer-scaled attention, cross-attention, an MLP width other than
-// 4·n_embd, another model_type) are refused with a CheckpointError naming `label`.
-Gpt2Config parse_gpt2_config(std::string_view json_text, const std::string& label, const std::string& model_name);
-
 // The shape the checkpoint at `path` declares in its config.json (named after `path`), or
 // nullopt when it has none. A tensors file that is not safetensors at all is a CheckpointError.
 std::optional<ModelConfig> checkpoint_model(const std::string& path);

@@ -1,0 +1,33 @@
+#pragma once
+// GPT-2's checkpoints as transformers' GPT2LMHeadModel.save_pretrained writes them: what config.json
+// says and which of its settings our forward computes, the prefix its tensor names may carry, the
+// buffers that are no parameters, and the tensor a tied lm_head reads. The tensors themselves are
+// gpt2_tensors.hpp's.
+#include <string>
+#include <string_view>
+
+#include "kernels/model/model_config.hpp"
+
+namespace sweetspot::gpt2 {
+
+struct Config {
+    ModelConfig model;
+    bool tie_word_embeddings = true;  // lm_head is wte unless the checkpoint stores its own
+};
+
+// Reads a GPT-2 config.json. Fields that are absent take GPT2Config's defaults, as transformers
+// does. Settings under which transformers computes another function than our forward (another
+// activation, unscaled or layer-scaled attention, cross-attention, an MLP width other than
+// 4·n_embd, another model_type) are refused with a CheckpointError naming `label`.
+Config parse_config(std::string_view json_text, const std::string& label, const std::string& model_name);
+
+// GPT2LMHeadModel names the body's tensors with this prefix; files saved from GPT2Model do not.
+inline constexpr std::string_view kCheckpointPrefix = "transformer.";
+// The tensor a head tied to the embedding computes the logits with.
+inline constexpr std::string_view kTiedHeadSource = "wte.weight";
+
+// Non-parameter buffers older transformers versions saved with each block (the causal mask and
+// the value masked positions are filled with); our forward builds the mask itself.
+bool is_checkpoint_buffer(std::string_view name);
+
+}  // namespace sweetspot::gpt2
