@@ -17,6 +17,12 @@ for t in munged slurmctld slurmd; do [[ -x /usr/sbin/$t ]] || skip "/usr/sbin/$t
 host=$(hostname -s)
 getent hosts "$host" >/dev/null || skip "this machine's name $host does not resolve"
 
+# One Slurm test at a time on a machine: two test suites at once (a checkout's and a clean clone's)
+# would start slurmctld on the same ports, and the first to finish would stop the munged both use.
+command -v flock >/dev/null || skip "flock is not installed (util-linux)"
+exec 9>/tmp/sweetspot-slurm-test.lock
+flock 9
+
 scratch=$(mktemp -d /tmp/sweetspot-slurm.XXXXXX)
 # The shards' folder has a name the batch script must quote for bash and for sbatch, with a '%'
 # that Slurm's file-name patterns must not expand.
