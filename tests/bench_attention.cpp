@@ -44,7 +44,7 @@ void bench(const Shape& s, cudaStream_t stream) {
     DeviceMemory out = allocate_device(rows * c * static_cast<std::int64_t>(dtype_size(dtype)));
     DeviceMemory scores = allocate_device(static_cast<std::int64_t>(s.batch) * s.n_head * s.seq * s.seq *
                                           static_cast<std::int64_t>(dtype_size(dtype)));
-    Gemm gemm(dtype, stream, /*tf32=*/false);
+    Gemm gemm(dtype, stream, Fp32Gemm::exact);
     T* o = reinterpret_cast<T*>(out.get());
     const T* q = reinterpret_cast<const T*>(qkv.get());
 

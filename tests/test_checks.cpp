@@ -12,6 +12,7 @@
 #include <map>
 #include <thread>
 
+#include "harness/measure/cell_exec.hpp"
 #include "harness/measure/gpu_probe.hpp"
 #include "harness/measure/logits_check.hpp"
 #include "harness/measure/measurement.hpp"
@@ -385,6 +386,35 @@ TEST_CASE("resident, evict and tf32 axes: parsed, keyed only when not default", 
                       "m.toml:2:8: error: 'tf32' must be true or false, got string \"yes\"");
     CHECK_THROWS_WITH(parse_matrix("[defaults]\nresident = \"middle\"\n", "m.toml"),
                       "m.toml:2:12: error: unknown resident 'middle'; expected one of: interleaved, first, last");
+}
+
+TEST_CASE("split_tf32: parsed, keyed only when set, and refused where it cannot apply", "[checks][matrix]") {
+    const std::string defaults = "[defaults]\nmodel = \"tiny\"\nbackend = \"device\"\n";
+    const auto base = parse_matrix(defaults, "m.toml").cells.at(0);
+    CHECK(parse_matrix(defaults + "split_tf32 = false\n", "m.toml").cells.at(0).key() == base.key());
+    CHECK(base.fp32_gemm() == Fp32Gemm::exact);
+
+    const auto split = parse_matrix(defaults + "split_tf32 = true\n", "m.toml").cells.at(0);
+    CHECK(split.split_tf32);
+    CHECK(split.fp32_gemm() == Fp32Gemm::split_tf32);
+    CHECK(split.key() != base.key());
+    CHECK(CellParams::from_canonical(split.canonical()).key() == split.key());
+    CHECK(cell_impossible_reason(split).empty());
+
+    CellParams both = split;
+    both.tf32 = true;
+    CHECK(cell_impossible_reason(both) == "tf32 and split_tf32 are two forms of fp32 GEMMs; a cell takes one");
+    CellParams half = split;
+    half.dtype = DType::bf16;
+    CHECK(cell_impossible_reason(half) ==
+          "split_tf32 is a form of fp32 GEMMs; dtype bf16 computes on its own tensor cores");
+    CellParams host = split;
+    host.backend = BackendId::host;
+    CHECK(cell_impossible_reason(host) ==
+          "split_tf32 is a form of the GPU's fp32 GEMMs; the host backend computes on the CPU");
+
+    CHECK_THROWS_WITH(parse_matrix("[defaults]\nsplit_tf32 = 1\n", "m.toml"),
+                      "m.toml:2:14: error: 'split_tf32' must be true or false, got integer 1");
 }
 
 TEST_CASE("a host cell whose fp32 output is far from float64 is invalid, and logits exits 1", "[checks][cli]") {

@@ -153,6 +153,11 @@ TEST_CASE("the weights term follows each backend's placement", "[estimate]") {
     CHECK(d.pinned_host == 0);
     CHECK(d.managed == 0);
     CHECK(d.workspace == 32 * MiB);
+    // split_tf32 adds its 256 MiB scratch of operand halves, in inference and training alike.
+    CHECK(estimate_memory(one_cell("model = \"tiny_odd\"\nbackend = \"device\"\nsplit_tf32 = true")).workspace ==
+          (32 + 256) * MiB);
+    CHECK(estimate_memory(one_cell("model = \"tiny_odd\"\nbackend = \"device\"\nsplit_tf32 = true\nmode = \"train\""))
+              .workspace == (32 + 256) * MiB);
 
     // explicit-copy at 100 %: every unit resident on the device, nothing pinned; under a budget the
     // streamed units are pinned, each on its own huge pages (it is registered on its own).

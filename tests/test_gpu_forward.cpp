@@ -216,7 +216,7 @@ void check_against_cpu(const ModelConfig& m, int batch, int seq, const GpuForwar
 
     for (const DType dtype : dtypes) {
         INFO("model " << m.name << ", dtype " << enum_name(dtype) << ", batch " << batch << ", seq " << seq
-                      << (options.tf32 ? ", tf32" : "") << (options.managed_activations ? ", managed activations" : ""));
+                      << (options.fp32_gemm == Fp32Gemm::tf32 ? ", tf32" : "") << (options.managed_activations ? ", managed activations" : ""));
         const DtypeUnits weights = in_dtype(units, dtype);
         const std::vector<float> want = run_cpu(m, layout, weights.rounded, tokens, batch, seq);
 
@@ -234,7 +234,7 @@ void check_against_cpu(const ModelConfig& m, int batch, int seq, const GpuForwar
 
         const double err = relative_error(first, want);
         const double tol = tolerance_of(dtype);
-        WARN(m.name << " " << enum_name(dtype) << (options.tf32 ? " tf32" : "")
+        WARN(m.name << " " << enum_name(dtype) << (options.fp32_gemm == Fp32Gemm::tf32 ? " tf32" : "")
                     << (options.managed_activations ? " managed" : "") << ": relative error max|gpu-cpu|/max|cpu| = "
                     << err << " (tolerance " << tol << ")");
         CHECK(err < tol);
@@ -379,11 +379,25 @@ TEST_CASE("the fusions compute baseline's logits: bit for bit without epilogues 
 TEST_CASE("GpuForward with TF32 GEMMs stays close to fp32", "[gpu][kernels]") {
     require_gpu();
     GpuForwardOptions options;
-    options.tf32 = true;
+    options.fp32_gemm = Fp32Gemm::tf32;
     const DType fp32[] = {DType::fp32};
     const auto tf32_tolerance = [](DType) { return 5e-3; };
     check_against_cpu(builtin("tiny"), 2, 33, options, fp32, tf32_tolerance);
     check_against_cpu(head130_model(), 2, 33, options, fp32, tf32_tolerance);
+}
+
+// Three TF32 products of split operands keep fp32's tolerance, with and without the epilogues
+// (whose fused product is the last of the three).
+TEST_CASE("GpuForward with split_tf32 GEMMs matches the CPU within fp32's tolerance", "[gpu][kernels]") {
+    require_gpu();
+    const DType fp32[] = {DType::fp32};
+    for (const Variant variant : {Variant{}, Variant{Fusion::mlp_epilogue, Fusion::proj_epilogue, Fusion::residual_ln}}) {
+        GpuForwardOptions options;
+        options.fp32_gemm = Fp32Gemm::split_tf32;
+        options.variant = variant;
+        check_against_cpu(builtin("tiny"), 2, 33, options, fp32, tolerance);
+        check_against_cpu(head130_model(), 2, 33, options, fp32, tolerance);
+    }
 }
 
 TEST_CASE("GpuForward with managed activations", "[gpu][kernels]") {

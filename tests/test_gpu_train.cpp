@@ -139,10 +139,12 @@ struct Case {
     float dropout;
     Recompute recompute = Recompute::gelu;
     StateHome optimizer = StateHome::device;
+    Fp32Gemm fp32_gemm = Fp32Gemm::exact;
     std::string name() const {
         return model.name + " b" + std::to_string(batch) + " t" + std::to_string(seq) + " " +
-               std::string(enum_name(dtype)) + " " + variant.text() + " p" + std::to_string(dropout) + " recompute " +
-               std::string(enum_name(recompute)) + " optimizer " + std::string(enum_name(optimizer));
+               std::string(enum_name(dtype)) + (fp32_gemm == Fp32Gemm::split_tf32 ? " split_tf32 " : " ") +
+               variant.text() + " p" + std::to_string(dropout) + " recompute " + std::string(enum_name(recompute)) +
+               " optimizer " + std::string(enum_name(optimizer));
     }
 };
 
@@ -163,6 +165,7 @@ GpuTrainOptions options_for(const Case& c, const TrainSettings& settings) {
     o.dropout = Dropout{.p = c.dropout, .seed = kSeed};
     o.recompute = c.recompute;
     o.settings = settings;
+    o.fp32_gemm = c.fp32_gemm;
     return o;
 }
 
@@ -815,6 +818,34 @@ TEST_CASE("GpuTrainStep's first step matches the float64 loss, gradients and Ada
     }
     for (const auto& [what, w] : worst)
         std::printf("gpu_train first step, worst relative L2 error, %-50s loss %.3g gradient %.3g update %.3g\n",
+                    what.c_str(), w.loss, w.gradient, w.update);
+}
+
+// The products as three TF32 products of split operands keep fp32's tolerance, the epilogues'
+// (the GELU's kept input forward, its derivative backward, the residual) included.
+TEST_CASE("GpuTrainStep's first step with split_tf32 GEMMs matches the float64 reference within fp32's tolerance",
+          "[gpu]") {
+    require_gpu();
+    std::map<std::string, Worst> worst;
+    for (const ModelConfig& model : {head25_model(), head80_model()}) {
+        for (const int seq : {1, 33, 90}) {
+            for (const float p : {0.0f, 0.1f}) {
+                for (const Variant variant : {Variant{}, Variant{Fusion::mlp_epilogue, Fusion::proj_epilogue},
+                                              kTrainingFusions}) {
+                    Case c{model, 2, seq, DType::fp32, variant, p};
+                    c.fp32_gemm = Fp32Gemm::split_tf32;
+                    try {
+                        check_first_step(c, worst[variant.text()]);
+                    } catch (const std::exception& e) {
+                        FAIL_CHECK(c.name() << ": " << e.what());
+                    }
+                }
+            }
+        }
+    }
+    for (const auto& [what, w] : worst)
+        std::printf("gpu_train first step, split_tf32, worst relative L2 error, %-50s loss %.3g gradient %.3g "
+                    "update %.3g\n",
                     what.c_str(), w.loss, w.gradient, w.update);
 }
 

@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <catch2/catch_template_test_macros.hpp>
@@ -43,6 +45,23 @@ void check_close(const std::vector<float>& gpu, const std::vector<float>& cpu, d
     INFO("relative error " << error.rel_err << ", tolerance " << tolerance << "; " << error.worst);
     CHECK(error.nonfinite == 0);
     CHECK(error.rel_err <= tolerance);
+}
+
+// The Gemms a product of `dtype` is tested with: cuBLAS's own; for fp32 also split_tf32, with a
+// scratch small enough (64 KiB) that the products run in blocks and batches in groups, and with
+// the default.
+std::vector<std::unique_ptr<Gemm>> test_gemms(DType dtype, cudaStream_t stream) {
+    std::vector<std::unique_ptr<Gemm>> gemms;
+    gemms.push_back(std::make_unique<Gemm>(dtype, stream, Fp32Gemm::exact));
+    if (dtype == DType::fp32) {
+        gemms.push_back(std::make_unique<Gemm>(dtype, stream, Fp32Gemm::split_tf32, std::int64_t{64} << 10));
+        gemms.push_back(std::make_unique<Gemm>(dtype, stream, Fp32Gemm::split_tf32));
+    }
+    return gemms;
+}
+
+std::string gemm_text(const Gemm& gemm) {
+    return std::string(enum_name(gemm.dtype())) + " (Gemm of " + std::to_string(gemm.workspace_bytes()) + " bytes)";
 }
 
 }  // namespace
@@ -102,14 +121,15 @@ TEMPLATE_TEST_CASE("gpu::attention matches cpu::attention", "[gpu]", float, __ha
     using T = TestType;
     constexpr DType dtype = gpu::dtype_of<T>();
     const CudaStream stream;
-    Gemm gemm(dtype, stream.get(), /*tf32=*/false);
     struct Shape {
         int batch, seq, c, n_head;
     };
     // seq 1; head dim 25 with c 75 (odd leading dimensions 225 and 75) and batch > 1; a longer
     // sequence; head dim 130 as gpt3_13b_seed.
+    for (const auto& g : test_gemms(dtype, stream.get()))
     for (const Shape s : {Shape{1, 1, 75, 3}, Shape{2, 13, 75, 3}, Shape{3, 64, 75, 3}, Shape{2, 17, 520, 4}}) {
-        INFO(enum_name(dtype) << " batch " << s.batch << " seq " << s.seq << " c " << s.c << " heads " << s.n_head
+        Gemm& gemm = *g;
+        INFO(gemm_text(gemm) << " batch " << s.batch << " seq " << s.seq << " c " << s.c << " heads " << s.n_head
                                << " (head dim " << s.c / s.n_head << ")");
         const std::size_t rows = as_size(s.batch) * as_size(s.seq);
         const std::size_t c = as_size(s.c);
@@ -178,17 +198,18 @@ TEMPLATE_TEST_CASE("Gemm::linear_fused matches cpu::linear with the bias, GELU a
     using T = TestType;
     constexpr DType dtype = gpu::dtype_of<T>();
     const CudaStream stream;
-    Gemm gemm(dtype, stream.get(), /*tf32=*/false);
     struct Shape {
         int rows, in, out;
     };
     // out 25 and 77 (not multiples of 8), a single row, GPT-2 small's MLP.
+    for (const auto& g : test_gemms(dtype, stream.get()))
     for (const Shape s : {Shape{1, 64, 25}, Shape{33, 50, 77}, Shape{128, 768, 3072}}) {
+        Gemm& gemm = *g;
         for (const auto epilogue : {Gemm::Epilogue::bias, Gemm::Epilogue::bias_gelu, Gemm::Epilogue::bias_residual}) {
             // The residual is y's own values, or (the training step's way) a buffer apart from y.
             for (const bool apart : {false, true}) {
                 if (apart && epilogue != Gemm::Epilogue::bias_residual) continue;
-                INFO(enum_name(dtype) << " rows " << s.rows << " in " << s.in << " out " << s.out << " epilogue "
+                INFO(gemm_text(gemm) << " rows " << s.rows << " in " << s.in << " out " << s.out << " epilogue "
                                       << static_cast<int>(epilogue) << (apart ? ", residual apart" : ""));
                 const std::size_t rows = as_size(s.rows), in = as_size(s.in), out = as_size(s.out);
                 const auto x = random_values(rows * in, dtype, kSeed, 0.01f, 1.0f, Sign::either);
@@ -216,15 +237,29 @@ TEMPLATE_TEST_CASE("Gemm::linear_fused matches cpu::linear with the bias, GELU a
     }
     // A width the auxiliary buffer cannot take is refused, not computed wrong.
     const DeviceArray<T> d_small(as_size(4 * 25), stream.get());
+    Gemm gemm(dtype, stream.get(), Fp32Gemm::exact);
     CHECK_THROWS_AS(gemm.linear_fused(d_small.get(), d_small.get(), d_small.get(), d_small.get(), 1, 4, 25,
                                       Gemm::Epilogue::bias_gelu_aux, {.aux = d_small.get()}),
                     std::invalid_argument);
 }
 
+TEST_CASE("a Gemm holds the device memory gemm_device_bytes predicts", "[gpu]") {
+    require_gpu();
+    const CudaStream stream;
+    for (const DType dtype : {DType::fp32, DType::fp16, DType::bf16}) {
+        for (const Fp32Gemm math : {Fp32Gemm::exact, Fp32Gemm::tf32, Fp32Gemm::split_tf32}) {
+            INFO(enum_name(dtype) << " math " << static_cast<int>(math));
+            CHECK(Gemm(dtype, stream.get(), math).workspace_bytes() == gemm_device_bytes(dtype, math));
+        }
+    }
+    // The scratch a split_tf32 product needs the least: halves of a 16-wide part of 128 rows and columns.
+    CHECK_THROWS_AS(Gemm(DType::fp32, stream.get(), Fp32Gemm::split_tf32, 1024), std::invalid_argument);
+}
+
 TEST_CASE("gpu::attention refuses a Gemm of another dtype", "[gpu]") {
     require_gpu();
     const CudaStream stream;
-    Gemm gemm(DType::fp16, stream.get(), /*tf32=*/false);
+    Gemm gemm(DType::fp16, stream.get(), Fp32Gemm::exact);
     const DeviceArray<float> qkv(3 * 8, stream.get()), scores(1, stream.get()), out(8, stream.get());
     CHECK_THROWS_AS(gpu::attention<float>(gemm, out.get(), scores.get(), qkv.get(), 1, 1, 8, 2), std::invalid_argument);
 }

@@ -799,6 +799,7 @@ int cmd_logits(const std::vector<std::string>& args) {
         ("backend", po::value<std::string>()->default_value("host"), alternatives(enum_names<BackendId>()).c_str())
         ("dtype", po::value<std::string>()->default_value("fp32"), (alternatives(enum_names<DType>()) + " (GPU backends)").c_str())
         ("tf32", po::bool_switch(), "fp32 GEMMs on TF32 tensor cores (GPU backends)")
+        ("split-tf32", po::bool_switch(), "fp32 GEMMs as three TF32 products of split operands (GPU backends)")
         ("allow-oversubscription", po::bool_switch(), "lift the managed-memory guard of the UVM backends")
         ("output,o", po::value<std::string>()->required(), ".npy file to write");
     po::variables_map vm;
@@ -814,6 +815,7 @@ int cmd_logits(const std::vector<std::string>& args) {
     r.backend = enum_option<BackendId>(vm, "backend");
     r.dtype = enum_option<DType>(vm, "dtype");
     r.tf32 = vm["tf32"].as<bool>();
+    r.split_tf32 = vm["split-tf32"].as<bool>();
     r.allow_oversubscription = vm["allow-oversubscription"].as<bool>();
     r.output = vm["output"].as<std::string>();
     return write_logits(r, std::cout);

@@ -22,6 +22,7 @@ CellParams logits_cell(const LogitsRequest& r, const ModelConfig& model, int bat
     c.backend = r.backend;
     c.dtype = r.dtype;
     c.tf32 = r.tf32;
+    c.split_tf32 = r.split_tf32;
     c.batch = batch;
     c.seq = seq;
     c.seed = r.seed;

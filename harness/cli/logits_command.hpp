@@ -23,6 +23,7 @@ struct LogitsRequest {
     BackendId backend = BackendId::host;
     DType dtype = DType::fp32;
     bool tf32 = false;
+    bool split_tf32 = false;
     bool allow_oversubscription = false;
     std::string output;                // the .npy file
 };

@@ -183,8 +183,9 @@ Axis dropout_axis() {
     return with_default(std::move(a));
 }
 
-Axis tf32_axis() {
-    Axis a = axis_named("tf32", Axis::Written::boolean, Axis::Column::integer);
+// A setting that is on or off, keyed only when on.
+Axis flag_axis(std::string_view name, bool CellParams::*field) {
+    Axis a = axis_named(name, Axis::Written::boolean, Axis::Column::integer);
     a.unit = Unit::flag;
     a.keyed = Axis::Keyed::unless_default;
     a.expects = "true or false";
@@ -192,8 +193,8 @@ Axis tf32_axis() {
         if (text != "true" && text != "false") return std::nullopt;
         return std::string(text);
     };
-    a.get = [](const CellParams& c) { return std::string(c.tf32 ? "true" : "false"); };
-    a.set = [](CellParams& c, const std::string& v) { c.tf32 = v == "true"; };
+    a.get = [field](const CellParams& c) { return std::string(c.*field ? "true" : "false"); };
+    a.set = [field](CellParams& c, const std::string& v) { c.*field = v == "true"; };
     return with_default(std::move(a));
 }
 
@@ -313,7 +314,11 @@ std::vector<Axis> make_axes() {
              "which layers a budget keeps on the device"),
         role(keyed(choice_axis("evict", &CellParams::evict), K::unless_default), R::placement,
              "how the UVM backends evict a layer"),
-        role(tf32_axis(), R::workload, "fp32 GEMMs on TF32 tensor cores"),
+        role(flag_axis("tf32", &CellParams::tf32), R::workload, "fp32 GEMMs on TF32 tensor cores"),
+        // fp32's accuracy at TF32 tensor cores' speed: each product three TF32 products of the
+        // operands' split halves (kernels/compute/tf32_split.cuh).
+        role(added_in(flag_axis("split_tf32", &CellParams::split_tf32), 23), R::workload,
+             "fp32 GEMMs as three TF32 products of split operands"),
         role(added_in(keyed(choice_axis("launch", &CellParams::launch), K::unless_default), 10), R::placement,
              "how the GPU forward enqueues a unit's kernels"),
         // How a training step uses the device's memory, not what it computes: every setting gives

@@ -11,6 +11,7 @@
 #include "base/named_enum.hpp"
 #include "base/number_text.hpp"
 #include "kernels/compute/dropout.hpp"
+#include "kernels/compute/fp32_gemm.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/recompute.hpp"
@@ -126,6 +127,7 @@ struct CellParams {
     ResidentPolicy resident = ResidentPolicy::interleaved;  // which layers a budget keeps on the device
     UvmEvict evict = UvmEvict::migrate;                     // how the UVM backends evict a layer
     bool tf32 = false;                                      // fp32 GEMMs on TF32 tensor cores
+    bool split_tf32 = false;  // fp32 GEMMs as three TF32 products of split operands (fp32's accuracy)
     Launch launch = Launch::kernels;                        // how the GPU forward enqueues a unit's kernels
     Recompute recompute = Recompute::gelu;  // what a training step's backward computes again (recompute.hpp)
     StateHome optimizer = StateHome::device;  // where a training step's AdamW keeps its state and runs
@@ -154,6 +156,11 @@ struct CellParams {
     // the size does not fit in 64 bits.
     std::int64_t weight_bytes() const;
     std::int64_t budget_bytes() const { return budget.resolve(weight_bytes()); }
+    // How the cell's fp32 GEMMs compute, from tf32 and split_tf32 (cell_impossible_reason refuses
+    // a cell with both).
+    Fp32Gemm fp32_gemm() const {
+        return split_tf32 ? Fp32Gemm::split_tf32 : tf32 ? Fp32Gemm::tf32 : Fp32Gemm::exact;
+    }
 
     // Sorted "name=value" lines of every keyed axis (axes.hpp), the model's shape included (so
     // redefining a custom model changes the key).

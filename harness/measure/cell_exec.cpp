@@ -102,6 +102,19 @@ std::string training_only_fusion_reason(const CellParams& c) {
     return {};
 }
 
+// Why split_tf32 cannot apply: it is a form of the GPU's fp32 GEMMs, and tf32 is another.
+std::string split_tf32_impossible_reason(const CellParams& c) {
+    if (!c.split_tf32) return {};
+    if (c.tf32) return "tf32 and split_tf32 are two forms of fp32 GEMMs; a cell takes one";
+    if (c.dtype != DType::fp32)
+        return "split_tf32 is a form of fp32 GEMMs; dtype " + std::string(enum_name(c.dtype)) +
+               " computes on its own tensor cores";
+    if (!backend_traits(c.backend).needs_gpu)
+        return "split_tf32 is a form of the GPU's fp32 GEMMs; the " + std::string(enum_name(c.backend)) +
+               " backend computes on the CPU";
+    return {};
+}
+
 // Why the cell's optimizer placement cannot be honoured: an inference cell has no optimizer, and a
 // backend that takes the `optimizer` axis keeps the optimizer's state only where its TrainingState
 // says it can (the default, `device`, included: explicit-copy trains with `host` only). A backend
@@ -152,6 +165,7 @@ std::string cell_impossible_reason(const CellParams& c) {
     if (const std::string why = recompute_impossible_reason(c); !why.empty()) return why;
     if (const std::string why = training_only_fusion_reason(c); !why.empty()) return why;
     if (const std::string why = optimizer_impossible_reason(c); !why.empty()) return why;
+    if (const std::string why = split_tf32_impossible_reason(c); !why.empty()) return why;
     if (!backend.computes_in(c.dtype))
         return "the " + backend_name + " backend does not compute in " + std::string(enum_name(c.dtype));
     if (!backend.needs_gpu && !c.variant.is_baseline())

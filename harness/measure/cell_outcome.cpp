@@ -134,7 +134,7 @@ void derive_step_measures(const CellParams& c, double median_ms, CellOutcome& ou
     const std::optional<std::string> gpu = out.get<"gpu_model">();
     if (!gpu) {
         out.set<"mfu_note">("no GPU: MFU is measured against a GPU's dense peak");
-    } else if (const std::optional<double> peak = dense_peak_tflops(*gpu, c.dtype, c.tf32)) {
+    } else if (const std::optional<double> peak = dense_peak_tflops(*gpu, c.dtype, c.tf32 || c.split_tf32)) {
         out.set<"mfu_pct">(100.0 * tflops / *peak);
     } else {
         out.set<"mfu_note">("no dense peak is known for '" + *gpu + "' (harness/measure/gpu_peaks.cpp)");

@@ -105,7 +105,7 @@ BackendConfig gpu_backend_config(const CellParams& c, const MeasureOptions& opti
 
 GpuForwardOptions forward_options(const CellParams& c, const MeasureOptions& options) {
     GpuForwardOptions f;
-    f.tf32 = c.tf32;
+    f.fp32_gemm = c.fp32_gemm();
     f.managed_activations = c.activations == Activations::managed;
     f.allow_oversubscription = options.allow_oversubscription;
     f.variant = c.variant;
@@ -403,7 +403,7 @@ public:
 private:
     GpuTrainOptions train_options() const {
         GpuTrainOptions train;
-        train.tf32 = cell_.tf32;
+        train.fp32_gemm = cell_.fp32_gemm();
         train.variant = cell_.variant;
         train.dropout = cell_.dropout_masks();
         train.recompute = cell_.recompute;

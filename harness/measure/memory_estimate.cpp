@@ -58,9 +58,9 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
     if (cell.mode == Mode::train) {
         // The step's one allocation (train_arena.hpp), the logits and the backward's scratch in it.
         e.activations = TrainArena(cell.model, cell.dtype, cell.batch, cell.seq, cell.variant, cell.recompute).total;
-        e.workspace = kGemmWorkspaceBytes;
+        e.workspace = gemm_device_bytes(cell.dtype, cell.fp32_gemm());
         if (prefix_check)
-            e.check_step = TrainArena(cell.model, cell.dtype, check->batch, check->seq, cell.variant, cell.recompute).total + kGemmWorkspaceBytes +
+            e.check_step = TrainArena(cell.model, cell.dtype, check->batch, check->seq, cell.variant, cell.recompute).total + gemm_device_bytes(cell.dtype, cell.fp32_gemm()) +
                            check_step_scratch_bytes(cell);
         e.host_buffers = checked_step_host_bytes(cell);
         e.host_reference = check_reference_host_bytes(cell);
@@ -76,7 +76,7 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
                                                       !cell.variant.has(Fusion::flash_attention));
     e.scores = layout.scores_bytes;
     e.activations = layout.total_bytes - layout.scores_bytes;
-    e.workspace = kGemmWorkspaceBytes;
+    e.workspace = gemm_device_bytes(cell.dtype, cell.fp32_gemm());
     e.managed_activations = cell.activations == Activations::managed;
     if (backend.managed_weights) e.retained_managed = std::max<std::int64_t>(0, cell.weight_bytes() - e.weights);
     if (e.managed_activations) e.managed += layout.total_bytes;

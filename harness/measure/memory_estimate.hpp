@@ -2,7 +2,7 @@
 // A cell's memory, predicted from its parameters alone before anything runs (no GPU needed): the
 // weights as its backend will place them, the GPU forward's activations and attention scores for
 // its variant, and the GEMM workspace. Each term is computed by the code that allocates it (the
-// backend registry's footprint, activation_layout, kGemmWorkspaceBytes), so the prediction
+// backend registry's footprint, activation_layout, gemm_device_bytes), so the prediction
 // follows any change there.
 //
 // What a GPU process holds beyond its allocations (the CUDA context and the libraries; the page

@@ -196,6 +196,7 @@ const std::vector<SchemaStep>& schema_steps() {
         {20, "the optimizer axis", nullptr, ""},
         {21, "the bytes a training step's update moves across the link each way", nullptr, ""},
         {22, "the host's memory bandwidth, where an update runs on the host's cores", nullptr, ""},
+        {23, "the split_tf32 axis", nullptr, ""},
     };
     return steps;
 }

@@ -4,16 +4,21 @@
 // column-major calls is gemm.cpp (the derivation is written there, once).
 //
 // Inputs, outputs and the compute are in the cell's dtype with fp32 accumulation
-// (CUBLAS_COMPUTE_32F for every dtype, so fp32 is true fp32; CUBLAS_COMPUTE_32F_FAST_TF32 only
-// when tf32 is asked for). alpha and beta are floats. Everything runs on the stream given to the
-// constructor, with a workspace this object allocates (so it is accounted in workspace_bytes).
+// (CUBLAS_COMPUTE_32F for every dtype, so fp32 is true fp32 unless Fp32Gemm says otherwise:
+// CUBLAS_COMPUTE_32F_FAST_TF32 for tf32; for split_tf32 each product is three TF32 products of
+// split operands, tf32_split.cuh). alpha and beta are floats. Everything runs on the stream given
+// to the constructor, with a workspace (and split_tf32's scratch) this object allocates, so it is
+// accounted in workspace_bytes.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <tuple>
 
 #include "kernels/compute/cublas_library.hpp"
+#include "kernels/compute/fp32_gemm.hpp"
+#include "kernels/compute/gemm_workspace.hpp"
 #include "kernels/model/dtype.hpp"
 
 namespace sweetspot {
@@ -27,7 +32,10 @@ struct EpilogueOperands {
 
 class Gemm {
 public:
-    Gemm(DType dtype, cudaStream_t stream, bool tf32);
+    // split_scratch_bytes: split_tf32's scratch (gemm_workspace.hpp); a smaller one makes the
+    // products run in more blocks, as tests of the blocking want.
+    Gemm(DType dtype, cudaStream_t stream, Fp32Gemm fp32_math,
+         std::int64_t split_scratch_bytes = kSplitTf32ScratchBytes);
     ~Gemm();
     Gemm(const Gemm&) = delete;
     Gemm& operator=(const Gemm&) = delete;
@@ -75,6 +83,29 @@ public:
 private:
     void destroy() noexcept;
 
+    // One cuBLAS product as batched() describes it, computed as `compute` says.
+    void product(cublasComputeType_t compute, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                 const void* a, int lda, std::int64_t stride_a, const void* b, int ldb, std::int64_t stride_b,
+                 float beta, void* c, int ldc, std::int64_t stride_c, int batch);
+
+    // A block of a split_tf32 product: rows m0.. and columns n0.. of the output (mc × nc, at `c`),
+    // the last part of the inner dimension (kc), and the big halves of its operands, compact
+    // (ld kc for rows of op(a) and of op(b)ᵀ stored [·, k]; ld mc or nc for those stored [k, ·]).
+    struct SplitBlock {
+        int m0, n0, mc, nc, kc;
+        const float* a_big;
+        const float* b_big;
+        float* c;
+    };
+    // What a fused product does last: a_big·b_big added to the block (beta 1) with its epilogue.
+    using FinalProduct = std::function<void(const SplitBlock&)>;
+    // batched() for split_tf32: per block of the output (and of k) whose operands' halves fit
+    // the scratch, c = alpha·(a_small·b_big + a_big·b_small + a_big·b_big) + beta·c, the big
+    // product last (by `final` where given, batch 1 only).
+    void split_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void* a, int lda,
+                       std::int64_t stride_a, const void* b, int ldb, std::int64_t stride_b, float beta, void* c,
+                       int ldc, std::int64_t stride_c, int batch, const FinalProduct* final);
+
     // A cuBLASLt problem's descriptors and the algorithm its heuristic chose, made once per shape.
     struct LtPlan {
         cublasLtMatmulDesc_t desc = nullptr;
@@ -84,17 +115,22 @@ private:
     // The cuBLASLt epilogues behind the public calls: Epilogue's, and the backward's DGELU.
     enum class LtEpilogue { bias, bias_gelu, bias_residual, bias_gelu_aux, dgelu };
     // A plan for y [rows, out] = x [rows, in] · wᵀ (w [out, in]), or for dgelu y [rows, in] =
-    // x [rows, out] · w.
-    LtPlan& lt_plan(int rows, int in, int out, LtEpilogue epilogue);
+    // x [rows, out] · w; y's rows (and the auxiliary buffer's) y_ld elements apart.
+    LtPlan& lt_plan(int rows, int in, int out, int y_ld, LtEpilogue epilogue);
+    // The cuBLASLt call of a plan: y = epilogue(alpha·x·op(w) + beta·y).
+    void lt_matmul(LtPlan& plan, const void* w, const void* x, float beta, const void* c, void* y);
 
     CublasLibrary cublas_;  // first: loaded before, and unloaded after, everything made through it
     DType dtype_;
     cudaStream_t stream_;
-    bool tf32_;
+    Fp32Gemm fp32_math_;  // exact for fp16 and bf16
+    cublasComputeType_t compute_;
     cublasHandle_t handle_ = nullptr;
     cublasLtHandle_t lt_ = nullptr;
-    std::map<std::tuple<int, int, int, LtEpilogue>, LtPlan> lt_plans_;
+    std::map<std::tuple<int, int, int, int, LtEpilogue>, LtPlan> lt_plans_;
     void* workspace_ = nullptr;
+    float* split_scratch_ = nullptr;  // split_tf32: the operands' halves
+    std::int64_t split_scratch_bytes_ = 0;
     std::int64_t workspace_bytes_ = 0;
 };
 

@@ -130,7 +130,7 @@ GpuForward::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_, D
     logits = base + l.logits;
     tokens = reinterpret_cast<std::int32_t*>(base + l.tokens);
 
-    gemm = std::make_unique<Gemm>(dtype, stream, options.tf32);
+    gemm = std::make_unique<Gemm>(dtype, stream, options.fp32_gemm);
     if (options.unit_graphs) graphs.emplace(static_cast<int>(layout.units.size()));
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/compute/dropout.hpp"
+#include "kernels/compute/fp32_gemm.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/variant.hpp"
 #include "kernels/model/layer_source.hpp"
@@ -18,7 +19,7 @@
 namespace sweetspot {
 
 struct GpuForwardOptions {
-    bool tf32 = false;                 // fp32 GEMMs on TF32 tensor cores; off = true fp32
+    Fp32Gemm fp32_gemm = Fp32Gemm::exact;  // how fp32 GEMMs compute (fp32_gemm.hpp)
     bool managed_activations = false;  // activations in managed memory, as cuda-uvm-gpt2's PyTorch had them
     bool allow_oversubscription = false;
     Variant variant;  // which fusions replace baseline kernels

@@ -239,7 +239,7 @@ GpuTrainStep::Impl::Impl(const ModelConfig& model_, const WeightLayout& layout_,
         embedding_scratch = allocate_device(embedding_bytes);
         extra_bytes = embedding_bytes;
     }
-    gemm = std::make_unique<Gemm>(dtype, stream, options.tf32);
+    gemm = std::make_unique<Gemm>(dtype, stream, options.fp32_gemm);
 }
 
 template <class T>

@@ -28,6 +28,7 @@
 
 #include "kernels/compute/cpu_train_step.hpp"
 #include "kernels/compute/dropout.hpp"
+#include "kernels/compute/fp32_gemm.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/layer_source.hpp"
 #include "kernels/model/recompute.hpp"
@@ -37,7 +38,7 @@
 namespace sweetspot {
 
 struct GpuTrainOptions {
-    bool tf32 = false;  // fp32 GEMMs on TF32 tensor cores; off = true fp32
+    Fp32Gemm fp32_gemm = Fp32Gemm::exact;  // how fp32 GEMMs compute (fp32_gemm.hpp)
     // flash_attention: FlashAttention-2's forward (keeping each row's logsumexp) and backward;
     // otherwise the attention is materialised and its probabilities recomputed in the backward.
     // mlp_epilogue and proj_epilogue: the biases, the GELU and its backward, residual adds in the

@@ -102,7 +102,7 @@ public:
           d_dqkv_(s_.rows() * 3 * as_size(s_.c), stream),
           d_scores_(s_.scores(), stream),
           d_grad_(s_.scores(), stream),
-          gemm_(dtype, stream, /*tf32=*/false) {}
+          gemm_(dtype, stream, Fp32Gemm::exact) {}
 
     void run(cudaStream_t) override { backward(d_dqkv_, false); }
 

@@ -2,7 +2,9 @@
 // backward's dw = dyᵀ · x and dx = dy · w, and the training step's two epilogues with an
 // auxiliary buffer (the GELU's kept input forward, its derivative backward). Their benchmark rows
 // say what cuBLAS gives at the models' shapes in each dtype: the ceiling of a training step made
-// mostly of these products.
+// mostly of these products. The split_tf32 entries are the same products in fp32 as three TF32
+// products of split operands, at shapes that also run them in blocks of a small scratch.
+#include <utility>
 #include <vector>
 
 #include "kernels/compute/cpu_ops.hpp"
@@ -15,16 +17,18 @@ namespace {
 
 enum class Product { forward, weight_grad, input_grad, gelu_aux, dgelu };
 
-// dims: rows, in, out of the layer y [rows, out] = x [rows, in] · wᵀ, w [out, in].
+// dims: rows, in, out of the layer y [rows, out] = x [rows, in] · wᵀ, w [out, in]; for
+// split_tf32, a fourth: the split scratch in KiB (0: the default).
 template <class T>
 class GemmCase final : public OpCase {
 public:
-    GemmCase(Product product, const OpShape& shape, cudaStream_t stream)
+    GemmCase(Product product, Fp32Gemm math, const OpShape& shape, cudaStream_t stream)
         : product_(product),
           rows_(static_cast<int>(shape.dims[0])),
           in_(static_cast<int>(shape.dims[1])),
           out_(static_cast<int>(shape.dims[2])),
-          gemm_(dtype, stream, /*tf32=*/false),
+          gemm_(dtype, stream, math,
+                shape.dims.size() > 3 && shape.dims[3] > 0 ? shape.dims[3] << 10 : kSplitTf32ScratchBytes),
           x_(input(uses_x(), size(rows_, in_), kSeed, 1.0f)),
           w_(input(product != Product::weight_grad, size(out_, in_), kSeed + 1, 0.1f)),
           bias_(input(product == Product::gelu_aux, as_size(out_), kSeed + 2, 0.5f)),
@@ -111,6 +115,16 @@ OpShape layer(std::int64_t rows, std::int64_t in, std::int64_t out) {
     return op_shape({{"rows", rows}, {"in", in}, {"out", out}});
 }
 
+// A layer of a split_tf32 entry, with its scratch in KiB (0: the default).
+OpShape split_layer(const OpShape& s, std::int64_t scratch_kib) {
+    return op_shape({{"rows", s.dims[0]}, {"in", s.dims[1]}, {"out", s.dims[2]}, {"scratch_kib", scratch_kib}});
+}
+std::vector<OpShape> split_layers(const std::vector<OpShape>& shapes, std::int64_t scratch_kib) {
+    std::vector<OpShape> out;
+    for (const OpShape& s : shapes) out.push_back(split_layer(s, scratch_kib));
+    return out;
+}
+
 // GPT-2 1.5B's four products at batch 8, seq 1024: qkv, the attention's projection, the MLP's two.
 std::vector<OpShape> block_layers() {
     constexpr std::int64_t rows = 8 * 1024, c = 1600;
@@ -123,7 +137,7 @@ std::vector<OpShape> block_layers() {
 double gemm_tolerance(DType dtype) { return store_tolerance(dtype) + 1e-5; }
 
 OpEntry gemm_entry(std::string name, Product product, std::vector<OpShape> test_shapes,
-                   std::vector<OpShape> bench_shapes) {
+                   std::vector<OpShape> bench_shapes, Fp32Gemm math = Fp32Gemm::exact) {
     return OpEntry{
         .name = std::move(name),
         .family = "gemm",
@@ -137,10 +151,24 @@ OpEntry gemm_entry(std::string name, Product product, std::vector<OpShape> test_
             return OpCost{.flops = 2.0 * rows * in * out,
                           .bytes = (rows * in + in * out + rows * out) * static_cast<double>(dtype_size(dtype))};
         },
-        .make = [product](const OpShape& s, DType dtype, cudaStream_t stream) {
-            return make_case<GemmCase>(dtype, product, s, stream);
+        .make = [product, math](const OpShape& s, DType dtype, cudaStream_t stream) {
+            return make_case<GemmCase>(dtype, product, math, s, stream);
         },
     };
+}
+
+// The entry's product in fp32 as split_tf32: its test shapes with a 64 KiB scratch (16 Ki floats
+// of halves: every shape but the smallest runs in blocks of 128 rows or columns and 32 of k) and
+// the largest once more with the default; its bench shapes with the default.
+OpEntry split_tf32_entry(const OpEntry& exact, Product product) {
+    std::vector<OpShape> test_shapes = split_layers(exact.test_shapes, 64);
+    test_shapes.push_back(split_layer(exact.test_shapes.back(), 0));
+    // More rows than a block holds, the last block partial.
+    test_shapes.push_back(split_layer(layer(1000, 64, 64), 64));
+    OpEntry e = gemm_entry(exact.name + "_split_tf32", product, std::move(test_shapes),
+                           split_layers(exact.bench_shapes, 0), Fp32Gemm::split_tf32);
+    e.dtypes = {DType::fp32};
+    return e;
 }
 
 }  // namespace
@@ -155,15 +183,21 @@ std::vector<OpEntry> gemm_ops() {
     // training step computes that part apart, so cuBLAS takes its aligned kernels.
     forward_bench.push_back(layer(8 * 1024, 1600, 50257));
     forward_bench.push_back(layer(8 * 1024, 1600, 50176));
-    return {
-        gemm_entry("linear", Product::forward, odd, forward_bench),
-        gemm_entry("linear_weight_grad", Product::weight_grad, odd, block_layers()),
-        gemm_entry("linear_input_grad", Product::input_grad, odd, block_layers()),
-        gemm_entry("linear_bias_gelu_aux", Product::gelu_aux, aligned, {layer(8 * 1024, 1600, 4 * 1600)}),
+    const std::pair<OpEntry, Product> exact[] = {
+        {gemm_entry("linear", Product::forward, odd, forward_bench), Product::forward},
+        {gemm_entry("linear_weight_grad", Product::weight_grad, odd, block_layers()), Product::weight_grad},
+        {gemm_entry("linear_input_grad", Product::input_grad, odd, block_layers()), Product::input_grad},
+        {gemm_entry("linear_bias_gelu_aux", Product::gelu_aux, aligned, {layer(8 * 1024, 1600, 4 * 1600)}),
+         Product::gelu_aux},
         // The backward through the MLP's second product: in = 4c is the GELU's width.
-        gemm_entry("linear_dgelu", Product::dgelu,
-                   {layer(1, 24, 64), layer(33, 80, 56), layer(128, 3072, 768)}, {layer(8 * 1024, 4 * 1600, 1600)}),
+        {gemm_entry("linear_dgelu", Product::dgelu, {layer(1, 24, 64), layer(33, 80, 56), layer(128, 3072, 768)},
+                    {layer(8 * 1024, 4 * 1600, 1600)}),
+         Product::dgelu},
     };
+    std::vector<OpEntry> entries;
+    for (const auto& [entry, product] : exact) entries.push_back(entry);
+    for (const auto& [entry, product] : exact) entries.push_back(split_tf32_entry(entry, product));
+    return entries;
 }
 
 }  // namespace sweetspot::ops
