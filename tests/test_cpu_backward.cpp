@@ -24,34 +24,17 @@
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/synthetic_weights.hpp"
 #include "kernels/model/weight_layout.hpp"
+#include "host_op_support.hpp"
 
 using namespace sweetspot;
 
 namespace {
 
-std::vector<float> random_values(std::size_t n, float offset, std::uint32_t seed) {
-    std::mt19937 gen(seed);
-    std::normal_distribution<float> dist(offset, 1.0f);
-    std::vector<float> v(n);
-    for (auto& x : v) x = dist(gen);
-    return v;
-}
+using test::as_double;
+using test::random_values;
+using test::relative_error;
 
 std::size_t as_size(int n) { return static_cast<std::size_t>(n); }
-
-std::vector<double> as_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-
-// max |got − want| / max |want|, over the elements.
-double relative_error(const std::vector<float>& got, const std::vector<double>& want) {
-    REQUIRE(got.size() == want.size());
-    double err = 0.0, scale = 0.0;
-    for (std::size_t i = 0; i < got.size(); ++i) {
-        err = std::max(err, std::abs(static_cast<double>(got[i]) - want[i]));
-        scale = std::max(scale, std::abs(want[i]));
-    }
-    REQUIRE(scale > 0.0);
-    return err / scale;
-}
 
 }  // namespace
 

@@ -341,4 +341,94 @@ void adamw(float* params, const float* grads, float* m, float* v, std::int64_t n
     }
 }
 
+namespace {
+
+// 1 / sqrt(mean(x²) + eps) of one row of c. No mean is subtracted, so one pass has no cancellation.
+float row_rrms(const float* x, int c, float eps) {
+    float sq = 0.0f;
+    for (int i = 0; i < c; ++i) sq += x[i] * x[i];
+    return 1.0f / std::sqrt(sq / static_cast<float>(c) + eps);
+}
+
+float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
+
+// Turns each q and k pair of every row by sin_sign · positions[r] · inv_freq[i], in place.
+void rotate_pairs(float* qkv, const std::int32_t* positions, const float* inv_freq, int rows, int n_head,
+                  int n_kv_head, int head_dim, float sin_sign) {
+    const std::size_t half = as_size(head_dim / 2), hd = as_size(head_dim);
+    const std::size_t width = as_size(n_head + 2 * n_kv_head) * hd;
+    for (std::size_t r = 0; r < as_size(rows); ++r) {
+        const auto pos = static_cast<float>(positions[r]);
+        for (std::size_t h = 0; h < as_size(n_head + n_kv_head); ++h) {
+            float* x = qkv + r * width + h * hd;
+            for (std::size_t i = 0; i < half; ++i) {
+                const float angle = pos * inv_freq[i];
+                const float c = std::cos(angle), s = sin_sign * std::sin(angle);
+                const float a = x[i], b = x[i + half];
+                x[i] = a * c - b * s;
+                x[i + half] = b * c + a * s;
+            }
+        }
+    }
+}
+
+}  // namespace
+
+void rmsnorm(float* out, const float* in, const float* w, int rows, int c, float eps) {
+    for (int r = 0; r < rows; ++r) {
+        const float* x = in + as_size(r) * as_size(c);
+        float* y = out + as_size(r) * as_size(c);
+        const float rrms = row_rrms(x, c, eps);
+        for (int i = 0; i < c; ++i) y[i] = x[i] * rrms * w[i];
+    }
+}
+
+// With x̂ = x · rrms and g = dout · w: dx += rrms · (g − x̂ · mean(g · x̂)), mean(g · x̂) taken as
+// rrms · Σ g · x / c so that one pass gives it with the row's Σ x² (as the GPU kernel does).
+void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* in, const float* w, int rows, int c,
+                      float eps) {
+    for (int r = 0; r < rows; ++r) {
+        const std::size_t first = as_size(r) * as_size(c);
+        const float* x = in + first;
+        const float* dy = dout + first;
+        float* dxr = dx + first;
+        float sq = 0.0f, gx = 0.0f;
+        for (int i = 0; i < c; ++i) {
+            sq += x[i] * x[i];
+            gx += dy[i] * w[i] * x[i];
+        }
+        const float rrms = 1.0f / std::sqrt(sq / static_cast<float>(c) + eps);
+        const float mean_gx = rrms * gx / static_cast<float>(c);
+        for (int i = 0; i < c; ++i) {
+            const float xhat = x[i] * rrms;
+            dw[i] += dy[i] * xhat;
+            dxr[i] += rrms * (dy[i] * w[i] - xhat * mean_gx);
+        }
+    }
+}
+
+void swiglu(float* out, const float* gate, const float* up, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) out[i] = gate[i] * sigmoid(gate[i]) * up[i];
+}
+
+// silu'(z) = σ(z) · (1 + z · (1 − σ(z))).
+void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) {
+        const float z = gate[i], s = sigmoid(z), g = dout[i], u = up[i];
+        dgate[i] = g * u * (s * (1.0f + z * (1.0f - s)));
+        dup[i] = g * (z * s);
+    }
+}
+
+void rope(float* qkv, const std::int32_t* positions, const float* inv_freq, int rows, int n_head, int n_kv_head,
+          int head_dim) {
+    rotate_pairs(qkv, positions, inv_freq, rows, n_head, n_kv_head, head_dim, 1.0f);
+}
+
+// The rotation is orthogonal: its transpose, the backward, is the rotation by −angle.
+void rope_backward(float* dqkv, const std::int32_t* positions, const float* inv_freq, int rows, int n_head,
+                   int n_kv_head, int head_dim) {
+    rotate_pairs(dqkv, positions, inv_freq, rows, n_head, n_kv_head, head_dim, -1.0f);
+}
+
 }  // namespace sweetspot::cpu

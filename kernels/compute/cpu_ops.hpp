@@ -120,4 +120,35 @@ struct AdamW {
 };
 void adamw(float* params, const float* grads, float* m, float* v, std::int64_t n, const AdamW& a);
 
+// ---- LLaMA's ops (Hugging Face LlamaForCausalLM) ---------------------------------------------
+
+// out[r, :] = in[r, :] / sqrt(mean(in[r, :]²) + eps) · w for each of `rows` rows of `c`: LLaMA's
+// RMSNorm, no bias. out and in must not alias.
+void rmsnorm(float* out, const float* in, const float* w, int rows, int c, float eps);
+
+// The backward of rmsnorm: dx += dL/din and dw += dL/dw, from dout = dL/dout and the forward's
+// input (each row's rms recomputed from it).
+void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* in, const float* w, int rows, int c,
+                      float eps);
+
+// out = silu(gate) · up over n elements (the SwiGLU MLP's activation; silu(z) = z · sigmoid(z)),
+// gate, up and out each [rows, f] with n = rows · f.
+void swiglu(float* out, const float* gate, const float* up, std::int64_t n);
+
+// The backward of swiglu: dgate = dout · up · silu'(gate) and dup = dout · silu(gate)
+// (overwritten) over n elements.
+void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, std::int64_t n);
+
+// Rotary position embeddings in place on the q and k heads of qkv [rows, (n_head + 2·n_kv_head) ·
+// head_dim] (q heads, then k, then v, which is left alone), transformers' rotate_half
+// convention: in each head the pair (x[i], x[i + head_dim/2]) turns by the angle
+// positions[r] · inv_freq[i], computed in fp32 (inv_freq: rope_inv_frequencies_f32, head_dim/2
+// values).
+void rope(float* qkv, const std::int32_t* positions, const float* inv_freq, int rows, int n_head, int n_kv_head,
+          int head_dim);
+
+// The backward of rope, in place on dqkv (same layout): dq and dk turn by −angle, dv is left alone.
+void rope_backward(float* dqkv, const std::int32_t* positions, const float* inv_freq, int rows, int n_head,
+                   int n_kv_head, int head_dim);
+
 }  // namespace sweetspot::cpu

@@ -2,9 +2,11 @@
 // Visits a span of T in global memory with 16-byte loads and stores wherever its alignment
 // allows: an unaligned head of single elements, then whole 16-byte packs, then a tail. A row of
 // logits [rows, vocab] starts at any element offset when vocab is odd, so the head is what lets
-// every row after the first be read in packs.
+// every row after the first be read in packs. Kernels whose rows are all aligned or all not
+// (the row length a multiple of the pack or not) choose once per launch instead, through Elements.
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <type_traits>
 
 namespace sweetspot::gpu {
@@ -19,6 +21,21 @@ struct alignas(16) Pack {
     static constexpr int kSize = 16 / static_cast<int>(sizeof(T));
     T v[kSize];
 };
+
+// N consecutive elements moved as one access: a Pack<T>'s 16 bytes (N = Pack<T>::kSize) where
+// the buffers allow, one element (N = 1) where they do not, so that a kernel templated on N has
+// one body for both paths.
+template <class T, int N>
+struct alignas(sizeof(T) * N) Elements {
+    T v[N];
+};
+
+// Whether every buffer starts on 16 bytes, as Pack<T> loads and stores need.
+inline bool all_on_16_bytes(std::initializer_list<const void*> buffers) {
+    for (const void* b : buffers)
+        if (reinterpret_cast<std::uintptr_t>(b) % 16 != 0) return false;
+    return true;
+}
 
 // Calls f(i, value) once for each of x's n elements, value a T& to a copy in registers. Thread
 // `thread` of `threads` takes elements (and packs) thread, thread + threads, ... of each part, so

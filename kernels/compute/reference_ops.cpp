@@ -299,4 +299,95 @@ double gelu_tanh_derivative(double x) {
     return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * a * (1.0 + 3.0 * 0.044715 * x * x);
 }
 
+namespace {
+
+// 1 / sqrt(mean(x²) + eps) of one row.
+double row_rrms(const double* in, std::size_t width, double eps) {
+    double sq = 0.0;
+    for (std::size_t i = 0; i < width; ++i) sq += in[i] * in[i];
+    return 1.0 / std::sqrt(sq / static_cast<double>(width) + eps);
+}
+
+double sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
+
+// Turns each q and k pair of every row by `sign` · positions[r] · inv_freq[i].
+Rows rotate_pairs(const Rows& qkv, std::span<const std::int32_t> positions, const QkvHeads& heads,
+                  std::span<const double> inv_freq, double sign) {
+    const std::size_t half = heads.head_dim / 2, width = (heads.n_head + 2 * heads.n_kv_head) * heads.head_dim;
+    Rows out = qkv;
+    for (std::size_t r = 0; r < positions.size(); ++r) {
+        for (std::size_t h = 0; h < heads.n_head + heads.n_kv_head; ++h) {
+            double* x = &out[r * width + h * heads.head_dim];
+            for (std::size_t i = 0; i < half; ++i) {
+                const double angle = static_cast<double>(positions[r]) * inv_freq[i];
+                const double c = std::cos(angle), s = sign * std::sin(angle);
+                const double a = x[i], b = x[i + half];
+                x[i] = a * c - b * s;
+                x[i + half] = b * c + a * s;
+            }
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+Rows rms_norm(const Rows& x, std::size_t width, TensorView weight, double eps) {
+    Rows y(x.size());
+    for (std::size_t r = 0; r < x.size() / width; ++r) {
+        const double* in = &x[r * width];
+        const double rrms = row_rrms(in, width, eps);
+        for (std::size_t i = 0; i < width; ++i) y[r * width + i] = in[i] * rrms * weight[i];
+    }
+    return y;
+}
+
+// With x̂ = x · rrms and g = dy · weight: dx = rrms · (g − x̂ · mean(g · x̂)), the mean's term
+// being d rrms / dx = −rrms³ · x / width.
+Rows rms_norm_backward(const Rows& x, const Rows& dy, std::size_t width, TensorView weight, double eps,
+                       double* dweight) {
+    Rows dx(x.size());
+    for (std::size_t r = 0; r < x.size() / width; ++r) {
+        const double* in = &x[r * width];
+        const double* grad = &dy[r * width];
+        const double rrms = row_rrms(in, width, eps);
+        double mean_gx = 0.0;
+        for (std::size_t i = 0; i < width; ++i) {
+            dweight[i] += grad[i] * in[i] * rrms;
+            mean_gx += grad[i] * weight[i] * in[i] * rrms;
+        }
+        mean_gx /= static_cast<double>(width);
+        for (std::size_t i = 0; i < width; ++i) dx[r * width + i] = rrms * (grad[i] * weight[i] - in[i] * rrms * mean_gx);
+    }
+    return dx;
+}
+
+Rows swiglu(const Rows& gate, const Rows& up) {
+    Rows out(gate.size());
+    for (std::size_t i = 0; i < gate.size(); ++i) out[i] = gate[i] * sigmoid(gate[i]) * up[i];
+    return out;
+}
+
+// silu'(z) = σ(z) · (1 + z · (1 − σ(z))).
+SwigluGradients swiglu_backward(const Rows& gate, const Rows& up, const Rows& dout) {
+    SwigluGradients g{Rows(gate.size()), Rows(gate.size())};
+    for (std::size_t i = 0; i < gate.size(); ++i) {
+        const double s = sigmoid(gate[i]);
+        g.dgate[i] = dout[i] * up[i] * s * (1.0 + gate[i] * (1.0 - s));
+        g.dup[i] = dout[i] * gate[i] * s;
+    }
+    return g;
+}
+
+Rows rope(const Rows& qkv, std::span<const std::int32_t> positions, const QkvHeads& heads,
+          std::span<const double> inv_freq) {
+    return rotate_pairs(qkv, positions, heads, inv_freq, 1.0);
+}
+
+// The rotation is orthogonal: its transpose, the backward, is the rotation by −angle.
+Rows rope_backward(const Rows& dqkv, std::span<const std::int32_t> positions, const QkvHeads& heads,
+                   std::span<const double> inv_freq) {
+    return rotate_pairs(dqkv, positions, heads, inv_freq, -1.0);
+}
+
 }  // namespace sweetspot::reference

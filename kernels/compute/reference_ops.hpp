@@ -91,4 +91,34 @@ void check_arguments(const std::string& who, const ModelConfig& m, const WeightL
 double gelu_tanh(double x);
 double gelu_tanh_derivative(double x);
 
+// ---- LLaMA's ops (Hugging Face LlamaForCausalLM) ---------------------------------------------
+
+// Row-wise RMSNorm of [rows, width]: y = x / sqrt(mean(x²) + eps) · weight, no bias.
+Rows rms_norm(const Rows& x, std::size_t width, TensorView weight, double eps);
+// Adds dL/dweight to `dweight`; returns dL/dx. Recomputes each row's rms from x.
+Rows rms_norm_backward(const Rows& x, const Rows& dy, std::size_t width, TensorView weight, double eps,
+                       double* dweight);
+
+// The SwiGLU MLP's activation, element by element: silu(gate) · up, silu(z) = z · sigmoid(z).
+Rows swiglu(const Rows& gate, const Rows& up);
+struct SwigluGradients {
+    Rows dgate, dup;
+};
+SwigluGradients swiglu_backward(const Rows& gate, const Rows& up, const Rows& dout);
+
+// The heads of a packed qkv row [(n_head + 2 · n_kv_head) · head_dim]: the q heads, then the k
+// heads, then the v heads.
+struct QkvHeads {
+    std::size_t n_head, n_kv_head, head_dim;
+};
+
+// Rotary position embeddings (transformers' rotate_half convention) on the q and k heads of
+// qkv [rows, (n_head + 2 · n_kv_head) · head_dim], v passed through: in each head, the pair
+// (x[i], x[i + head_dim/2]) turns by positions[r] · inv_freq[i] (rope_inv_frequencies).
+Rows rope(const Rows& qkv, std::span<const std::int32_t> positions, const QkvHeads& heads,
+          std::span<const double> inv_freq);
+// Its backward: dL/dqkv (before the rotation) from dL/dqkv after it, the turn by −angle.
+Rows rope_backward(const Rows& dqkv, std::span<const std::int32_t> positions, const QkvHeads& heads,
+                   std::span<const double> inv_freq);
+
 }  // namespace sweetspot::reference

@@ -11,6 +11,9 @@ namespace sweetspot::gpu {
 // partial dw and db (2c fp32): enough to fill an H100 at a few blocks per SM, few enough that the
 // partials (written and read once) stay a small part of the traffic.
 inline constexpr int kLayerNormBackwardBlocks = 512;
+// The most blocks RMSNorm's backward spreads its rows over (rmsnorm.cu), each writing one partial
+// dw (c fp32), for LayerNorm's reasons.
+inline constexpr int kRmsNormBackwardBlocks = 512;
 // Rows a block sums in the first of the column sums' two passes (elementwise.cuh).
 inline constexpr std::int64_t kColumnSumChunk = 256;
 // The per-block partial sums of squares each gradient buffer's norm is reduced through
@@ -20,6 +23,11 @@ inline constexpr int kNormPartials = 1024;
 // fp32 values of scratch launch_layernorm_backward needs for `rows` rows of `c`.
 inline std::int64_t layernorm_backward_scratch_floats(int rows, int c) {
     return static_cast<std::int64_t>(std::min(rows, kLayerNormBackwardBlocks)) * 2 * c;
+}
+
+// fp32 values of scratch launch_rmsnorm_backward needs for `rows` rows of `c`.
+inline std::int64_t rmsnorm_backward_scratch_floats(int rows, int c) {
+    return static_cast<std::int64_t>(std::min(rows, kRmsNormBackwardBlocks)) * c;
 }
 
 // fp32 values the column sums need in their partials for rows × cols.

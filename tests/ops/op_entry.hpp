@@ -98,4 +98,9 @@ std::vector<OpEntry> attention_ops();
 // A linear layer's products and the training step's GEMM epilogues:
 std::vector<OpEntry> gemm_ops();
 
+// LLaMA's ops (rmsnorm.cu, swiglu.cu, rope.cu):
+std::vector<OpEntry> rmsnorm_ops();
+std::vector<OpEntry> swiglu_ops();
+std::vector<OpEntry> rope_ops();
+
 }  // namespace sweetspot::ops

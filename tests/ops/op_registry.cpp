@@ -33,6 +33,11 @@ std::vector<OpEntry> all_entries() {
     // A linear layer's products and the training step's GEMM epilogues:
     add(gemm_ops());
 
+    // LLaMA's ops:
+    add(rmsnorm_ops());
+    add(swiglu_ops());
+    add(rope_ops());
+
     return entries;
 }
 
