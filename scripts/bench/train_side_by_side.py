@@ -13,15 +13,18 @@ import sys
 
 
 def sweetspot_cells(db, model):
-    """{(dtype, batch): (status, tokens/s or None, peak GiB or None)}: the latest cell of each."""
+    """{(dtype, batch): (status, tokens/s or None, peak GiB or None)}: the latest cell of each, its
+    dtype read "fp32 (split_tf32)" where its fp32 GEMMs were split_tf32's (files of schema 23 on)."""
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    columns = {row[1] for row in con.execute("PRAGMA table_info(cells)")}
+    split = "split_tf32" if "split_tf32" in columns else "0"
     rows = con.execute(
-        "SELECT dtype, batch, status, tokens_per_s, gpu_peak_bytes FROM cells WHERE model = ? AND mode = 'train' "
-        "ORDER BY cell_id", (model,)).fetchall()
+        f"SELECT dtype, {split}, batch, status, tokens_per_s, gpu_peak_bytes FROM cells WHERE model = ? "
+        "AND mode = 'train' ORDER BY cell_id", (model,)).fetchall()
     cells = {}
-    for dtype, batch, status, rate, peak in rows:
-        cells[(dtype, int(batch))] = (status, rate if status == "ok" else None,
-                                      peak / 2**30 if status == "ok" and peak else None)
+    for dtype, split_tf32, batch, status, rate, peak in rows:
+        cells[(dtype + (" (split_tf32)" if split_tf32 else ""), int(batch))] = (
+            status, rate if status == "ok" else None, peak / 2**30 if status == "ok" and peak else None)
     return cells
 
 
@@ -51,10 +54,12 @@ def table(cells, runs):
         return f"{rate:,.0f}" + (f" ({peak:.1f} GiB)" if peak is not None else "")
 
     best = {}
-    for key in sorted(set(cells) | set(runs)):
+    for key in sorted(set(cells) | {r for r in runs if not any(c[1] == r[1] and c[0].startswith(r[0] + " ")
+                                                                for c in cells)}):
         dtype, batch = key
         status, ours, ours_peak = cells.get(key, ("not run", None, None))
-        theirs, theirs_peak, note = runs.get(key, (None, None, "not run"))
+        # PyTorch's run of the plain dtype: a split_tf32 cell is fp32 to it.
+        theirs, theirs_peak, note = runs.get((dtype.split(" ")[0], batch), (None, None, "not run"))
         ratio = f"{ours / theirs:.2f}" if ours and theirs else "–"
         lines.append(f"| {dtype} | {batch} | {side(ours, ours_peak, status)} | {side(theirs, theirs_peak, note)} | "
                      f"{ratio} |")
@@ -62,7 +67,7 @@ def table(cells, runs):
             if rate and rate > best.get((dtype, name), (0, 0))[0]:
                 best[(dtype, name)] = (rate, batch)
     lines.append("")
-    for dtype in sorted({d for d, _ in cells} | {d for d, _ in runs}):
+    for dtype in sorted({d for d, _ in best}):
         ours, theirs = best.get((dtype, "sweetspot")), best.get((dtype, "pytorch"))
         if ours and theirs:
             lines.append(f"At each side's best batch, {dtype}: sweetspot {ours[0]:,.0f} tokens/s (batch {ours[1]}) "
