@@ -107,8 +107,16 @@ constexpr std::size_t tensor_core_shared_bytes = [] {
         return backward_mma::tuned_shared_bytes<T, kHd>;
     }
 }();
-static_assert(backward_tf32x3::kKeys == backward_mma::kKeys && backward_tf32x3::kThreads == backward_mma::kThreads,
-              "one grid and block for both tensor-core kernels");
+// Warps per block of the tensor-core kernel of (T, kHd), each owning 16 keys.
+template <class T, int kHd>
+constexpr int tensor_core_warps = [] {
+    if constexpr (std::is_same_v<T, float>) {
+        return backward_tf32x3::kWarps;
+    } else {
+        return backward_mma::Tuning<kHd>::kWarps;
+    }
+}();
+static_assert(backward_tf32x3::kKeysPerWarp == backward_mma::kKeysPerWarp, "16 keys a warp in both tensor-core kernels");
 
 int blocks_for(std::int64_t threads) { return static_cast<int>(std::min<std::int64_t>((threads + kBlock - 1) / kBlock, 65536)); }
 
@@ -160,21 +168,21 @@ bool launch_mma(T* dqkv, const T* dout, const T* qkv, const float* lse, const Pr
         reinterpret_cast<std::uintptr_t>(dqkv) % (2 * sizeof(T)) != 0)
         return false;
     const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(hd));
-    const auto grid = blocks_of(p, backward_mma::kKeys);
-    const auto go = [&](auto kernel, std::size_t bytes) {
-        kernel<<<grid, backward_mma::kThreads, bytes, stream>>>(p.dq_acc, dqkv, dout, qkv, lse, p.delta, p.seq, p.c,
-                                                                p.n_head, scale_log2, dropout, site);
+    const auto go = [&](auto kernel, std::size_t bytes, int warps) {
+        kernel<<<blocks_of(p, warps * backward_mma::kKeysPerWarp), warps * kWarp, bytes, stream>>>(
+            p.dq_acc, dqkv, dout, qkv, lse, p.delta, p.seq, p.c, p.n_head, scale_log2, dropout, site);
         CUDA_CHECK_LAUNCH();
         return true;
     };
     const auto by_head_dim = [&](auto with_dropout) {
         constexpr bool kDropout = decltype(with_dropout)::value;
         switch (hd) {
-            case 32: return go(tensor_core_kernel<T, 32, kDropout>, tensor_core_shared_bytes<T, 32>);
-            case 64: return go(tensor_core_kernel<T, 64, kDropout>, tensor_core_shared_bytes<T, 64>);
-            case 80: return go(tensor_core_kernel<T, 80, kDropout>, tensor_core_shared_bytes<T, 80>);
-            case 96: return go(tensor_core_kernel<T, 96, kDropout>, tensor_core_shared_bytes<T, 96>);
-            case 128: return go(tensor_core_kernel<T, 128, kDropout>, tensor_core_shared_bytes<T, 128>);
+            case 32: return go(tensor_core_kernel<T, 32, kDropout>, tensor_core_shared_bytes<T, 32>, tensor_core_warps<T, 32>);
+            case 64: return go(tensor_core_kernel<T, 64, kDropout>, tensor_core_shared_bytes<T, 64>, tensor_core_warps<T, 64>);
+            case 80: return go(tensor_core_kernel<T, 80, kDropout>, tensor_core_shared_bytes<T, 80>, tensor_core_warps<T, 80>);
+            case 96: return go(tensor_core_kernel<T, 96, kDropout>, tensor_core_shared_bytes<T, 96>, tensor_core_warps<T, 96>);
+            case 128:
+                return go(tensor_core_kernel<T, 128, kDropout>, tensor_core_shared_bytes<T, 128>, tensor_core_warps<T, 128>);
             default: return false;
         }
     };

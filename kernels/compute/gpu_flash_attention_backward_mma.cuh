@@ -4,7 +4,7 @@
 // accumulation), the forward's instructions (gpu_flash_attention_mma.cuh). Included by
 // gpu_flash_attention_backward.cu only.
 //
-// A block is 4 warps and 64 keys of one (batch, head); each warp owns 16 keys and keeps their dK
+// A block is 4 or 8 warps (Tuning) of 16 keys each, of one (batch, head); each warp keeps its keys' dK
 // and dV accumulators [16, hd] in registers. The block walks the tiles of 32 or 64 queries
 // (Tuning) that see its keys (causal: from its first key on), and per tile each warp computes,
 // with its keys as the rows (the transposed products, so every result lands in the warp's own
@@ -45,10 +45,7 @@ using mma::ldmatrix_x4_trans;
 using mma::mma_16816;
 using mma::pack;
 
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * kWarp;
 constexpr int kKeysPerWarp = 16;
-constexpr int kKeys = kWarps * kKeysPerWarp;  // keys per block
 constexpr int kPad = 8;
 
 // Shared memory of a block: K, V [kKeys][kHd + kPad], two stages of Q and dO
@@ -58,8 +55,9 @@ template <int kHd, int kQueries>
 constexpr int stage_elems() {
     return 2 * kQueries * (kHd + kPad);
 }
-template <class T, int kHd, int kQueries>
+template <class T, int kHd, int kQueries, int kWarps>
 constexpr std::size_t shared_bytes() {
+    constexpr int kKeys = kWarps * kKeysPerWarp;
     return (2 * static_cast<std::size_t>(kKeys) * (kHd + kPad) +
             2 * static_cast<std::size_t>(stage_elems<kHd, kQueries>()) +
             static_cast<std::size_t>(kKeys) * (kQueries + kPad)) *
@@ -69,7 +67,7 @@ constexpr std::size_t shared_bytes() {
 
 // rows rows of one head's [seq, ·] matrix (row stride ld_src) from row0 into shared memory rows of
 // kLd, 16 bytes per cp.async, zeros past seq (the caller commits and waits).
-template <class T, int kHd, int kLd>
+template <class T, int kHd, int kLd, int kThreads>
 __device__ __forceinline__ void load_tile(T* dst, const T* src, std::int64_t ld_src, int row0, int rows, int seq,
                                           int tid) {
     constexpr int kChunk = 16 / static_cast<int>(sizeof(T));
@@ -146,7 +144,7 @@ __device__ __forceinline__ void accumulate_times_tile(float (&acc)[kHd / 8][4], 
 }
 
 // Grid: one dimension, the key blocks of each (batch, head) side by side (block x: head
-// x / key_blocks, keys 64·(x % key_blocks)..), so the blocks running at once share a few heads' Q,
+// x / key_blocks, keys kKeys·(x % key_blocks)..), so the blocks running at once share a few heads' Q,
 // dO and dQ accumulator in L2 instead of each bringing its own from DRAM; within a head the first
 // keys, which the most queries see, first. dq_acc [batch·seq, c] fp32 gets this block's share of dQ / scale; dK and dV go to
 // dqkv. lse and delta are [batch·n_head, seq]. Shared memory: shared_bytes. kDropout: the form
@@ -155,13 +153,14 @@ __device__ __forceinline__ void accumulate_times_tile(float (&acc)[kHd / 8][4], 
 // query tile, 64 or 32 (half the registers for Sᵀ and dPᵀ, so more blocks fit an SM);
 // kMinBlocks: the blocks per SM the registers are budgeted for. kKvInRegisters: the warp's K and
 // V rows as A fragments in registers for the whole kernel instead of read per tile.
-template <class T, int kHd, bool kDropout, int kQueries, int kMinBlocks, bool kKvInRegisters>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
+template <class T, int kHd, bool kDropout, int kQueries, int kWarps, int kMinBlocks, bool kKvInRegisters>
+__global__ void __launch_bounds__(kWarps * kWarp, kMinBlocks)
     flash_attention_backward_mma_kernel(float* dq_acc, T* dqkv, const T* dout, const T* qkv, const float* lse,
                                         const float* delta, int seq, int c, int n_head, float scale_log2,
                                         Dropout dropout, std::uint32_t site) {
     static_assert(kHd % 16 == 0 && kHd <= 128, "head dims that are multiples of 16, up to 128");
     static_assert(kQueries == 64 || kQueries == 32, "query tiles of 64 or 32");
+    constexpr int kThreads = kWarps * kWarp, kKeys = kWarps * kKeysPerWarp;
     constexpr int kLd = kHd + kPad;
     constexpr int kLdS = kQueries + kPad;  // a row of dSᵀ in shared memory
     extern __shared__ __align__(16) unsigned char shared_raw[];
@@ -189,8 +188,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     // The query tile q0 into `stage`: Q, dO, lse and D, as one group of copies.
     const auto load_queries = [&](int q0, int stage) {
         T* const q_s = stages + stage * stage_elems<kHd, kQueries>();
-        load_tile<T, kHd, kLd>(q_s, q_g, ld_qkv, q0, kQueries, seq, tid);
-        load_tile<T, kHd, kLd>(q_s + kQueries * kLd, do_g, c, q0, kQueries, seq, tid);
+        load_tile<T, kHd, kLd, kThreads>(q_s, q_g, ld_qkv, q0, kQueries, seq, tid);
+        load_tile<T, kHd, kLd, kThreads>(q_s + kQueries * kLd, do_g, c, q0, kQueries, seq, tid);
         if (tid < 2 * kQueries) {
             const int i = tid % kQueries;
             const bool valid = q0 + i < seq;
@@ -199,8 +198,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         }
         cp_async_commit();
     };
-    load_tile<T, kHd, kLd>(k_s, q_g + c, ld_qkv, key0, kKeys, seq, tid);
-    load_tile<T, kHd, kLd>(v_s, q_g + 2 * c, ld_qkv, key0, kKeys, seq, tid);
+    load_tile<T, kHd, kLd, kThreads>(k_s, q_g + c, ld_qkv, key0, kKeys, seq, tid);
+    load_tile<T, kHd, kLd, kThreads>(v_s, q_g + 2 * c, ld_qkv, key0, kKeys, seq, tid);
     load_queries(key0, 0);
 
     std::uint32_t k_frag[kKvInRegisters ? kHd / 16 : 1][4], v_frag[kKvInRegisters ? kHd / 16 : 1][4];
@@ -324,22 +323,27 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 // The query tile, the blocks per SM and where K and V live for each head dim: query tiles of 32
 // where the dQ step splits the head dim in whole 16-column steps (all but 80); up to head dim 64,
 // K and V fragments in registers with registers budgeted for three blocks per SM, above it two
-// blocks, which spill nothing at 96 and 128. The warps share the SM's shared-memory bandwidth and
-// spilled registers go through the same unit, so fewer blocks without per-tile K and V reads or
+// blocks, which spill nothing at 96; at 128 one block of 8 warps (128 keys), which halves the dQ
+// atomics and the Q and dO tiles' loads per key. The warps share the SM's shared-memory bandwidth
+// and spilled registers go through the same unit, so fewer blocks without per-tile K and V reads or
 // large spills ran faster on an H100 than more blocks with them, and two blocks at head dim 64
-// slower than three (docs/benchmarks-history.md, "Attention backward's kernel").
+// slower than three (docs/benchmarks-history.md, "Attention backward's kernel"; 8 warps at 128:
+// "Seventeenth session").
 template <int kHd>
 struct Tuning {
+    static constexpr bool kWide = kHd == 128;
     static constexpr int kQueries = kHd % 32 == 0 ? 32 : 64;
-    static constexpr int kMinBlocks = kHd % 32 != 0 ? 2 : kHd <= 64 ? 3 : 2;
+    static constexpr int kWarps = kWide ? 8 : 4;
+    static constexpr int kMinBlocks = kWide ? 1 : kHd % 32 != 0 ? 2 : kHd <= 64 ? 3 : 2;
     static constexpr bool kKvInRegisters = kHd <= 64;
 };
 
 // The kernel of (T, kHd, kDropout) with its tuning, and the shared memory it launches with.
 template <class T, int kHd, bool kDropout>
-constexpr auto tuned_kernel = flash_attention_backward_mma_kernel<T, kHd, kDropout, Tuning<kHd>::kQueries,
-                                                                  Tuning<kHd>::kMinBlocks, Tuning<kHd>::kKvInRegisters>;
+constexpr auto tuned_kernel =
+    flash_attention_backward_mma_kernel<T, kHd, kDropout, Tuning<kHd>::kQueries, Tuning<kHd>::kWarps,
+                                        Tuning<kHd>::kMinBlocks, Tuning<kHd>::kKvInRegisters>;
 template <class T, int kHd>
-constexpr std::size_t tuned_shared_bytes = shared_bytes<T, kHd, Tuning<kHd>::kQueries>();
+constexpr std::size_t tuned_shared_bytes = shared_bytes<T, kHd, Tuning<kHd>::kQueries, Tuning<kHd>::kWarps>();
 
 }  // namespace sweetspot::gpu::backward_mma
