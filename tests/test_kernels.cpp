@@ -22,8 +22,11 @@
 #include "kernels/model/activation_layout.hpp"
 #include "kernels/model/batch_shape.hpp"
 #include "kernels/model/dtype.hpp"
+#include "kernels/model/gpt2/gpt2_checkpoint.hpp"
+#include "kernels/model/gpt2/gpt2_family.hpp"
 #include "kernels/model/gpt2/gpt2_tensors.hpp"
 #include "kernels/model/model_config.hpp"
+#include "kernels/model/model_family.hpp"
 #include "kernels/compute/reference_forward.hpp"
 #include "kernels/model/synthetic_weights.hpp"
 #include "kernels/model/weight_layout.hpp"
@@ -313,7 +316,7 @@ TEST_CASE("weight layout: GPT-2 names and nn.Linear shapes", "[kernels]") {
 TEST_CASE("GPT-2's declaration: checkpoints store the four Conv1D weights transposed, nothing else", "[kernels]") {
     const auto m = builtin("tiny_odd");
     for (const UnitKind kind : {UnitKind::embedding, UnitKind::block, UnitKind::head}) {
-        const std::vector<gpt2::TensorDecl> decls = gpt2::unit_tensors(m, kind, 1);
+        const std::vector<TensorDecl> decls = gpt2::unit_tensors(m, kind, 1);
         for (std::size_t t = 0; t < decls.size(); ++t) {
             INFO(decls[t].name);
             const bool conv1d = decls[t].name == "h.1.attn.c_attn.weight" || decls[t].name == "h.1.attn.c_proj.weight" ||
@@ -321,6 +324,24 @@ TEST_CASE("GPT-2's declaration: checkpoints store the four Conv1D weights transp
             CHECK(decls[t].stored_transposed == conv1d);
         }
     }
+}
+
+TEST_CASE("every built-in model is of the GPT-2 family, whose declaration points at gpt2/'s tables", "[kernels]") {
+    CHECK(enum_names<ModelFamily>() == std::vector<std::string>{"gpt2"});
+    CHECK(ModelConfig{}.family == ModelFamily::gpt2);
+    for (const ModelConfig& m : builtin_models()) {
+        INFO(m.name);
+        CHECK(m.family == ModelFamily::gpt2);
+        CHECK(&family_of(m) == &gpt2::family());
+    }
+    const FamilyDecl& f = family_of(ModelFamily::gpt2);
+    CHECK(f.title == "GPT-2");
+    CHECK(f.unit_tensors == &gpt2::unit_tensors);
+    CHECK(f.parse_config == &gpt2::parse_config);
+    CHECK(f.checkpoint_prefix == gpt2::kCheckpointPrefix);
+    CHECK(f.is_checkpoint_buffer == &gpt2::is_checkpoint_buffer);
+    CHECK(f.tied_head_tensor == gpt2::head_tensor::lm_head);
+    CHECK(f.tied_head_source == gpt2::kTiedHeadSource);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,8 +12,7 @@
 #include "base/parallel_for.hpp"
 #include "kernels/model/checkpoint_error.hpp"
 #include "kernels/model/dtype.hpp"
-#include "kernels/model/gpt2/gpt2_checkpoint.hpp"
-#include "kernels/model/gpt2/gpt2_tensors.hpp"
+#include "kernels/model/model_family.hpp"
 
 namespace sweetspot {
 namespace {
@@ -128,12 +127,16 @@ std::optional<ModelConfig> checkpoint_model(const std::string& path) {
     require_safetensors_start(files.tensors);
     if (!files.config) return std::nullopt;
     const auto label = files.config->string();
-    return gpt2::parse_config(read_small_file(*files.config), label, path).model;
+    // Without a model to say which, a checkpoint is taken for GPT-2's: config.json's model_type is
+    // what would tell the families apart once there are others.
+    return family_of(ModelFamily::gpt2).parse_config(read_small_file(*files.config), label, path).model;
 }
 
 Gpt2Weights::Gpt2Weights(std::span<const StoredTensor> tensors, const ModelConfig& model, const std::string& label,
                          bool tie_word_embeddings)
     : layout_(WeightLayout::for_model(model)) {
+    const FamilyDecl& family = family_of(model);
+    const std::string prefix(family.checkpoint_prefix);
     const auto fail = [&](const std::string& message) { return CheckpointError(label + ": " + message); };
     std::unordered_map<std::string_view, std::size_t> by_name;
     for (std::size_t i = 0; i < tensors.size(); ++i) by_name.emplace(tensors[i].name, i);
@@ -144,30 +147,32 @@ Gpt2Weights::Gpt2Weights(std::span<const StoredTensor> tensors, const ModelConfi
         used[it->second] = true;
         return &tensors[it->second];
     };
-    // GPT2LMHeadModel saves the body under "transformer."; a bare GPT2Model without it.
+    // A whole model's checkpoint names the body under the family's prefix (GPT2LMHeadModel's
+    // "transformer."), one of the body alone (GPT2Model) without it.
     const auto body = [&](const std::string& name) -> const StoredTensor* {
-        const StoredTensor* prefixed = exact(std::string(gpt2::kCheckpointPrefix) + name);
+        const StoredTensor* prefixed = exact(prefix + name);
         const StoredTensor* bare = exact(name);
         if (prefixed != nullptr && bare != nullptr)
-            throw fail("both '" + std::string(gpt2::kCheckpointPrefix) + name + "' and '" + name + "' are present; which one is meant?");
+            throw fail("both '" + prefix + name + "' and '" + name + "' are present; which one is meant?");
         return prefixed != nullptr ? prefixed : bare;
     };
 
     for (const UnitLayout& unit : layout_.units) {
         auto& sources = sources_.emplace_back();
-        const std::vector<gpt2::TensorDecl> decls = gpt2::unit_tensors(model, unit.kind, unit.block);
+        const std::vector<TensorDecl> decls = family.unit_tensors(model, unit.kind, unit.block);
         for (std::size_t t = 0; t < unit.tensors.size(); ++t) {
             const TensorSpec& spec = unit.tensors[t];
             const int tensor = static_cast<int>(t);
-            const bool lm_head = unit.kind == UnitKind::head && tensor == gpt2::head_tensor::lm_head;
-            const StoredTensor* stored = lm_head ? exact(spec.name) : body(spec.name);
-            if (stored == nullptr && lm_head) {
+            const bool tied_head = unit.kind == UnitKind::head && tensor == family.tied_head_tensor;
+            const StoredTensor* stored = tied_head ? exact(spec.name) : body(spec.name);
+            if (stored == nullptr && tied_head) {
                 if (!tie_word_embeddings)
-                    throw fail("there is no lm_head.weight, and config.json unties it from wte (tie_word_embeddings = false)");
-                stored = body(std::string(gpt2::kTiedHeadSource));  // tied: the logits from wte
+                    throw fail("there is no " + spec.name + ", and config.json unties it from " +
+                               std::string(family.tied_head_source) + " (tie_word_embeddings = false)");
+                stored = body(std::string(family.tied_head_source));
             }
             if (stored == nullptr)
-                throw fail("missing tensor '" + std::string(gpt2::kCheckpointPrefix) + spec.name + "' (or '" + spec.name + "') of model '" +
+                throw fail("missing tensor '" + prefix + spec.name + "' (or '" + spec.name + "') of model '" +
                            model.name + "'");
             const bool conv1d = decls[t].stored_transposed;
             const std::vector<std::int64_t> want = conv1d ? std::vector{spec.shape[1], spec.shape[0]} : spec.shape;
@@ -182,8 +187,9 @@ Gpt2Weights::Gpt2Weights(std::span<const StoredTensor> tensors, const ModelConfi
         }
     }
     for (std::size_t i = 0; i < tensors.size(); ++i) {
-        if (used[i] || gpt2::is_checkpoint_buffer(tensors[i].name)) continue;
-        throw fail("unexpected tensor '" + tensors[i].name + "': not a parameter of a GPT-2 model with " +
+        if (used[i] || family.is_checkpoint_buffer(tensors[i].name)) continue;
+        throw fail("unexpected tensor '" + tensors[i].name + "': not a parameter of a " + std::string(family.title) +
+                   " model with " +
                    shape_summary(model) + " (is the checkpoint another model, or config.json not its own?)");
     }
 }
@@ -231,7 +237,7 @@ Gpt2Checkpoint Gpt2Checkpoint::open(const std::string& path, const ModelConfig& 
     if (files.config) {
         // The shape is compared first: a checkpoint of another model fails on it with the clearest message.
         const auto label = files.config->string();
-        const auto declared = gpt2::parse_config(read_small_file(*files.config), label, path);
+        const auto declared = family_of(model).parse_config(read_small_file(*files.config), label, path);
         require_same_shape(declared.model, model, label);
         tie = declared.tie_word_embeddings;
     }

@@ -64,17 +64,17 @@ std::string ModelConfig::validate() const {
 }
 
 const std::vector<ModelConfig>& builtin_models() {
-    // name, n_layer, n_embd, n_head, vocab_size, max_positions, ln_eps
+    // name, n_layer, n_embd, n_head, vocab_size, max_positions, ln_eps, family
     static const std::vector<ModelConfig> models = {
-        {"gpt2_small", 12, 768, 12, 50257, 1024, 1e-5f},
-        {"gpt2_1.5b", 48, 1600, 25, 50257, 1024, 1e-5f},
-        {"gpt3_6.7b", 32, 4096, 32, 50257, 2048, 1e-5f},
-        {"gpt3_13b", 40, 5120, 40, 50257, 2048, 1e-5f},
+        {"gpt2_small", 12, 768, 12, 50257, 1024, 1e-5f, ModelFamily::gpt2},
+        {"gpt2_1.5b", 48, 1600, 25, 50257, 1024, 1e-5f, ModelFamily::gpt2},
+        {"gpt3_6.7b", 32, 4096, 32, 50257, 2048, 1e-5f, ModelFamily::gpt2},
+        {"gpt3_13b", 40, 5120, 40, 50257, 2048, 1e-5f, ModelFamily::gpt2},
         // The hidden size cuda-uvm-gpt2 actually ran as "13B" (head dimension 130).
-        {"gpt3_13b_seed", 40, 5200, 40, 50257, 2048, 1e-5f},
-        {"tiny", 2, 64, 4, 512, 128, 1e-5f},
+        {"gpt3_13b_seed", 40, 5200, 40, 50257, 2048, 1e-5f, ModelFamily::gpt2},
+        {"tiny", 2, 64, 4, 512, 128, 1e-5f, ModelFamily::gpt2},
         // Head dimension 26: catches kernels that assume a power of two.
-        {"tiny_odd", 3, 78, 3, 300, 64, 1e-5f},
+        {"tiny_odd", 3, 78, 3, 300, 64, 1e-5f, ModelFamily::gpt2},
     };
     return models;
 }

@@ -8,7 +8,17 @@
 #include <string_view>
 #include <vector>
 
+#include "base/named_enum.hpp"
+
 namespace sweetspot {
+
+// The family a model belongs to: which tensors it has, how its checkpoints name them and which
+// block computes it (model_family.hpp). Matrix files name it in a [[models]] entry's `family`.
+enum class ModelFamily { gpt2 };
+template <>
+struct EnumNames<ModelFamily> {
+    static constexpr std::array<EnumName<ModelFamily>, 1> list = {{{ModelFamily::gpt2, "gpt2"}}};
+};
 
 // The largest shapes accepted from any source (matrix files, checkpoints' config.json, cell
 // text). Far beyond any real model (GPT-3 175B: 96 layers, hidden 12288, 96 heads, 2048
@@ -33,6 +43,7 @@ struct ModelConfig {
     int vocab_size = 50257;
     int max_positions = 1024;
     float ln_eps = 1e-5f;
+    ModelFamily family = ModelFamily::gpt2;
 
     int head_dim() const { return n_embd / n_head; }
     // Parameters of the untied GPT-2 layout (embeddings, blocks, final LN, lm_head); throws

@@ -1,7 +1,7 @@
 #include "kernels/model/synthetic_weights.hpp"
 
 #include "base/parallel_for.hpp"
-#include "kernels/model/gpt2/gpt2_tensors.hpp"
+#include "kernels/model/model_family.hpp"
 #include "kernels/model/synthetic_value.hpp"
 
 #include <algorithm>
@@ -31,10 +31,10 @@ std::uint64_t tensor_key(std::uint64_t seed, int unit, int tensor) {
 }
 
 TensorInit tensor_init(const ModelConfig& m, UnitKind kind, int tensor) {
-    const std::vector<gpt2::TensorDecl> decls = gpt2::unit_tensors(m, kind, 0);
+    const std::vector<TensorDecl> decls = family_of(m).unit_tensors(m, kind, 0);
     if (tensor < 0 || tensor >= static_cast<int>(decls.size()))
         throw std::invalid_argument("synthetic::tensor_init: no tensor " + std::to_string(tensor) + " in that unit kind");
-    const gpt2::NormalInit init = decls[static_cast<std::size_t>(tensor)].init;
+    const NormalInit init = decls[static_cast<std::size_t>(tensor)].init;
     return normal_init(init.std_dev, init.mean);
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// Seeded synthetic weights with GPT-2's initialisation, bit-identical on every machine.
+// Seeded synthetic weights with the model family's initialisation, bit-identical on every machine.
 #include <cstdint>
 #include <span>
 
@@ -8,10 +8,11 @@
 
 namespace sweetspot {
 
-// Fill unit `unit` of `layout` (fp32, unit.numel elements, padding zeroed). Linear and
-// embedding weights ~ N(0, 0.02), residual projections (attn c_proj, mlp c_proj) scaled by
-// 1/sqrt(2·n_layer) as in GPT-2; LayerNorm weights 1 + N(0, 0.02) and every bias N(0, 0.02),
-// so that no parameter is zero and every term of the forward is exercised by numerical checks.
+// Fill unit `unit` of `layout` (fp32, unit.numel elements, padding zeroed), each tensor with the
+// normal initialiser its family declares (model_family.hpp). GPT-2's: linear and embedding
+// weights ~ N(0, 0.02), residual projections (attn c_proj, mlp c_proj) scaled by 1/sqrt(2·n_layer);
+// LayerNorm weights 1 + N(0, 0.02) and every bias N(0, 0.02), so that no parameter is zero and
+// every term of the forward is exercised by numerical checks.
 // Depends only on (seed, unit, tensor, element index): units can be filled in any order.
 // The normal deviates are Irwin–Hall sums of four uniforms, so
 // they are bounded at ±2·sqrt(3) standard deviations. The per-element arithmetic is in

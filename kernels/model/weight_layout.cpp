@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "base/checked_math.hpp"
-#include "kernels/model/gpt2/gpt2_tensors.hpp"
+#include "kernels/model/model_family.hpp"
 
 namespace sweetspot {
 
@@ -49,7 +49,7 @@ UnitLayout make_unit(const ModelConfig& m, UnitKind kind, int block) {
     UnitLayout u;
     u.kind = kind;
     u.block = kind == UnitKind::block ? block : -1;
-    for (gpt2::TensorDecl& t : gpt2::unit_tensors(m, kind, block)) add_tensor(u, m, std::move(t.name), std::move(t.shape));
+    for (TensorDecl& t : family_of(m).unit_tensors(m, kind, block)) add_tensor(u, m, std::move(t.name), std::move(t.shape));
     finish_unit(u);
     return u;
 }

@@ -1,7 +1,7 @@
 #pragma once
 // How a model's parameters are cut into units (embedding, one per block, head) and where each
 // tensor sits inside its unit; which tensors a unit has is the model family's declaration
-// (kernels/model/gpt2/gpt2_tensors.hpp). A unit is what a backend moves as one piece; its tensors are
+// (kernels/model/model_family.hpp). A unit is what a backend moves as one piece; its tensors are
 // contiguous so one copy or one prefetch moves the whole layer. Matrices are row-major
 // [out, in] (as nn.Linear), so y = x · Wᵀ.
 #include <cstdint>

@@ -8,13 +8,13 @@
 
 namespace sweetspot::gpt2 {
 
-Config parse_config(std::string_view json_text, const std::string& label, const std::string& model_name) {
+CheckpointConfig parse_config(std::string_view json_text, const std::string& label, const std::string& model_name) {
     const nlohmann::json config = parse_strict_json(json_text, label, "config.json");
     if (!config.is_object()) throw CheckpointError(label + ": config.json must be a JSON object");
     const ConfigReader r(config, label);
     if (const auto type = r.string("model_type", "gpt2"); type != "gpt2")
         r.fail("model_type \"" + type + "\" is not a GPT-2 model (only model_type \"gpt2\" can be loaded)");
-    Config out;
+    CheckpointConfig out;
     ModelConfig& m = out.model;
     m.name = model_name;
     // GPT2Config's defaults (GPT-2 small).

@@ -6,20 +6,15 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/model/model_config.hpp"
+#include "kernels/model/model_family.hpp"
 
 namespace sweetspot::gpt2 {
 
-struct Config {
-    ModelConfig model;
-    bool tie_word_embeddings = true;  // lm_head is wte unless the checkpoint stores its own
-};
-
 // Reads a GPT-2 config.json. Fields that are absent take GPT2Config's defaults, as transformers
-// does. Settings under which transformers computes another function than our forward (another
+// does; tie_word_embeddings says whether a checkpoint without lm_head.weight reads wte. Settings under which transformers computes another function than our forward (another
 // activation, unscaled or layer-scaled attention, cross-attention, an MLP width other than
 // 4·n_embd, another model_type) are refused with a CheckpointError naming `label`.
-Config parse_config(std::string_view json_text, const std::string& label, const std::string& model_name);
+CheckpointConfig parse_config(std::string_view json_text, const std::string& label, const std::string& model_name);
 
 // GPT2LMHeadModel names the body's tensors with this prefix; files saved from GPT2Model do not.
 inline constexpr std::string_view kCheckpointPrefix = "transformer.";

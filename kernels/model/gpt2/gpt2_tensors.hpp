@@ -3,12 +3,12 @@
 // by, the tensor's name in GPT-2 checkpoints (Hugging Face's GPT2LMHeadModel, without its
 // "transformer." prefix), its shape as the layout holds it, whether checkpoints store it
 // transposed, and its synthetic initialisation. The weight layout, the checkpoint loader and the
-// synthetic weights read this table; the enums' order is the units' tensor order.
-#include <cstdint>
-#include <string>
+// synthetic weights read this table through GPT-2's FamilyDecl (gpt2_family.hpp); the enums' order
+// is the units' tensor order.
 #include <vector>
 
 #include "kernels/model/model_config.hpp"
+#include "kernels/model/model_family.hpp"
 #include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot::gpt2 {
@@ -18,20 +18,6 @@ namespace block_tensor {
 enum : int { ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b, count };
 }
 namespace head_tensor { enum : int { lnf_w, lnf_b, lm_head, count }; }
-
-// A normal initialiser: mean `mean`, standard deviation `std_dev`.
-struct NormalInit {
-    double std_dev = 0.0;
-    float mean = 0.0f;
-};
-
-struct TensorDecl {
-    std::string name;                 // "h.3.attn.c_attn.weight"
-    std::vector<std::int64_t> shape;  // row-major [out, in] for matrices, as nn.Linear
-    // Conv1D's weights (x · W + b): GPT-2 checkpoints store them [in, out].
-    bool stored_transposed = false;
-    NormalInit init;
-};
 
 // The tensors of a unit of `kind` (`block` its index for UnitKind::block), in the order of the
 // kind's enum above.

@@ -1,0 +1,59 @@
+#pragma once
+// What is particular to a model family, declared in one value the generic code reaches through
+// family_of: the tensors of each unit (their checkpoint names, shapes and synthetic
+// initialisation) and how the family's checkpoints are read. Each family's entry lives in its own
+// directory (gpt2/gpt2_family.cpp); model_family.cpp maps ModelFamily to it.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/model/model_config.hpp"
+#include "kernels/model/weight_layout.hpp"
+
+namespace sweetspot {
+
+// A normal initialiser: mean `mean`, standard deviation `std_dev`.
+struct NormalInit {
+    double std_dev = 0.0;
+    float mean = 0.0f;
+};
+
+struct TensorDecl {
+    std::string name;                 // its name in the family's checkpoints: "h.3.attn.c_attn.weight"
+    std::vector<std::int64_t> shape;  // row-major [out, in] for matrices, as nn.Linear
+    // Checkpoints store it [in, out] (GPT-2's Conv1D weights, x · W + b).
+    bool stored_transposed = false;
+    NormalInit init;
+};
+
+// What a checkpoint's config.json declares.
+struct CheckpointConfig {
+    ModelConfig model;
+    bool tie_word_embeddings = true;  // the head's tied tensor is the embedding's unless stored
+};
+
+struct FamilyDecl {
+    std::string_view title;        // "GPT-2", as messages name the family
+    std::string_view description;  // one line
+    // The tensors of a unit of `kind` (`block` its index for UnitKind::block); their order is the
+    // unit's, and the index a tensor has in it is the one the family's blocks read it by.
+    std::vector<TensorDecl> (*unit_tensors)(const ModelConfig& model, UnitKind kind, int block);
+    // Reads a config.json into a model named `model_name`. Settings under which the family's
+    // reference computes another function than our forward are refused with a CheckpointError
+    // naming `label`.
+    CheckpointConfig (*parse_config)(std::string_view json_text, const std::string& label, const std::string& model_name);
+    // Checkpoints may name every tensor but the tied head tensor with this prefix.
+    std::string_view checkpoint_prefix;
+    // Tensors checkpoints may hold that are no parameters (masks older exporters saved).
+    bool (*is_checkpoint_buffer)(std::string_view name);
+    // The head tensor (its index in the head unit) that a checkpoint may leave out when tied to a
+    // body tensor, and that body tensor's name.
+    int tied_head_tensor;
+    std::string_view tied_head_source;
+};
+
+const FamilyDecl& family_of(ModelFamily family);
+inline const FamilyDecl& family_of(const ModelConfig& model) { return family_of(model.family); }
+
+}  // namespace sweetspot
