@@ -171,6 +171,7 @@ model = "narrow"
     std::ostringstream custom_out;
     print_cell_list(custom.cells, std::nullopt, TableFormat::text, custom_out);
     CHECK_THAT(custom_out.str(), ContainsSubstring("narrow: 12 layers, hidden 384, 6 heads"));
+    CHECK_THAT(custom_out.str(), ContainsSubstring("ln_eps 1e-05, gpt2 family, "));
     CHECK_THAT(custom_out.str(), ContainsSubstring("(the matrix's [[models]])"));
 }
 

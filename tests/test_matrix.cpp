@@ -580,6 +580,27 @@ TEST_CASE("ln_eps is refused where a float would lose it, and numbers print as w
     CHECK(m.validate() == "Model 'tiny' has ln_eps = 1e-30; it must be a number between 1e-12 and 1.");
 }
 
+TEST_CASE("a [[models]] entry's family: gpt2 leaves the cell's key alone, an unknown one is refused", "[matrix]") {
+    const std::string model = "[[models]]\nname = \"m\"\nbase = \"tiny\"\n";
+    const std::string use = "[defaults]\nmodel = \"m\"\n";
+    const Matrix plain = parse(model + use);
+    const Matrix named = parse(model + "family = \"gpt2\"\n" + use);
+    REQUIRE(plain.cells.size() == 1);
+    REQUIRE(named.cells.size() == 1);
+    CHECK(named.cells[0].model.family == ModelFamily::gpt2);
+    CHECK(named.cells[0].canonical() == plain.cells[0].canonical());
+    CHECK(named.cells[0].key() == plain.cells[0].key());
+    CHECK(CellParams::from_canonical(named.cells[0].canonical()).key() == named.cells[0].key());
+
+    const MatrixError e = matrix_error(model + "family = \"llama\"\n");
+    CHECK(e.line() == 4);
+    CHECK(e.column() == 10);
+    CHECK(e.message() == "unknown family 'llama'; expected one of: gpt2");
+    CHECK(matrix_error(model + "family = \"gtp2\"\n").message() ==
+          "unknown family 'gtp2' (did you mean 'gpt2'?); expected one of: gpt2");
+    CHECK(matrix_error(model + "family = 2\n").message() == "'family' must be a string, got integer 2");
+}
+
 TEST_CASE("sizes in decimal and binary units are exact byte counts", "[matrix]") {
     const std::vector<std::pair<std::string, std::int64_t>> sizes = {
         {"512MB", 512'000'000},      {"12GB", 12'000'000'000},          {"512MiB", 536'870'912},

@@ -12,7 +12,7 @@
 namespace sweetspot {
 namespace {
 
-// "tiny: 2 layers, hidden 64, 2 heads, vocab 512, 128 positions, ln_eps 1e-05, ... (built in)"
+// "tiny: 2 layers, hidden 64, 2 heads, vocab 512, 128 positions, ln_eps 1e-05, gpt2 family, ... (built in)"
 std::string shape_line(const ModelConfig& m) {
     char eps[32];
     std::snprintf(eps, sizeof eps, "%g", static_cast<double>(m.ln_eps));  // the float's shortest form, not 9.99999975e-06
@@ -22,7 +22,7 @@ std::string shape_line(const ModelConfig& m) {
         const std::size_t at = phrase.find("{}");
         line += std::string(phrase.substr(0, at)) + std::to_string(m.*f.field) + std::string(phrase.substr(at + 2)) + ", ";
     }
-    return line + "ln_eps " + eps + ", " +
+    return line + "ln_eps " + eps + ", " + std::string(enum_name(m.family)) + " family, " +
            human_bytes(static_cast<double>(m.n_params()) * 4) + " of fp32 parameters" +
            (find_builtin_model(m.name) ? " (built in)" : " (the matrix's [[models]])");
 }

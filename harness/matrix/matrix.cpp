@@ -167,6 +167,13 @@ std::string single_line_string(std::string_view key, const toml::node& n) {
 
 // ---- Models: the built-ins and the file's [[models]] ----
 
+ModelFamily model_family(const toml::node& n) {
+    const std::string text = single_line_string("family", n);
+    if (const auto family = parse_enum<ModelFamily>(text)) return *family;
+    const std::vector<std::string> families = enum_names<ModelFamily>();
+    throw Invalid{"unknown family '" + text + "'" + suggestion(text, families) + "; expected one of: " + comma_list(families)};
+}
+
 std::vector<std::string> model_names(const std::vector<ModelConfig>& models) {
     std::vector<std::string> names;
     for (const auto& m : models) names.push_back(m.name);
@@ -372,11 +379,13 @@ std::vector<Entry> entries_in_file_order(const toml::table& t) {
 }
 
 const std::vector<std::string> kTopLevelKeys = {"name", "description", "defaults", "models", "sweep", "exclude"};
-// A [[models]] entry's keys: its name, the built-in it starts from, each shape field's key, ln_eps.
+// A [[models]] entry's keys: its name, the built-in it starts from, each shape field's key, ln_eps,
+// its family.
 std::vector<std::string> model_keys() {
     std::vector<std::string> keys = {"name", "base"};
     for (const ShapeField& f : kShapeFields) keys.emplace_back(f.key);
     keys.emplace_back("ln_eps");
+    keys.emplace_back("family");
     return keys;
 }
 
@@ -640,6 +649,7 @@ ModelConfig MatrixReader::read_model(const toml::table& t) const {
         }
     }
     if (const toml::node* v = t.get("ln_eps")) m.ln_eps = checked(*v, [&] { return layer_norm_epsilon(*v); });
+    if (const toml::node* v = t.get("family")) m.family = checked(*v, [&] { return model_family(*v); });
     if (const std::string why = m.validate(); !why.empty()) {
         fail(t.source(), "custom model is not a usable shape: " + why);
     }
