@@ -54,8 +54,9 @@ def table(cells, runs):
         return f"{rate:,.0f}" + (f" ({peak:.1f} GiB)" if peak is not None else "")
 
     best = {}
-    for key in sorted(set(cells) | {r for r in runs if not any(c[1] == r[1] and c[0].startswith(r[0] + " ")
-                                                                for c in cells)}):
+    # A split_tf32 cell's row carries PyTorch's run of its dtype at that batch.
+    covered = {(label.split(" ")[0], batch) for label, batch in cells}
+    for key in sorted(set(cells) | (set(runs) - covered)):
         dtype, batch = key
         status, ours, ours_peak = cells.get(key, ("not run", None, None))
         # PyTorch's run of the plain dtype: a split_tf32 cell is fp32 to it.
