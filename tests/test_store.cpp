@@ -369,6 +369,30 @@ TEST_CASE("a version-9 database is read as it is and upgraded when a run writes 
     CHECK(tiny_cell(2, 8).canonical().find("launch") == std::string::npos);
 }
 
+TEST_CASE("a version-23 database is upgraded with every cell of the gpt2 family, under the key it had", "[store]") {
+    TempDir tmp;
+    const auto path = tmp.file("v23.db");
+    const CellParams cell = tiny_cell(2, 16);
+    const std::string key = cell.key();
+    write_old_version(path, 23, cell);
+    CHECK_FALSE(has_column(Store::open_read_only(path).db(), "cells", "family"));  // reading changed nothing
+    auto s = Store::open(path);
+    auto v = s.db().prepare("SELECT version FROM schema_info");
+    REQUIRE(v.step());
+    CHECK(v.int64(0) == schema_version());
+    // Measured again after the upgrade: the same row, as its key did not change.
+    RunInfo info;
+    info.started_at = "2026-01-02T00:00:00Z";
+    record_outcome(s, s.begin_run(info), 0, cell, ok_outcome(2.0));
+    auto cells = s.db().prepare("SELECT family, cell_key, canonical FROM cells");
+    REQUIRE(cells.step());
+    CHECK(cells.text(0) == "gpt2");
+    CHECK(cells.text(1) == key);
+    CHECK(CellParams::from_canonical(cells.text(2)).model.family == ModelFamily::gpt2);
+    CHECK_FALSE(cells.step());
+    CHECK(count_rows(s, "cell_history") == 1);
+}
+
 TEST_CASE("a version-6 database is read as it is and upgraded when a run writes to it", "[store]") {
     TempDir tmp;
     const auto path = tmp.file("v6.db");
@@ -978,11 +1002,12 @@ TEST_CASE("a database of every earlier version opens, reads, and upgrades to eve
         }
         // The cell from before: one row, with every later column at what cells before it had.
         CHECK(count_rows(s, "cells") == 1);
-        auto launch = s.db().prepare("SELECT launch, dropout, cpu_load_1m IS NULL FROM cells");
+        auto launch = s.db().prepare("SELECT launch, dropout, cpu_load_1m IS NULL, family FROM cells");
         REQUIRE(launch.step());
         CHECK(launch.text(0) == "kernels");
         CHECK(launch.real(1) == 0.0);
         CHECK(launch.int64(2) == 1);
+        CHECK(launch.text(3) == "gpt2");
     }
 }
 
