@@ -338,6 +338,13 @@ TEST_CASE("every built-in model is of the GPT-2 family, whose declaration points
     CHECK(f.title == "GPT-2");
     CHECK(f.unit_tensors == &gpt2::unit_tensors);
     CHECK(f.parse_config == &gpt2::parse_config);
+    CHECK(std::vector<std::string_view>(f.model_types.begin(), f.model_types.end()) ==
+          std::vector<std::string_view>{"gpt2"});
+    // config.json's model_type finds the family by its declaration.
+    CHECK(family_of_model_type("gpt2") == ModelFamily::gpt2);
+    CHECK_FALSE(family_of_model_type("llama").has_value());
+    CHECK_FALSE(family_of_model_type("").has_value());
+    CHECK(known_model_types() == std::vector<std::string>{"gpt2"});
     CHECK(f.checkpoint_prefix == gpt2::kCheckpointPrefix);
     CHECK(f.is_checkpoint_buffer == &gpt2::is_checkpoint_buffer);
     CHECK(f.tied_head_tensor == gpt2::head_tensor::lm_head);
