@@ -456,7 +456,7 @@ TEST_CASE("custom model dimensions are bounded, at the value, naming the key and
     const Matrix m = parse("[[models]]\nname = \"largest\"\nlayers = 16384\nhidden = 131072\nheads = 1\n"
                            "vocab = 16777216\npositions = 131072\n[defaults]\nmodel = \"largest\"\n");
     REQUIRE(m.cells.size() == 1);
-    CHECK(m.cells[0].model.n_params() == 3'382'142'864'457'728);
+    CHECK(n_params(m.cells[0].model) == 3'382'142'864'457'728);
     CHECK(m.cells[0].weight_bytes() == 13'528'571'457'830'912);  // no padding: every size is a multiple of 128
 }
 
@@ -490,7 +490,7 @@ TEST_CASE("integer axes are bounded where a huge value would overflow a size or 
 
 TEST_CASE("size arithmetic is checked: a shape never gives a wrapped, negative size", "[matrix]") {
     const ModelConfig wide{"wide", 1000, 2147483647, 1, 50257, 1024, 1e-5f};
-    CHECK_THROWS_AS(wide.n_params(), std::overflow_error);
+    CHECK_THROWS_AS(n_params(wide), std::overflow_error);
     CHECK_THAT(wide.validate(), ContainsSubstring("n_embd = 2147483647; at most 131072 is supported."));
     CellParams c;
     c.model = wide;
