@@ -386,7 +386,7 @@ std::optional<MatrixError> parse_case(const Case& c, const std::string& path) {
         for (const auto& cell : m.cells) {
             // What `list` shows of every cell: never a negative or wrapped size.
             const std::int64_t weights = cell.weight_bytes();
-            if (weights <= 0 || cell.budget_bytes() <= 0 || cell.model.n_params() <= 0) {
+            if (weights <= 0 || cell.budget_bytes() <= 0 || n_params(cell.model) <= 0) {
                 FAIL_CHECK("cell " << cell.key() << " has weights " << weights << ", budget " << cell.budget_bytes());
             }
         }

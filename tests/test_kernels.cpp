@@ -158,14 +158,17 @@ TEST_CASE("built-in models have the documented shapes", "[kernels]") {
 
 TEST_CASE("n_params counts the untied GPT-2 layout", "[kernels]") {
     // wte 50257·768 + wpe 1024·768 + 12 blocks · 7,087,872 + ln_f 1536 + lm_head 50257·768.
-    CHECK(builtin("gpt2_small").n_params() == 163'037'184);
-    CHECK(builtin("gpt2_1.5b").n_params() > 1'500'000'000);
-    CHECK(builtin("gpt2_1.5b").n_params() < 1'700'000'000);
-    CHECK(builtin("gpt3_6.7b").n_params() > 6'700'000'000);
-    CHECK(builtin("gpt3_6.7b").n_params() < 7'000'000'000);
-    CHECK(builtin("gpt3_13b").n_params() > 12'900'000'000);
-    CHECK(builtin("gpt3_13b").n_params() < 13'300'000'000);
-    CHECK(builtin("gpt3_13b_seed").n_params() > builtin("gpt3_13b").n_params());
+    CHECK(n_params(builtin("gpt2_small")) == 163'037'184);
+    // The same from transformers' count for GPT-2 small (GPT2LMHeadModel.num_parameters(), its
+    // lm_head tied to wte and so counted once), plus the lm_head our layout holds apart.
+    CHECK(n_params(builtin("gpt2_small")) == 124'439'808 + 50257 * 768);
+    CHECK(n_params(builtin("gpt2_1.5b")) > 1'500'000'000);
+    CHECK(n_params(builtin("gpt2_1.5b")) < 1'700'000'000);
+    CHECK(n_params(builtin("gpt3_6.7b")) > 6'700'000'000);
+    CHECK(n_params(builtin("gpt3_6.7b")) < 7'000'000'000);
+    CHECK(n_params(builtin("gpt3_13b")) > 12'900'000'000);
+    CHECK(n_params(builtin("gpt3_13b")) < 13'300'000'000);
+    CHECK(n_params(builtin("gpt3_13b_seed")) > n_params(builtin("gpt3_13b")));
 }
 
 TEST_CASE("validate rejects unusable shapes with a sentence naming the model", "[kernels]") {
@@ -270,7 +273,7 @@ TEST_CASE("weight layout: aligned, non-overlapping tensors in enum order, padded
             CHECK(unit.numel - end < kTensorAlignElems);
             total += unit.numel;
         }
-        CHECK(params == m.n_params());
+        CHECK(params == n_params(m));
         CHECK(layout.total_numel == total);
     }
 }
@@ -338,6 +341,13 @@ TEST_CASE("every built-in model is of the GPT-2 family, whose declaration points
     CHECK(f.title == "GPT-2");
     CHECK(f.unit_tensors == &gpt2::unit_tensors);
     CHECK(f.parse_config == &gpt2::parse_config);
+    CHECK(std::vector<std::string_view>(f.model_types.begin(), f.model_types.end()) ==
+          std::vector<std::string_view>{"gpt2"});
+    // config.json's model_type finds the family by its declaration.
+    CHECK(family_of_model_type("gpt2") == ModelFamily::gpt2);
+    CHECK_FALSE(family_of_model_type("llama").has_value());
+    CHECK_FALSE(family_of_model_type("").has_value());
+    CHECK(known_model_types() == std::vector<std::string>{"gpt2"});
     CHECK(f.checkpoint_prefix == gpt2::kCheckpointPrefix);
     CHECK(f.is_checkpoint_buffer == &gpt2::is_checkpoint_buffer);
     CHECK(f.tied_head_tensor == gpt2::head_tensor::lm_head);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/checked_math.hpp"
+#include "harness/matrix/axes.hpp"
 #include "harness/matrix/matrix.hpp"
 #include "harness/matrix/shard.hpp"
 #include "kernels/model/weight_layout.hpp"
@@ -455,7 +456,7 @@ TEST_CASE("custom model dimensions are bounded, at the value, naming the key and
     const Matrix m = parse("[[models]]\nname = \"largest\"\nlayers = 16384\nhidden = 131072\nheads = 1\n"
                            "vocab = 16777216\npositions = 131072\n[defaults]\nmodel = \"largest\"\n");
     REQUIRE(m.cells.size() == 1);
-    CHECK(m.cells[0].model.n_params() == 3'382'142'864'457'728);
+    CHECK(n_params(m.cells[0].model) == 3'382'142'864'457'728);
     CHECK(m.cells[0].weight_bytes() == 13'528'571'457'830'912);  // no padding: every size is a multiple of 128
 }
 
@@ -489,7 +490,7 @@ TEST_CASE("integer axes are bounded where a huge value would overflow a size or 
 
 TEST_CASE("size arithmetic is checked: a shape never gives a wrapped, negative size", "[matrix]") {
     const ModelConfig wide{"wide", 1000, 2147483647, 1, 50257, 1024, 1e-5f};
-    CHECK_THROWS_AS(wide.n_params(), std::overflow_error);
+    CHECK_THROWS_AS(n_params(wide), std::overflow_error);
     CHECK_THAT(wide.validate(), ContainsSubstring("n_embd = 2147483647; at most 131072 is supported."));
     CellParams c;
     c.model = wide;
@@ -591,6 +592,30 @@ TEST_CASE("a [[models]] entry's family: gpt2 leaves the cell's key alone, an unk
     CHECK(named.cells[0].canonical() == plain.cells[0].canonical());
     CHECK(named.cells[0].key() == plain.cells[0].key());
     CHECK(CellParams::from_canonical(named.cells[0].canonical()).key() == named.cells[0].key());
+
+    // The pinned cell with its family named: the key the test above pins, unchanged.
+    std::string pinned = read_text(kData + "/good/pinned.toml");
+    pinned.insert(pinned.find("ln_eps = 1e-6\n") + 14, "family = \"gpt2\"\n");
+    const Matrix pinned_named = parse(pinned);
+    REQUIRE(pinned_named.cells.size() == 1);
+    CHECK(pinned_named.cells[0].key() == "40dc828f4faa4b27");
+
+    // The family is a line of the cell text, as the shape is, written only where it is not gpt2
+    // (gpt2 is the only family yet, so no cell text has the line): a text that states it reads as
+    // one that does not, and a family that is none is refused.
+    const Axis& family = *find_axis("model.family");
+    CHECK(family.column == "family");
+    CHECK(family.keyed == Axis::Keyed::unless_default);
+    CHECK(family.default_text == "gpt2");
+    CHECK(family.choices == std::vector<std::string>{"gpt2"});
+    CHECK_FALSE(family.in_matrix());
+    const std::string text = plain.cells[0].canonical();
+    CHECK(text.find("model.family") == std::string::npos);
+    const CellParams stated = CellParams::from_canonical(text + "model.family=gpt2\n");
+    CHECK(stated.model.family == ModelFamily::gpt2);
+    CHECK(stated.canonical() == text);
+    CHECK_THROWS_WITH(CellParams::from_canonical(text + "model.family=llama\n"),
+                      "cell text: 'model.family' must be one of: gpt2, got 'llama'");
 
     const MatrixError e = matrix_error(model + "family = \"llama\"\n");
     CHECK(e.line() == 4);

@@ -25,7 +25,6 @@
 #include "kernels/model/checkpoint_error.hpp"
 #include "kernels/model/checkpoint_weights.hpp"
 #include "kernels/compute/cpu_forward.hpp"
-#include "kernels/model/gpt2/gpt2_checkpoint.hpp"
 #include "kernels/model/gpt2/gpt2_tensors.hpp"
 #include "kernels/model/safetensors.hpp"
 #include "kernels/model/synthetic_weights.hpp"
@@ -414,9 +413,10 @@ TEST_CASE("config.json decides the shape, and a model or config of another GPT-2
     wider.n_head = 4;
     // The cell's model is not the checkpoint's: named in terms of both, with the [[models]] entry to use.
     const auto other_model = config_error("other_model", test::gpt2_config_json(kModel), wider);
-    CHECK(contains(other_model, "config.json: the checkpoint is a model of n_layer = 2, n_embd = 32"));
-    CHECK(contains(other_model, "but model 'wider' has n_layer = 2, n_embd = 48"));
-    CHECK(contains(other_model, "layers = 2, hidden = 32, heads = 4, vocab = 96, positions = 24, ln_eps = 1e-05"));
+    CHECK(contains(other_model, "config.json: the checkpoint is a GPT-2 model of n_layer = 2, n_embd = 32"));
+    CHECK(contains(other_model, "but model 'wider' is a GPT-2 model of n_layer = 2, n_embd = 48"));
+    CHECK(contains(other_model,
+                   "family = \"gpt2\", layers = 2, hidden = 32, heads = 4, vocab = 96, positions = 24, ln_eps = 1e-05"));
     // config.json and the model agree, the tensors do not.
     CHECK(contains(config_error("other_tensors", test::gpt2_config_json(wider), wider),
                    "model.safetensors: tensor 'transformer.wte.weight' has shape [96, 32], but model 'wider'"));
@@ -427,7 +427,11 @@ TEST_CASE("config.json decides the shape, and a model or config of another GPT-2
         c.replace(c.find(from), from.size(), to);
         return c;
     };
-    CHECK(contains(config_error("llama2", replaced("\"gpt2\"", "\"llama\"")), "model_type \"llama\" is not a GPT-2 model"));
+    // model_type picks the family, among those every FamilyDecl declares.
+    CHECK(contains(config_error("llama2", replaced("\"gpt2\"", "\"llama\"")),
+                   "config.json: model_type \"llama\" names no family that can be loaded; expected one of: gpt2"));
+    CHECK(contains(config_error("untyped", replaced("\"model_type\": \"gpt2\",", "")),
+                   "config.json: config.json has no \"model_type\", which names the model's family; expected one of: gpt2"));
     CHECK(contains(config_error("relu", replaced("gelu_new", "relu")), "activation_function \"relu\" is not supported"));
     CHECK(config_error("tanh", replaced("gelu_new", "gelu_pytorch_tanh")) == "loaded");
     CHECK(contains(config_error("inner", replaced("\"n_inner\": null", "\"n_inner\": 100")), "n_inner = 100 is not supported"));
@@ -476,7 +480,7 @@ TEST_CASE("bad checkpoints exit with status 2 from the binary, and nothing is wr
     CHECK(contains(r.output, "overlap"));
     r = run_sweetspot("logits --weights '" + good_dir + "' --model tiny --tokens 1,2,3 -o '" + out + "'");
     CHECK(r.exit_code == 2);
-    CHECK(contains(r.output, "but model 'tiny' has"));
+    CHECK(contains(r.output, "but model 'tiny' is a GPT-2 model of"));
     r = run_sweetspot("logits --weights '" + good_dir + "' --tokens 1,2,96 -o '" + out + "'");
     CHECK(r.exit_code == 2);
     CHECK(contains(r.output, "token 96 is outside the vocabulary"));
@@ -862,7 +866,7 @@ TEST_CASE("fuzzed config.json files load or are refused cleanly", "[checkpoint][
             else c.erase(at, 1 + rng() % 8);
         }
         try {
-            gpt2::parse_config(c, "config.json", "fuzz");
+            checkpoint_config(c, "config.json", "fuzz");
         } catch (const CheckpointError&) {
             ++refused;
         } catch (const std::exception& e) {

@@ -369,6 +369,30 @@ TEST_CASE("a version-9 database is read as it is and upgraded when a run writes 
     CHECK(tiny_cell(2, 8).canonical().find("launch") == std::string::npos);
 }
 
+TEST_CASE("a version-23 database is upgraded with every cell of the gpt2 family, under the key it had", "[store]") {
+    TempDir tmp;
+    const auto path = tmp.file("v23.db");
+    const CellParams cell = tiny_cell(2, 16);
+    const std::string key = cell.key();
+    write_old_version(path, 23, cell);
+    CHECK_FALSE(has_column(Store::open_read_only(path).db(), "cells", "family"));  // reading changed nothing
+    auto s = Store::open(path);
+    auto v = s.db().prepare("SELECT version FROM schema_info");
+    REQUIRE(v.step());
+    CHECK(v.int64(0) == schema_version());
+    // Measured again after the upgrade: the same row, as its key did not change.
+    RunInfo info;
+    info.started_at = "2026-01-02T00:00:00Z";
+    record_outcome(s, s.begin_run(info), 0, cell, ok_outcome(2.0));
+    auto cells = s.db().prepare("SELECT family, cell_key, canonical FROM cells");
+    REQUIRE(cells.step());
+    CHECK(cells.text(0) == "gpt2");
+    CHECK(cells.text(1) == key);
+    CHECK(CellParams::from_canonical(cells.text(2)).model.family == ModelFamily::gpt2);
+    CHECK_FALSE(cells.step());
+    CHECK(count_rows(s, "cell_history") == 1);
+}
+
 TEST_CASE("a version-6 database is read as it is and upgraded when a run writes to it", "[store]") {
     TempDir tmp;
     const auto path = tmp.file("v6.db");
@@ -457,13 +481,13 @@ TEST_CASE("a cell and its iterations round-trip through the store", "[store]") {
     CHECK(st.int64(0) == 7);
     CHECK(st.text(1) == "unit");
     CHECK(st.text(2) == "tiny");
-    CHECK(st.int64(3) == cell.model.n_params());
+    CHECK(st.int64(3) == n_params(cell.model));
     CHECK(st.int64(4) == 2);
     CHECK(st.int64(5) == 16);
     CHECK(st.real(6) == Catch::Approx(4.2));  // median of 3.6, 4.0, 4.2, 4.4, 4.8
     CHECK(st.real(7) == Catch::Approx(3.76));
     CHECK(st.int64(8) == cell.weight_bytes());
-    CHECK(st.int64(8) >= cell.model.n_params() * 4);  // padded for alignment
+    CHECK(st.int64(8) >= n_params(cell.model) * 4);  // padded for alignment
     CHECK(st.int64(9) == st.int64(8));  // budget 100%
     CHECK(st.real(10) == Catch::Approx(1.0));
     CHECK(st.text(11) == cell.canonical());
@@ -978,11 +1002,12 @@ TEST_CASE("a database of every earlier version opens, reads, and upgrades to eve
         }
         // The cell from before: one row, with every later column at what cells before it had.
         CHECK(count_rows(s, "cells") == 1);
-        auto launch = s.db().prepare("SELECT launch, dropout, cpu_load_1m IS NULL FROM cells");
+        auto launch = s.db().prepare("SELECT launch, dropout, cpu_load_1m IS NULL, family FROM cells");
         REQUIRE(launch.step());
         CHECK(launch.text(0) == "kernels");
         CHECK(launch.real(1) == 0.0);
         CHECK(launch.int64(2) == 1);
+        CHECK(launch.text(3) == "gpt2");
     }
 }
 

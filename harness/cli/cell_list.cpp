@@ -8,6 +8,7 @@
 #include "harness/cli/table.hpp"
 #include "harness/matrix/axes.hpp"
 #include "harness/measure/cell_exec.hpp"
+#include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {
 namespace {
@@ -23,7 +24,7 @@ std::string shape_line(const ModelConfig& m) {
         line += std::string(phrase.substr(0, at)) + std::to_string(m.*f.field) + std::string(phrase.substr(at + 2)) + ", ";
     }
     return line + "ln_eps " + eps + ", " + std::string(enum_name(m.family)) + " family, " +
-           human_bytes(static_cast<double>(m.n_params()) * 4) + " of fp32 parameters" +
+           human_bytes(static_cast<double>(n_params(m)) * 4) + " of fp32 parameters" +
            (find_builtin_model(m.name) ? " (built in)" : " (the matrix's [[models]])");
 }
 

@@ -15,6 +15,7 @@
 #include "kernels/compute/reference_optimizer.hpp"
 #include "kernels/model/checkpoint_weights.hpp"
 #include "kernels/model/synthetic_weights.hpp"
+#include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {
 namespace {
@@ -104,7 +105,7 @@ int write_gradients(const GradientsRequest& r, std::ostream& report) {
     }
     staging.publish();
     report << r.output << ": the loss (" << grads.loss << "), the float64 gradients and the weights after one step of "
-           << model.n_params()
+           << n_params(model)
            << " parameters of model '" << model.name << "' (weights " << r.weights << ") over " << batch << " × " << seq
            << " targets" << (r.dropout > 0 ? ", dropout " + std::to_string(r.dropout) : "") << "\n";
     return kExitOk;

@@ -68,15 +68,21 @@ Axis value_axis(std::string_view name, V CellParams::*field, std::string expects
     return with_default(std::move(a));
 }
 
+// The values of an axis that takes one of E's names.
 template <class E>
-Axis choice_axis(std::string_view name, E CellParams::*field) {
-    Axis a = axis_named(name, Axis::Written::choice, Axis::Column::text);
+void enum_values(Axis& a) {
     a.choices = enum_names<E>();
     a.expects = "one of: " + comma_list(a.choices);
     a.normalize = [](std::string_view text) -> std::optional<std::string> {
         if (!parse_enum<E>(text)) return std::nullopt;
         return std::string(text);
     };
+}
+
+template <class E>
+Axis choice_axis(std::string_view name, E CellParams::*field) {
+    Axis a = axis_named(name, Axis::Written::choice, Axis::Column::text);
+    enum_values<E>(a);
     a.get = [field](const CellParams& c) { return std::string(enum_name(c.*field)); };
     a.set = [field](CellParams& c, const std::string& v) { c.*field = *parse_enum<E>(v); };
     return with_default(std::move(a));
@@ -123,6 +129,19 @@ Axis ln_eps_axis() {
     };
     a.get = [](const CellParams& c) { return format_number(c.model.ln_eps); };
     a.set = [](CellParams& c, const std::string& v) { c.model.ln_eps = static_cast<float>(*parse_finite_number(v)); };
+    return with_default(std::move(a));
+}
+
+// The model's family, a line of the cell text as its shape is (the model's name brings it), keyed
+// only where not gpt2: the cells of GPT-2 models keep the keys they had before there were families.
+Axis family_axis() {
+    Axis a = axis_named("model.family", Axis::Written::not_in_matrix, Axis::Column::text);
+    a.column = "family";
+    a.keyed = Axis::Keyed::unless_default;
+    a.in_list = a.in_summary = Axis::Shown::never;  // `list` names each model's family below its table
+    enum_values<ModelFamily>(a);
+    a.get = [](const CellParams& c) { return std::string(enum_name(c.model.family)); };
+    a.set = [](CellParams& c, const std::string& v) { c.model.family = *parse_enum<ModelFamily>(v); };
     return with_default(std::move(a));
 }
 
@@ -297,6 +316,7 @@ std::vector<Axis> make_axes() {
     for (const ShapeField& f : kShapeFields) all.push_back(role(shape_axis(f), R::workload, f.meaning));
     std::vector<Axis> rest = {
         role(ln_eps_axis(), R::workload, "LayerNorm epsilon"),
+        role(added_in(family_axis(), 24), R::workload, "model family: its tensors, checkpoints and block"),
         role(shown(variant_axis(), S::always, S::always), R::workload, "fused-kernel variant"),
         role(shown(choice_axis("backend", &CellParams::backend), S::always, S::always), R::placement, "memory backend"),
         role(shown(choice_axis("dtype", &CellParams::dtype), S::always, S::always), R::workload, "compute dtype"),

@@ -8,6 +8,7 @@
 #include "harness/collect/event_totals.hpp"
 #include "harness/measure/gpu_peaks.hpp"
 #include "harness/store/event_tables.hpp"
+#include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {
 
@@ -127,7 +128,7 @@ void derive_step_measures(const CellParams& c, double median_ms, CellOutcome& ou
     out.set<"forward_ms">(phase(StepPhase::forward));
     out.set<"backward_ms">(phase(StepPhase::backward));
     out.set<"optimizer_ms">(phase(StepPhase::optimizer));
-    const double flops = c.model.step_flops(c.batch, c.seq, c.mode == Mode::train);
+    const double flops = step_flops(c.model, c.batch, c.seq, c.mode == Mode::train);
     const double tflops = flops / (median_ms * 1e-3) / 1e12;
     out.set<"model_flops">(flops);
     out.set<"achieved_tflops">(tflops);
@@ -145,7 +146,7 @@ void derive_step_measures(const CellParams& c, double median_ms, CellOutcome& ou
 
 void derive_measures(const CellParams& c, CellOutcome& out) {
     const std::int64_t weights = c.weight_bytes(), budget = c.budget_bytes();
-    out.set<"n_params">(c.model.n_params());
+    out.set<"n_params">(n_params(c.model));
     out.set<"weight_bytes">(weights);
     out.set<"budget_bytes">(budget);
     out.set<"oversubscription">(static_cast<double>(weights) / static_cast<double>(budget));

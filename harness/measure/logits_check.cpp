@@ -12,6 +12,7 @@
 #include "kernels/compute/cpu_forward.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/compute/reference_forward.hpp"
+#include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {
 namespace {
@@ -58,7 +59,7 @@ struct HostReferencePart {
 
 // Whether the host check recomputes the whole output (cheap enough) or a prefix of sample 0.
 bool full_check(const CellParams& cell) {
-    return 2.0 * static_cast<double>(cell.model.n_params()) * cell.batch * cell.seq <= kFullCheckFlops;
+    return 2.0 * static_cast<double>(n_params(cell.model)) * cell.batch * cell.seq <= kFullCheckFlops;
 }
 
 HostReferencePart host_reference_part(const CellParams& cell, std::span<const std::int32_t> tokens) {

@@ -197,6 +197,7 @@ const std::vector<SchemaStep>& schema_steps() {
         {21, "the bytes a training step's update moves across the link each way", nullptr, ""},
         {22, "the host's memory bandwidth, where an update runs on the host's cores", nullptr, ""},
         {23, "the split_tf32 axis", nullptr, ""},
+        {24, "the model family axis", nullptr, ""},
     };
     return steps;
 }

@@ -9,10 +9,12 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "base/number_text.hpp"
 #include "base/parallel_for.hpp"
+#include "base/strict_json.hpp"
 #include "kernels/model/checkpoint_error.hpp"
+#include "kernels/model/config_reader.hpp"
 #include "kernels/model/dtype.hpp"
-#include "kernels/model/model_family.hpp"
 
 namespace sweetspot {
 namespace {
@@ -48,16 +50,23 @@ std::string read_small_file(const fs::path& path) {
     return text;
 }
 
-void require_same_shape(const ModelConfig& declared, const ModelConfig& model, const std::string& config_label) {
-    const bool same = declared.n_layer == model.n_layer && declared.n_embd == model.n_embd &&
-                      declared.n_head == model.n_head && declared.vocab_size == model.vocab_size &&
-                      declared.max_positions == model.max_positions && declared.ln_eps == model.ln_eps;
+// "a GPT-2 model of n_layer = 2, ..."
+std::string model_summary(const ModelConfig& m) {
+    return "a " + std::string(family_of(m).title) + " model of " + shape_summary(m);
+}
+
+void require_same_model(const ModelConfig& declared, const ModelConfig& model, const std::string& config_label) {
+    const bool same = declared.family == model.family && declared.n_layer == model.n_layer &&
+                      declared.n_embd == model.n_embd && declared.n_head == model.n_head &&
+                      declared.vocab_size == model.vocab_size && declared.max_positions == model.max_positions &&
+                      declared.ln_eps == model.ln_eps;
     if (same) return;
     std::ostringstream eps;
     eps << declared.ln_eps;
-    throw CheckpointError(config_label + ": the checkpoint is a model of " + shape_summary(declared) + ", but model '" +
-                          model.name + "' has " + shape_summary(model) +
-                          "; use a model of the checkpoint's shape (in a matrix: a [[models]] entry with layers = " +
+    throw CheckpointError(config_label + ": the checkpoint is " + model_summary(declared) + ", but model '" +
+                          model.name + "' is " + model_summary(model) +
+                          "; use a model of the checkpoint's family and shape (in a matrix: a [[models]] entry with "
+                          "family = \"" + std::string(enum_name(declared.family)) + "\", layers = " +
                           std::to_string(declared.n_layer) + ", hidden = " + std::to_string(declared.n_embd) +
                           ", heads = " + std::to_string(declared.n_head) + ", vocab = " +
                           std::to_string(declared.vocab_size) + ", positions = " +
@@ -121,15 +130,26 @@ CheckpointFiles locate_checkpoint(const std::string& path) {
     return files;
 }
 
+CheckpointConfig checkpoint_config(std::string_view json_text, const std::string& label, const std::string& model_name) {
+    const nlohmann::json config = parse_strict_json(json_text, label, "config.json");
+    if (!config.is_object()) throw CheckpointError(label + ": config.json must be a JSON object");
+    const ConfigReader r(config, label);
+    const std::string expected = "expected one of: " + comma_list(known_model_types());
+    if (r.find("model_type") == nullptr) r.fail("config.json has no \"model_type\", which names the model's family; " + expected);
+    const std::string type = r.string("model_type", "");
+    const std::optional<ModelFamily> family = family_of_model_type(type);
+    if (!family) r.fail("model_type \"" + type + "\" names no family that can be loaded; " + expected);
+    CheckpointConfig out = family_of(*family).parse_config(r, model_name);
+    out.model.family = *family;
+    return out;
+}
+
 std::optional<ModelConfig> checkpoint_model(const std::string& path) {
     const auto files = locate_checkpoint(path);
     // Checked first, so that a file that is no checkpoint at all is not reported as one without a config.json.
     require_safetensors_start(files.tensors);
     if (!files.config) return std::nullopt;
-    const auto label = files.config->string();
-    // Without a model to say which, a checkpoint is taken for GPT-2's: config.json's model_type is
-    // what would tell the families apart once there are others.
-    return family_of(ModelFamily::gpt2).parse_config(read_small_file(*files.config), label, path).model;
+    return checkpoint_config(read_small_file(*files.config), files.config->string(), path).model;
 }
 
 Gpt2Weights::Gpt2Weights(std::span<const StoredTensor> tensors, const ModelConfig& model, const std::string& label,
@@ -235,10 +255,10 @@ Gpt2Checkpoint Gpt2Checkpoint::open(const std::string& path, const ModelConfig& 
     const auto files = locate_checkpoint(path);
     bool tie = true;
     if (files.config) {
-        // The shape is compared first: a checkpoint of another model fails on it with the clearest message.
+        // The model is compared first: a checkpoint of another model fails on it with the clearest message.
         const auto label = files.config->string();
-        const auto declared = family_of(model).parse_config(read_small_file(*files.config), label, path);
-        require_same_shape(declared.model, model, label);
+        const auto declared = checkpoint_config(read_small_file(*files.config), label, path);
+        require_same_model(declared.model, model, label);
         tie = declared.tie_word_embeddings;
     }
     MappedFile file(files.tensors);

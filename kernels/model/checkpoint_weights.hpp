@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/model/model_config.hpp"
+#include "kernels/model/model_family.hpp"
 #include "kernels/model/safetensors.hpp"
 #include "kernels/model/weight_layout.hpp"
 
@@ -24,7 +25,12 @@ struct CheckpointFiles {
 };
 CheckpointFiles locate_checkpoint(const std::string& path);
 
-// The shape the checkpoint at `path` declares in its config.json (named after `path`), or
+// What a config.json declares (`label` its file), for a model named `model_name`: its model_type
+// picks the family (FamilyDecl::model_types), whose parser reads the rest. A config.json without a
+// model_type, or with one no family has, is a CheckpointError naming the known ones.
+CheckpointConfig checkpoint_config(std::string_view json_text, const std::string& label, const std::string& model_name);
+
+// The model the checkpoint at `path` declares in its config.json (named after `path`), or
 // nullopt when it has none. A tensors file that is not safetensors at all is a CheckpointError.
 std::optional<ModelConfig> checkpoint_model(const std::string& path);
 
@@ -55,8 +61,8 @@ private:
 class Gpt2Checkpoint {
 public:
     // Opens the checkpoint at `path` and checks it holds every parameter of `model`. When the
-    // checkpoint has a config.json, its shape must be `model`'s (the cell names the model; the
-    // file must be that model). Reads the header only; tensor bytes are read by fill_unit.
+    // checkpoint has a config.json, its family and shape must be `model`'s (the cell names the
+    // model; the file must be that model). Reads the header only; tensor bytes are read by fill_unit.
     static Gpt2Checkpoint open(const std::string& path, const ModelConfig& model);
 
     void fill_unit(int unit, std::span<float> out) const { weights_.fill_unit(unit, out); }

@@ -2,8 +2,6 @@
 
 #include <cstdio>
 
-#include "base/checked_math.hpp"
-
 namespace sweetspot {
 namespace {
 
@@ -15,26 +13,6 @@ std::string number_text(double v) {
 }
 
 }  // namespace
-
-std::int64_t ModelConfig::n_params() const {
-    const std::string what = "the parameter count of model '" + name + "'";
-    const auto mul = [&](std::int64_t a, std::int64_t b) { return checked_mul(a, b, what); };
-    const auto add = [&](std::int64_t a, std::int64_t b) { return checked_add(a, b, what); };
-    const std::int64_t c = n_embd;
-    const std::int64_t c_squared = mul(c, c);
-    // ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj: 12·c² weights, 13·c others.
-    const std::int64_t per_block = add(mul(12, c_squared), mul(13, c));
-    const std::int64_t embeddings = mul(add(vocab_size, max_positions), c);
-    const std::int64_t head = add(mul(2, c), mul(vocab_size, c));  // ln_f, lm_head
-    return add(add(embeddings, mul(n_layer, per_block)), head);
-}
-
-double ModelConfig::step_flops(int batch, int seq, bool training) const {
-    const double c = n_embd;
-    const double multiplying = static_cast<double>(n_params()) - (static_cast<double>(vocab_size) + max_positions) * c;
-    const double per_token = 2.0 * multiplying + 2.0 * n_layer * c * seq;
-    return (training ? 3.0 : 1.0) * per_token * batch * seq;
-}
 
 std::string ModelConfig::validate() const {
     const std::string model = "Model '" + name + "'";

@@ -46,14 +46,6 @@ struct ModelConfig {
     ModelFamily family = ModelFamily::gpt2;
 
     int head_dim() const { return n_embd / n_head; }
-    // Parameters of the untied GPT-2 layout (embeddings, blocks, final LN, lm_head); throws
-    // std::overflow_error when they do not fit in 64 bits, which ModelLimits rules out.
-    std::int64_t n_params() const;
-    // Model flops of one step over batch × seq tokens, as MFU counts them: per token, 2 per
-    // parameter that multiplies (all but the embedding tables) and, per layer, 2·n_embd·seq for
-    // causal attention's QKᵀ and P·V (half the square); a training step (forward, backward) three
-    // times a forward's. llm.c counts the same, up to its position table.
-    double step_flops(int batch, int seq, bool training) const;
     // Empty when the shape is usable; otherwise what is wrong, as a sentence.
     std::string validate() const;
 };

@@ -4,6 +4,8 @@
 // initialisation) and how the family's checkpoints are read. Each family's entry lives in its own
 // directory (gpt2/gpt2_family.cpp); model_family.cpp maps ModelFamily to it.
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +14,8 @@
 #include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {
+
+class ConfigReader;
 
 // A normal initialiser: mean `mean`, standard deviation `std_dev`.
 struct NormalInit {
@@ -39,10 +43,13 @@ struct FamilyDecl {
     // The tensors of a unit of `kind` (`block` its index for UnitKind::block); their order is the
     // unit's, and the index a tensor has in it is the one the family's blocks read it by.
     std::vector<TensorDecl> (*unit_tensors)(const ModelConfig& model, UnitKind kind, int block);
-    // Reads a config.json into a model named `model_name`. Settings under which the family's
-    // reference computes another function than our forward are refused with a CheckpointError
-    // naming `label`.
-    CheckpointConfig (*parse_config)(std::string_view json_text, const std::string& label, const std::string& model_name);
+    // The values of config.json's model_type that name the family (transformers' names for it);
+    // checkpoint_config picks the family by them.
+    std::span<const std::string_view> model_types;
+    // Reads the fields of a config.json of the family into a model named `model_name`. Settings
+    // under which the family's reference computes another function than our forward are refused
+    // with the reader's CheckpointError.
+    CheckpointConfig (*parse_config)(const ConfigReader& config, const std::string& model_name);
     // Checkpoints may name every tensor but the tied head tensor with this prefix.
     std::string_view checkpoint_prefix;
     // Tensors checkpoints may hold that are no parameters (masks older exporters saved).
@@ -55,5 +62,9 @@ struct FamilyDecl {
 
 const FamilyDecl& family_of(ModelFamily family);
 inline const FamilyDecl& family_of(const ModelConfig& model) { return family_of(model.family); }
+// The family one of whose model_types is `model_type`, or nothing.
+std::optional<ModelFamily> family_of_model_type(std::string_view model_type);
+// Every family's model_types, in the families' order.
+std::vector<std::string> known_model_types();
 
 }  // namespace sweetspot

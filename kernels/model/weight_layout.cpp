@@ -54,6 +54,23 @@ UnitLayout make_unit(const ModelConfig& m, UnitKind kind, int block) {
     return u;
 }
 
+// size(unit) summed over the units of `m`, without a unit per block: every block has block 0's shapes.
+template <class UnitSize>
+std::int64_t sum_over_units(const ModelConfig& m, const std::string& what, UnitSize size) {
+    const std::int64_t blocks = checked_mul(m.n_layer, size(make_unit(m, UnitKind::block, 0)), what);
+    return checked_add(checked_add(size(make_unit(m, UnitKind::embedding, -1)), blocks, what),
+                       size(make_unit(m, UnitKind::head, -1)), what);
+}
+
+std::int64_t padded_numel(const UnitLayout& u) { return u.numel; }
+
+// add_tensor checked the padded offsets, which bound this sum.
+std::int64_t unit_params(const UnitLayout& u) {
+    std::int64_t params = 0;
+    for (const TensorSpec& t : u.tensors) params += t.numel;
+    return params;
+}
+
 std::string total_what(const ModelConfig& m) { return "the weight elements of model '" + m.name + "'"; }
 
 }  // namespace
@@ -72,10 +89,18 @@ WeightLayout WeightLayout::for_model(const ModelConfig& m) {
 
 std::int64_t WeightLayout::total_numel_of(const ModelConfig& m) {
     if (const auto why = m.validate(); !why.empty()) throw std::invalid_argument(why);
-    const std::string what = total_what(m);
-    const std::int64_t blocks = checked_mul(m.n_layer, make_unit(m, UnitKind::block, 0).numel, what);
-    return checked_add(checked_add(make_unit(m, UnitKind::embedding, -1).numel, blocks, what),
-                       make_unit(m, UnitKind::head, -1).numel, what);
+    return sum_over_units(m, total_what(m), padded_numel);
+}
+
+std::int64_t n_params(const ModelConfig& m) {
+    return sum_over_units(m, "the parameter count of model '" + m.name + "'", unit_params);
+}
+
+double step_flops(const ModelConfig& m, int batch, int seq, bool training) {
+    const double looked_up = static_cast<double>(unit_params(make_unit(m, UnitKind::embedding, -1)));
+    const double multiplying = static_cast<double>(n_params(m)) - looked_up;
+    const double per_token = 2.0 * multiplying + 2.0 * m.n_layer * static_cast<double>(m.n_embd) * seq;
+    return (training ? 3.0 : 1.0) * per_token * batch * seq;
 }
 
 void require_layout_for(const ModelConfig& model, const WeightLayout& layout, const std::string& who) {

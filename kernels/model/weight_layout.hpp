@@ -3,7 +3,8 @@
 // tensor sits inside its unit; which tensors a unit has is the model family's declaration
 // (kernels/model/model_family.hpp). A unit is what a backend moves as one piece; its tensors are
 // contiguous so one copy or one prefetch moves the whole layer. Matrices are row-major
-// [out, in] (as nn.Linear), so y = x · Wᵀ.
+// [out, in] (as nn.Linear), so y = x · Wᵀ. The parameter count and a step's model flops are
+// summed from the same declarations, so each family's layout counts as it is.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -50,6 +51,16 @@ struct WeightLayout {
     int unit_count() const { return static_cast<int>(units.size()); }
     int head_unit() const { return unit_count() - 1; }
 };
+
+// The parameters of `m`: the elements of every tensor its family declares (the layout's, less its
+// padding), a head tensor that checkpoints may tie counted apart. Throws std::overflow_error when
+// they do not fit in 64 bits, which ModelLimits rules out.
+std::int64_t n_params(const ModelConfig& m);
+// Model flops of one step over batch × seq tokens, as MFU counts them: per token, 2 per parameter
+// that multiplies (all but the embedding unit's, tables a token looks up) and, per layer,
+// 2·n_embd·seq for causal attention's QKᵀ and P·V (half the square); a training step (forward,
+// backward) three times a forward's. llm.c counts the same for GPT-2, up to its position table.
+double step_flops(const ModelConfig& m, int batch, int seq, bool training);
 
 // A forward reads tensors by the layout's offsets, so a layout made for another shape would read
 // the wrong bytes without crashing: throws std::invalid_argument, naming `who`, unless `layout`

@@ -1,19 +1,10 @@
 #include "kernels/model/gpt2/gpt2_checkpoint.hpp"
 
-#include <nlohmann/json.hpp>
-
-#include "base/strict_json.hpp"
-#include "kernels/model/checkpoint_error.hpp"
 #include "kernels/model/config_reader.hpp"
 
 namespace sweetspot::gpt2 {
 
-CheckpointConfig parse_config(std::string_view json_text, const std::string& label, const std::string& model_name) {
-    const nlohmann::json config = parse_strict_json(json_text, label, "config.json");
-    if (!config.is_object()) throw CheckpointError(label + ": config.json must be a JSON object");
-    const ConfigReader r(config, label);
-    if (const auto type = r.string("model_type", "gpt2"); type != "gpt2")
-        r.fail("model_type \"" + type + "\" is not a GPT-2 model (only model_type \"gpt2\" can be loaded)");
+CheckpointConfig parse_config(const ConfigReader& r, const std::string& model_name) {
     CheckpointConfig out;
     ModelConfig& m = out.model;
     m.name = model_name;

@@ -3,6 +3,7 @@
 // says and which of its settings our forward computes, the prefix its tensor names may carry, the
 // buffers that are no parameters, and the tensor a tied lm_head reads. The tensors themselves are
 // gpt2_tensors.hpp's.
+#include <array>
 #include <string>
 #include <string_view>
 
@@ -10,11 +11,15 @@
 
 namespace sweetspot::gpt2 {
 
-// Reads a GPT-2 config.json. Fields that are absent take GPT2Config's defaults, as transformers
-// does; tie_word_embeddings says whether a checkpoint without lm_head.weight reads wte. Settings under which transformers computes another function than our forward (another
+// config.json's model_type in GPT-2's checkpoints.
+inline constexpr std::array<std::string_view, 1> kModelTypes = {"gpt2"};
+
+// Reads a GPT-2 config.json's fields. Fields that are absent take GPT2Config's defaults, as
+// transformers does; tie_word_embeddings says whether a checkpoint without lm_head.weight reads
+// wte. Settings under which transformers computes another function than our forward (another
 // activation, unscaled or layer-scaled attention, cross-attention, an MLP width other than
-// 4·n_embd, another model_type) are refused with a CheckpointError naming `label`.
-CheckpointConfig parse_config(std::string_view json_text, const std::string& label, const std::string& model_name);
+// 4·n_embd) are refused with the reader's CheckpointError.
+CheckpointConfig parse_config(const ConfigReader& r, const std::string& model_name);
 
 // GPT2LMHeadModel names the body's tensors with this prefix; files saved from GPT2Model do not.
 inline constexpr std::string_view kCheckpointPrefix = "transformer.";

@@ -10,6 +10,7 @@ const FamilyDecl& family() {
         .title = "GPT-2",
         .description = "learned positions, pre-LayerNorm blocks with a GELU MLP, the head tied to the token embedding",
         .unit_tensors = unit_tensors,
+        .model_types = kModelTypes,
         .parse_config = parse_config,
         .checkpoint_prefix = kCheckpointPrefix,
         .is_checkpoint_buffer = is_checkpoint_buffer,
