@@ -12,7 +12,8 @@ and exits 1 if any is above 1e-4 (or a run failed).
   tests/check_transformers.py --save-only DIR                   # needs torch and transformers only
   tests/check_transformers.py --compare DIR --sweetspot PATH    # needs no torch (nor numpy)
 
-DIR then holds config.json and model.safetensors (as save_pretrained wrote them), tokens.json,
+DIR then holds config.json and model.safetensors, or with --max-shard-size its shards and
+model.safetensors.index.json (as save_pretrained wrote them), tokens.json,
 reference.npy (transformers' logits, float32 [batch, seq, vocab]) and, after --compare,
 logits-BACKEND.npy for each backend. The sweetspot binary is --sweetspot, else $SWEETSPOT_BINARY,
 else build/sweetspot.
@@ -92,12 +93,14 @@ def save(directory, args):
     # Stored in half precision, the reference is the forward on exactly the stored values in fp32,
     # which is what sweetspot's fp32 cells compute with.
     model = model.to(getattr(torch, args.store_dtype))
+    shards = {"max_shard_size": args.max_shard_size} if args.max_shard_size else {}
     try:
-        model.save_pretrained(directory, safe_serialization=True)
+        model.save_pretrained(directory, safe_serialization=True, **shards)
     except TypeError:  # versions that always write safetensors may no longer take the argument
-        model.save_pretrained(directory)
-    if not os.path.exists(os.path.join(directory, "model.safetensors")):
-        raise SystemExit(f"save_pretrained wrote no model.safetensors into {directory}: {sorted(os.listdir(directory))}")
+        model.save_pretrained(directory, **shards)
+    written = "model.safetensors.index.json" if args.max_shard_size else "model.safetensors"
+    if not os.path.exists(os.path.join(directory, written)):
+        raise SystemExit(f"save_pretrained wrote no {written} into {directory}: {sorted(os.listdir(directory))}")
 
     tokens = torch.randint(0, args.vocab, (args.batch, args.seq), generator=generator)
     with torch.no_grad():
@@ -163,6 +166,7 @@ def main():
     parser.add_argument("--untied", action="store_true", help="save lm_head.weight of its own instead of tying it to wte")
     parser.add_argument("--store-dtype", choices=["float32", "float16", "bfloat16"], default="float32",
                         help="dtype the checkpoint is saved in (the reference computes in fp32 on the stored values)")
+    parser.add_argument("--max-shard-size", help="save_pretrained's max_shard_size (e.g. 24KB), to write a sharded checkpoint")
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--heads", type=int, default=4)

@@ -789,8 +789,8 @@ int cmd_logits(const std::vector<std::string>& args) {
                 po::options_description("options"), {}};
     cmd.options.add_options()
         ("weights", po::value<std::string>()->default_value("synthetic"),
-         "a GPT-2 checkpoint: a .safetensors file or a directory with model.safetensors and config.json\n"
-         "(as save_pretrained writes it); or synthetic")
+         "a GPT-2 checkpoint: a .safetensors file or a directory with config.json and model.safetensors\n"
+         "or a sharded checkpoint's model.safetensors.index.json (as save_pretrained writes them); or synthetic")
         ("model", po::value<std::string>(), "a built-in model; default: the shape in the checkpoint's config.json")
         ("tokens", po::value<std::vector<std::string>>()->composing(), "one sequence of token ids, e.g. 464,2068,7586 (repeatable)")
         ("batch", po::value<int>()->default_value(1), "sequences of random ids, without --tokens")
@@ -836,7 +836,8 @@ int cmd_gradients(const std::vector<std::string>& args) {
                 po::options_description("options"), {}};
     cmd.options.add_options()
         ("weights", po::value<std::string>()->default_value("synthetic"),
-         "a GPT-2 checkpoint: a .safetensors file or a directory with model.safetensors and config.json; or synthetic")
+         "a GPT-2 checkpoint: a .safetensors file or a directory with config.json and model.safetensors\n"
+         "or model.safetensors.index.json; or synthetic")
         ("model", po::value<std::string>(), "a built-in model; default: the shape in the checkpoint's config.json")
         ("tokens", po::value<std::vector<std::string>>()->composing(), "one sequence of token ids, e.g. 464,2068,7586 (repeatable)")
         ("targets", po::value<std::vector<std::string>>()->composing(), "the ids that sequence should predict (one per --tokens)")

@@ -114,18 +114,19 @@ CheckpointFiles locate_checkpoint(const std::string& path) {
     const auto status = fs::status(p, ec);
     if (path.empty() || !fs::exists(status))
         throw CheckpointError(path + ": no such file or directory (weights must be \"synthetic\", a .safetensors file, or a "
-                                     "directory with model.safetensors and config.json)");
+                                     "directory with config.json and model.safetensors or model.safetensors.index.json)");
     if (fs::is_directory(status)) {
-        CheckpointFiles files{p / "model.safetensors", p / "config.json"};
+        CheckpointFiles files{p / "model.safetensors", false, p / "config.json"};
         if (!fs::exists(files.tensors)) {
-            const bool sharded = fs::exists(p / "model.safetensors.index.json");
-            throw CheckpointError(path + ": the directory has no model.safetensors" +
-                                  std::string(sharded ? " (sharded checkpoints, model.safetensors.index.json, are not supported)" : ""));
+            files.tensors = p / "model.safetensors.index.json";
+            files.sharded = true;
         }
+        if (!fs::exists(files.tensors))
+            throw CheckpointError(path + ": the directory has no model.safetensors and no model.safetensors.index.json");
         if (!fs::exists(*files.config)) throw CheckpointError(path + ": the directory has no config.json");
         return files;
     }
-    CheckpointFiles files{p, std::nullopt};
+    CheckpointFiles files{p, false, std::nullopt};
     if (const auto beside = p.parent_path() / "config.json"; fs::exists(beside)) files.config = beside;
     return files;
 }
@@ -146,8 +147,9 @@ CheckpointConfig checkpoint_config(std::string_view json_text, const std::string
 
 std::optional<ModelConfig> checkpoint_model(const std::string& path) {
     const auto files = locate_checkpoint(path);
-    // Checked first, so that a file that is no checkpoint at all is not reported as one without a config.json.
-    require_safetensors_start(files.tensors);
+    // Checked first, so that a file that is no checkpoint at all is not reported as one without a
+    // config.json. A sharded checkpoint is a directory, which has one.
+    if (!files.sharded) require_safetensors_start(files.tensors);
     if (!files.config) return std::nullopt;
     return checkpoint_config(read_small_file(*files.config), files.config->string(), path).model;
 }
@@ -261,10 +263,9 @@ Gpt2Checkpoint Gpt2Checkpoint::open(const std::string& path, const ModelConfig& 
         require_same_model(declared.model, model, label);
         tie = declared.tie_word_embeddings;
     }
-    MappedFile file(files.tensors);
-    const auto label = files.tensors.string();
-    Gpt2Weights weights(parse_safetensors(file.bytes(), label), model, label, tie);
-    return Gpt2Checkpoint(std::move(file), std::move(weights));
+    auto tensors = files.sharded ? CheckpointTensors::open_sharded(files.tensors) : CheckpointTensors::open_file(files.tensors);
+    Gpt2Weights weights(tensors.tensors(), model, files.tensors.string(), tie);
+    return Gpt2Checkpoint(std::move(tensors), std::move(weights));
 }
 
 }  // namespace sweetspot

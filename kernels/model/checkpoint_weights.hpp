@@ -1,7 +1,8 @@
 #pragma once
 // Hugging Face GPT-2 checkpoints, as GPT2LMHeadModel.save_pretrained writes them: config.json
-// gives the shape, model.safetensors the parameters. Each parameter is matched to its place in our
-// WeightLayout and converted to fp32 one unit at a time, straight from the mapped file.
+// gives the shape, model.safetensors (or the shards model.safetensors.index.json names) the
+// parameters. Each parameter is matched to its place in our WeightLayout and converted to fp32
+// one unit at a time, straight from the mapped file.
 #include <filesystem>
 #include <optional>
 #include <span>
@@ -10,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/model/checkpoint_tensors.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/model_family.hpp"
 #include "kernels/model/safetensors.hpp"
@@ -18,9 +20,12 @@
 namespace sweetspot {
 
 // `path` is a .safetensors file (a config.json beside it is used when there is one) or a
-// directory holding model.safetensors and config.json. Throws CheckpointError when neither.
+// directory holding config.json and either model.safetensors or a sharded checkpoint's
+// model.safetensors.index.json. Where both are, model.safetensors is loaded, as transformers'
+// from_pretrained does, so that both read the same weights. Throws CheckpointError when neither.
 struct CheckpointFiles {
-    std::filesystem::path tensors;
+    std::filesystem::path tensors;  // the .safetensors file, or the index when `sharded`
+    bool sharded = false;
     std::optional<std::filesystem::path> config;
 };
 CheckpointFiles locate_checkpoint(const std::string& path);
@@ -68,9 +73,10 @@ public:
     void fill_unit(int unit, std::span<float> out) const { weights_.fill_unit(unit, out); }
 
 private:
-    Gpt2Checkpoint(MappedFile file, Gpt2Weights weights) : file_(std::move(file)), weights_(std::move(weights)) {}
+    Gpt2Checkpoint(CheckpointTensors tensors, Gpt2Weights weights)
+        : tensors_(std::move(tensors)), weights_(std::move(weights)) {}
 
-    MappedFile file_;  // weights_ points into its mapping, which a move does not relocate
+    CheckpointTensors tensors_;  // weights_ points into its mappings, which a move does not relocate
     Gpt2Weights weights_;
 };
 

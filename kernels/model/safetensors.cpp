@@ -67,14 +67,6 @@ std::uint64_t header_length(std::span<const std::byte> file, const std::string& 
     return n;
 }
 
-std::string in_quotes(std::string_view name) {
-    constexpr std::size_t kMaxShown = 120;
-    std::string s = "'";
-    s += name.substr(0, kMaxShown);
-    s += name.size() > kMaxShown ? "...'" : "'";
-    return s;
-}
-
 // A tensor with the byte range its header entry gives, relative to the data section.
 struct Entry {
     StoredTensor tensor;
@@ -90,17 +82,17 @@ public:
     void check_metadata(const json& m) const {
         if (!m.is_object()) fail("\"__metadata__\" must be an object of strings, got " + json_excerpt(m));
         for (const auto& [key, value] : m.items()) {
-            if (!value.is_string()) fail("\"__metadata__\" entry " + in_quotes(key) + " must be a string, got " + json_excerpt(value));
+            if (!value.is_string()) fail("\"__metadata__\" entry " + quoted_name(key) + " must be a string, got " + json_excerpt(value));
         }
     }
 
     // One tensor entry: {"dtype": ..., "shape": [...], "data_offsets": [begin, end]}.
     Entry read_entry(const std::string& name, const json& entry) const {
-        const std::string what = "tensor " + in_quotes(name);
+        const std::string what = "tensor " + quoted_name(name);
         if (!entry.is_object()) fail(what + " must be an object with dtype, shape and data_offsets, got " + json_excerpt(entry));
         for (const auto& [key, value] : entry.items()) {
             if (key != "dtype" && key != "shape" && key != "data_offsets")
-                fail(what + " has an unknown field " + in_quotes(key) + " (expected dtype, shape, data_offsets)");
+                fail(what + " has an unknown field " + quoted_name(key) + " (expected dtype, shape, data_offsets)");
         }
         for (const char* key : {"dtype", "shape", "data_offsets"}) {
             if (!entry.contains(key)) fail(what + " has no \"" + key + "\"");
@@ -193,17 +185,17 @@ void require_tiling(const std::vector<Entry>& entries, std::span<const std::byte
     for (const Entry* e : by_offsets) {
         const bool empty = e->begin == e->end;
         if (e->begin < covered && empty)
-            reader.fail("tensor " + in_quotes(e->tensor.name) + " is empty, but its data_offsets [" + std::to_string(e->begin) +
-                        ", " + std::to_string(e->end) + "] point inside tensor " + in_quotes(previous->tensor.name) + " " +
+            reader.fail("tensor " + quoted_name(e->tensor.name) + " is empty, but its data_offsets [" + std::to_string(e->begin) +
+                        ", " + std::to_string(e->end) + "] point inside tensor " + quoted_name(previous->tensor.name) + " " +
                         bytes_of(previous) + "; an empty tensor can only sit where one tensor ends and the next begins");
         if (e->begin < covered)
-            reader.fail("tensors " + in_quotes(previous->tensor.name) + " " + bytes_of(previous) + " and " +
-                        in_quotes(e->tensor.name) + " " + bytes_of(e) + " overlap");
+            reader.fail("tensors " + quoted_name(previous->tensor.name) + " " + bytes_of(previous) + " and " +
+                        quoted_name(e->tensor.name) + " " + bytes_of(e) + " overlap");
         if (e->begin > covered)
             reader.fail("bytes " + std::to_string(covered) + ".." + std::to_string(e->begin) +
                         " of the data section belong to no tensor (" +
-                        (previous ? "between " + in_quotes(previous->tensor.name) + " and " : "before ") +
-                        in_quotes(e->tensor.name) + ")");
+                        (previous ? "between " + quoted_name(previous->tensor.name) + " and " : "before ") +
+                        quoted_name(e->tensor.name) + ")");
         if (empty) continue;
         covered = e->end;
         previous = e;
@@ -215,6 +207,14 @@ void require_tiling(const std::vector<Entry>& entries, std::span<const std::byte
 }
 
 }  // namespace
+
+std::string quoted_name(std::string_view name) {
+    constexpr std::size_t kMaxShown = 120;
+    std::string s = "'";
+    s += name.substr(0, kMaxShown);
+    s += name.size() > kMaxShown ? "...'" : "'";
+    return s;
+}
 
 std::vector<StoredTensor> parse_safetensors(std::span<const std::byte> file, const std::string& label) {
     const std::uint64_t header_bytes = header_length(file, label);

@@ -37,6 +37,9 @@ inline constexpr std::uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 // `file`), or throws CheckpointError naming `label`.
 std::vector<StoredTensor> parse_safetensors(std::span<const std::byte> file, const std::string& label);
 
+// A name from a checkpoint in quotes, as messages show it: cut short, since a file may hold any name.
+std::string quoted_name(std::string_view name);
+
 // Throws CheckpointError "<path>: not a safetensors file: ..." when the file's first bytes rule it
 // out: fewer than the 8-byte header length, a header length over kMaxSafetensorsHeaderBytes, or a
 // header that does not open with '{' (the reference reader's rule). Cheap: it looks at 9 bytes.
