@@ -11,6 +11,7 @@
 
 #include "kernels/compute/dropout.hpp"
 #include "kernels/model/model_config.hpp"
+#include "kernels/model/variant.hpp"
 #include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {
@@ -44,6 +45,11 @@ struct FamilyCompute {
     // Why the family's cells cannot run on a GPU, or train, yet; empty where they can.
     std::string_view no_gpu_forward;
     std::string_view no_training;
+    // The fusions the family's GPU forward takes, and those it cannot run without (its only
+    // attention taking its heads, say); a GPU cell's variant holds all of `gpu_required` and is
+    // within `gpu_fusions`.
+    Variant gpu_fusions;
+    Variant gpu_required;
     // Whether its blocks apply the dropout settings (a family without dropout refuses them).
     bool dropout;
 };

@@ -48,6 +48,11 @@ struct FamilyDecl {
     std::string_view checkpoint_prefix;
     // Tensors checkpoints may hold that are no parameters (masks older exporters saved).
     bool (*is_checkpoint_buffer)(std::string_view name);
+    // The MLP's inputs of the model's width F (ffn_width): one for GPT-2's GELU MLP, two (gate and
+    // up) for a gated one; and whether positions enter as rotations of q and k (rope) rather than
+    // as an embedding. The activations' layout (activation_layout.hpp) reads both.
+    int mlp_inputs;
+    bool rotary;
     // The head tensor (its index in the head unit) that a checkpoint may leave out when tied to a
     // body tensor, and that body tensor's name.
     int tied_head_tensor;

@@ -122,6 +122,8 @@ const FamilyCompute& compute() {
         .reference_macs = reference_macs,
         .no_gpu_forward = {},
         .no_training = {},
+        .gpu_fusions = kEveryFusion,
+        .gpu_required = {},
         .dropout = true,
     };
     return entry;

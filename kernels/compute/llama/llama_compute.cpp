@@ -174,8 +174,11 @@ const FamilyCompute& compute() {
         .cpu_activation_bytes = cpu_activation_bytes,
         .reference_sequence = reference_sequence,
         .reference_macs = reference_macs,
-        .no_gpu_forward = "the llama family's GPU block is not built yet (its forward runs on the host backend)",
+        .no_gpu_forward = {},
         .no_training = "the llama family's training step is not built yet",
+        // Its blocks' attention is the flash kernel, the one that takes grouped kv heads.
+        .gpu_fusions = Variant{Fusion::flash_attention},
+        .gpu_required = Variant{Fusion::flash_attention},
         .dropout = false,
     };
     return entry;
