@@ -243,8 +243,15 @@ void check_against_cpu(const ModelConfig& m, int batch, int seq, const GpuForwar
 
         const std::int64_t esize = static_cast<std::int64_t>(dtype_size(dtype));
         const std::int64_t bt = static_cast<std::int64_t>(batch) * seq;
-        const std::int64_t at_least = (bt * (11 * std::int64_t{m.n_embd} + m.vocab_size) +
-                                       static_cast<std::int64_t>(batch) * m.n_head * seq * seq) * esize;
+        // x, ln, att and y of n_embd, q | k | v, the MLP's inputs and the logits per token; the
+        // scores unless the attention is flash.
+        const std::int64_t qkv_width = (std::int64_t{m.n_head} + 2 * m.kv_heads()) * m.head_dim();
+        const std::int64_t mlp = std::int64_t{m.ffn_width()} * (m.family == ModelFamily::llama ? 2 : 1);
+        const std::int64_t scores = options.variant.has(Fusion::flash_attention)
+                                        ? 0
+                                        : static_cast<std::int64_t>(batch) * m.n_head * seq * seq;
+        const std::int64_t at_least =
+            (bt * (4 * std::int64_t{m.n_embd} + qkv_width + mlp + m.vocab_size) + scores) * esize;
         CHECK(forward.activation_bytes() >= at_least);
         CHECK(forward.workspace_bytes() > 0);
     }
@@ -291,6 +298,29 @@ TEST_CASE("GpuForward matches CpuForward: tiny_odd (head_dim 26)", "[gpu][kernel
 TEST_CASE("GpuForward matches CpuForward: head_dim 130", "[gpu][kernels]") {
     require_gpu();
     check_against_cpu(head130_model(), 2, 33);
+}
+
+TEST_CASE("GpuForward matches CpuForward: LLaMA's blocks, grouped kv heads, flash attention", "[gpu][kernels]") {
+    require_gpu();
+    GpuForwardOptions flash;
+    flash.variant = Variant{Fusion::flash_attention};
+    // 4 heads over 2 kv heads of 16; 3 heads over 1 kv head of 48 with Llama 3's scaling; 6
+    // heads over 3 kv heads of 80.
+    ModelConfig hd80 = builtin("tiny_llama");
+    hd80.name = "llama_hd80";
+    hd80.n_layer = 1;
+    hd80.n_embd = 480;
+    hd80.n_head = 6;
+    hd80.n_kv_head = 3;
+    hd80.ffn_hidden = 96;
+    hd80.vocab_size = 64;
+    for (const ModelConfig& m : {builtin("tiny_llama"), builtin("tiny_llama_odd"), hd80}) {
+        for (const int seq : {1, 33}) check_against_cpu(m, 2, seq, flash, kAllDtypes, tolerance);
+    }
+    // Its other attention paths do not take grouped heads yet.
+    CHECK_THROWS_AS(GpuForward(builtin("tiny_llama"), WeightLayout::for_model(builtin("tiny_llama")), DType::fp32, 1, 8,
+                               nullptr, GpuForwardOptions{}),
+                    std::invalid_argument);
 }
 
 TEST_CASE("GpuForward matches CpuForward: gpt2_small", "[gpu][kernels]") {

@@ -188,6 +188,38 @@ TEMPLATE_TEST_CASE("gpu::flash_attention matches cpu::attention, with and withou
                     std::invalid_argument);  // head dimension 1026 is above the kernel's 512
 }
 
+TEMPLATE_TEST_CASE("gpu::flash_attention over grouped kv heads matches cpu::grouped_attention", "[gpu]", float, __half,
+                   __nv_bfloat16) {
+    require_gpu();
+    using T = TestType;
+    constexpr DType dtype = gpu::dtype_of<T>();
+    const CudaStream stream;
+    // Multi-query (1 kv head) and 3 kv heads for 6 q heads; head dims 48 and 80 (LLaMA's odd
+    // ones, 80 on the tensor cores), 64 and 128; 26 on the CUDA-core kernels; seq 1, 77 and 777.
+    for (const int kv : {1, 3}) {
+        for (const int hd : {26, 48, 64, 80, 128}) {
+            for (const int seq : {1, 77, 777}) {
+                const int batch = 2, n_head = 6;
+                const QkvHeads heads{n_head, kv, hd};
+                INFO(enum_name(dtype) << " kv heads " << kv << " head dim " << hd << " seq " << seq);
+                const std::size_t rows = as_size(batch) * as_size(seq);
+                const auto qkv = random_values(rows * as_size(heads.ld()), dtype, kSeed, 0.25f, 1.5f, Sign::either);
+                const DeviceArray<T> d_qkv(qkv, stream.get());
+                const DeviceArray<T> d_out(rows * as_size(heads.c()), stream.get());
+                gpu::flash_attention<T>(d_out.get(), d_qkv.get(), batch, seq, heads, Dropout{}, 0, stream.get());
+
+                std::vector<float> want(rows * as_size(heads.c()));
+                std::vector<float> scratch(as_size(seq) * as_size(seq));
+                cpu::grouped_attention(want.data(), scratch.data(), qkv.data(), batch, seq, n_head, kv, hd);
+                check_close(d_out.to_host(stream.get()), want, attention_tolerance(dtype));
+            }
+        }
+    }
+    const DeviceArray<T> d_any(64, stream.get());
+    CHECK_THROWS_AS(gpu::flash_attention<T>(d_any.get(), d_any.get(), 1, 1, QkvHeads{6, 4, 8}, Dropout{}, 0, stream.get()),
+                    std::invalid_argument);  // 4 kv heads do not divide 6
+}
+
 // ---------------------------------------------------------------------------------------------
 // GEMM epilogues (gemm.hpp): cuBLASLt adds the bias, GELU or the residual before its one rounding
 

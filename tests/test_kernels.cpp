@@ -25,6 +25,9 @@
 #include "kernels/model/gpt2/gpt2_checkpoint.hpp"
 #include "kernels/model/gpt2/gpt2_family.hpp"
 #include "kernels/model/gpt2/gpt2_tensors.hpp"
+#include "kernels/model/llama/llama_checkpoint.hpp"
+#include "kernels/model/llama/llama_family.hpp"
+#include "kernels/model/llama/llama_tensors.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/model_family.hpp"
 #include "kernels/compute/reference_forward.hpp"
@@ -148,12 +151,43 @@ TEST_CASE("built-in models have the documented shapes", "[kernels]") {
     CHECK(builtin("tiny_odd").vocab_size == 300);
     CHECK_FALSE(find_builtin_model("gpt2_huge").has_value());
 
-    CHECK(builtin_models().size() == 7);
+    // LLaMA's as their config.json files give them.
+    const auto l1 = builtin("llama_1b");
+    CHECK(l1.family == ModelFamily::llama);
+    CHECK((l1.n_layer == 16 && l1.n_embd == 2048 && l1.n_head == 32 && l1.kv_heads() == 8 && l1.ffn_width() == 8192));
+    CHECK((l1.vocab_size == 128256 && l1.rope_theta == 500000.0 && l1.rope_scaling.enabled && l1.rope_scaling.factor == 32));
+    const auto l7 = builtin("llama2_7b");
+    CHECK((l7.n_layer == 32 && l7.n_embd == 4096 && l7.kv_heads() == 32 && l7.ffn_width() == 11008 && l7.vocab_size == 32000));
+    const auto l8 = builtin("llama3_8b");
+    CHECK((l8.kv_heads() == 8 && l8.ffn_width() == 14336 && l8.vocab_size == 128256 && !l8.rope_scaling.enabled));
+    const auto l13 = builtin("llama2_13b");
+    CHECK((l13.n_layer == 40 && l13.n_embd == 5120 && l13.n_head == 40 && l13.kv_heads() == 40 && l13.ffn_width() == 13824));
+    CHECK(builtin("tiny_llama_odd").head_dim() == 48);
+    CHECK(builtin("tiny_llama_odd").kv_heads() == 1);
+
+    CHECK(builtin_models().size() == 13);
     for (const auto& m : builtin_models()) {
         INFO(m.name);
         CHECK(m.validate().empty());
-        CHECK(m.ln_eps == 1e-5f);
+        CHECK(m.ln_eps == (m.name == "tiny_llama_odd" ? 1e-6f : 1e-5f));
     }
+    // GPT-2's MLP is 4 × n_embd wide and its attention multi-head.
+    CHECK(small.ffn_width() == 4 * 768);
+    CHECK(small.kv_heads() == 12);
+}
+
+TEST_CASE("a model's kv heads must divide its heads; a LLaMA head dimension must be even", "[kernels]") {
+    ModelConfig m = builtin("tiny_llama");
+    m.n_kv_head = 3;
+    CHECK(m.validate().find("must divide n_head = 4") != std::string::npos);
+    m.n_kv_head = 8;
+    CHECK_FALSE(m.validate().empty());
+    m = builtin("tiny_llama");
+    m.n_embd = 60;  // 4 heads of 15
+    CHECK(m.validate().find("rotary embeddings need it even") != std::string::npos);
+    m = builtin("tiny_llama");
+    m.rope_scaling = {.factor = 8, .low_freq_factor = 4, .high_freq_factor = 1, .enabled = true};
+    CHECK(m.validate().find("high_freq_factor above low_freq_factor") != std::string::npos);
 }
 
 TEST_CASE("n_params counts the untied GPT-2 layout", "[kernels]") {
@@ -329,14 +363,20 @@ TEST_CASE("GPT-2's declaration: checkpoints store the four Conv1D weights transp
     }
 }
 
-TEST_CASE("every built-in model is of the GPT-2 family, whose declaration points at gpt2/'s tables", "[kernels]") {
-    CHECK(enum_names<ModelFamily>() == std::vector<std::string>{"gpt2"});
+TEST_CASE("each built-in model's family declaration points at its directory's tables", "[kernels]") {
+    CHECK(enum_names<ModelFamily>() == std::vector<std::string>{"gpt2", "llama"});
     CHECK(ModelConfig{}.family == ModelFamily::gpt2);
     for (const ModelConfig& m : builtin_models()) {
         INFO(m.name);
-        CHECK(m.family == ModelFamily::gpt2);
-        CHECK(&family_of(m) == &gpt2::family());
+        const bool llama = m.name.find("llama") != std::string::npos;
+        CHECK(m.family == (llama ? ModelFamily::llama : ModelFamily::gpt2));
+        CHECK(&family_of(m) == (llama ? &llama::family() : &gpt2::family()));
     }
+    const FamilyDecl& l = family_of(ModelFamily::llama);
+    CHECK(l.title == "LLaMA");
+    CHECK(l.unit_tensors == &llama::unit_tensors);
+    CHECK(l.parse_config == &llama::parse_config);
+    CHECK(l.checkpoint_prefix == "model.");
     const FamilyDecl& f = family_of(ModelFamily::gpt2);
     CHECK(f.title == "GPT-2");
     CHECK(f.unit_tensors == &gpt2::unit_tensors);
@@ -345,9 +385,10 @@ TEST_CASE("every built-in model is of the GPT-2 family, whose declaration points
           std::vector<std::string_view>{"gpt2"});
     // config.json's model_type finds the family by its declaration.
     CHECK(family_of_model_type("gpt2") == ModelFamily::gpt2);
-    CHECK_FALSE(family_of_model_type("llama").has_value());
+    CHECK(family_of_model_type("llama") == ModelFamily::llama);
+    CHECK_FALSE(family_of_model_type("mistral").has_value());
     CHECK_FALSE(family_of_model_type("").has_value());
-    CHECK(known_model_types() == std::vector<std::string>{"gpt2"});
+    CHECK(known_model_types() == std::vector<std::string>{"gpt2", "llama"});
     CHECK(f.checkpoint_prefix == gpt2::kCheckpointPrefix);
     CHECK(f.is_checkpoint_buffer == &gpt2::is_checkpoint_buffer);
     CHECK(f.tied_head_tensor == gpt2::head_tensor::lm_head);
@@ -777,12 +818,26 @@ TEST_CASE("cpu::attention: per head, causal softmax(q·kᵀ / sqrt(hd)) · v", "
 // ---------------------------------------------------------------------------------------------
 // CPU forward
 
+// A LLaMA-shaped model with head dimension 80 and 3 kv heads for 6 query heads.
+ModelConfig llama_hd80() {
+    ModelConfig m = builtin("tiny_llama");
+    m.name = "llama_hd80";
+    m.n_layer = 1;
+    m.n_embd = 480;
+    m.n_head = 6;
+    m.n_kv_head = 3;
+    m.ffn_hidden = 96;
+    m.vocab_size = 64;
+    return m;
+}
+
 TEST_CASE("CpuForward matches the float64 reference", "[kernels]") {
-    for (const char* name : {"tiny", "tiny_odd"}) {
-        for (const int seq : {16, 13}) {
+    for (const ModelConfig& model : {builtin("tiny"), builtin("tiny_odd"), builtin("tiny_llama"),
+                                     builtin("tiny_llama_odd"), llama_hd80()}) {
+        for (const int seq : {16, 13, 1}) {
             const int batch = 2;
-            INFO(name << " batch " << batch << " seq " << seq);
-            const auto m = builtin(name);
+            INFO(model.name << " batch " << batch << " seq " << seq);
+            const auto& m = model;
             const auto layout = WeightLayout::for_model(m);
             RecordingSource source(m, layout, kSeed);
             const auto tokens = make_tokens(m, batch, seq);

@@ -328,3 +328,75 @@ TEST_CASE("host rope and rope_backward match the reference", "[kernels][llama][b
     cpu::rope_backward(dhost.data(), positions.data(), inv_freq_f32.data(), rows, n_head, n_kv, hd);
     CHECK(relative_error(dhost, reference::rope_backward(as_double(dy), positions, heads, inv_freq)) < 2e-5);
 }
+
+// ---- grouped-query attention ------------------------------------------------------------------
+
+namespace {
+
+// qkv of n_kv_head kv heads widened to n_head by repeating each kv head for its group of q heads:
+// multi-head attention over it is grouped-query attention over `qkv`, by the definition of the
+// grouping (q head h reads kv head h / (n_head / n_kv_head)).
+std::vector<double> repeat_kv_heads(const std::vector<double>& qkv, std::size_t seq, const reference::QkvHeads& g) {
+    const std::size_t hd = g.head_dim, width = (g.n_head + 2 * g.n_kv_head) * hd, wide = 3 * g.n_head * hd;
+    const std::size_t group = g.n_head / g.n_kv_head;
+    std::vector<double> out(seq * wide);
+    for (std::size_t t = 0; t < seq; ++t) {
+        for (std::size_t i = 0; i < g.n_head * hd; ++i) out[t * wide + i] = qkv[t * width + i];
+        for (std::size_t h = 0; h < g.n_head; ++h) {
+            for (std::size_t i = 0; i < hd; ++i) {
+                const std::size_t k = (g.n_head + h / group) * hd + i, v = k + g.n_kv_head * hd;
+                out[t * wide + (g.n_head + h) * hd + i] = qkv[t * width + k];
+                out[t * wide + (2 * g.n_head + h) * hd + i] = qkv[t * width + v];
+            }
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("grouped-query attention: the reference is multi-head attention over repeated kv heads, which is GPT-2's",
+          "[kernels]") {
+    for (const std::size_t kv : {1u, 3u, 6u}) {
+        for (const std::size_t seq : {1u, 33u}) {
+            INFO("kv heads " << kv << " seq " << seq);
+            const reference::QkvHeads g{6, kv, 8};
+            const std::size_t width = (g.n_head + 2 * kv) * g.head_dim;
+            const auto qkv = as_double(random_values(seq * width, 0.0f, 41));
+            const auto wide = repeat_kv_heads(qkv, seq, g);
+            const auto got = reference::grouped_causal_attention(qkv, g);
+            // GPT-2's attention (its own loops, with dropout off) over the widened heads.
+            const ModelConfig m{"mha", 1, static_cast<int>(g.n_head * g.head_dim), static_cast<int>(g.n_head), 8, 64, 1e-5f};
+            const auto want = reference::causal_self_attention(wide, reference::dims_of(m, Dropout{}), 0);
+            REQUIRE(got.size() == want.size());
+            double err = 0.0;
+            for (std::size_t i = 0; i < got.size(); ++i) err = std::max(err, std::abs(got[i] - want[i]));
+            CHECK(err < 1e-12);
+        }
+    }
+}
+
+TEST_CASE("grouped-query attention: the fp32 CPU op against the float64 reference", "[kernels]") {
+    for (const int kv : {1, 3}) {
+        for (const int hd : {48, 80}) {
+            for (const int seq : {1, 33}) {
+                INFO("kv heads " << kv << " head dim " << hd << " seq " << seq);
+                const int n_head = 6, batch = 2, width = (n_head + 2 * kv) * hd;
+                const auto qkv = random_values(static_cast<std::size_t>(batch * seq * width), 0.0f, 43);
+                std::vector<float> out(static_cast<std::size_t>(batch * seq * n_head * hd));
+                std::vector<float> scores(static_cast<std::size_t>(seq * seq));
+                cpu::grouped_attention(out.data(), scores.data(), qkv.data(), batch, seq, n_head, kv, hd);
+                std::vector<double> want;
+                const reference::QkvHeads g{static_cast<std::size_t>(n_head), static_cast<std::size_t>(kv),
+                                            static_cast<std::size_t>(hd)};
+                for (int b = 0; b < batch; ++b) {
+                    const auto first = qkv.begin() + static_cast<std::ptrdiff_t>(b) * seq * width;
+                    const auto one = reference::grouped_causal_attention(
+                        as_double(std::vector<float>(first, first + static_cast<std::ptrdiff_t>(seq) * width)), g);
+                    want.insert(want.end(), one.begin(), one.end());
+                }
+                CHECK(relative_error(out, want) < 1e-5);
+            }
+        }
+    }
+}

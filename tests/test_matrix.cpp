@@ -607,22 +607,37 @@ TEST_CASE("a [[models]] entry's family: gpt2 leaves the cell's key alone, an unk
     CHECK(family.column == "family");
     CHECK(family.keyed == Axis::Keyed::unless_default);
     CHECK(family.default_text == "gpt2");
-    CHECK(family.choices == std::vector<std::string>{"gpt2"});
     CHECK_FALSE(family.in_matrix());
     const std::string text = plain.cells[0].canonical();
     CHECK(text.find("model.family") == std::string::npos);
     const CellParams stated = CellParams::from_canonical(text + "model.family=gpt2\n");
     CHECK(stated.model.family == ModelFamily::gpt2);
     CHECK(stated.canonical() == text);
-    CHECK_THROWS_WITH(CellParams::from_canonical(text + "model.family=llama\n"),
-                      "cell text: 'model.family' must be one of: gpt2, got 'llama'");
+    CHECK_THROWS_WITH(CellParams::from_canonical(text + "model.family=mamba\n"),
+                      "cell text: 'model.family' must be one of: gpt2, llama, got 'mamba'");
+    CHECK(family.choices == std::vector<std::string>{"gpt2", "llama"});
 
-    const MatrixError e = matrix_error(model + "family = \"llama\"\n");
+    // A LLaMA model's family, kv heads, MLP width and rotary settings are lines of its text and
+    // come back from it, so the cell's process computes the model the matrix named.
+    CellParams llama = plain.cells[0];
+    llama.model = *find_builtin_model("tiny_llama_odd");
+    const std::string llama_text = llama.canonical();
+    for (const char* line : {"model.family=llama\n", "model.n_kv_head=1\n", "model.ffn_hidden=200\n",
+                             "model.rope_theta=500000\n", "model.rope_scaling=8,1,4,32\n"})
+        CHECK(llama_text.find(line) != std::string::npos);
+    const CellParams back = CellParams::from_canonical(llama_text);
+    CHECK(back.model.family == ModelFamily::llama);
+    CHECK((back.model.n_kv_head == 1 && back.model.ffn_hidden == 200 && back.model.rope_theta == 500000.0));
+    CHECK(back.model.rope_scaling == llama.model.rope_scaling);
+    CHECK(back.key() == llama.key());
+    CHECK(llama.key() != plain.cells[0].key());
+
+    const MatrixError e = matrix_error(model + "family = \"mamba\"\n");
     CHECK(e.line() == 4);
     CHECK(e.column() == 10);
-    CHECK(e.message() == "unknown family 'llama'; expected one of: gpt2");
+    CHECK(e.message() == "unknown family 'mamba'; expected one of: gpt2, llama");
     CHECK(matrix_error(model + "family = \"gtp2\"\n").message() ==
-          "unknown family 'gtp2' (did you mean 'gpt2'?); expected one of: gpt2");
+          "unknown family 'gtp2' (did you mean 'gpt2'?); expected one of: gpt2, llama");
     CHECK(matrix_error(model + "family = 2\n").message() == "'family' must be a string, got integer 2");
 }
 

@@ -145,6 +145,80 @@ Axis family_axis() {
     return with_default(std::move(a));
 }
 
+// The shape lines of families beyond GPT-2 (grouped kv heads, the MLP's width, rotary positions):
+// lines of the cell text as the shape's are, keyed only where not at their defaults, which
+// GPT-2's models keep, so its cells keep the keys they had. No column yet: the model's name says
+// which shape a result is.
+Axis model_integer_line(std::string_view name, int ModelConfig::*field, int max) {
+    Axis a = axis_named(name, Axis::Written::not_in_matrix, Axis::Column::none);
+    a.column = {};
+    a.keyed = Axis::Keyed::unless_default;
+    a.in_list = a.in_summary = Axis::Shown::never;
+    integer_range(a, 0, max);
+    a.get = [field](const CellParams& c) { return std::to_string(c.model.*field); };
+    a.set = [field](CellParams& c, const std::string& v) { c.model.*field = static_cast<int>(*parse_integer(v)); };
+    return with_default(std::move(a));
+}
+
+Axis rope_theta_axis() {
+    Axis a = axis_named("model.rope_theta", Axis::Written::not_in_matrix, Axis::Column::none);
+    a.column = {};
+    a.keyed = Axis::Keyed::unless_default;
+    a.in_list = a.in_summary = Axis::Shown::never;
+    a.expects = "a positive number";
+    a.normalize = [](std::string_view text) -> std::optional<std::string> {
+        const auto v = parse_finite_number(text);
+        if (!v || *v <= 0) return std::nullopt;
+        return format_number(*v);
+    };
+    a.get = [](const CellParams& c) { return format_number(c.model.rope_theta); };
+    a.set = [](CellParams& c, const std::string& v) { c.model.rope_theta = *parse_finite_number(v); };
+    return with_default(std::move(a));
+}
+
+// Llama 3's rotary scaling as "factor,low_freq_factor,high_freq_factor,original_max_positions",
+// or "off".
+std::string rope_scaling_text(const RopeScaling& r) {
+    if (!r.enabled) return "off";
+    return format_number(r.factor) + "," + format_number(r.low_freq_factor) + "," + format_number(r.high_freq_factor) +
+           "," + std::to_string(r.original_max_positions);
+}
+
+std::optional<RopeScaling> parse_rope_scaling(std::string_view text) {
+    if (text == "off") return RopeScaling{};
+    RopeScaling r;
+    r.enabled = true;
+    double* const reals[] = {&r.factor, &r.low_freq_factor, &r.high_freq_factor};
+    for (double* field : reals) {
+        const auto comma = text.find(',');
+        if (comma == std::string_view::npos) return std::nullopt;
+        const auto v = parse_finite_number(text.substr(0, comma));
+        if (!v || *v <= 0) return std::nullopt;
+        *field = *v;
+        text.remove_prefix(comma + 1);
+    }
+    const auto positions = parse_integer(text);
+    if (!positions || *positions < 1 || *positions > ModelLimits::positions) return std::nullopt;
+    r.original_max_positions = static_cast<int>(*positions);
+    return r;
+}
+
+Axis rope_scaling_axis() {
+    Axis a = axis_named("model.rope_scaling", Axis::Written::not_in_matrix, Axis::Column::none);
+    a.column = {};
+    a.keyed = Axis::Keyed::unless_default;
+    a.in_list = a.in_summary = Axis::Shown::never;
+    a.expects = "\"off\" or factor,low_freq_factor,high_freq_factor,original_max_positions";
+    a.normalize = [](std::string_view text) -> std::optional<std::string> {
+        const auto r = parse_rope_scaling(text);
+        if (!r) return std::nullopt;
+        return rope_scaling_text(*r);
+    };
+    a.get = [](const CellParams& c) { return rope_scaling_text(c.model.rope_scaling); };
+    a.set = [](CellParams& c, const std::string& v) { c.model.rope_scaling = *parse_rope_scaling(v); };
+    return with_default(std::move(a));
+}
+
 Axis prefetch_axis() {
     return value_axis("prefetch", &CellParams::prefetch,
                       "\"off\", \"jit\" or a look-ahead depth from 1 to " + std::to_string(AxisLimits::prefetch_depth));
@@ -317,6 +391,12 @@ std::vector<Axis> make_axes() {
     std::vector<Axis> rest = {
         role(ln_eps_axis(), R::workload, "LayerNorm epsilon"),
         role(added_in(family_axis(), 24), R::workload, "model family: its tensors, checkpoints and block"),
+        role(model_integer_line("model.n_kv_head", &ModelConfig::n_kv_head, ModelLimits::hidden), R::workload,
+             "key and value heads (0: as many as heads)"),
+        role(model_integer_line("model.ffn_hidden", &ModelConfig::ffn_hidden, 4 * ModelLimits::hidden), R::workload,
+             "the MLP's width (0: 4 × hidden)"),
+        role(rope_theta_axis(), R::workload, "rotary positions' base"),
+        role(rope_scaling_axis(), R::workload, "rotary positions' Llama 3 scaling"),
         role(shown(variant_axis(), S::always, S::always), R::workload, "fused-kernel variant"),
         role(shown(choice_axis("backend", &CellParams::backend), S::always, S::always), R::placement, "memory backend"),
         role(shown(choice_axis("dtype", &CellParams::dtype), S::always, S::always), R::workload, "compute dtype"),

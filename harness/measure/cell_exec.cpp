@@ -24,9 +24,11 @@
 #include "harness/measure/gpu_cell.hpp"
 #endif
 #include "harness/system/system_info.hpp"
+#include "kernels/compute/family_compute.hpp"
 #include "kernels/compute/flash_attention_limits.hpp"
 #include "kernels/compute/gemm_limits.hpp"
 #include "kernels/compute/managed_memory.hpp"
+#include "kernels/model/model_family.hpp"
 
 namespace sweetspot {
 namespace {
@@ -139,6 +141,23 @@ std::string optimizer_impossible_reason(const CellParams& c) {
            ", and " + std::string(enum_name(c.optimizer)) + " is honoured by: " + comma_list(able);
 }
 
+// Why the model's family cannot run the cell yet: what its compute declares it lacks
+// (family_compute.hpp), and dropout where its blocks have none.
+std::string family_impossible_reason(const CellParams& c) {
+    const FamilyCompute& compute = compute_of(c.model.family);
+    const std::string family = "model '" + c.model.name + "' (" + std::string(family_of(c.model).title) + ")";
+    if (c.mode == Mode::train && !compute.no_training.empty()) return family + ": " + std::string(compute.no_training);
+    if (backend_traits(c.backend).needs_gpu) {
+        if (!compute.no_gpu_forward.empty()) return family + ": " + std::string(compute.no_gpu_forward);
+        if (!c.variant.within(compute.gpu_fusions) || !compute.gpu_required.within(c.variant))
+            return family + " runs on the GPU with the fusions " + compute.gpu_required.fusions_text() + " and within " +
+                   compute.gpu_fusions.fusions_text() + "; variant '" + c.variant.text() + "' has " +
+                   c.variant.fusions_text();
+    }
+    if (c.dropout > 0 && !compute.dropout) return family + " has no dropout; dropout = " + format_number(c.dropout) + " needs 0";
+    return {};
+}
+
 }  // namespace
 
 bool uses_gpu(const CellParams& c) { return backend_traits(c.backend).needs_gpu; }
@@ -161,6 +180,7 @@ BackendConfig backend_config(const CellParams& c) {
 std::string cell_impossible_reason(const CellParams& c) {
     const std::string backend_name(enum_name(c.backend));
     const BackendTraits& backend = backend_traits(c.backend);
+    if (const std::string why = family_impossible_reason(c); !why.empty()) return why;
     if (const std::string why = training_impossible_reason(c); !why.empty()) return why;
     if (const std::string why = recompute_impossible_reason(c); !why.empty()) return why;
     if (const std::string why = training_only_fusion_reason(c); !why.empty()) return why;

@@ -247,28 +247,44 @@ void causal_softmax(float* scores, std::int64_t rows, int seq) {
 
 // The heads are read and written in place through the leading dimensions, so nothing is
 // transposed or copied.
-void attention(float* out, float* scores, const float* qkv, int batch, int seq, int c, int n_head,
-               const Dropout& probs_dropout, std::uint32_t probs_site) {
-    const int hd = c / n_head;
-    const int ld_qkv = 3 * c;
+namespace {
+
+// Causal attention of packed heads, q head h reading kv head h / group; the dropout mask over the
+// probabilities where `dropout` is active.
+void causal_attention(float* out, float* scores, const float* qkv, int batch, int seq, int n_head, int n_kv_head, int hd,
+                      const Dropout& dropout, std::uint32_t probs_site) {
+    const int ld_qkv = (n_head + 2 * n_kv_head) * hd, c = n_head * hd, group = n_head / n_kv_head;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     for (int b = 0; b < batch; ++b) {
+        const float* row0 = qkv + as_size(b) * as_size(seq) * as_size(ld_qkv);
         for (int h = 0; h < n_head; ++h) {
-            const float* q = qkv + as_size(b) * as_size(seq) * as_size(ld_qkv) + as_size(h) * as_size(hd);
-            const float* k = q + c;
-            const float* v = q + 2 * c;
+            const float* q = row0 + as_size(h) * as_size(hd);
+            const float* k = row0 + as_size(n_head + h / group) * as_size(hd);
+            const float* v = k + as_size(n_kv_head) * as_size(hd);
             float* o = out + as_size(b) * as_size(seq) * as_size(c) + as_size(h) * as_size(hd);
             // The full [seq, seq] product is computed and the upper triangle masked: simpler than
             // a triangular product and cheap next to the linear layers.
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hd, scale, q, ld_qkv, k, ld_qkv, 0.0f,
                         scores, seq);
             causal_softmax(scores, seq, seq);
-            dropout_probabilities(scores, (static_cast<std::int64_t>(b) * n_head + h) * seq, seq,
-                                  probs_dropout.for_shape(seq, probs_dropout.positions), probs_site);
+            dropout_probabilities(scores, (static_cast<std::int64_t>(b) * n_head + h) * seq, seq, dropout, probs_site);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, hd, seq, 1.0f, scores, seq, v, ld_qkv, 0.0f,
                         o, c);
         }
     }
+}
+
+}  // namespace
+
+void attention(float* out, float* scores, const float* qkv, int batch, int seq, int c, int n_head,
+               const Dropout& probs_dropout, std::uint32_t probs_site) {
+    causal_attention(out, scores, qkv, batch, seq, n_head, n_head, c / n_head,
+                     probs_dropout.for_shape(seq, probs_dropout.positions), probs_site);
+}
+
+void grouped_attention(float* out, float* scores, const float* qkv, int batch, int seq, int n_head, int n_kv_head,
+                       int head_dim) {
+    causal_attention(out, scores, qkv, batch, seq, n_head, n_kv_head, head_dim, Dropout{}, 0);
 }
 
 // The probabilities are recomputed from qkv, as a flash attention's backward does, rather than

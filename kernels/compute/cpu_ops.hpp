@@ -139,6 +139,13 @@ void swiglu(float* out, const float* gate, const float* up, std::int64_t n);
 // (overwritten) over n elements.
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, std::int64_t n);
 
+// Causal grouped-query attention without dropout: qkv [batch·seq, (n_head + 2·n_kv_head) ·
+// head_dim] (q heads, then k, then v, as rope's), q head h reading kv head h / (n_head /
+// n_kv_head); out [batch·seq, n_head · head_dim]; scores a [seq, seq] scratch. attention() is its
+// n_kv_head = n_head case with dropout.
+void grouped_attention(float* out, float* scores, const float* qkv, int batch, int seq, int n_head, int n_kv_head,
+                       int head_dim);
+
 // Rotary position embeddings in place on the q and k heads of qkv [rows, (n_head + 2·n_kv_head) ·
 // head_dim] (q heads, then k, then v, which is left alone), transformers' rotate_half
 // convention: in each head the pair (x[i], x[i + head_dim/2]) turns by the angle

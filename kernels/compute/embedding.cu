@@ -26,7 +26,7 @@ __global__ void embedding_kernel(T* x, const std::int32_t* tokens, const T* wte,
         const std::int64_t i = idx % c;
         const std::int64_t tok = tokens[row];
         const std::int64_t pos = row % seq;
-        x[idx] = from_f32<T>(to_f32(wte[tok * c + i]) + to_f32(wpe[pos * c + i]));
+        x[idx] = from_f32<T>(to_f32(wte[tok * c + i]) + (wpe != nullptr ? to_f32(wpe[pos * c + i]) : 0.0f));
     }
 }
 

@@ -14,7 +14,8 @@
 namespace sweetspot::gpu {
 
 // x[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]. x [batch·seq, c]; tokens [batch·seq] (ids
-// checked on the host); wte [vocab, c]; wpe [max_positions, c].
+// checked on the host); wte [vocab, c]; wpe [max_positions, c], or null for a model without a
+// position table (rotary positions): x = wte[tokens].
 template <class T>
 void launch_embedding(T* x, const std::int32_t* tokens, const T* wte, const T* wpe, int batch, int seq, int c,
                       cudaStream_t stream);

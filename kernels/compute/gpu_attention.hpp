@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "kernels/compute/dropout.hpp"
+#include "kernels/compute/qkv_heads.hpp"
 #include "kernels/compute/gemm.hpp"
 #include "kernels/compute/flash_attention_limits.hpp"
 #include "kernels/compute/train_scratch.hpp"
@@ -49,6 +50,12 @@ int attention_backward(Gemm& gemm, T* dqkv, T* scores, T* grad, const T* dout, c
 // the model's), head dimension at most kFlashAttentionMaxHeadDim. Enqueued on `stream`. With
 // lse (fp32 [batch, n_head, seq]) it also writes each row's logsumexp for the backward
 // (gpu_flash_attention_logsumexp.cuh defines it); the inference forward passes none.
+// The same over a packed qkv of grouped heads (qkv_heads.hpp: [rows, heads.ld()] in, out [rows,
+// heads.c()]), q head h attending with kv head h / (n_head / n_kv_head); the form above is its
+// n_kv_head = n_head case.
+template <class T>
+void flash_attention(T* out, const T* qkv, int batch, int seq, QkvHeads heads, const Dropout& dropout,
+                     std::uint32_t site, cudaStream_t stream, float* lse = nullptr);
 template <class T>
 void flash_attention(T* out, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
                      std::uint32_t site, cudaStream_t stream, float* lse = nullptr);

@@ -33,6 +33,7 @@
 
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/device_common.cuh"
+#include "kernels/compute/qkv_heads.hpp"
 #include "kernels/compute/kernel_shared_memory.cuh"
 #include "kernels/compute/gpu_flash_attention_mma.cuh"
 #include "kernels/compute/gpu_flash_attention_simt.cuh"
@@ -57,10 +58,11 @@ std::size_t shared_floats(int hd, int tile) {
 // see the most keys) scheduled first.
 template <class T, int kTile>
 __global__ void __launch_bounds__(kThreads)
-    flash_attention_kernel(T* out, float* lse, const T* qkv, int seq, int c, int n_head, float scale, Dropout dropout,
+    flash_attention_kernel(T* out, float* lse, const T* qkv, int seq, QkvHeads heads, float scale, Dropout dropout,
                            std::uint32_t site) {
+    const int c = heads.c(), n_head = heads.n_head;
     extern __shared__ float shared[];
-    const int hd = c / n_head;
+    const int hd = heads.head_dim;
     const int ld = hd + 1;
     float* q_s = shared;              // [kRows][ld], pre-scaled by 1/sqrt(hd)
     float* o_s = q_s + kRows * ld;    // [kRows][ld]
@@ -74,10 +76,11 @@ __global__ void __launch_bounds__(kThreads)
     const int tid = static_cast<int>(threadIdx.x);
     const int r = tid / kThreadsPerRow, quad = tid % kThreadsPerRow;
     const int t = row0 + r;  // this thread's query position
-    const std::int64_t ld_qkv = 3 * static_cast<std::int64_t>(c);
-    const T* q_g = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv + static_cast<std::int64_t>(h) * hd;
-    const T* k_g = q_g + c;
-    const T* v_g = q_g + 2 * c;
+    const std::int64_t ld_qkv = heads.ld();
+    const T* qkv_b = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv;
+    const T* q_g = qkv_b + heads.q_col(h);
+    const T* k_g = qkv_b + heads.k_col(h);
+    const T* v_g = qkv_b + heads.v_col(h);
 
     for (int i = tid; i < kRows * hd; i += kThreads) {
         const int rr = i / hd, d = i % hd;
@@ -195,16 +198,16 @@ int prepare_kernels() {
 // The register-tiled CUDA-core kernel, with as many groups of 64 output columns per thread as the
 // head dim needs; false above its largest head dim.
 template <class T>
-bool launch_simt(T* out, float* lse, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
+bool launch_simt(T* out, float* lse, const T* qkv, int batch, int seq, QkvHeads heads, const Dropout& dropout,
                  std::uint32_t site, cudaStream_t stream) {
-    const int hd = c / n_head;
+    const int hd = heads.head_dim, n_head = heads.n_head;
     if (hd > simt::kMaxHeadDim) return false;
     const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(hd));
     const dim3 grid(static_cast<unsigned>(batch * n_head), static_cast<unsigned>((seq + simt::kRows - 1) / simt::kRows));
     const auto launch = [&](auto async) {
         constexpr bool kAsync = decltype(async)::value;
         const auto go = [&](auto kernel) {
-            kernel<<<grid, simt::kThreads, simt::shared_bytes(hd), stream>>>(out, lse, qkv, seq, c, n_head,
+            kernel<<<grid, simt::kThreads, simt::shared_bytes(hd), stream>>>(out, lse, qkv, seq, heads,
                                                                             scale_log2, dropout, site);
             CUDA_CHECK_LAUNCH();
             return true;
@@ -225,15 +228,15 @@ bool launch_simt(T* out, float* lse, const T* qkv, int batch, int seq, int c, in
 
 // The quad kernel with the largest key tile whose shared memory fits `limit`.
 template <class T>
-void launch_with_tile(T* out, float* lse, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
+void launch_with_tile(T* out, float* lse, const T* qkv, int batch, int seq, QkvHeads heads, const Dropout& dropout,
                       std::uint32_t site, cudaStream_t stream, int limit) {
-    const int hd = c / n_head;
+    const int hd = heads.head_dim, n_head = heads.n_head;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const dim3 grid(static_cast<unsigned>(batch * n_head), static_cast<unsigned>((seq + kRows - 1) / kRows));
     const auto launch = [&](auto kernel, int tile) {
         const std::size_t bytes = shared_floats(hd, tile) * sizeof(float);
         if (bytes > static_cast<std::size_t>(limit)) return false;
-        kernel<<<grid, kThreads, bytes, stream>>>(out, lse, qkv, seq, c, n_head, scale, dropout, site);
+        kernel<<<grid, kThreads, bytes, stream>>>(out, lse, qkv, seq, heads, scale, dropout, site);
         CUDA_CHECK_LAUNCH();
         return true;
     };
@@ -269,13 +272,13 @@ std::int64_t resident_blocks() {
 // m16n8k16) and fp32 (3xTF32, which copies with cp.async and stores 8 bytes at a time, so it also
 // needs 16-byte aligned buffers); false when (T, hd) is not one of them.
 template <class T>
-bool launch_tensor_cores(T* out, float* lse, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
+bool launch_tensor_cores(T* out, float* lse, const T* qkv, int batch, int seq, QkvHeads heads, const Dropout& dropout,
                          std::uint32_t site, cudaStream_t stream) {
-    const int hd = c / n_head;
+    const int hd = heads.head_dim, n_head = heads.n_head;
     const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(hd));
     const auto launch = [&](auto kernel, int rows, int threads, std::size_t bytes) {
         const dim3 grid(static_cast<unsigned>(batch * n_head), static_cast<unsigned>((seq + rows - 1) / rows));
-        kernel<<<grid, threads, bytes, stream>>>(out, lse, qkv, seq, c, n_head, scale_log2, dropout, site);
+        kernel<<<grid, threads, bytes, stream>>>(out, lse, qkv, seq, heads, scale_log2, dropout, site);
         CUDA_CHECK_LAUNCH();
         return true;
     };
@@ -300,14 +303,14 @@ bool launch_tensor_cores(T* out, float* lse, const T* qkv, int batch, int seq, i
             if (hd != kHd) return;
             const auto kernel = dropout.active() ? mma::flash_attention_mma_kernel<T, kHd, true>
                                                  : mma::flash_attention_mma_kernel<T, kHd, false>;
-            const std::int64_t heads = static_cast<std::int64_t>(batch) * n_head;
-            const std::int64_t blocks = heads * ((seq + mma::kRows - 1) / mma::kRows);
+            const std::int64_t batch_heads = static_cast<std::int64_t>(batch) * n_head;
+            const std::int64_t blocks = batch_heads * ((seq + mma::kRows - 1) / mma::kRows);
             if (blocks > INT_MAX) throw std::invalid_argument("gpu::flash_attention: batch × n_head × row blocks does not fit the grid");
             const std::int64_t resident =
                 dropout.active() ? resident_blocks<T, kHd, true>() : resident_blocks<T, kHd, false>();
-            const int group = blocks >= kHeadGroupWaves * resident ? kHeadGroup : static_cast<int>(heads);
+            const int group = blocks >= kHeadGroupWaves * resident ? kHeadGroup : static_cast<int>(batch_heads);
             kernel<<<static_cast<unsigned>(blocks), mma::kWarps * kWarp, mma::shared_bytes<T, kHd>(), stream>>>(
-                out, lse, qkv, seq, c, n_head, group, scale_log2, dropout, site);
+                out, lse, qkv, seq, heads, group, scale_log2, dropout, site);
             CUDA_CHECK_LAUNCH();
             launched = true;
         });
@@ -318,23 +321,38 @@ bool launch_tensor_cores(T* out, float* lse, const T* qkv, int batch, int seq, i
 }  // namespace
 
 template <class T>
-void flash_attention(T* out, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
+void flash_attention(T* out, const T* qkv, int batch, int seq, QkvHeads heads, const Dropout& dropout,
                      std::uint32_t site, cudaStream_t stream, float* lse) {
-    const int hd = c / n_head;
+    const int hd = heads.head_dim;
     if (hd > kFlashAttentionMaxHeadDim) {
         throw std::invalid_argument("gpu::flash_attention: head dimension " + std::to_string(hd) + " is above the " +
                                     std::to_string(kFlashAttentionMaxHeadDim) + " it supports");
     }
+    if (heads.n_kv_head < 1 || heads.n_head % heads.n_kv_head != 0)
+        throw std::invalid_argument("gpu::flash_attention: " + std::to_string(heads.n_kv_head) +
+                                    " kv heads do not divide " + std::to_string(heads.n_head) + " heads");
     if (static_cast<std::int64_t>(batch) * seq == 0) return;
-    if (static_cast<std::int64_t>(batch) * n_head > INT_MAX)
+    if (static_cast<std::int64_t>(batch) * heads.n_head > INT_MAX)
         throw std::invalid_argument("gpu::flash_attention: batch × n_head does not fit the grid");
     const int limit = prepare_kernels<T>();
     const Dropout shaped = dropout.for_shape(seq, dropout.positions);
-    if (launch_tensor_cores<T>(out, lse, qkv, batch, seq, c, n_head, shaped, site, stream)) return;
-    if (launch_simt<T>(out, lse, qkv, batch, seq, c, n_head, shaped, site, stream)) return;
-    launch_with_tile<T>(out, lse, qkv, batch, seq, c, n_head, shaped, site, stream, limit);
+    if (launch_tensor_cores<T>(out, lse, qkv, batch, seq, heads, shaped, site, stream)) return;
+    if (launch_simt<T>(out, lse, qkv, batch, seq, heads, shaped, site, stream)) return;
+    launch_with_tile<T>(out, lse, qkv, batch, seq, heads, shaped, site, stream, limit);
 }
 
+template <class T>
+void flash_attention(T* out, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,
+                     std::uint32_t site, cudaStream_t stream, float* lse) {
+    flash_attention<T>(out, qkv, batch, seq, QkvHeads::multi_head(c, n_head), dropout, site, stream, lse);
+}
+
+template void flash_attention<float>(float*, const float*, int, int, QkvHeads, const Dropout&, std::uint32_t, cudaStream_t,
+                                     float*);
+template void flash_attention<__half>(__half*, const __half*, int, int, QkvHeads, const Dropout&, std::uint32_t, cudaStream_t,
+                                     float*);
+template void flash_attention<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, int, int, QkvHeads, const Dropout&, std::uint32_t, cudaStream_t,
+                                     float*);
 template void flash_attention<float>(float*, const float*, int, int, int, int, const Dropout&, std::uint32_t,
                                      cudaStream_t, float*);
 template void flash_attention<__half>(__half*, const __half*, int, int, int, int, const Dropout&, std::uint32_t,

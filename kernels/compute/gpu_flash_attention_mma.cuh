@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "kernels/compute/device_common.cuh"
+#include "kernels/compute/qkv_heads.hpp"
 #include "kernels/compute/dropout.hpp"
 #include "kernels/compute/gpu_flash_attention_fragments.cuh"
 
@@ -105,27 +106,29 @@ constexpr std::size_t shared_bytes() {
 // code, and up to head dim 64 fits the registers of four blocks an SM.
 template <class T, int kHd, bool kMayDrop>
 __global__ void __launch_bounds__(kWarps * kWarp, !kMayDrop && kHd <= 64 ? 4 : 1)
-    flash_attention_mma_kernel(T* out, float* lse, const T* qkv, int seq, int c, int n_head, int group, float scale_log2,
+    flash_attention_mma_kernel(T* out, float* lse, const T* qkv, int seq, QkvHeads heads, int group, float scale_log2,
                                Dropout dropout, std::uint32_t site) {
+    const int c = heads.c(), n_head = heads.n_head;
     static_assert(kHd % 16 == 0 && kHd <= 128, "head dims that are multiples of 16, up to 128");
     constexpr int kLd = kHd + kPad;
     extern __shared__ __align__(16) unsigned char shared_raw[];
     T* const tiles = reinterpret_cast<T*>(shared_raw);
 
     const int row_blocks = (seq + kRows - 1) / kRows;
-    const int heads = static_cast<int>(gridDim.x / static_cast<unsigned>(row_blocks));
+    const int batch_heads = static_cast<int>(gridDim.x / static_cast<unsigned>(row_blocks));
     const int x = static_cast<int>(blockIdx.x);
     const int first_head = x / (group * row_blocks) * group, in_group = x % (group * row_blocks);
-    const int group_heads = min(group, heads - first_head);
+    const int group_heads = min(group, batch_heads - first_head);
     const int bh = first_head + in_group % group_heads;
     const int b = bh / n_head, h = bh % n_head;
     const int row0 = (row_blocks - 1 - in_group / group_heads) * kRows;
     const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
     const int quad_row = lane / 4, pair = (lane % 4) * 2;  // fragment row within 8, column pair
-    const std::int64_t ld_qkv = 3 * static_cast<std::int64_t>(c);
-    const T* q_g = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv + static_cast<std::int64_t>(h) * kHd;
-    const T* k_g = q_g + c;
-    const T* v_g = q_g + 2 * c;
+    const std::int64_t ld_qkv = heads.ld();
+    const T* qkv_b = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv;
+    const T* q_g = qkv_b + heads.q_col(h);
+    const T* k_g = qkv_b + heads.k_col(h);
+    const T* v_g = qkv_b + heads.v_col(h);
     const int warp_row0 = row0 + warp * kRowsPerWarp;
     const int rows[2] = {warp_row0 + quad_row, warp_row0 + quad_row + 8};
 

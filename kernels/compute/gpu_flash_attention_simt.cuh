@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "kernels/compute/device_common.cuh"
+#include "kernels/compute/qkv_heads.hpp"
 #include "kernels/compute/dropout.hpp"
 #include "kernels/compute/gpu_flash_attention_logsumexp.cuh"
 
@@ -96,12 +97,13 @@ __device__ __forceinline__ void load_rows(float* dst, int ld, int ld_pad, const 
 // output tile may take every register.
 template <class T, int kGroups, bool kAsync>
 __global__ void __launch_bounds__(kThreads, kGroups <= 2 ? 2 : 1)
-    flash_attention_simt_kernel(T* out, float* lse, const T* qkv, int seq, int c, int n_head, float scale_log2, Dropout dropout,
+    flash_attention_simt_kernel(T* out, float* lse, const T* qkv, int seq, QkvHeads heads, float scale_log2, Dropout dropout,
                                 std::uint32_t site) {
+    const int c = heads.c(), n_head = heads.n_head;
     static_assert(!kAsync || sizeof(T) == sizeof(float), "cp.async copies fp32 as it is");
     constexpr int kLdV = 64 * kGroups;
     extern __shared__ float4 shared_f4[];
-    const int hd = c / n_head;
+    const int hd = heads.head_dim;
     const int ld = row_floats(hd);
     const int hd4 = (hd + 3) / 4 * 4;  // the d the score loop runs over
     float* const q_s = reinterpret_cast<float*>(shared_f4);  // [kRows][ld]
@@ -113,10 +115,11 @@ __global__ void __launch_bounds__(kThreads, kGroups <= 2 ? 2 : 1)
     const int b = bh / n_head, h = bh % n_head;
     const int row0 = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kRows;
     const int tid = static_cast<int>(threadIdx.x), ty = tid / kKeyGroups, tx = tid % kKeyGroups;
-    const std::int64_t ld_qkv = 3 * static_cast<std::int64_t>(c);
-    const T* q_g = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv + static_cast<std::int64_t>(h) * hd;
-    const T* k_g = q_g + c;
-    const T* v_g = q_g + 2 * c;
+    const std::int64_t ld_qkv = heads.ld();
+    const T* qkv_b = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv;
+    const T* q_g = qkv_b + heads.q_col(h);
+    const T* k_g = qkv_b + heads.k_col(h);
+    const T* v_g = qkv_b + heads.v_col(h);
 
     for (int i = tid; i < kKeys * kLdV; i += kThreads) v_s[i] = 0.0f;  // the columns past hd stay zero
     load_rows<kAsync>(q_s, ld, hd4, q_g, ld_qkv, row0, kRows, seq, hd, tid);

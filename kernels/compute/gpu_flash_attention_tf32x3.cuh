@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "kernels/compute/device_common.cuh"
+#include "kernels/compute/qkv_heads.hpp"
 #include "kernels/compute/dropout.hpp"
 #include "kernels/compute/gpu_flash_attention_fragments.cuh"
 
@@ -93,8 +94,9 @@ __device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Split (&a)[4], f
 // first). Shared memory (dynamic, shared_bytes): two stages of K and V [kKeys][kHd + kPad].
 template <int kHd>
 __global__ void __launch_bounds__(kWarps * kWarp)
-    flash_attention_tf32x3_kernel(float* out, float* lse, const float* qkv, int seq, int c, int n_head, float scale_log2,
+    flash_attention_tf32x3_kernel(float* out, float* lse, const float* qkv, int seq, QkvHeads heads, float scale_log2,
                                   Dropout dropout, std::uint32_t site) {
+    const int c = heads.c(), n_head = heads.n_head;
     static_assert(kHd % 8 == 0 && kHd <= 128, "head dims that are multiples of 8, up to 128");
     constexpr int kKeys = keys_for<kHd>();
     constexpr int kLd = kHd + kPad;
@@ -106,10 +108,11 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     const int row0 = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kRows;
     const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
     const int group = lane / 4, quad_lane = lane % 4;
-    const std::int64_t ld_qkv = 3 * static_cast<std::int64_t>(c);
-    const float* q_g = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv + static_cast<std::int64_t>(h) * kHd;
-    const float* k_g = q_g + c;
-    const float* v_g = q_g + 2 * c;
+    const std::int64_t ld_qkv = heads.ld();
+    const float* qkv_b = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv;
+    const float* q_g = qkv_b + heads.q_col(h);
+    const float* k_g = qkv_b + heads.k_col(h);
+    const float* v_g = qkv_b + heads.v_col(h);
     const int warp_row0 = row0 + warp * kRowsPerWarp;
     const int rows[2] = {warp_row0 + group, warp_row0 + group + 8};
 

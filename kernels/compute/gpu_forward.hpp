@@ -1,6 +1,7 @@
 #pragma once
-// GPT-2 forward on the GPU in fp32, fp16 or bf16, built from the kernels of the op families (embedding.cuh, layernorm.cuh, ...) and
-// cuBLAS: one kernel per op (`baseline`), or with a variant's fusions in their place. Weights come from a LayerSource (a backend) as device-accessible pointers in the
+// A model's forward on the GPU in fp32, fp16 or bf16, its family's (gpu_forward_context.hpp), built
+// from the kernels of the op families (embedding.cuh, layernorm.cuh, ...) and cuBLAS: one kernel per
+// op (`baseline`), or with a variant's fusions in their place. Weights come from a LayerSource (a backend) as device-accessible pointers in the
 // cell's dtype, laid out as WeightLayout says; the forward never knows where they live.
 #include <cuda_runtime_api.h>
 
@@ -18,12 +19,14 @@
 
 namespace sweetspot {
 
+struct GpuForwardContext;
+
 struct GpuForwardOptions {
     Fp32Gemm fp32_gemm = Fp32Gemm::exact;  // how fp32 GEMMs compute (fp32_gemm.hpp)
     bool managed_activations = false;  // activations in managed memory, as cuda-uvm-gpt2's PyTorch had them
     bool allow_oversubscription = false;
     Variant variant;  // which fusions replace baseline kernels
-    Dropout dropout;  // GPT-2's dropouts, with the masks every forward draws (dropout.hpp)
+    Dropout dropout;  // the family's dropouts, with the masks every forward draws (dropout.hpp)
     bool unit_graphs = false;  // each unit's kernels launched as one CUDA graph (unit_graphs.hpp)
 };
 
@@ -59,8 +62,7 @@ public:
     int graph_captures() const;
 
 private:
-    struct Impl;
-    std::unique_ptr<Impl> impl_;
+    std::unique_ptr<GpuForwardContext> impl_;
 };
 
 }  // namespace sweetspot

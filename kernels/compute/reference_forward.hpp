@@ -12,7 +12,8 @@
 namespace sweetspot {
 
 // units[i] points at unit i's fp32 weights. Returns logits [batch, seq, vocab]. With `dropout`
-// active, every dropout of GPT-2 applies its mask (dropout.hpp), as every other forward does.
+// active, every dropout of the family applies its mask (dropout.hpp), as every other forward
+// does; a family without dropout refuses it (std::invalid_argument).
 std::vector<double> reference_forward(const ModelConfig& model, const WeightLayout& layout,
                                       std::span<const float* const> units,
                                       std::span<const std::int32_t> tokens, int batch, int seq,

@@ -390,4 +390,28 @@ Rows rope_backward(const Rows& dqkv, std::span<const std::int32_t> positions, co
     return rotate_pairs(dqkv, positions, heads, inv_freq, -1.0);
 }
 
+Rows grouped_causal_attention(const Rows& qkv, const QkvHeads& heads) {
+    const std::size_t hd = heads.head_dim, width = (heads.n_head + 2 * heads.n_kv_head) * hd;
+    const std::size_t seq = qkv.size() / width, group = heads.n_head / heads.n_kv_head;
+    Rows out(seq * heads.n_head * hd, 0.0);
+    std::vector<double> weight(seq);
+    for (std::size_t h = 0; h < heads.n_head; ++h) {
+        const std::size_t q0 = h * hd, k0 = (heads.n_head + h / group) * hd, v0 = k0 + heads.n_kv_head * hd;
+        for (std::size_t t = 0; t < seq; ++t) {
+            double max_score = -INFINITY;
+            for (std::size_t s = 0; s <= t; ++s) {
+                double dot = 0.0;
+                for (std::size_t i = 0; i < hd; ++i) dot += qkv[t * width + q0 + i] * qkv[s * width + k0 + i];
+                weight[s] = dot / std::sqrt(static_cast<double>(hd));
+                max_score = std::max(max_score, weight[s]);
+            }
+            double total = 0.0;
+            for (std::size_t s = 0; s <= t; ++s) total += (weight[s] = std::exp(weight[s] - max_score));
+            for (std::size_t s = 0; s <= t; ++s)
+                for (std::size_t i = 0; i < hd; ++i) out[(t * heads.n_head + h) * hd + i] += weight[s] / total * qkv[s * width + v0 + i];
+        }
+    }
+    return out;
+}
+
 }  // namespace sweetspot::reference

@@ -121,4 +121,9 @@ Rows rope(const Rows& qkv, std::span<const std::int32_t> positions, const QkvHea
 Rows rope_backward(const Rows& dqkv, std::span<const std::int32_t> positions, const QkvHeads& heads,
                    std::span<const double> inv_freq);
 
+// Causal grouped-query attention without dropout over one sequence: qkv [seq, (n_head + 2 ·
+// n_kv_head) · head_dim] (QkvHeads' packing), q head h reading kv head h / (n_head / n_kv_head).
+// Returns [seq, n_head · head_dim].
+Rows grouped_causal_attention(const Rows& qkv, const QkvHeads& heads);
+
 }  // namespace sweetspot::reference

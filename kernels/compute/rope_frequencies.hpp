@@ -4,15 +4,9 @@
 // that a difference between those two is never one of frequencies. Plain C++, no CUDA.
 #include <vector>
 
-namespace sweetspot {
+#include "kernels/model/model_config.hpp"
 
-// Llama 3's frequency scaling (transformers' rope_type "llama3"): long wavelengths are slowed by
-// `factor`, short ones kept, those between blended. Off unless `enabled`.
-struct RopeScaling {
-    double factor = 1, low_freq_factor = 1, high_freq_factor = 4;
-    int original_max_positions = 8192;
-    bool enabled = false;
-};
+namespace sweetspot {
 
 // inv_freq[i] = theta^(−2i / head_dim) for i < head_dim / 2, then, with scaling enabled, as
 // transformers' _compute_llama3_parameters: wavelength λ = 2π / inv_freq; λ above

@@ -1,6 +1,7 @@
 #include "kernels/model/activation_layout.hpp"
 
 #include "base/checked_math.hpp"
+#include "kernels/model/model_family.hpp"
 
 namespace sweetspot {
 
@@ -24,14 +25,21 @@ ActivationLayout activation_layout(const ModelConfig& model, DType dtype, int ba
         keeps_scores ? checked_mul(checked_mul(rows, std::int64_t{model.n_head}, what), std::int64_t{seq}, what) : 0;
     l.x = carve(checked_mul(rows, c, what), esize);
     l.ln = carve(checked_mul(rows, c, what), esize);
-    l.qkv = carve(checked_mul(rows, 3 * c, what), esize);
+    const FamilyDecl& family = family_of(model);
+    const std::int64_t qkv_width =
+        (std::int64_t{model.n_head} + 2 * std::int64_t{model.kv_heads()}) * std::int64_t{model.head_dim()};
+    l.qkv = carve(checked_mul(rows, qkv_width, what), esize);
     l.scores = carve(score_elems, esize);
     l.scores_bytes = score_elems * esize;
     l.att = carve(checked_mul(rows, c, what), esize);
-    l.fc = carve(checked_mul(rows, 4 * c, what), esize);
+    l.fc = carve(checked_mul(rows, std::int64_t{model.ffn_width()} * family.mlp_inputs, what), esize);
     l.y = carve(checked_mul(rows, c, what), esize);
     l.logits = carve(checked_mul(rows, std::int64_t{model.vocab_size}, what), esize);
     l.tokens = carve(rows, int32_size);
+    if (family.rotary) {
+        l.positions = carve(rows, int32_size);
+        l.frequencies = carve(model.head_dim() / 2, static_cast<std::int64_t>(sizeof(float)));
+    }
     l.total_bytes = bytes;
     return l;
 }

@@ -13,17 +13,22 @@ namespace sweetspot {
 inline constexpr std::int64_t kActivationAlignBytes = 256;
 
 // Byte offsets of the buffers (elements of the dtype except tokens), and the allocation's size.
-// rows = batch · seq, C = n_embd, H = n_head, V = vocab_size.
+// rows = batch · seq, C = n_embd, H = n_head, KV = its kv heads, hd = C / H, F = the MLP's width,
+// V = vocab_size; the family (model_family.hpp) says how many [rows, F] inputs its MLP has and
+// whether it rotates positions.
 struct ActivationLayout {
     std::int64_t x = 0;       // [rows, C] residual stream
     std::int64_t ln = 0;      // [rows, C] layernorm output
-    std::int64_t qkv = 0;     // [rows, 3C] q | k | v per row, head h at columns h·hd of each
+    std::int64_t qkv = 0;     // [rows, (H + 2·KV)·hd] q | k | v heads per row (qkv_heads.hpp); GPT-2's 3C
     std::int64_t scores = 0;  // [batch, H, seq, seq] attention scores, then probabilities in place
     std::int64_t att = 0;     // [rows, C] attention output, head h at columns h·hd
-    std::int64_t fc = 0;      // [rows, 4C] MLP hidden
+    std::int64_t fc = 0;      // the MLP's inputs, each [rows, F]: GPT-2's hidden [rows, 4C]; LLaMA's gate, then up
     std::int64_t y = 0;       // [rows, C] sub-layer output before the residual add
     std::int64_t logits = 0;  // [rows, V]
     std::int64_t tokens = 0;  // [rows] int32
+    // Rotary families: each row's position [rows] int32, and the rotation's frequencies [hd / 2]
+    // fp32 (rope_frequencies.hpp); 0 elsewhere.
+    std::int64_t positions = 0, frequencies = 0;
     std::int64_t scores_bytes = 0;  // the scores buffer alone: 0 when the variant keeps none
     std::int64_t total_bytes = 0;   // the allocation, alignment included
 };

@@ -26,6 +26,8 @@ class ConfigReader {
 public:
     ConfigReader(const nlohmann::json& config, const std::string& label) : config_(config), label_(label) {}
 
+    const std::string& label() const { return label_; }
+
     [[noreturn]] void fail(const std::string& message) const { throw CheckpointError(label_ + ": " + message); }
 
     const nlohmann::json* find(const char* key) const {
@@ -57,12 +59,19 @@ public:
         return v->get<std::string>();
     }
 
-    float positive_number(const char* key, float fallback) const {
+    double positive_real(const char* key, double fallback) const {
         const nlohmann::json* v = find(key);
         if (v == nullptr) return fallback;
         if (!v->is_number()) fail(config_field(key) + " must be a number, got " + json_excerpt(*v));
-        const auto x = static_cast<float>(v->get<double>());
-        if (!(std::isfinite(x) && x > 0.0f)) fail(config_field(key) + " must be a positive number, got " + json_excerpt(*v));
+        const auto x = v->get<double>();
+        if (!(std::isfinite(x) && x > 0.0)) fail(config_field(key) + " must be a positive number, got " + json_excerpt(*v));
+        return x;
+    }
+
+    float positive_number(const char* key, float fallback) const {
+        const auto x = static_cast<float>(positive_real(key, fallback));
+        if (!(std::isfinite(x) && x > 0.0f))
+            fail(config_field(key) + " must be a positive number within fp32's range, got " + json_excerpt(*find(key)));
         return x;
     }
 

@@ -12,6 +12,10 @@ std::string number_text(double v) {
     return buf;
 }
 
+// Llama 3.2's rotary scaling (its config.json's rope_scaling).
+constexpr RopeScaling kLlama32Scaling{
+    .factor = 32, .low_freq_factor = 1, .high_freq_factor = 4, .original_max_positions = 8192, .enabled = true};
+
 }  // namespace
 
 std::string ModelConfig::validate() const {
@@ -31,6 +35,25 @@ std::string ModelConfig::validate() const {
     if (n_embd % n_head != 0) {
         return model + " has n_embd = " + std::to_string(n_embd) +
                ", which is not divisible by n_head = " + std::to_string(n_head) + ".";
+    }
+    if (n_kv_head < 0 || n_kv_head > n_head || n_head % kv_heads() != 0) {
+        return model + " has n_kv_head = " + std::to_string(n_kv_head) + "; it must divide n_head = " +
+               std::to_string(n_head) + " (0: as many as n_head).";
+    }
+    if (ffn_hidden < 0 || ffn_hidden > 4 * ModelLimits::hidden) {
+        return model + " has ffn_hidden = " + std::to_string(ffn_hidden) + "; it must be between 1 and " +
+               std::to_string(4 * ModelLimits::hidden) + " (0: 4 · n_embd).";
+    }
+    if (family == ModelFamily::llama) {
+        if (head_dim() % 2 != 0)
+            return model + " has head dimension " + std::to_string(head_dim()) + "; rotary embeddings need it even.";
+        if (!(rope_theta > 0.0)) return model + " has rope_theta = " + number_text(rope_theta) + "; it must be positive.";
+        const RopeScaling& s = rope_scaling;
+        if (s.enabled && !(s.factor > 0.0 && s.original_max_positions > 0 && s.high_freq_factor > s.low_freq_factor))
+            return model + " has a rope scaling with factor " + number_text(s.factor) + ", original_max_positions " +
+                   std::to_string(s.original_max_positions) + ", low_freq_factor " + number_text(s.low_freq_factor) +
+                   " and high_freq_factor " + number_text(s.high_freq_factor) +
+                   "; the factor and the positions must be positive and high_freq_factor above low_freq_factor.";
     }
     constexpr auto min_eps = static_cast<float>(ModelLimits::min_ln_eps);
     constexpr auto max_eps = static_cast<float>(ModelLimits::max_ln_eps);
@@ -53,6 +76,19 @@ const std::vector<ModelConfig>& builtin_models() {
         {"tiny", 2, 64, 4, 512, 128, 1e-5f, ModelFamily::gpt2},
         // Head dimension 26: catches kernels that assume a power of two.
         {"tiny_odd", 3, 78, 3, 300, 64, 1e-5f, ModelFamily::gpt2},
+        // name, n_layer, n_embd, n_head, vocab_size, max_positions, rms_norm_eps, family, n_kv_head,
+        // ffn_hidden, rope_theta, rope_scaling: Llama 3.2 1B (its head untied), Llama 2 7B, Llama 3
+        // 8B and Llama 2 13B as their config.json files give them.
+        {"llama_1b", 16, 2048, 32, 128256, 131072, 1e-5f, ModelFamily::llama, 8, 8192, 500000.0, kLlama32Scaling},
+        {"llama2_7b", 32, 4096, 32, 32000, 4096, 1e-5f, ModelFamily::llama, 32, 11008, 10000.0, {}},
+        {"llama3_8b", 32, 4096, 32, 128256, 8192, 1e-5f, ModelFamily::llama, 8, 14336, 500000.0, {}},
+        {"llama2_13b", 40, 5120, 40, 32000, 4096, 1e-5f, ModelFamily::llama, 40, 13824, 10000.0, {}},
+        // Tiny LLaMA-shaped test models: grouped-query attention 4 / 2 with head dimension 16; and
+        // multi-query attention (one kv head) with head dimension 48, an MLP width no power of two,
+        // and Llama 3's frequency scaling.
+        {"tiny_llama", 2, 64, 4, 512, 128, 1e-5f, ModelFamily::llama, 2, 176, 10000.0, {}},
+        {"tiny_llama_odd", 3, 144, 3, 300, 64, 1e-6f, ModelFamily::llama, 1, 200, 500000.0,
+         {.factor = 8, .low_freq_factor = 1, .high_freq_factor = 4, .original_max_positions = 32, .enabled = true}},
     };
     return models;
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,11 @@ struct FamilyDecl {
     std::string_view checkpoint_prefix;
     // Tensors checkpoints may hold that are no parameters (masks older exporters saved).
     bool (*is_checkpoint_buffer)(std::string_view name);
+    // The MLP's inputs of the model's width F (ffn_width): one for GPT-2's GELU MLP, two (gate and
+    // up) for a gated one; and whether positions enter as rotations of q and k (rope) rather than
+    // as an embedding. The activations' layout (activation_layout.hpp) reads both.
+    int mlp_inputs;
+    bool rotary;
     // The head tensor (its index in the head unit) that a checkpoint may leave out when tied to a
     // body tensor, and that body tensor's name.
     int tied_head_tensor;
@@ -61,6 +67,35 @@ struct FamilyDecl {
 };
 
 const FamilyDecl& family_of(ModelFamily family);
+
+// What follows "<prefix><blocks><index>" in a checkpoint's tensor name (prefix optional, as
+// checkpoints of the bare body omit it): ".attn.bias" of "transformer.h.3.attn.bias" with prefix
+// "transformer." and blocks "h."; empty when the name is no block tensor's.
+inline std::string_view after_block_index(std::string_view name, std::string_view prefix, std::string_view blocks) {
+    if (name.starts_with(prefix)) name.remove_prefix(prefix.size());
+    if (!name.starts_with(blocks)) return {};
+    name.remove_prefix(blocks.size());
+    const auto digits = name.find_first_not_of("0123456789");
+    if (digits == 0 || digits == std::string_view::npos) return {};
+    return name.substr(digits);
+}
+
+// A unit's `count` tensor declarations in the order of its family's tensor enum: fill(at) calls
+// at(index, name, shape, init[, stored_transposed]) once per tensor. Throws std::logic_error
+// naming `who` when an index is left undeclared.
+template <class Fill>
+std::vector<TensorDecl> declare_tensors(const char* who, int count, Fill fill) {
+    std::vector<TensorDecl> decls(static_cast<std::size_t>(count));
+    const auto at = [&](int index, std::string name, std::vector<std::int64_t> shape, NormalInit init,
+                        bool transposed = false) {
+        decls[static_cast<std::size_t>(index)] = {std::move(name), std::move(shape), transposed, init};
+    };
+    fill(at);
+    for (const TensorDecl& d : decls) {
+        if (d.name.empty()) throw std::logic_error(std::string(who) + ": a tensor of the enum is not declared");
+    }
+    return decls;
+}
 inline const FamilyDecl& family_of(const ModelConfig& model) { return family_of(model.family); }
 // The family one of whose model_types is `model_type`, or nothing.
 std::optional<ModelFamily> family_of_model_type(std::string_view model_type);

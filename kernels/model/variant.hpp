@@ -87,6 +87,12 @@ inline constexpr std::array<VariantPreset, 7> kVariantPresets = {{
     {"tempo", {Fusion::inplace_ln, Fusion::inplace_gelu}},
 }};
 
+// Every fusion there is.
+inline constexpr Variant kEveryFusion = [] {
+    Variant v;
+    for (const auto& f : EnumNames<Fusion>::list) v = v.with(f.value);
+    return v;
+}();
 // The fusions the GPU training step has forward and backward kernels for (gpu_train_step.cu).
 inline constexpr Variant kTrainingFusions{Fusion::flash_attention, Fusion::mlp_epilogue, Fusion::proj_epilogue,
                                           Fusion::inplace_ln, Fusion::inplace_gelu};

@@ -32,13 +32,8 @@ CheckpointConfig parse_config(const ConfigReader& r, const std::string& model_na
 }
 
 bool is_checkpoint_buffer(std::string_view name) {
-    if (name.starts_with(kCheckpointPrefix)) name.remove_prefix(kCheckpointPrefix.size());
-    if (!name.starts_with("h.")) return false;
-    name.remove_prefix(2);
-    const auto digits = name.find_first_not_of("0123456789");
-    if (digits == 0 || digits == std::string_view::npos) return false;
-    name.remove_prefix(digits);
-    return name == ".attn.bias" || name == ".attn.masked_bias";
+    const std::string_view rest = after_block_index(name, kCheckpointPrefix, "h.");
+    return rest == ".attn.bias" || rest == ".attn.masked_bias";
 }
 
 }  // namespace sweetspot::gpt2

@@ -14,6 +14,8 @@ const FamilyDecl& family() {
         .parse_config = parse_config,
         .checkpoint_prefix = kCheckpointPrefix,
         .is_checkpoint_buffer = is_checkpoint_buffer,
+        .mlp_inputs = 1,
+        .rotary = false,
         .tied_head_tensor = head_tensor::lm_head,
         .tied_head_source = kTiedHeadSource,
     };

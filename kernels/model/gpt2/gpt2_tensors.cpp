@@ -2,27 +2,13 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 namespace sweetspot::gpt2 {
 
 namespace {
 
 constexpr double kInitStd = 0.02;  // GPT-2's initialiser
-
-// `count` declarations, each put at its enum's index by `at`.
-template <class Fill>
-std::vector<TensorDecl> indexed(int count, Fill fill) {
-    std::vector<TensorDecl> decls(static_cast<std::size_t>(count));
-    const auto at = [&](int index, std::string name, std::vector<std::int64_t> shape, NormalInit init,
-                        bool transposed = false) {
-        decls[static_cast<std::size_t>(index)] = {std::move(name), std::move(shape), transposed, init};
-    };
-    fill(at);
-    for (const TensorDecl& d : decls) {
-        if (d.name.empty()) throw std::logic_error("gpt2::unit_tensors: a tensor of the enum is not declared");
-    }
-    return decls;
-}
 
 }  // namespace
 
@@ -31,7 +17,7 @@ std::vector<TensorDecl> unit_tensors(const ModelConfig& m, UnitKind kind, int bl
     const NormalInit weight{kInitStd}, ln_weight{kInitStd, 1.0f};
     switch (kind) {
         case UnitKind::embedding:
-            return indexed(embed_tensor::count, [&](auto at) {
+            return declare_tensors("gpt2::unit_tensors", embed_tensor::count, [&](auto at) {
                 at(embed_tensor::wte, "wte.weight", {m.vocab_size, c}, weight);
                 at(embed_tensor::wpe, "wpe.weight", {m.max_positions, c}, weight);
             });
@@ -40,7 +26,7 @@ std::vector<TensorDecl> unit_tensors(const ModelConfig& m, UnitKind kind, int bl
             // GPT-2 scales the projections that write into the residual stream by 1/sqrt(2·n_layer)
             // so the stream's variance does not grow with depth. sqrt is correctly rounded (IEEE).
             const NormalInit residual{kInitStd / std::sqrt(2.0 * m.n_layer)};
-            return indexed(block_tensor::count, [&](auto at) {
+            return declare_tensors("gpt2::unit_tensors", block_tensor::count, [&](auto at) {
                 at(block_tensor::ln1_w, p + "ln_1.weight", {c}, ln_weight);
                 at(block_tensor::ln1_b, p + "ln_1.bias", {c}, weight);
                 at(block_tensor::qkv_w, p + "attn.c_attn.weight", {3 * c, c}, weight, true);
@@ -56,7 +42,7 @@ std::vector<TensorDecl> unit_tensors(const ModelConfig& m, UnitKind kind, int bl
             });
         }
         case UnitKind::head:
-            return indexed(head_tensor::count, [&](auto at) {
+            return declare_tensors("gpt2::unit_tensors", head_tensor::count, [&](auto at) {
                 at(head_tensor::lnf_w, "ln_f.weight", {c}, ln_weight);
                 at(head_tensor::lnf_b, "ln_f.bias", {c}, weight);
                 at(head_tensor::lm_head, "lm_head.weight", {m.vocab_size, c}, weight);

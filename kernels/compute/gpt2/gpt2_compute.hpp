@@ -1,0 +1,10 @@
+#pragma once
+// GPT-2's entry in the compute-side family table (kernels/compute/family_compute.hpp): its host
+// forward (cpu_block.hpp's block) and its float64 reference (reference_ops' block).
+#include "kernels/compute/family_compute.hpp"
+
+namespace sweetspot::gpt2 {
+
+const FamilyCompute& compute();
+
+}  // namespace sweetspot::gpt2
