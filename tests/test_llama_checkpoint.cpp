@@ -73,6 +73,35 @@ TEST_CASE("a LLaMA config.json gives the model's shape, its grouped heads and it
                     .model.rope_scaling.enabled);
 }
 
+TEST_CASE("transformers 5's rope_parameters give theta and the scaling, and must agree with the old keys",
+          "[checkpoint]") {
+    const std::string v5 = R"({"model_type": "llama", "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0,
+        "factor": 8.0, "low_freq_factor": 2.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 4096}})";
+    const ModelConfig m = checkpoint_config(v5, "ckpt", "m").model;
+    CHECK(m.rope_theta == 500000.0);
+    CHECK(m.rope_scaling == RopeScaling{.factor = 8, .low_freq_factor = 2, .high_freq_factor = 4,
+                                        .original_max_positions = 4096, .enabled = true});
+    const ModelConfig plain =
+        checkpoint_config(R"({"model_type": "llama", "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}})",
+                          "ckpt", "m")
+            .model;
+    CHECK(plain.rope_theta == 1e6);
+    CHECK_FALSE(plain.rope_scaling.enabled);
+    // Both forms, agreeing: read as one.
+    CHECK(checkpoint_config(R"({"model_type": "llama", "rope_theta": 1e6, "rope_scaling": null,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}})", "ckpt", "m").model.rope_theta == 1e6);
+    CHECK(contains(parse_error(R"({"model_type": "llama", "rope_theta": 10000.0,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}})"),
+                   "ckpt: rope_theta and rope_parameters' rope_theta differ (10000.0 and 1000000.0)"));
+    CHECK(contains(parse_error(replaced("\"rope_theta\": 500000.0",
+                                        "\"rope_theta\": 500000.0, \"rope_parameters\": {\"rope_theta\": 500000.0}")),
+                   "rope_scaling and rope_parameters describe different frequency scalings"));
+    CHECK(contains(parse_error(R"({"model_type": "llama", "rope_parameters": {"rope_type": "yarn"}})"),
+                   "ckpt: rope_parameters: rope type \"yarn\" is not supported"));
+    CHECK(contains(parse_error(R"({"model_type": "llama", "rope_parameters": 3})"),
+                   "\"rope_parameters\" must be an object or null, got 3"));
+}
+
 TEST_CASE("LLaMA config.json settings our forward does not compute are refused, naming the field", "[checkpoint]") {
     CHECK(contains(parse_error(replaced("\"model_type\": \"llama\"", "\"model_type\": \"mistral\"")),
                    "ckpt: model_type \"mistral\" names no family that can be loaded; expected one of: gpt2, llama"));

@@ -9,13 +9,9 @@ namespace sweetspot::llama {
 
 namespace {
 
-// config.json's rope_scaling: null or absent (no scaling), or Llama 3's.
-RopeScaling rope_scaling(const ConfigReader& r) {
-    const nlohmann::json* v = r.find("rope_scaling");
-    if (v == nullptr) return {};
-    if (!v->is_object()) r.fail("\"rope_scaling\" must be an object or null, got " + json_excerpt(*v));
-    const std::string nested = r.label() + ": rope_scaling";
-    const ConfigReader s(*v, nested);
+// Llama 3's frequency scaling, or none, from an object holding the rope type and its fields:
+// rope_scaling (transformers 4) or rope_parameters (transformers 5).
+RopeScaling scaling_from(const ConfigReader& s) {
     // transformers accepts either key for the type.
     const std::string type = s.string("rope_type", s.string("type", "default"));
     if (type == "default") return {};
@@ -27,6 +23,39 @@ RopeScaling rope_scaling(const ConfigReader& r) {
     out.low_freq_factor = s.positive_real("low_freq_factor", 1.0);
     out.high_freq_factor = s.positive_real("high_freq_factor", 4.0);
     out.original_max_positions = s.integer("original_max_position_embeddings", 8192, ModelLimits::positions);
+    return out;
+}
+
+struct Rope {
+    double theta = 10000.0;
+    RopeScaling scaling;
+};
+
+// transformers 4 writes rope_theta and rope_scaling (null or an object) at the top level;
+// transformers 5 writes rope_parameters, the type, theta and scaling fields in one object, and may
+// keep the old keys beside it. Where both forms are present they must agree: a checkpoint whose
+// two thetas differ has no one forward.
+Rope rope_of(const ConfigReader& r) {
+    Rope top;
+    top.theta = r.positive_real("rope_theta", 10000.0);
+    const nlohmann::json* scaling = r.find("rope_scaling");
+    if (scaling != nullptr) {
+        if (!scaling->is_object()) r.fail("\"rope_scaling\" must be an object or null, got " + json_excerpt(*scaling));
+        top.scaling = scaling_from(ConfigReader(*scaling, r.label() + ": rope_scaling"));
+    }
+    const nlohmann::json* params = r.find("rope_parameters");
+    if (params == nullptr) return top;
+    if (!params->is_object()) r.fail("\"rope_parameters\" must be an object or null, got " + json_excerpt(*params));
+    const std::string label = r.label() + ": rope_parameters";
+    const ConfigReader p(*params, label);
+    Rope out;
+    out.theta = p.positive_real("rope_theta", top.theta);
+    out.scaling = scaling_from(p);
+    if (r.find("rope_theta") != nullptr && top.theta != out.theta)
+        r.fail("rope_theta and rope_parameters' rope_theta differ (" + json_excerpt(*r.find("rope_theta")) + " and " +
+               json_excerpt(*p.find("rope_theta")) + ")");
+    if (scaling != nullptr && !(top.scaling == out.scaling))
+        r.fail("rope_scaling and rope_parameters describe different frequency scalings");
     return out;
 }
 
@@ -46,8 +75,9 @@ CheckpointConfig parse_config(const ConfigReader& r, const std::string& model_na
     m.vocab_size = r.integer("vocab_size", 32000, ModelLimits::vocab);
     m.max_positions = r.integer("max_position_embeddings", 2048, ModelLimits::positions);
     m.ln_eps = r.positive_number("rms_norm_eps", 1e-6f);
-    m.rope_theta = r.positive_real("rope_theta", 10000.0);
-    m.rope_scaling = rope_scaling(r);
+    const Rope rope = rope_of(r);
+    m.rope_theta = rope.theta;
+    m.rope_scaling = rope.scaling;
     out.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
     if (const auto why = m.validate(); !why.empty()) r.fail(why);
 
