@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Checks sweetspot's GPT-2 forward against Hugging Face transformers on a saved checkpoint.
+"""Checks sweetspot's forward against Hugging Face transformers on a saved checkpoint.
 
-Builds a randomly initialised GPT2LMHeadModel of a small config (every parameter then perturbed,
-so that biases and LayerNorms are not their trivial initial values and a mix-up of any two of them
-shows), saves it with save_pretrained, runs the same token ids through transformers (fp32 on the
+Builds a randomly initialised GPT2LMHeadModel, or with --family llama a LlamaForCausalLM (grouped
+kv heads, its own MLP width, rope theta and optionally Llama 3's frequency scaling), of a small
+config (every parameter then perturbed, so that biases and norms are not their trivial initial
+values and a mix-up of any two of them shows), saves it with save_pretrained, runs the same token ids through transformers (fp32 on the
 CPU, TF32 off) and through `sweetspot logits` on the host backend and, where a GPU is visible, on
 every GPU backend. Prints the max relative error, max |ours - theirs| / max |theirs|, per backend
 and exits 1 if any is above 1e-4 (or a run failed).
 
   tests/check_transformers.py --sweetspot build/sweetspot       # both steps, in a temporary folder
+  tests/check_transformers.py --family llama --hidden 192 --heads 4 --kv-heads 1 --seq 777 --positions 1024
   tests/check_transformers.py --save-only DIR                   # needs torch and transformers only
   tests/check_transformers.py --compare DIR --sweetspot PATH    # needs no torch (nor numpy)
 
@@ -74,24 +76,54 @@ def read_npy(path):
     return data, shape
 
 
+def build_model(args):
+    """A randomly initialised model of the family and shape the arguments name, fp32, eval mode."""
+    special = {"bos_token_id": args.vocab - 1, "eos_token_id": args.vocab - 1}
+    if args.family == "gpt2":
+        from transformers import GPT2Config, GPT2LMHeadModel
+        config = GPT2Config(n_layer=args.layers, n_embd=args.hidden, n_head=args.heads, vocab_size=args.vocab,
+                            n_positions=args.positions, layer_norm_epsilon=1e-5,
+                            tie_word_embeddings=not args.untied, **special)
+        return GPT2LMHeadModel(config).eval()
+    import inspect
+    from transformers import LlamaConfig, LlamaForCausalLM
+    rope = {"rope_type": "default"}
+    if args.rope_scaling:
+        factor, low, high, original = args.rope_scaling.split(",")
+        rope = {"rope_type": "llama3", "factor": float(factor), "low_freq_factor": float(low),
+                "high_freq_factor": float(high), "original_max_position_embeddings": int(original)}
+    # transformers 5 takes theta and scaling as one rope_parameters; earlier versions as two keys.
+    if "rope_parameters" in inspect.signature(LlamaConfig.__init__).parameters:
+        rope_args = {"rope_parameters": dict(rope, rope_theta=args.rope_theta)}
+    else:
+        rope_args = {"rope_theta": args.rope_theta, "rope_scaling": rope if args.rope_scaling else None}
+    config = LlamaConfig(num_hidden_layers=args.layers, hidden_size=args.hidden, num_attention_heads=args.heads,
+                         num_key_value_heads=args.kv_heads or args.heads, intermediate_size=args.ffn or 4 * args.hidden,
+                         vocab_size=args.vocab, max_position_embeddings=args.positions, rms_norm_eps=args.rms_eps,
+                         tie_word_embeddings=not args.untied, attention_bias=False, mlp_bias=False, **rope_args,
+                         **special)
+    # Eager attention: the plain softmax(QKᵀ)V in fp32, not a fused kernel's own rounding.
+    config._attn_implementation = "eager"
+    return LlamaForCausalLM(config).eval()
+
+
 def save(directory, args):
     """The checkpoint, the token ids and transformers' logits for them, into `directory`."""
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(args.seed)
-    config = GPT2Config(n_layer=args.layers, n_embd=args.hidden, n_head=args.heads, vocab_size=args.vocab,
-                        n_positions=args.positions, layer_norm_epsilon=1e-5,
-                        tie_word_embeddings=not args.untied, bos_token_id=args.vocab - 1, eos_token_id=args.vocab - 1)
-    model = GPT2LMHeadModel(config).eval()
+    model = build_model(args)
     generator = torch.Generator().manual_seed(args.seed)
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.02 * torch.randn(p.shape, generator=generator))
     # Stored in half precision, the reference is the forward on exactly the stored values in fp32,
     # which is what sweetspot's fp32 cells compute with.
+    # Buffers are no parameters and no checkpoint stores them (LLaMA's rotary inv_freq): the
+    # reference keeps them in fp32, as sweetspot computes them, rather than rounded by the cast.
+    buffers = {name: b.clone() for name, b in model.named_buffers()}
     model = model.to(getattr(torch, args.store_dtype))
     shards = {"max_shard_size": args.max_shard_size} if args.max_shard_size else {}
     try:
@@ -104,7 +136,10 @@ def save(directory, args):
 
     tokens = torch.randint(0, args.vocab, (args.batch, args.seq), generator=generator)
     with torch.no_grad():
-        logits = model.float()(tokens).logits
+        model = model.float()
+        for name, b in model.named_buffers():
+            b.copy_(buffers[name])
+        logits = model(tokens).logits
     with open(os.path.join(directory, "tokens.json"), "w") as f:
         json.dump(tokens.tolist(), f)
     write_npy(os.path.join(directory, "reference.npy"), logits.flatten().tolist(), list(logits.shape))
@@ -135,6 +170,8 @@ def compare(directory, args):
     for backend in backends:
         out = os.path.join(directory, f"logits-{backend}.npy")
         cmd = [sweetspot, "logits", "--weights", directory, "--backend", backend, "--dtype", "fp32", "-o", out]
+        if args.variant and backend != "host":
+            cmd += ["--variant", args.variant]
         for sequence in tokens:
             cmd += ["--tokens", ",".join(str(t) for t in sequence)]
         run = subprocess.run(cmd, capture_output=True, text=True)
@@ -163,7 +200,17 @@ def main():
     steps.add_argument("--compare", metavar="DIR", help="only run sweetspot on a folder --save-only wrote, and compare")
     parser.add_argument("--sweetspot", help="the sweetspot binary (default: $SWEETSPOT_BINARY, else build/sweetspot)")
     parser.add_argument("--backends", help="comma-separated (default: host, and every GPU backend when a GPU is visible)")
-    parser.add_argument("--untied", action="store_true", help="save lm_head.weight of its own instead of tying it to wte")
+    parser.add_argument("--family", choices=["gpt2", "llama"], default="gpt2",
+                        help="GPT2LMHeadModel or LlamaForCausalLM (default gpt2)")
+    parser.add_argument("--untied", action="store_true",
+                        help="save lm_head.weight of its own instead of tying it to the token embedding")
+    parser.add_argument("--kv-heads", type=int, default=0, help="llama: key and value heads (default: --heads)")
+    parser.add_argument("--ffn", type=int, default=0, help="llama: the MLP's intermediate_size (default 4 × --hidden)")
+    parser.add_argument("--rope-theta", type=float, default=10000.0, help="llama: rotary base (default 10000)")
+    parser.add_argument("--rope-scaling", metavar="F,LOW,HIGH,ORIG",
+                        help="llama: Llama 3's frequency scaling: factor, low and high frequency factors, original positions")
+    parser.add_argument("--rms-eps", type=float, default=1e-5, help="llama: RMSNorm epsilon (default 1e-5)")
+    parser.add_argument("--variant", help="sweetspot's variant for the GPU backends (default: its own default)")
     parser.add_argument("--store-dtype", choices=["float32", "float16", "bfloat16"], default="float32",
                         help="dtype the checkpoint is saved in (the reference computes in fp32 on the stored values)")
     parser.add_argument("--max-shard-size", help="save_pretrained's max_shard_size (e.g. 24KB), to write a sharded checkpoint")

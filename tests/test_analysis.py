@@ -1175,7 +1175,7 @@ class NormalizedTest(DbTest):
 
     def test_variants_table_script(self):
         """scripts/bench/variants_table.py: the median over repeats, each repeat, and the ratio to
-        baseline; and the PyTorch side-by-side from pytorch_eager.py's output."""
+        baseline; and the PyTorch side-by-side (sweetspot's fastest variant) from pytorch_eager.py's output."""
         db = FixtureDb(self.folder, "variants.db")
         for repeat, (base, fused) in enumerate([(100.0, 50.0), (110.0, 40.0), (90.0, 80.0)], start=1):
             gpu_cell(db, "device", variant="baseline", repeat=repeat, latency_median_ms=base, launches_per_forward=60)
@@ -1193,7 +1193,7 @@ class NormalizedTest(DbTest):
         self.assertIn("| baseline | 100.0 (100.0, 110.0, 90.0) | 1.000 | 60 |", out)
         self.assertIn("| all | 50.0 (50.0, 40.0, 80.0) | 2.000 | 20 |", out)
         self.assertIn("| 21 GiB | baseline | 300.0 | 1.000 | 60 |", out)
-        self.assertIn("| tiny | fp32 | 1 × 8 | 200.0 | 100.0 | 100.0 | 50.0 | 2.00 |", out)
+        self.assertIn("| tiny | fp32 | 1 × 8 | 200.0 | 100.0 | 100.0 | 50.0 | all | 2.00 |", out)
 
     def test_cell_phases_per_backend(self):
         """Where the sweep's time went: each phase's mean seconds per cell of each backend, the phases in

@@ -102,6 +102,14 @@ TEST_CASE("trace and logits write their output only when they succeed", "[cli][r
     CHECK(too_many.exit_code == 2);
     CHECK_THAT(too_many.output, ContainsSubstring("more than the 1048576 tokens a forward may have"));
     CHECK(read_bytes(tmp.file("keep.npy")) == "precious");
+    const auto bad_variant = run_sweetspot("logits --model tiny --variant fastest -o " + quoted(tmp.file("keep.npy")));
+    CHECK(bad_variant.exit_code == 2);
+    CHECK_THAT(bad_variant.output, ContainsSubstring("--variant expects a preset (baseline, "));
+    const auto host_fusion =
+        run_sweetspot("logits --model tiny --variant flash_attention -o " + quoted(tmp.file("keep.npy")));
+    CHECK(host_fusion.exit_code == 2);
+    CHECK_THAT(host_fusion.output, ContainsSubstring("the host backend runs the baseline variant only"));
+    CHECK(read_bytes(tmp.file("keep.npy")) == "precious");
     const auto written = run_sweetspot("logits --model tiny --seq 4 -o " + quoted(tmp.file("keep.npy")));
     CHECK(written.exit_code == 0);
     CHECK(read_bytes(tmp.file("keep.npy")).starts_with("\x93NUMPY"));

@@ -31,6 +31,7 @@
 #include "harness/cli/summary.hpp"
 #include "harness/cli/table.hpp"
 #include "harness/cli/trace_export.hpp"
+#include "harness/matrix/axes.hpp"
 #include "harness/matrix/matrix.hpp"
 #include "harness/matrix/shard.hpp"
 #include "harness/measure/cell_exec.hpp"
@@ -798,6 +799,8 @@ int cmd_logits(const std::vector<std::string>& args) {
         ("seed", po::value<std::uint64_t>()->default_value(1), "seed of the random ids and of synthetic weights")
         ("backend", po::value<std::string>()->default_value("host"), alternatives(enum_names<BackendId>()).c_str())
         ("dtype", po::value<std::string>()->default_value("fp32"), (alternatives(enum_names<DType>()) + " (GPU backends)").c_str())
+        ("variant", po::value<std::string>()->default_value("baseline"),
+         "fused-kernel variant (GPU backends), as the matrix's variant axis: a preset or fusions joined by '+'")
         ("tf32", po::bool_switch(), "fp32 GEMMs on TF32 tensor cores (GPU backends)")
         ("split-tf32", po::bool_switch(), "fp32 GEMMs as three TF32 products of split operands (GPU backends)")
         ("allow-oversubscription", po::bool_switch(), "lift the managed-memory guard of the UVM backends")
@@ -814,6 +817,9 @@ int cmd_logits(const std::vector<std::string>& args) {
     r.seed = vm["seed"].as<std::uint64_t>();
     r.backend = enum_option<BackendId>(vm, "backend");
     r.dtype = enum_option<DType>(vm, "dtype");
+    const auto variant = Variant::parse(vm["variant"].as<std::string>());
+    if (!variant) throw po::error("--variant expects " + find_axis("variant")->expects);
+    r.variant = *variant;
     r.tf32 = vm["tf32"].as<bool>();
     r.split_tf32 = vm["split-tf32"].as<bool>();
     r.allow_oversubscription = vm["allow-oversubscription"].as<bool>();

@@ -21,6 +21,7 @@ CellParams logits_cell(const LogitsRequest& r, const ModelConfig& model, int bat
     c.weights = r.weights;
     c.backend = r.backend;
     c.dtype = r.dtype;
+    c.variant = r.variant;
     c.tf32 = r.tf32;
     c.split_tf32 = r.split_tf32;
     c.batch = batch;

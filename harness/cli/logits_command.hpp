@@ -11,6 +11,7 @@
 #include "backends/backend.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/model_config.hpp"
+#include "kernels/model/variant.hpp"
 
 namespace sweetspot {
 
@@ -22,6 +23,7 @@ struct LogitsRequest {
     std::uint64_t seed = 1;            // of the random ids and of synthetic weights
     BackendId backend = BackendId::host;
     DType dtype = DType::fp32;
+    Variant variant;                   // GPU backends' fused kernels; the host runs the baseline
     bool tf32 = false;
     bool split_tf32 = false;
     bool allow_oversubscription = false;
