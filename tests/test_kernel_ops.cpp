@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -218,6 +219,75 @@ TEMPLATE_TEST_CASE("gpu::flash_attention over grouped kv heads matches cpu::grou
     const DeviceArray<T> d_any(64, stream.get());
     CHECK_THROWS_AS(gpu::flash_attention<T>(d_any.get(), d_any.get(), 1, 1, QkvHeads{6, 4, 8}, Dropout{}, 0, stream.get()),
                     std::invalid_argument);  // 4 kv heads do not divide 6
+}
+
+TEMPLATE_TEST_CASE("gpu::flash_attention over a ragged batch attends within each sequence, packed or padded",
+                   "[gpu]", float, __half, __nv_bfloat16) {
+    require_gpu();
+    using T = TestType;
+    constexpr DType dtype = gpu::dtype_of<T>();
+    const CudaStream stream;
+    // Six sequences of lengths 1 to 777 (row blocks past a short sequence's end, partial last
+    // blocks), over the kernels' head dims: 26 and 48 on the CUDA cores, 64, 80 and 128 on the
+    // tensor cores, 320 on the quad kernel; kv heads 1 and 3 for 6 heads.
+    const std::vector<std::int32_t> lengths = {200, 1, 777, 33, 64, 5};
+    const int batch = static_cast<int>(lengths.size()), longest = 777;
+    for (const int kv : {1, 3}) {
+        for (const int hd : {26, 48, 64, 80, 128, 320}) {
+            const QkvHeads heads{6, kv, hd};
+            for (const bool packed : {true, false}) {
+                INFO(enum_name(dtype) << " kv heads " << kv << " head dim " << hd << (packed ? " packed" : " padded"));
+                // Packed: back to back; padded: each at a multiple of the longest, the rest padding.
+                std::vector<std::int32_t> offsets(lengths.size());
+                std::int32_t rows = 0;
+                for (std::size_t b = 0; b < lengths.size(); ++b) {
+                    offsets[b] = packed ? rows : static_cast<std::int32_t>(b) * longest;
+                    rows = offsets[b] + (packed ? lengths[b] : longest);
+                }
+                const auto qkv = random_values(as_size(rows) * as_size(heads.ld()), dtype, kSeed + as_size(hd), 0.25f, 1.5f,
+                                               Sign::either);
+                const DeviceArray<T> d_qkv(qkv, stream.get());
+                const DeviceArray<T> d_out(as_size(rows) * as_size(heads.c()), stream.get());
+                const DeviceTokens d_offsets(offsets, stream.get()), d_lengths(lengths, stream.get());
+                gpu::flash_attention<T>(d_out.get(), d_qkv.get(), batch,
+                                        SequenceSpans::ragged(longest, d_offsets.get(), d_lengths.get()), heads, Dropout{},
+                                        0, stream.get());
+                const std::vector<float> got = d_out.to_host(stream.get());
+
+                // Each sequence alone, on the host, against its rows; the padding is not written
+                // (DeviceArray's NaN fill stays).
+                std::vector<float> want(got.size(), 0.0f);
+                std::vector<bool> in_span(as_size(rows), false);
+                for (std::size_t b = 0; b < lengths.size(); ++b) {
+                    const std::size_t first = as_size(offsets[b]), n = as_size(lengths[b]);
+                    std::vector<float> scratch(n * n);
+                    cpu::grouped_attention(want.data() + first * as_size(heads.c()), scratch.data(),
+                                           qkv.data() + first * as_size(heads.ld()), 1, lengths[b], heads.n_head, kv, hd);
+                    std::fill_n(in_span.begin() + static_cast<std::ptrdiff_t>(first), n, true);
+                }
+                std::vector<float> got_real, want_real;
+                std::size_t padding_written = 0;
+                for (std::size_t r = 0; r < as_size(rows); ++r) {
+                    for (std::size_t j = 0; j < as_size(heads.c()); ++j) {
+                        const std::size_t i = r * as_size(heads.c()) + j;
+                        if (in_span[r]) {
+                            got_real.push_back(got[i]);
+                            want_real.push_back(want[i]);
+                        } else if (!std::isnan(got[i])) {
+                            ++padding_written;
+                        }
+                    }
+                }
+                check_close(got_real, want_real, attention_tolerance(dtype));
+                CHECK(padding_written == 0);
+            }
+        }
+    }
+    const DeviceArray<T> d_any(64, stream.get());
+    const DeviceTokens d_offsets(std::vector<std::int32_t>{0}, stream.get());
+    CHECK_THROWS_AS(gpu::flash_attention<T>(d_any.get(), d_any.get(), 1, SequenceSpans{1, d_offsets.get(), nullptr},
+                                            QkvHeads{2, 2, 8}, Dropout{}, 0, stream.get()),
+                    std::invalid_argument);  // offsets without lengths
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@
 
 #include "kernels/compute/dropout.hpp"
 #include "kernels/compute/qkv_heads.hpp"
+#include "kernels/compute/sequence_spans.hpp"
 #include "kernels/compute/gemm.hpp"
 #include "kernels/compute/flash_attention_limits.hpp"
 #include "kernels/compute/train_scratch.hpp"
@@ -55,6 +56,12 @@ int attention_backward(Gemm& gemm, T* dqkv, T* scores, T* grad, const T* dout, c
 // n_kv_head = n_head case.
 template <class T>
 void flash_attention(T* out, const T* qkv, int batch, int seq, QkvHeads heads, const Dropout& dropout,
+                     std::uint32_t site, cudaStream_t stream, float* lse = nullptr);
+// The same over a ragged batch (sequence_spans.hpp): sequence b's queries attend to its own keys
+// only, at its positions 0 .. length − 1; rows outside every span (a padded batch's padding) are
+// not written. lse is [batch, n_head, spans.seq] as for a rectangular batch of the longest length.
+template <class T>
+void flash_attention(T* out, const T* qkv, int batch, SequenceSpans spans, QkvHeads heads, const Dropout& dropout,
                      std::uint32_t site, cudaStream_t stream, float* lse = nullptr);
 template <class T>
 void flash_attention(T* out, const T* qkv, int batch, int seq, int c, int n_head, const Dropout& dropout,

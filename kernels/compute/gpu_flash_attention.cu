@@ -34,6 +34,7 @@
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/device_common.cuh"
 #include "kernels/compute/qkv_heads.hpp"
+#include "kernels/compute/sequence_spans.hpp"
 #include "kernels/compute/kernel_shared_memory.cuh"
 #include "kernels/compute/gpu_flash_attention_mma.cuh"
 #include "kernels/compute/gpu_flash_attention_simt.cuh"
@@ -58,8 +59,8 @@ std::size_t shared_floats(int hd, int tile) {
 // see the most keys) scheduled first.
 template <class T, int kTile>
 __global__ void __launch_bounds__(kThreads)
-    flash_attention_kernel(T* out, float* lse, const T* qkv, int seq, QkvHeads heads, float scale, Dropout dropout,
-                           std::uint32_t site) {
+    flash_attention_kernel(T* out, float* lse, const T* qkv, SequenceSpans spans, QkvHeads heads, float scale,
+                           Dropout dropout, std::uint32_t site) {
     const int c = heads.c(), n_head = heads.n_head;
     extern __shared__ float shared[];
     const int hd = heads.head_dim;
@@ -73,11 +74,13 @@ __global__ void __launch_bounds__(kThreads)
     const int bh = static_cast<int>(blockIdx.x);
     const int b = bh / n_head, h = bh % n_head;
     const int row0 = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kRows;
+    const int seq = spans.length(b);  // this sequence's positions
+    if (row0 >= seq) return;          // a row block past a shorter sequence's end
     const int tid = static_cast<int>(threadIdx.x);
     const int r = tid / kThreadsPerRow, quad = tid % kThreadsPerRow;
     const int t = row0 + r;  // this thread's query position
     const std::int64_t ld_qkv = heads.ld();
-    const T* qkv_b = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv;
+    const T* qkv_b = qkv + spans.first_row(b) * ld_qkv;
     const T* q_g = qkv_b + heads.q_col(h);
     const T* k_g = qkv_b + heads.k_col(h);
     const T* v_g = qkv_b + heads.v_col(h);
@@ -123,7 +126,8 @@ __global__ void __launch_bounds__(kThreads)
         // A row none of whose keys so far is visible (a padding row past seq) keeps zeros.
         const float rescale = row_max == -INFINITY ? 0.0f : __expf(row_max - new_max);
         float tile_sum = 0.0f;
-        const auto prob_row = static_cast<std::uint64_t>(bh) * static_cast<std::uint64_t>(seq) + static_cast<std::uint64_t>(t);
+        const auto prob_row =
+            static_cast<std::uint64_t>(bh) * static_cast<std::uint64_t>(spans.seq) + static_cast<std::uint64_t>(t);
 #pragma unroll
         for (int j = 0; j < kKeys; ++j) {
             const int kk = quad + kThreadsPerRow * j;
@@ -149,8 +153,8 @@ __global__ void __launch_bounds__(kThreads)
     }
 
     if (t >= seq) return;
-    if (lse != nullptr && quad == 0) lse[static_cast<std::int64_t>(bh) * seq + t] = row_max + logf(row_sum);
-    T* o_g = out + (static_cast<std::int64_t>(b) * seq + t) * c + static_cast<std::int64_t>(h) * hd;
+    if (lse != nullptr && quad == 0) lse[static_cast<std::int64_t>(bh) * spans.seq + t] = row_max + logf(row_sum);
+    T* o_g = out + (spans.first_row(b) + t) * c + static_cast<std::int64_t>(h) * hd;
     const float inv_sum = 1.0f / row_sum;
     for (int d = quad; d < hd; d += kThreadsPerRow) o_g[d] = from_f32<T>(o_s[r * ld + d] * inv_sum);
 }
@@ -198,16 +202,17 @@ int prepare_kernels() {
 // The register-tiled CUDA-core kernel, with as many groups of 64 output columns per thread as the
 // head dim needs; false above its largest head dim.
 template <class T>
-bool launch_simt(T* out, float* lse, const T* qkv, int batch, int seq, QkvHeads heads, const Dropout& dropout,
-                 std::uint32_t site, cudaStream_t stream) {
+bool launch_simt(T* out, float* lse, const T* qkv, int batch, SequenceSpans spans, QkvHeads heads,
+                 const Dropout& dropout, std::uint32_t site, cudaStream_t stream) {
     const int hd = heads.head_dim, n_head = heads.n_head;
     if (hd > simt::kMaxHeadDim) return false;
     const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(hd));
-    const dim3 grid(static_cast<unsigned>(batch * n_head), static_cast<unsigned>((seq + simt::kRows - 1) / simt::kRows));
+    const dim3 grid(static_cast<unsigned>(batch * n_head),
+                    static_cast<unsigned>((spans.seq + simt::kRows - 1) / simt::kRows));
     const auto launch = [&](auto async) {
         constexpr bool kAsync = decltype(async)::value;
         const auto go = [&](auto kernel) {
-            kernel<<<grid, simt::kThreads, simt::shared_bytes(hd), stream>>>(out, lse, qkv, seq, heads,
+            kernel<<<grid, simt::kThreads, simt::shared_bytes(hd), stream>>>(out, lse, qkv, spans, heads,
                                                                             scale_log2, dropout, site);
             CUDA_CHECK_LAUNCH();
             return true;
@@ -228,15 +233,15 @@ bool launch_simt(T* out, float* lse, const T* qkv, int batch, int seq, QkvHeads 
 
 // The quad kernel with the largest key tile whose shared memory fits `limit`.
 template <class T>
-void launch_with_tile(T* out, float* lse, const T* qkv, int batch, int seq, QkvHeads heads, const Dropout& dropout,
-                      std::uint32_t site, cudaStream_t stream, int limit) {
+void launch_with_tile(T* out, float* lse, const T* qkv, int batch, SequenceSpans spans, QkvHeads heads,
+                      const Dropout& dropout, std::uint32_t site, cudaStream_t stream, int limit) {
     const int hd = heads.head_dim, n_head = heads.n_head;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    const dim3 grid(static_cast<unsigned>(batch * n_head), static_cast<unsigned>((seq + kRows - 1) / kRows));
+    const dim3 grid(static_cast<unsigned>(batch * n_head), static_cast<unsigned>((spans.seq + kRows - 1) / kRows));
     const auto launch = [&](auto kernel, int tile) {
         const std::size_t bytes = shared_floats(hd, tile) * sizeof(float);
         if (bytes > static_cast<std::size_t>(limit)) return false;
-        kernel<<<grid, kThreads, bytes, stream>>>(out, lse, qkv, seq, heads, scale, dropout, site);
+        kernel<<<grid, kThreads, bytes, stream>>>(out, lse, qkv, spans, heads, scale, dropout, site);
         CUDA_CHECK_LAUNCH();
         return true;
     };
@@ -272,13 +277,13 @@ std::int64_t resident_blocks() {
 // m16n8k16) and fp32 (3xTF32, which copies with cp.async and stores 8 bytes at a time, so it also
 // needs 16-byte aligned buffers); false when (T, hd) is not one of them.
 template <class T>
-bool launch_tensor_cores(T* out, float* lse, const T* qkv, int batch, int seq, QkvHeads heads, const Dropout& dropout,
-                         std::uint32_t site, cudaStream_t stream) {
+bool launch_tensor_cores(T* out, float* lse, const T* qkv, int batch, SequenceSpans spans, QkvHeads heads,
+                         const Dropout& dropout, std::uint32_t site, cudaStream_t stream) {
     const int hd = heads.head_dim, n_head = heads.n_head;
     const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(hd));
     const auto launch = [&](auto kernel, int rows, int threads, std::size_t bytes) {
-        const dim3 grid(static_cast<unsigned>(batch * n_head), static_cast<unsigned>((seq + rows - 1) / rows));
-        kernel<<<grid, threads, bytes, stream>>>(out, lse, qkv, seq, heads, scale_log2, dropout, site);
+        const dim3 grid(static_cast<unsigned>(batch * n_head), static_cast<unsigned>((spans.seq + rows - 1) / rows));
+        kernel<<<grid, threads, bytes, stream>>>(out, lse, qkv, spans, heads, scale_log2, dropout, site);
         CUDA_CHECK_LAUNCH();
         return true;
     };
@@ -304,13 +309,13 @@ bool launch_tensor_cores(T* out, float* lse, const T* qkv, int batch, int seq, Q
             const auto kernel = dropout.active() ? mma::flash_attention_mma_kernel<T, kHd, true>
                                                  : mma::flash_attention_mma_kernel<T, kHd, false>;
             const std::int64_t batch_heads = static_cast<std::int64_t>(batch) * n_head;
-            const std::int64_t blocks = batch_heads * ((seq + mma::kRows - 1) / mma::kRows);
+            const std::int64_t blocks = batch_heads * ((spans.seq + mma::kRows - 1) / mma::kRows);
             if (blocks > INT_MAX) throw std::invalid_argument("gpu::flash_attention: batch × n_head × row blocks does not fit the grid");
             const std::int64_t resident =
                 dropout.active() ? resident_blocks<T, kHd, true>() : resident_blocks<T, kHd, false>();
             const int group = blocks >= kHeadGroupWaves * resident ? kHeadGroup : static_cast<int>(batch_heads);
             kernel<<<static_cast<unsigned>(blocks), mma::kWarps * kWarp, mma::shared_bytes<T, kHd>(), stream>>>(
-                out, lse, qkv, seq, heads, group, scale_log2, dropout, site);
+                out, lse, qkv, spans, heads, group, scale_log2, dropout, site);
             CUDA_CHECK_LAUNCH();
             launched = true;
         });
@@ -321,7 +326,7 @@ bool launch_tensor_cores(T* out, float* lse, const T* qkv, int batch, int seq, Q
 }  // namespace
 
 template <class T>
-void flash_attention(T* out, const T* qkv, int batch, int seq, QkvHeads heads, const Dropout& dropout,
+void flash_attention(T* out, const T* qkv, int batch, SequenceSpans spans, QkvHeads heads, const Dropout& dropout,
                      std::uint32_t site, cudaStream_t stream, float* lse) {
     const int hd = heads.head_dim;
     if (hd > kFlashAttentionMaxHeadDim) {
@@ -331,14 +336,22 @@ void flash_attention(T* out, const T* qkv, int batch, int seq, QkvHeads heads, c
     if (heads.n_kv_head < 1 || heads.n_head % heads.n_kv_head != 0)
         throw std::invalid_argument("gpu::flash_attention: " + std::to_string(heads.n_kv_head) +
                                     " kv heads do not divide " + std::to_string(heads.n_head) + " heads");
-    if (static_cast<std::int64_t>(batch) * seq == 0) return;
+    if ((spans.offsets == nullptr) != (spans.lengths == nullptr))
+        throw std::invalid_argument("gpu::flash_attention: a ragged batch needs both its offsets and its lengths");
+    if (static_cast<std::int64_t>(batch) * spans.seq == 0) return;
     if (static_cast<std::int64_t>(batch) * heads.n_head > INT_MAX)
         throw std::invalid_argument("gpu::flash_attention: batch × n_head does not fit the grid");
     const int limit = prepare_kernels<T>();
-    const Dropout shaped = dropout.for_shape(seq, dropout.positions);
-    if (launch_tensor_cores<T>(out, lse, qkv, batch, seq, heads, shaped, site, stream)) return;
-    if (launch_simt<T>(out, lse, qkv, batch, seq, heads, shaped, site, stream)) return;
-    launch_with_tile<T>(out, lse, qkv, batch, seq, heads, shaped, site, stream, limit);
+    const Dropout shaped = dropout.for_shape(spans.seq, dropout.positions);
+    if (launch_tensor_cores<T>(out, lse, qkv, batch, spans, heads, shaped, site, stream)) return;
+    if (launch_simt<T>(out, lse, qkv, batch, spans, heads, shaped, site, stream)) return;
+    launch_with_tile<T>(out, lse, qkv, batch, spans, heads, shaped, site, stream, limit);
+}
+
+template <class T>
+void flash_attention(T* out, const T* qkv, int batch, int seq, QkvHeads heads, const Dropout& dropout,
+                     std::uint32_t site, cudaStream_t stream, float* lse) {
+    flash_attention<T>(out, qkv, batch, SequenceSpans::rectangular(seq), heads, dropout, site, stream, lse);
 }
 
 template <class T>
@@ -347,6 +360,12 @@ void flash_attention(T* out, const T* qkv, int batch, int seq, int c, int n_head
     flash_attention<T>(out, qkv, batch, seq, QkvHeads::multi_head(c, n_head), dropout, site, stream, lse);
 }
 
+template void flash_attention<float>(float*, const float*, int, SequenceSpans, QkvHeads, const Dropout&, std::uint32_t,
+                                     cudaStream_t, float*);
+template void flash_attention<__half>(__half*, const __half*, int, SequenceSpans, QkvHeads, const Dropout&,
+                                      std::uint32_t, cudaStream_t, float*);
+template void flash_attention<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, int, SequenceSpans, QkvHeads,
+                                             const Dropout&, std::uint32_t, cudaStream_t, float*);
 template void flash_attention<float>(float*, const float*, int, int, QkvHeads, const Dropout&, std::uint32_t, cudaStream_t,
                                      float*);
 template void flash_attention<__half>(__half*, const __half*, int, int, QkvHeads, const Dropout&, std::uint32_t, cudaStream_t,

@@ -64,13 +64,13 @@ struct KvStages {
 };
 
 // Where a warp's score tile sits: its two rows (query positions), the tile's first key, and the
-// (batch · n_head + head) row block of the dropout mask.
+// (batch · n_head + head) row block of the dropout mask, `stride` rows each (sequence_spans.hpp).
 struct ScoreTile {
     int rows[2];
     int k0;
     int pair;           // 2 · (lane % 4): the first of the lane's two columns in each n-tile
     bool diagonal;      // the tile reaches past the warp's first row: some keys are masked
-    int bh, seq;
+    int bh, stride;
 };
 
 // Turns the scores s (raw Q·Kᵀ) into the tile's probabilities, in place, and brings the running
@@ -112,7 +112,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[kTiles][4], float (&o)
             tile_sum[r] += p;
             float keep = 1.0f;
             if (kMayDrop && dropout.active() && p != 0.0f) {
-                const auto prob_row = static_cast<std::uint64_t>(at.bh) * static_cast<std::uint64_t>(at.seq) +
+                const auto prob_row = static_cast<std::uint64_t>(at.bh) * static_cast<std::uint64_t>(at.stride) +
                                       static_cast<std::uint64_t>(at.rows[r]);
                 keep = dropout.probability_factor(site, prob_row,
                                                   static_cast<std::uint64_t>(at.k0 + j * 8 + at.pair + e % 2));
@@ -131,14 +131,16 @@ __device__ __forceinline__ void online_softmax(float (&s)[kTiles][4], float (&o)
     }
 }
 
-// The logsumexp of the warp's two rows (row_sum is the quad's total by now), written by the
-// quad's first lane; nothing when lse is null (the inference forward).
+// The logsumexp of the warp's two rows that are inside the sequence (row_sum is the quad's total
+// by now), written by the quad's first lane at [bh, row] of `stride` rows a (batch, head); nothing
+// when lse is null (the inference forward).
 __device__ __forceinline__ void store_logsumexp(float* lse, const float (&row_max)[2], const float (&row_sum)[2],
-                                                const int (&rows)[2], int bh, int seq, int pair) {
+                                                const int (&rows)[2], int bh, int stride, int length, int pair) {
     if (lse == nullptr || pair != 0) return;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        if (rows[r] < seq) lse[static_cast<std::int64_t>(bh) * seq + rows[r]] = logsumexp_from_base2(row_max[r], row_sum[r]);
+        if (rows[r] < length)
+            lse[static_cast<std::int64_t>(bh) * stride + rows[r]] = logsumexp_from_base2(row_max[r], row_sum[r]);
     }
 }
 

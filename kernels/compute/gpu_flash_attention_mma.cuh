@@ -22,6 +22,7 @@
 
 #include "kernels/compute/device_common.cuh"
 #include "kernels/compute/qkv_heads.hpp"
+#include "kernels/compute/sequence_spans.hpp"
 #include "kernels/compute/dropout.hpp"
 #include "kernels/compute/gpu_flash_attention_fragments.cuh"
 
@@ -106,15 +107,15 @@ constexpr std::size_t shared_bytes() {
 // code, and up to head dim 64 fits the registers of four blocks an SM.
 template <class T, int kHd, bool kMayDrop>
 __global__ void __launch_bounds__(kWarps * kWarp, !kMayDrop && kHd <= 64 ? 4 : 1)
-    flash_attention_mma_kernel(T* out, float* lse, const T* qkv, int seq, QkvHeads heads, int group, float scale_log2,
-                               Dropout dropout, std::uint32_t site) {
+    flash_attention_mma_kernel(T* out, float* lse, const T* qkv, SequenceSpans spans, QkvHeads heads, int group,
+                               float scale_log2, Dropout dropout, std::uint32_t site) {
     const int c = heads.c(), n_head = heads.n_head;
     static_assert(kHd % 16 == 0 && kHd <= 128, "head dims that are multiples of 16, up to 128");
     constexpr int kLd = kHd + kPad;
     extern __shared__ __align__(16) unsigned char shared_raw[];
     T* const tiles = reinterpret_cast<T*>(shared_raw);
 
-    const int row_blocks = (seq + kRows - 1) / kRows;
+    const int row_blocks = (spans.seq + kRows - 1) / kRows;
     const int batch_heads = static_cast<int>(gridDim.x / static_cast<unsigned>(row_blocks));
     const int x = static_cast<int>(blockIdx.x);
     const int first_head = x / (group * row_blocks) * group, in_group = x % (group * row_blocks);
@@ -122,10 +123,12 @@ __global__ void __launch_bounds__(kWarps * kWarp, !kMayDrop && kHd <= 64 ? 4 : 1
     const int bh = first_head + in_group % group_heads;
     const int b = bh / n_head, h = bh % n_head;
     const int row0 = (row_blocks - 1 - in_group / group_heads) * kRows;
+    const int seq = spans.length(b);  // this sequence's positions
+    if (row0 >= seq) return;          // a row block past a shorter sequence's end
     const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
     const int quad_row = lane / 4, pair = (lane % 4) * 2;  // fragment row within 8, column pair
     const std::int64_t ld_qkv = heads.ld();
-    const T* qkv_b = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv;
+    const T* qkv_b = qkv + spans.first_row(b) * ld_qkv;
     const T* q_g = qkv_b + heads.q_col(h);
     const T* k_g = qkv_b + heads.k_col(h);
     const T* v_g = qkv_b + heads.v_col(h);
@@ -178,7 +181,7 @@ __global__ void __launch_bounds__(kWarps * kWarp, !kMayDrop && kHd <= 64 ? 4 : 1
         }
 
         // The causal mask and the online softmax: s becomes this tile's probabilities.
-        const ScoreTile at{{rows[0], rows[1]}, k0, pair, k0 + kKeys - 1 > warp_row0, bh, seq};
+        const ScoreTile at{{rows[0], rows[1]}, k0, pair, k0 + kKeys - 1 > warp_row0, bh, spans.seq};
         online_softmax<kMayDrop>(s, o, row_max, row_sum, at, scale_log2, dropout, site);
 
         // O += P·V: 16 keys per k-step, P's accumulators re-packed as A fragments in place. One
@@ -199,13 +202,13 @@ __global__ void __launch_bounds__(kWarps * kWarp, !kMayDrop && kHd <= 64 ? 4 : 1
         }
     }
 
-    store_logsumexp(lse, row_max, row_sum, rows, bh, seq, pair);
+    store_logsumexp(lse, row_max, row_sum, rows, bh, spans.seq, seq, pair);
     // O / l, two elements per 32-bit store.
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         if (rows[r] >= seq) continue;
         const float inv = 1.0f / row_sum[r];
-        T* o_g = out + (static_cast<std::int64_t>(b) * seq + rows[r]) * c + static_cast<std::int64_t>(h) * kHd;
+        T* o_g = out + (spans.first_row(b) + rows[r]) * c + static_cast<std::int64_t>(h) * kHd;
 #pragma unroll
         for (int n = 0; n < kHd / 8; ++n) {
             *reinterpret_cast<std::uint32_t*>(o_g + n * 8 + pair) = pack(o[n][2 * r] * inv, o[n][2 * r + 1] * inv, T{});

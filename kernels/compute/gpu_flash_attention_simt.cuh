@@ -24,6 +24,7 @@
 
 #include "kernels/compute/device_common.cuh"
 #include "kernels/compute/qkv_heads.hpp"
+#include "kernels/compute/sequence_spans.hpp"
 #include "kernels/compute/dropout.hpp"
 #include "kernels/compute/gpu_flash_attention_logsumexp.cuh"
 
@@ -97,8 +98,8 @@ __device__ __forceinline__ void load_rows(float* dst, int ld, int ld_pad, const 
 // output tile may take every register.
 template <class T, int kGroups, bool kAsync>
 __global__ void __launch_bounds__(kThreads, kGroups <= 2 ? 2 : 1)
-    flash_attention_simt_kernel(T* out, float* lse, const T* qkv, int seq, QkvHeads heads, float scale_log2, Dropout dropout,
-                                std::uint32_t site) {
+    flash_attention_simt_kernel(T* out, float* lse, const T* qkv, SequenceSpans spans, QkvHeads heads, float scale_log2,
+                                Dropout dropout, std::uint32_t site) {
     const int c = heads.c(), n_head = heads.n_head;
     static_assert(!kAsync || sizeof(T) == sizeof(float), "cp.async copies fp32 as it is");
     constexpr int kLdV = 64 * kGroups;
@@ -114,9 +115,11 @@ __global__ void __launch_bounds__(kThreads, kGroups <= 2 ? 2 : 1)
     const int bh = static_cast<int>(blockIdx.x);
     const int b = bh / n_head, h = bh % n_head;
     const int row0 = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kRows;
+    const int seq = spans.length(b);  // this sequence's positions
+    if (row0 >= seq) return;          // a row block past a shorter sequence's end
     const int tid = static_cast<int>(threadIdx.x), ty = tid / kKeyGroups, tx = tid % kKeyGroups;
     const std::int64_t ld_qkv = heads.ld();
-    const T* qkv_b = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv;
+    const T* qkv_b = qkv + spans.first_row(b) * ld_qkv;
     const T* q_g = qkv_b + heads.q_col(h);
     const T* k_g = qkv_b + heads.k_col(h);
     const T* v_g = qkv_b + heads.v_col(h);
@@ -207,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, kGroups <= 2 ? 2 : 1)
             for (int e = 0; e < kRowsPer * kKeysPer; ++e) {
                 const int i = e / kKeysPer, key = tx + kKeyGroups * (e % kKeysPer);
                 float& p = p_s[(kRowsPer * ty + i) * kLdP + key];
-                const auto prob_row = static_cast<std::uint64_t>(bh) * static_cast<std::uint64_t>(seq) +
+                const auto prob_row = static_cast<std::uint64_t>(bh) * static_cast<std::uint64_t>(spans.seq) +
                                       static_cast<std::uint64_t>(row0 + kRowsPer * ty + i);
                 if (p != 0.0f) p *= dropout.probability_factor(site, prob_row, static_cast<std::uint64_t>(k0 + key));
             }
@@ -244,9 +247,10 @@ __global__ void __launch_bounds__(kThreads, kGroups <= 2 ? 2 : 1)
         const float sum = half_warp_sum(row_sum[i]);  // every lane takes part, rows past seq too
         const int t = row0 + kRowsPer * ty + i;
         if (t >= seq) continue;
-        if (lse != nullptr && tx == 0) lse[static_cast<std::int64_t>(bh) * seq + t] = logsumexp_from_base2(row_max[i], sum);
+        if (lse != nullptr && tx == 0)
+            lse[static_cast<std::int64_t>(bh) * spans.seq + t] = logsumexp_from_base2(row_max[i], sum);
         const float inv = 1.0f / sum;
-        T* o_g = out + (static_cast<std::int64_t>(b) * seq + t) * c + static_cast<std::int64_t>(h) * hd;
+        T* o_g = out + (spans.first_row(b) + t) * c + static_cast<std::int64_t>(h) * hd;
 #pragma unroll
         for (int g = 0; g < kGroups; ++g) {
 #pragma unroll

@@ -23,6 +23,7 @@
 
 #include "kernels/compute/device_common.cuh"
 #include "kernels/compute/qkv_heads.hpp"
+#include "kernels/compute/sequence_spans.hpp"
 #include "kernels/compute/dropout.hpp"
 #include "kernels/compute/gpu_flash_attention_fragments.cuh"
 
@@ -94,8 +95,8 @@ __device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Split (&a)[4], f
 // first). Shared memory (dynamic, shared_bytes): two stages of K and V [kKeys][kHd + kPad].
 template <int kHd>
 __global__ void __launch_bounds__(kWarps * kWarp)
-    flash_attention_tf32x3_kernel(float* out, float* lse, const float* qkv, int seq, QkvHeads heads, float scale_log2,
-                                  Dropout dropout, std::uint32_t site) {
+    flash_attention_tf32x3_kernel(float* out, float* lse, const float* qkv, SequenceSpans spans, QkvHeads heads,
+                                  float scale_log2, Dropout dropout, std::uint32_t site) {
     const int c = heads.c(), n_head = heads.n_head;
     static_assert(kHd % 8 == 0 && kHd <= 128, "head dims that are multiples of 8, up to 128");
     constexpr int kKeys = keys_for<kHd>();
@@ -106,10 +107,12 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     const int bh = static_cast<int>(blockIdx.x);
     const int b = bh / n_head, h = bh % n_head;
     const int row0 = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kRows;
+    const int seq = spans.length(b);  // this sequence's positions
+    if (row0 >= seq) return;          // a row block past a shorter sequence's end
     const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
     const int group = lane / 4, quad_lane = lane % 4;
     const std::int64_t ld_qkv = heads.ld();
-    const float* qkv_b = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv;
+    const float* qkv_b = qkv + spans.first_row(b) * ld_qkv;
     const float* q_g = qkv_b + heads.q_col(h);
     const float* k_g = qkv_b + heads.k_col(h);
     const float* v_g = qkv_b + heads.v_col(h);
@@ -153,7 +156,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
             }
         }
 
-        const ScoreTile at{{rows[0], rows[1]}, k0, 2 * quad_lane, k0 + kKeys - 1 > warp_row0, bh, seq};
+        const ScoreTile at{{rows[0], rows[1]}, k0, 2 * quad_lane, k0 + kKeys - 1 > warp_row0, bh, spans.seq};
         online_softmax(s, o, row_max, row_sum, at, scale_log2, dropout, site);
 
         // O += P·V: the k-step is n-tile kk of S, whose accumulators (rows g, g + 8; keys 2t,
@@ -167,13 +170,13 @@ __global__ void __launch_bounds__(kWarps * kWarp)
         }
     }
 
-    store_logsumexp(lse, row_max, row_sum, rows, bh, seq, quad_lane);
+    store_logsumexp(lse, row_max, row_sum, rows, bh, spans.seq, seq, quad_lane);
     // O / l, two elements per 8-byte store.
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         if (rows[r] >= seq) continue;
         const float inv = 1.0f / row_sum[r];
-        float* o_g = out + (static_cast<std::int64_t>(b) * seq + rows[r]) * c + static_cast<std::int64_t>(h) * kHd;
+        float* o_g = out + (spans.first_row(b) + rows[r]) * c + static_cast<std::int64_t>(h) * kHd;
 #pragma unroll
         for (int n = 0; n < kHd / 8; ++n) {
             *reinterpret_cast<float2*>(o_g + n * 8 + 2 * quad_lane) = make_float2(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
