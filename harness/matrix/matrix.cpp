@@ -710,20 +710,24 @@ std::string MatrixReader::rope_scaling_text(const toml::node& n) const {
         if (!v) fail(t->source(), "'rope_scaling' needs '" + key + "': give all of " + comma_list(kRopeScalingKeys));
         return *v;
     };
-    std::string text;
-    for (std::size_t i = 0; i + 1 < kRopeScalingKeys.size(); ++i) {
+    RopeScaling r;
+    r.enabled = true;
+    double* const reals[] = {&r.factor, &r.low_freq_factor, &r.high_freq_factor};  // kRopeScalingKeys' order
+    for (std::size_t i = 0; i < std::size(reals); ++i) {
         const std::string& key = kRopeScalingKeys[i];
         const toml::node& v = entry(key);
-        text += checked(v, [&] {
+        *reals[i] = checked(v, [&] {
             const auto number = v.value<double>();  // integers convert too
             if (!v.is_number() || !number || !(*number > 0))
                 throw Invalid{key_text(key) + " must be a positive number, got " + describe(v)};
-            return format_number(*number);
-        }) + ",";
+            return *number;
+        });
     }
     const std::string& positions = kRopeScalingKeys.back();
     const toml::node& v = entry(positions);
-    return text + checked(v, [&] { return std::to_string(integer_at_least(positions, v, 1, ModelLimits::positions)); });
+    r.original_max_positions =
+        static_cast<int>(checked(v, [&] { return integer_at_least(positions, v, 1, ModelLimits::positions); }));
+    return r.text();
 }
 
 void MatrixReader::read_defaults(const toml::node* n) {

@@ -1,6 +1,7 @@
 #include "kernels/model/model_config.hpp"
 
 #include <cstdio>
+#include <utility>
 
 #include "base/number_text.hpp"
 #include "kernels/model/model_fields.hpp"
@@ -83,6 +84,21 @@ std::string ModelConfig::validate() const {
                    std::to_string(s.original_max_positions) + ", low_freq_factor " + number_text(s.low_freq_factor) +
                    " and high_freq_factor " + number_text(s.high_freq_factor) +
                    "; the factor and the positions must be positive and high_freq_factor above low_freq_factor.";
+    }
+    // GPT-2's block has multi-head attention, an MLP 4 × n_embd wide and learned positions. LLaMA's
+    // fields set on it would change its cells' keys but not what they compute, or (the kv heads,
+    // the width) give the activations' layout, which reads them, another shape than its forward's.
+    if (family == ModelFamily::gpt2) {
+        const ModelConfig unset;
+        const std::pair<std::string_view, bool> llama_fields[] = {{"n_kv_head", n_kv_head != unset.n_kv_head},
+                                                                  {"ffn_hidden", ffn_hidden != unset.ffn_hidden},
+                                                                  {"rope_theta", rope_theta != unset.rope_theta},
+                                                                  {"rope_scaling", rope_scaling != unset.rope_scaling}};
+        for (const auto& [field, set] : llama_fields)
+            if (set)
+                return model + " is of the gpt2 family and sets " + std::string(field) +
+                       ", a field of LLaMA's: GPT-2's block has multi-head attention, an MLP 4 × n_embd wide and "
+                       "learned positions.";
     }
     constexpr auto min_eps = static_cast<float>(ModelLimits::min_ln_eps);
     constexpr auto max_eps = static_cast<float>(ModelLimits::max_ln_eps);
