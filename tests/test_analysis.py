@@ -478,6 +478,18 @@ class DriverBoundTest(unittest.TestCase):
         self.assertIsNone(bound.faster_than(dict(x_bound=at_ceiling, x_driver_bound=at_ceiling)))
 
 
+def device_and_uvm_cells(db, device_ms, device, **uvm):
+    """A `device` cell of the workload `device` (fields) taking `device_ms`, and a uvm cell of each
+    workload in `uvm` (name: fields) taking 900 ms, streaming 4 GB of its 8 GB of weights at a 50 %
+    budget over the run's 25 GB/s link: 160 ms. Their ids by name, the device cell's "device"."""
+    db.set_run(h2d_gbps=25.0)
+    common = dict(budget="50%", budget_bytes=4 * GB, weight_bytes=8 * GB, oversubscription=2.0, streamed_bytes=4 * GB)
+    ids = {"device": gpu_cell(db, "device", latency_median_ms=device_ms, **dict(common, streamed_bytes=0, **device))}
+    for name, fields in uvm.items():
+        ids[name] = gpu_cell(db, "uvm", latency_median_ms=900.0, **common, **fields)
+    return ids
+
+
 class WorkloadFromAxesTest(DbTest):
     """The bound's `device` reference shares every workload parameter the database's `axes` table
     names: a dropout-0.1 uvm cell is not set against the faster dropout-0 device cell (the bound once
@@ -485,13 +497,7 @@ class WorkloadFromAxesTest(DbTest):
 
     @classmethod
     def build(cls, db):
-        db.set_run(h2d_gbps=25.0)
-        common = dict(budget="50%", budget_bytes=4 * GB, weight_bytes=8 * GB, oversubscription=2.0, streamed_bytes=4 * GB)
-        ids = {}
-        ids["device"] = gpu_cell(db, "device", dropout=0.0, latency_median_ms=100.0, **dict(common, streamed_bytes=0))
-        ids["uvm"] = gpu_cell(db, "uvm", dropout=0.1, latency_median_ms=900.0, **common)
-        ids["uvm0"] = gpu_cell(db, "uvm", dropout=0.0, latency_median_ms=900.0, **common)
-        return ids
+        return device_and_uvm_cells(db, 100.0, dict(dropout=0.0), uvm=dict(dropout=0.1), uvm0=dict(dropout=0.0))
 
     def test_dropout_is_part_of_the_workload(self):
         self.assertIn("dropout", ResultsDb(self.path).axes.workload)
@@ -513,6 +519,33 @@ class WorkloadFromAxesTest(DbTest):
         self.assertNotIn("launch", older.workload)  # a placement: the fastest device cell over it is the reference
         self.assertEqual(older.model_shape, ("n_layer", "n_embd", "n_head", "vocab_size", "max_positions"))
         self.assertEqual(older.fill_missing({"model": "tiny"})["launch"], "kernels")
+
+
+class ModelFieldsTest(DbTest):
+    """The model's kv heads and MLP width in effect are columns of the model's shape (schema 25), so
+    the bound's `device` reference is a cell of the same model: of a custom model redefined with other
+    kv heads under the same name, the other definition's device cell is no reference."""
+
+    @classmethod
+    def build(cls, db):
+        return device_and_uvm_cells(db, 300.0, dict(model="m", n_kv_head=4), uvm_grouped=dict(model="m", n_kv_head=2),
+                                    uvm=dict(model="m", n_kv_head=4))
+
+    def test_the_model_shape_has_the_counts_in_effect(self):
+        axes = ResultsDb(self.path).axes
+        self.assertEqual(axes.model_shape, ("n_layer", "n_embd", "n_head", "vocab_size", "max_positions", "family",
+                                            "n_kv_head", "ffn_hidden"))
+        self.assertIn("n_kv_head", axes.workload)
+        self.assertNotIn("n_kv_head", axes.parameters)  # the model brings it; no matrix sets it
+        # The template's tiny cell: 4 heads, hidden 64, neither count in its text.
+        with sqlite3.connect(template_db()) as con:
+            self.assertEqual(con.execute("SELECT n_head, n_kv_head, ffn_hidden FROM cells").fetchall(), [(4, 4, 256)])
+
+    def test_the_device_reference_has_the_same_kv_heads(self):
+        cells = ResultsDb(self.path).cells().set_index("cell_id")
+        # link 4e9 / 25e9 = 160 ms; the 4-kv-head device cell's 300 ms bounds its own definition only.
+        self.assertAlmostEqual(cells.loc[self.ids["uvm"], "bound_ms"], 300.0)
+        self.assertAlmostEqual(cells.loc[self.ids["uvm_grouped"], "bound_ms"], 160.0)
 
 
 # --- the bound fixture: scripts/bench/backends_table.py and the report's bound columns --------------

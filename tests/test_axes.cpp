@@ -17,6 +17,7 @@
 #include "harness/matrix/matrix.hpp"
 #include "harness/measure/cell_exec.hpp"
 #include "harness/store/store.hpp"
+#include "kernels/model/model_fields.hpp"
 #include "test_support.hpp"
 
 using namespace sweetspot;
@@ -173,6 +174,20 @@ model = "narrow"
     CHECK_THAT(custom_out.str(), ContainsSubstring("narrow: 12 layers, hidden 384, 6 heads"));
     CHECK_THAT(custom_out.str(), ContainsSubstring("ln_eps 1e-05, gpt2 family, "));
     CHECK_THAT(custom_out.str(), ContainsSubstring("(the matrix's [[models]])"));
+    // A GPT-2 model's line names no field it leaves at its default.
+    CHECK_THAT(custom_out.str(), !ContainsSubstring("kv heads") && !ContainsSubstring("rope"));
+
+    // LLaMA's fields, where a model sets them: llama2_7b keeps the default rotary base and no scaling.
+    const Matrix llama = parse_matrix("[[sweep]]\nmodel = [\"llama_1b\", \"llama2_7b\"]\n", "llama.toml");
+    std::ostringstream llama_out;
+    print_cell_list(llama.cells, std::nullopt, TableFormat::text, llama_out);
+    CHECK_THAT(llama_out.str(),
+               ContainsSubstring("llama_1b: 16 layers, hidden 2048, 32 heads, vocab 128256, 131072 positions, ln_eps 1e-05, "
+                                 "llama family, 8 kv heads, ffn 8192, rope_theta 500000, rope_scaling (factor 32, "
+                                 "low_freq_factor 1, high_freq_factor 4, original_max_positions 8192), "));
+    CHECK_THAT(llama_out.str(), ContainsSubstring("llama2_7b: 32 layers, hidden 4096, 32 heads, vocab 32000, 4096 positions, "
+                                                  "ln_eps 1e-05, llama family, 32 kv heads, ffn 11008, 25.1 GiB of fp32 "
+                                                  "parameters (built in)"));
 }
 
 TEST_CASE("analysis/ describes the files older than the axes table as the registry does", "[axes]") {
@@ -212,6 +227,21 @@ TEST_CASE("the matrix format documents every axis a matrix may set", "[axes]") {
     for (const std::string& name : matrix_axis_names()) {
         INFO(name);
         CHECK_THAT(doc, ContainsSubstring("| `" + name + "` |"));
+    }
+}
+
+TEST_CASE("the matrix format documents every key of a [[models]] entry", "[axes]") {
+    const std::string doc = read_text(test::source_path("experiments/README.md"));
+    const auto from = doc.find("## Custom models");
+    REQUIRE(from != std::string::npos);
+    const std::string section = doc.substr(from, doc.find("\n## ", from + 1) - from);
+    for (const ModelField& f : kModelFields) {
+        INFO(f.key);
+        CHECK_THAT(section, ContainsSubstring("\n" + std::string(f.key) + " = "));
+    }
+    for (const char* key : {"factor", "low_freq_factor", "high_freq_factor", "original_max_positions"}) {
+        INFO(key);
+        CHECK_THAT(section, ContainsSubstring(std::string(key) + " = "));
     }
 }
 

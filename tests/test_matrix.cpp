@@ -16,6 +16,7 @@
 #include "harness/matrix/axes.hpp"
 #include "harness/matrix/matrix.hpp"
 #include "harness/matrix/shard.hpp"
+#include "kernels/model/model_fields.hpp"
 #include "kernels/model/weight_layout.hpp"
 #include "test_support.hpp"
 
@@ -639,6 +640,143 @@ TEST_CASE("a [[models]] entry's family: gpt2 leaves the cell's key alone, an unk
     CHECK(matrix_error(model + "family = \"gtp2\"\n").message() ==
           "unknown family 'gtp2' (did you mean 'gpt2'?); expected one of: gpt2, llama");
     CHECK(matrix_error(model + "family = 2\n").message() == "'family' must be a string, got integer 2");
+}
+
+TEST_CASE("a [[models]] entry sets LLaMA's kv heads, MLP width and rotary positions, with or without a base",
+          "[matrix]") {
+    const Matrix own = parse(R"([[models]]
+name = "small_llama"
+family = "llama"
+layers = 2
+hidden = 64
+heads = 8
+kv_heads = 2
+ffn = 96
+vocab = 128
+positions = 64
+ln_eps = 1e-6
+rope_theta = 500000.0
+rope_scaling = { factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_positions = 32 }
+
+[[models]]
+name = "short_llama_1b"
+base = "llama_1b"
+layers = 4
+rope_scaling = "off"
+
+[[sweep]]
+model = ["small_llama", "short_llama_1b"]
+)");
+    REQUIRE(own.cells.size() == 2);
+    const ModelConfig& m = own.cells[0].model;
+    CHECK(m.family == ModelFamily::llama);
+    CHECK((m.n_layer == 2 && m.n_embd == 64 && m.n_head == 8 && m.vocab_size == 128 && m.max_positions == 64));
+    CHECK(m.n_kv_head == 2);
+    CHECK(m.ffn_hidden == 96);
+    CHECK(m.ln_eps == 1e-6f);
+    CHECK(m.rope_theta == 500000.0);
+    CHECK(m.rope_scaling == RopeScaling{.factor = 8, .low_freq_factor = 1, .high_freq_factor = 4,
+                                        .original_max_positions = 32, .enabled = true});
+    // llama_1b's fields but the layers and the scaling it turns off: 8 kv heads, width 8192, theta 500000.
+    const ModelConfig& based = own.cells[1].model;
+    CHECK(based.family == ModelFamily::llama);
+    CHECK((based.n_layer == 4 && based.n_embd == 2048 && based.n_head == 32));
+    CHECK(based.n_kv_head == 8);
+    CHECK(based.ffn_hidden == 8192);
+    CHECK(based.rope_theta == 500000.0);
+    CHECK_FALSE(based.rope_scaling.enabled);
+
+    // Each field is a line of the cell text, which a cell's process reads back to the same model.
+    const std::string text = own.cells[0].canonical();
+    for (const char* line : {"model.family=llama\n", "model.n_kv_head=2\n", "model.ffn_hidden=96\n",
+                             "model.rope_theta=500000\n", "model.rope_scaling=8,1,4,32\n"})
+        CHECK(text.find(line) != std::string::npos);
+    CHECK(own.cells[1].canonical().find("model.rope_scaling") == std::string::npos);  // off: the default
+    for (const CellParams& c : own.cells) {
+        const CellParams back = CellParams::from_canonical(c.canonical());
+        CHECK(back.key() == c.key());
+        CHECK((back.model.n_kv_head == c.model.n_kv_head && back.model.ffn_hidden == c.model.ffn_hidden));
+        CHECK(back.model.rope_scaling == c.model.rope_scaling);
+    }
+}
+
+TEST_CASE("a [[models]] entry's LLaMA fields are refused where they are written, naming what they take", "[matrix]") {
+    const std::string model = "[[models]]\nname = \"m\"\nbase = \"tiny_llama\"\n";
+    const auto refused = [&](const std::string& line, int at_line, int at_column, const std::string& message) {
+        INFO(line);
+        const MatrixError e = matrix_error(model + line + "\n");
+        CHECK(e.line() == at_line);
+        CHECK(e.column() == at_column);
+        CHECK(e.message() == message);
+    };
+    // tiny_llama has 4 heads: 3 kv heads do not divide them, a whole-model check placed at the entry.
+    refused("kv_heads = 3", 1, 1,
+            "custom model is not a usable shape: Model 'm' has n_kv_head = 3; it must divide n_head = 4 (0: as many as "
+            "n_head).");
+    refused("kv_heads = -1", 4, 12, "'kv_heads' must be an integer >= 0, got integer -1");
+    refused("ffn = 524289", 4, 7, "'ffn' = 524289 is too large (at most 524288)");
+    refused("rope_theta = -1.0", 4, 14, "'rope_theta' must be a positive number, got float -1.0");
+    refused("rope_theta = 0", 4, 14, "'rope_theta' must be a positive number, got integer 0");
+    refused("rope_theta = \"big\"", 4, 14, "'rope_theta' must be a positive number, got string \"big\"");
+    refused("rope_scaling = \"on\"", 4, 16,
+            "'rope_scaling' must be \"off\" or a table of factor, low_freq_factor, high_freq_factor, "
+            "original_max_positions (Llama 3's scaling), got string \"on\"");
+    refused("rope_scaling = { factor = 8.0 }", 4, 16,
+            "'rope_scaling' needs 'low_freq_factor': give all of factor, low_freq_factor, high_freq_factor, "
+            "original_max_positions");
+    refused("rope_scaling = { factr = 8.0 }", 4, 18,
+            "unknown key 'factr' in rope_scaling (did you mean 'factor'?); known keys: factor, low_freq_factor, "
+            "high_freq_factor, original_max_positions");
+    refused("rope_scaling = { factor = 0.0, low_freq_factor = 1, high_freq_factor = 4, original_max_positions = 64 }",
+            4, 27, "'factor' must be a positive number, got float 0.0");
+    refused("rope_scaling = { factor = 8, low_freq_factor = 1, high_freq_factor = 4, original_max_positions = 0.5 }",
+            4, 98, "'original_max_positions' must be an integer >= 1, got float 0.5");
+    // The scaling's bands must not cross: a whole-model check.
+    refused("rope_scaling = { factor = 8, low_freq_factor = 4, high_freq_factor = 1, original_max_positions = 64 }",
+            1, 1,
+            "custom model is not a usable shape: Model 'm' has a rope scaling with factor 8, original_max_positions 64, "
+            "low_freq_factor 4 and high_freq_factor 1; the factor and the positions must be positive and "
+            "high_freq_factor above low_freq_factor.");
+    // A GPT-2 model takes none of them: its block would not compute what its cells' keys say.
+    for (const char* line : {"kv_heads = 2", "ffn = 128", "rope_theta = 500000.0",
+                             "rope_scaling = { factor = 8, low_freq_factor = 1, high_freq_factor = 4, "
+                             "original_max_positions = 64 }"}) {
+        INFO(line);
+        const MatrixError e = matrix_error("[[models]]\nname = \"m\"\nbase = \"tiny\"\n" + std::string(line) + "\n");
+        CHECK(e.line() == 1);
+        CHECK_THAT(e.message(), ContainsSubstring("custom model is not a usable shape: Model 'm' is of the gpt2 family and "
+                                                  "sets "));
+        CHECK_THAT(e.message(), ContainsSubstring(", a field of LLaMA's"));
+    }
+    CHECK(matrix_error("[[models]]\nname = \"m\"\nbase = \"tiny\"\nkv_heads = 2\n").message() ==
+          "custom model is not a usable shape: Model 'm' is of the gpt2 family and sets n_kv_head, a field of LLaMA's: "
+          "GPT-2's block has multi-head attention, an MLP 4 × n_embd wide and learned positions.");
+    // rope_scaling = "off" is the default: accepted.
+    CHECK(parse("[[models]]\nname = \"m\"\nbase = \"tiny\"\nrope_scaling = \"off\"\n[defaults]\nmodel = \"m\"\n")
+              .cells[0]
+              .key() == parse("[[models]]\nname = \"m\"\nbase = \"tiny\"\n[defaults]\nmodel = \"m\"\n").cells[0].key());
+    CHECK(matrix_error(model + "kv_head = 2\n").message() ==
+          "unknown key 'kv_head' in [[models]] (did you mean 'kv_heads'?); known keys: name, base, layers, hidden, heads, "
+          "vocab, positions, ln_eps, family, kv_heads, ffn, rope_theta, rope_scaling");
+}
+
+TEST_CASE("the fields of a model whose 0 stands for another count hold the count in effect", "[matrix]") {
+    const ModelField& kv = model_field_of(&ModelConfig::n_kv_head);
+    const ModelField& ffn = model_field_of(&ModelConfig::ffn_hidden);
+    const auto in_effect = [&](const char* model) {
+        const ModelConfig m = *find_builtin_model(model);
+        return std::pair{*model_field_in_effect(kv, m), *model_field_in_effect(ffn, m)};
+    };
+    CHECK(in_effect("gpt2_small") == std::pair{12, 3072});  // 0 and 0 in its text: 12 heads, 4 × 768
+    CHECK(in_effect("tiny") == std::pair{4, 256});
+    CHECK(in_effect("llama2_7b") == std::pair{32, 11008});
+    CHECK(in_effect("llama_1b") == std::pair{8, 8192});
+    CHECK_FALSE(model_field_in_effect(model_field_of(&ModelConfig::n_head), *find_builtin_model("tiny")));
+    for (const ModelConfig& m : builtin_models()) {
+        INFO(m.name);
+        CHECK(*model_field_in_effect(kv, m) == m.kv_heads());
+        CHECK(*model_field_in_effect(ffn, m) == m.ffn_width());
+    }
 }
 
 TEST_CASE("sizes in decimal and binary units are exact byte counts", "[matrix]") {

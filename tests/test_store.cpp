@@ -16,6 +16,8 @@
 #include <sstream>
 #include <tuple>
 
+#include <nlohmann/json.hpp>
+
 #include "harness/collect/event_totals.hpp"
 #include "harness/measure/cell_outcome.hpp"
 #include "harness/measure/memory_estimate.hpp"
@@ -391,6 +393,70 @@ TEST_CASE("a version-23 database is upgraded with every cell of the gpt2 family,
     CHECK(CellParams::from_canonical(cells.text(2)).model.family == ModelFamily::gpt2);
     CHECK_FALSE(cells.step());
     CHECK(count_rows(s, "cell_history") == 1);
+}
+
+TEST_CASE("a version-24 database reads and is upgraded with each cell's kv heads and MLP width in effect", "[store]") {
+    TempDir tmp;
+    const auto path = tmp.file("v24.db");
+    // tiny: 4 heads, hidden 64, neither count in its text; tiny_llama: 2 kv heads of 4, width 176;
+    // a custom LLaMA model whose text leaves both at 0: its 6 heads and 4 × 48.
+    std::vector<CellParams> cells = {tiny_cell(1, 8), tiny_cell(1, 8), tiny_cell(1, 8)};
+    cells[1].model = *find_builtin_model("tiny_llama");
+    cells[2].model = *find_builtin_model("tiny_llama");
+    cells[2].model.name = "plain_llama";
+    cells[2].model.n_embd = 48;
+    cells[2].model.n_head = 6;
+    cells[2].model.n_kv_head = 0;
+    cells[2].model.ffn_hidden = 0;
+    {
+        auto s = Store::open(path);
+        RunInfo info;
+        info.started_at = "2026-01-01T00:00:00Z";
+        const std::int64_t run = s.begin_run(info);
+        for (std::size_t i = 0; i < cells.size(); ++i) record_outcome(s, run, static_cast<int>(i), cells[i], ok_outcome(1.0));
+        downgrade_schema(s.db(), 24);
+    }
+    const std::vector<std::tuple<std::string, int, int>> expected = {{"tiny", 4, 256}, {"tiny_llama", 2, 176},
+                                                                     {"plain_llama", 6, 192}};
+    {
+        // Read as it is: the counts come from each row's text and shape.
+        auto r = Store::open_read_only(path);
+        CHECK_FALSE(has_column(r.db(), "cells", "n_kv_head"));
+        std::ostringstream out;
+        print_summary(r, SummaryOptions{.format = TableFormat::json}, out);
+        const auto rows = nlohmann::json::parse(out.str());
+        REQUIRE(rows.size() == 3);
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+            const auto& [model, kv_heads, ffn] = expected[i];
+            INFO(model);
+            CHECK(rows[i].at("model") == model);
+            CHECK(rows[i].at("n_kv_head") == kv_heads);
+            CHECK(rows[i].at("ffn_hidden") == ffn);
+        }
+    }
+    auto s = Store::open(path);
+    auto v = s.db().prepare("SELECT version FROM schema_info");
+    REQUIRE(v.step());
+    CHECK(v.int64(0) == 25);
+    auto stored = s.db().prepare("SELECT model, n_kv_head, ffn_hidden, cell_key FROM cells ORDER BY cell_index");
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+        const auto& [model, kv_heads, ffn] = expected[i];
+        INFO(model);
+        REQUIRE(stored.step());
+        CHECK(stored.text(0) == model);
+        CHECK(stored.int64(1) == kv_heads);
+        CHECK(stored.int64(2) == ffn);
+        CHECK(stored.text(3) == cells[i].key());  // the keys stay
+    }
+    // A cell written now stores the same counts.
+    RunInfo info;
+    info.started_at = "2026-01-02T00:00:00Z";
+    record_outcome(s, s.begin_run(info), 0, cells[1], ok_outcome(2.0));
+    auto again = s.db().prepare("SELECT n_kv_head, ffn_hidden FROM cells WHERE model = 'tiny_llama'");
+    REQUIRE(again.step());
+    CHECK(again.int64(0) == 2);
+    CHECK(again.int64(1) == 176);
+    CHECK_FALSE(again.step());
 }
 
 TEST_CASE("a version-6 database is read as it is and upgraded when a run writes to it", "[store]") {
@@ -1002,12 +1068,14 @@ TEST_CASE("a database of every earlier version opens, reads, and upgrades to eve
         }
         // The cell from before: one row, with every later column at what cells before it had.
         CHECK(count_rows(s, "cells") == 1);
-        auto launch = s.db().prepare("SELECT launch, dropout, cpu_load_1m IS NULL, family FROM cells");
+        auto launch = s.db().prepare("SELECT launch, dropout, cpu_load_1m IS NULL, family, n_kv_head, ffn_hidden FROM cells");
         REQUIRE(launch.step());
         CHECK(launch.text(0) == "kernels");
         CHECK(launch.real(1) == 0.0);
         CHECK(launch.int64(2) == 1);
         CHECK(launch.text(3) == "gpt2");
+        CHECK(launch.int64(4) == 4);    // tiny's heads
+        CHECK(launch.int64(5) == 256);  // 4 × its hidden 64
     }
 }
 

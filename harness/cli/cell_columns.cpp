@@ -59,7 +59,7 @@ std::vector<const Axis*> column_axes() {
 }
 
 Field axis_field(const Axis& axis, const CellParams& cell) {
-    return {axis.shown_text(cell), typed(axis_column_value(axis, axis.get(cell)), is_flag(axis.unit))};
+    return {axis.shown_text(cell), typed(axis_column_value(axis, axis.column_text(cell)), is_flag(axis.unit))};
 }
 
 CellColumns::CellColumns(std::set<std::string> present, std::string prefix)
@@ -67,10 +67,10 @@ CellColumns::CellColumns(std::set<std::string> present, std::string prefix)
 
 void CellColumns::add(const Axis& axis) {
     const std::string column(axis.column);
-    columns_.push_back({column,
-                        present_.count(column) ? prefix_ + column
-                                               : sql_literal(axis_column_value(axis, axis.value_before())),
-                        sql_type(axis), is_flag(axis.unit)});
+    std::string expression = prefix_ + column;
+    if (!present_.count(column))
+        expression = axis.before_sql ? axis.before_sql(prefix_) : sql_literal(axis_column_value(axis, axis.value_before()));
+    columns_.push_back({column, expression, sql_type(axis), is_flag(axis.unit)});
 }
 
 void CellColumns::add(const Measure& measure) {

@@ -1,6 +1,5 @@
 #include "harness/cli/cell_list.hpp"
 
-#include <cstdio>
 #include <set>
 #include <string>
 #include <variant>
@@ -8,23 +7,23 @@
 #include "harness/cli/table.hpp"
 #include "harness/matrix/axes.hpp"
 #include "harness/measure/cell_exec.hpp"
+#include "kernels/model/model_fields.hpp"
 #include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {
 namespace {
 
-// "tiny: 2 layers, hidden 64, 2 heads, vocab 512, 128 positions, ln_eps 1e-05, gpt2 family, ... (built in)"
+// "tiny: 2 layers, hidden 64, 4 heads, vocab 512, 128 positions, ln_eps 1e-05, gpt2 family, ... (built in)";
+// a field listed only where set (kModelFields) where it is not at its default.
 std::string shape_line(const ModelConfig& m) {
-    char eps[32];
-    std::snprintf(eps, sizeof eps, "%g", static_cast<double>(m.ln_eps));  // the float's shortest form, not 9.99999975e-06
     std::string line = m.name + ": ";
-    for (const ShapeField& f : kShapeFields) {
+    for (const ModelField& f : kModelFields) {
+        if (!f.listed_always && model_field_text(f, m) == model_field_text(f, ModelConfig{})) continue;
         const std::string_view phrase = f.phrase;
         const std::size_t at = phrase.find("{}");
-        line += std::string(phrase.substr(0, at)) + std::to_string(m.*f.field) + std::string(phrase.substr(at + 2)) + ", ";
+        line += std::string(phrase.substr(0, at)) + model_field_display(f, m) + std::string(phrase.substr(at + 2)) + ", ";
     }
-    return line + "ln_eps " + eps + ", " + std::string(enum_name(m.family)) + " family, " +
-           human_bytes(static_cast<double>(n_params(m)) * 4) + " of fp32 parameters" +
+    return line + human_bytes(static_cast<double>(n_params(m)) * 4) + " of fp32 parameters" +
            (find_builtin_model(m.name) ? " (built in)" : " (the matrix's [[models]])");
 }
 

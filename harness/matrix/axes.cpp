@@ -7,6 +7,7 @@
 #include <set>
 
 #include "base/number_text.hpp"
+#include "kernels/model/model_fields.hpp"
 
 namespace sweetspot {
 namespace {
@@ -31,7 +32,15 @@ Axis with_default(Axis a) {
     return a;
 }
 
-// The bounds, their message and the check of an integer axis, in cell fields or the model's shape.
+Axis::Column model_column_type(const ModelField& f) {
+    if (f.column.empty()) return Axis::Column::none;
+    if (std::holds_alternative<IntegerField>(f.kind)) return Axis::Column::integer;
+    if (std::holds_alternative<RealField<float>>(f.kind) || std::holds_alternative<RealField<double>>(f.kind))
+        return Axis::Column::real;
+    return Axis::Column::text;
+}
+
+// The bounds, their message and the check of an integer axis.
 void integer_range(Axis& a, std::int64_t min, std::int64_t max) {
     a.min = min;
     a.max = max;
@@ -88,20 +97,6 @@ Axis choice_axis(std::string_view name, E CellParams::*field) {
     return with_default(std::move(a));
 }
 
-// A line of the model's shape in the cell text ("model.n_layer"): not written in a matrix (the
-// model's name brings it), but keyed, so redefining a custom model changes its cells' keys.
-Axis shape_axis(const ShapeField& f) {
-    Axis a = axis_named(f.axis, Axis::Written::not_in_matrix, Axis::Column::integer);
-    a.unit = Unit::count;
-    a.column = f.column;
-    a.in_list = a.in_summary = Axis::Shown::never;  // `list` prints each model's shape below its table
-    integer_range(a, 1, f.max);
-    int ModelConfig::*field = f.field;
-    a.get = [field](const CellParams& c) { return std::to_string(c.model.*field); };
-    a.set = [field](CellParams& c, const std::string& v) { c.model.*field = static_cast<int>(*parse_integer(v)); };
-    return with_default(std::move(a));
-}
-
 Axis model_axis() {
     Axis a = axis_named("model", Axis::Written::model, Axis::Column::text);
     a.in_list = a.in_summary = Axis::Shown::always;
@@ -117,105 +112,37 @@ Axis model_axis() {
     return with_default(std::move(a));
 }
 
-Axis ln_eps_axis() {
-    Axis a = axis_named("model.ln_eps", Axis::Written::not_in_matrix, Axis::Column::none);
-    a.column = {};
-    a.in_list = a.in_summary = Axis::Shown::never;
-    a.expects = "a number from " + format_number(ModelLimits::min_ln_eps) + " to " + format_number(ModelLimits::max_ln_eps);
-    a.normalize = [](std::string_view text) -> std::optional<std::string> {
-        const auto v = parse_finite_number(text);
-        if (!v || *v < ModelLimits::min_ln_eps || *v > ModelLimits::max_ln_eps) return std::nullopt;
-        return format_number(static_cast<float>(*v));
-    };
-    a.get = [](const CellParams& c) { return format_number(c.model.ln_eps); };
-    a.set = [](CellParams& c, const std::string& v) { c.model.ln_eps = static_cast<float>(*parse_finite_number(v)); };
-    return with_default(std::move(a));
-}
-
-// The model's family, a line of the cell text as its shape is (the model's name brings it), keyed
-// only where not gpt2: the cells of GPT-2 models keep the keys they had before there were families.
-Axis family_axis() {
-    Axis a = axis_named("model.family", Axis::Written::not_in_matrix, Axis::Column::text);
-    a.column = "family";
-    a.keyed = Axis::Keyed::unless_default;
-    a.in_list = a.in_summary = Axis::Shown::never;  // `list` names each model's family below its table
-    enum_values<ModelFamily>(a);
-    a.get = [](const CellParams& c) { return std::string(enum_name(c.model.family)); };
-    a.set = [](CellParams& c, const std::string& v) { c.model.family = *parse_enum<ModelFamily>(v); };
-    return with_default(std::move(a));
-}
-
-// The shape lines of families beyond GPT-2 (grouped kv heads, the MLP's width, rotary positions):
-// lines of the cell text as the shape's are, keyed only where not at their defaults, which
-// GPT-2's models keep, so its cells keep the keys they had. No column yet: the model's name says
-// which shape a result is.
-Axis model_integer_line(std::string_view name, int ModelConfig::*field, int max) {
-    Axis a = axis_named(name, Axis::Written::not_in_matrix, Axis::Column::none);
-    a.column = {};
-    a.keyed = Axis::Keyed::unless_default;
-    a.in_list = a.in_summary = Axis::Shown::never;
-    integer_range(a, 0, max);
-    a.get = [field](const CellParams& c) { return std::to_string(c.model.*field); };
-    a.set = [field](CellParams& c, const std::string& v) { c.model.*field = static_cast<int>(*parse_integer(v)); };
-    return with_default(std::move(a));
-}
-
-Axis rope_theta_axis() {
-    Axis a = axis_named("model.rope_theta", Axis::Written::not_in_matrix, Axis::Column::none);
-    a.column = {};
-    a.keyed = Axis::Keyed::unless_default;
-    a.in_list = a.in_summary = Axis::Shown::never;
-    a.expects = "a positive number";
-    a.normalize = [](std::string_view text) -> std::optional<std::string> {
-        const auto v = parse_finite_number(text);
-        if (!v || *v <= 0) return std::nullopt;
-        return format_number(*v);
-    };
-    a.get = [](const CellParams& c) { return format_number(c.model.rope_theta); };
-    a.set = [](CellParams& c, const std::string& v) { c.model.rope_theta = *parse_finite_number(v); };
-    return with_default(std::move(a));
-}
-
-// Llama 3's rotary scaling as "factor,low_freq_factor,high_freq_factor,original_max_positions",
-// or "off".
-std::string rope_scaling_text(const RopeScaling& r) {
-    if (!r.enabled) return "off";
-    return format_number(r.factor) + "," + format_number(r.low_freq_factor) + "," + format_number(r.high_freq_factor) +
-           "," + std::to_string(r.original_max_positions);
-}
-
-std::optional<RopeScaling> parse_rope_scaling(std::string_view text) {
-    if (text == "off") return RopeScaling{};
-    RopeScaling r;
-    r.enabled = true;
-    double* const reals[] = {&r.factor, &r.low_freq_factor, &r.high_freq_factor};
-    for (double* field : reals) {
-        const auto comma = text.find(',');
-        if (comma == std::string_view::npos) return std::nullopt;
-        const auto v = parse_finite_number(text.substr(0, comma));
-        if (!v || *v <= 0) return std::nullopt;
-        *field = *v;
-        text.remove_prefix(comma + 1);
+// A line of the model's description in the cell text ("model.n_layer", kModelFields): not written
+// in a matrix (the model's name brings it), but keyed, so redefining a custom model changes its
+// cells' keys; the fields added after GPT-2's only where not at their default, so the cells of
+// models that leave them alone keep their keys.
+Axis model_field_axis(const ModelField& f) {
+    Axis a = axis_named(f.axis, Axis::Written::not_in_matrix, model_column_type(f));
+    a.column = f.column;
+    a.keyed = f.keyed_always ? Axis::Keyed::always : Axis::Keyed::unless_default;
+    a.in_list = a.in_summary = Axis::Shown::never;  // `list` prints each model's line below its table
+    a.since = f.since;
+    a.expects = model_field_expects(f);
+    a.choices = model_field_choices(f);
+    if (const auto* count = std::get_if<IntegerField>(&f.kind)) {
+        a.unit = Unit::count;
+        a.min = count->min;
+        a.max = count->max;
     }
-    const auto positions = parse_integer(text);
-    if (!positions || *positions < 1 || *positions > ModelLimits::positions) return std::nullopt;
-    r.original_max_positions = static_cast<int>(*positions);
-    return r;
-}
-
-Axis rope_scaling_axis() {
-    Axis a = axis_named("model.rope_scaling", Axis::Written::not_in_matrix, Axis::Column::none);
-    a.column = {};
-    a.keyed = Axis::Keyed::unless_default;
-    a.in_list = a.in_summary = Axis::Shown::never;
-    a.expects = "\"off\" or factor,low_freq_factor,high_freq_factor,original_max_positions";
-    a.normalize = [](std::string_view text) -> std::optional<std::string> {
-        const auto r = parse_rope_scaling(text);
-        if (!r) return std::nullopt;
-        return rope_scaling_text(*r);
-    };
-    a.get = [](const CellParams& c) { return rope_scaling_text(c.model.rope_scaling); };
-    a.set = [](CellParams& c, const std::string& v) { c.model.rope_scaling = *parse_rope_scaling(v); };
+    a.normalize = [&f](std::string_view text) { return normal_model_field(f, text); };
+    a.get = [&f](const CellParams& c) { return model_field_text(f, c.model); };
+    a.set = [&f](CellParams& c, const std::string& v) { set_model_field(f, c.model, v); };
+    if (const auto* count = std::get_if<IntegerField>(&f.kind); count != nullptr && count->zero_is != nullptr) {
+        // The column holds the count in effect; a row from before it, the one its text gave, or
+        // where its text has no line (0), `factor` times the other count's column.
+        a.stored = [&f](const CellParams& c) { return std::to_string(*model_field_in_effect(f, c.model)); };
+        const std::string other(model_field_of(count->zero_is).column);
+        const std::string factor = std::to_string(count->factor);
+        a.before_sql = [&f, other, factor](std::string_view prefix) {
+            const std::string line = canonical_line_sql(std::string(prefix) + "canonical", f.axis);
+            return "COALESCE(NULLIF(CAST(" + line + " AS INTEGER), 0), " + factor + " * " + std::string(prefix) + other + ")";
+        };
+    }
     return with_default(std::move(a));
 }
 
@@ -387,16 +314,8 @@ std::vector<Axis> make_axes() {
     using R = Axis::Role;
     constexpr std::int64_t max_seed = std::numeric_limits<std::int64_t>::max();
     std::vector<Axis> all = {role(model_axis(), R::workload, "model name")};
-    for (const ShapeField& f : kShapeFields) all.push_back(role(shape_axis(f), R::workload, f.meaning));
+    for (const ModelField& f : kModelFields) all.push_back(role(model_field_axis(f), R::workload, f.meaning));
     std::vector<Axis> rest = {
-        role(ln_eps_axis(), R::workload, "LayerNorm epsilon"),
-        role(added_in(family_axis(), 24), R::workload, "model family: its tensors, checkpoints and block"),
-        role(model_integer_line("model.n_kv_head", &ModelConfig::n_kv_head, ModelLimits::hidden), R::workload,
-             "key and value heads (0: as many as heads)"),
-        role(model_integer_line("model.ffn_hidden", &ModelConfig::ffn_hidden, 4 * ModelLimits::hidden), R::workload,
-             "the MLP's width (0: 4 × hidden)"),
-        role(rope_theta_axis(), R::workload, "rotary positions' base"),
-        role(rope_scaling_axis(), R::workload, "rotary positions' Llama 3 scaling"),
         role(shown(variant_axis(), S::always, S::always), R::workload, "fused-kernel variant"),
         role(shown(choice_axis("backend", &CellParams::backend), S::always, S::always), R::placement, "memory backend"),
         role(shown(choice_axis("dtype", &CellParams::dtype), S::always, S::always), R::workload, "compute dtype"),

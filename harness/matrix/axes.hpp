@@ -73,11 +73,19 @@ struct Axis {
     std::function<void(CellParams&, const std::string& normal)> set;
     // The value as `list` prints it (a byte budget as "1.50 GiB"); get() when not set.
     std::function<std::string(const CellParams&)> display;
+    // The value its column holds, in normal form, where that is not get()'s: the kv heads in
+    // effect where the cell text says 0 (as many as heads). get() when not set.
+    std::function<std::string(const CellParams&)> stored;
+    // For a column whose rows from before it held values that differ row by row: the SQL
+    // expression of what a row held, over the row's older columns, each named after `prefix`
+    // ("c."). Not set: every such row held value_before().
+    std::function<std::string(std::string_view prefix)> before_sql;
 
     bool in_matrix() const { return written != Written::not_in_matrix; }
     bool has_column() const { return column_type != Column::none; }
     const std::string& value_before() const { return before.empty() ? default_text : before; }
     std::string shown_text(const CellParams& c) const { return display ? display(c) : get(c); }
+    std::string column_text(const CellParams& c) const { return stored ? stored(c) : get(c); }
 };
 
 // Every axis, in the order the matrix format documents them (and messages list them).

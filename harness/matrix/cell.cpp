@@ -201,6 +201,15 @@ std::string fnv1a64_hex(std::string_view data) {
 
 std::string CellParams::key() const { return fnv1a64_hex(canonical()); }
 
+std::string canonical_line_sql(std::string_view column, std::string_view name) {
+    // Every line, the first too, follows a line break once one is put in front of the text, and
+    // every line ends with one.
+    const std::string text = "(char(10) || " + std::string(column) + ")";
+    const std::string at = "instr(" + text + ", char(10) || '" + std::string(name) + "=')";
+    const std::string rest = "substr(" + text + ", " + at + " + " + std::to_string(name.size() + 2) + ")";
+    return "(CASE WHEN " + at + " > 0 THEN substr(" + rest + ", 1, instr(" + rest + ", char(10)) - 1) END)";
+}
+
 CellParams CellParams::from_canonical(std::string_view text) {
     CellParams c;
     auto bad = [](const std::string& what) { throw std::invalid_argument("cell text: " + what); };

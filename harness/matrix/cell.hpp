@@ -186,4 +186,8 @@ struct CellParams {
 
 std::string fnv1a64_hex(std::string_view data);
 
+// The SQL expression of the value of the line `name` of a canonical text (CellParams::canonical)
+// held in the column `column`, as text; NULL where the text has no such line.
+std::string canonical_line_sql(std::string_view column, std::string_view name);
+
 }  // namespace sweetspot

@@ -7,6 +7,7 @@
 #include "base/number_text.hpp"
 #include "harness/matrix/axes.hpp"
 #include "harness/system/did_you_mean.hpp"
+#include "kernels/model/model_fields.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -23,6 +24,8 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 
 // Every axis value is checked once, where it is written, and reduced to a normal form: the text
 // CellParams spells it in (budget "12GiB" -> "12884901888", timeout "10m" -> "600"). Exclusions
@@ -134,16 +137,6 @@ std::int64_t integer_at_least(std::string_view key, const toml::node& n, std::in
     return v->get();
 }
 
-// Checked before it becomes a float, where 1e-300 would silently be 0.
-float layer_norm_epsilon(const toml::node& n) {
-    const auto v = n.value<double>();  // integers convert too
-    if (!n.is_number() || !v || !(*v >= ModelLimits::min_ln_eps && *v <= ModelLimits::max_ln_eps)) {
-        throw Invalid{"'ln_eps' must be a number from " + format_number(ModelLimits::min_ln_eps) + " to " +
-                      format_number(ModelLimits::max_ln_eps) + ", got " + describe(n)};
-    }
-    return static_cast<float>(*v);
-}
-
 std::string any_string(std::string_view key, const toml::node& n) {
     const auto* s = n.as_string();
     if (!s) throw Invalid{key_text(key) + " must be a string, got " + describe(n)};
@@ -167,11 +160,29 @@ std::string single_line_string(std::string_view key, const toml::node& n) {
 
 // ---- Models: the built-ins and the file's [[models]] ----
 
-ModelFamily model_family(const toml::node& n) {
-    const std::string text = single_line_string("family", n);
-    if (const auto family = parse_enum<ModelFamily>(text)) return *family;
-    const std::vector<std::string> families = enum_names<ModelFamily>();
-    throw Invalid{"unknown family '" + text + "'" + suggestion(text, families) + "; expected one of: " + comma_list(families)};
+// A [[models]] entry's value of a field other than rope_scaling (MatrixReader::rope_scaling_text),
+// checked, in the field's normal form (the cell text's).
+std::string model_field_value(const ModelField& f, const toml::node& n) {
+    return std::visit(
+        [&](const auto& kind) -> std::string {
+            using K = std::decay_t<decltype(kind)>;
+            if constexpr (std::is_same_v<K, IntegerField>) {
+                return std::to_string(integer_at_least(f.key, n, kind.min, kind.max));
+            } else if constexpr (std::is_same_v<K, ChoiceField<ModelFamily>>) {
+                const std::string text = single_line_string(f.key, n);
+                if (const auto normal = normal_model_field(f, text)) return *normal;
+                const std::vector<std::string> names = model_field_choices(f);
+                throw Invalid{"unknown " + std::string(f.key) + " '" + text + "'" + suggestion(text, names) +
+                              "; expected " + model_field_expects(f)};
+            } else {
+                const auto v = n.value<double>();  // integers convert too
+                std::optional<std::string> normal;
+                if (n.is_number() && v) normal = normal_model_field(f, format_number(*v));
+                if (!normal) throw Invalid{key_text(f.key) + " must be " + model_field_expects(f) + ", got " + describe(n)};
+                return *normal;
+            }
+        },
+        f.kind);
 }
 
 std::vector<std::string> model_names(const std::vector<ModelConfig>& models) {
@@ -379,15 +390,17 @@ std::vector<Entry> entries_in_file_order(const toml::table& t) {
 }
 
 const std::vector<std::string> kTopLevelKeys = {"name", "description", "defaults", "models", "sweep", "exclude"};
-// A [[models]] entry's keys: its name, the built-in it starts from, each shape field's key, ln_eps,
-// its family.
+// A [[models]] entry's keys: its name, the built-in it starts from, each model field's key.
 std::vector<std::string> model_keys() {
     std::vector<std::string> keys = {"name", "base"};
-    for (const ShapeField& f : kShapeFields) keys.emplace_back(f.key);
-    keys.emplace_back("ln_eps");
-    keys.emplace_back("family");
+    for (const ModelField& f : kModelFields) keys.emplace_back(f.key);
     return keys;
 }
+
+// rope_scaling's keys, config.json's but for original_max_position_embeddings, shortened as
+// `positions` shortens max_position_embeddings.
+const std::vector<std::string> kRopeScalingKeys = {"factor", "low_freq_factor", "high_freq_factor",
+                                                   "original_max_positions"};
 
 std::vector<std::string> sweep_keys() {
     std::vector<std::string> keys = {"name"};
@@ -426,6 +439,7 @@ private:
     void read_models(const toml::node* n);
     ModelConfig read_model(const toml::table& t) const;
     ModelConfig model_start(const toml::table& t, const std::string& name) const;
+    std::string rope_scaling_text(const toml::node& n) const;
 
     void read_defaults(const toml::node* n);
     Sweep read_sweep(const toml::table& t, int number) const;
@@ -643,13 +657,14 @@ ModelConfig MatrixReader::read_model(const toml::table& t) const {
 
     ModelConfig m = model_start(t, name);
     m.name = name;
-    for (const ShapeField& f : kShapeFields) {
-        if (const toml::node* v = t.get(f.key)) {
-            m.*f.field = static_cast<int>(checked(*v, [&] { return integer_at_least(f.key, *v, 1, f.max); }));
-        }
+    for (const ModelField& f : kModelFields) {
+        const toml::node* v = t.get(f.key);
+        if (!v) continue;
+        const std::string normal = std::holds_alternative<RopeScalingField>(f.kind)
+                                       ? rope_scaling_text(*v)
+                                       : checked(*v, [&] { return model_field_value(f, *v); });
+        set_model_field(f, m, normal);
     }
-    if (const toml::node* v = t.get("ln_eps")) m.ln_eps = checked(*v, [&] { return layer_norm_epsilon(*v); });
-    if (const toml::node* v = t.get("family")) m.family = checked(*v, [&] { return model_family(*v); });
     if (const std::string why = m.validate(); !why.empty()) {
         fail(t.source(), "custom model is not a usable shape: " + why);
     }
@@ -671,13 +686,48 @@ ModelConfig MatrixReader::model_start(const toml::table& t, const std::string& n
             return *m;
         });
     }
-    for (const ShapeField& f : kShapeFields) {
+    for (const ModelField& f : kModelFields) {
         if (f.required && !t.get(f.key)) {
             fail(t.source(), "custom model '" + name + "' needs '" + std::string(f.key) +
                                  "' (or a 'base' built-in model to start from)");
         }
     }
     return ModelConfig{};
+}
+
+// rope_scaling: "off", or a table of Llama 3's four numbers, each checked where it is written; in
+// the field's normal form.
+std::string MatrixReader::rope_scaling_text(const toml::node& n) const {
+    if (const auto* off = n.as_string(); off && off->get() == "off") return "off";
+    const toml::table* t = n.as_table();
+    if (!t) {
+        fail(n.source(), "'rope_scaling' must be \"off\" or a table of " + comma_list(kRopeScalingKeys) +
+                             " (Llama 3's scaling), got " + describe(n));
+    }
+    check_keys(*t, kRopeScalingKeys, "in rope_scaling");
+    const auto entry = [&](const std::string& key) -> const toml::node& {
+        const toml::node* v = t->get(key);
+        if (!v) fail(t->source(), "'rope_scaling' needs '" + key + "': give all of " + comma_list(kRopeScalingKeys));
+        return *v;
+    };
+    RopeScaling r;
+    r.enabled = true;
+    double* const reals[] = {&r.factor, &r.low_freq_factor, &r.high_freq_factor};  // kRopeScalingKeys' order
+    for (std::size_t i = 0; i < std::size(reals); ++i) {
+        const std::string& key = kRopeScalingKeys[i];
+        const toml::node& v = entry(key);
+        *reals[i] = checked(v, [&] {
+            const auto number = v.value<double>();  // integers convert too
+            if (!v.is_number() || !number || !(*number > 0))
+                throw Invalid{key_text(key) + " must be a positive number, got " + describe(v)};
+            return *number;
+        });
+    }
+    const std::string& positions = kRopeScalingKeys.back();
+    const toml::node& v = entry(positions);
+    r.original_max_positions =
+        static_cast<int>(checked(v, [&] { return integer_at_least(positions, v, 1, ModelLimits::positions); }));
+    return r.text();
 }
 
 void MatrixReader::read_defaults(const toml::node* n) {

@@ -104,6 +104,14 @@ void add_missing_columns(Database& db) {
     }
 }
 
+// Gives the rows from before `version`'s columns whose values differ row by row (Axis::before_sql)
+// what they held, in place of the column's default.
+void fill_added_columns(Database& db, int version) {
+    for (const Axis& a : axes())
+        if (a.has_column() && a.since > version && a.before_sql)
+            db.exec("UPDATE cells SET " + std::string(a.column) + " = " + a.before_sql(""));
+}
+
 // Rewrites `table` with `rows` (each the same columns in the same order) where it holds other rows.
 void rewrite_table(Database& db, const std::string& table, const std::vector<Row>& rows) {
     std::string columns;
@@ -198,6 +206,7 @@ const std::vector<SchemaStep>& schema_steps() {
         {22, "the host's memory bandwidth, where an update runs on the host's cores", nullptr, ""},
         {23, "the split_tf32 axis", nullptr, ""},
         {24, "the model family axis", nullptr, ""},
+        {25, "the key and value heads and the MLP width in effect of each cell's model", nullptr, ""},
     };
     return steps;
 }
@@ -248,6 +257,7 @@ void upgrade_schema(Database& db, int version) {
     for (const SchemaStep& step : schema_steps())
         if (step.version > version && step.upgrade) step.upgrade(db);
     add_missing_columns(db);
+    fill_added_columns(db, version);
     db.exec(kViewsSql);
     describe_columns(db);
     if (version != schema_version()) set_version(db, schema_version());

@@ -226,7 +226,7 @@ std::int64_t Store::insert_cell(std::int64_t run_id, int cell_index, const CellP
                {"canonical", sql(c.canonical())}};
     if (const auto id = replace_cell(key)) row.emplace_back("cell_id", sql(*id));
     for (const Axis& axis : axes())
-        if (axis.has_column()) row.emplace_back(axis.column, axis_column_value(axis, axis.get(c)));
+        if (axis.has_column()) row.emplace_back(axis.column, axis_column_value(axis, axis.column_text(c)));
     row.insert(row.end(), values.begin(), values.end());
     insert_row(db_, "cells", row);
     return db_.last_insert_rowid();

@@ -1,6 +1,10 @@
 #include "kernels/model/model_config.hpp"
 
 #include <cstdio>
+#include <utility>
+
+#include "base/number_text.hpp"
+#include "kernels/model/model_fields.hpp"
 
 namespace sweetspot {
 namespace {
@@ -12,37 +16,63 @@ std::string number_text(double v) {
     return buf;
 }
 
+// The number before the first `separator` of `text`, taken off it with the separator; nothing where
+// there is no separator or no number before it.
+std::optional<double> take_number(std::string_view& text, char separator) {
+    const auto end = text.find(separator);
+    if (end == std::string_view::npos) return std::nullopt;
+    const auto v = parse_finite_number(text.substr(0, end));
+    text.remove_prefix(end + 1);
+    return v;
+}
+
 // Llama 3.2's rotary scaling (its config.json's rope_scaling).
 constexpr RopeScaling kLlama32Scaling{
     .factor = 32, .low_freq_factor = 1, .high_freq_factor = 4, .original_max_positions = 8192, .enabled = true};
 
 }  // namespace
 
+std::string RopeScaling::text() const {
+    if (!enabled) return "off";
+    return format_number(factor) + "," + format_number(low_freq_factor) + "," + format_number(high_freq_factor) + "," +
+           std::to_string(original_max_positions);
+}
+
+std::optional<RopeScaling> RopeScaling::parse(std::string_view text) {
+    if (text == "off") return RopeScaling{};
+    RopeScaling r;
+    r.enabled = true;
+    for (double* field : {&r.factor, &r.low_freq_factor, &r.high_freq_factor}) {
+        const auto v = take_number(text, ',');
+        if (!v || *v <= 0) return std::nullopt;
+        *field = *v;
+    }
+    const auto positions = parse_integer(text);
+    if (!positions || *positions < 1 || *positions > ModelLimits::positions) return std::nullopt;
+    r.original_max_positions = static_cast<int>(*positions);
+    return r;
+}
+
 std::string ModelConfig::validate() const {
     const std::string model = "Model '" + name + "'";
-    const auto out_of_range = [&](std::string_view column, int value, int max) -> std::string {
-        const std::string field(column);
-        if (value <= 0) return model + " has " + field + " = " + std::to_string(value) + "; it must be positive.";
-        if (value > max) {
-            return model + " has " + field + " = " + std::to_string(value) + "; at most " + std::to_string(max) +
-                   " is supported.";
+    for (const ModelField& f : kModelFields) {
+        const auto* count = std::get_if<IntegerField>(&f.kind);
+        if (count == nullptr) continue;
+        const int value = this->*count->field;
+        const std::string field = std::string(f.axis.substr(f.axis.find('.') + 1)) + " = " + std::to_string(value);
+        if (value < count->min) {
+            return model + " has " + field + "; it must be " +
+                   (count->min == 1 ? std::string("positive") : "at least " + std::to_string(count->min)) + ".";
         }
-        return {};
-    };
-    for (const ShapeField& f : kShapeFields) {
-        if (auto why = out_of_range(f.column, this->*f.field, f.max); !why.empty()) return why;
+        if (value > count->max) return model + " has " + field + "; at most " + std::to_string(count->max) + " is supported.";
     }
     if (n_embd % n_head != 0) {
         return model + " has n_embd = " + std::to_string(n_embd) +
                ", which is not divisible by n_head = " + std::to_string(n_head) + ".";
     }
-    if (n_kv_head < 0 || n_kv_head > n_head || n_head % kv_heads() != 0) {
+    if (n_head % kv_heads() != 0) {
         return model + " has n_kv_head = " + std::to_string(n_kv_head) + "; it must divide n_head = " +
                std::to_string(n_head) + " (0: as many as n_head).";
-    }
-    if (ffn_hidden < 0 || ffn_hidden > 4 * ModelLimits::hidden) {
-        return model + " has ffn_hidden = " + std::to_string(ffn_hidden) + "; it must be between 1 and " +
-               std::to_string(4 * ModelLimits::hidden) + " (0: 4 · n_embd).";
     }
     if (family == ModelFamily::llama) {
         if (head_dim() % 2 != 0)
@@ -54,6 +84,21 @@ std::string ModelConfig::validate() const {
                    std::to_string(s.original_max_positions) + ", low_freq_factor " + number_text(s.low_freq_factor) +
                    " and high_freq_factor " + number_text(s.high_freq_factor) +
                    "; the factor and the positions must be positive and high_freq_factor above low_freq_factor.";
+    }
+    // GPT-2's block has multi-head attention, an MLP 4 × n_embd wide and learned positions. LLaMA's
+    // fields set on it would change its cells' keys but not what they compute, or (the kv heads,
+    // the width) give the activations' layout, which reads them, another shape than its forward's.
+    if (family == ModelFamily::gpt2) {
+        const ModelConfig unset;
+        const std::pair<std::string_view, bool> llama_fields[] = {{"n_kv_head", n_kv_head != unset.n_kv_head},
+                                                                  {"ffn_hidden", ffn_hidden != unset.ffn_hidden},
+                                                                  {"rope_theta", rope_theta != unset.rope_theta},
+                                                                  {"rope_scaling", rope_scaling != unset.rope_scaling}};
+        for (const auto& [field, set] : llama_fields)
+            if (set)
+                return model + " is of the gpt2 family and sets " + std::string(field) +
+                       ", a field of LLaMA's: GPT-2's block has multi-head attention, an MLP 4 × n_embd wide and "
+                       "learned positions.";
     }
     constexpr auto min_eps = static_cast<float>(ModelLimits::min_ln_eps);
     constexpr auto max_eps = static_cast<float>(ModelLimits::max_ln_eps);

@@ -28,6 +28,13 @@ struct RopeScaling {
     int original_max_positions = 8192;
     bool enabled = false;
     bool operator==(const RopeScaling&) const = default;
+
+    // "off", or "factor,low_freq_factor,high_freq_factor,original_max_positions" ("32,1,4,8192"):
+    // a line of a cell's text.
+    std::string text() const;
+    // text()'s inverse; nothing for text that is neither "off" nor four positive numbers, the last
+    // an integer of at most ModelLimits::positions.
+    static std::optional<RopeScaling> parse(std::string_view text);
 };
 
 // The largest shapes accepted from any source (matrix files, checkpoints' config.json, cell
@@ -45,6 +52,8 @@ struct ModelLimits {
     static constexpr double max_ln_eps = 1.0;
 };
 
+// Its fields but the name are described in kModelFields (model_fields.hpp): their cell-text lines,
+// [[models]] keys, bounds and columns.
 struct ModelConfig {
     std::string name;
     int n_layer = 0;
@@ -68,30 +77,6 @@ struct ModelConfig {
     // Empty when the shape is usable; otherwise what is wrong, as a sentence.
     std::string validate() const;
 };
-
-// A model's integer shape fields, declared once. Each is a `cells` column (and the axis
-// model.<column>), a key of a matrix file's [[models]] entries, a bound the model is checked
-// against, and a phrase of `list`'s model line; the analysis reads the columns from each
-// database's own `axes` table.
-struct ShapeField {
-    std::string_view axis;    // model.n_layer
-    std::string_view column;  // n_layer: its cells column
-    std::string_view key;     // layers: its key in [[models]]
-    int ModelConfig::*field;
-    int max;
-    // A [[models]] entry without a `base` must give it: no default fits every model.
-    bool required;
-    std::string_view meaning;  // the axis table's line
-    std::string_view phrase;   // `list`'s words, "{}" the value
-};
-inline constexpr std::array<ShapeField, 5> kShapeFields = {{
-    {"model.n_layer", "n_layer", "layers", &ModelConfig::n_layer, ModelLimits::layers, true, "transformer blocks", "{} layers"},
-    {"model.n_embd", "n_embd", "hidden", &ModelConfig::n_embd, ModelLimits::hidden, true, "hidden size", "hidden {}"},
-    {"model.n_head", "n_head", "heads", &ModelConfig::n_head, ModelLimits::hidden, true, "attention heads", "{} heads"},
-    {"model.vocab_size", "vocab_size", "vocab", &ModelConfig::vocab_size, ModelLimits::vocab, false, "vocabulary", "vocab {}"},
-    {"model.max_positions", "max_positions", "positions", &ModelConfig::max_positions, ModelLimits::positions, false,
-     "position-embedding rows", "{} positions"},
-}};
 
 // gpt2_small, gpt2_1.5b, gpt3_6.7b, gpt3_13b, gpt3_13b_seed (hidden 5200, as cuda-uvm-gpt2 ran it),
 // the tiny test models tiny and tiny_odd (a head dimension that is not a power of two); llama_1b,
