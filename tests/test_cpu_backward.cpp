@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <random>
+#include <span>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch_test_macros.hpp>
@@ -521,6 +524,82 @@ TEST_CASE("a host training step is the float64 reference's step, and steps on on
     CHECK(last < 0.5 * first.loss);
 }
 
+namespace {
+
+// A host training step's first phases on `weights` against the float64 reference: the loss, every
+// tensor's gradient, the gradient norm, and the update AdamW made.
+void check_first_host_step(const ModelConfig& m, const WeightLayout& layout,
+                           const std::vector<std::vector<float>>& weights, std::span<const std::int32_t> tokens,
+                           std::span<const std::int32_t> targets, int batch, int seq, const Dropout& dropout,
+                           const TrainSettings& settings) {
+    std::vector<const float*> pointers;
+    for (const auto& w : weights) pointers.push_back(w.data());
+    auto want = reference_gradients(m, layout, pointers, tokens, targets, batch, seq, dropout);
+    HostBackend backend;
+    backend.place(layout,
+                  [&](int unit, std::span<float> dst) { std::ranges::copy(weights[static_cast<std::size_t>(unit)], dst.begin()); },
+                  UnitSchedule::training(layout.unit_count()));
+    CpuTrainStep trainer(m, layout, batch, seq, dropout, settings);
+    const double loss = trainer.forward(backend, tokens, targets);
+    const double norm = trainer.backward(backend);
+    CHECK(std::abs(loss - want.loss) < 1e-5 * want.loss);
+    UnitValues own_gradients, before;
+    for (std::size_t u = 0; u < layout.units.size(); ++u) {
+        const auto* g = static_cast<const float*>(backend.gradient(static_cast<int>(u)));
+        own_gradients.emplace_back(g, g + layout.units[u].numel);
+        before.push_back(as_double(weights[u]));
+        for (const TensorSpec& tensor : layout.units[u].tensors) {
+            INFO(tensor.name);
+            const std::vector<float> got(g + tensor.offset, g + tensor.offset + tensor.numel);
+            const auto begin = want.units[u].begin() + static_cast<std::ptrdiff_t>(tensor.offset);
+            const std::vector<double> expected(begin, begin + static_cast<std::ptrdiff_t>(tensor.numel));
+            // At one position the softmax is constant: LLaMA's q and k projections get no gradient.
+            if (std::ranges::all_of(expected, [](double v) { return v == 0.0; }))
+                CHECK(std::ranges::all_of(got, [](float v) { return v == 0.0f; }));
+            else
+                CHECK(relative_error(got, expected) < 1e-4);
+        }
+    }
+    trainer.update(backend);
+    CHECK(std::abs(norm - reference_clip_gradients(want.units, settings.max_grad_norm)) < 1e-4 * norm);
+
+    // AdamW's first step divides each gradient by its own magnitude, so the update is judged on
+    // the host's own gradients (as step_check.cpp does): the float64 clipping and AdamW of them,
+    // against the update's size, beyond each fp32 weight's rounding.
+    UnitValues want_weights = before;
+    reference_clip_gradients(own_gradients, settings.max_grad_norm);
+    AdamWState state;
+    reference_adamw_step(layout, want_weights, own_gradients, state,
+                         {.lr = settings.lr, .beta1 = settings.beta1, .beta2 = settings.beta2, .eps = settings.eps,
+                          .weight_decay = settings.weight_decay});
+    for (int u = 0; u < layout.unit_count(); ++u) {
+        const auto i = static_cast<std::size_t>(u);
+        const auto* placed = static_cast<const float*>(backend.acquire(u));
+        std::vector<float> update;
+        std::vector<double> want_update;
+        for (std::int64_t e = 0; e < layout.units[i].numel; ++e) {
+            const auto k = static_cast<std::size_t>(e);
+            const double want_w = want_weights[i][k], diff = placed[k] - want_w;
+            const double beyond = std::copysign(std::max(0.0, std::abs(diff) - std::ldexp(std::abs(want_w), -23)), diff);
+            want_update.push_back(want_w - before[i][k]);
+            update.push_back(static_cast<float>(want_update.back() + beyond));
+        }
+        backend.release(u);
+        CHECK(relative_error(update, want_update) < 1e-4);
+    }
+}
+
+std::vector<std::vector<float>> synthetic_weights(const ModelConfig& m, const WeightLayout& layout, std::uint64_t seed) {
+    std::vector<std::vector<float>> weights;
+    for (std::size_t u = 0; u < layout.units.size(); ++u) {
+        weights.emplace_back(static_cast<std::size_t>(layout.units[u].numel));
+        fill_synthetic_unit(m, layout, static_cast<int>(u), seed, weights.back());
+    }
+    return weights;
+}
+
+}  // namespace
+
 TEST_CASE("the host's first training step matches the float64 loss, gradients and AdamW at odd shapes",
           "[kernels][backward]") {
     // test_gpu_train.cpp's shapes: head dimensions 25 and 80, odd vocabularies, an untied head,
@@ -530,13 +609,7 @@ TEST_CASE("the host's first training step matches the float64 loss, gradients an
     const TrainSettings settings{.lr = 1e-2f, .weight_decay = 0.1f, .max_grad_norm = 1.0f};
     for (const ModelConfig& m : models) {
         const auto layout = WeightLayout::for_model(m);
-        std::vector<std::vector<float>> weights;
-        std::vector<const float*> pointers;
-        for (std::size_t u = 0; u < layout.units.size(); ++u) {
-            weights.emplace_back(static_cast<std::size_t>(layout.units[u].numel));
-            fill_synthetic_unit(m, layout, static_cast<int>(u), 4321, weights.back());
-        }
-        for (const auto& w : weights) pointers.push_back(w.data());
+        const auto weights = synthetic_weights(m, layout, 4321);
         for (const int seq : {1, 33, 777}) {
             const int batch = seq == 777 ? 1 : 2;
             std::vector<std::int32_t> tokens, targets;
@@ -546,56 +619,66 @@ TEST_CASE("the host's first training step matches the float64 loss, gradients an
             }
             for (const float p : {0.0f, 0.1f}) {
                 INFO(m.name << " batch " << batch << " seq " << seq << " dropout " << p);
-                const Dropout dropout{p, 21};
-                auto want = reference_gradients(m, layout, pointers, tokens, targets, batch, seq, dropout);
-                HostBackend backend;
-                backend.place(layout,
-                              [&](int unit, std::span<float> dst) { std::ranges::copy(weights[static_cast<std::size_t>(unit)], dst.begin()); },
-                              UnitSchedule::training(layout.unit_count()));
-                CpuTrainStep trainer(m, layout, batch, seq, dropout, settings);
-                const double loss = trainer.forward(backend, tokens, targets);
-                const double norm = trainer.backward(backend);
-                CHECK(std::abs(loss - want.loss) < 1e-5 * want.loss);
-                UnitValues own_gradients, before;
-                for (std::size_t u = 0; u < layout.units.size(); ++u) {
-                    const auto* g = static_cast<const float*>(backend.gradient(static_cast<int>(u)));
-                    own_gradients.emplace_back(g, g + layout.units[u].numel);
-                    before.push_back(as_double(weights[u]));
-                    for (const TensorSpec& tensor : layout.units[u].tensors) {
-                        INFO(tensor.name);
-                        const std::vector<float> got(g + tensor.offset, g + tensor.offset + tensor.numel);
-                        const auto begin = want.units[u].begin() + static_cast<std::ptrdiff_t>(tensor.offset);
-                        CHECK(relative_error(got, std::vector<double>(begin, begin + static_cast<std::ptrdiff_t>(tensor.numel))) < 1e-4);
-                    }
-                }
-                trainer.update(backend);
-                CHECK(std::abs(norm - reference_clip_gradients(want.units, settings.max_grad_norm)) < 1e-4 * norm);
-
-                // AdamW's first step divides each gradient by its own magnitude, so the update is
-                // judged on the host's own gradients (as step_check.cpp does): the float64 clipping
-                // and AdamW of them, against the update's size, beyond each fp32 weight's rounding.
-                UnitValues want_weights = before;
-                reference_clip_gradients(own_gradients, settings.max_grad_norm);
-                AdamWState state;
-                reference_adamw_step(layout, want_weights, own_gradients, state,
-                                     {.lr = settings.lr, .beta1 = settings.beta1, .beta2 = settings.beta2,
-                                      .eps = settings.eps, .weight_decay = settings.weight_decay});
-                for (int u = 0; u < layout.unit_count(); ++u) {
-                    const auto i = static_cast<std::size_t>(u);
-                    const auto* placed = static_cast<const float*>(backend.acquire(u));
-                    std::vector<float> update;
-                    std::vector<double> want_update;
-                    for (std::int64_t e = 0; e < layout.units[i].numel; ++e) {
-                        const auto k = static_cast<std::size_t>(e);
-                        const double want_w = want_weights[i][k], diff = placed[k] - want_w;
-                        const double beyond = std::copysign(std::max(0.0, std::abs(diff) - std::ldexp(std::abs(want_w), -23)), diff);
-                        want_update.push_back(want_w - before[i][k]);
-                        update.push_back(static_cast<float>(want_update.back() + beyond));
-                    }
-                    backend.release(u);
-                    CHECK(relative_error(update, want_update) < 1e-4);
-                }
+                check_first_host_step(m, layout, weights, tokens, targets, batch, seq, Dropout{p, 21}, settings);
             }
         }
     }
+}
+
+TEST_CASE("LLaMA's first host training step matches the float64 loss, gradients and AdamW", "[kernels][backward][llama]") {
+    // Grouped-query attention 4 / 2 (tiny_llama), one kv head with Llama 3's rope scaling
+    // (tiny_llama_odd), and as many kv heads as heads; one position and 33, batches of 1 to 3. The
+    // RMSNorm weights are moved off their synthetic 1 so that a backward forgetting them fails.
+    ModelConfig mha = *find_builtin_model("tiny_llama");
+    mha.name = "tiny_llama_mha";
+    mha.n_kv_head = mha.n_head;
+    const ModelConfig models[] = {*find_builtin_model("tiny_llama"), *find_builtin_model("tiny_llama_odd"), mha};
+    const TrainSettings settings{.lr = 1e-2f, .weight_decay = 0.1f, .max_grad_norm = 1.0f};
+    for (const ModelConfig& m : models) {
+        const auto layout = WeightLayout::for_model(m);
+        auto weights = synthetic_weights(m, layout, 4321);
+        for (std::size_t u = 0; u < layout.units.size(); ++u)
+            for (const TensorSpec& t : layout.units[u].tensors)
+                if (t.shape.size() == 1) {
+                    const auto jitter = random_values(static_cast<std::size_t>(t.numel), 1.0f, 60 + static_cast<std::uint32_t>(u));
+                    for (std::int64_t e = 0; e < t.numel; ++e)
+                        weights[u][static_cast<std::size_t>(t.offset + e)] = 0.75f + 0.25f * jitter[static_cast<std::size_t>(e)];
+                }
+        for (const int seq : {1, 33}) {
+            for (const int batch : {1, 2, 3}) {
+                std::vector<std::int32_t> tokens, targets;
+                for (int i = 0; i < batch * seq; ++i) {
+                    tokens.push_back((i * 11 + 5) % m.vocab_size);
+                    targets.push_back((i * 13 + 2) % m.vocab_size);
+                }
+                INFO(m.name << " batch " << batch << " seq " << seq);
+                check_first_host_step(m, layout, weights, tokens, targets, batch, seq, {}, settings);
+            }
+        }
+    }
+}
+
+TEST_CASE("LLaMA's host training step refuses dropout, and holds the buffers its estimate counts",
+          "[kernels][backward][llama]") {
+    const ModelConfig m = *find_builtin_model("tiny_llama");
+    const auto layout = WeightLayout::for_model(m);
+    CHECK_THROWS_AS(CpuBackprop(m, layout, 1, 4, Dropout{0.1f, 1}), std::invalid_argument);
+    // What the memory estimator counts for a step (CpuBackprop::buffer_bytes_for) is what one
+    // allocates, for both families.
+    const ModelConfig gpt2 = *find_builtin_model("tiny_odd");
+    for (const ModelConfig& model : {m, *find_builtin_model("tiny_llama_odd"), gpt2}) {
+        for (const auto& [batch, seq] : {std::pair{1, 1}, std::pair{3, 33}}) {
+            INFO(model.name << " batch " << batch << " seq " << seq);
+            const CpuBackprop step(model, WeightLayout::for_model(model), batch, seq);
+            CHECK(step.buffer_bytes() == CpuBackprop::buffer_bytes_for(model, batch, seq));
+        }
+    }
+    // tiny_llama at 2 × 9, by hand: per layer x_in, ln1, att, x_mid, ln2 (5 · 64), the packed qkv
+    // ((4 + 2 · 2) · 16 = 128), gate, up and act (3 · 176) a token; x, y, the projection, xf,
+    // dxf, dx (6 · 64) a token and the scores (9²); the scratch (4 · 64 + 128 + 3 · 176 a token,
+    // two 9²); the logits (512 a token); a position a token and 8 frequencies.
+    const std::int64_t bt = 18;
+    const std::int64_t floats = 2 * bt * (5 * 64 + 128 + 3 * 176) + bt * 6 * 64 + 81 + bt * (4 * 64 + 128 + 3 * 176) +
+                                2 * 81 + bt * 512 + 8;
+    CHECK(CpuBackprop::buffer_bytes_for(m, 2, 9) == floats * 4 + bt * 4);
 }

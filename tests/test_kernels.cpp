@@ -687,6 +687,19 @@ TEST_CASE("cpu::embedding_backward adds each row's gradient to its token's and i
     CHECK(dwpe == std::vector<float>{102, 203, 1012, 2022, 7, 7});
 }
 
+TEST_CASE("without a position table cpu::embedding copies the token's row, and its backward adds to that row alone",
+          "[kernels]") {
+    const std::vector<float> table = {1, 2, 10, 20, 100, 200};
+    const std::vector<std::int32_t> tokens = {2, 0, 2, 1};
+    std::vector<float> x(8, -1.0f);
+    cpu::embedding(x.data(), tokens.data(), table.data(), nullptr, 2, 2, 2);
+    CHECK(x == std::vector<float>{100, 200, 1, 2, 100, 200, 10, 20});
+    const std::vector<float> dx = {1, 2, 10, 20, 100, 200, 1000, 2000};
+    std::vector<float> dtable = {0.5f, 0.5f, 0.25f, 0.25f, 3, 3};
+    cpu::embedding_backward(dtable.data(), nullptr, dx.data(), tokens.data(), 2, 2, 2);
+    CHECK(dtable == std::vector<float>{10.5f, 20.5f, 1000.25f, 2000.25f, 104, 205});
+}
+
 TEST_CASE("cpu::bias_backward adds the column sums", "[kernels]") {
     // dout [3, 2]: column sums 1 + 3 + 5 = 9 and 2 + 4 + 6 = 12, onto dbias {0.5, −1}.
     const std::vector<float> dout = {1, 2, 3, 4, 5, 6};

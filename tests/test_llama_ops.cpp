@@ -400,3 +400,44 @@ TEST_CASE("grouped-query attention: the fp32 CPU op against the float64 referenc
         }
     }
 }
+
+TEST_CASE("grouped-query attention's reference backward is the central differences of its forward",
+          "[kernels][llama][backward]") {
+    for (const std::size_t kv : {1u, 2u, 4u}) {
+        INFO("kv heads " << kv);
+        const reference::QkvHeads g{4, kv, 3};
+        const std::size_t seq = 5, width = (g.n_head + 2 * kv) * g.head_dim;
+        const auto qkv = as_double(random_values(seq * width, 0.0f, 47));
+        const auto dout = as_double(random_values(seq * g.n_head * g.head_dim, 0.0f, 48));
+        check_central_differences(qkv, dout, [&](const std::vector<double>& x) { return reference::grouped_causal_attention(x, g); },
+                                  reference::grouped_causal_attention_backward(qkv, dout, g));
+    }
+}
+
+TEST_CASE("grouped-query attention's host backward against the float64 reference, dk and dv summed over each group",
+          "[kernels][llama][backward]") {
+    for (const int kv : {1, 3, 6}) {
+        for (const int seq : {1, 33}) {
+            INFO("kv heads " << kv << " seq " << seq);
+            const int n_head = 6, hd = 10, batch = 2, width = (n_head + 2 * kv) * hd;
+            const auto qkv = random_values(static_cast<std::size_t>(batch * seq * width), 0.0f, 49);
+            const auto dout = random_values(static_cast<std::size_t>(batch * seq * n_head * hd), 0.0f, 50);
+            std::vector<float> dqkv(qkv.size(), 99.0f);  // overwritten, whatever it held
+            std::vector<float> probs(static_cast<std::size_t>(seq * seq)), grad(probs.size());
+            cpu::grouped_attention_backward(dqkv.data(), probs.data(), grad.data(), dout.data(), qkv.data(), batch, seq,
+                                            n_head, kv, hd);
+            const reference::QkvHeads g{static_cast<std::size_t>(n_head), static_cast<std::size_t>(kv),
+                                        static_cast<std::size_t>(hd)};
+            std::vector<double> want;
+            for (int b = 0; b < batch; ++b) {
+                const auto rows = [&](const std::vector<float>& v, int row_width) {
+                    const auto first = v.begin() + static_cast<std::ptrdiff_t>(b) * seq * row_width;
+                    return as_double(std::vector<float>(first, first + static_cast<std::ptrdiff_t>(seq) * row_width));
+                };
+                const auto one = reference::grouped_causal_attention_backward(rows(qkv, width), rows(dout, n_head * hd), g);
+                want.insert(want.end(), one.begin(), one.end());
+            }
+            CHECK(relative_error(dqkv, want) < 1e-5);
+        }
+    }
+}

@@ -7,6 +7,7 @@
 
 #include "kernels/compute/reference_optimizer.hpp"
 #include "kernels/model/gpt2/gpt2_tensors.hpp"
+#include "kernels/model/llama/llama_tensors.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/weight_layout.hpp"
 
@@ -22,6 +23,29 @@ TEST_CASE("gradient clipping scales the global norm down to the limit and leaves
     UnitValues small{{0.3}, {0.4}};  // norm 0.5
     CHECK(reference_clip_gradients(small, 1.0) == Approx(0.5).epsilon(1e-15));
     CHECK(small == UnitValues{{0.3}, {0.4}});
+}
+
+TEST_CASE("weight decay takes the matrices, embeddings and heads included, never a norm's weight or a bias",
+          "[kernels][optimizer]") {
+    // As GPT-2's AdamW groups (llm.c, nanoGPT: every 2-D tensor) and so LLaMA's: the token table,
+    // the attention's and the MLP's projections and the untied lm_head decay; the RMSNorms do not.
+    const auto layout = WeightLayout::for_model(*find_builtin_model("tiny_llama"));
+    const auto decays = [&](int unit, int tensor) {
+        return decays_weights(layout.units[static_cast<std::size_t>(unit)].tensors[static_cast<std::size_t>(tensor)]);
+    };
+    const int block = WeightLayout::block_unit(1), head = layout.head_unit();
+    CHECK(decays(0, llama::embed_tensor::tokens));
+    for (const int t : {llama::block_tensor::q_w, llama::block_tensor::k_w, llama::block_tensor::v_w,
+                        llama::block_tensor::o_w, llama::block_tensor::gate_w, llama::block_tensor::up_w,
+                        llama::block_tensor::down_w})
+        CHECK(decays(block, t));
+    CHECK_FALSE(decays(block, llama::block_tensor::attn_norm));
+    CHECK_FALSE(decays(block, llama::block_tensor::mlp_norm));
+    CHECK_FALSE(decays(head, llama::head_tensor::norm));
+    CHECK(decays(head, llama::head_tensor::lm_head));
+    const auto gpt2_layout = WeightLayout::for_model(*find_builtin_model("tiny"));
+    CHECK(decays_weights(gpt2_layout.units[0].tensors[gpt2::embed_tensor::wte]));
+    CHECK(decays_weights(gpt2_layout.units[0].tensors[gpt2::embed_tensor::wpe]));
 }
 
 TEST_CASE("AdamW: bias-corrected moments and decoupled decay of the matrices only, over two steps",

@@ -4,6 +4,7 @@
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -210,7 +211,7 @@ TEST_CASE("a prefix check samples every tensor and the embedding rows its tokens
     const ModelConfig m = train_cell().model;  // tiny: C 64, V 512
     const WeightLayout layout = WeightLayout::for_model(m);
     const std::vector<std::int32_t> tokens{5, 3, 5};
-    const GradientSample sample = prefix_sample(layout, m.n_embd, tokens);
+    const GradientSample sample = prefix_sample(m, layout, tokens);
     const TensorSpec& wte = layout.units[0].tensors[0];
     const TensorSpec& wpe = layout.units[0].tensors[1];
     // wte [512, 64] and wpe [128, 64]: 256 of each, 128 and 32 apart; rows 3 and 5 of wte; rows 0..2 of wpe.
@@ -925,4 +926,81 @@ TEST_CASE("sweetspot run trains on the host: checked, phases split, the loss fal
                           "'checked_step' AND c.dropout = " + dropout) == 1);
         CHECK(real_of(db, "SELECT mfu_pct IS NULL AND mfu_note LIKE 'no GPU%'" + cell) == 1);
     }
+}
+
+TEST_CASE("LLaMA trains on the host, checked against the float64 reference; list and run agree on its GPU cells",
+          "[train][cli][llama]") {
+    test::TempDir dir;
+    const std::string matrix = dir.file("train.toml"), db = dir.file("train.db");
+    test::write_file(matrix, "name = \"train\"\n[defaults]\nmodel = \"tiny_llama\"\nmode = \"train\"\n"
+                             "batch = 2\nseq = 9\nwarmups = 1\niterations = 4\n[[sweep]]\nname = \"s\"\n"
+                             "backend = \"host\"\n[[sweep]]\nname = \"gpu\"\nbackend = \"device\"\n"
+                             "variant = \"flash_attention\"\n");
+    const auto list = test::run_sweetspot("list '" + matrix + "' --format json");
+    INFO(list.output);
+    REQUIRE(list.exit_code == 0);
+    const auto rows = nlohmann::json::parse(list.output);
+    REQUIRE(rows.size() == 2);
+
+    const auto r = test::run_sweetspot("run '" + matrix + "' --db '" + db + "'");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(real_of(db, "SELECT status = 'ok' FROM cells WHERE backend = 'host'") == 1);
+    CHECK(rows[0].at("runnable_here") == true);
+    // The GPU cell: skipped for the reason list gave (without a GPU the backend's absence comes
+    // first; the family's own reason is cell_impossible_reason's, checked below).
+    CHECK(rows[1].at("runnable_here") == false);
+    Database results(db, Database::Mode::read_only);
+    auto skipped = results.prepare("SELECT status, reason FROM cells WHERE backend = 'device'");
+    REQUIRE(skipped.step());
+    CHECK(skipped.text(0) == "skipped");
+    CHECK(skipped.text(1) == rows[1].at("reason").get<std::string>());
+    const std::string cell = " FROM cells WHERE backend = 'host'";
+    // The full check: the first step's loss, gradients and update against the float64 reference.
+    CHECK(real_of(db, "SELECT check_rel_err" + cell) < 1e-4);
+    CHECK(real_of(db, "SELECT check_reference = 'float64 loss, gradients and AdamW step'" + cell) == 1);
+    const CellParams c = train_cell("model = \"tiny_llama\"");
+    const auto layout = WeightLayout::for_model(c.model);
+    const auto units = synthetic_units(c, layout);
+    std::vector<const float*> pointers;
+    for (const auto& u : units) pointers.push_back(u.data());
+    const double want =
+        reference_gradients(c.model, layout, pointers, c.token_ids(), c.target_ids(), c.batch, c.seq).loss;
+    CHECK(real_of(db, "SELECT loss_first" + cell) == Catch::Approx(want).epsilon(1e-5));
+    CHECK(real_of(db, "SELECT loss_last < loss_first" + cell) == 1);
+    // Its activation bytes are the step's buffers.
+    CHECK(real_of(db, "SELECT activation_bytes" + cell) ==
+          static_cast<double>(CpuBackprop::buffer_bytes_for(c.model, c.batch, c.seq)));
+}
+
+TEST_CASE("a LLaMA host training cell's estimate holds its step's buffers, and a large one checks a prefix of its "
+          "token rows", "[train][estimate][llama]") {
+    const CellParams c = train_cell("model = \"tiny_llama\"");
+    CHECK(cell_impossible_reason(c).empty());
+    const MemoryEstimate e = estimate_memory(c);
+    CHECK(e.host_weights == c.weight_bytes());
+    CHECK(e.host_training_state == 3 * c.weight_bytes());
+    // The step's buffers (what CpuBackprop allocates: test_cpu_backward.cpp counts them by hand)
+    // and the full check's five fp32 copies of the weights.
+    std::int64_t fp32 = 0;
+    for (const UnitLayout& u : WeightLayout::for_model(c.model).units) fp32 += u.numel * 4;
+    CHECK(e.host_buffers == CpuBackprop::buffer_bytes_for(c.model, c.batch, c.seq) + 5 * fp32);
+    CHECK(e.device_total() == 0);
+
+    // A prefix check's sample of the embedding: the prefix's tokens' rows of the token table, and
+    // no position table.
+    const WeightLayout layout = WeightLayout::for_model(c.model);
+    const GradientSample sample = prefix_sample(c.model, layout, std::vector<std::int32_t>{5, 3, 5});
+    const TensorSpec& table = layout.units[0].tensors[0];
+    REQUIRE(sample.units[0].size() == 3);
+    CHECK((sample.units[0][1].offset == table.offset + 3 * 64 && sample.units[0][1].count == 64 && sample.units[0][1].decays));
+    CHECK((sample.units[0][2].offset == table.offset + 5 * 64 && sample.units[0][2].count == 64));
+
+    // A GPU training cell of the family cannot run, whatever its variant.
+    CHECK_THAT(cell_impossible_reason(train_cell("model = \"tiny_llama\"\nbackend = \"device\"\nvariant = \"flash_attention\"")),
+               ContainsSubstring("its GPU training step is not built yet"));
+    CHECK_THAT(cell_impossible_reason(train_cell("model = \"tiny_llama\"\nbackend = \"device\"")),
+               ContainsSubstring("its GPU training step is not built yet"));
+    CHECK(cell_impossible_reason(train_cell("model = \"tiny_llama\"\nbackend = \"device\"\nvariant = \"flash_attention\"\n"
+                                            "mode = \"infer\"")).empty());
 }

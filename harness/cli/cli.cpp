@@ -834,11 +834,12 @@ int cmd_gradients(const std::vector<std::string>& args) {
                 "parameter, and the weights after one training step (the gradients clipped to a global\n"
                 "norm of 1.0, then AdamW: lr 3e-4, betas 0.9 and 0.95, eps 1e-8, as a training cell) with\n"
                 "the float64 reference (plain loops in double on the CPU), and writes them to DIR as .npy\n"
-                "files: loss.npy, one per tensor, and one per tensor in DIR/updated, named as in GPT-2 (our\n"
-                "[out, in] layout; lm_head untied from wte). Each --tokens is one sequence, each --targets\n"
-                "the ids it should predict, position by position. For comparing other implementations'\n"
-                "training steps with ours (tests/check_transformers_gradients.py does it with PyTorch\n"
-                "autograd and torch.optim.AdamW).",
+                "files: loss.npy, one per tensor, and one per tensor in DIR/updated, named as in the\n"
+                "family's checkpoints (our [out, in] layout; lm_head untied from the token embedding).\n"
+                "Each --tokens is one sequence, each --targets the ids it should predict, position by\n"
+                "position. For comparing other implementations' training steps with ours\n"
+                "(tests/check_transformers_gradients.py does it with PyTorch autograd and\n"
+                "torch.optim.AdamW).",
                 po::options_description("options"), {}};
     cmd.options.add_options()
         ("weights", po::value<std::string>()->default_value("synthetic"),

@@ -146,9 +146,10 @@ std::string optimizer_impossible_reason(const CellParams& c) {
 std::string family_impossible_reason(const CellParams& c) {
     const FamilyCompute& compute = compute_of(c.model.family);
     const std::string family = "model '" + c.model.name + "' (" + std::string(family_of(c.model).title) + ")";
-    if (c.mode == Mode::train && !compute.no_training.empty()) return family + ": " + std::string(compute.no_training);
     if (backend_traits(c.backend).needs_gpu) {
         if (!compute.no_gpu_forward.empty()) return family + ": " + std::string(compute.no_gpu_forward);
+        if (c.mode == Mode::train && !compute.no_gpu_training.empty())
+            return family + ": " + std::string(compute.no_gpu_training);
         if (!c.variant.within(compute.gpu_fusions) || !compute.gpu_required.within(c.variant))
             return family + " runs on the GPU with the fusions " + compute.gpu_required.fusions_text() + " and within " +
                    compute.gpu_fusions.fusions_text() + "; variant '" + c.variant.text() + "' has " +

@@ -109,7 +109,7 @@ void CheckStepSource::release_update(int unit) {
 
 void run_host_prefix_step(const CellParams& cell, const WeightLayout& layout, const TrainSettings& settings,
                           LayerSource& backend, CheckedStep& step) {
-    step.sample = prefix_sample(layout, cell.model.n_embd, step.tokens);
+    step.sample = prefix_sample(cell.model, layout, step.tokens);
     HostUnitMemory memory;
     CheckStepSource source(backend, layout, DType::fp32, step.sample, memory);
     CpuTrainStep prefix(cell.model, layout, step.shape.batch, step.shape.seq, cell.dropout_masks(), settings);

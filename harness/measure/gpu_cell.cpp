@@ -430,7 +430,7 @@ private:
     void run_prefix_step() {
         const TrainingCheckShape& shape = *check_shape_;
         CheckedStep& s = checked_.emplace(started_check(GradientSample{}));
-        s.sample = prefix_sample(gpu_.layout(), cell_.model.n_embd, s.tokens);
+        s.sample = prefix_sample(cell_.model, gpu_.layout(), s.tokens);
         DeviceUnitMemory memory(gpu_.stream());
         CheckStepSource source(gpu_.backend(), gpu_.layout(), cell_.dtype, s.sample, memory);
         GpuTrainStep prefix(cell_.model, gpu_.layout(), cell_.dtype, shape.batch, shape.seq, gpu_.stream(), train_options());

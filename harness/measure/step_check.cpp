@@ -11,7 +11,7 @@
 #include "kernels/compute/reference_gradients.hpp"
 #include "kernels/compute/reference_optimizer.hpp"
 #include "kernels/model/dtype.hpp"
-#include "kernels/model/gpt2/gpt2_tensors.hpp"
+#include "kernels/model/model_family.hpp"
 
 namespace sweetspot {
 namespace {
@@ -162,7 +162,7 @@ GradientSample every_element(const WeightLayout& layout) {
     return sample;
 }
 
-GradientSample prefix_sample(const WeightLayout& layout, int n_embd, std::span<const std::int32_t> tokens) {
+GradientSample prefix_sample(const ModelConfig& model, const WeightLayout& layout, std::span<const std::int32_t> tokens) {
     GradientSample sample;
     for (const UnitLayout& unit : layout.units) {
         auto& runs = sample.units.emplace_back();
@@ -171,16 +171,23 @@ GradientSample prefix_sample(const WeightLayout& layout, int n_embd, std::span<c
             runs.push_back({t.offset, count, t.numel / count, decays_weights(t)});
         }
     }
-    // The rows the prefix's embedding backward writes: each distinct token's row of wte, and the
-    // prefix's positions' rows of wpe.
+    // The rows the prefix's embedding backward writes: each distinct token's row of the token
+    // table, and the prefix's positions' rows of the position table.
+    const FamilyDecl& family = family_of(model);
+    const int n_embd = model.n_embd;
     const UnitLayout& embedding = layout.units[0];
-    const TensorSpec& wte = embedding.tensors[gpt2::embed_tensor::wte];
-    const TensorSpec& wpe = embedding.tensors[gpt2::embed_tensor::wpe];
+    const TensorSpec& token_table = embedding.tensors[static_cast<std::size_t>(family.token_table)];
+    const bool decays = decays_weights(token_table);
     std::vector<std::int32_t> rows(tokens.begin(), tokens.end());
     std::ranges::sort(rows);
     rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-    for (const std::int32_t row : rows) sample.units[0].push_back({wte.offset + std::int64_t{row} * n_embd, n_embd, 1, true});
-    sample.units[0].push_back({wpe.offset, static_cast<std::int64_t>(tokens.size()) * n_embd, 1, true});
+    for (const std::int32_t row : rows)
+        sample.units[0].push_back({token_table.offset + std::int64_t{row} * n_embd, n_embd, 1, decays});
+    if (family.position_table >= 0) {
+        const TensorSpec& position_table = embedding.tensors[static_cast<std::size_t>(family.position_table)];
+        sample.units[0].push_back({position_table.offset, static_cast<std::int64_t>(tokens.size()) * n_embd, 1,
+                                   decays_weights(position_table)});
+    }
     return sample;
 }
 

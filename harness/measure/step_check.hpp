@@ -58,9 +58,10 @@ struct GradientSample {
 // Every element of every tensor (the full check).
 GradientSample every_element(const WeightLayout& layout);
 // At most kSampledPerTensor evenly spaced elements of each tensor, and the embedding's rows the
-// prefix touches: its tokens' rows of wte and its positions' rows of wpe (the prefix check).
+// prefix touches: its tokens' rows of the token table and, where the family has one, its
+// positions' rows of the position table (the prefix check).
 inline constexpr std::int64_t kSampledPerTensor = 256;
-GradientSample prefix_sample(const WeightLayout& layout, int n_embd, std::span<const std::int32_t> tokens);
+GradientSample prefix_sample(const ModelConfig& model, const WeightLayout& layout, std::span<const std::int32_t> tokens);
 
 // What a checked step did, in fp32: the weights the forward read (rounded to the dtype), every
 // unit's, for the reference; and, on the sample, the gradients and what the optimizer updated:

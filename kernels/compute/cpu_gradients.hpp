@@ -1,17 +1,19 @@
 #pragma once
 // The fp32 host compute of a training step's forward and backward: the loss of a batch (mean
 // cross-entropy of the targets, the classifier fused with it: cpu::cross_entropy) and every
-// parameter's gradient, from a forward that keeps each block's activations (cpu_block.hpp) and the
-// backward ops of cpu_ops.hpp. Weights come from a LayerSource in the order of a training
+// parameter's gradient, from the family's forward that keeps each block's activations and its
+// backward (family_compute.hpp's CpuFamilyBackprop: GPT-2's gpt2/gpt2_cpu_block.hpp, LLaMA's
+// llama/llama_cpu_block.hpp). Weights come from a LayerSource in the order of a training
 // UnitSchedule: units in model order for the forward, in reverse for the backward, each unit's
 // gradient written to its gradient buffer while it is held. The float64 reference_gradients is its
 // yardstick.
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
-#include "kernels/compute/cpu_block.hpp"
 #include "kernels/compute/dropout.hpp"
+#include "kernels/compute/family_compute.hpp"
 #include "kernels/model/layer_source.hpp"
 #include "kernels/model/weight_layout.hpp"
 
@@ -20,8 +22,12 @@ namespace sweetspot {
 class CpuBackprop {
 public:
     // Allocates what a step keeps and its scratch for batch × seq tokens. With `dropout` active
-    // the masks are those of every other path (dropout.hpp).
+    // the masks are those of every other path (dropout.hpp); a family without dropout refuses it
+    // (std::invalid_argument).
     CpuBackprop(const ModelConfig& model, const WeightLayout& layout, int batch, int seq, const Dropout& dropout = {});
+    ~CpuBackprop();
+    CpuBackprop(CpuBackprop&&) noexcept;
+    CpuBackprop& operator=(CpuBackprop&&) noexcept;
 
     // The forward over `tokens`, keeping what the backward reads; returns the mean cross-entropy
     // of `targets`. tokens and targets: [batch, seq] ids < vocab (checked).
@@ -35,22 +41,12 @@ public:
     static std::int64_t buffer_bytes_for(const ModelConfig& model, int batch, int seq);
 
 private:
-    // One block's kept activations: its input and what its backward reads.
-    struct KeptBlock {
-        std::vector<float> x_in, ln1, qkv, att, x_mid, ln2, fc_pre, fc;
-        KeptBlock(std::size_t bt, std::size_t c);
-        cpu::BlockActivations activations(float* y, float* scores);
-    };
-    cpu::BlockShape block_shape(int layer) const;
-
     ModelConfig model_;
     WeightLayout layout_;
     int batch_, seq_;
-    Dropout dropout_;  // for_shape(seq, positions)
     std::vector<std::int32_t> tokens_;
-    std::vector<KeptBlock> kept_;
-    std::vector<float> x_, y_, scores_, xf_, logits_, dxf_, dx_;
-    cpu::BlockGradScratch scratch_;
+    std::vector<float> logits_;  // the logits, then their gradient
+    std::unique_ptr<CpuFamilyBackprop> family_;
 };
 
 // The loss and every parameter's gradient, laid out as the weights, from unit pointers: the

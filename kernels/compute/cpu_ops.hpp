@@ -12,11 +12,13 @@
 namespace sweetspot::cpu {
 
 // x[b·seq + t, :] = wte[tokens[b·seq + t], :] + wpe[t, :]. x [batch·seq, c]; tokens [batch·seq]
-// ids < vocab; wte [vocab, c]; wpe [≥ seq, c].
+// ids < vocab; wte [vocab, c]; wpe [≥ seq, c], or null for a family without a position table
+// (LLaMA's: x is the token's row alone).
 void embedding(float* x, const std::int32_t* tokens, const float* wte, const float* wpe, int batch, int seq, int c);
 
 // The backward of embedding: dwte[tokens[r], :] += dx[r, :] and dwpe[r % seq, :] += dx[r, :] for
-// the rows r of dx [batch·seq, c] in order.
+// the rows r of dx [batch·seq, c] in order. dwpe is null for a family without a position table
+// (LLaMA's token embedding alone).
 void embedding_backward(float* dwte, float* dwpe, const float* dx, const std::int32_t* tokens, int batch, int seq,
                         int c);
 
@@ -145,6 +147,13 @@ void swiglu_backward(float* dgate, float* dup, const float* dout, const float* g
 // n_kv_head = n_head case with dropout.
 void grouped_attention(float* out, float* scores, const float* qkv, int batch, int seq, int n_head, int n_kv_head,
                        int head_dim);
+
+// The backward of grouped_attention: dqkv (same layout, overwritten) from dout [batch·seq, n_head ·
+// head_dim] and the forward's qkv; the dk and dv of a kv head are summed over its group of q
+// heads. probs and grad are [seq, seq] scratches. attention_backward is its n_kv_head = n_head
+// case with dropout.
+void grouped_attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv, int batch,
+                                int seq, int n_head, int n_kv_head, int head_dim);
 
 // Rotary position embeddings in place on the q and k heads of qkv [rows, (n_head + 2·n_kv_head) ·
 // head_dim] (q heads, then k, then v, which is left alone), transformers' rotate_half

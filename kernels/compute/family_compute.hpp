@@ -1,9 +1,11 @@
 #pragma once
 // What each model family computes, declared once on the compute side as model_family.hpp declares
-// its tensors: its fp32 host forward, its float64 reference, and what it cannot run yet. Each
-// family's entry lives in its own directory (gpt2/, llama/); family_compute.cpp maps ModelFamily
-// to it. CpuForward and reference_forward name no family.
+// its tensors: its fp32 host forward and training step, its float64 reference of both, and what it
+// cannot run yet. Each family's entry lives in its own directory (gpt2/, llama/);
+// family_compute.cpp maps ModelFamily to it. CpuForward, CpuBackprop, reference_forward and
+// reference_gradients name no family.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -28,23 +30,69 @@ public:
     virtual std::int64_t activation_bytes() const = 0;
 };
 
+// One family's share of the host training step (cpu_gradients.hpp's CpuBackprop, which holds the
+// logits, takes the loss and hands over the units): the forward over a fixed batch × seq keeping
+// what its backward reads, and that backward, unit by unit in reverse, each unit's gradient added
+// to `grad` (zeroed by the caller, laid out as the unit's weights).
+class CpuFamilyBackprop {
+public:
+    virtual ~CpuFamilyBackprop() = default;
+    virtual void embed(const float* unit, const UnitLayout& layout, std::span<const std::int32_t> tokens) = 0;
+    virtual void block(int layer, const float* unit, const UnitLayout& layout) = 0;
+    // logits [batch·seq, vocab], written in place.
+    virtual void head(const float* unit, const UnitLayout& layout, std::span<float> logits) = 0;
+    // dlogits: dloss/dlogits [batch·seq, vocab].
+    virtual void head_backward(const float* unit, const UnitLayout& layout, std::span<const float> dlogits,
+                               float* grad) = 0;
+    virtual void block_backward(int layer, const float* unit, const UnitLayout& layout, float* grad) = 0;
+    // tokens: the last forward's.
+    virtual void embed_backward(const UnitLayout& layout, std::span<const std::int32_t> tokens, float* grad) = 0;
+    // Bytes of the buffers it holds.
+    virtual std::int64_t buffer_bytes() const = 0;
+};
+
+// Where a float64 reference's backward adds each unit's gradient: `buffer(u)` while it computes it
+// (the backward visits each unit once, head to embedding), `finished(u)` once it is done with it.
+struct ReferenceGradientSink {
+    std::function<std::vector<double>&(std::size_t unit)> buffer;
+    std::function<void(std::size_t unit)> finished;
+};
+
+// The float64 logits [seq, vocab] of sequence `sequence` of the batch (dropout masks are indexed
+// over the whole batch); units[i] is unit i's fp32 weights.
+using ReferenceSequence = std::vector<double>(const ModelConfig& model, const WeightLayout& layout,
+                                              std::span<const float* const> units,
+                                              std::span<const std::int32_t> tokens, const Dropout& dropout,
+                                              std::size_t sequence);
+
+// The float64 loss of sequence `sequence` of the batch, summed over its targets, and its
+// gradients, scaled by `per_target` (1 / the batch's targets, so the batch's loss is their mean),
+// added to the sink's buffers.
+using ReferenceSequenceGradients = double(const ModelConfig& model, const WeightLayout& layout,
+                                          std::span<const float* const> units, std::span<const std::int32_t> tokens,
+                                          std::span<const std::int32_t> targets, const Dropout& dropout,
+                                          std::size_t sequence, double per_target, const ReferenceGradientSink& sink);
+
 struct FamilyCompute {
     // The host forward of batch × seq; `dropout` already for_shape(seq, max_positions).
     std::unique_ptr<CpuFamilyForward> (*cpu_forward)(const ModelConfig& model, int batch, int seq,
                                                     const Dropout& dropout);
     // Its activation_bytes() without making one (the memory estimator's host term).
     std::int64_t (*cpu_activation_bytes)(const ModelConfig& model, int batch, int seq);
-    // The float64 logits [seq, vocab] of sequence `sequence` of the batch (dropout masks are
-    // indexed over the whole batch); units[i] is unit i's fp32 weights.
-    std::vector<double> (*reference_sequence)(const ModelConfig& model, const WeightLayout& layout,
-                                              std::span<const float* const> units,
-                                              std::span<const std::int32_t> tokens, const Dropout& dropout,
-                                              std::size_t sequence);
+    ReferenceSequence* reference_sequence;
     // reference_sequence's multiply-adds over batch × seq (flops are twice this).
     double (*reference_macs)(const ModelConfig& model, int batch, int seq);
-    // Why the family's cells cannot run on a GPU, or train, yet; empty where they can.
+    // The host training step's forward and backward of batch × seq; `dropout` already
+    // for_shape(seq, max_positions).
+    std::unique_ptr<CpuFamilyBackprop> (*cpu_backprop)(const ModelConfig& model, int batch, int seq,
+                                                      const Dropout& dropout);
+    // Its buffer_bytes() without making one (the memory estimator's host term).
+    std::int64_t (*cpu_backprop_bytes)(const ModelConfig& model, int batch, int seq);
+    // An independent computation from cpu_backprop's.
+    ReferenceSequenceGradients* reference_sequence_gradients;
+    // Why the family's cells cannot run on a GPU, or train there, yet; empty where they can.
     std::string_view no_gpu_forward;
-    std::string_view no_training;
+    std::string_view no_gpu_training;
     // The fusions the family's GPU forward takes, and those it cannot run without (its only
     // attention taking its heads, say); a GPU cell's variant holds all of `gpu_required` and is
     // within `gpu_fusions`.

@@ -444,7 +444,7 @@ const T* GpuTrainStep::Impl::through_dropout(std::uint32_t site) {
     return dy;
 }
 
-// cpu::block_backward (cpu_block.cpp), op for op.
+// gpt2::block_backward (gpt2/gpt2_cpu_block.cpp), op for op.
 template <class T>
 void GpuTrainStep::Impl::block_backward(int layer, const T* unit, T* grad, const UnitLayout& ul) {
     const auto w = [&](int t) { return unit + ul.tensors[as_size(t)].offset; };

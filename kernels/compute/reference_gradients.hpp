@@ -1,8 +1,9 @@
 #pragma once
 // The float64 reference of a training step's numbers: the loss of a batch (mean cross-entropy of
 // the next tokens over the vocabulary) and its gradient for every parameter, by plain loops in
-// double (reference_ops, each op's backward beside its forward). The yardstick the host and GPU
-// training steps are checked against.
+// double (reference_ops, each op's backward beside its forward), each sequence the family's own
+// (family_compute.hpp's reference_sequence_gradients). The yardstick the host and GPU training
+// steps are checked against.
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -21,9 +22,10 @@ struct ReferenceGradients {
 };
 
 // units[i] points at unit i's fp32 weights; tokens and targets are [batch, seq]. With `dropout`
-// active, the forward applies GPT-2's dropouts with the masks every path draws (dropout.hpp) and
-// the backward passes gradients through the same masks. Throws std::invalid_argument for inputs
-// that do not fit together, a target outside the vocabulary included.
+// active, the forward applies the family's dropouts with the masks every path draws (dropout.hpp)
+// and the backward passes gradients through the same masks. Throws std::invalid_argument for
+// inputs that do not fit together, a target outside the vocabulary and dropout for a family
+// without it included.
 ReferenceGradients reference_gradients(const ModelConfig& model, const WeightLayout& layout,
                                        std::span<const float* const> units, std::span<const std::int32_t> tokens,
                                        std::span<const std::int32_t> targets, int batch, int seq,

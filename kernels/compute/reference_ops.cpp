@@ -1,10 +1,9 @@
 #include "kernels/compute/reference_ops.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
-
-#include "kernels/model/gpt2/gpt2_tensors.hpp"
 
 namespace sweetspot::reference {
 
@@ -15,6 +14,22 @@ Dims dims_of(const ModelConfig& m, const Dropout& dropout) {
 
 double row_dropout(const Dims& d, std::size_t seq, std::uint32_t site, std::size_t i) {
     return d.dropout.row_factor(site, d.sequence * seq + i / d.c, d.c, i % d.c);
+}
+
+// loss = logsumexp(z) − z[target]; dloss/dz = softmax(z) − onehot(target).
+double cross_entropy(Rows& logits, std::span<const std::int32_t> targets, std::size_t vocab, double per_target) {
+    double loss = 0.0;
+    for (std::size_t t = 0; t < targets.size(); ++t) {
+        double* z = &logits[t * vocab];
+        const double top = *std::max_element(z, z + vocab);
+        double total = 0.0;
+        for (std::size_t v = 0; v < vocab; ++v) total += std::exp(z[v] - top);
+        const auto target = static_cast<std::size_t>(targets[t]);
+        loss += top + std::log(total) - z[target];
+        for (std::size_t v = 0; v < vocab; ++v) z[v] = std::exp(z[v] - top) / total * per_target;
+        z[target] -= per_target;
+    }
+    return loss;
 }
 
 namespace {
@@ -177,95 +192,6 @@ Rows causal_self_attention_backward(const Rows& qkv, const Rows& probs, const Ro
     return dqkv;
 }
 
-Rows embed(std::span<const std::int32_t> tokens, const float* unit, const UnitLayout& ul, const Dims& d) {
-    const TensorView wte = tensor_of(unit, ul, gpt2::embed_tensor::wte), wpe = tensor_of(unit, ul, gpt2::embed_tensor::wpe);
-    const std::uint32_t site = Dropout::site_word(DropoutSite::embedding, 0);
-    const std::size_t seq = tokens.size();
-    Rows x(seq * d.c);
-    for (std::size_t t = 0; t < seq; ++t) {
-        const auto tok = static_cast<std::size_t>(tokens[t]);
-        for (std::size_t i = 0; i < d.c; ++i)
-            x[t * d.c + i] = (wte[tok * d.c + i] + wpe[t * d.c + i]) * row_dropout(d, seq, site, t * d.c + i);
-    }
-    return x;
-}
-
-void embed_backward(std::span<const std::int32_t> tokens, const Rows& dx, const UnitLayout& ul, const Dims& d,
-                    std::vector<double>& grad) {
-    const std::uint32_t site = Dropout::site_word(DropoutSite::embedding, 0);
-    const std::size_t seq = tokens.size();
-    double* dwte = gradient_of(grad, ul, gpt2::embed_tensor::wte);
-    double* dwpe = gradient_of(grad, ul, gpt2::embed_tensor::wpe);
-    for (std::size_t t = 0; t < seq; ++t) {
-        const auto tok = static_cast<std::size_t>(tokens[t]);
-        for (std::size_t i = 0; i < d.c; ++i) {
-            const double g = dx[t * d.c + i] * row_dropout(d, seq, site, t * d.c + i);
-            dwte[tok * d.c + i] += g;
-            dwpe[t * d.c + i] += g;
-        }
-    }
-}
-
-void block_forward(Rows& x, const Dims& d, int layer, const float* unit, const UnitLayout& ul, BlockTape* keep) {
-    const std::size_t seq = x.size() / d.c;
-    const auto t = [&](int tensor) { return tensor_of(unit, ul, tensor); };
-    const TensorView qkv_b = t(gpt2::block_tensor::qkv_b), proj_b = t(gpt2::block_tensor::proj_b);
-    const TensorView fc_b = t(gpt2::block_tensor::fc_b), fc_proj_b = t(gpt2::block_tensor::fc_proj_b);
-    // Without a tape to keep, the activations live in a local one, one block at a time.
-    BlockTape local;
-    BlockTape& tape = keep != nullptr ? *keep : local;
-    tape.x_in = x;
-    tape.h1 = layer_norm(x, d.c, t(gpt2::block_tensor::ln1_w), t(gpt2::block_tensor::ln1_b), d.eps);
-    tape.qkv = dense(tape.h1, d.c, 3 * d.c, t(gpt2::block_tensor::qkv_w), &qkv_b);
-    tape.attn = causal_self_attention(tape.qkv, d, Dropout::site_word(DropoutSite::attention_probs, layer),
-                                      keep != nullptr ? &tape.probs : nullptr);
-    const Rows proj = dense(tape.attn, d.c, d.c, t(gpt2::block_tensor::proj_w), &proj_b);
-    const std::uint32_t attn_site = Dropout::site_word(DropoutSite::attention_residual, layer);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] += proj[i] * row_dropout(d, seq, attn_site, i);
-    tape.x_mid = x;
-    tape.h2 = layer_norm(x, d.c, t(gpt2::block_tensor::ln2_w), t(gpt2::block_tensor::ln2_b), d.eps);
-    tape.fc = dense(tape.h2, d.c, 4 * d.c, t(gpt2::block_tensor::fc_w), &fc_b);
-    tape.gelu = tape.fc;
-    for (double& a : tape.gelu) a = gelu_tanh(a);
-    const Rows mlp = dense(tape.gelu, 4 * d.c, d.c, t(gpt2::block_tensor::fc_proj_w), &fc_proj_b);
-    const std::uint32_t mlp_site = Dropout::site_word(DropoutSite::mlp_residual, layer);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] += mlp[i] * row_dropout(d, seq, mlp_site, i);
-}
-
-void block_backward(Rows& dx, const BlockTape& tape, const Dims& d, int layer, const float* unit,
-                    const UnitLayout& ul, std::vector<double>& grad) {
-    const std::size_t seq = dx.size() / d.c;
-    const auto t = [&](int tensor) { return tensor_of(unit, ul, tensor); };
-    const auto g = [&](int tensor) { return gradient_of(grad, ul, tensor); };
-
-    // x_out = x_mid + dropout(mlp): the residual passes dx on; the MLP branch gets it through the mask.
-    const std::uint32_t mlp_site = Dropout::site_word(DropoutSite::mlp_residual, layer);
-    Rows dmlp(dx.size());
-    for (std::size_t i = 0; i < dx.size(); ++i) dmlp[i] = dx[i] * row_dropout(d, seq, mlp_site, i);
-    Rows dgelu = dense_backward(tape.gelu, dmlp, 4 * d.c, d.c, t(gpt2::block_tensor::fc_proj_w), g(gpt2::block_tensor::fc_proj_w),
-                                g(gpt2::block_tensor::fc_proj_b));
-    for (std::size_t i = 0; i < dgelu.size(); ++i) dgelu[i] *= gelu_tanh_derivative(tape.fc[i]);
-    const Rows dh2 =
-        dense_backward(tape.h2, dgelu, d.c, 4 * d.c, t(gpt2::block_tensor::fc_w), g(gpt2::block_tensor::fc_w), g(gpt2::block_tensor::fc_b));
-    const Rows dln2 = layer_norm_backward(tape.x_mid, dh2, d.c, t(gpt2::block_tensor::ln2_w), d.eps, g(gpt2::block_tensor::ln2_w),
-                                          g(gpt2::block_tensor::ln2_b));
-    for (std::size_t i = 0; i < dx.size(); ++i) dx[i] += dln2[i];
-
-    // x_mid = x_in + dropout(proj(attention(qkv(ln1(x_in))))).
-    const std::uint32_t attn_site = Dropout::site_word(DropoutSite::attention_residual, layer);
-    Rows dproj(dx.size());
-    for (std::size_t i = 0; i < dx.size(); ++i) dproj[i] = dx[i] * row_dropout(d, seq, attn_site, i);
-    const Rows dattn = dense_backward(tape.attn, dproj, d.c, d.c, t(gpt2::block_tensor::proj_w), g(gpt2::block_tensor::proj_w),
-                                      g(gpt2::block_tensor::proj_b));
-    const Rows dqkv = causal_self_attention_backward(tape.qkv, tape.probs, dattn, d,
-                                                     Dropout::site_word(DropoutSite::attention_probs, layer));
-    const Rows dh1 = dense_backward(tape.h1, dqkv, d.c, 3 * d.c, t(gpt2::block_tensor::qkv_w), g(gpt2::block_tensor::qkv_w),
-                                    g(gpt2::block_tensor::qkv_b));
-    const Rows dln1 = layer_norm_backward(tape.x_in, dh1, d.c, t(gpt2::block_tensor::ln1_w), d.eps, g(gpt2::block_tensor::ln1_w),
-                                          g(gpt2::block_tensor::ln1_b));
-    for (std::size_t i = 0; i < dx.size(); ++i) dx[i] += dln1[i];
-}
-
 void check_arguments(const std::string& who, const ModelConfig& m, const WeightLayout& layout, std::span<const float* const> units,
                      std::span<const std::int32_t> tokens, int batch, int seq) {
     const auto fail = [&who](const std::string& why) { throw std::invalid_argument(who + ": " + why); };
@@ -390,28 +316,86 @@ Rows rope_backward(const Rows& dqkv, std::span<const std::int32_t> positions, co
     return rotate_pairs(dqkv, positions, heads, inv_freq, -1.0);
 }
 
+namespace {
+
+// Where q head h reads in a packed qkv row: its q columns and its group's k and v columns.
+struct HeadColumns {
+    std::size_t q0, k0, v0;
+};
+
+HeadColumns head_columns(const QkvHeads& heads, std::size_t h) {
+    const std::size_t hd = heads.head_dim, k0 = (heads.n_head + h / (heads.n_head / heads.n_kv_head)) * hd;
+    return {h * hd, k0, k0 + heads.n_kv_head * hd};
+}
+
+// p[s] = softmax over s ≤ t of q[t]·k[s] / √hd, for the head at `at` of the rows of qkv (width apart).
+void causal_probabilities(const Rows& qkv, std::size_t width, std::size_t hd, const HeadColumns& at, std::size_t t,
+                          std::vector<double>& p) {
+    double max_score = -INFINITY;
+    for (std::size_t s = 0; s <= t; ++s) {
+        double dot = 0.0;
+        for (std::size_t i = 0; i < hd; ++i) dot += qkv[t * width + at.q0 + i] * qkv[s * width + at.k0 + i];
+        p[s] = dot / std::sqrt(static_cast<double>(hd));
+        max_score = std::max(max_score, p[s]);
+    }
+    double total = 0.0;
+    for (std::size_t s = 0; s <= t; ++s) total += (p[s] = std::exp(p[s] - max_score));
+    for (std::size_t s = 0; s <= t; ++s) p[s] /= total;
+}
+
+}  // namespace
+
 Rows grouped_causal_attention(const Rows& qkv, const QkvHeads& heads) {
     const std::size_t hd = heads.head_dim, width = (heads.n_head + 2 * heads.n_kv_head) * hd;
-    const std::size_t seq = qkv.size() / width, group = heads.n_head / heads.n_kv_head;
+    const std::size_t seq = qkv.size() / width;
     Rows out(seq * heads.n_head * hd, 0.0);
-    std::vector<double> weight(seq);
+    std::vector<double> p(seq);
     for (std::size_t h = 0; h < heads.n_head; ++h) {
-        const std::size_t q0 = h * hd, k0 = (heads.n_head + h / group) * hd, v0 = k0 + heads.n_kv_head * hd;
+        const HeadColumns at = head_columns(heads, h);
         for (std::size_t t = 0; t < seq; ++t) {
-            double max_score = -INFINITY;
-            for (std::size_t s = 0; s <= t; ++s) {
-                double dot = 0.0;
-                for (std::size_t i = 0; i < hd; ++i) dot += qkv[t * width + q0 + i] * qkv[s * width + k0 + i];
-                weight[s] = dot / std::sqrt(static_cast<double>(hd));
-                max_score = std::max(max_score, weight[s]);
-            }
-            double total = 0.0;
-            for (std::size_t s = 0; s <= t; ++s) total += (weight[s] = std::exp(weight[s] - max_score));
+            causal_probabilities(qkv, width, hd, at, t, p);
             for (std::size_t s = 0; s <= t; ++s)
-                for (std::size_t i = 0; i < hd; ++i) out[(t * heads.n_head + h) * hd + i] += weight[s] / total * qkv[s * width + v0 + i];
+                for (std::size_t i = 0; i < hd; ++i) out[(t * heads.n_head + h) * hd + i] += p[s] * qkv[s * width + at.v0 + i];
         }
     }
     return out;
+}
+
+// Per q head h and query t, with P = softmax(q[t]·k[s] / √hd) over s ≤ t: dv[s] += P[t,s]·dout[t],
+// dP[t,s] = dout[t]·v[s], dscore = P·(dP − Σ_s' P·dP) / √hd, dq[t] += dscore·k[s] and
+// dk[s] += dscore·q[t], k and v being the group's kv head.
+Rows grouped_causal_attention_backward(const Rows& qkv, const Rows& dout, const QkvHeads& heads) {
+    const std::size_t hd = heads.head_dim, width = (heads.n_head + 2 * heads.n_kv_head) * hd;
+    const std::size_t seq = qkv.size() / width, c = heads.n_head * hd;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    Rows dqkv(qkv.size(), 0.0);
+    std::vector<double> p(seq), dp(seq);
+    for (std::size_t h = 0; h < heads.n_head; ++h) {
+        const HeadColumns at = head_columns(heads, h);
+        const std::size_t q0 = at.q0, k0 = at.k0, v0 = at.v0;
+        for (std::size_t t = 0; t < seq; ++t) {
+            causal_probabilities(qkv, width, hd, at, t, p);
+            double p_dot_dp = 0.0;
+            for (std::size_t s = 0; s <= t; ++s) {
+                double dout_v = 0.0;
+                for (std::size_t i = 0; i < hd; ++i) {
+                    const double g = dout[t * c + q0 + i];
+                    dout_v += g * qkv[s * width + v0 + i];
+                    dqkv[s * width + v0 + i] += p[s] * g;
+                }
+                dp[s] = dout_v;
+                p_dot_dp += p[s] * dout_v;
+            }
+            for (std::size_t s = 0; s <= t; ++s) {
+                const double dscore = p[s] * (dp[s] - p_dot_dp) * scale;
+                for (std::size_t i = 0; i < hd; ++i) {
+                    dqkv[t * width + q0 + i] += dscore * qkv[s * width + k0 + i];
+                    dqkv[s * width + k0 + i] += dscore * qkv[t * width + q0 + i];
+                }
+            }
+        }
+    }
+    return dqkv;
 }
 
 }  // namespace sweetspot::reference

@@ -45,6 +45,11 @@ Dims dims_of(const ModelConfig& m, const Dropout& dropout);
 // The dropout factor of element i of a [seq, c] tensor of the current sequence at `site`.
 double row_dropout(const Dims& d, std::size_t seq, std::uint32_t site, std::size_t i);
 
+// The mean cross-entropy's numerator over the rows of logits [rows, vocab]: returns Σ over the rows
+// of logsumexp(z) − z[target] and overwrites the logits with their gradient scaled by
+// `per_target`, (softmax(z) − onehot(target)) · per_target.
+double cross_entropy(Rows& logits, std::span<const std::int32_t> targets, std::size_t vocab, double per_target);
+
 // Row-wise LayerNorm of [rows, width].
 Rows layer_norm(const Rows& x, std::size_t width, TensorView gamma, TensorView beta, double eps);
 // Adds dL/dgamma and dL/dbeta to `dgamma`, `dbeta`; returns dL/dx. Recomputes the statistics from x.
@@ -64,24 +69,6 @@ Rows causal_self_attention(const Rows& qkv, const Dims& d, std::uint32_t probs_s
 // dL/dqkv from dL/dout, the forward's qkv and its probabilities.
 Rows causal_self_attention_backward(const Rows& qkv, const Rows& probs, const Rows& dout, const Dims& d,
                                     std::uint32_t probs_site);
-
-// x = (wte[token] + wpe[position]) with the embedding dropout, [seq, c]; and its backward, which
-// adds dloss/dwte and dloss/dwpe to the embedding unit's gradient.
-Rows embed(std::span<const std::int32_t> tokens, const float* unit, const UnitLayout& ul, const Dims& d);
-void embed_backward(std::span<const std::int32_t> tokens, const Rows& dx, const UnitLayout& ul, const Dims& d,
-                    std::vector<double>& grad);
-
-// What one block's backward needs of its forward: its input and the inner activations.
-struct BlockTape {
-    Rows x_in, h1, qkv, probs, attn, x_mid, h2, fc, gelu;
-};
-
-// One GPT-2 block over the residual stream x ([seq, c]), in place; the activations kept in
-// `keep` where given (a training step), else dropped as the block ends (the forward alone).
-void block_forward(Rows& x, const Dims& d, int layer, const float* unit, const UnitLayout& ul, BlockTape* keep);
-// dx: dloss/d(block output) in, dloss/d(block input) out; the block's gradients added to `grad`.
-void block_backward(Rows& dx, const BlockTape& tape, const Dims& d, int layer, const float* unit,
-                    const UnitLayout& ul, std::vector<double>& grad);
 
 // Throws std::invalid_argument, naming `who`, unless the model, layout, unit pointers, tokens and
 // shape fit together.
@@ -125,5 +112,8 @@ Rows rope_backward(const Rows& dqkv, std::span<const std::int32_t> positions, co
 // n_kv_head) · head_dim] (QkvHeads' packing), q head h reading kv head h / (n_head / n_kv_head).
 // Returns [seq, n_head · head_dim].
 Rows grouped_causal_attention(const Rows& qkv, const QkvHeads& heads);
+// Its backward: dL/dqkv (QkvHeads' packing) from dL/dout [seq, n_head · head_dim], the
+// probabilities recomputed from qkv; a kv head's dk and dv sum those of its group of q heads.
+Rows grouped_causal_attention_backward(const Rows& qkv, const Rows& dout, const QkvHeads& heads);
 
 }  // namespace sweetspot::reference

@@ -60,6 +60,11 @@ struct FamilyDecl {
     // as an embedding. The activations' layout (activation_layout.hpp) reads both.
     int mlp_inputs;
     bool rotary;
+    // The embedding unit's tables a batch's rows are read from: the token table, and the position
+    // table (-1 where there is none, positions entering as rotations). A prefix check samples the
+    // rows its tokens and positions touch.
+    int token_table;
+    int position_table;
     // The head tensor (its index in the head unit) that a checkpoint may leave out when tied to a
     // body tensor, and that body tensor's name.
     int tied_head_tensor;

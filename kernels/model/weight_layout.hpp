@@ -27,7 +27,9 @@ struct TensorSpec {
 };
 
 // Whether weight decay applies to a tensor: the matrices (embeddings, linear weights, lm_head), not
-// the biases or the LayerNorm parameters, as GPT-2's training recipes do.
+// the biases or the norms' weights, as GPT-2's training recipes (llm.c, nanoGPT: every 2-D tensor)
+// do. LLaMA follows the same rule: its token table, projections and untied lm_head decay, its
+// RMSNorm weights do not.
 inline bool decays_weights(const TensorSpec& tensor) { return tensor.shape.size() >= 2; }
 
 struct UnitLayout {

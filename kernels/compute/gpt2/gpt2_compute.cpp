@@ -1,8 +1,10 @@
 #include "kernels/compute/gpt2/gpt2_compute.hpp"
 
-#include "kernels/compute/cpu_block.hpp"
+#include <algorithm>
+
 #include "kernels/compute/cpu_ops.hpp"
-#include "kernels/compute/reference_ops.hpp"
+#include "kernels/compute/gpt2/gpt2_cpu_block.hpp"
+#include "kernels/compute/gpt2/gpt2_reference.hpp"
 #include "kernels/model/gpt2/gpt2_tensors.hpp"
 
 namespace sweetspot::gpt2 {
@@ -38,12 +40,12 @@ public:
                           Dropout::site_word(DropoutSite::embedding, 0));
     }
 
-    // Pre-LN block (cpu_block.hpp): one ln_ buffer for both LayerNorms, GELU in fc_ in place.
+    // Pre-LN block (gpt2_cpu_block.hpp): one ln_ buffer for both LayerNorms, GELU in fc_ in place.
     void block(int layer, const float* unit, const UnitLayout& unit_layout) override {
-        const cpu::BlockActivations a{.ln1 = ln_.data(), .qkv = qkv_.data(), .att = att_.data(), .y = y_.data(),
+        const BlockActivations a{.ln1 = ln_.data(), .qkv = qkv_.data(), .att = att_.data(), .y = y_.data(),
                                       .x_mid = nullptr, .ln2 = ln_.data(), .fc_pre = nullptr, .fc = fc_.data(),
                                       .scores = scores_.data()};
-        cpu::block_forward(x_.data(), a, unit, unit_layout,
+        block_forward(x_.data(), a, unit, unit_layout,
                            {batch_, seq_, model_.n_embd, model_.n_head, model_.ln_eps, dropout_, layer});
     }
 
@@ -81,24 +83,112 @@ std::int64_t cpu_activation_bytes(const ModelConfig& model, int batch, int seq) 
     return static_cast<std::int64_t>(floats * sizeof(float));
 }
 
-// Deliberately naive: every product a plain loop in double (reference_ops), nothing shared with
-// the host forward, so an error in one is not repeated in the other.
-std::vector<double> reference_sequence(const ModelConfig& m, const WeightLayout& layout,
-                                       std::span<const float* const> units, std::span<const std::int32_t> tokens,
-                                       const Dropout& dropout, std::size_t sequence) {
-    using namespace reference;
-    Dims d = dims_of(m, dropout);
-    d.sequence = sequence;
-    Rows x = embed(tokens, units[0], layout.units[0], d);
-    for (int l = 0; l < m.n_layer; ++l) {
-        const auto u = static_cast<std::size_t>(WeightLayout::block_unit(l));
-        block_forward(x, d, l, units[u], layout.units[u], nullptr);
+// The training step's forward and backward: each block's activations kept, the backward's
+// scratch shared by the blocks.
+class CpuGpt2Backprop final : public CpuFamilyBackprop {
+public:
+    CpuGpt2Backprop(const ModelConfig& model, int batch, int seq, const Dropout& dropout)
+        : model_(model), batch_(batch), seq_(seq), dropout_(dropout), scratch_(batch * seq, model.n_embd, seq) {
+        const std::size_t bt = as_size(batch) * as_size(seq), c = as_size(model.n_embd);
+        for (int l = 0; l < model.n_layer; ++l) kept_.emplace_back(bt, c);
+        x_.resize(bt * c);
+        y_.resize(bt * c);
+        xf_.resize(bt * c);
+        dxf_.resize(bt * c);
+        dx_.resize(bt * c);
+        scores_.resize(as_size(seq) * as_size(seq));
     }
-    const auto hu = static_cast<std::size_t>(layout.head_unit());
-    const float* head = units[hu];
-    const UnitLayout& hl = layout.units[hu];
-    const Rows xf = layer_norm(x, d.c, tensor_of(head, hl, head_tensor::lnf_w), tensor_of(head, hl, head_tensor::lnf_b), d.eps);
-    return dense(xf, d.c, d.vocab, tensor_of(head, hl, head_tensor::lm_head), nullptr);
+
+    void embed(const float* unit, const UnitLayout& u, std::span<const std::int32_t> tokens) override {
+        cpu::embedding(x_.data(), tokens.data(), tensor_ptr(unit, u, embed_tensor::wte),
+                       tensor_ptr(unit, u, embed_tensor::wpe), batch_, seq_, model_.n_embd);
+        cpu::dropout_rows(x_.data(), rows(), model_.n_embd, dropout_, Dropout::site_word(DropoutSite::embedding, 0));
+    }
+
+    void block(int layer, const float* unit, const UnitLayout& u) override {
+        KeptBlock& k = kept_[as_size(layer)];
+        std::copy(x_.begin(), x_.end(), k.x_in.begin());
+        block_forward(x_.data(), k.activations(y_.data(), scores_.data()), unit, u, block_shape(layer));
+    }
+
+    void head(const float* unit, const UnitLayout& u, std::span<float> logits) override {
+        cpu::layernorm(xf_.data(), x_.data(), tensor_ptr(unit, u, head_tensor::lnf_w),
+                       tensor_ptr(unit, u, head_tensor::lnf_b), rows(), model_.n_embd, model_.ln_eps);
+        cpu::linear(logits.data(), xf_.data(), tensor_ptr(unit, u, head_tensor::lm_head), nullptr, rows(),
+                    model_.n_embd, model_.vocab_size);
+    }
+
+    void head_backward(const float* unit, const UnitLayout& u, std::span<const float> dlogits, float* grad) override {
+        const auto g = [&](int tensor) { return grad + u.tensors[as_size(tensor)].offset; };
+        std::fill(dx_.begin(), dx_.end(), 0.0f);
+        cpu::linear_backward(dxf_.data(), g(head_tensor::lm_head), nullptr, dlogits.data(), xf_.data(),
+                             tensor_ptr(unit, u, head_tensor::lm_head), rows(), model_.n_embd, model_.vocab_size);
+        cpu::layernorm_backward(dx_.data(), g(head_tensor::lnf_w), g(head_tensor::lnf_b), dxf_.data(), x_.data(),
+                                tensor_ptr(unit, u, head_tensor::lnf_w), rows(), model_.n_embd, model_.ln_eps);
+    }
+
+    void block_backward(int layer, const float* unit, const UnitLayout& u, float* grad) override {
+        KeptBlock& k = kept_[as_size(layer)];
+        gpt2::block_backward(dx_.data(), grad, k.x_in.data(), k.activations(y_.data(), scores_.data()), unit, u,
+                             block_shape(layer), scratch_);
+    }
+
+    void embed_backward(const UnitLayout& u, std::span<const std::int32_t> tokens, float* grad) override {
+        cpu::dropout_rows(dx_.data(), rows(), model_.n_embd, dropout_, Dropout::site_word(DropoutSite::embedding, 0));
+        cpu::embedding_backward(grad + u.tensors[embed_tensor::wte].offset, grad + u.tensors[embed_tensor::wpe].offset,
+                                dx_.data(), tokens.data(), batch_, seq_, model_.n_embd);
+    }
+
+    std::int64_t buffer_bytes() const override {
+        std::size_t floats = x_.size() + y_.size() + xf_.size() + dxf_.size() + dx_.size() + scores_.size();
+        for (const KeptBlock& k : kept_)
+            floats += k.x_in.size() + k.ln1.size() + k.qkv.size() + k.att.size() + k.x_mid.size() + k.ln2.size() +
+                      k.fc_pre.size() + k.fc.size();
+        for (const auto* v : {&scratch_.dy, &scratch_.dln, &scratch_.datt, &scratch_.dqkv, &scratch_.dfc,
+                              &scratch_.probs, &scratch_.grad})
+            floats += v->size();
+        return static_cast<std::int64_t>(floats * sizeof(float));
+    }
+
+private:
+    // One block's kept activations: its input and what its backward reads.
+    struct KeptBlock {
+        std::vector<float> x_in, ln1, qkv, att, x_mid, ln2, fc_pre, fc;
+        KeptBlock(std::size_t bt, std::size_t c)
+            : x_in(bt * c), ln1(bt * c), qkv(bt * 3 * c), att(bt * c), x_mid(bt * c), ln2(bt * c),
+              fc_pre(bt * 4 * c), fc(bt * 4 * c) {}
+        BlockActivations activations(float* y, float* scores) {
+            return {.ln1 = ln1.data(), .qkv = qkv.data(), .att = att.data(), .y = y, .x_mid = x_mid.data(),
+                    .ln2 = ln2.data(), .fc_pre = fc_pre.data(), .fc = fc.data(), .scores = scores};
+        }
+    };
+
+    int rows() const { return batch_ * seq_; }
+    BlockShape block_shape(int layer) const {
+        return {batch_, seq_, model_.n_embd, model_.n_head, model_.ln_eps, dropout_, layer};
+    }
+
+    ModelConfig model_;
+    int batch_, seq_;
+    Dropout dropout_;
+    std::vector<KeptBlock> kept_;
+    std::vector<float> x_, y_, xf_, dxf_, dx_, scores_;
+    BlockGradScratch scratch_;
+};
+
+std::unique_ptr<CpuFamilyBackprop> cpu_backprop(const ModelConfig& model, int batch, int seq, const Dropout& dropout) {
+    return std::make_unique<CpuGpt2Backprop>(model, batch, seq, dropout);
+}
+
+std::int64_t cpu_backprop_bytes(const ModelConfig& model, int batch, int seq) {
+    const std::size_t bt = as_size(batch) * as_size(seq), c = as_size(model.n_embd), s = as_size(seq);
+    // Per block: x_in, ln1, att, x_mid, ln2 of c, qkv 3c, fc_pre and fc 4c each.
+    const std::size_t kept = as_size(model.n_layer) * bt * 16 * c;
+    // x, y, xf, dxf, dx [bt, c]; the scores [seq, seq].
+    const std::size_t activations = 5 * bt * c + s * s;
+    // BlockGradScratch: dy, dln, datt [bt, c]; dqkv [bt, 3c]; dfc [bt, 4c]; probs, grad [seq, seq].
+    const std::size_t scratch = bt * 10 * c + 2 * s * s;
+    return static_cast<std::int64_t>((kept + activations + scratch) * sizeof(float));
 }
 
 double reference_macs(const ModelConfig& model, int batch, int seq) {
@@ -120,8 +210,11 @@ const FamilyCompute& compute() {
         .cpu_activation_bytes = cpu_activation_bytes,
         .reference_sequence = reference_sequence,
         .reference_macs = reference_macs,
+        .cpu_backprop = cpu_backprop,
+        .cpu_backprop_bytes = cpu_backprop_bytes,
+        .reference_sequence_gradients = reference_sequence_gradients,
         .no_gpu_forward = {},
-        .no_training = {},
+        .no_gpu_training = {},
         .gpu_fusions = kEveryFusion,
         .gpu_required = {},
         .dropout = true,

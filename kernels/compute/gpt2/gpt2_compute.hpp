@@ -1,6 +1,7 @@
 #pragma once
 // GPT-2's entry in the compute-side family table (kernels/compute/family_compute.hpp): its host
-// forward (cpu_block.hpp's block) and its float64 reference (reference_ops' block).
+// forward and training step (gpt2_cpu_block.hpp's block) and its float64 reference
+// (gpt2_reference.hpp).
 #include "kernels/compute/family_compute.hpp"
 
 namespace sweetspot::gpt2 {

@@ -1,11 +1,10 @@
 #include "kernels/compute/llama/llama_compute.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/compute/cpu_ops.hpp"
-#include "kernels/compute/reference_ops.hpp"
-#include "kernels/compute/rope_frequencies.hpp"
+#include "kernels/compute/llama/llama_cpu_block.hpp"
+#include "kernels/compute/llama/llama_reference.hpp"
 #include "kernels/model/llama/llama_tensors.hpp"
 
 namespace sweetspot::llama {
@@ -18,14 +17,10 @@ const float* tensor_ptr(const float* unit, const UnitLayout& unit_layout, int te
     return unit + unit_layout.tensors[as_size(tensor)].offset;
 }
 
-// The packed qkv row's width: n_head q heads, then n_kv_head k heads, then as many v heads.
-int qkv_width(const ModelConfig& m) { return (m.n_head + 2 * m.kv_heads()) * m.head_dim(); }
-
 class CpuLlamaForward final : public CpuFamilyForward {
 public:
     CpuLlamaForward(const ModelConfig& model, int batch, int seq)
-        : model_(model), batch_(batch), seq_(seq),
-          inv_freq_(rope_inv_frequencies_f32(model.head_dim(), model.rope_theta, model.rope_scaling)) {
+        : model_(model), batch_(batch), seq_(seq), rotary_(model, batch, seq) {
         const std::size_t bt = as_size(batch) * as_size(seq);
         const std::size_t c = as_size(model.n_embd), f = as_size(model.ffn_width());
         x_.resize(bt * c);
@@ -37,47 +32,20 @@ public:
         gate_.resize(bt * f);
         up_.resize(bt * f);
         scores_.resize(as_size(seq) * as_size(seq));
-        // Every sequence of a rectangular batch starts at position 0.
-        positions_.resize(bt);
-        for (std::size_t r = 0; r < bt; ++r) positions_[r] = static_cast<std::int32_t>(r % as_size(seq));
     }
 
     // x[r, :] = embed_tokens[token r]: no position table, positions enter through the rotation.
     void embed(const float* unit, const UnitLayout& u, std::span<const std::int32_t> tokens) override {
-        const std::size_t c = as_size(model_.n_embd);
-        const float* table = tensor_ptr(unit, u, embed_tensor::tokens);
-        for (std::size_t r = 0; r < tokens.size(); ++r)
-            std::memcpy(x_.data() + r * c, table + as_size(tokens[r]) * c, c * sizeof(float));
+        cpu::embedding(x_.data(), tokens.data(), tensor_ptr(unit, u, embed_tensor::tokens), nullptr, batch_, seq_,
+                       model_.n_embd);
     }
 
+    // One ln_ buffer for both RMSNorms, SwiGLU in gate_ in place (llama_cpu_block.hpp).
     void block(int, const float* unit, const UnitLayout& u) override {
-        const auto w = [&](int tensor) { return tensor_ptr(unit, u, tensor); };
-        const int bt = batch_ * seq_, c = model_.n_embd, f = model_.ffn_width();
-        const int hd = model_.head_dim(), kv = model_.kv_heads() * hd, width = qkv_width(model_);
-        const std::int64_t elems = static_cast<std::int64_t>(bt) * c;
-
-        cpu::rmsnorm(ln_.data(), x_.data(), w(block_tensor::attn_norm), bt, c, model_.ln_eps);
-        // q, k and v side by side in each row, the layout rope and the attention read.
-        const auto project_into_qkv = [&](int tensor, int out, int column) {
-            cpu::linear(projection_.data(), ln_.data(), w(tensor), nullptr, bt, c, out);
-            for (std::size_t r = 0; r < as_size(bt); ++r)
-                std::copy_n(projection_.data() + r * as_size(out), out, qkv_.data() + r * as_size(width) + column);
-        };
-        project_into_qkv(block_tensor::q_w, c, 0);
-        project_into_qkv(block_tensor::k_w, kv, c);
-        project_into_qkv(block_tensor::v_w, kv, c + kv);
-        cpu::rope(qkv_.data(), positions_.data(), inv_freq_.data(), bt, model_.n_head, model_.kv_heads(), hd);
-        cpu::grouped_attention(att_.data(), scores_.data(), qkv_.data(), batch_, seq_, model_.n_head,
-                               model_.kv_heads(), hd);
-        cpu::linear(y_.data(), att_.data(), w(block_tensor::o_w), nullptr, bt, c, c);
-        cpu::residual_add(x_.data(), y_.data(), elems);
-
-        cpu::rmsnorm(ln_.data(), x_.data(), w(block_tensor::mlp_norm), bt, c, model_.ln_eps);
-        cpu::linear(gate_.data(), ln_.data(), w(block_tensor::gate_w), nullptr, bt, c, f);
-        cpu::linear(up_.data(), ln_.data(), w(block_tensor::up_w), nullptr, bt, c, f);
-        cpu::swiglu(gate_.data(), gate_.data(), up_.data(), static_cast<std::int64_t>(bt) * f);
-        cpu::linear(y_.data(), gate_.data(), w(block_tensor::down_w), nullptr, bt, f, c);
-        cpu::residual_add(x_.data(), y_.data(), elems);
+        const BlockActivations a{.ln1 = ln_.data(), .projection = projection_.data(), .qkv = qkv_.data(),
+                                 .att = att_.data(), .y = y_.data(), .x_mid = nullptr, .ln2 = ln_.data(),
+                                 .gate = gate_.data(), .up = up_.data(), .act = gate_.data(), .scores = scores_.data()};
+        block_forward(x_.data(), a, unit, u, {batch_, seq_, model_, rotary_});
     }
 
     void head(const float* unit, const UnitLayout& u, std::span<float> logits) override {
@@ -89,15 +57,14 @@ public:
 
     std::int64_t activation_bytes() const override {
         const std::size_t floats = x_.size() + ln_.size() + projection_.size() + qkv_.size() + att_.size() +
-                                   y_.size() + gate_.size() + up_.size() + scores_.size() + inv_freq_.size();
-        return static_cast<std::int64_t>(floats * sizeof(float) + positions_.size() * sizeof(std::int32_t));
+                                   y_.size() + gate_.size() + up_.size() + scores_.size();
+        return static_cast<std::int64_t>(floats * sizeof(float)) + rotary_.bytes();
     }
 
 private:
     ModelConfig model_;
     int batch_, seq_;
-    std::vector<float> inv_freq_;
-    std::vector<std::int32_t> positions_;
+    RotaryTables rotary_;
     std::vector<float> x_, ln_, projection_, qkv_, att_, y_, gate_, up_, scores_;
 };
 
@@ -114,47 +81,110 @@ std::int64_t cpu_activation_bytes(const ModelConfig& model, int batch, int seq) 
     return static_cast<std::int64_t>(floats * sizeof(float) + bt * sizeof(std::int32_t));
 }
 
-// Deliberately naive, as GPT-2's: plain loops in double (reference_ops), the frequencies in double.
-std::vector<double> reference_sequence(const ModelConfig& m, const WeightLayout& layout,
-                                       std::span<const float* const> units, std::span<const std::int32_t> tokens,
-                                       const Dropout&, std::size_t) {
-    using namespace reference;
-    const std::size_t seq = tokens.size(), c = as_size(m.n_embd), f = as_size(m.ffn_width());
-    const QkvHeads heads{as_size(m.n_head), as_size(m.kv_heads()), as_size(m.head_dim())};
-    const std::size_t kv = heads.n_kv_head * heads.head_dim, width = c + 2 * kv;
-    const std::vector<double> inv_freq = rope_inv_frequencies(m.head_dim(), m.rope_theta, m.rope_scaling);
-    std::vector<std::int32_t> positions(seq);
-    for (std::size_t t = 0; t < seq; ++t) positions[t] = static_cast<std::int32_t>(t);
-
-    const TensorView table = tensor_of(units[0], layout.units[0], embed_tensor::tokens);
-    Rows x(seq * c);
-    for (std::size_t t = 0; t < seq; ++t)
-        for (std::size_t i = 0; i < c; ++i) x[t * c + i] = table[as_size(tokens[t]) * c + i];
-    const auto add = [](Rows& to, const Rows& from) {
-        for (std::size_t i = 0; i < to.size(); ++i) to[i] += from[i];
-    };
-    for (int l = 0; l < m.n_layer; ++l) {
-        const auto u = as_size(WeightLayout::block_unit(l));
-        const auto w = [&](int tensor) { return tensor_of(units[u], layout.units[u], tensor); };
-        const Rows h = rms_norm(x, c, w(block_tensor::attn_norm), m.ln_eps);
-        const Rows q = dense(h, c, c, w(block_tensor::q_w), nullptr);
-        const Rows k = dense(h, c, kv, w(block_tensor::k_w), nullptr);
-        const Rows v = dense(h, c, kv, w(block_tensor::v_w), nullptr);
-        Rows qkv(seq * width);
-        for (std::size_t t = 0; t < seq; ++t) {
-            std::copy_n(q.begin() + static_cast<std::ptrdiff_t>(t * c), c, qkv.begin() + static_cast<std::ptrdiff_t>(t * width));
-            std::copy_n(k.begin() + static_cast<std::ptrdiff_t>(t * kv), kv, qkv.begin() + static_cast<std::ptrdiff_t>(t * width + c));
-            std::copy_n(v.begin() + static_cast<std::ptrdiff_t>(t * kv), kv, qkv.begin() + static_cast<std::ptrdiff_t>(t * width + c + kv));
-        }
-        const Rows att = grouped_causal_attention(rope(qkv, positions, heads, inv_freq), heads);
-        add(x, dense(att, c, c, w(block_tensor::o_w), nullptr));
-        const Rows h2 = rms_norm(x, c, w(block_tensor::mlp_norm), m.ln_eps);
-        const Rows mixed = swiglu(dense(h2, c, f, w(block_tensor::gate_w), nullptr), dense(h2, c, f, w(block_tensor::up_w), nullptr));
-        add(x, dense(mixed, f, c, w(block_tensor::down_w), nullptr));
+// The training step's forward and backward: each block's activations kept, the backward's
+// scratch shared by the blocks.
+class CpuLlamaBackprop final : public CpuFamilyBackprop {
+public:
+    CpuLlamaBackprop(const ModelConfig& model, int batch, int seq)
+        : model_(model), batch_(batch), seq_(seq), rotary_(model, batch, seq), scratch_(model, batch, seq) {
+        const std::size_t bt = as_size(batch) * as_size(seq), c = as_size(model.n_embd);
+        for (int l = 0; l < model.n_layer; ++l) kept_.emplace_back(model, bt);
+        for (auto* v : {&x_, &y_, &projection_, &xf_, &dxf_, &dx_}) v->resize(bt * c);
+        scores_.resize(as_size(seq) * as_size(seq));
     }
-    const auto hu = as_size(layout.head_unit());
-    const Rows xf = rms_norm(x, c, tensor_of(units[hu], layout.units[hu], head_tensor::norm), m.ln_eps);
-    return dense(xf, c, as_size(m.vocab_size), tensor_of(units[hu], layout.units[hu], head_tensor::lm_head), nullptr);
+
+    void embed(const float* unit, const UnitLayout& u, std::span<const std::int32_t> tokens) override {
+        cpu::embedding(x_.data(), tokens.data(), tensor_ptr(unit, u, embed_tensor::tokens), nullptr, batch_, seq_,
+                       model_.n_embd);
+    }
+
+    void block(int layer, const float* unit, const UnitLayout& u) override {
+        KeptBlock& k = kept_[as_size(layer)];
+        std::copy(x_.begin(), x_.end(), k.x_in.begin());
+        block_forward(x_.data(), activations(k), unit, u, {batch_, seq_, model_, rotary_});
+    }
+
+    void head(const float* unit, const UnitLayout& u, std::span<float> logits) override {
+        cpu::rmsnorm(xf_.data(), x_.data(), tensor_ptr(unit, u, head_tensor::norm), rows(), model_.n_embd,
+                     model_.ln_eps);
+        cpu::linear(logits.data(), xf_.data(), tensor_ptr(unit, u, head_tensor::lm_head), nullptr, rows(),
+                    model_.n_embd, model_.vocab_size);
+    }
+
+    void head_backward(const float* unit, const UnitLayout& u, std::span<const float> dlogits, float* grad) override {
+        const auto g = [&](int tensor) { return grad + u.tensors[as_size(tensor)].offset; };
+        std::fill(dx_.begin(), dx_.end(), 0.0f);
+        cpu::linear_backward(dxf_.data(), g(head_tensor::lm_head), nullptr, dlogits.data(), xf_.data(),
+                             tensor_ptr(unit, u, head_tensor::lm_head), rows(), model_.n_embd, model_.vocab_size);
+        cpu::rmsnorm_backward(dx_.data(), g(head_tensor::norm), dxf_.data(), x_.data(),
+                              tensor_ptr(unit, u, head_tensor::norm), rows(), model_.n_embd, model_.ln_eps);
+    }
+
+    void block_backward(int layer, const float* unit, const UnitLayout& u, float* grad) override {
+        KeptBlock& k = kept_[as_size(layer)];
+        llama::block_backward(dx_.data(), grad, k.x_in.data(), activations(k), unit, u,
+                              {batch_, seq_, model_, rotary_}, scratch_);
+    }
+
+    // The token table's rows take their tokens' gradients; there is no position table.
+    void embed_backward(const UnitLayout& u, std::span<const std::int32_t> tokens, float* grad) override {
+        cpu::embedding_backward(grad + u.tensors[embed_tensor::tokens].offset, nullptr, dx_.data(), tokens.data(),
+                                batch_, seq_, model_.n_embd);
+    }
+
+    std::int64_t buffer_bytes() const override {
+        std::size_t floats = 0;
+        for (const auto* v : {&x_, &y_, &projection_, &xf_, &dxf_, &dx_, &scores_}) floats += v->size();
+        for (const KeptBlock& k : kept_)
+            for (const auto* v : {&k.x_in, &k.ln1, &k.qkv, &k.att, &k.x_mid, &k.ln2, &k.gate, &k.up, &k.act})
+                floats += v->size();
+        return static_cast<std::int64_t>(floats * sizeof(float)) + rotary_.bytes() + scratch_.bytes();
+    }
+
+private:
+    // One block's kept activations: its input and what its backward reads.
+    struct KeptBlock {
+        std::vector<float> x_in, ln1, qkv, att, x_mid, ln2, gate, up, act;
+        KeptBlock(const ModelConfig& m, std::size_t bt) {
+            const std::size_t c = as_size(m.n_embd), f = as_size(m.ffn_width());
+            for (auto* v : {&x_in, &ln1, &att, &x_mid, &ln2}) v->resize(bt * c);
+            qkv.resize(bt * as_size(qkv_width(m)));
+            for (auto* v : {&gate, &up, &act}) v->resize(bt * f);
+        }
+    };
+
+    BlockActivations activations(KeptBlock& k) {
+        return {.ln1 = k.ln1.data(), .projection = projection_.data(), .qkv = k.qkv.data(), .att = k.att.data(),
+                .y = y_.data(), .x_mid = k.x_mid.data(), .ln2 = k.ln2.data(), .gate = k.gate.data(),
+                .up = k.up.data(), .act = k.act.data(), .scores = scores_.data()};
+    }
+    int rows() const { return batch_ * seq_; }
+
+    ModelConfig model_;
+    int batch_, seq_;
+    RotaryTables rotary_;
+    std::vector<KeptBlock> kept_;
+    std::vector<float> x_, y_, projection_, xf_, dxf_, dx_, scores_;
+    BlockGradScratch scratch_;
+};
+
+std::unique_ptr<CpuFamilyBackprop> cpu_backprop(const ModelConfig& model, int batch, int seq, const Dropout&) {
+    return std::make_unique<CpuLlamaBackprop>(model, batch, seq);
+}
+
+std::int64_t cpu_backprop_bytes(const ModelConfig& model, int batch, int seq) {
+    const std::size_t bt = as_size(batch) * as_size(seq), c = as_size(model.n_embd), s = as_size(seq);
+    const std::size_t f = as_size(model.ffn_width()), width = as_size(qkv_width(model));
+    // Per block: x_in, ln1, att, x_mid, ln2 of c, the packed qkv, gate, up and act of f.
+    const std::size_t kept = as_size(model.n_layer) * bt * (5 * c + width + 3 * f);
+    // x, y, the projection scratch, xf, dxf, dx [bt, c]; the scores [seq, seq].
+    const std::size_t activations = 6 * bt * c + s * s;
+    // BlockGradScratch: dln, dln_part, datt, dprojection [bt, c]; dqkv; dact, dgate, dup [bt, f];
+    // probs, grad [seq, seq].
+    const std::size_t scratch = bt * (4 * c + width + 3 * f) + 2 * s * s;
+    // RotaryTables: a position per token, the frequencies.
+    const std::size_t rotary = bt * sizeof(std::int32_t) + as_size(model.head_dim() / 2) * sizeof(float);
+    return static_cast<std::int64_t>((kept + activations + scratch) * sizeof(float) + rotary);
 }
 
 double reference_macs(const ModelConfig& m, int batch, int seq) {
@@ -174,8 +204,11 @@ const FamilyCompute& compute() {
         .cpu_activation_bytes = cpu_activation_bytes,
         .reference_sequence = reference_sequence,
         .reference_macs = reference_macs,
+        .cpu_backprop = cpu_backprop,
+        .cpu_backprop_bytes = cpu_backprop_bytes,
+        .reference_sequence_gradients = reference_sequence_gradients,
         .no_gpu_forward = {},
-        .no_training = "the llama family's training step is not built yet",
+        .no_gpu_training = "the llama family trains on the host backend only: its GPU training step is not built yet",
         // Its blocks' attention is the flash kernel, the one that takes grouped kv heads.
         .gpu_fusions = Variant{Fusion::flash_attention},
         .gpu_required = Variant{Fusion::flash_attention},

@@ -16,6 +16,8 @@ const FamilyDecl& family() {
         .is_checkpoint_buffer = is_checkpoint_buffer,
         .mlp_inputs = 1,
         .rotary = false,
+        .token_table = embed_tensor::wte,
+        .position_table = embed_tensor::wpe,
         .tied_head_tensor = head_tensor::lm_head,
         .tied_head_source = kTiedHeadSource,
     };

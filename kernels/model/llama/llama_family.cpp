@@ -16,6 +16,8 @@ const FamilyDecl& family() {
         .is_checkpoint_buffer = is_checkpoint_buffer,
         .mlp_inputs = 2,
         .rotary = true,
+        .token_table = embed_tensor::tokens,
+        .position_table = -1,
         .tied_head_tensor = head_tensor::lm_head,
         .tied_head_source = kTiedHeadSource,
     };

@@ -1,14 +1,14 @@
 #pragma once
 // One GPT-2 block of the fp32 host compute, forward beside backward, from the ops of cpu_ops.hpp:
-// the forward of CpuForward (buffers reused layer after layer) and of the host training step
-// (each layer's activations kept for its backward) is this one function.
+// the family's host forward (buffers reused layer after layer) and its host training step (each
+// layer's activations kept for its backward) run this one function.
 #include <cstdint>
 #include <vector>
 
 #include "kernels/compute/dropout.hpp"
 #include "kernels/model/weight_layout.hpp"
 
-namespace sweetspot::cpu {
+namespace sweetspot::gpt2 {
 
 struct BlockShape {
     int batch, seq, c, n_head;
@@ -46,4 +46,4 @@ struct BlockGradScratch {
 void block_backward(float* dx, float* grad, const float* x_in, const BlockActivations& a, const float* unit,
                     const UnitLayout& ul, const BlockShape& s, BlockGradScratch& scratch);
 
-}  // namespace sweetspot::cpu
+}  // namespace sweetspot::gpt2
