@@ -283,30 +283,38 @@ void attention(float* out, float* scores, const float* qkv, int batch, int seq, 
 }
 
 void grouped_attention(float* out, float* scores, const float* qkv, int batch, int seq, int n_head, int n_kv_head,
-                       int head_dim) {
-    causal_attention(out, scores, qkv, batch, seq, n_head, n_kv_head, head_dim, Dropout{}, 0);
+                       int head_dim, const Dropout& probs_dropout, std::uint32_t probs_site) {
+    causal_attention(out, scores, qkv, batch, seq, n_head, n_kv_head, head_dim,
+                     probs_dropout.for_shape(seq, probs_dropout.positions), probs_site);
 }
 
 // The probabilities are recomputed from qkv, as a flash attention's backward does, rather than
 // kept from the forward: [seq, seq] per head would be the largest activation of a step. With
 // A = P∘mask the forward's out = A·v: dv = Aᵀ·dout, dP = (dout·vᵀ)∘mask, and the softmax's
-// dscores = P∘(dP − rowsum(P∘dP)), scaled as the scores were.
-void attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv, int batch, int seq,
-                        int c, int n_head, const Dropout& probs_dropout, std::uint32_t probs_site) {
-    const int hd = c / n_head;
-    const int ld_qkv = 3 * c;
+// dscores = P∘(dP − rowsum(P∘dP)), scaled as the scores were. Over grouped heads a kv head's dk
+// and dv are the sums over its group's q heads (consecutive heads): the first writes them, the
+// others add to them.
+namespace {
+
+void causal_attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv, int batch,
+                               int seq, int n_head, int n_kv_head, int hd, const Dropout& dropout,
+                               std::uint32_t probs_site) {
+    const int ld_qkv = (n_head + 2 * n_kv_head) * hd, c = n_head * hd, group = n_head / n_kv_head;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    const Dropout dropout = probs_dropout.for_shape(seq, probs_dropout.positions);
     const std::size_t square = as_size(seq) * as_size(seq);
     for (int b = 0; b < batch; ++b) {
         for (int h = 0; h < n_head; ++h) {
-            const std::size_t offset = as_size(b) * as_size(seq) * as_size(ld_qkv) + as_size(h) * as_size(hd);
-            const float* q = qkv + offset;
-            const float* k = q + c;
-            const float* v = q + 2 * c;
-            float* dq = dqkv + offset;
-            float* dk = dq + c;
-            float* dv = dq + 2 * c;
+            const std::size_t row0 = as_size(b) * as_size(seq) * as_size(ld_qkv);
+            const std::size_t q_offset = row0 + as_size(h) * as_size(hd);
+            const std::size_t k_offset = row0 + as_size(n_head + h / group) * as_size(hd);
+            const std::size_t v_offset = k_offset + as_size(n_kv_head) * as_size(hd);
+            const float* q = qkv + q_offset;
+            const float* k = qkv + k_offset;
+            const float* v = qkv + v_offset;
+            float* dq = dqkv + q_offset;
+            float* dk = dqkv + k_offset;
+            float* dv = dqkv + v_offset;
+            const float beta = h % group == 0 ? 0.0f : 1.0f;
             const float* dout_h = dout + as_size(b) * as_size(seq) * as_size(c) + as_size(h) * as_size(hd);
             const std::int64_t first_row = (static_cast<std::int64_t>(b) * n_head + h) * seq;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hd, scale, q, ld_qkv, k, ld_qkv, 0.0f, probs,
@@ -314,7 +322,7 @@ void attention_backward(float* dqkv, float* probs, float* grad, const float* dou
             causal_softmax(probs, seq, seq);
             std::copy(probs, probs + square, grad);
             dropout_probabilities(grad, first_row, seq, dropout, probs_site);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, hd, seq, 1.0f, grad, seq, dout_h, c, 0.0f, dv,
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, hd, seq, 1.0f, grad, seq, dout_h, c, beta, dv,
                         ld_qkv);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hd, 1.0f, dout_h, c, v, ld_qkv, 0.0f, grad,
                         seq);
@@ -328,10 +336,25 @@ void attention_backward(float* dqkv, float* probs, float* grad, const float* dou
             }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, hd, seq, 1.0f, grad, seq, k, ld_qkv, 0.0f, dq,
                         ld_qkv);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, hd, seq, 1.0f, grad, seq, q, ld_qkv, 0.0f, dk,
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, hd, seq, 1.0f, grad, seq, q, ld_qkv, beta, dk,
                         ld_qkv);
         }
     }
+}
+
+}  // namespace
+
+void attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv, int batch, int seq,
+                        int c, int n_head, const Dropout& probs_dropout, std::uint32_t probs_site) {
+    causal_attention_backward(dqkv, probs, grad, dout, qkv, batch, seq, n_head, n_head, c / n_head,
+                              probs_dropout.for_shape(seq, probs_dropout.positions), probs_site);
+}
+
+void grouped_attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv, int batch,
+                                int seq, int n_head, int n_kv_head, int head_dim, const Dropout& probs_dropout,
+                                std::uint32_t probs_site) {
+    causal_attention_backward(dqkv, probs, grad, dout, qkv, batch, seq, n_head, n_kv_head, head_dim,
+                              probs_dropout.for_shape(seq, probs_dropout.positions), probs_site);
 }
 
 double squared_norm(const float* x, std::int64_t n) {
