@@ -417,6 +417,21 @@ TEST_CASE("split_tf32: parsed, keyed only when set, and refused where it cannot 
                       "m.toml:2:14: error: 'split_tf32' must be true or false, got integer 1");
 }
 
+TEST_CASE("LLaMA's GPU cells run the fusions its forward takes and are skipped with the family's reason otherwise",
+          "[checks][matrix]") {
+    const std::string defaults = "[defaults]\nmodel = \"tiny_llama\"\nbackend = \"device\"\n";
+    for (const char* variant : {"baseline", "softmax", "flash_attention", "attn_proj", "softmax+proj_epilogue"}) {
+        INFO(variant);
+        const auto cell =
+            parse_matrix(defaults + "variant = \"" + std::string(variant) + "\"\n", "m.toml").cells.at(0);
+        CHECK(cell_impossible_reason(cell).empty());
+    }
+    const auto all = parse_matrix(defaults + "variant = \"all\"\n", "m.toml").cells.at(0);
+    CHECK(cell_impossible_reason(all) ==
+          "model 'tiny_llama' (LLaMA) runs on the GPU within the fusions softmax+flash_attention+proj_epilogue; "
+          "variant 'all' has residual_ln+softmax+mlp_epilogue+flash_attention+proj_epilogue");
+}
+
 TEST_CASE("a host cell whose fp32 output is far from float64 is invalid, and logits exits 1", "[checks][cli]") {
     // Embeddings of about 1e4 that differ only in their last few bits: the fp32 LayerNorm's mean
     // carries an error as large as the deviations it subtracts, while float64 does not, so the

@@ -26,6 +26,7 @@
 #include "kernels/model/synthetic_weights.hpp"
 #include "kernels/model/weight_layout.hpp"
 #include "gpu_test_support.hpp"
+#include "test_models.hpp"
 
 using namespace sweetspot;
 using sweetspot::test::require_gpu;
@@ -37,11 +38,8 @@ constexpr DType kAllDtypes[] = {DType::fp32, DType::fp16, DType::bf16};
 
 std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
 
-ModelConfig builtin(const char* name) {
-    const auto m = find_builtin_model(name);
-    REQUIRE(m.has_value());
-    return *m;
-}
+using test::builtin;
+using test::llama_hd80;
 
 // Head dimension 130, as gpt3_13b_seed: neither a power of two nor a multiple of 32.
 ModelConfig head130_model() { return {"head130", 2, 520, 4, 1000, 128, 1e-5f}; }
@@ -300,27 +298,68 @@ TEST_CASE("GpuForward matches CpuForward: head_dim 130", "[gpu][kernels]") {
     check_against_cpu(head130_model(), 2, 33);
 }
 
-TEST_CASE("GpuForward matches CpuForward: LLaMA's blocks, grouped kv heads, flash attention", "[gpu][kernels]") {
+TEST_CASE("GpuForward matches CpuForward: LLaMA's blocks, grouped kv heads, every variant it takes",
+          "[gpu][kernels]") {
     require_gpu();
-    GpuForwardOptions flash;
-    flash.variant = Variant{Fusion::flash_attention};
     // 4 heads over 2 kv heads of 16; 3 heads over 1 kv head of 48 with Llama 3's scaling; 6
-    // heads over 3 kv heads of 80.
-    ModelConfig hd80 = builtin("tiny_llama");
-    hd80.name = "llama_hd80";
-    hd80.n_layer = 1;
-    hd80.n_embd = 480;
-    hd80.n_head = 6;
-    hd80.n_kv_head = 3;
-    hd80.ffn_hidden = 96;
-    hd80.vocab_size = 64;
-    for (const ModelConfig& m : {builtin("tiny_llama"), builtin("tiny_llama_odd"), hd80}) {
-        for (const int seq : {1, 33}) check_against_cpu(m, 2, seq, flash, kAllDtypes, tolerance);
+    // heads over 3 kv heads of 80. Every variant llama_compute.cpp declares: the materialised
+    // attention (baseline, the fused softmax), flash attention, and o_proj's residual add in its
+    // GEMM with each of them.
+    const Variant takes[] = {Variant{},
+                             Variant{Fusion::softmax},
+                             Variant{Fusion::flash_attention},
+                             Variant{Fusion::proj_epilogue},
+                             Variant{Fusion::softmax, Fusion::proj_epilogue},
+                             Variant{Fusion::flash_attention, Fusion::proj_epilogue}};
+    for (const Variant& variant : takes) {
+        GpuForwardOptions options;
+        options.variant = variant;
+        for (const ModelConfig& m : {builtin("tiny_llama"), builtin("tiny_llama_odd"), llama_hd80()}) {
+            INFO(m.name << " variant " << variant.text());
+            for (const int seq : {1, 33}) check_against_cpu(m, 2, seq, options, kAllDtypes, tolerance);
+        }
     }
-    // Its other attention paths do not take grouped heads yet.
-    CHECK_THROWS_AS(GpuForward(builtin("tiny_llama"), WeightLayout::for_model(builtin("tiny_llama")), DType::fp32, 1, 8,
-                               nullptr, GpuForwardOptions{}),
-                    std::invalid_argument);
+    // Against baseline on the same weights: each fusion enqueues fewer kernels; the fused softmax
+    // computes baseline's numbers (the same bits), o_proj's epilogue and flash attention round
+    // elsewhere (the same function, other last bits).
+    for (const ModelConfig& m : {builtin("tiny_llama_odd"), llama_hd80()}) {
+        const WeightLayout layout = WeightLayout::for_model(m);
+        const auto units = synthetic_units(m, layout);
+        const auto tokens = make_tokens(m, 2, 33);
+        Stream stream;
+        for (const DType dtype : kAllDtypes) {
+            const DtypeUnits weights = in_dtype(units, dtype);
+            std::vector<float> baseline_logits;
+            int baseline_launches = 0;
+            for (const Variant& variant : takes) {
+                INFO(m.name << " " << enum_name(dtype) << " variant " << variant.text());
+                GpuForwardOptions options;
+                options.variant = variant;
+                DeviceSource source(weights);
+                GpuForward forward(m, layout, dtype, 2, 33, stream.get(), options);
+                forward.set_tokens(tokens);
+                forward.run(source);
+                const std::vector<float> logits = forward.logits_to_host();
+                if (variant.is_baseline()) {
+                    baseline_logits = logits;
+                    baseline_launches = forward.launches_per_forward();
+                    continue;
+                }
+                CHECK(forward.launches_per_forward() < baseline_launches);
+                if (variant == Variant{Fusion::softmax}) CHECK(bit_identical(logits, baseline_logits));
+                else CHECK(relative_error(logits, baseline_logits) < tolerance(dtype));
+            }
+        }
+    }
+    // GPT-2's LayerNorm and GELU fusions have no LLaMA form.
+    for (const Variant& variant : {Variant{Fusion::residual_ln}, Variant{Fusion::mlp_epilogue}}) {
+        GpuForwardOptions options;
+        options.variant = variant;
+        INFO(variant.text());
+        CHECK_THROWS_AS(GpuForward(builtin("tiny_llama"), WeightLayout::for_model(builtin("tiny_llama")), DType::fp32, 1,
+                                   8, nullptr, options),
+                        std::invalid_argument);
+    }
 }
 
 TEST_CASE("GpuForward matches CpuForward: gpt2_small", "[gpu][kernels]") {

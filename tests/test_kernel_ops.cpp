@@ -149,6 +149,61 @@ TEMPLATE_TEST_CASE("gpu::attention matches cpu::attention", "[gpu]", float, __ha
     }
 }
 
+TEMPLATE_TEST_CASE("gpu::attention over grouped kv heads matches cpu::grouped_attention, softmax fused or not", "[gpu]",
+                   float, __half, __nv_bfloat16) {
+    require_gpu();
+    using T = TestType;
+    constexpr DType dtype = gpu::dtype_of<T>();
+    const CudaStream stream;
+    // 6 q heads sharing 1 (multi-query), 2 or 3 kv heads, 8 sharing 4 or 2 (groups of 2 and 4),
+    // 6 sharing 6 (multi-head, through the grouped form); head dims 16, 48, 64, 80 and 128; seq 1,
+    // 33 and 200 (at head dim 80); dropout 0.1 on one shape, drawn per q head as cpu's.
+    struct Heads {
+        int n_head, n_kv;
+    };
+    for (const auto& g : test_gemms(dtype, stream.get()))
+    for (const Heads h : {Heads{6, 1}, Heads{6, 2}, Heads{6, 3}, Heads{8, 4}, Heads{8, 2}, Heads{6, 6}}) {
+        for (const int hd : {16, 48, 64, 80, 128}) {
+            for (const int seq : {1, 33, 200}) {
+                if (seq == 200 && hd != 80) continue;
+                for (const float p : {0.0f, 0.1f}) {
+                    if (p > 0.0f && (seq != 33 || hd != 64)) continue;
+                    Gemm& gemm = *g;
+                    const int batch = 2;
+                    const QkvHeads heads{h.n_head, h.n_kv, hd};
+                    const Dropout dropout = Dropout{p, 3}.for_shape(seq, 1024);
+                    const std::size_t rows = as_size(batch) * as_size(seq), c = as_size(heads.c());
+                    const auto qkv = attention_inputs(rows, heads, dtype);
+                    const DeviceArray<T> d_qkv(qkv, stream.get());
+                    const DeviceArray<T> d_scores(as_size(batch) * as_size(h.n_head) * as_size(seq) * as_size(seq),
+                                                  stream.get());
+                    std::vector<float> want(rows * c);
+                    std::vector<float> scratch(as_size(seq) * as_size(seq));
+                    cpu::grouped_attention(want.data(), scratch.data(), qkv.data(), batch, seq, h.n_head, h.n_kv, hd,
+                                           dropout, 6);
+                    std::vector<float> baseline;
+                    for (const bool fused : {false, true}) {
+                        INFO(gemm_text(gemm) << " heads " << h.n_head << " kv heads " << h.n_kv << " head dim " << hd
+                                             << " seq " << seq << " dropout " << p << (fused ? " fused" : " baseline"));
+                        const DeviceArray<T> d_out(rows * c, stream.get());
+                        gpu::attention<T>(gemm, d_out.get(), d_scores.get(), d_qkv.get(), batch, seq, heads,
+                                          gpu::AttentionOptions{fused, dropout, 6});
+                        const auto got = d_out.to_host(stream.get());
+                        check_close(got, want, attention_tolerance(dtype));
+                        // The fused softmax computes baseline's numbers: the same bits.
+                        if (fused) CHECK(require_equal("fused against baseline", got, baseline).rel_err == 0.0);
+                        else baseline = got;
+                    }
+                }
+            }
+        }
+    }
+    const DeviceArray<T> d_any(64, stream.get());
+    Gemm gemm(dtype, stream.get(), Fp32Gemm::exact);
+    CHECK_THROWS_AS(gpu::attention<T>(gemm, d_any.get(), d_any.get(), d_any.get(), 1, 1, QkvHeads{6, 4, 8}),
+                    std::invalid_argument);  // 4 kv heads do not divide 6
+}
+
 TEMPLATE_TEST_CASE("gpu::flash_attention matches cpu::attention, with and without dropout", "[gpu]", float, __half,
                    __nv_bfloat16) {
     require_gpu();

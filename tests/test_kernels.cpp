@@ -33,16 +33,14 @@
 #include "kernels/compute/reference_forward.hpp"
 #include "kernels/model/synthetic_weights.hpp"
 #include "kernels/model/weight_layout.hpp"
+#include "test_models.hpp"
 
 using namespace sweetspot;
 
 namespace {
 
-ModelConfig builtin(const char* name) {
-    const auto m = find_builtin_model(name);
-    REQUIRE(m.has_value());
-    return *m;
-}
+using test::builtin;
+using test::llama_hd80;
 
 std::vector<float> synthetic_unit(const ModelConfig& m, const WeightLayout& layout, int unit, std::uint64_t seed) {
     std::vector<float> w(static_cast<std::size_t>(layout.units[static_cast<std::size_t>(unit)].numel));
@@ -830,19 +828,6 @@ TEST_CASE("cpu::attention: per head, causal softmax(q·kᵀ / sqrt(hd)) · v", "
 
 // ---------------------------------------------------------------------------------------------
 // CPU forward
-
-// A LLaMA-shaped model with head dimension 80 and 3 kv heads for 6 query heads.
-ModelConfig llama_hd80() {
-    ModelConfig m = builtin("tiny_llama");
-    m.name = "llama_hd80";
-    m.n_layer = 1;
-    m.n_embd = 480;
-    m.n_head = 6;
-    m.n_kv_head = 3;
-    m.ffn_hidden = 96;
-    m.vocab_size = 64;
-    return m;
-}
 
 TEST_CASE("CpuForward matches the float64 reference", "[kernels]") {
     for (const ModelConfig& model : {builtin("tiny"), builtin("tiny_odd"), builtin("tiny_llama"),

@@ -353,6 +353,25 @@ std::vector<double> repeat_kv_heads(const std::vector<double>& qkv, std::size_t 
     return out;
 }
 
+// The gradient of `qkv` (repeat_kv_heads' input) from that of its widened form: q's as it is, a
+// kv head's the sum over the q heads its copies went to (the chain rule of the repetition).
+std::vector<double> sum_repeated_kv_heads(const std::vector<double>& dwide, std::size_t seq, const reference::QkvHeads& g) {
+    const std::size_t hd = g.head_dim, width = (g.n_head + 2 * g.n_kv_head) * hd, wide = 3 * g.n_head * hd;
+    const std::size_t group = g.n_head / g.n_kv_head;
+    std::vector<double> out(seq * width, 0.0);
+    for (std::size_t t = 0; t < seq; ++t) {
+        for (std::size_t i = 0; i < g.n_head * hd; ++i) out[t * width + i] = dwide[t * wide + i];
+        for (std::size_t h = 0; h < g.n_head; ++h) {
+            for (std::size_t i = 0; i < hd; ++i) {
+                const std::size_t k = (g.n_head + h / group) * hd + i, v = k + g.n_kv_head * hd;
+                out[t * width + k] += dwide[t * wide + (g.n_head + h) * hd + i];
+                out[t * width + v] += dwide[t * wide + (2 * g.n_head + h) * hd + i];
+            }
+        }
+    }
+    return out;
+}
+
 }  // namespace
 
 TEST_CASE("grouped-query attention: the reference is multi-head attention over repeated kv heads, which is GPT-2's",
@@ -438,6 +457,44 @@ TEST_CASE("grouped-query attention's host backward against the float64 reference
                 want.insert(want.end(), one.begin(), one.end());
             }
             CHECK(relative_error(dqkv, want) < 1e-5);
+        }
+    }
+}
+
+TEST_CASE("grouped-query attention's backward: the fp32 CPU op against the float64 multi-head backward over repeated "
+          "kv heads, dk and dv summed over each group",
+          "[kernels]") {
+    // Multi-query, 2 and 3 kv heads of 6, and 6 (multi-head attention, which GPT-2's op computes).
+    for (const int kv : {1, 2, 3, 6}) {
+        for (const int hd : {8, 48}) {
+            for (const int seq : {1, 33}) {
+                INFO("kv heads " << kv << " head dim " << hd << " seq " << seq);
+                const int n_head = 6, batch = 2, width = (n_head + 2 * kv) * hd, c = n_head * hd;
+                const auto qkv = random_values(static_cast<std::size_t>(batch * seq * width), 0.0f, 47);
+                const auto dout = random_values(static_cast<std::size_t>(batch * seq * c), 0.0f, 53);
+                std::vector<float> dqkv(qkv.size());
+                std::vector<float> probs(static_cast<std::size_t>(seq * seq)), grad(probs.size());
+                cpu::grouped_attention_backward(dqkv.data(), probs.data(), grad.data(), dout.data(), qkv.data(), batch,
+                                                seq, n_head, kv, hd);
+                const reference::QkvHeads g{static_cast<std::size_t>(n_head), static_cast<std::size_t>(kv),
+                                            static_cast<std::size_t>(hd)};
+                const ModelConfig m{"mha", 1, c, n_head, 8, 64, 1e-5f};
+                const reference::Dims d = reference::dims_of(m, Dropout{});
+                std::vector<double> want;
+                for (int b = 0; b < batch; ++b) {
+                    const auto slice = [&](const std::vector<float>& v, int row_width) {
+                        const auto first = v.begin() + static_cast<std::ptrdiff_t>(b) * seq * row_width;
+                        return as_double(std::vector<float>(first, first + static_cast<std::ptrdiff_t>(seq) * row_width));
+                    };
+                    const auto wide = repeat_kv_heads(slice(qkv, width), static_cast<std::size_t>(seq), g);
+                    reference::Rows p;
+                    reference::causal_self_attention(wide, d, 0, &p);
+                    const auto dwide = reference::causal_self_attention_backward(wide, p, slice(dout, c), d, 0);
+                    const auto one = sum_repeated_kv_heads(dwide, static_cast<std::size_t>(seq), g);
+                    want.insert(want.end(), one.begin(), one.end());
+                }
+                CHECK(relative_error(dqkv, want) < 1e-5);
+            }
         }
     }
 }

@@ -150,10 +150,13 @@ std::string family_impossible_reason(const CellParams& c) {
         if (!compute.no_gpu_forward.empty()) return family + ": " + std::string(compute.no_gpu_forward);
         if (c.mode == Mode::train && !compute.no_gpu_training.empty())
             return family + ": " + std::string(compute.no_gpu_training);
-        if (!c.variant.within(compute.gpu_fusions) || !compute.gpu_required.within(c.variant))
-            return family + " runs on the GPU with the fusions " + compute.gpu_required.fusions_text() + " and within " +
-                   compute.gpu_fusions.fusions_text() + "; variant '" + c.variant.text() + "' has " +
-                   c.variant.fusions_text();
+        if (!c.variant.within(compute.gpu_fusions) || !compute.gpu_required.within(c.variant)) {
+            const std::string required = compute.gpu_required.is_baseline()
+                                             ? std::string()
+                                             : "with the fusions " + compute.gpu_required.fusions_text() + " and ";
+            return family + " runs on the GPU " + required + "within the fusions " + compute.gpu_fusions.fusions_text() +
+                   "; variant '" + c.variant.text() + "' has " + c.variant.fusions_text();
+        }
     }
     if (c.dropout > 0 && !compute.dropout) return family + " has no dropout; dropout = " + format_number(c.dropout) + " needs 0";
     return {};

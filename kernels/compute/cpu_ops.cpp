@@ -286,15 +286,17 @@ void attention(float* out, float* scores, const float* qkv, int batch, int seq, 
 }
 
 void grouped_attention(float* out, float* scores, const float* qkv, int batch, int seq, int n_head, int n_kv_head,
-                       int head_dim) {
-    causal_attention(out, scores, qkv, batch, seq, n_head, n_kv_head, head_dim, Dropout{}, 0);
+                       int head_dim, const Dropout& probs_dropout, std::uint32_t probs_site) {
+    causal_attention(out, scores, qkv, batch, seq, n_head, n_kv_head, head_dim,
+                     probs_dropout.for_shape(seq, probs_dropout.positions), probs_site);
 }
 
 // The probabilities are recomputed from qkv, as a flash attention's backward does, rather than
 // kept from the forward: [seq, seq] per head would be the largest activation of a step. With
 // A = P∘mask the forward's out = A·v: dv = Aᵀ·dout, dP = (dout·vᵀ)∘mask, and the softmax's
-// dscores = P∘(dP − rowsum(P∘dP)), scaled as the scores were. The q heads of a group are
-// consecutive: the first of each writes its kv head's dk and dv, the others add to them.
+// dscores = P∘(dP − rowsum(P∘dP)), scaled as the scores were. Over grouped heads a kv head's dk
+// and dv are the sums over its group's q heads (consecutive heads): the first writes them, the
+// others add to them.
 namespace {
 
 void causal_attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv, int batch,
@@ -352,8 +354,10 @@ void attention_backward(float* dqkv, float* probs, float* grad, const float* dou
 }
 
 void grouped_attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv, int batch,
-                                int seq, int n_head, int n_kv_head, int head_dim) {
-    causal_attention_backward(dqkv, probs, grad, dout, qkv, batch, seq, n_head, n_kv_head, head_dim, Dropout{}, 0);
+                                int seq, int n_head, int n_kv_head, int head_dim, const Dropout& probs_dropout,
+                                std::uint32_t probs_site) {
+    causal_attention_backward(dqkv, probs, grad, dout, qkv, batch, seq, n_head, n_kv_head, head_dim,
+                              probs_dropout.for_shape(seq, probs_dropout.positions), probs_site);
 }
 
 double squared_norm(const float* x, std::int64_t n) {

@@ -141,19 +141,20 @@ void swiglu(float* out, const float* gate, const float* up, std::int64_t n);
 // (overwritten) over n elements.
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, std::int64_t n);
 
-// Causal grouped-query attention without dropout: qkv [batch·seq, (n_head + 2·n_kv_head) ·
-// head_dim] (q heads, then k, then v, as rope's), q head h reading kv head h / (n_head /
-// n_kv_head); out [batch·seq, n_head · head_dim]; scores a [seq, seq] scratch. attention() is its
-// n_kv_head = n_head case with dropout.
+// Causal grouped-query attention: qkv [batch·seq, (n_head + 2·n_kv_head) · head_dim] (q heads,
+// then k, then v, as rope's), q head h reading kv head h / (n_head / n_kv_head); out [batch·seq,
+// n_head · head_dim]; scores a [seq, seq] scratch; the dropout mask on the probabilities as
+// attention()'s, which is its n_kv_head = n_head case.
 void grouped_attention(float* out, float* scores, const float* qkv, int batch, int seq, int n_head, int n_kv_head,
-                       int head_dim);
+                       int head_dim, const Dropout& probs_dropout = {}, std::uint32_t probs_site = 0);
 
-// The backward of grouped_attention: dqkv (same layout, overwritten) from dout [batch·seq, n_head ·
-// head_dim] and the forward's qkv; the dk and dv of a kv head are summed over its group of q
-// heads. probs and grad are [seq, seq] scratches. attention_backward is its n_kv_head = n_head
-// case with dropout.
+// The backward of grouped_attention: dqkv (overwritten, qkv's layout) from dout [batch·seq,
+// n_head · head_dim] and the forward's qkv, each kv head's dk and dv the sum over its group's q
+// heads. probs and grad are [seq, seq] scratches. attention_backward() is its n_kv_head = n_head
+// case.
 void grouped_attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv, int batch,
-                                int seq, int n_head, int n_kv_head, int head_dim);
+                                int seq, int n_head, int n_kv_head, int head_dim, const Dropout& probs_dropout = {},
+                                std::uint32_t probs_site = 0);
 
 // Rotary position embeddings in place on the q and k heads of qkv [rows, (n_head + 2·n_kv_head) ·
 // head_dim] (q heads, then k, then v, which is left alone), transformers' rotate_half

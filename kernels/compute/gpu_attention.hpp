@@ -33,6 +33,12 @@ struct AttentionOptions {
 template <class T>
 int attention(Gemm& gemm, T* out, T* scores, const T* qkv, int batch, int seq, int c, int n_head,
               const AttentionOptions& options = {});
+// The same over a packed qkv of grouped heads (qkv_heads.hpp: [rows, heads.ld()] in, out [rows,
+// heads.c()], scores [batch, n_head, seq, seq]), q head h attending with kv head h / (n_head /
+// n_kv_head); the form above is its n_kv_head = n_head case, with the same products.
+template <class T>
+int attention(Gemm& gemm, T* out, T* scores, const T* qkv, int batch, int seq, QkvHeads heads,
+              const AttentionOptions& options = {});
 
 // The backward of attention for the same options: dqkv [batch·seq, 3c] (overwritten; dq | dk | dv
 // laid out as qkv) from dout [batch·seq, c] and the forward's qkv. The probabilities are
@@ -45,6 +51,11 @@ int attention(Gemm& gemm, T* out, T* scores, const T* qkv, int batch, int seq, i
 template <class T>
 int attention_backward(Gemm& gemm, T* dqkv, T* scores, T* grad, const T* dout, const T* qkv, int batch, int seq, int c,
                        int n_head, const AttentionOptions& options = {});
+// The same over grouped heads (dqkv and qkv [rows, heads.ld()], dout [rows, heads.c()]): a kv
+// head's dk and dv are the sums over its group's q heads, added in a fixed order.
+template <class T>
+int attention_backward(Gemm& gemm, T* dqkv, T* scores, T* grad, const T* dout, const T* qkv, int batch, int seq,
+                       QkvHeads heads, const AttentionOptions& options = {});
 
 // The same attention in one kernel and no scores buffer (the `flash_attention` fusion,
 // gpu_flash_attention.cu): out and qkv as above, dropout on the probabilities (its positions are
@@ -73,6 +84,13 @@ void flash_attention(T* out, const T* qkv, int batch, int seq, int c, int n_head
 // lse, with the forward's dropout and site. scratch holds
 // flash_attention_backward_scratch_floats(...) floats (train_scratch.hpp). dq is summed over key
 // blocks with fp32 atomics, so its last bits may differ between runs. Enqueued on `stream`.
+// The same over grouped heads (dqkv and qkv [rows, heads.ld()], dout and out [rows, heads.c()]):
+// a kv head's dk and dv are the sums over its group's q heads, in a fixed order (the same bits
+// every run); the form below is its n_kv_head = n_head case.
+template <class T>
+void flash_attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse,
+                              int batch, int seq, QkvHeads heads, const Dropout& dropout, std::uint32_t site,
+                              cudaStream_t stream);
 template <class T>
 void flash_attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse,
                               int batch, int seq, int c, int n_head, const Dropout& dropout, std::uint32_t site,

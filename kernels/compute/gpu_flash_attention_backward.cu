@@ -11,6 +11,13 @@
 //                      (gpu_flash_attention_backward_simt.cuh);
 //   dQ                 the accumulator times 1/sqrt(hd), rounded to T into dqkv.
 // The dropout factor of each probability is drawn again from its position, the forward's.
+//
+// Over grouped heads (qkv_heads.hpp) a key block is still one (batch, q head)'s, reading its
+// group's k and v: the kernels and their speed are multi-head attention's. A kv head's dK and dV
+// are the sums of its group's q heads' shares, so a key block writes its q head's share to scratch
+// ([rows, 2c] in T, laid out as dqkv's k and v parts of multi-head attention, which is where
+// multi-head attention writes them straight into dqkv) and a fourth step sums each group in fp32,
+// its q heads in order: the same bits every run, as the multi-head dK and dV.
 #include "kernels/compute/gpu_attention.hpp"
 
 #include <cuda_runtime_api.h>
@@ -74,10 +81,11 @@ __global__ void __launch_bounds__(kBlock)
     if (valid && lane == 0) delta[(b * n_head + h) * seq + t] = sum;
 }
 
-// dqkv[row, col] (the dq columns) = dq_acc[row, col] · scale over rows × c, kVec columns per
-// access (c a multiple of kVec).
+// dqkv[row, col] (the dq columns, rows ld_qkv apart) = dq_acc[row, col] · scale over rows × c,
+// kVec columns per access (c and ld_qkv multiples of kVec).
 template <class T, int kVec>
-__global__ void __launch_bounds__(kBlock) store_dq_kernel(T* dqkv, const float* dq_acc, std::int64_t n, int c, float scale) {
+__global__ void __launch_bounds__(kBlock)
+    store_dq_kernel(T* dqkv, const float* dq_acc, std::int64_t n, int c, std::int64_t ld_qkv, float scale) {
     for (std::int64_t i = (blockIdx.x * static_cast<std::int64_t>(kBlock) + threadIdx.x) * kVec; i < n;
          i += static_cast<std::int64_t>(gridDim.x) * kBlock * kVec) {
         const std::int64_t row = i / c, col = i % c;
@@ -85,7 +93,28 @@ __global__ void __launch_bounds__(kBlock) store_dq_kernel(T* dqkv, const float* 
         Vec<T, kVec> dq;
 #pragma unroll
         for (int k = 0; k < kVec; ++k) dq.v[k] = from_f32<T>(acc.v[k] * scale);
-        *reinterpret_cast<Vec<T, kVec>*>(dqkv + row * 3 * c + col) = dq;
+        *reinterpret_cast<Vec<T, kVec>*>(dqkv + row * ld_qkv + col) = dq;
+    }
+}
+
+// Grouped heads' dK and dV: dqkv's k and v columns (2 · n_kv_head · hd a row, from column c) from
+// the q heads' shares [rows, 2c] (dK of q head h at h·hd, dV at c + h·hd), kv head j's the sum of
+// q heads j·group .. j·group + group − 1, in that order, in fp32. One element per thread: the
+// shares of a group are hd apart in a row, so neighbouring threads read neighbouring elements.
+template <class T>
+__global__ void __launch_bounds__(kBlock) sum_kv_groups_kernel(T* dqkv, const T* shares, std::int64_t rows, QkvHeads heads) {
+    const int hd = heads.head_dim, c = heads.c(), kv_c = heads.n_kv_head * hd;
+    const int group = heads.n_head / heads.n_kv_head;
+    const std::int64_t n = rows * 2 * kv_c, ld_qkv = heads.ld();
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(kBlock) + threadIdx.x; i < n;
+         i += static_cast<std::int64_t>(gridDim.x) * kBlock) {
+        const std::int64_t row = i / (2 * kv_c);
+        const int col = static_cast<int>(i % (2 * kv_c));  // k heads, then v heads
+        const int part = col / kv_c, j = (col % kv_c) / hd, d = col % hd;
+        const T* share = shares + row * 2 * c + part * c + static_cast<std::int64_t>(j) * group * hd + d;
+        float sum = 0.0f;
+        for (int q = 0; q < group; ++q) sum += to_f32(share[q * hd]);
+        dqkv[row * ld_qkv + c + col] = from_f32<T>(sum);
     }
 }
 
@@ -146,31 +175,38 @@ int prepare_kernels() {
     return limit;
 }
 
+// What the key-block kernels read and write besides the tensors: the dQ accumulator, the rows'
+// D, and where the q heads' dK and dV go (dkv, rows ld_dkv apart: dqkv's k part, or the shares).
+template <class T>
 struct Problem {
     float* dq_acc;
     const float* delta;
-    int batch, seq, c, n_head;
+    T* dkv;
+    std::int64_t ld_dkv;
+    int batch, seq;
+    QkvHeads heads;
 };
 
-// The one-dimensional grid of the backward kernels: every key block of every (batch, head).
-unsigned blocks_of(const Problem& p, int keys_per_block) {
-    return static_cast<unsigned>(static_cast<std::int64_t>(p.batch) * p.n_head *
+// The one-dimensional grid of the backward kernels: every key block of every (batch, q head).
+template <class T>
+unsigned blocks_of(const Problem<T>& p, int keys_per_block) {
+    return static_cast<unsigned>(static_cast<std::int64_t>(p.batch) * p.heads.n_head *
                                  ((p.seq + keys_per_block - 1) / keys_per_block));
 }
 
 // The tensor-core kernel where (T, hd) is one it is instantiated for, the rows are 16-byte
-// aligned (cp.async) and dqkv takes two elements per store; false otherwise.
+// aligned (cp.async) and dkv takes two elements per store; false otherwise.
 template <class T>
-bool launch_mma(T* dqkv, const T* dout, const T* qkv, const float* lse, const Problem& p, const Dropout& dropout,
+bool launch_mma(const T* dout, const T* qkv, const float* lse, const Problem<T>& p, const Dropout& dropout,
                 std::uint32_t site, cudaStream_t stream) {
-    const int hd = p.c / p.n_head;
+    const int hd = p.heads.head_dim;
     if (reinterpret_cast<std::uintptr_t>(qkv) % 16 != 0 || reinterpret_cast<std::uintptr_t>(dout) % 16 != 0 ||
-        reinterpret_cast<std::uintptr_t>(dqkv) % (2 * sizeof(T)) != 0)
+        reinterpret_cast<std::uintptr_t>(p.dkv) % (2 * sizeof(T)) != 0)
         return false;
     const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(hd));
     const auto go = [&](auto kernel, std::size_t bytes, int warps) {
         kernel<<<blocks_of(p, warps * backward_mma::kKeysPerWarp), warps * kWarp, bytes, stream>>>(
-            p.dq_acc, dqkv, dout, qkv, lse, p.delta, p.seq, p.c, p.n_head, scale_log2, dropout, site);
+            p.dq_acc, p.dkv, p.ld_dkv, dout, qkv, lse, p.delta, p.seq, p.heads, scale_log2, dropout, site);
         CUDA_CHECK_LAUNCH();
         return true;
     };
@@ -191,16 +227,16 @@ bool launch_mma(T* dqkv, const T* dout, const T* qkv, const float* lse, const Pr
 
 // The CUDA-core kernel with the largest key tile whose shared memory fits `limit`.
 template <class T>
-void launch_simt(T* dqkv, const T* dout, const T* qkv, const float* lse, const Problem& p, const Dropout& dropout,
+void launch_simt(const T* dout, const T* qkv, const float* lse, const Problem<T>& p, const Dropout& dropout,
                  std::uint32_t site, cudaStream_t stream, int limit) {
-    const int hd = p.c / p.n_head;
+    const int hd = p.heads.head_dim;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const auto go = [&](auto kernel, int tile) {
         const std::size_t bytes = backward_simt::shared_bytes(hd, tile);
         if (bytes > static_cast<std::size_t>(limit)) return false;
         const auto grid = blocks_of(p, tile);
-        kernel<<<grid, backward_simt::kThreads, bytes, stream>>>(p.dq_acc, dqkv, dout, qkv, lse, p.delta, p.seq, p.c,
-                                                                 p.n_head, scale, dropout, site);
+        kernel<<<grid, backward_simt::kThreads, bytes, stream>>>(p.dq_acc, p.dkv, p.ld_dkv, dout, qkv, lse, p.delta,
+                                                                 p.seq, p.heads, scale, dropout, site);
         CUDA_CHECK_LAUNCH();
         return true;
     };
@@ -216,19 +252,27 @@ void launch_simt(T* dqkv, const T* dout, const T* qkv, const float* lse, const P
 
 template <class T>
 void flash_attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse,
-                              int batch, int seq, int c, int n_head, const Dropout& dropout, std::uint32_t site,
+                              int batch, int seq, QkvHeads heads, const Dropout& dropout, std::uint32_t site,
                               cudaStream_t stream) {
-    const int hd = c / n_head;
+    const int hd = heads.head_dim, c = heads.c(), n_head = heads.n_head;
     if (hd > kFlashAttentionMaxHeadDim) {
         throw std::invalid_argument("gpu::flash_attention_backward: head dimension " + std::to_string(hd) +
                                     " is above the " + std::to_string(kFlashAttentionMaxHeadDim) + " it supports");
     }
+    if (heads.n_kv_head < 1 || n_head % heads.n_kv_head != 0)
+        throw std::invalid_argument("gpu::flash_attention_backward: " + std::to_string(heads.n_kv_head) +
+                                    " kv heads do not divide " + std::to_string(n_head) + " heads");
     const std::int64_t rows = static_cast<std::int64_t>(batch) * seq;
     if (rows == 0) return;
     if (static_cast<std::int64_t>(batch) * n_head * ((seq + 7) / 8) > INT_MAX)
         throw std::invalid_argument("gpu::flash_attention_backward: batch × n_head × key blocks does not fit the grid");
     const int limit = prepare_kernels<T>();
-    const Problem p{scratch, scratch + rows * c, batch, seq, c, n_head};
+    // Multi-head attention's key blocks write dK and dV into dqkv; grouped heads' write their
+    // shares, summed below.
+    const bool grouped = heads.n_kv_head != n_head;
+    T* const shares = grouped ? reinterpret_cast<T*>(scratch + flash_attention_backward_shares_offset(rows, heads)) : nullptr;
+    const Problem<T> p{scratch, scratch + rows * c, grouped ? shares : dqkv + c,
+                       grouped ? 2 * static_cast<std::int64_t>(c) : heads.ld(), batch, seq, heads};
     const float* const accesses[] = {reinterpret_cast<const float*>(dout), reinterpret_cast<const float*>(out),
                                      reinterpret_cast<const float*>(dqkv), p.dq_acc};
     const bool vector = hd % kVec16<T> == 0 &&
@@ -239,21 +283,36 @@ void flash_attention_backward(T* dqkv, float* scratch, const T* dout, const T* q
         scratch + rows * c, p.dq_acc, dout, out, rows, seq, c, n_head);
     CUDA_CHECK_LAUNCH();
     const Dropout shaped = dropout.for_shape(seq, dropout.positions);
-    if (!launch_mma<T>(dqkv, dout, qkv, lse, p, shaped, site, stream))
-        launch_simt<T>(dqkv, dout, qkv, lse, p, shaped, site, stream, limit);
+    if (!launch_mma<T>(dout, qkv, lse, p, shaped, site, stream)) launch_simt<T>(dout, qkv, lse, p, shaped, site, stream, limit);
     const auto store_dq = vector ? store_dq_kernel<T, kVec16<T>> : store_dq_kernel<T, 1>;
-    store_dq<<<blocks_for(rows * c / (vector ? kVec16<T> : 1)), kBlock, 0, stream>>>(dqkv, p.dq_acc, rows * c, c,
-                                                                                    1.0f / std::sqrt(static_cast<float>(hd)));
+    store_dq<<<blocks_for(rows * c / (vector ? kVec16<T> : 1)), kBlock, 0, stream>>>(
+        dqkv, p.dq_acc, rows * c, c, heads.ld(), 1.0f / std::sqrt(static_cast<float>(hd)));
     CUDA_CHECK_LAUNCH();
+    if (grouped) {
+        sum_kv_groups_kernel<T><<<blocks_for(rows * 2 * heads.n_kv_head * hd), kBlock, 0, stream>>>(dqkv, shares, rows,
+                                                                                                   heads);
+        CUDA_CHECK_LAUNCH();
+    }
 }
 
-template void flash_attention_backward<float>(float*, float*, const float*, const float*, const float*, const float*,
-                                              int, int, int, int, const Dropout&, std::uint32_t, cudaStream_t);
-template void flash_attention_backward<__half>(__half*, float*, const __half*, const __half*, const __half*,
-                                               const float*, int, int, int, int, const Dropout&, std::uint32_t,
-                                               cudaStream_t);
-template void flash_attention_backward<__nv_bfloat16>(__nv_bfloat16*, float*, const __nv_bfloat16*,
-                                                      const __nv_bfloat16*, const __nv_bfloat16*, const float*, int,
-                                                      int, int, int, const Dropout&, std::uint32_t, cudaStream_t);
+template <class T>
+void flash_attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse,
+                              int batch, int seq, int c, int n_head, const Dropout& dropout, std::uint32_t site,
+                              cudaStream_t stream) {
+    flash_attention_backward<T>(dqkv, scratch, dout, qkv, out, lse, batch, seq, QkvHeads::multi_head(c, n_head),
+                                dropout, site, stream);
+}
+
+#define SWEETSPOT_INSTANTIATE(T)                                                                                      \
+    template void flash_attention_backward<T>(T*, float*, const T*, const T*, const T*, const float*, int, int,       \
+                                              QkvHeads, const Dropout&, std::uint32_t, cudaStream_t);                 \
+    template void flash_attention_backward<T>(T*, float*, const T*, const T*, const T*, const float*, int, int, int,  \
+                                              int, const Dropout&, std::uint32_t, cudaStream_t);
+
+SWEETSPOT_INSTANTIATE(float)
+SWEETSPOT_INSTANTIATE(__half)
+SWEETSPOT_INSTANTIATE(__nv_bfloat16)
+
+#undef SWEETSPOT_INSTANTIATE
 
 }  // namespace sweetspot::gpu

@@ -4,7 +4,7 @@
 // accumulation), the forward's instructions (gpu_flash_attention_mma.cuh). Included by
 // gpu_flash_attention_backward.cu only.
 //
-// A block is 4 or 8 warps (Tuning) of 16 keys each, of one (batch, head); each warp keeps its keys' dK
+// A block is 4 or 8 warps (Tuning) of 16 keys each, of one (batch, q head); each warp keeps its keys' dK
 // and dV accumulators [16, hd] in registers. The block walks the tiles of 32 or 64 queries
 // (Tuning) that see its keys (causal: from its first key on), and per tile each warp computes,
 // with its keys as the rows (the transposed products, so every result lands in the warp's own
@@ -37,6 +37,7 @@
 #include "kernels/compute/dropout.hpp"
 #include "kernels/compute/gpu_flash_attention_logsumexp.cuh"
 #include "kernels/compute/gpu_flash_attention_mma.cuh"
+#include "kernels/compute/qkv_heads.hpp"
 
 namespace sweetspot::gpu::backward_mma {
 
@@ -146,8 +147,10 @@ __device__ __forceinline__ void accumulate_times_tile(float (&acc)[kHd / 8][4], 
 // Grid: one dimension, the key blocks of each (batch, head) side by side (block x: head
 // x / key_blocks, keys kKeys·(x % key_blocks)..), so the blocks running at once share a few heads' Q,
 // dO and dQ accumulator in L2 instead of each bringing its own from DRAM; within a head the first
-// keys, which the most queries see, first. dq_acc [batch·seq, c] fp32 gets this block's share of dQ / scale; dK and dV go to
-// dqkv. lse and delta are [batch·n_head, seq]. Shared memory: shared_bytes. kDropout: the form
+// keys, which the most queries see, first. qkv is packed as `heads` says (the block's k and v
+// are its q head's group's); dq_acc [batch·seq, c] fp32 gets this block's share of dQ / scale; the
+// q head's dK and dV go to dkv, row r's at dkv + r·ld_dkv + h·hd and c further on (as the
+// CUDA-core kernel's). lse and delta are [batch·n_head, seq]. Shared memory: shared_bytes. kDropout: the form
 // that draws dropout factors (one per probability, inline in the unrolled loop), kept apart so
 // that the form without dropout holds none of the generator's code or registers. kQueries: the
 // query tile, 64 or 32 (half the registers for Sᵀ and dPᵀ, so more blocks fit an SM);
@@ -155,9 +158,9 @@ __device__ __forceinline__ void accumulate_times_tile(float (&acc)[kHd / 8][4], 
 // V rows as A fragments in registers for the whole kernel instead of read per tile.
 template <class T, int kHd, bool kDropout, int kQueries, int kWarps, int kMinBlocks, bool kKvInRegisters>
 __global__ void __launch_bounds__(kWarps * kWarp, kMinBlocks)
-    flash_attention_backward_mma_kernel(float* dq_acc, T* dqkv, const T* dout, const T* qkv, const float* lse,
-                                        const float* delta, int seq, int c, int n_head, float scale_log2,
-                                        Dropout dropout, std::uint32_t site) {
+    flash_attention_backward_mma_kernel(float* dq_acc, T* dkv, std::int64_t ld_dkv, const T* dout, const T* qkv,
+                                        const float* lse, const float* delta, int seq, QkvHeads heads,
+                                        float scale_log2, Dropout dropout, std::uint32_t site) {
     static_assert(kHd % 16 == 0 && kHd <= 128, "head dims that are multiples of 16, up to 128");
     static_assert(kQueries == 64 || kQueries == 32, "query tiles of 64 or 32");
     constexpr int kThreads = kWarps * kWarp, kKeys = kWarps * kKeysPerWarp;
@@ -170,6 +173,7 @@ __global__ void __launch_bounds__(kWarps * kWarp, kMinBlocks)
     T* const ds_s = stages + 2 * stage_elems<kHd, kQueries>();  // dSᵀ [kKeys][kLdS], as T (what the products read too)
     float* const stats = reinterpret_cast<float*>(ds_s + kKeys * kLdS);  // stage i: lse, D
 
+    const int c = heads.c(), n_head = heads.n_head;
     const int key_blocks = (seq + kKeys - 1) / kKeys;
     const int bh = static_cast<int>(blockIdx.x / key_blocks);
     const int b = bh / n_head, h = bh % n_head;
@@ -177,9 +181,10 @@ __global__ void __launch_bounds__(kWarps * kWarp, kMinBlocks)
     const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
     const int group = lane / 4, pair = (lane % 4) * 2;
     const int matrix = lane / 8, matrix_row = lane % 8;
-    const std::int64_t ld_qkv = 3 * static_cast<std::int64_t>(c);
+    const std::int64_t ld_qkv = heads.ld();
     const std::int64_t head = static_cast<std::int64_t>(h) * kHd;
-    const T* q_g = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv + head;
+    const T* qkv_b = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv;
+    const T* q_g = qkv_b + heads.q_col(h);
     const T* do_g = dout + static_cast<std::int64_t>(b) * seq * c + head;
     const std::int64_t stat0 = static_cast<std::int64_t>(bh) * seq;
     const int warp_key0 = key0 + warp * kKeysPerWarp;
@@ -198,8 +203,8 @@ __global__ void __launch_bounds__(kWarps * kWarp, kMinBlocks)
         }
         cp_async_commit();
     };
-    load_tile<T, kHd, kLd, kThreads>(k_s, q_g + c, ld_qkv, key0, kKeys, seq, tid);
-    load_tile<T, kHd, kLd, kThreads>(v_s, q_g + 2 * c, ld_qkv, key0, kKeys, seq, tid);
+    load_tile<T, kHd, kLd, kThreads>(k_s, qkv_b + heads.k_col(h), ld_qkv, key0, kKeys, seq, tid);
+    load_tile<T, kHd, kLd, kThreads>(v_s, qkv_b + heads.v_col(h), ld_qkv, key0, kKeys, seq, tid);
     load_queries(key0, 0);
 
     std::uint32_t k_frag[kKvInRegisters ? kHd / 16 : 1][4], v_frag[kKvInRegisters ? kHd / 16 : 1][4];
@@ -310,12 +315,12 @@ __global__ void __launch_bounds__(kWarps * kWarp, kMinBlocks)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         if (keys[r] >= seq) continue;
-        T* row = dqkv + (static_cast<std::int64_t>(b) * seq + keys[r]) * ld_qkv + head;
+        T* row = dkv + (static_cast<std::int64_t>(b) * seq + keys[r]) * ld_dkv + head;
 #pragma unroll
         for (int n = 0; n < kHd / 8; ++n) {
-            *reinterpret_cast<std::uint32_t*>(row + c + n * 8 + pair) =
+            *reinterpret_cast<std::uint32_t*>(row + n * 8 + pair) =
                 pack(dk[n][2 * r] * scale, dk[n][2 * r + 1] * scale, T{});
-            *reinterpret_cast<std::uint32_t*>(row + 2 * c + n * 8 + pair) = pack(dv[n][2 * r], dv[n][2 * r + 1], T{});
+            *reinterpret_cast<std::uint32_t*>(row + c + n * 8 + pair) = pack(dv[n][2 * r], dv[n][2 * r + 1], T{});
         }
     }
 }

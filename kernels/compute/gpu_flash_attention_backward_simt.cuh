@@ -2,7 +2,7 @@
 // The CUDA-core form of the flash attention backward: every dtype and head dim up to
 // kFlashAttentionMaxHeadDim, in fp32 throughout. Included by gpu_flash_attention_backward.cu only.
 //
-// A block owns kTile keys of one (batch, head) and walks the query tiles that see them (from its
+// A block owns kTile keys of one (batch, q head) and walks the query tiles that see them (from its
 // own first key to the end: causal). Everything lives in shared memory, so no register array
 // depends on the head dim: the keys' K and V and their dK and dV accumulators [kTile][hd + 1],
 // the query tile's Q and dO [kTile][hd + 1], its lse and D, and the tile's A = P∘f and
@@ -18,6 +18,7 @@
 
 #include "kernels/compute/device_common.cuh"
 #include "kernels/compute/dropout.hpp"
+#include "kernels/compute/qkv_heads.hpp"
 
 namespace sweetspot::gpu::backward_simt {
 
@@ -32,15 +33,18 @@ inline std::size_t shared_bytes(int hd, int tile) {
 
 // Grid: one dimension, the key blocks of each (batch, head) side by side (block x: head
 // x / key_blocks, keys kTile·(x % key_blocks)..), so the blocks running at once share a few heads'
-// Q, dO and dQ accumulator in L2; within a head the first keys, which the most queries see, first. dq_acc [batch·seq, c] fp32 gets this block's share of dQ / scale; dK and dV go to dqkv.
-// lse and delta are [batch·n_head, seq]; scale = 1/sqrt(hd).
+// Q, dO and dQ accumulator in L2; within a head the first keys, which the most queries see, first.
+// qkv is packed as `heads` says, block x's head is a q head and its k and v those of its group.
+// dq_acc [batch·seq, c] fp32 gets this block's share of dQ / scale; the q head's dK and dV go to
+// dkv: row r's at dkv + r·ld_dkv + h·hd and c further on (gpu_flash_attention_backward.cu says
+// which buffer). lse and delta are [batch·n_head, seq]; scale = 1/sqrt(hd).
 template <class T, int kTile>
 __global__ void __launch_bounds__(kThreads)
-    flash_attention_backward_simt_kernel(float* dq_acc, T* dqkv, const T* dout, const T* qkv, const float* lse,
-                                         const float* delta, int seq, int c, int n_head, float scale, Dropout dropout,
-                                         std::uint32_t site) {
+    flash_attention_backward_simt_kernel(float* dq_acc, T* dkv, std::int64_t ld_dkv, const T* dout, const T* qkv,
+                                         const float* lse, const float* delta, int seq, QkvHeads heads, float scale,
+                                         Dropout dropout, std::uint32_t site) {
     extern __shared__ float shared[];
-    const int hd = c / n_head;
+    const int c = heads.c(), n_head = heads.n_head, hd = heads.head_dim;
     const int ld = hd + 1;
     constexpr int kLdP = kTile + 1;
     float* const k_s = shared;
@@ -59,11 +63,12 @@ __global__ void __launch_bounds__(kThreads)
     const int b = bh / n_head, h = bh % n_head;
     const int key0 = static_cast<int>(blockIdx.x % key_blocks) * kTile;
     const int tid = static_cast<int>(threadIdx.x);
-    const std::int64_t ld_qkv = 3 * static_cast<std::int64_t>(c);
+    const std::int64_t ld_qkv = heads.ld();
     const std::int64_t head = static_cast<std::int64_t>(h) * hd;
-    const T* q_g = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv + head;
-    const T* k_g = q_g + c;
-    const T* v_g = q_g + 2 * c;
+    const T* qkv_b = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv;
+    const T* q_g = qkv_b + heads.q_col(h);
+    const T* k_g = qkv_b + heads.k_col(h);
+    const T* v_g = qkv_b + heads.v_col(h);
     const T* do_g = dout + static_cast<std::int64_t>(b) * seq * c + head;
     const std::int64_t stat0 = static_cast<std::int64_t>(bh) * seq;
 
@@ -138,9 +143,9 @@ __global__ void __launch_bounds__(kThreads)
         const int j = e / hd, d = e % hd;
         const int pos = key0 + j;
         if (pos >= seq) continue;
-        T* row = dqkv + (static_cast<std::int64_t>(b) * seq + pos) * ld_qkv + head;
-        row[c + d] = from_f32<T>(dk_s[j * ld + d] * scale);
-        row[2 * c + d] = from_f32<T>(dv_s[j * ld + d]);
+        T* row = dkv + (static_cast<std::int64_t>(b) * seq + pos) * ld_dkv + head;
+        row[d] = from_f32<T>(dk_s[j * ld + d] * scale);
+        row[c + d] = from_f32<T>(dv_s[j * ld + d]);
     }
 }
 

@@ -5,7 +5,7 @@
 // big and small part, three mma.sync m16n8k8 per product, fp32 accumulation), so the gradients are
 // as accurate as the CUDA-core kernel's. Included by gpu_flash_attention_backward.cu only.
 //
-// A block is 4 warps and 64 keys of one (batch, head); each warp owns 16 keys and keeps their dK
+// A block is 4 warps and 64 keys of one (batch, q head); each warp owns 16 keys and keeps their dK
 // and dV accumulators [16, hd] in registers. The block walks the tiles of 32 or 16 queries
 // (Tuning) that see its keys, and per tile each warp computes, with its keys as the rows:
 //   Sᵀ  = K·Qᵀ       A = the warp's K rows, B = Q as stored (query-major is the "col" operand);
@@ -32,6 +32,7 @@
 #include "kernels/compute/dropout.hpp"
 #include "kernels/compute/gpu_flash_attention_logsumexp.cuh"
 #include "kernels/compute/gpu_flash_attention_tf32x3.cuh"
+#include "kernels/compute/qkv_heads.hpp"
 
 namespace sweetspot::gpu::backward_tf32x3 {
 
@@ -130,14 +131,14 @@ __device__ __forceinline__ void accumulate_times_tile(float (&acc)[kHd / 8][4], 
 // Grid, dq_acc, lse, delta and the dropout forms as the fp16 / bf16 kernel's: one dimension, the
 // key blocks of each (batch, head) side by side (block x: head x / key_blocks, keys
 // 64·(x % key_blocks)..), so the blocks running at once share a few heads' Q, dO and dQ
-// accumulator in L2; dq_acc [batch·seq, c] gets this block's share of dQ / scale; dK and dV go to
-// dqkv. Shared memory: shared_bytes. kQueries: the query tile; kMinBlocks: the blocks per SM the
+// accumulator in L2; qkv packed as `heads` says; dq_acc [batch·seq, c] gets this block's share of
+// dQ / scale; the q head's dK and dV go to dkv at row stride ld_dkv. Shared memory: shared_bytes. kQueries: the query tile; kMinBlocks: the blocks per SM the
 // registers are budgeted for.
 template <int kHd, bool kDropout, int kQueries, int kMinBlocks>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    flash_attention_backward_tf32x3_kernel(float* dq_acc, float* dqkv, const float* dout, const float* qkv,
-                                           const float* lse, const float* delta, int seq, int c, int n_head,
-                                           float scale_log2, Dropout dropout, std::uint32_t site) {
+    flash_attention_backward_tf32x3_kernel(float* dq_acc, float* dkv, std::int64_t ld_dkv, const float* dout,
+                                           const float* qkv, const float* lse, const float* delta, int seq,
+                                           QkvHeads heads, float scale_log2, Dropout dropout, std::uint32_t site) {
     static_assert(kHd % 16 == 0 && kHd <= 128, "head dims that are multiples of 16, up to 128");
     static_assert(kQueries == 32 || kQueries == 16, "query tiles of 32 or 16");
     constexpr int kLd = kHd + kPad;
@@ -148,15 +149,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     float* const stages = v_s + kKeys * kLd;  // stage i: Q at i·stage_floats, dO after it
     float* const stats = stages + 2 * stage_floats<kHd, kQueries>();  // stage i: lse, D
 
+    const int c = heads.c(), n_head = heads.n_head;
     const int key_blocks = (seq + kKeys - 1) / kKeys;
     const int bh = static_cast<int>(blockIdx.x / key_blocks);
     const int b = bh / n_head, h = bh % n_head;
     const int key0 = static_cast<int>(blockIdx.x % key_blocks) * kKeys;
     const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
     const int group = lane / 4, quad = lane % 4, pair = 2 * quad;
-    const std::int64_t ld_qkv = 3 * static_cast<std::int64_t>(c);
+    const std::int64_t ld_qkv = heads.ld();
     const std::int64_t head = static_cast<std::int64_t>(h) * kHd;
-    const float* q_g = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv + head;
+    const float* qkv_b = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv;
+    const float* q_g = qkv_b + heads.q_col(h);
     const float* do_g = dout + static_cast<std::int64_t>(b) * seq * c + head;
     const std::int64_t stat0 = static_cast<std::int64_t>(bh) * seq;
     const int warp_key0 = key0 + warp * kKeysPerWarp;
@@ -175,8 +178,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         }
         cp_async_commit();
     };
-    load_rows<kHd, kLd>(k_s, q_g + c, ld_qkv, key0, kKeys, seq, tid);
-    load_rows<kHd, kLd>(v_s, q_g + 2 * c, ld_qkv, key0, kKeys, seq, tid);
+    load_rows<kHd, kLd>(k_s, qkv_b + heads.k_col(h), ld_qkv, key0, kKeys, seq, tid);
+    load_rows<kHd, kLd>(v_s, qkv_b + heads.v_col(h), ld_qkv, key0, kKeys, seq, tid);
     load_queries(key0, 0);
 
     float dv[kHd / 8][4] = {}, dk[kHd / 8][4] = {};
@@ -257,11 +260,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         if (keys[r] >= seq) continue;
-        float* row = dqkv + (static_cast<std::int64_t>(b) * seq + keys[r]) * ld_qkv + head;
+        float* row = dkv + (static_cast<std::int64_t>(b) * seq + keys[r]) * ld_dkv + head;
 #pragma unroll
         for (int n = 0; n < kHd / 8; ++n) {
-            *reinterpret_cast<float2*>(row + c + n * 8 + pair) = make_float2(dk[n][2 * r] * scale, dk[n][2 * r + 1] * scale);
-            *reinterpret_cast<float2*>(row + 2 * c + n * 8 + pair) = make_float2(dv[n][2 * r], dv[n][2 * r + 1]);
+            *reinterpret_cast<float2*>(row + n * 8 + pair) = make_float2(dk[n][2 * r] * scale, dk[n][2 * r + 1] * scale);
+            *reinterpret_cast<float2*>(row + c + n * 8 + pair) = make_float2(dv[n][2 * r], dv[n][2 * r + 1]);
         }
     }
 }

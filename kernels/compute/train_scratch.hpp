@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/compute/qkv_heads.hpp"
+
 namespace sweetspot::gpu {
 
 // The most blocks LayerNorm's backward spreads its rows over (layernorm.cu), each writing one
@@ -38,11 +40,22 @@ inline std::int64_t column_sum_partials(std::int64_t rows, int cols) {
 // fp32 values of scratch launch_bias_backward needs for dout [rows, cols].
 inline std::int64_t bias_backward_scratch_floats(std::int64_t rows, int cols) { return column_sum_partials(rows, cols); }
 
+// Where flash_attention_backward's scratch holds, over grouped heads, each q head's share of dK
+// and dV before their sum over its group ([rows, 2c] in the dtype), in floats: after dq's fp32
+// accumulator [rows, c] and rowsum(dout ∘ out) [rows, n_head], on a 16-byte boundary.
+inline std::int64_t flash_attention_backward_shares_offset(std::int64_t rows, QkvHeads heads) {
+    return (rows * heads.c() + rows * heads.n_head + 3) / 4 * 4;
+}
+
 // fp32 values of scratch flash_attention_backward needs: dq's fp32 accumulator and
-// rowsum(dout ∘ out).
-inline std::int64_t flash_attention_backward_scratch_floats(int batch, int seq, int c, int n_head) {
+// rowsum(dout ∘ out), and over grouped heads the dK and dV shares (counted as fp32 in every dtype).
+inline std::int64_t flash_attention_backward_scratch_floats(int batch, int seq, QkvHeads heads) {
     const std::int64_t rows = static_cast<std::int64_t>(batch) * seq;
-    return rows * c + rows * n_head;
+    if (heads.n_kv_head == heads.n_head) return rows * heads.c() + rows * heads.n_head;
+    return flash_attention_backward_shares_offset(rows, heads) + 2 * rows * heads.c();
+}
+inline std::int64_t flash_attention_backward_scratch_floats(int batch, int seq, int c, int n_head) {
+    return flash_attention_backward_scratch_floats(batch, seq, QkvHeads::multi_head(c, n_head));
 }
 
 }  // namespace sweetspot::gpu

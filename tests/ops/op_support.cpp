@@ -93,14 +93,20 @@ std::vector<std::int32_t> random_tokens(std::size_t n, int vocab, std::uint64_t 
     return tokens;
 }
 
-std::vector<float> attention_inputs(std::size_t rows, std::size_t c, DType dtype) {
-    auto qkv = random_values(rows * 3 * c, dtype, kSeed, 0.25f, 1.5f, Sign::either);
-    const auto v = random_values(rows * c, dtype, kSeed + 1, 0.01f, 1.0f, Sign::either);
+std::vector<float> attention_inputs(std::size_t rows, QkvHeads heads, DType dtype) {
+    const auto ld = static_cast<std::size_t>(heads.ld()), v_col = static_cast<std::size_t>(heads.v_col(0));
+    const std::size_t v_width = ld - v_col;
+    auto qkv = random_values(rows * ld, dtype, kSeed, 0.25f, 1.5f, Sign::either);
+    const auto v = random_values(rows * v_width, dtype, kSeed + 1, 0.01f, 1.0f, Sign::either);
     for (std::size_t r = 0; r < rows; ++r) {
-        std::copy_n(v.begin() + static_cast<std::ptrdiff_t>(r * c), c,
-                    qkv.begin() + static_cast<std::ptrdiff_t>(r * 3 * c + 2 * c));
+        std::copy_n(v.begin() + static_cast<std::ptrdiff_t>(r * v_width), v_width,
+                    qkv.begin() + static_cast<std::ptrdiff_t>(r * ld + v_col));
     }
     return qkv;
+}
+
+std::vector<float> attention_inputs(std::size_t rows, std::size_t c, DType dtype) {
+    return attention_inputs(rows, QkvHeads{1, 1, static_cast<int>(c)}, dtype);
 }
 
 DeviceTokens::DeviceTokens(const std::vector<std::int32_t>& tokens, cudaStream_t stream)

@@ -22,6 +22,7 @@
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/cuda_resources.hpp"
 #include "kernels/compute/gpu_dtype.hpp"
+#include "kernels/compute/qkv_heads.hpp"
 #include "kernels/model/dtype.hpp"
 #include "op_entry.hpp"
 
@@ -97,6 +98,8 @@ std::vector<std::int32_t> random_tokens(std::size_t n, int vocab, std::uint64_t 
 // (|s| ≲ 5): softmax rows neither flat nor one-hot. v is smaller, as after a layernorm and a
 // projection.
 std::vector<float> attention_inputs(std::size_t rows, std::size_t c, DType dtype);
+// The same over a packed qkv of grouped heads, [rows, heads.ld()] (qkv_heads.hpp), v the smaller.
+std::vector<float> attention_inputs(std::size_t rows, QkvHeads heads, DType dtype);
 
 // ---- device memory --------------------------------------------------------------------------
 

@@ -209,9 +209,11 @@ const FamilyCompute& compute() {
         .reference_sequence_gradients = reference_sequence_gradients,
         .no_gpu_forward = {},
         .no_gpu_training = "the llama family trains on the host backend only: its GPU training step is not built yet",
-        // Its blocks' attention is the flash kernel, the one that takes grouped kv heads.
-        .gpu_fusions = Variant{Fusion::flash_attention},
-        .gpu_required = Variant{Fusion::flash_attention},
+        // Its GPU blocks (llama_gpu_forward.cu) take the attention's fusions over grouped kv heads
+        // and o_proj's residual add in its GEMM; residual_ln and mlp_epilogue are GPT-2's kernels
+        // (LayerNorm; bias and GELU), with no RMSNorm or SwiGLU form built.
+        .gpu_fusions = Variant{Fusion::softmax, Fusion::flash_attention, Fusion::proj_epilogue},
+        .gpu_required = {},
         .dropout = false,
     };
     return entry;

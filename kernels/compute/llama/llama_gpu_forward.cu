@@ -2,8 +2,13 @@
 // (llama_compute.cpp) in the cell's dtype with fp32 accumulation: per block, RMSNorm, q, k and v by
 // three cuBLAS products into one packed qkv (qkv_heads.hpp), the rotation of q and k, attention
 // over grouped kv heads, o_proj and the residual add; RMSNorm, gate and up, SwiGLU in place over
-// the gate, down_proj and the residual add. The attention is the flash_attention fusion's kernel,
-// which takes grouped heads; the materialised path does not yet, so `baseline` is refused.
+// the gate, down_proj and the residual add. The attention over grouped heads is materialised
+// (gpu_attention.hpp: the mask, softmax as kernels of their own, or one kernel with the `softmax`
+// fusion) or the flash_attention fusion's kernel; with `proj_epilogue` the residual add is
+// o_proj's GEMM adding onto the residual stream (beta 1: one rounding, as cuBLASLt's residual
+// epilogue; LLaMA has no bias). residual_ln and mlp_epilogue are GPT-2's kernels (LayerNorm,
+// bias and GELU) and no LLaMA form of them is built: llama_compute.cpp declares the fusions this
+// forward takes, and make_gpu_forward refuses the others.
 #include "kernels/compute/llama/llama_gpu_forward.hpp"
 
 #include <cuda_bf16.h>
@@ -14,6 +19,7 @@
 
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/embedding.cuh"
+#include "kernels/compute/family_compute.hpp"
 #include "kernels/compute/gpu_attention.hpp"
 #include "kernels/compute/qkv_heads.hpp"
 #include "kernels/compute/residual.cuh"
@@ -77,11 +83,11 @@ private:
         });
     }
 
-    // y[rows, out] = in · wᵀ written at column `column` of rows ld_out wide.
+    // out[rows, out_dim] (rows ld_out apart) = in · wᵀ + beta · out.
     template <class T>
-    void linear_into(T* out, std::int64_t ld_out, const T* in, const T* w, int in_dim, int out_dim) {
+    void linear_into(T* out, std::int64_t ld_out, const T* in, const T* w, int in_dim, int out_dim, float beta = 0.0f) {
         gemm->batched(/*trans_b=*/true, static_cast<int>(rows()), out_dim, in_dim, 1.0f, in, in_dim, 0, w, in_dim, 0,
-                      0.0f, out, static_cast<int>(ld_out), 0, 1);
+                      beta, out, static_cast<int>(ld_out), 0, 1);
     }
 
     template <class T>
@@ -102,9 +108,23 @@ private:
         linear_into<T>(qkv_ + heads.k_col(0), heads.ld(), ln_, w(block_tensor::k_w), c, kv);
         linear_into<T>(qkv_ + heads.v_col(0), heads.ld(), ln_, w(block_tensor::v_w), c, kv);
         gpu::launch_rope<T>(qkv_, positions, frequencies, bt, heads.n_head, heads.n_kv_head, heads.head_dim, stream);
-        gpu::flash_attention<T>(att_, qkv_, batch, seq, heads, Dropout{}, 0, stream);
-        gemm->linear(y_, att_, w(block_tensor::o_w), bt, c, c);
-        gpu::launch_residual_add<T>(x_, y_, rows() * c, stream);
+        launches += 5;
+        if (fused(Fusion::flash_attention)) {
+            gpu::flash_attention<T>(att_, qkv_, batch, seq, heads, Dropout{}, 0, stream);
+            launches += 1;
+        } else {
+            gpu::AttentionOptions attention_options;
+            attention_options.fused_softmax = fused(Fusion::softmax);
+            launches += gpu::attention<T>(*gemm, att_, static_cast<T*>(scores), qkv_, batch, seq, heads, attention_options);
+        }
+        if (fused(Fusion::proj_epilogue)) {
+            linear_into<T>(x_, c, att_, w(block_tensor::o_w), c, c, /*beta=*/1.0f);
+            launches += 1;
+        } else {
+            gemm->linear(y_, att_, w(block_tensor::o_w), bt, c, c);
+            gpu::launch_residual_add<T>(x_, y_, rows() * c, stream);
+            launches += 2;
+        }
 
         gpu::launch_rmsnorm<T>(ln_, x_, w(block_tensor::mlp_norm), bt, c, model.ln_eps, stream);
         gemm->linear(gate, ln_, w(block_tensor::gate_w), bt, c, f);
@@ -112,7 +132,7 @@ private:
         gpu::launch_swiglu<T>(gate, gate, up, rows() * f, stream);
         gemm->linear(y_, gate, w(block_tensor::down_w), bt, f, c);
         gpu::launch_residual_add<T>(x_, y_, rows() * c, stream);
-        launches += 14;
+        launches += 6;
     }
 };
 
@@ -121,12 +141,13 @@ private:
 std::unique_ptr<GpuForwardContext> make_gpu_forward(const ModelConfig& model, const WeightLayout& layout, DType dtype,
                                                     int batch, int seq, cudaStream_t stream,
                                                     const GpuForwardOptions& options) {
-    // The materialised attention and the other fusions are GPT-2's kernels: none takes grouped
-    // heads or RMSNorm yet (llama_compute.cpp declares it for the harness).
-    if (options.variant != Variant{Fusion::flash_attention})
-        throw std::invalid_argument("GpuForward: model '" + model.name + "' (LLaMA) runs the variant flash_attention "
-                                    "only; '" + options.variant.text() + "' is not built for it yet.");
-    if (options.dropout.active())
+    // The fusions are declared once, in llama_compute.cpp (the harness skips other cells).
+    const FamilyCompute& compute = compute_of(model.family);
+    if (!options.variant.within(compute.gpu_fusions) || !compute.gpu_required.within(options.variant))
+        throw std::invalid_argument("GpuForward: model '" + model.name + "' (LLaMA) runs variants within " +
+                                    compute.gpu_fusions.fusions_text() + "; '" + options.variant.text() +
+                                    "' is not built for it.");
+    if (options.dropout.active() && !compute.dropout)
         throw std::invalid_argument("GpuForward: model '" + model.name + "' (LLaMA) has no dropout.");
     return std::make_unique<LlamaGpuForward>(model, layout, dtype, batch, seq, stream, options);
 }
