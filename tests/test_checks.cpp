@@ -47,7 +47,7 @@ std::vector<float> host_logits(const CellParams& cell, const WeightLayout& layou
         void release(int) override {}
     } source;
     source.units = &units;
-    CpuForward forward(cell.model, layout, batch, seq);
+    CpuForward forward(cell.model, layout, BatchShape::rectangular(batch, seq));
     std::vector<float> logits(static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq) *
                               static_cast<std::size_t>(cell.model.vocab_size));
     forward.run(source, tokens, logits);

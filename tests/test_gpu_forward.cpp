@@ -162,7 +162,7 @@ std::vector<std::int32_t> make_tokens(const ModelConfig& m, int batch, int seq) 
 std::vector<float> run_cpu(const ModelConfig& m, const WeightLayout& layout, const std::vector<std::vector<float>>& units,
                            const std::vector<std::int32_t>& tokens, int batch, int seq, const Dropout& dropout = {}) {
     HostSource source(units);
-    CpuForward forward(m, layout, batch, seq, dropout);
+    CpuForward forward(m, layout, BatchShape::rectangular(batch, seq), dropout);
     std::vector<float> logits(tokens.size() * as_size(m.vocab_size));
     forward.run(source, tokens, logits);
     return logits;

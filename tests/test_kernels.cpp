@@ -19,6 +19,7 @@
 
 #include "kernels/compute/cpu_forward.hpp"
 #include "kernels/compute/cpu_ops.hpp"
+#include "kernels/compute/family_compute.hpp"
 #include "kernels/model/activation_layout.hpp"
 #include "kernels/model/batch_shape.hpp"
 #include "kernels/model/dtype.hpp"
@@ -108,12 +109,17 @@ std::vector<std::int32_t> make_tokens(const ModelConfig& m, int batch, int seq, 
     return tokens;
 }
 
-std::vector<float> run_cpu(const ModelConfig& m, RecordingSource& source, std::span<const std::int32_t> tokens,
-                           int batch, int seq) {
-    CpuForward forward(m, WeightLayout::for_model(m), batch, seq);
+std::vector<float> run_shape(const ModelConfig& m, RecordingSource& source, std::span<const std::int32_t> tokens,
+                             const BatchShape& shape, const Dropout& dropout = {}) {
+    CpuForward forward(m, WeightLayout::for_model(m), shape, dropout);
     std::vector<float> logits(tokens.size() * static_cast<std::size_t>(m.vocab_size));
     forward.run(source, tokens, logits);
     return logits;
+}
+
+std::vector<float> run_cpu(const ModelConfig& m, RecordingSource& source, std::span<const std::int32_t> tokens,
+                           int batch, int seq) {
+    return run_shape(m, source, tokens, BatchShape::rectangular(batch, seq));
 }
 
 // Logits of one (sample, position) row.
@@ -241,17 +247,27 @@ TEST_CASE("a forward refuses a batch it cannot run, saying who refuses and why",
             CHECK(std::string(e.what()) == why);
         }
     };
-    refused([&] { CpuForward(m, layout, 0, 4); }, "CpuForward: batch must be at least 1, got 0.");
-    refused([&] { CpuForward(m, layout, 1, 129); },
+    refused([&] { check_batch_shape("CpuForward", m, layout, 0, 4); }, "CpuForward: batch must be at least 1, got 0.");
+    refused([&] { CpuForward(m, layout, BatchShape::rectangular(1, 129)); },
             "CpuForward: seq must be between 1 and 128 (the max_positions of model 'tiny'), got 129.");
-    refused([&] { CpuForward(m, WeightLayout::for_model(*find_builtin_model("tiny_odd")), 1, 4); },
+    refused([&] { CpuForward(m, layout, BatchShape::ragged({5, 129}, Packing::packed)); },
+            "CpuForward: sequence 1 has length 129; every length must be at most 128 (the max_positions of model "
+            "'tiny').");
+    refused([&] { CpuForward(m, layout, BatchShape::ragged({5, 9}, Packing::padded, 129)); },
+            "CpuForward: a stride of 129 rows is longer than 128 (the max_positions of model 'tiny').");
+    const WeightLayout other = WeightLayout::for_model(*find_builtin_model("tiny_odd"));
+    refused([&] { CpuForward(m, other, BatchShape::rectangular(1, 4)); },
             "CpuForward: the weight layout was not made for model 'tiny'.");
+    refused([&] { CpuForward(m, layout, BatchShape::ragged({5, 9}, Packing::packed), Dropout{0.1f, 3}); },
+            "CpuForward: dropout needs a rectangular batch (its masks are numbered by sequence and position in rows "
+            "of one length); this batch is ragged.");
 
-    CpuForward forward(m, layout, 2, 3);
+    CpuForward forward(m, layout, BatchShape::rectangular(2, 3));
     RecordingSource source(m, layout, 1);
     std::vector<float> logits(6 * 512);
     std::vector<std::int32_t> tokens(5, 1);
-    refused([&] { forward.run(source, tokens, logits); }, "CpuForward: expected 6 token ids (batch × seq), got 5.");
+    refused([&] { forward.run(source, tokens, logits); },
+            "CpuForward: expected 6 token ids (one per row of the batch), got 5.");
     tokens.assign(6, 1);
     tokens[4] = 512;
     refused([&] { forward.run(source, tokens, logits); },
@@ -698,6 +714,17 @@ TEST_CASE("without a position table cpu::embedding copies the token's row, and i
     CHECK(dtable == std::vector<float>{10.5f, 20.5f, 1000.25f, 2000.25f, 104, 205});
 }
 
+TEST_CASE("cpu::embedding's positions form reads each row's own position of wpe", "[kernels]") {
+    // A ragged batch packed: sequence 0 at positions 0, 1, 2, sequence 1 at 0 again. wpe's row 3
+    // is never read.
+    const std::vector<float> wte = {1, 2, 10, 20, 100, 200};
+    const std::vector<float> wpe = {0.5f, 0.25f, 3, 4, 7, 8, 999, 999};
+    const std::vector<std::int32_t> tokens = {2, 0, 1, 1}, positions = {0, 1, 2, 0};
+    std::vector<float> x(8, -1.0f);
+    cpu::embedding(x.data(), tokens.data(), wte.data(), wpe.data(), positions.data(), 4, 2);
+    CHECK(x == std::vector<float>{100.5f, 200.25f, 4, 6, 17, 28, 10.5f, 20.25f});
+}
+
 TEST_CASE("cpu::bias_backward adds the column sums", "[kernels]") {
     // dout [3, 2]: column sums 1 + 3 + 5 = 9 and 2 + 4 + 6 = 12, onto dbias {0.5, −1}.
     const std::vector<float> dout = {1, 2, 3, 4, 5, 6};
@@ -826,6 +853,56 @@ TEST_CASE("cpu::attention: per head, causal softmax(q·kᵀ / sqrt(hd)) · v", "
     check_all_near(out, want, 1e-4);
 }
 
+TEST_CASE("cpu attention over a ragged batch: each sequence over its own rows as if alone, padding rows zeros",
+          "[kernels]") {
+    // q heads 4, kv heads 2 (grouped) and 4 (GPT-2's attention); head_dim 6.
+    const std::vector<int> lengths = {3, 1, 6};
+    const int n_head = 4, hd = 6, c = n_head * hd;
+    for (const int kv : {2, 4}) {
+        const int ld = (n_head + 2 * kv) * hd;
+        for (const BatchShape& shape : {BatchShape::ragged(lengths, Packing::packed),
+                                        BatchShape::ragged(lengths, Packing::padded, 7)}) {
+            INFO("kv heads " << kv << ", " << enum_name(shape.packing()) << ", stride " << shape.stride());
+            const auto rows = static_cast<std::size_t>(shape.rows());
+            std::vector<float> qkv(rows * static_cast<std::size_t>(ld));
+            for (std::size_t i = 0; i < qkv.size(); ++i) qkv[i] = static_cast<float>((i * 37u) % 101u) / 50.0f - 1.0f;
+            std::vector<float> out(rows * static_cast<std::size_t>(c), -1.0f);
+            std::vector<float> scores(static_cast<std::size_t>(shape.stride() * shape.stride()));
+            if (kv == n_head)
+                cpu::attention(out.data(), scores.data(), qkv.data(), shape, c, n_head);
+            else
+                cpu::grouped_attention(out.data(), scores.data(), qkv.data(), shape, n_head, kv, hd);
+
+            for (int b = 0; b < shape.batch(); ++b) {
+                const int n = shape.length(b);
+                const auto first = static_cast<std::size_t>(shape.first_row(b));
+                std::vector<float> alone(static_cast<std::size_t>(n * c));
+                std::vector<float> alone_scores(static_cast<std::size_t>(n * n));
+                const float* own = qkv.data() + first * static_cast<std::size_t>(ld);
+                if (kv == n_head)
+                    cpu::attention(alone.data(), alone_scores.data(), own, 1, n, c, n_head);
+                else
+                    cpu::grouped_attention(alone.data(), alone_scores.data(), own, 1, n, n_head, kv, hd);
+                // The same products on the same rows: the same bits.
+                const std::size_t at = first * static_cast<std::size_t>(c);
+                const auto own_rows = std::span<const float>(out).subspan(at, alone.size());
+                CHECK(bit_identical(own_rows, alone));
+            }
+            for (std::size_t r = 0; r < rows; ++r) {
+                if (shape.is_real(static_cast<std::int64_t>(r))) continue;
+                const float* row = out.data() + r * static_cast<std::size_t>(c);
+                CHECK(std::all_of(row, row + c, [](float x) { return x == 0.0f; }));
+            }
+        }
+    }
+    // Dropout's masks are numbered by the rows of a rectangular batch.
+    const BatchShape ragged = BatchShape::ragged({2, 1}, Packing::padded);
+    std::vector<float> qkv(2 * 2 * 3 * 4, 0.5f), out(2 * 2 * 4), scores(4);
+    const Dropout dropout = Dropout{0.1f, 1}.for_shape(2, 8);
+    CHECK_THROWS_AS(cpu::attention(out.data(), scores.data(), qkv.data(), ragged, 4, 2, dropout, 0),
+                    std::invalid_argument);
+}
+
 // ---------------------------------------------------------------------------------------------
 // CPU forward
 
@@ -891,7 +968,7 @@ TEST_CASE("CpuForward with dropout matches the float64 reference with the same m
         const auto layout = WeightLayout::for_model(m);
         RecordingSource source(m, layout, kSeed);
         const auto tokens = make_tokens(m, batch, seq);
-        CpuForward forward(m, layout, batch, seq, dropout);
+        CpuForward forward(m, layout, BatchShape::rectangular(batch, seq), dropout);
         std::vector<float> got(tokens.size() * static_cast<std::size_t>(m.vocab_size));
         forward.run(source, tokens, got);
         const auto want = reference_forward(m, layout, source.pointers(), tokens, batch, seq, dropout);
@@ -910,7 +987,7 @@ TEST_CASE("CpuForward with dropout matches the float64 reference with the same m
         // A run over the first 5 positions of sample 0 draws the same masks: by causality its
         // logits are the whole run's first 5 positions.
         const std::vector<std::int32_t> prefix(tokens.begin(), tokens.begin() + 5);
-        CpuForward short_forward(m, layout, 1, 5, dropout);
+        CpuForward short_forward(m, layout, BatchShape::rectangular(1, 5), dropout);
         std::vector<float> short_logits(5 * static_cast<std::size_t>(m.vocab_size));
         short_forward.run(source, prefix, short_logits);
         double prefix_err = 0.0;
@@ -928,7 +1005,7 @@ TEST_CASE("CpuForward acquires and releases every unit once, in order", "[kernel
     RecordingSource source(m, layout, kSeed);
     const int batch = 1, seq = 5;
     const auto tokens = make_tokens(m, batch, seq);
-    CpuForward forward(m, layout, batch, seq);
+    CpuForward forward(m, layout, BatchShape::rectangular(batch, seq));
     std::vector<float> logits(tokens.size() * static_cast<std::size_t>(m.vocab_size));
 
     std::vector<RecordingSource::Event> one_run;
@@ -979,16 +1056,182 @@ TEST_CASE("CpuForward keeps the samples of a batch independent", "[kernels]") {
     CHECK_FALSE(bit_identical(sample(before, 1), sample(after, 1)));
 }
 
+namespace {
+
+// One id per row of `shape`: sequence b's own ids in its rows, 0 in a padding row.
+std::vector<std::int32_t> ragged_tokens(const BatchShape& shape, const std::vector<std::vector<std::int32_t>>& own) {
+    std::vector<std::int32_t> tokens(static_cast<std::size_t>(shape.rows()), 0);
+    for (int b = 0; b < shape.batch(); ++b) {
+        const auto& ids = own[static_cast<std::size_t>(b)];
+        std::copy(ids.begin(), ids.end(), tokens.begin() + static_cast<std::ptrdiff_t>(shape.first_row(b)));
+    }
+    return tokens;
+}
+
+// Sequence b's rows of logits [rows, vocab].
+template <class T>
+std::span<const T> sequence_rows(const std::vector<T>& logits, const ModelConfig& m, const BatchShape& shape, int b) {
+    const auto v = static_cast<std::size_t>(m.vocab_size);
+    return std::span<const T>(logits).subspan(static_cast<std::size_t>(shape.first_row(b)) * v,
+                                              static_cast<std::size_t>(shape.length(b)) * v);
+}
+
+// max |got − want| / max |want|.
+template <class T>
+double relative_error(std::span<const float> got, std::span<const T> want) {
+    REQUIRE(got.size() == want.size());
+    double err = 0.0, top = 0.0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        err = std::max(err, std::abs(static_cast<double>(got[i]) - static_cast<double>(want[i])));
+        top = std::max(top, std::abs(static_cast<double>(want[i])));
+    }
+    return err / top;
+}
+
+const std::vector<int> kRaggedLengths = {5, 1, 17, 9};
+// GPT-2's and LLaMA's, each with an even and an odd head dimension.
+const std::vector<const char*> kRaggedModels = {"tiny", "tiny_odd", "tiny_llama", "tiny_llama_odd"};
+
+}  // namespace
+
+// The expected values are each sequence run alone (a rectangular batch of one) and the float64
+// reference of each sequence alone, both within 1e-5 of the largest logit: the ragged batch's
+// products have other row counts (a sequence of 1 alone is a matrix-vector product), so equal
+// bits are not promised. Padded and packed agree within the same bound.
+TEST_CASE("CpuForward over a ragged batch, padded or packed, gives each sequence its logits alone", "[kernels]") {
+    for (const char* name : kRaggedModels) {
+        const ModelConfig m = builtin(name);
+        const WeightLayout layout = WeightLayout::for_model(m);
+        RecordingSource source(m, layout, kSeed);
+        std::vector<std::vector<std::int32_t>> own;
+        std::vector<std::vector<float>> alone;
+        for (std::size_t b = 0; b < kRaggedLengths.size(); ++b) {
+            own.push_back(make_tokens(m, 1, kRaggedLengths[b], static_cast<std::uint32_t>(b + 1)));
+            alone.push_back(run_cpu(m, source, own.back(), 1, kRaggedLengths[b]));
+        }
+        std::vector<std::vector<float>> real_rows;
+        for (const BatchShape& shape : {BatchShape::ragged(kRaggedLengths, Packing::packed),
+                                        BatchShape::ragged(kRaggedLengths, Packing::padded),
+                                        BatchShape::ragged(kRaggedLengths, Packing::padded, 20)}) {
+            INFO(name << ", " << enum_name(shape.packing()) << ", stride " << shape.stride());
+            const auto tokens = ragged_tokens(shape, own);
+            const auto logits = run_shape(m, source, tokens, shape);
+            const auto reference = reference_forward(m, layout, source.pointers(), tokens, shape);
+            std::vector<float> real;
+            for (int b = 0; b < shape.batch(); ++b) {
+                INFO("sequence " << b << " of length " << shape.length(b));
+                const auto rows = sequence_rows(logits, m, shape, b);
+                CHECK(relative_error(rows, std::span<const float>(alone[static_cast<std::size_t>(b)])) < 1e-5);
+                CHECK(relative_error(rows, sequence_rows(reference, m, shape, b)) < 1e-5);
+                real.insert(real.end(), rows.begin(), rows.end());
+            }
+            std::size_t nonfinite = 0;
+            for (const float v : logits) nonfinite += !std::isfinite(v);
+            CHECK(nonfinite == 0);  // the padding rows' logits included
+            real_rows.push_back(std::move(real));
+        }
+        CHECK(relative_error(std::span<const float>(real_rows[1]), std::span<const float>(real_rows[0])) < 1e-5);
+        CHECK(relative_error(std::span<const float>(real_rows[2]), std::span<const float>(real_rows[0])) < 1e-5);
+    }
+}
+
+// A packed or padded shape whose lengths are all alike is the rectangular batch: the same calls
+// on the same rows, so the same bits, dropout's masks included.
+TEST_CASE("CpuForward gives a rectangular batch the same bits whether its shape says rectangular, padded or packed",
+          "[kernels]") {
+    for (const char* name : kRaggedModels) {
+        INFO(name);
+        const ModelConfig m = builtin(name);
+        const WeightLayout layout = WeightLayout::for_model(m);
+        RecordingSource source(m, layout, kSeed);
+        const auto tokens = make_tokens(m, 3, 9);
+        const Dropout dropout = compute_of(m.family).dropout ? Dropout{0.2f, 5} : Dropout{};
+        for (const Dropout& d : {Dropout{}, dropout}) {
+            const auto rectangular = run_shape(m, source, tokens, BatchShape::rectangular(3, 9), d);
+            for (const Packing packing : {Packing::packed, Packing::padded}) {
+                INFO(enum_name(packing) << (d.active() ? ", dropout" : ""));
+                const BatchShape alike = BatchShape::ragged({9, 9, 9}, packing);
+                CHECK(bit_identical(rectangular, run_shape(m, source, tokens, alike, d)));
+            }
+        }
+    }
+}
+
+TEST_CASE("reference_forward of a ragged batch: each sequence alone in its rows, padding rows zeros", "[kernels]") {
+    for (const char* name : {"tiny", "tiny_llama"}) {
+        INFO(name);
+        const ModelConfig m = builtin(name);
+        const WeightLayout layout = WeightLayout::for_model(m);
+        RecordingSource source(m, layout, kSeed);
+        const BatchShape shape = BatchShape::ragged(kRaggedLengths, Packing::padded);
+        std::vector<std::vector<std::int32_t>> own;
+        for (std::size_t b = 0; b < kRaggedLengths.size(); ++b)
+            own.push_back(make_tokens(m, 1, kRaggedLengths[b], static_cast<std::uint32_t>(b + 1)));
+        const auto tokens = ragged_tokens(shape, own);
+        const auto logits = reference_forward(m, layout, source.pointers(), tokens, shape);
+        REQUIRE(logits.size() == static_cast<std::size_t>(shape.rows() * m.vocab_size));
+        double macs = 0.0;
+        for (int b = 0; b < shape.batch(); ++b) {
+            const auto& ids = own[static_cast<std::size_t>(b)];
+            const auto alone = reference_forward(m, layout, source.pointers(), ids, 1, shape.length(b));
+            const auto rows = sequence_rows(logits, m, shape, b);
+            CHECK(std::equal(rows.begin(), rows.end(), alone.begin(), alone.end()));
+            macs += reference_forward_macs(m, 1, shape.length(b));
+        }
+        const auto v = static_cast<std::size_t>(m.vocab_size);
+        for (std::int64_t r = 0; r < shape.rows(); ++r) {
+            if (shape.is_real(r)) continue;
+            const auto row = std::span<const double>(logits).subspan(static_cast<std::size_t>(r) * v, v);
+            CHECK(std::all_of(row.begin(), row.end(), [](double x) { return x == 0.0; }));
+        }
+        CHECK(reference_forward_macs(m, shape) == macs);
+        CHECK(reference_forward_macs(m, BatchShape::ragged(kRaggedLengths, Packing::packed)) == macs);
+        const auto short_of_one = std::span(tokens).first(tokens.size() - 1);
+        CHECK_THROWS_AS(reference_forward(m, layout, source.pointers(), short_of_one, shape), std::invalid_argument);
+    }
+    const ModelConfig m = builtin("tiny");
+    const WeightLayout layout = WeightLayout::for_model(m);
+    RecordingSource source(m, layout, kSeed);
+    const std::vector<std::int32_t> tokens(6, 1);
+    CHECK_THROWS_AS(reference_forward(m, layout, source.pointers(), tokens, BatchShape::ragged({2, 4}, Packing::packed),
+                                      Dropout{0.1f, 3}),
+                    std::invalid_argument);
+}
+
+TEST_CASE("CpuForward's activation buffers follow the shape's rows: a packed batch holds fewer than its padded one",
+          "[kernels]") {
+    for (const char* name : kRaggedModels) {
+        INFO(name);
+        const ModelConfig m = builtin(name);
+        const WeightLayout layout = WeightLayout::for_model(m);
+        const BatchShape packed = BatchShape::ragged(kRaggedLengths, Packing::packed);
+        const BatchShape padded = BatchShape::ragged(kRaggedLengths, Packing::padded);
+        const std::int64_t packed_bytes = CpuForward(m, layout, packed).activation_bytes();
+        const std::int64_t padded_bytes = CpuForward(m, layout, padded).activation_bytes();
+        CHECK(packed_bytes < padded_bytes);
+        CHECK(packed_bytes == compute_of(m.family).cpu_activation_bytes(m, packed));
+        CHECK(padded_bytes == compute_of(m.family).cpu_activation_bytes(m, padded));
+        CHECK(packed_bytes == CpuForward::activation_bytes_for(m, packed));
+        if (m.family != ModelFamily::gpt2) continue;
+        // GPT-2: 11 · n_embd floats per row (32 packed, 4 × 17 padded), one head's [17, 17] scores.
+        const std::int64_t c = m.n_embd;
+        CHECK(packed_bytes == static_cast<std::int64_t>(sizeof(float)) * (32 * 11 * c + 17 * 17));
+        CHECK(padded_bytes == static_cast<std::int64_t>(sizeof(float)) * (68 * 11 * c + 17 * 17));
+    }
+}
+
 TEST_CASE("CpuForward reports the activation buffers it holds", "[kernels]") {
     const auto m = builtin("tiny");
     const int batch = 2, seq = 16;
-    const CpuForward forward(m, WeightLayout::for_model(m), batch, seq);
+    const CpuForward forward(m, WeightLayout::for_model(m), BatchShape::rectangular(batch, seq));
     // x, ln, att, y: [bt, c]; qkv: [bt, 3c]; fc: [bt, 4c]; scores: [seq, seq].
     const std::int64_t bt = batch * seq, c = m.n_embd;
     CHECK(forward.activation_bytes() == static_cast<std::int64_t>(sizeof(float)) * (bt * c * 11 + seq * seq));
     // What the memory estimator asks for without making a forward is what one holds.
-    CHECK(CpuForward::activation_bytes_for(m, batch, seq) == forward.activation_bytes());
-    CHECK(CpuForward::activation_bytes_for(m, 1, 7) == CpuForward(m, WeightLayout::for_model(m), 1, 7).activation_bytes());
+    CHECK(CpuForward::activation_bytes_for(m, BatchShape::rectangular(batch, seq)) == forward.activation_bytes());
+    const BatchShape seven = BatchShape::rectangular(1, 7);
+    CHECK(CpuForward::activation_bytes_for(m, seven) ==
+          CpuForward(m, WeightLayout::for_model(m), seven).activation_bytes());
 }
 
 TEST_CASE("CpuForward and reference_forward reject bad arguments", "[kernels]") {
@@ -997,13 +1240,12 @@ TEST_CASE("CpuForward and reference_forward reject bad arguments", "[kernels]") 
     RecordingSource source(m, layout, kSeed);
     const int batch = 2, seq = 8;
 
-    CHECK_THROWS_AS(CpuForward(m, layout, batch, m.max_positions + 1), std::invalid_argument);
-    CHECK_THROWS_AS(CpuForward(m, layout, batch, 0), std::invalid_argument);
-    CHECK_THROWS_AS(CpuForward(m, layout, 0, seq), std::invalid_argument);
-    CHECK_THROWS_AS(CpuForward(m, WeightLayout::for_model(builtin("tiny_odd")), batch, seq), std::invalid_argument);
-    CHECK_NOTHROW(CpuForward(m, layout, batch, m.max_positions));
+    CHECK_THROWS_AS(CpuForward(m, layout, BatchShape::rectangular(batch, m.max_positions + 1)), std::invalid_argument);
+    CHECK_THROWS_AS(CpuForward(m, WeightLayout::for_model(builtin("tiny_odd")), BatchShape::rectangular(batch, seq)),
+                    std::invalid_argument);
+    CHECK_NOTHROW(CpuForward(m, layout, BatchShape::rectangular(batch, m.max_positions)));
 
-    CpuForward forward(m, layout, batch, seq);
+    CpuForward forward(m, layout, BatchShape::rectangular(batch, seq));
     std::vector<float> logits(static_cast<std::size_t>(batch * seq * m.vocab_size));
     auto tokens = make_tokens(m, batch, seq);
     SECTION("token id equal to the vocabulary size") { tokens[3] = m.vocab_size; }

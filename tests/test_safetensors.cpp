@@ -131,7 +131,7 @@ private:
 
 std::vector<float> host_logits(const ModelConfig& m, LayerSource& weights, const std::vector<std::int32_t>& tokens, int batch) {
     const int seq = static_cast<int>(tokens.size()) / batch;
-    CpuForward forward(m, WeightLayout::for_model(m), batch, seq);
+    CpuForward forward(m, WeightLayout::for_model(m), BatchShape::rectangular(batch, seq));
     std::vector<float> logits(tokens.size() * static_cast<std::size_t>(m.vocab_size));
     forward.run(weights, tokens, logits);
     return logits;

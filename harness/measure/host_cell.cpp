@@ -34,7 +34,7 @@ public:
           layout_(WeightLayout::for_model(c.model)),
           backend_(placed_backend(c, layout_, UnitSchedule::inference(layout_.unit_count()))),
           tokens_(tokens.begin(), tokens.end()),
-          forward_(c.model, layout_, c.batch, c.seq, c.dropout_masks()),
+          forward_(c.model, layout_, BatchShape::rectangular(c.batch, c.seq), c.dropout_masks()),
           logits_(tokens_.size() * static_cast<std::size_t>(c.model.vocab_size)) {}
 
     std::int64_t activation_bytes() const override { return forward_.activation_bytes(); }

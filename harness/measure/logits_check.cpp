@@ -142,7 +142,7 @@ LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layou
     } else {
         const auto start = std::chrono::steady_clock::now();
         CellUnits weights(cell, layout);
-        CpuForward forward(cell.model, layout, batch, seq, cell.dropout_masks());
+        CpuForward forward(cell.model, layout, BatchShape::rectangular(batch, seq), cell.dropout_masks());
         ref.resize(part.tokens.size() * vocab);
         forward.run(weights, part.tokens, ref);
         reference_seconds = seconds_since(start);

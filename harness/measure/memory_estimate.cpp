@@ -51,7 +51,7 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
         return e;
     }
     if (!backend.needs_gpu) {
-        e.host_buffers = CpuForward::activation_bytes_for(cell.model, cell.batch, cell.seq) +
+        e.host_buffers = CpuForward::activation_bytes_for(cell.model, BatchShape::rectangular(cell.batch, cell.seq)) +
                          logits_bytes(std::int64_t{cell.batch} * cell.seq);
         return e;
     }
@@ -69,8 +69,9 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
     e.host_buffers = 2 * logits_bytes(host_reference_rows(cell));
     const auto fp32_units = unit_bytes(layout_of_weights, DType::fp32);
     const HostReferenceShape reference = host_reference_shape(cell);
-    e.host_reference = *std::max_element(fp32_units.begin(), fp32_units.end()) +
-                       CpuForward::activation_bytes_for(cell.model, reference.batch, reference.seq);
+    e.host_reference =
+        *std::max_element(fp32_units.begin(), fp32_units.end()) +
+        CpuForward::activation_bytes_for(cell.model, BatchShape::rectangular(reference.batch, reference.seq));
 
     const ActivationLayout layout = activation_layout(cell.model, cell.dtype, cell.batch, cell.seq,
                                                       !cell.variant.has(Fusion::flash_attention));

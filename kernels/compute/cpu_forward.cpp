@@ -3,7 +3,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/model/batch_shape.hpp"
 #include "kernels/model/model_family.hpp"
 
 namespace sweetspot {
@@ -14,14 +13,18 @@ std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
 
 }  // namespace
 
-CpuForward::CpuForward(const ModelConfig& model, const WeightLayout& layout, int batch, int seq, const Dropout& dropout)
-    : model_(model), layout_(layout), batch_(batch), seq_(seq) {
-    check_batch_shape("CpuForward", model, layout, batch, seq);
+CpuForward::CpuForward(const ModelConfig& model, const WeightLayout& layout, const BatchShape& shape,
+                       const Dropout& dropout)
+    : model_(model), layout_(layout), shape_(shape) {
+    check_batch_shape("CpuForward", model, layout, shape);
     const FamilyCompute& compute = compute_of(model.family);
     if (dropout.active() && !compute.dropout)
         throw std::invalid_argument("CpuForward: model '" + model.name + "' is of the " +
                                     std::string(family_of(model).title) + " family, which has no dropout.");
-    family_ = compute.cpu_forward(model, batch, seq, dropout.for_shape(seq, model.max_positions));
+    if (dropout.active() && !shape.is_rectangular())
+        throw std::invalid_argument("CpuForward: dropout needs a rectangular batch (its masks are numbered by "
+                                    "sequence and position in rows of one length); this batch is ragged.");
+    family_ = compute.cpu_forward(model, shape, dropout.for_shape(shape.stride(), model.max_positions));
 }
 
 CpuForward::~CpuForward() = default;
@@ -30,17 +33,17 @@ CpuForward& CpuForward::operator=(CpuForward&&) noexcept = default;
 
 std::int64_t CpuForward::activation_bytes() const { return family_->activation_bytes(); }
 
-std::int64_t CpuForward::activation_bytes_for(const ModelConfig& model, int batch, int seq) {
-    return compute_of(model.family).cpu_activation_bytes(model, batch, seq);
+std::int64_t CpuForward::activation_bytes_for(const ModelConfig& model, const BatchShape& shape) {
+    return compute_of(model.family).cpu_activation_bytes(model, shape);
 }
 
 void CpuForward::run(LayerSource& weights, std::span<const std::int32_t> tokens, std::span<float> logits) {
-    const std::size_t bt = as_size(batch_) * as_size(seq_);
-    check_batch_ids("CpuForward", model_, tokens, static_cast<std::int64_t>(bt), "token");
-    if (logits.size() != bt * as_size(model_.vocab_size)) {
+    const std::size_t rows = as_size(shape_.rows());
+    check_batch_ids("CpuForward", model_, tokens, shape_.rows(), "token");
+    if (logits.size() != rows * as_size(model_.vocab_size)) {
         throw std::invalid_argument("CpuForward: the logits buffer must hold " +
-                                    std::to_string(bt * as_size(model_.vocab_size)) +
-                                    " floats (batch × seq × vocab), got " + std::to_string(logits.size()) + ".");
+                                    std::to_string(rows * as_size(model_.vocab_size)) +
+                                    " floats (rows × vocab), got " + std::to_string(logits.size()) + ".");
     }
 
     // Each unit is held only while it is computed with, so a backend can page the rest out.

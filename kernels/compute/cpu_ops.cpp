@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <stdexcept>
+#include <vector>
 
 #include "kernels/compute/gelu_from_output.hpp"
 #include "kernels/compute/layernorm_recovery.hpp"
@@ -17,21 +19,24 @@ std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
 
 }  // namespace
 
-void embedding(float* x, const std::int32_t* tokens, const float* wte, const float* wpe, int batch, int seq, int c) {
+void embedding(float* x, const std::int32_t* tokens, const float* wte, const float* wpe,
+               const std::int32_t* positions, std::int64_t rows, int c) {
     const std::size_t width = as_size(c);
-    for (int b = 0; b < batch; ++b) {
-        for (int t = 0; t < seq; ++t) {
-            const std::size_t row = as_size(b) * as_size(seq) + as_size(t);
-            const float* tok = wte + as_size(tokens[row]) * width;
-            float* out = x + row * width;
-            if (wpe == nullptr) {
-                std::copy_n(tok, width, out);
-                continue;
-            }
-            const float* pos = wpe + as_size(t) * width;
-            for (std::size_t i = 0; i < width; ++i) out[i] = tok[i] + pos[i];
+    for (std::size_t r = 0; r < as_size(rows); ++r) {
+        const float* tok = wte + as_size(tokens[r]) * width;
+        float* out = x + r * width;
+        if (wpe == nullptr) {
+            std::copy_n(tok, width, out);
+            continue;
         }
+        const float* pos = wpe + as_size(positions[r]) * width;
+        for (std::size_t i = 0; i < width; ++i) out[i] = tok[i] + pos[i];
     }
+}
+
+void embedding(float* x, const std::int32_t* tokens, const float* wte, const float* wpe, int batch, int seq, int c) {
+    const BatchShape shape = BatchShape::rectangular(batch, seq);
+    embedding(x, tokens, wte, wpe, shape.positions().data(), shape.rows(), c);
 }
 
 void embedding_backward(float* dwte, float* dwpe, const float* dx, const std::int32_t* tokens, int batch, int seq,
@@ -252,28 +257,37 @@ void causal_softmax(float* scores, std::int64_t rows, int seq) {
 // transposed or copied.
 namespace {
 
-// Causal attention of packed heads, q head h reading kv head h / group; the dropout mask over the
-// probabilities where `dropout` is active.
-void causal_attention(float* out, float* scores, const float* qkv, int batch, int seq, int n_head, int n_kv_head, int hd,
-                      const Dropout& dropout, std::uint32_t probs_site) {
+// Causal attention of packed heads, q head h reading kv head h / group, each sequence over its
+// own rows; the dropout mask over the probabilities where `dropout` is active.
+void causal_attention(float* out, float* scores, const float* qkv, const BatchShape& shape, int n_head, int n_kv_head,
+                      int hd, const Dropout& dropout, std::uint32_t probs_site) {
+    if (dropout.active() && !shape.is_rectangular())
+        throw std::invalid_argument("cpu attention: dropout masks are numbered by the rows of a rectangular batch; "
+                                    "this batch is ragged");
     const int ld_qkv = (n_head + 2 * n_kv_head) * hd, c = n_head * hd, group = n_head / n_kv_head;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    for (int b = 0; b < batch; ++b) {
-        const float* row0 = qkv + as_size(b) * as_size(seq) * as_size(ld_qkv);
+    const std::vector<std::int32_t> first = shape.offsets();
+    for (int b = 0; b < shape.batch(); ++b) {
+        const int n = shape.length(b);
+        const std::size_t row = as_size(first[as_size(b)]);
+        const float* row0 = qkv + row * as_size(ld_qkv);
         for (int h = 0; h < n_head; ++h) {
             const float* q = row0 + as_size(h) * as_size(hd);
             const float* k = row0 + as_size(n_head + h / group) * as_size(hd);
             const float* v = k + as_size(n_kv_head) * as_size(hd);
-            float* o = out + as_size(b) * as_size(seq) * as_size(c) + as_size(h) * as_size(hd);
-            // The full [seq, seq] product is computed and the upper triangle masked: simpler than
+            float* o = out + row * as_size(c) + as_size(h) * as_size(hd);
+            // The full [n, n] product is computed and the upper triangle masked: simpler than
             // a triangular product and cheap next to the linear layers.
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hd, scale, q, ld_qkv, k, ld_qkv, 0.0f,
-                        scores, seq);
-            causal_softmax(scores, seq, seq);
-            dropout_probabilities(scores, (static_cast<std::int64_t>(b) * n_head + h) * seq, seq, dropout, probs_site);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, hd, seq, 1.0f, scores, seq, v, ld_qkv, 0.0f,
-                        o, c);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, hd, scale, q, ld_qkv, k, ld_qkv, 0.0f, scores,
+                        n);
+            causal_softmax(scores, n, n);
+            dropout_probabilities(scores, (static_cast<std::int64_t>(b) * n_head + h) * shape.stride(), n, dropout,
+                                  probs_site);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hd, n, 1.0f, scores, n, v, ld_qkv, 0.0f, o, c);
         }
+        // Nothing attends from a padding row: zeros keep what follows finite.
+        const std::int64_t end = b + 1 < shape.batch() ? first[as_size(b + 1)] : shape.rows();
+        std::fill(out + (row + as_size(n)) * as_size(c), out + as_size(end) * as_size(c), 0.0f);
     }
 }
 
@@ -281,14 +295,25 @@ void causal_attention(float* out, float* scores, const float* qkv, int batch, in
 
 void attention(float* out, float* scores, const float* qkv, int batch, int seq, int c, int n_head,
                const Dropout& probs_dropout, std::uint32_t probs_site) {
-    causal_attention(out, scores, qkv, batch, seq, n_head, n_head, c / n_head,
-                     probs_dropout.for_shape(seq, probs_dropout.positions), probs_site);
+    attention(out, scores, qkv, BatchShape::rectangular(batch, seq), c, n_head, probs_dropout, probs_site);
+}
+
+void attention(float* out, float* scores, const float* qkv, const BatchShape& shape, int c, int n_head,
+               const Dropout& probs_dropout, std::uint32_t probs_site) {
+    causal_attention(out, scores, qkv, shape, n_head, n_head, c / n_head,
+                     probs_dropout.for_shape(shape.stride(), probs_dropout.positions), probs_site);
 }
 
 void grouped_attention(float* out, float* scores, const float* qkv, int batch, int seq, int n_head, int n_kv_head,
                        int head_dim, const Dropout& probs_dropout, std::uint32_t probs_site) {
-    causal_attention(out, scores, qkv, batch, seq, n_head, n_kv_head, head_dim,
-                     probs_dropout.for_shape(seq, probs_dropout.positions), probs_site);
+    grouped_attention(out, scores, qkv, BatchShape::rectangular(batch, seq), n_head, n_kv_head, head_dim, probs_dropout,
+                      probs_site);
+}
+
+void grouped_attention(float* out, float* scores, const float* qkv, const BatchShape& shape, int n_head, int n_kv_head,
+                       int head_dim, const Dropout& probs_dropout, std::uint32_t probs_site) {
+    causal_attention(out, scores, qkv, shape, n_head, n_kv_head, head_dim,
+                     probs_dropout.for_shape(shape.stride(), probs_dropout.positions), probs_site);
 }
 
 // The probabilities are recomputed from qkv, as a flash attention's backward does, rather than

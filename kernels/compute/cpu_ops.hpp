@@ -8,12 +8,18 @@
 #include <cstdint>
 
 #include "kernels/compute/dropout.hpp"
+#include "kernels/model/batch_shape.hpp"
 
 namespace sweetspot::cpu {
 
-// x[b·seq + t, :] = wte[tokens[b·seq + t], :] + wpe[t, :]. x [batch·seq, c]; tokens [batch·seq]
-// ids < vocab; wte [vocab, c]; wpe [≥ seq, c], or null for a family without a position table
-// (LLaMA's: x is the token's row alone).
+// x[r, :] = wte[tokens[r], :] + wpe[positions[r], :] for each of `rows` rows. x [rows, c]; tokens
+// [rows] ids < vocab; positions [rows] (BatchShape::positions(): each sequence from 0); wte
+// [vocab, c]; wpe [> every position, c], or null for a family without a position table (LLaMA's:
+// x is the token's row alone).
+void embedding(float* x, const std::int32_t* tokens, const float* wte, const float* wpe,
+               const std::int32_t* positions, std::int64_t rows, int c);
+
+// Its rectangular batch: row b·seq + t at position t.
 void embedding(float* x, const std::int32_t* tokens, const float* wte, const float* wpe, int batch, int seq, int c);
 
 // The backward of embedding: dwte[tokens[r], :] += dx[r, :] and dwpe[r % seq, :] += dx[r, :] for
@@ -98,6 +104,14 @@ void causal_softmax(float* scores, std::int64_t rows, int seq);
 void attention(float* out, float* scores, const float* qkv, int batch, int seq, int c, int n_head,
                const Dropout& probs_dropout = {}, std::uint32_t probs_site = 0);
 
+// The same over the rows of a batch laid out as `shape` (qkv [rows, 3c], out [rows, c]): each
+// sequence attends over its own rows alone, and a padded batch's padding rows of out are zeros.
+// scores is a [stride, stride] scratch. The dropout masks are numbered by (sequence, position)
+// with the stride as seq, which only a rectangular shape's rows follow: an active dropout with
+// another shape is refused (std::invalid_argument).
+void attention(float* out, float* scores, const float* qkv, const BatchShape& shape, int c, int n_head,
+               const Dropout& probs_dropout = {}, std::uint32_t probs_site = 0);
+
 // The backward of attention: dqkv [batch·seq, 3c] (overwritten) from dout [batch·seq, c] and the
 // forward's qkv, with the same dropout masks. probs and grad are [seq, seq] scratches.
 void attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv, int batch, int seq,
@@ -146,6 +160,11 @@ void swiglu_backward(float* dgate, float* dup, const float* dout, const float* g
 // n_head · head_dim]; scores a [seq, seq] scratch; the dropout mask on the probabilities as
 // attention()'s, which is its n_kv_head = n_head case.
 void grouped_attention(float* out, float* scores, const float* qkv, int batch, int seq, int n_head, int n_kv_head,
+                       int head_dim, const Dropout& probs_dropout = {}, std::uint32_t probs_site = 0);
+
+// The same over the rows of a batch laid out as `shape`, as attention's shape form: each sequence
+// over its own rows, padding rows of out zeros; scores a [stride, stride] scratch.
+void grouped_attention(float* out, float* scores, const float* qkv, const BatchShape& shape, int n_head, int n_kv_head,
                        int head_dim, const Dropout& probs_dropout = {}, std::uint32_t probs_site = 0);
 
 // The backward of grouped_attention: dqkv (overwritten, qkv's layout) from dout [batch·seq,

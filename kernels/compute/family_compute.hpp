@@ -12,20 +12,24 @@
 #include <vector>
 
 #include "kernels/compute/dropout.hpp"
+#include "kernels/model/batch_shape.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/variant.hpp"
 #include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {
 
-// One family's fp32 host forward over a fixed batch × seq, unit by unit (CpuForward hands it each
-// unit's weights in the schedule's order), its activations in buffers it owns and reuses.
+// One family's fp32 host forward over a fixed BatchShape, unit by unit (CpuForward hands it each
+// unit's weights in the schedule's order), its activations in buffers it owns and reuses: the
+// per-row ops over every row of the shape, attention within each sequence, positions from 0 in
+// each.
 class CpuFamilyForward {
 public:
     virtual ~CpuFamilyForward() = default;
+    // tokens: one per row of the shape.
     virtual void embed(const float* unit, const UnitLayout& layout, std::span<const std::int32_t> tokens) = 0;
     virtual void block(int layer, const float* unit, const UnitLayout& layout) = 0;
-    // logits [batch·seq, vocab], written in place.
+    // logits [rows, vocab], written in place.
     virtual void head(const float* unit, const UnitLayout& layout, std::span<float> logits) = 0;
     virtual std::int64_t activation_bytes() const = 0;
 };
@@ -74,11 +78,12 @@ using ReferenceSequenceGradients = double(const ModelConfig& model, const Weight
                                           std::size_t sequence, double per_target, const ReferenceGradientSink& sink);
 
 struct FamilyCompute {
-    // The host forward of batch × seq; `dropout` already for_shape(seq, max_positions).
-    std::unique_ptr<CpuFamilyForward> (*cpu_forward)(const ModelConfig& model, int batch, int seq,
+    // The host forward of `shape`; `dropout` already for_shape(stride, max_positions), active only
+    // with a rectangular shape (CpuForward refuses it otherwise).
+    std::unique_ptr<CpuFamilyForward> (*cpu_forward)(const ModelConfig& model, const BatchShape& shape,
                                                     const Dropout& dropout);
     // Its activation_bytes() without making one (the memory estimator's host term).
-    std::int64_t (*cpu_activation_bytes)(const ModelConfig& model, int batch, int seq);
+    std::int64_t (*cpu_activation_bytes)(const ModelConfig& model, const BatchShape& shape);
     ReferenceSequence* reference_sequence;
     // reference_sequence's multiply-adds over batch × seq (flops are twice this).
     double (*reference_macs)(const ModelConfig& model, int batch, int seq);

@@ -71,15 +71,48 @@ bool BatchShape::is_real(std::int64_t row) const {
     return row % stride_ < lengths_[static_cast<std::size_t>(row / stride_)];
 }
 
-void check_batch_shape(std::string_view who, const ModelConfig& model, const WeightLayout& layout, int batch, int seq) {
+namespace {
+
+void check_model_and_layout(const std::string& who, const ModelConfig& model, const WeightLayout& layout) {
     if (const auto why = model.validate(); !why.empty()) throw std::invalid_argument(why);
+    require_layout_for(model, layout, who);
+}
+
+std::string max_positions_of(const ModelConfig& model) {
+    return std::to_string(model.max_positions) + " (the max_positions of model '" + model.name + "')";
+}
+
+}  // namespace
+
+void check_batch_shape(std::string_view who, const ModelConfig& model, const WeightLayout& layout, int batch, int seq) {
     const std::string name(who);
-    require_layout_for(model, layout, name);
+    check_model_and_layout(name, model, layout);
     if (batch < 1) throw std::invalid_argument(name + ": batch must be at least 1, got " + std::to_string(batch) + ".");
     if (seq < 1 || seq > model.max_positions) {
-        throw std::invalid_argument(name + ": seq must be between 1 and " + std::to_string(model.max_positions) +
-                                    " (the max_positions of model '" + model.name + "'), got " + std::to_string(seq) +
-                                    ".");
+        throw std::invalid_argument(name + ": seq must be between 1 and " + max_positions_of(model) + ", got " +
+                                    std::to_string(seq) + ".");
+    }
+}
+
+void check_batch_shape(std::string_view who, const ModelConfig& model, const WeightLayout& layout,
+                       const BatchShape& shape) {
+    // A rectangular shape is refused in the words of its batch and seq.
+    if (shape.is_rectangular()) {
+        check_batch_shape(who, model, layout, shape.batch(), shape.stride());
+        return;
+    }
+    const std::string name(who);
+    check_model_and_layout(name, model, layout);
+    for (int b = 0; b < shape.batch(); ++b) {
+        if (shape.length(b) > model.max_positions) {
+            throw std::invalid_argument(name + ": sequence " + std::to_string(b) + " has length " +
+                                        std::to_string(shape.length(b)) + "; every length must be at most " +
+                                        max_positions_of(model) + ".");
+        }
+    }
+    if (shape.stride() > model.max_positions) {
+        throw std::invalid_argument(name + ": a stride of " + std::to_string(shape.stride()) +
+                                    " rows is longer than " + max_positions_of(model) + ".");
     }
 }
 
@@ -88,7 +121,7 @@ void check_batch_ids(std::string_view who, const ModelConfig& model, std::span<c
     const std::string name(who), kind(what);
     if (static_cast<std::int64_t>(ids.size()) != expected) {
         throw std::invalid_argument(name + ": expected " + std::to_string(expected) + " " + kind +
-                                    " ids (batch × seq), got " + std::to_string(ids.size()) + ".");
+                                    " ids (one per row of the batch), got " + std::to_string(ids.size()) + ".");
     }
     for (std::size_t i = 0; i < ids.size(); ++i) {
         if (ids[i] < 0 || ids[i] >= model.vocab_size) {

@@ -70,8 +70,15 @@ private:
 // 1 ≤ seq ≤ max_positions. Throws std::invalid_argument saying which does not hold.
 void check_batch_shape(std::string_view who, const ModelConfig& model, const WeightLayout& layout, int batch, int seq);
 
-// One batch's ids: `expected` of them (batch × seq), each inside the model's vocabulary; `what`
-// names them ("token", "target"). Throws std::invalid_argument naming the first that is not.
+// The same of a BatchShape (which has at least one sequence, each at least 1 long): every length
+// and the stride at most max_positions (a position beyond the table has no row; the stride is
+// what dropout masks and the GPU's per-position buffers are numbered by).
+void check_batch_shape(std::string_view who, const ModelConfig& model, const WeightLayout& layout,
+                       const BatchShape& shape);
+
+// One batch's ids: `expected` of them (one per row: BatchShape::rows()), each inside the model's
+// vocabulary; `what` names them ("token", "target"). Throws std::invalid_argument naming the first
+// that is not.
 void check_batch_ids(std::string_view who, const ModelConfig& model, std::span<const std::int32_t> ids,
                      std::int64_t expected, std::string_view what);
 

@@ -19,9 +19,9 @@ const float* tensor_ptr(const float* unit, const UnitLayout& unit_layout, int te
 
 class CpuGpt2Forward final : public CpuFamilyForward {
 public:
-    CpuGpt2Forward(const ModelConfig& model, int batch, int seq, const Dropout& dropout)
-        : model_(model), batch_(batch), seq_(seq), dropout_(dropout) {
-        const std::size_t bt = as_size(batch) * as_size(seq);
+    CpuGpt2Forward(const ModelConfig& model, const BatchShape& shape, const Dropout& dropout)
+        : model_(model), shape_(shape), dropout_(dropout) {
+        const std::size_t bt = as_size(shape.rows());
         const std::size_t c = as_size(model.n_embd);
         x_.resize(bt * c);
         ln_.resize(bt * c);
@@ -29,14 +29,15 @@ public:
         att_.resize(bt * c);
         y_.resize(bt * c);
         fc_.resize(bt * 4 * c);
-        scores_.resize(as_size(seq) * as_size(seq));
+        scores_.resize(as_size(shape.stride()) * as_size(shape.stride()));
     }
 
-    // x[b, t, :] = wte[token] + wpe[t]
+    // x[r, :] = wte[token r] + wpe[position r], each sequence's positions from 0.
     void embed(const float* unit, const UnitLayout& u, std::span<const std::int32_t> tokens) override {
         cpu::embedding(x_.data(), tokens.data(), tensor_ptr(unit, u, embed_tensor::wte),
-                       tensor_ptr(unit, u, embed_tensor::wpe), batch_, seq_, model_.n_embd);
-        cpu::dropout_rows(x_.data(), static_cast<std::int64_t>(batch_) * seq_, model_.n_embd, dropout_,
+                       tensor_ptr(unit, u, embed_tensor::wpe), shape_.positions().data(), shape_.rows(),
+                       model_.n_embd);
+        cpu::dropout_rows(x_.data(), shape_.rows(), model_.n_embd, dropout_,
                           Dropout::site_word(DropoutSite::embedding, 0));
     }
 
@@ -46,12 +47,12 @@ public:
                                       .x_mid = nullptr, .ln2 = ln_.data(), .fc_pre = nullptr, .fc = fc_.data(),
                                       .scores = scores_.data()};
         block_forward(x_.data(), a, unit, unit_layout,
-                           {batch_, seq_, model_.n_embd, model_.n_head, model_.ln_eps, dropout_, layer});
+                           {shape_, model_.n_embd, model_.n_head, model_.ln_eps, dropout_, layer});
     }
 
     // logits = ln_f(x) · lm_headᵀ, written straight into the caller's buffer.
     void head(const float* unit, const UnitLayout& u, std::span<float> logits) override {
-        const int bt = batch_ * seq_;
+        const int bt = static_cast<int>(shape_.rows());
         const int c = model_.n_embd;
         cpu::layernorm(ln_.data(), x_.data(), tensor_ptr(unit, u, head_tensor::lnf_w),
                        tensor_ptr(unit, u, head_tensor::lnf_b), bt, c, model_.ln_eps);
@@ -67,19 +68,20 @@ public:
 
 private:
     ModelConfig model_;
-    int batch_, seq_;
+    BatchShape shape_;
     Dropout dropout_;
     std::vector<float> x_, ln_, qkv_, att_, y_, fc_, scores_;
 };
 
-std::unique_ptr<CpuFamilyForward> cpu_forward(const ModelConfig& model, int batch, int seq, const Dropout& dropout) {
-    return std::make_unique<CpuGpt2Forward>(model, batch, seq, dropout);
+std::unique_ptr<CpuFamilyForward> cpu_forward(const ModelConfig& model, const BatchShape& shape,
+                                              const Dropout& dropout) {
+    return std::make_unique<CpuGpt2Forward>(model, shape, dropout);
 }
 
-std::int64_t cpu_activation_bytes(const ModelConfig& model, int batch, int seq) {
-    // x, ln, att and y of n_embd, qkv of 3 · n_embd and fc of 4 · n_embd per token; one head's scores.
-    const std::size_t bt = as_size(batch) * as_size(seq);
-    const std::size_t floats = bt * 11 * as_size(model.n_embd) + as_size(seq) * as_size(seq);
+std::int64_t cpu_activation_bytes(const ModelConfig& model, const BatchShape& shape) {
+    // x, ln, att and y of n_embd, qkv of 3 · n_embd and fc of 4 · n_embd per row; one head's scores.
+    const std::size_t bt = as_size(shape.rows()), s = as_size(shape.stride());
+    const std::size_t floats = bt * 11 * as_size(model.n_embd) + s * s;
     return static_cast<std::int64_t>(floats * sizeof(float));
 }
 
@@ -88,7 +90,8 @@ std::int64_t cpu_activation_bytes(const ModelConfig& model, int batch, int seq) 
 class CpuGpt2Backprop final : public CpuFamilyBackprop {
 public:
     CpuGpt2Backprop(const ModelConfig& model, int batch, int seq, const Dropout& dropout)
-        : model_(model), batch_(batch), seq_(seq), dropout_(dropout), scratch_(batch * seq, model.n_embd, seq) {
+        : model_(model), batch_(batch), seq_(seq), shape_(BatchShape::rectangular(batch, seq)), dropout_(dropout),
+          scratch_(batch * seq, model.n_embd, seq) {
         const std::size_t bt = as_size(batch) * as_size(seq), c = as_size(model.n_embd);
         for (int l = 0; l < model.n_layer; ++l) kept_.emplace_back(bt, c);
         x_.resize(bt * c);
@@ -165,11 +168,12 @@ private:
 
     int rows() const { return batch_ * seq_; }
     BlockShape block_shape(int layer) const {
-        return {batch_, seq_, model_.n_embd, model_.n_head, model_.ln_eps, dropout_, layer};
+        return {shape_, model_.n_embd, model_.n_head, model_.ln_eps, dropout_, layer};
     }
 
     ModelConfig model_;
     int batch_, seq_;
+    BatchShape shape_;
     Dropout dropout_;
     std::vector<KeptBlock> kept_;
     std::vector<float> x_, y_, xf_, dxf_, dx_, scores_;

@@ -14,13 +14,13 @@ std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
 
 void block_forward(float* x, const BlockActivations& a, const float* unit, const UnitLayout& ul, const BlockShape& s) {
     const auto w = [&](int tensor) { return unit + ul.tensors[as_size(tensor)].offset; };
-    const int bt = s.batch * s.seq;
+    const int bt = static_cast<int>(s.shape.rows());
     const int c = s.c;
     const std::int64_t elems = static_cast<std::int64_t>(bt) * c;
 
     cpu::layernorm(a.ln1, x, w(block_tensor::ln1_w), w(block_tensor::ln1_b), bt, c, s.eps);
     cpu::linear(a.qkv, a.ln1, w(block_tensor::qkv_w), w(block_tensor::qkv_b), bt, c, 3 * c);
-    cpu::attention(a.att, a.scores, a.qkv, s.batch, s.seq, c, s.n_head, s.dropout,
+    cpu::attention(a.att, a.scores, a.qkv, s.shape, c, s.n_head, s.dropout,
                    Dropout::site_word(DropoutSite::attention_probs, s.layer));
     cpu::linear(a.y, a.att, w(block_tensor::proj_w), w(block_tensor::proj_b), bt, c, c);
     cpu::dropout_rows(a.y, bt, c, s.dropout, Dropout::site_word(DropoutSite::attention_residual, s.layer));
@@ -46,7 +46,7 @@ void block_backward(float* dx, float* grad, const float* x_in, const BlockActiva
                     const UnitLayout& ul, const BlockShape& s, BlockGradScratch& t) {
     const auto w = [&](int tensor) { return unit + ul.tensors[as_size(tensor)].offset; };
     const auto g = [&](int tensor) { return grad + ul.tensors[as_size(tensor)].offset; };
-    const int bt = s.batch * s.seq;
+    const int batch = s.shape.batch(), seq = s.shape.stride(), bt = batch * seq;
     const int c = s.c;
     const std::int64_t elems = static_cast<std::int64_t>(bt) * c;
 
@@ -66,7 +66,7 @@ void block_backward(float* dx, float* grad, const float* x_in, const BlockActiva
     cpu::dropout_rows(t.dy.data(), bt, c, s.dropout, Dropout::site_word(DropoutSite::attention_residual, s.layer));
     cpu::linear_backward(t.datt.data(), g(block_tensor::proj_w), g(block_tensor::proj_b), t.dy.data(), a.att,
                          w(block_tensor::proj_w), bt, c, c);
-    cpu::attention_backward(t.dqkv.data(), t.probs.data(), t.grad.data(), t.datt.data(), a.qkv, s.batch, s.seq, c, s.n_head,
+    cpu::attention_backward(t.dqkv.data(), t.probs.data(), t.grad.data(), t.datt.data(), a.qkv, batch, seq, c, s.n_head,
                             s.dropout, Dropout::site_word(DropoutSite::attention_probs, s.layer));
     cpu::linear_backward(t.dln.data(), g(block_tensor::qkv_w), g(block_tensor::qkv_b), t.dqkv.data(), a.ln1,
                          w(block_tensor::qkv_w), bt, c, 3 * c);

@@ -6,19 +6,21 @@
 #include <vector>
 
 #include "kernels/compute/dropout.hpp"
+#include "kernels/model/batch_shape.hpp"
 #include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot::gpt2 {
 
 struct BlockShape {
-    int batch, seq, c, n_head;
+    const BatchShape& shape;  // the training step's: rectangular
+    int c, n_head;
     float eps;
-    Dropout dropout;  // already for_shape(seq, positions)
+    Dropout dropout;  // already for_shape(shape.stride(), positions)
     int layer;
 };
 
-// The block's activations, [batch·seq, width] each. ln1 and ln2 may be one buffer, as may fc_pre
-// and fc, when nothing reads them after the block (a forward alone).
+// The block's activations, [shape.rows(), width] each (bt below). ln1 and ln2 may be one buffer,
+// as may fc_pre and fc, when nothing reads them after the block (a forward alone).
 struct BlockActivations {
     float* ln1;     // ln_1(x)                           [bt, c]
     float* qkv;     // c_attn(ln1)                       [bt, 3c]
@@ -28,10 +30,11 @@ struct BlockActivations {
     float* ln2;     // ln_2(x_mid)                       [bt, c]
     float* fc_pre;  // c_fc(ln2) before GELU             [bt, 4c]; null: not kept
     float* fc;      // gelu(c_fc(ln2))                   [bt, 4c]
-    float* scores;  // [seq, seq] scratch
+    float* scores;  // [stride, stride] scratch
 };
 
-// x [bt, c] in place: x += dropout(c_proj(attention(ln_1(x)))); x += dropout(mlp(ln_2(x))).
+// x [bt, c] in place: x += dropout(c_proj(attention(ln_1(x)))); x += dropout(mlp(ln_2(x))), the
+// attention within each sequence of the batch.
 void block_forward(float* x, const BlockActivations& a, const float* unit, const UnitLayout& ul, const BlockShape& s);
 
 // Scratch of the block's backward.
@@ -42,7 +45,7 @@ struct BlockGradScratch {
 
 // dx: dloss/d(block output) in, dloss/d(block input) out; the block's weight gradients added to
 // `grad` (laid out as the unit). x_in is the block's input; `a` the activations its forward kept
-// (x_mid and fc_pre set).
+// (x_mid and fc_pre set). A rectangular batch only.
 void block_backward(float* dx, float* grad, const float* x_in, const BlockActivations& a, const float* unit,
                     const UnitLayout& ul, const BlockShape& s, BlockGradScratch& scratch);
 

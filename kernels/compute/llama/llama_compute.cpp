@@ -19,9 +19,9 @@ const float* tensor_ptr(const float* unit, const UnitLayout& unit_layout, int te
 
 class CpuLlamaForward final : public CpuFamilyForward {
 public:
-    CpuLlamaForward(const ModelConfig& model, int batch, int seq)
-        : model_(model), batch_(batch), seq_(seq), rotary_(model, batch, seq) {
-        const std::size_t bt = as_size(batch) * as_size(seq);
+    CpuLlamaForward(const ModelConfig& model, const BatchShape& shape)
+        : model_(model), shape_(shape), rotary_(model, shape) {
+        const std::size_t bt = as_size(shape.rows());
         const std::size_t c = as_size(model.n_embd), f = as_size(model.ffn_width());
         x_.resize(bt * c);
         ln_.resize(bt * c);
@@ -31,13 +31,13 @@ public:
         y_.resize(bt * c);
         gate_.resize(bt * f);
         up_.resize(bt * f);
-        scores_.resize(as_size(seq) * as_size(seq));
+        scores_.resize(as_size(shape.stride()) * as_size(shape.stride()));
     }
 
     // x[r, :] = embed_tokens[token r]: no position table, positions enter through the rotation.
     void embed(const float* unit, const UnitLayout& u, std::span<const std::int32_t> tokens) override {
-        cpu::embedding(x_.data(), tokens.data(), tensor_ptr(unit, u, embed_tensor::tokens), nullptr, batch_, seq_,
-                       model_.n_embd);
+        cpu::embedding(x_.data(), tokens.data(), tensor_ptr(unit, u, embed_tensor::tokens), nullptr,
+                       rotary_.positions.data(), shape_.rows(), model_.n_embd);
     }
 
     // One ln_ buffer for both RMSNorms, SwiGLU in gate_ in place (llama_cpu_block.hpp).
@@ -45,11 +45,11 @@ public:
         const BlockActivations a{.ln1 = ln_.data(), .projection = projection_.data(), .qkv = qkv_.data(),
                                  .att = att_.data(), .y = y_.data(), .x_mid = nullptr, .ln2 = ln_.data(),
                                  .gate = gate_.data(), .up = up_.data(), .act = gate_.data(), .scores = scores_.data()};
-        block_forward(x_.data(), a, unit, u, {batch_, seq_, model_, rotary_});
+        block_forward(x_.data(), a, unit, u, {shape_, model_, rotary_});
     }
 
     void head(const float* unit, const UnitLayout& u, std::span<float> logits) override {
-        const int bt = batch_ * seq_, c = model_.n_embd;
+        const int bt = static_cast<int>(shape_.rows()), c = model_.n_embd;
         cpu::rmsnorm(ln_.data(), x_.data(), tensor_ptr(unit, u, head_tensor::norm), bt, c, model_.ln_eps);
         cpu::linear(logits.data(), ln_.data(), tensor_ptr(unit, u, head_tensor::lm_head), nullptr, bt, c,
                     model_.vocab_size);
@@ -63,21 +63,21 @@ public:
 
 private:
     ModelConfig model_;
-    int batch_, seq_;
+    BatchShape shape_;
     RotaryTables rotary_;
     std::vector<float> x_, ln_, projection_, qkv_, att_, y_, gate_, up_, scores_;
 };
 
-std::unique_ptr<CpuFamilyForward> cpu_forward(const ModelConfig& model, int batch, int seq, const Dropout&) {
-    return std::make_unique<CpuLlamaForward>(model, batch, seq);
+std::unique_ptr<CpuFamilyForward> cpu_forward(const ModelConfig& model, const BatchShape& shape, const Dropout&) {
+    return std::make_unique<CpuLlamaForward>(model, shape);
 }
 
-std::int64_t cpu_activation_bytes(const ModelConfig& model, int batch, int seq) {
-    // Per token: x, ln, the projection scratch, att and y of n_embd, the packed qkv, gate and up
+std::int64_t cpu_activation_bytes(const ModelConfig& model, const BatchShape& shape) {
+    // Per row: x, ln, the projection scratch, att and y of n_embd, the packed qkv, gate and up
     // of the MLP's width, a position; one head's scores and the frequencies.
-    const std::size_t bt = as_size(batch) * as_size(seq);
+    const std::size_t bt = as_size(shape.rows()), s = as_size(shape.stride());
     const std::size_t per_token = 5 * as_size(model.n_embd) + as_size(qkv_width(model)) + 2 * as_size(model.ffn_width());
-    const std::size_t floats = bt * per_token + as_size(seq) * as_size(seq) + as_size(model.head_dim() / 2);
+    const std::size_t floats = bt * per_token + s * s + as_size(model.head_dim() / 2);
     return static_cast<std::int64_t>(floats * sizeof(float) + bt * sizeof(std::int32_t));
 }
 
@@ -86,7 +86,8 @@ std::int64_t cpu_activation_bytes(const ModelConfig& model, int batch, int seq) 
 class CpuLlamaBackprop final : public CpuFamilyBackprop {
 public:
     CpuLlamaBackprop(const ModelConfig& model, int batch, int seq)
-        : model_(model), batch_(batch), seq_(seq), rotary_(model, batch, seq), scratch_(model, batch, seq) {
+        : model_(model), batch_(batch), seq_(seq), shape_(BatchShape::rectangular(batch, seq)), rotary_(model, shape_),
+          scratch_(model, batch, seq) {
         const std::size_t bt = as_size(batch) * as_size(seq), c = as_size(model.n_embd);
         for (int l = 0; l < model.n_layer; ++l) kept_.emplace_back(model, bt);
         for (auto* v : {&x_, &y_, &projection_, &xf_, &dxf_, &dx_}) v->resize(bt * c);
@@ -101,7 +102,7 @@ public:
     void block(int layer, const float* unit, const UnitLayout& u) override {
         KeptBlock& k = kept_[as_size(layer)];
         std::copy(x_.begin(), x_.end(), k.x_in.begin());
-        block_forward(x_.data(), activations(k), unit, u, {batch_, seq_, model_, rotary_});
+        block_forward(x_.data(), activations(k), unit, u, {shape_, model_, rotary_});
     }
 
     void head(const float* unit, const UnitLayout& u, std::span<float> logits) override {
@@ -123,7 +124,7 @@ public:
     void block_backward(int layer, const float* unit, const UnitLayout& u, float* grad) override {
         KeptBlock& k = kept_[as_size(layer)];
         llama::block_backward(dx_.data(), grad, k.x_in.data(), activations(k), unit, u,
-                              {batch_, seq_, model_, rotary_}, scratch_);
+                              {shape_, model_, rotary_}, scratch_);
     }
 
     // The token table's rows take their tokens' gradients; there is no position table.
@@ -162,6 +163,7 @@ private:
 
     ModelConfig model_;
     int batch_, seq_;
+    BatchShape shape_;
     RotaryTables rotary_;
     std::vector<KeptBlock> kept_;
     std::vector<float> x_, y_, projection_, xf_, dxf_, dx_, scores_;

@@ -32,11 +32,9 @@ std::vector<QkvPart> qkv_parts(const ModelConfig& m) {
 
 int qkv_width(const ModelConfig& m) { return (m.n_head + 2 * m.kv_heads()) * m.head_dim(); }
 
-RotaryTables::RotaryTables(const ModelConfig& model, int batch, int seq)
-    : positions(as_size(batch) * as_size(seq)),
-      inv_freq(rope_inv_frequencies_f32(model.head_dim(), model.rope_theta, model.rope_scaling)) {
-    for (std::size_t r = 0; r < positions.size(); ++r) positions[r] = static_cast<std::int32_t>(r % as_size(seq));
-}
+RotaryTables::RotaryTables(const ModelConfig& model, const BatchShape& shape)
+    : positions(shape.positions()),
+      inv_freq(rope_inv_frequencies_f32(model.head_dim(), model.rope_theta, model.rope_scaling)) {}
 
 std::int64_t RotaryTables::bytes() const {
     return static_cast<std::int64_t>(positions.size() * sizeof(std::int32_t) + inv_freq.size() * sizeof(float));
@@ -45,7 +43,7 @@ std::int64_t RotaryTables::bytes() const {
 void block_forward(float* x, const BlockActivations& a, const float* unit, const UnitLayout& ul, const BlockShape& s) {
     const auto w = [&](int tensor) { return unit + ul.tensors[as_size(tensor)].offset; };
     const ModelConfig& m = s.model;
-    const int bt = s.batch * s.seq, c = m.n_embd, f = m.ffn_width(), width = qkv_width(m);
+    const int bt = static_cast<int>(s.shape.rows()), c = m.n_embd, f = m.ffn_width(), width = qkv_width(m);
     const std::int64_t elems = static_cast<std::int64_t>(bt) * c;
 
     cpu::rmsnorm(a.ln1, x, w(block_tensor::attn_norm), bt, c, m.ln_eps);
@@ -55,7 +53,7 @@ void block_forward(float* x, const BlockActivations& a, const float* unit, const
         copy_columns(a.qkv + part.column, width, a.projection, part.width, bt, part.width);
     }
     cpu::rope(a.qkv, s.rotary.positions.data(), s.rotary.inv_freq.data(), bt, m.n_head, m.kv_heads(), m.head_dim());
-    cpu::grouped_attention(a.att, a.scores, a.qkv, s.batch, s.seq, m.n_head, m.kv_heads(), m.head_dim());
+    cpu::grouped_attention(a.att, a.scores, a.qkv, s.shape, m.n_head, m.kv_heads(), m.head_dim());
     cpu::linear(a.y, a.att, w(block_tensor::o_w), nullptr, bt, c, c);
     cpu::residual_add(x, a.y, elems);
     if (a.x_mid != nullptr) std::copy(x, x + elems, a.x_mid);
@@ -88,7 +86,8 @@ void block_backward(float* dx, float* grad, const float* x_in, const BlockActiva
     const auto w = [&](int tensor) { return unit + ul.tensors[as_size(tensor)].offset; };
     const auto g = [&](int tensor) { return grad + ul.tensors[as_size(tensor)].offset; };
     const ModelConfig& m = s.model;
-    const int bt = s.batch * s.seq, c = m.n_embd, f = m.ffn_width(), width = qkv_width(m);
+    const int batch = s.shape.batch(), seq = s.shape.stride(), bt = batch * seq;
+    const int c = m.n_embd, f = m.ffn_width(), width = qkv_width(m);
     const std::int64_t elems = static_cast<std::int64_t>(bt) * c;
 
     // x_out = x_mid + down(silu(gate) · up): the residual passes dx on, and the MLP's input
@@ -106,7 +105,7 @@ void block_backward(float* dx, float* grad, const float* x_in, const BlockActiva
     // x_mid = x_in + o_proj(attention(rope(q, k), v)), q, k and v projected from attn_norm(x_in):
     // the rotation's backward turns dq and dk back, and the three projections' input gradients add.
     cpu::linear_backward(t.datt.data(), g(block_tensor::o_w), nullptr, dx, a.att, w(block_tensor::o_w), bt, c, c);
-    cpu::grouped_attention_backward(t.dqkv.data(), t.probs.data(), t.grad.data(), t.datt.data(), a.qkv, s.batch, s.seq,
+    cpu::grouped_attention_backward(t.dqkv.data(), t.probs.data(), t.grad.data(), t.datt.data(), a.qkv, batch, seq,
                                     m.n_head, m.kv_heads(), m.head_dim());
     cpu::rope_backward(t.dqkv.data(), s.rotary.positions.data(), s.rotary.inv_freq.data(), bt, m.n_head, m.kv_heads(),
                        m.head_dim());

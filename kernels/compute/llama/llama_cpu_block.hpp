@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/model/batch_shape.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/weight_layout.hpp"
 
@@ -14,22 +15,22 @@ namespace sweetspot::llama {
 // The packed qkv row's width: n_head q heads, then n_kv_head k heads, then as many v heads.
 int qkv_width(const ModelConfig& model);
 
-// What the rotation reads: each row's position (every sequence of a rectangular batch starts at
+// What the rotation reads: each row's position (BatchShape::positions(): every sequence starts at
 // position 0) and the frequencies (rope_inv_frequencies_f32).
 struct RotaryTables {
-    std::vector<std::int32_t> positions;  // [batch·seq]
+    std::vector<std::int32_t> positions;  // [rows]
     std::vector<float> inv_freq;          // [head_dim / 2]
-    RotaryTables(const ModelConfig& model, int batch, int seq);
+    RotaryTables(const ModelConfig& model, const BatchShape& shape);
     std::int64_t bytes() const;
 };
 
 struct BlockShape {
-    int batch, seq;
+    const BatchShape& shape;  // the training step's: rectangular
     const ModelConfig& model;
     const RotaryTables& rotary;
 };
 
-// The block's activations, [batch·seq, width] each. ln1 and ln2 may be one buffer, and act may be
+// The block's activations, [shape.rows(), width] each (bt below). ln1 and ln2 may be one buffer, and act may be
 // gate, when nothing reads them after the block (a forward alone).
 struct BlockActivations {
     float* ln1;         // attn_norm(x)                            [bt, c]
@@ -42,11 +43,11 @@ struct BlockActivations {
     float* gate;        // gate_proj(ln2)                          [bt, f]
     float* up;          // up_proj(ln2)                            [bt, f]
     float* act;         // silu(gate) · up                         [bt, f]
-    float* scores;      // [seq, seq] scratch
+    float* scores;      // [stride, stride] scratch
 };
 
-// x [bt, c] in place: x += o_proj(attention(rope(q, k), v)) over attn_norm(x);
-// x += down(silu(gate) · up) over mlp_norm(x).
+// x [bt, c] in place: x += o_proj(attention(rope(q, k), v)) over attn_norm(x), the attention
+// within each sequence of the batch; x += down(silu(gate) · up) over mlp_norm(x).
 void block_forward(float* x, const BlockActivations& a, const float* unit, const UnitLayout& ul, const BlockShape& s);
 
 // Scratch of the block's backward.
@@ -58,7 +59,7 @@ struct BlockGradScratch {
 
 // dx: dloss/d(block output) in, dloss/d(block input) out; the block's weight gradients added to
 // `grad` (laid out as the unit). x_in is the block's input; `a` the activations its forward kept
-// (x_mid set, act apart from gate).
+// (x_mid set, act apart from gate). A rectangular batch only.
 void block_backward(float* dx, float* grad, const float* x_in, const BlockActivations& a, const float* unit,
                     const UnitLayout& ul, const BlockShape& s, BlockGradScratch& scratch);
 
