@@ -716,7 +716,8 @@ TEST_CASE("sweetspot gradients writes the float64 reference's loss, a gradient p
 // Files transformers itself wrote (tests/data/checkpoints/README.md), compared with its own logits
 // by the same script that checks the GPU backends, here on the host backend.
 TEST_CASE("checkpoints written by transformers give transformers' logits", "[checkpoint][cli]") {
-    for (const std::string name : {"f32-tied", "f16-untied", "bf16-tied", "f32-sharded"}) {
+    for (const std::string name :
+         {"f32-tied", "f16-untied", "bf16-tied", "f32-sharded", "llama-f32-gqa", "llama-bf16-sharded"}) {
         INFO(name);
         TempDir tmp;
         const std::string dir = tmp.file(name);
