@@ -16,11 +16,14 @@
 #include <vector>
 
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 
 #include "kernels/compute/cpu_forward.hpp"
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/compute/gpu_forward.hpp"
+#include "kernels/model/activation_layout.hpp"
+#include "kernels/model/batch_shape.hpp"
 #include "kernels/model/layer_source.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/synthetic_weights.hpp"
@@ -168,6 +171,38 @@ std::vector<float> run_cpu(const ModelConfig& m, const WeightLayout& layout, con
     return logits;
 }
 
+// CpuForward over any BatchShape: logits [rows, vocab].
+std::vector<float> run_cpu(const ModelConfig& m, const WeightLayout& layout, const std::vector<std::vector<float>>& units,
+                           const std::vector<std::int32_t>& tokens, const BatchShape& shape) {
+    HostSource source(units);
+    CpuForward forward(m, layout, shape);
+    std::vector<float> logits(tokens.size() * as_size(m.vocab_size));
+    forward.run(source, tokens, logits);
+    return logits;
+}
+
+// The logits of the shape's real rows, in row order (a padded batch's padding rows left out).
+std::vector<float> real_rows(std::span<const float> logits, const BatchShape& shape, int vocab) {
+    std::vector<float> out;
+    for (std::int64_t r = 0; r < shape.rows(); ++r) {
+        if (!shape.is_real(r)) continue;
+        const auto row = logits.subspan(as_size(r * vocab), as_size(vocab));
+        out.insert(out.end(), row.begin(), row.end());
+    }
+    return out;
+}
+
+// One forward of `tokens` over `source`: the logits.
+std::vector<float> forward_logits(GpuForward& forward, LayerSource& source, const std::vector<std::int32_t>& tokens) {
+    forward.set_tokens(tokens);
+    forward.run(source);
+    return forward.logits_to_host();
+}
+
+bool all_finite(std::span<const float> v) {
+    return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+}
+
 // max|got − want| / max|want|; +inf when the sizes differ or any value is NaN or infinite, so a
 // NaN can never pass a `< tolerance` check.
 double relative_error(std::span<const float> got, std::span<const float> want) {
@@ -219,7 +254,7 @@ void check_against_cpu(const ModelConfig& m, int batch, int seq, const GpuForwar
         const std::vector<float> want = run_cpu(m, layout, weights.rounded, tokens, batch, seq);
 
         DeviceSource source(weights);
-        GpuForward forward(m, layout, dtype, batch, seq, stream.get(), options);
+        GpuForward forward(m, layout, dtype, BatchShape::rectangular(batch, seq), stream.get(), options);
         forward.set_tokens(tokens);
 
         forward.run(source);
@@ -269,7 +304,7 @@ TEST_CASE("GpuForward rejects bad shapes before touching the GPU", "[kernels]") 
     const WeightLayout layout = WeightLayout::for_model(m);
     const GpuForwardOptions options;
     const auto make = [&](const ModelConfig& model, const WeightLayout& l, int batch, int seq) {
-        GpuForward forward(model, l, DType::fp32, batch, seq, nullptr, options);
+        GpuForward forward(model, l, DType::fp32, BatchShape::rectangular(batch, seq), nullptr, options);
     };
     CHECK_THROWS_AS(make(m, layout, 2, m.max_positions + 1), std::invalid_argument);
     CHECK_THROWS_AS(make(m, layout, 2, 0), std::invalid_argument);
@@ -278,6 +313,44 @@ TEST_CASE("GpuForward rejects bad shapes before touching the GPU", "[kernels]") 
     ModelConfig broken = m;
     broken.n_head = 5;  // 64 is not divisible by 5
     CHECK_THROWS_AS(make(broken, layout, 2, 8), std::invalid_argument);
+}
+
+TEST_CASE("GpuForward runs ragged batches with flash attention only, and without dropout, refused before touching "
+          "the GPU",
+          "[kernels]") {
+    using Catch::Matchers::ContainsSubstring;
+    const BatchShape packed = BatchShape::ragged({5, 1, 17, 9}, Packing::packed);
+    const BatchShape padded = BatchShape::ragged({5, 1, 17, 9}, Packing::padded);
+    CHECK_FALSE(gpu_forward_runs_ragged(Variant{}));
+    CHECK_FALSE(gpu_forward_runs_ragged(Variant{Fusion::softmax, Fusion::proj_epilogue}));
+    CHECK(gpu_forward_runs_ragged(Variant{Fusion::flash_attention}));
+    CHECK(gpu_forward_runs_ragged(*Variant::parse("all")));
+    for (const char* name : {"tiny", "tiny_llama"}) {
+        const ModelConfig m = builtin(name);
+        const WeightLayout layout = WeightLayout::for_model(m);
+        for (const BatchShape& shape : {packed, padded}) {
+            INFO(name << " " << enum_name(shape.packing()));
+            for (const Variant& variant : {Variant{}, Variant{Fusion::softmax}}) {
+                GpuForwardOptions options;
+                options.variant = variant;
+                CHECK_THROWS_WITH(GpuForward(m, layout, DType::fp32, shape, nullptr, options),
+                                  ContainsSubstring("runs ragged batches with the flash_attention fusion only"));
+            }
+        }
+    }
+    // GPT-2's dropout masks are numbered by rows of the stride.
+    GpuForwardOptions options;
+    options.variant = Variant{Fusion::flash_attention};
+    options.dropout = Dropout{0.1f, 5};
+    CHECK_THROWS_WITH(GpuForward(builtin("tiny"), WeightLayout::for_model(builtin("tiny")), DType::fp32, packed, nullptr,
+                                 options),
+                      ContainsSubstring("dropout needs a rectangular batch"));
+    // A ragged batch is checked as the host forward checks it: no length past max_positions.
+    options.dropout = Dropout{};
+    const ModelConfig tiny = builtin("tiny");
+    CHECK_THROWS_AS(GpuForward(tiny, WeightLayout::for_model(tiny), DType::fp32,
+                               BatchShape::ragged({1, tiny.max_positions + 1}, Packing::packed), nullptr, options),
+                    std::invalid_argument);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -336,7 +409,7 @@ TEST_CASE("GpuForward matches CpuForward: LLaMA's blocks, grouped kv heads, ever
                 GpuForwardOptions options;
                 options.variant = variant;
                 DeviceSource source(weights);
-                GpuForward forward(m, layout, dtype, 2, 33, stream.get(), options);
+                GpuForward forward(m, layout, dtype, BatchShape::rectangular(2, 33), stream.get(), options);
                 forward.set_tokens(tokens);
                 forward.run(source);
                 const std::vector<float> logits = forward.logits_to_host();
@@ -356,8 +429,8 @@ TEST_CASE("GpuForward matches CpuForward: LLaMA's blocks, grouped kv heads, ever
         GpuForwardOptions options;
         options.variant = variant;
         INFO(variant.text());
-        CHECK_THROWS_AS(GpuForward(builtin("tiny_llama"), WeightLayout::for_model(builtin("tiny_llama")), DType::fp32, 1,
-                                   8, nullptr, options),
+        CHECK_THROWS_AS(GpuForward(builtin("tiny_llama"), WeightLayout::for_model(builtin("tiny_llama")), DType::fp32,
+                                   BatchShape::rectangular(1, 8), nullptr, options),
                         std::invalid_argument);
     }
 }
@@ -408,7 +481,7 @@ TEST_CASE("the fusions compute baseline's logits: bit for bit without epilogues 
                     options.variant = *Variant::parse(name);
                     options.dropout = dropout;
                     DeviceSource source(weights);
-                    GpuForward forward(k.model, layout, dtype, k.batch, k.seq, stream.get(), options);
+                    GpuForward forward(k.model, layout, dtype, BatchShape::rectangular(k.batch, k.seq), stream.get(), options);
                     forward.set_tokens(tokens);
                     forward.run(source);
                     const std::vector<float> logits = forward.logits_to_host();
@@ -496,7 +569,7 @@ TEST_CASE("unit graphs compute what the kernels launched one by one compute, bit
                 options.variant = *Variant::parse(name);
                 options.dropout = Dropout{p, 5};
                 DeviceSource one_by_one_source(weights);
-                GpuForward one_by_one(m, layout, dtype, 2, 33, stream.get(), options);
+                GpuForward one_by_one(m, layout, dtype, BatchShape::rectangular(2, 33), stream.get(), options);
                 one_by_one.set_tokens(tokens);
                 one_by_one.run(one_by_one_source);
                 const std::vector<float> want = one_by_one.logits_to_host();
@@ -507,7 +580,7 @@ TEST_CASE("unit graphs compute what the kernels launched one by one compute, bit
                 // Two copies of the weights: a forward over the other copy captures every unit
                 // again, a forward over the same copy replays.
                 DeviceSource first(weights), second(weights);
-                GpuForward graphs(m, layout, dtype, 2, 33, stream.get(), options);
+                GpuForward graphs(m, layout, dtype, BatchShape::rectangular(2, 33), stream.get(), options);
                 graphs.set_tokens(tokens);
                 const std::pair<DeviceSource*, int> runs[] = {
                     {&first, units}, {&first, units}, {&second, 2 * units}, {&second, 2 * units}, {&first, 3 * units}};
@@ -529,7 +602,7 @@ TEST_CASE("GpuForward checks its tokens", "[gpu][kernels]") {
     const ModelConfig m = builtin("tiny");
     const WeightLayout layout = WeightLayout::for_model(m);
     Stream stream;
-    GpuForward forward(m, layout, DType::fp32, 2, 8, stream.get(), GpuForwardOptions{});
+    GpuForward forward(m, layout, DType::fp32, BatchShape::rectangular(2, 8), stream.get(), GpuForwardOptions{});
 
     const auto units = synthetic_units(m, layout);
     DeviceSource source(in_dtype(units, DType::fp32));
@@ -546,4 +619,102 @@ TEST_CASE("GpuForward checks its tokens", "[gpu][kernels]") {
     CHECK_NOTHROW(forward.set_tokens(tokens));
     CHECK_NOTHROW(forward.run(source));
     CHECK_FALSE(all_zero(forward.logits_to_host()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ragged batches (batch_shape.hpp): the flash attention over each sequence's own rows.
+
+namespace {
+
+// The variants of `m`'s family that run ragged batches: flash attention alone, and with every
+// other fusion the family's GPU forward builds.
+std::vector<Variant> ragged_variants(const ModelConfig& m) {
+    if (m.family == ModelFamily::llama) return {Variant{Fusion::flash_attention}, Variant{Fusion::flash_attention, Fusion::proj_epilogue}};
+    return {Variant{Fusion::flash_attention}, *Variant::parse("all")};
+}
+
+}  // namespace
+
+TEST_CASE("GpuForward over ragged batches, packed and padded, matches CpuForward on every real row", "[gpu][kernels]") {
+    require_gpu();
+    for (const ModelConfig& m : {builtin("tiny"), builtin("tiny_odd"), builtin("tiny_llama"), builtin("tiny_llama_odd")}) {
+        const WeightLayout layout = WeightLayout::for_model(m);
+        const auto units = synthetic_units(m, layout);
+        const std::vector<Event> one_run = expected_events(layout);
+        Stream stream;
+        for (const Packing packing : {Packing::packed, Packing::padded}) {
+            const BatchShape shape = BatchShape::ragged({5, 1, 17, 9}, packing);
+            // 32 rows packed, 4 × 17 = 68 padded (36 of them padding).
+            REQUIRE(shape.rows() == (packing == Packing::packed ? 32 : 68));
+            const auto tokens = make_tokens(m, 1, static_cast<int>(shape.rows()));
+            for (const DType dtype : kAllDtypes) {
+                const DtypeUnits weights = in_dtype(units, dtype);
+                const std::vector<float> want = real_rows(run_cpu(m, layout, weights.rounded, tokens, shape), shape, m.vocab_size);
+                REQUIRE(want.size() == as_size(32 * std::int64_t{m.vocab_size}));
+                for (const Variant& variant : ragged_variants(m)) {
+                    INFO(m.name << " " << enum_name(packing) << " " << enum_name(dtype) << " variant " << variant.text());
+                    GpuForwardOptions options;
+                    options.variant = variant;
+                    DeviceSource source(weights);
+                    GpuForward forward(m, layout, dtype, shape, stream.get(), options);
+                    const std::vector<float> first = forward_logits(forward, source, tokens);
+                    CHECK(source.events == one_run);
+                    REQUIRE(first.size() == as_size(shape.rows() * m.vocab_size));
+                    // Padding rows compute what they compute, but nothing that is not finite.
+                    CHECK(all_finite(first));
+                    CHECK(forward.count_nonfinite_logits() == 0);
+                    const double err = relative_error(real_rows(first, shape, m.vocab_size), want);
+                    WARN(m.name << " " << enum_name(packing) << " " << enum_name(dtype) << " " << variant.text()
+                                << ": relative error on the real rows = " << err << " (tolerance " << tolerance(dtype) << ")");
+                    CHECK(err < tolerance(dtype));
+                    CHECK_FALSE(all_zero(first));
+                    // Buffers of the shape's rows, its positions and spans; no scores.
+                    CHECK(forward.activation_bytes() == activation_layout(m, dtype, shape, false).total_bytes);
+
+                    // Again, and as unit graphs: the same bits (the spans and positions are
+                    // uploaded once, read by the captured kernels as by the launched ones).
+                    forward.run(source);
+                    CHECK(bit_identical(forward.logits_to_host(), first));
+                    options.unit_graphs = true;
+                    GpuForward graphs(m, layout, dtype, shape, stream.get(), options);
+                    graphs.set_tokens(tokens);
+                    graphs.run(source);  // captures every unit
+                    graphs.run(source);  // replays them
+                    CHECK(bit_identical(graphs.logits_to_host(), first));
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("GpuForward over a rectangular BatchShape computes the same bits packed, padded or rectangular",
+          "[gpu][kernels]") {
+    require_gpu();
+    for (const ModelConfig& m : {builtin("tiny_odd"), builtin("tiny_llama_odd")}) {
+        const WeightLayout layout = WeightLayout::for_model(m);
+        const auto units = synthetic_units(m, layout);
+        const auto tokens = make_tokens(m, 4, 9);
+        Stream stream;
+        for (const DType dtype : kAllDtypes) {
+            const DtypeUnits weights = in_dtype(units, dtype);
+            const std::vector<float> want = run_cpu(m, layout, weights.rounded, tokens, 4, 9);
+            for (const Variant& variant : {Variant{}, Variant{Fusion::flash_attention}}) {
+                INFO(m.name << " " << enum_name(dtype) << " variant " << variant.text());
+                GpuForwardOptions options;
+                options.variant = variant;
+                DeviceSource source(weights);
+                GpuForward rectangular(m, layout, dtype, BatchShape::rectangular(4, 9), stream.get(), options);
+                const std::vector<float> logits = forward_logits(rectangular, source, tokens);
+                CHECK(relative_error(logits, want) < tolerance(dtype));
+                for (const Packing packing : {Packing::packed, Packing::padded}) {
+                    INFO(enum_name(packing));
+                    GpuForward same(m, layout, dtype, BatchShape::ragged({9, 9, 9, 9}, packing), stream.get(), options);
+                    CHECK(bit_identical(forward_logits(same, source, tokens), logits));
+                    // Nothing more allocated or launched: no positions table, no spans.
+                    CHECK(same.activation_bytes() == rectangular.activation_bytes());
+                    CHECK(same.launches_per_forward() == rectangular.launches_per_forward());
+                }
+            }
+        }
+    }
 }

@@ -1276,7 +1276,10 @@ TEST_CASE("reference_forward_macs counts the forward's multiply-adds", "[kernels
     CHECK(reference_forward_macs(m, 2, 64) == 2 * reference_forward_macs(m, 1, 64));
 }
 
-TEST_CASE("activation_layout carves the GPU forward's buffers, 256-byte aligned", "[kernels]") {
+namespace {
+
+// A GPT-2 model small enough to count activation_layout's bytes by hand.
+ModelConfig layout_model() {
     ModelConfig m;
     m.name = "layout";
     m.n_layer = 1;
@@ -1284,6 +1287,13 @@ TEST_CASE("activation_layout carves the GPU forward's buffers, 256-byte aligned"
     m.n_head = 2;
     m.vocab_size = 10;
     m.max_positions = 4;
+    return m;
+}
+
+}  // namespace
+
+TEST_CASE("activation_layout carves the GPU forward's buffers, 256-byte aligned", "[kernels]") {
+    const ModelConfig m = layout_model();
     // batch 2 × seq 3 = 6 rows, fp32. Each buffer's end rounded up to the next multiple of 256:
     // x 192 B, ln 192, qkv 576, scores 2·2·3·3 = 36 floats = 144, att 192, fc 768, y 192,
     // logits 240, tokens 24.
@@ -1321,4 +1331,46 @@ TEST_CASE("activation_layout carves the GPU forward's buffers, 256-byte aligned"
     ModelConfig huge = m;
     huge.vocab_size = 1 << 30;
     CHECK_THROWS_AS(activation_layout(huge, DType::fp32, 1 << 30, 1 << 30, true), std::overflow_error);
+}
+
+TEST_CASE("activation_layout of a ragged batch: buffers of its rows, its positions and its spans", "[kernels]") {
+    const ModelConfig m = layout_model();
+    // Lengths 1 and 3 packed: 4 rows, fp32, flash attention (no scores). x 128 B, ln 128, qkv 384
+    // (512 + 384 = 896 → 1024), att 128 (→ 1280), fc 512 (→ 1792), y 128 (→ 2048), logits 160
+    // (→ 2304), tokens 16 (→ 2560), then what a rectangular batch needs not: positions 16 (→ 2816)
+    // and the spans, offsets and lengths of 2 sequences, 16 (→ 3072).
+    const BatchShape packed = BatchShape::ragged({1, 3}, Packing::packed);
+    const ActivationLayout l = activation_layout(m, DType::fp32, packed, false);
+    CHECK(l.ln == 256);
+    CHECK(l.qkv == 512);
+    CHECK(l.att == 1024);
+    CHECK(l.fc == 1280);
+    CHECK(l.y == 1792);
+    CHECK(l.logits == 2048);
+    CHECK(l.tokens == 2304);
+    CHECK(l.positions == 2560);
+    CHECK(l.frequencies == 0);
+    CHECK(l.spans == 2816);
+    CHECK(l.total_bytes == 3072);
+
+    // Padded, the same 2 × 3 rows as the rectangular batch (whose flash layout ends with its
+    // tokens at 2816, 24 B): then positions 24 (3072 → 3328) and spans 16 (→ 3584).
+    const ActivationLayout padded = activation_layout(m, DType::fp32, BatchShape::ragged({1, 3}, Packing::padded), false);
+    CHECK(padded.tokens == 2816);
+    CHECK(padded.positions == 3072);
+    CHECK(padded.spans == 3328);
+    CHECK(padded.total_bytes == 3584);
+    // Scores, where a variant keeps them, are [batch, H, stride, stride]: 2·2·3·3 floats = 144 B.
+    CHECK(activation_layout(m, DType::fp32, BatchShape::ragged({1, 3}, Packing::padded), true).scores_bytes == 144);
+
+    // Equal lengths are a rectangular batch, packed or padded: its layout exactly, no positions
+    // or spans for GPT-2.
+    const ActivationLayout rectangular = activation_layout(m, DType::fp32, 2, 3, false);
+    for (const Packing packing : {Packing::packed, Packing::padded}) {
+        const ActivationLayout same = activation_layout(m, DType::fp32, BatchShape::ragged({3, 3}, packing), false);
+        CHECK(same.positions == 0);
+        CHECK(same.spans == 0);
+        CHECK(same.tokens == rectangular.tokens);
+        CHECK(same.total_bytes == rectangular.total_bytes);
+    }
 }

@@ -13,20 +13,33 @@ namespace sweetspot::gpu {
 
 namespace {
 
-// x[row, i] = wte[tokens[row], i] + wpe[row % seq, i], one thread per element (grid-stride).
+// Row r's position: r % seq in a rectangular batch, where every sequence is seq rows long.
+struct RowModulo {
+    int seq;
+    __device__ std::int64_t operator()(std::int64_t row) const { return row % seq; }
+};
+
+// Row r's position from a table (BatchShape::positions): a ragged batch's sequences restart at
+// rows no formula knows.
+struct RowTable {
+    const std::int32_t* positions;
+    __device__ std::int64_t operator()(std::int64_t row) const { return positions[row]; }
+};
+
+// x[row, i] = wte[tokens[row], i] + wpe[position(row), i], one thread per element (grid-stride).
 // Rows are (batch, position) pairs, so consecutive threads read consecutive elements of one
-// embedding row: coalesced gathers without a per-row launch.
-template <class T>
+// embedding row: coalesced gathers without a per-row launch. The position rule is a template
+// parameter so the rectangular batch's kernel reads no table.
+template <class T, class Position>
 __global__ void embedding_kernel(T* x, const std::int32_t* tokens, const T* wte, const T* wpe, std::int64_t bt,
-                                 int seq, int c) {
+                                 Position position, int c) {
     const std::int64_t n = bt * c;
     for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < n;
          idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
         const std::int64_t row = idx / c;
         const std::int64_t i = idx % c;
         const std::int64_t tok = tokens[row];
-        const std::int64_t pos = row % seq;
-        x[idx] = from_f32<T>(to_f32(wte[tok * c + i]) + (wpe != nullptr ? to_f32(wpe[pos * c + i]) : 0.0f));
+        x[idx] = from_f32<T>(to_f32(wte[tok * c + i]) + (wpe != nullptr ? to_f32(wpe[position(row) * c + i]) : 0.0f));
     }
 }
 
@@ -102,7 +115,16 @@ void launch_embedding(T* x, const std::int32_t* tokens, const T* wte, const T* w
                       cudaStream_t stream) {
     const std::int64_t bt = static_cast<std::int64_t>(batch) * seq;
     if (bt * c == 0) return;
-    embedding_kernel<T><<<elementwise_blocks(bt * c), kBlock, 0, stream>>>(x, tokens, wte, wpe, bt, seq, c);
+    embedding_kernel<T><<<elementwise_blocks(bt * c), kBlock, 0, stream>>>(x, tokens, wte, wpe, bt, RowModulo{seq}, c);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void launch_embedding(T* x, const std::int32_t* tokens, const T* wte, const T* wpe, const std::int32_t* positions,
+                      std::int64_t rows, int c, cudaStream_t stream) {
+    if (rows * c == 0) return;
+    embedding_kernel<T>
+        <<<elementwise_blocks(rows * c), kBlock, 0, stream>>>(x, tokens, wte, wpe, rows, RowTable{positions}, c);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -131,6 +153,8 @@ void launch_embedding_backward(T* dwte, T* dwpe, const T* dx, const std::int32_t
 
 #define SWEETSPOT_INSTANTIATE(T)                                                                                   \
     template void launch_embedding<T>(T*, const std::int32_t*, const T*, const T*, int, int, int, cudaStream_t); \
+    template void launch_embedding<T>(T*, const std::int32_t*, const T*, const T*, const std::int32_t*,          \
+                                      std::int64_t, int, cudaStream_t);                                          \
     template void launch_embedding_backward<T>(T*, T*, const T*, const std::int32_t*, int, int, int, void*,      \
                                                cudaStream_t);
 

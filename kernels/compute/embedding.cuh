@@ -19,6 +19,12 @@ namespace sweetspot::gpu {
 template <class T>
 void launch_embedding(T* x, const std::int32_t* tokens, const T* wte, const T* wpe, int batch, int seq, int c,
                       cudaStream_t stream);
+// The same over the rows of any BatchShape (batch_shape.hpp): x[r, :] = wte[tokens[r], :] +
+// wpe[positions[r], :] for each of `rows` rows; positions [rows] in device memory
+// (BatchShape::positions, each below max_positions).
+template <class T>
+void launch_embedding(T* x, const std::int32_t* tokens, const T* wte, const T* wpe, const std::int32_t* positions,
+                      std::int64_t rows, int c, cudaStream_t stream);
 
 // Bytes of scratch launch_embedding_backward needs for batch·seq rows.
 std::size_t embedding_backward_scratch_bytes(int batch, int seq);

@@ -10,11 +10,11 @@
 namespace sweetspot {
 
 std::unique_ptr<GpuForwardContext> make_gpu_forward(const ModelConfig& model, const WeightLayout& layout, DType dtype,
-                                                    int batch, int seq, cudaStream_t stream,
+                                                    const BatchShape& shape, cudaStream_t stream,
                                                     const GpuForwardOptions& options) {
     switch (model.family) {
-        case ModelFamily::gpt2: return gpt2::make_gpu_forward(model, layout, dtype, batch, seq, stream, options);
-        case ModelFamily::llama: return llama::make_gpu_forward(model, layout, dtype, batch, seq, stream, options);
+        case ModelFamily::gpt2: return gpt2::make_gpu_forward(model, layout, dtype, shape, stream, options);
+        case ModelFamily::llama: return llama::make_gpu_forward(model, layout, dtype, shape, stream, options);
     }
     throw std::logic_error("make_gpu_forward: unknown model family");
 }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/compute/count_nonfinite.cuh"
 #include "kernels/compute/cuda_check.hpp"
@@ -31,10 +32,10 @@ std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
 
 }  // namespace
 
-GpuForwardContext::GpuForwardContext(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_, int batch_,
-                                     int seq_, cudaStream_t stream_, const GpuForwardOptions& options_)
-    : model(model_), layout(layout_), dtype(dtype_), batch(batch_), seq(seq_), stream(stream_), options(options_) {
-    options.dropout = options.dropout.for_shape(seq, model.max_positions);
+GpuForwardContext::GpuForwardContext(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_,
+                                     const BatchShape& shape_, cudaStream_t stream_, const GpuForwardOptions& options_)
+    : model(model_), layout(layout_), dtype(dtype_), shape(shape_), stream(stream_), options(options_) {
+    options.dropout = options.dropout.for_shape(shape.stride(), model.max_positions);
     if (options.variant.has(Fusion::flash_attention) && model.head_dim() > kFlashAttentionMaxHeadDim) {
         throw std::invalid_argument("GpuForward: the flash_attention fusion supports head dimensions up to " +
                                     std::to_string(kFlashAttentionMaxHeadDim) + "; model '" + model.name + "' has " +
@@ -42,16 +43,28 @@ GpuForwardContext::GpuForwardContext(const ModelConfig& model_, const WeightLayo
     }
     // Every argument is checked before the first CUDA call, so a bad request fails the same way
     // with or without a GPU.
-    check_batch_shape("GpuForward", model, layout, batch, seq);
+    check_batch_shape("GpuForward", model, layout, shape);
+    const bool rectangular = shape.is_rectangular();
+    if (!rectangular && !gpu_forward_runs_ragged(options.variant)) {
+        throw std::invalid_argument("GpuForward: variant '" + options.variant.text() +
+                                    "' attends through the materialised scores, which need every sequence " +
+                                    std::to_string(shape.stride()) +
+                                    " rows long; the GPU forward runs ragged batches with the flash_attention fusion "
+                                    "only.");
+    }
+    if (!rectangular && options.dropout.active()) {
+        throw std::invalid_argument("GpuForward: dropout needs a rectangular batch: its masks are numbered by "
+                                    "(sequence, position) in rows of the stride, which a ragged batch's rows do not "
+                                    "follow.");
+    }
     // cuBLAS takes int dimensions and the softmax launches one block per score row.
     if (rows() * model.n_head > INT_MAX) {
-        throw std::invalid_argument("GpuForward: batch × seq × n_head = " + std::to_string(rows() * model.n_head) +
+        throw std::invalid_argument("GpuForward: rows × n_head = " + std::to_string(rows() * model.n_head) +
                                     " is too large (at most " + std::to_string(INT_MAX) + ").");
     }
 
     // flash_attention keeps no scores: that buffer is what the fusion saves.
-    const ActivationLayout l =
-        activation_layout(model, dtype, batch, seq, !options.variant.has(Fusion::flash_attention));
+    const ActivationLayout l = activation_layout(model, dtype, shape, !options.variant.has(Fusion::flash_attention));
     const std::int64_t bytes = l.total_bytes;
     if (options.managed_activations) {
         arena = ManagedMemory(allocate_managed(bytes, options.allow_oversubscription));
@@ -69,18 +82,41 @@ GpuForwardContext::GpuForwardContext(const ModelConfig& model_, const WeightLayo
     y = base + l.y;
     logits = base + l.logits;
     tokens = reinterpret_cast<std::int32_t*>(base + l.tokens);
-    if (family_of(model).rotary) {
+    if (family_of(model).rotary) frequencies = reinterpret_cast<float*>(base + l.frequencies);
+    spans = SequenceSpans::rectangular(shape.stride());
+
+    // What the shape says of each row, uploaded once: the host vectors live until the stream is
+    // synchronized below.
+    std::vector<std::int32_t> row_positions, offsets_then_lengths;
+    if (family_of(model).rotary || !rectangular) {
         positions = reinterpret_cast<std::int32_t*>(base + l.positions);
-        frequencies = reinterpret_cast<float*>(base + l.frequencies);
+        row_positions = shape.positions();
+        CUDA_CHECK(cudaMemcpyAsync(positions, row_positions.data(), row_positions.size() * sizeof(std::int32_t),
+                                   cudaMemcpyHostToDevice, stream));
     }
+    if (!rectangular) {
+        auto* d_spans = reinterpret_cast<std::int32_t*>(base + l.spans);
+        offsets_then_lengths = shape.offsets();
+        offsets_then_lengths.insert(offsets_then_lengths.end(), shape.lengths().begin(), shape.lengths().end());
+        CUDA_CHECK(cudaMemcpyAsync(d_spans, offsets_then_lengths.data(),
+                                   offsets_then_lengths.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream));
+        spans = SequenceSpans::ragged(shape.stride(), d_spans, d_spans + shape.batch());
+    }
+    if (shape.padded_tokens() > 0) {
+        // The flash attention writes no padding row: zeroed once, those rows of att stay zero and
+        // everything computed from them downstream stays finite. Real rows are overwritten by
+        // every forward, so the whole buffer is zeroed in one call.
+        CUDA_CHECK(cudaMemsetAsync(att, 0, as_size(rows() * model.n_embd) * dtype_size(dtype), stream));
+    }
+    CUDA_CHECK(cudaStreamSynchronize(stream));
 
     gemm = std::make_unique<Gemm>(dtype, stream, options.fp32_gemm);
     if (options.unit_graphs) graphs.emplace(static_cast<int>(layout.units.size()));
 }
 
-GpuForward::GpuForward(const ModelConfig& model, const WeightLayout& layout, DType dtype, int batch, int seq,
+GpuForward::GpuForward(const ModelConfig& model, const WeightLayout& layout, DType dtype, const BatchShape& shape,
                        cudaStream_t stream, const GpuForwardOptions& options)
-    : impl_(make_gpu_forward(model, layout, dtype, batch, seq, stream, options)) {}
+    : impl_(make_gpu_forward(model, layout, dtype, shape, stream, options)) {}
 
 GpuForward::~GpuForward() = default;
 

@@ -12,6 +12,7 @@
 
 #include "kernels/compute/dropout.hpp"
 #include "kernels/compute/fp32_gemm.hpp"
+#include "kernels/model/batch_shape.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/variant.hpp"
 #include "kernels/model/layer_source.hpp"
@@ -30,23 +31,34 @@ struct GpuForwardOptions {
     bool unit_graphs = false;  // each unit's kernels launched as one CUDA graph (unit_graphs.hpp)
 };
 
+// Whether the forward of `variant` runs a batch that is not rectangular (BatchShape): only the
+// flash_attention fusion's kernel takes each sequence's own rows and length (sequence_spans.hpp);
+// the materialised attention's strided-batched products need every sequence the stride long.
+// GpuForward refuses the others with std::invalid_argument; a cell can ask first.
+inline bool gpu_forward_runs_ragged(const Variant& variant) { return variant.has(Fusion::flash_attention); }
+
+// Over a batch of any BatchShape, as CpuForward (cpu_forward.hpp): each sequence attends within its
+// own rows from position 0; a padded batch's padding rows compute finite values that mean nothing
+// (their attention output is zero). A ragged batch needs gpu_forward_runs_ragged and no dropout
+// (its masks are numbered by rows of the stride, which a ragged batch's rows do not follow).
 class GpuForward {
 public:
-    // Allocates activations, the cuBLAS handle and its workspace; everything is enqueued on
-    // `stream` (owned by the caller).
-    GpuForward(const ModelConfig& model, const WeightLayout& layout, DType dtype, int batch, int seq,
+    // Allocates activations, the cuBLAS handle and its workspace, and uploads what the shape
+    // says of each row (positions, each sequence's rows) once; everything is enqueued on `stream`
+    // (owned by the caller).
+    GpuForward(const ModelConfig& model, const WeightLayout& layout, DType dtype, const BatchShape& shape,
                cudaStream_t stream, const GpuForwardOptions& options);
     ~GpuForward();
     GpuForward(const GpuForward&) = delete;
     GpuForward& operator=(const GpuForward&) = delete;
 
-    // Uploads token ids [batch, seq] (synchronously; once per cell).
+    // Uploads token ids, one per row of the shape (synchronously; once per cell).
     void set_tokens(std::span<const std::int32_t> tokens);
     // Enqueues one forward on the stream and returns without synchronizing. Units are acquired
     // in order embedding, blocks, head, each released as soon as its kernels are enqueued.
     void run(LayerSource& weights);
-    // Synchronizes the stream and returns the logits [batch, seq, vocab] as fp32: all of them,
-    // or the first `rows` rows (row = b·seq + t), which is all a check of a prefix needs.
+    // Synchronizes the stream and returns the logits [rows, vocab] as fp32 (the shape's rows): all
+    // of them, or the first `rows` rows, which is all a check of a prefix needs.
     std::vector<float> logits_to_host();
     std::vector<float> logits_to_host(std::int64_t rows);
     // Counts the logits that are NaN or infinite, over the whole output, on the GPU (after the

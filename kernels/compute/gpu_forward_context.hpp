@@ -19,6 +19,7 @@
 #include "kernels/compute/gemm.hpp"
 #include "kernels/compute/gpu_forward.hpp"
 #include "kernels/compute/nvtx.hpp"
+#include "kernels/compute/sequence_spans.hpp"
 #include "kernels/compute/unit_graphs.hpp"
 #include "kernels/model/activation_layout.hpp"
 
@@ -28,10 +29,9 @@ struct GpuForwardContext {
     ModelConfig model;
     WeightLayout layout;
     DType dtype;
-    int batch;
-    int seq;
+    BatchShape shape;
     cudaStream_t stream;
-    GpuForwardOptions options;  // its dropout already for_shape(seq, max_positions)
+    GpuForwardOptions options;  // its dropout already for_shape(stride, max_positions)
 
     // All activations live in one allocation (cudaMalloc, or managed memory when asked), carved
     // into the buffers below as activation_layout says; elements are of the dtype except tokens
@@ -45,10 +45,13 @@ struct GpuForwardContext {
     void* att = nullptr;     // attention output, head h at columns h·hd
     void* fc = nullptr;      // the MLP's inputs
     void* y = nullptr;       // a sub-layer's output before the residual add
-    void* logits = nullptr;  // [B·T, V]
-    std::int32_t* tokens = nullptr;     // [B·T]
-    std::int32_t* positions = nullptr;  // [B·T], rotary families
+    void* logits = nullptr;  // [rows, V]
+    std::int32_t* tokens = nullptr;     // [rows]
+    std::int32_t* positions = nullptr;  // [rows], rotary families and ragged batches: the shape's
     float* frequencies = nullptr;       // [hd / 2], rotary families
+    // Where each sequence lies, for the flash attention: rectangular, or ragged with its offsets
+    // and lengths in the arena.
+    SequenceSpans spans;
     bool tokens_set = false;
 
     std::unique_ptr<Gemm> gemm;
@@ -61,7 +64,7 @@ struct GpuForwardContext {
 
     // Checks the shape and allocates; throws std::invalid_argument (before any CUDA call) for a
     // shape or option the forward cannot take.
-    GpuForwardContext(const ModelConfig& model, const WeightLayout& layout, DType dtype, int batch, int seq,
+    GpuForwardContext(const ModelConfig& model, const WeightLayout& layout, DType dtype, const BatchShape& shape,
                       cudaStream_t stream, const GpuForwardOptions& options);
     virtual ~GpuForwardContext() = default;
     GpuForwardContext(const GpuForwardContext&) = delete;
@@ -70,7 +73,7 @@ struct GpuForwardContext {
     // Enqueues one forward in the cell's dtype: the family's units, in order.
     virtual void run(LayerSource& weights) = 0;
 
-    std::int64_t rows() const { return static_cast<std::int64_t>(batch) * seq; }
+    std::int64_t rows() const { return shape.rows(); }
     bool fused(Fusion f) const { return options.variant.has(f); }
 
     // compute(weights of `unit`, its UnitLayout) between acquire and release, inside NVTX ranges that
@@ -109,7 +112,7 @@ struct GpuForwardContext {
 
 // The forward of the model's family (gpu_family_forward.cu).
 std::unique_ptr<GpuForwardContext> make_gpu_forward(const ModelConfig& model, const WeightLayout& layout, DType dtype,
-                                                    int batch, int seq, cudaStream_t stream,
+                                                    const BatchShape& shape, cudaStream_t stream,
                                                     const GpuForwardOptions& options);
 
 // Calls f(T{}) with the C++ type of `dtype` (float, __half, __nv_bfloat16): a family's run() in

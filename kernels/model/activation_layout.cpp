@@ -5,9 +5,13 @@
 
 namespace sweetspot {
 
-ActivationLayout activation_layout(const ModelConfig& model, DType dtype, int batch, int seq, bool keeps_scores) {
-    constexpr std::string_view what = "the activations of the forward";
-    const std::int64_t rows = checked_mul(std::int64_t{batch}, std::int64_t{seq}, what);
+namespace {
+
+constexpr std::string_view what = "the activations of the forward";
+
+// `rows` rows of `batch` sequences `seq` apart (the stride), rectangular or not.
+ActivationLayout layout_of(const ModelConfig& model, DType dtype, std::int64_t rows, std::int64_t batch,
+                           std::int64_t seq, bool rectangular, bool keeps_scores) {
     const std::int64_t c = model.n_embd;
     const auto esize = static_cast<std::int64_t>(dtype_size(dtype));
     const auto int32_size = static_cast<std::int64_t>(sizeof(std::int32_t));
@@ -22,7 +26,8 @@ ActivationLayout activation_layout(const ModelConfig& model, DType dtype, int ba
         return offset;
     };
     const std::int64_t score_elems =
-        keeps_scores ? checked_mul(checked_mul(rows, std::int64_t{model.n_head}, what), std::int64_t{seq}, what) : 0;
+        keeps_scores ? checked_mul(checked_mul(checked_mul(batch, seq, what), std::int64_t{model.n_head}, what), seq, what)
+                     : 0;
     l.x = carve(checked_mul(rows, c, what), esize);
     l.ln = carve(checked_mul(rows, c, what), esize);
     const FamilyDecl& family = family_of(model);
@@ -36,12 +41,24 @@ ActivationLayout activation_layout(const ModelConfig& model, DType dtype, int ba
     l.y = carve(checked_mul(rows, c, what), esize);
     l.logits = carve(checked_mul(rows, std::int64_t{model.vocab_size}, what), esize);
     l.tokens = carve(rows, int32_size);
-    if (family.rotary) {
-        l.positions = carve(rows, int32_size);
-        l.frequencies = carve(model.head_dim() / 2, static_cast<std::int64_t>(sizeof(float)));
-    }
+    if (family.rotary || !rectangular) l.positions = carve(rows, int32_size);
+    if (family.rotary) l.frequencies = carve(model.head_dim() / 2, static_cast<std::int64_t>(sizeof(float)));
+    if (!rectangular) l.spans = carve(2 * batch, int32_size);
     l.total_bytes = bytes;
     return l;
+}
+
+}  // namespace
+
+ActivationLayout activation_layout(const ModelConfig& model, DType dtype, const BatchShape& shape, bool keeps_scores) {
+    return layout_of(model, dtype, shape.rows(), shape.batch(), shape.stride(), shape.is_rectangular(), keeps_scores);
+}
+
+// Not through a BatchShape, whose lengths would take memory of the batch's size: the checked
+// arithmetic must also refuse a batch no memory holds.
+ActivationLayout activation_layout(const ModelConfig& model, DType dtype, int batch, int seq, bool keeps_scores) {
+    return layout_of(model, dtype, checked_mul(std::int64_t{batch}, std::int64_t{seq}, what), batch, seq, true,
+                     keeps_scores);
 }
 
 }  // namespace sweetspot

@@ -15,6 +15,7 @@
 #include "kernels/compute/gelu.cuh"
 #include "kernels/compute/gpu_attention.hpp"
 #include "kernels/compute/layernorm.cuh"
+#include "kernels/compute/qkv_heads.hpp"
 #include "kernels/compute/residual.cuh"
 #include "kernels/model/gpt2/gpt2_tensors.hpp"
 
@@ -84,8 +85,14 @@ void Gpt2GpuForward::forward(LayerSource& weights) {
     const int c = model.n_embd;
 
     with_unit<T>(weights, 0, "embedding", [&](const T* unit, const UnitLayout& u) {
-        gpu::launch_embedding<T>(static_cast<T*>(x), tokens, tensor(unit, u, gpt2::embed_tensor::wte),
-                                 tensor(unit, u, gpt2::embed_tensor::wpe), batch, seq, c, stream);
+        const T* const wte = tensor(unit, u, gpt2::embed_tensor::wte);
+        const T* const wpe = tensor(unit, u, gpt2::embed_tensor::wpe);
+        // A rectangular batch's positions are row % seq, read from no table (positions is null).
+        if (positions != nullptr) {
+            gpu::launch_embedding<T>(static_cast<T*>(x), tokens, wte, wpe, positions, rows(), c, stream);
+        } else {
+            gpu::launch_embedding<T>(static_cast<T*>(x), tokens, wte, wpe, shape.batch(), shape.stride(), c, stream);
+        }
         gpu::launch_dropout<T>(static_cast<T*>(x), rows(), c, options.dropout,
                                Dropout::site_word(DropoutSite::embedding, 0), stream);
         launches += options.dropout.active() ? 2 : 1;
@@ -128,16 +135,17 @@ void Gpt2GpuForward::block(int layer, const T* unit, const UnitLayout& unit_layo
     }
     const std::uint32_t probs_site = Dropout::site_word(DropoutSite::attention_probs, layer);
     if (fused(Fusion::flash_attention)) {
-        gpu::flash_attention<T>(static_cast<T*>(att), qkv_, batch, seq, c, model.n_head, options.dropout, probs_site,
-                                stream);
+        gpu::flash_attention<T>(static_cast<T*>(att), qkv_, shape.batch(), spans, QkvHeads::multi_head(c, model.n_head),
+                                options.dropout, probs_site, stream);
         launches += 1;
     } else {
         gpu::AttentionOptions attention_options;
         attention_options.fused_softmax = fused(Fusion::softmax);
         attention_options.dropout = options.dropout;
         attention_options.dropout_site = probs_site;
-        launches += gpu::attention<T>(*gemm, static_cast<T*>(att), static_cast<T*>(scores), qkv_, batch, seq, c,
-                                          model.n_head, attention_options);
+        // A rectangular batch only (the constructor refuses a ragged one).
+        launches += gpu::attention<T>(*gemm, static_cast<T*>(att), static_cast<T*>(scores), qkv_, shape.batch(),
+                                      shape.stride(), c, model.n_head, attention_options);
     }
     const std::uint32_t attention_residual = Dropout::site_word(DropoutSite::attention_residual, layer);
     if (fused(Fusion::proj_epilogue) && !options.dropout.active()) {
@@ -194,9 +202,9 @@ void Gpt2GpuForward::block(int layer, const T* unit, const UnitLayout& unit_layo
 }  // namespace
 
 std::unique_ptr<GpuForwardContext> make_gpu_forward(const ModelConfig& model, const WeightLayout& layout, DType dtype,
-                                                    int batch, int seq, cudaStream_t stream,
+                                                    const BatchShape& shape, cudaStream_t stream,
                                                     const GpuForwardOptions& options) {
-    return std::make_unique<Gpt2GpuForward>(model, layout, dtype, batch, seq, stream, options);
+    return std::make_unique<Gpt2GpuForward>(model, layout, dtype, shape, stream, options);
 }
 
 }  // namespace sweetspot::gpt2

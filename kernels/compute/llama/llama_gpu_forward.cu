@@ -37,18 +37,13 @@ std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
 
 class LlamaGpuForward final : public GpuForwardContext {
 public:
-    LlamaGpuForward(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_, int batch_, int seq_,
+    LlamaGpuForward(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_, const BatchShape& shape_,
                     cudaStream_t stream_, const GpuForwardOptions& options_)
-        : GpuForwardContext(model_, layout_, dtype_, batch_, seq_, stream_, options_),
+        : GpuForwardContext(model_, layout_, dtype_, shape_, stream_, options_),
           heads{model.n_head, model.kv_heads(), model.head_dim()} {
-        // Every sequence of a rectangular batch starts at position 0; the frequencies are the
-        // host's fp32 table, the one the CPU op reads.
-        std::vector<std::int32_t> row_positions(as_size(rows()));
-        for (std::size_t r = 0; r < row_positions.size(); ++r)
-            row_positions[r] = static_cast<std::int32_t>(r % as_size(seq));
+        // The rows' positions are the context's (the shape's); the frequencies are the host's fp32
+        // table, the one the CPU op reads.
         const std::vector<float> inv_freq = rope_inv_frequencies_f32(model.head_dim(), model.rope_theta, model.rope_scaling);
-        CUDA_CHECK(cudaMemcpyAsync(positions, row_positions.data(), row_positions.size() * sizeof(std::int32_t),
-                                   cudaMemcpyHostToDevice, stream));
         CUDA_CHECK(cudaMemcpyAsync(frequencies, inv_freq.data(), inv_freq.size() * sizeof(float), cudaMemcpyHostToDevice,
                                    stream));
         CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -67,8 +62,10 @@ private:
         const int c = model.n_embd;
         const auto tensor = [](const T* unit, const UnitLayout& u, int t) { return unit + u.tensors[as_size(t)].offset; };
         with_unit<T>(weights, 0, "embedding", [&](const T* unit, const UnitLayout& u) {
-            gpu::launch_embedding<T>(static_cast<T*>(x), tokens, tensor(unit, u, embed_tensor::tokens), nullptr, batch,
-                                     seq, c, stream);
+            // No position table (the rows' positions turn q and k instead): the rows' form, which a
+            // packed batch's rows need, reads no position here.
+            gpu::launch_embedding<T>(static_cast<T*>(x), tokens, tensor(unit, u, embed_tensor::tokens), nullptr,
+                                     positions, rows(), c, stream);
             launches += 1;
         });
         for (int l = 0; l < model.n_layer; ++l) {
@@ -110,12 +107,14 @@ private:
         gpu::launch_rope<T>(qkv_, positions, frequencies, bt, heads.n_head, heads.n_kv_head, heads.head_dim, stream);
         launches += 5;
         if (fused(Fusion::flash_attention)) {
-            gpu::flash_attention<T>(att_, qkv_, batch, seq, heads, Dropout{}, 0, stream);
+            gpu::flash_attention<T>(att_, qkv_, shape.batch(), spans, heads, Dropout{}, 0, stream);
             launches += 1;
         } else {
             gpu::AttentionOptions attention_options;
             attention_options.fused_softmax = fused(Fusion::softmax);
-            launches += gpu::attention<T>(*gemm, att_, static_cast<T*>(scores), qkv_, batch, seq, heads, attention_options);
+            // A rectangular batch only (the constructor refuses a ragged one).
+            launches += gpu::attention<T>(*gemm, att_, static_cast<T*>(scores), qkv_, shape.batch(), shape.stride(),
+                                          heads, attention_options);
         }
         if (fused(Fusion::proj_epilogue)) {
             linear_into<T>(x_, c, att_, w(block_tensor::o_w), c, c, /*beta=*/1.0f);
@@ -139,7 +138,7 @@ private:
 }  // namespace
 
 std::unique_ptr<GpuForwardContext> make_gpu_forward(const ModelConfig& model, const WeightLayout& layout, DType dtype,
-                                                    int batch, int seq, cudaStream_t stream,
+                                                    const BatchShape& shape, cudaStream_t stream,
                                                     const GpuForwardOptions& options) {
     // The fusions are declared once, in llama_compute.cpp (the harness skips other cells).
     const FamilyCompute& compute = compute_of(model.family);
@@ -149,7 +148,7 @@ std::unique_ptr<GpuForwardContext> make_gpu_forward(const ModelConfig& model, co
                                     "' is not built for it.");
     if (options.dropout.active() && !compute.dropout)
         throw std::invalid_argument("GpuForward: model '" + model.name + "' (LLaMA) has no dropout.");
-    return std::make_unique<LlamaGpuForward>(model, layout, dtype, batch, seq, stream, options);
+    return std::make_unique<LlamaGpuForward>(model, layout, dtype, shape, stream, options);
 }
 
 }  // namespace sweetspot::llama

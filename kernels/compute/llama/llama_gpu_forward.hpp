@@ -7,7 +7,7 @@
 namespace sweetspot::llama {
 
 std::unique_ptr<GpuForwardContext> make_gpu_forward(const ModelConfig& model, const WeightLayout& layout, DType dtype,
-                                                    int batch, int seq, cudaStream_t stream,
+                                                    const BatchShape& shape, cudaStream_t stream,
                                                     const GpuForwardOptions& options);
 
 }  // namespace sweetspot::llama
