@@ -86,7 +86,12 @@ LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layou
                                std::span<const std::int32_t> tokens, std::span<const float> logits,
                                const std::optional<ReferenceLogits>& kept = std::nullopt);
 
-// Compares fp32 host logits with float64 loops over the same weights (acquired from `weights`);
+// Compares fp32 host logits, laid out as `shape`, with float64 loops over the same weights
+// (acquired from `weights`): each sequence's real rows with its logits computed alone, padding
+// rows never. nullopt when the model is too large for the loops to finish in reasonable time.
+std::optional<LogitsCheck> check_against_float64(const CellParams& cell, const WeightLayout& layout, LayerSource& weights,
+                                                 const BatchShape& shape, std::span<const std::int32_t> tokens,
+                                                 std::span<const float> logits);
 // nullopt when the model is too large for the loops to finish in reasonable time.
 std::optional<LogitsCheck> check_against_float64(const CellParams& cell, const WeightLayout& layout, LayerSource& weights,
                                                  std::span<const std::int32_t> tokens, std::span<const float> logits);
