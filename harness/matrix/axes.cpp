@@ -343,8 +343,8 @@ std::vector<Axis> make_axes() {
              "tokens per sequence; with lengths other than fixed, the longest a drawn length may be"),
         role(added_in(lengths_axis(), 26), R::workload,
              "how each sequence's length is drawn: fixed (seq), uniform, lognormal, zipf or a file's"),
-        // How a ragged batch is laid out, not what it computes: both give each sequence's logits.
-        role(added_in(keyed(choice_axis("packing", &CellParams::packing), K::unless_default), 26), R::placement,
+        // Both give each sequence the same logits, but a padded batch also computes its padding rows.
+        role(added_in(keyed(choice_axis("packing", &CellParams::packing), K::unless_default), 26), R::workload,
              "how a ragged batch lies in the activations: padded to its longest sequence, or packed back to back"),
         role(integer_axis("streams", 0, AxisLimits::streams, &CellParams::streams), R::placement,
              "copy or prefetch streams"),
