@@ -15,6 +15,7 @@
 #include "harness/matrix/matrix.hpp"
 #include "harness/matrix/sequence_lengths.hpp"
 #include "harness/measure/cell_exec.hpp"
+#include "harness/measure/logits_check.hpp"
 #include "harness/measure/memory_estimate.hpp"
 #include "harness/store/schema.hpp"
 #include "harness/store/sqlite.hpp"
@@ -274,4 +275,12 @@ TEST_CASE("a version-25 database is upgraded with lengths fixed and packing padd
         CHECK(st.int64(3) == 1);
     }
     CHECK_FALSE(st.step());
+}
+
+TEST_CASE("a ragged cell keeps no host reference for the GPU cells after it", "[ragged]") {
+    const std::string axes = "model = \"llama_1b\"\nbackend = \"device\"\ndtype = \"bf16\"\nbatch = 2\nseq = 2048\n";
+    const CellParams fixed = one_cell(axes);
+    CHECK(kept_reference_key(fixed, fixed.token_ids()));
+    const CellParams ragged = one_cell(axes + "lengths = \"lognormal:330,0.85\"");
+    CHECK_FALSE(kept_reference_key(ragged, ragged.token_ids()));
 }

@@ -111,6 +111,7 @@ double gpu_tolerance(DType dtype, bool tf32) {
 }
 
 std::optional<std::string> kept_reference_key(const CellParams& cell, std::span<const std::int32_t> tokens) {
+    if (!cell.lengths.is_fixed()) return std::nullopt;
     if (cell.mode == Mode::train) return kept_training_key(cell, tokens);
     return key_of(cell, host_reference_part(cell, tokens));
 }
