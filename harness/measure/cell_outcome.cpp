@@ -122,7 +122,6 @@ std::optional<double> median_of(const std::vector<double>& samples) {
     return LatencyStats::of(samples).median;
 }
 
-// The phase split, the model flops and the utilisation they give at the median step.
 // Model flops of one step over the real tokens of `shape`: a padding row's work is not the
 // model's, and each sequence attends only within itself.
 double shape_flops(const CellParams& c, const BatchShape& shape) {
@@ -133,6 +132,7 @@ double shape_flops(const CellParams& c, const BatchShape& shape) {
     return flops;
 }
 
+// The phase split, the model flops and the utilisation they give at the median step.
 void derive_step_measures(const CellParams& c, const BatchShape& shape, double median_ms, CellOutcome& out) {
     const auto phase = [&](StepPhase p) { return median_of(out.timed_phase_ms[static_cast<std::size_t>(p)]); };
     out.set<"forward_ms">(phase(StepPhase::forward));
