@@ -47,7 +47,7 @@ std::string other_value(const Axis& axis) {
         case Axis::Written::boolean: return axis.default_text == "true" ? "false" : "true";
         case Axis::Written::model: return "tiny_odd";
         default:
-            for (const char* candidate : {"jit", "50%", "0.5", "60", "other.safetensors"}) {
+            for (const char* candidate : {"jit", "50%", "0.5", "60", "other.safetensors", "uniform:1-8"}) {
                 const auto v = axis.normalize(candidate);
                 if (v && *v != axis.default_text) return *v;
             }

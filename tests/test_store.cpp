@@ -437,7 +437,7 @@ TEST_CASE("a version-24 database reads and is upgraded with each cell's kv heads
     auto s = Store::open(path);
     auto v = s.db().prepare("SELECT version FROM schema_info");
     REQUIRE(v.step());
-    CHECK(v.int64(0) == 25);
+    CHECK(v.int64(0) == schema_version());
     auto stored = s.db().prepare("SELECT model, n_kv_head, ffn_hidden, cell_key FROM cells ORDER BY cell_index");
     for (std::size_t i = 0; i < expected.size(); ++i) {
         const auto& [model, kv_heads, ffn] = expected[i];
@@ -1068,7 +1068,8 @@ TEST_CASE("a database of every earlier version opens, reads, and upgrades to eve
         }
         // The cell from before: one row, with every later column at what cells before it had.
         CHECK(count_rows(s, "cells") == 1);
-        auto launch = s.db().prepare("SELECT launch, dropout, cpu_load_1m IS NULL, family, n_kv_head, ffn_hidden FROM cells");
+        auto launch = s.db().prepare(
+            "SELECT launch, dropout, cpu_load_1m IS NULL, family, n_kv_head, ffn_hidden, lengths, packing FROM cells");
         REQUIRE(launch.step());
         CHECK(launch.text(0) == "kernels");
         CHECK(launch.real(1) == 0.0);
@@ -1076,6 +1077,8 @@ TEST_CASE("a database of every earlier version opens, reads, and upgrades to eve
         CHECK(launch.text(3) == "gpt2");
         CHECK(launch.int64(4) == 4);    // tiny's heads
         CHECK(launch.int64(5) == 256);  // 4 × its hidden 64
+        CHECK(launch.text(6) == "fixed");
+        CHECK(launch.text(7) == "padded");
     }
 }
 

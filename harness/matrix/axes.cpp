@@ -218,6 +218,24 @@ Axis flag_axis(std::string_view name, bool CellParams::*field) {
     return with_default(std::move(a));
 }
 
+// How a cell draws its sequences' lengths (sequence_lengths.hpp), in LengthSpec's one text.
+// Keyed only when not fixed, so the cells from before the axis keep their keys.
+Axis lengths_axis() {
+    Axis a = axis_named("lengths", Axis::Written::text, Axis::Column::text);
+    a.keyed = Axis::Keyed::unless_default;
+    a.expects = "one of " + std::string(kLengthSpecForms) + " (on one line)";
+    a.normalize = [](std::string_view text) -> std::optional<std::string> {
+        // A cell's text is one line per axis: a path with a line break could not be read back.
+        if (!is_single_line(text)) return std::nullopt;
+        const auto spec = LengthSpec::parse(text);
+        if (!spec) return std::nullopt;
+        return spec->text();
+    };
+    a.get = [](const CellParams& c) { return c.lengths.text(); };
+    a.set = [](CellParams& c, const std::string& v) { c.lengths = *LengthSpec::parse(v); };
+    return with_default(std::move(a));
+}
+
 Axis weights_axis() {
     Axis a = axis_named("weights", Axis::Written::text, Axis::Column::text);
     a.expects = "\"synthetic\" or the path of a .safetensors checkpoint, on one line";
@@ -322,7 +340,12 @@ std::vector<Axis> make_axes() {
         role(shown(integer_axis("batch", 1, AxisLimits::tokens, &CellParams::batch), S::always, S::always), R::workload,
              "sequences per iteration"),
         role(shown(integer_axis("seq", 1, ModelLimits::positions, &CellParams::seq), S::always, S::always), R::workload,
-             "tokens per sequence"),
+             "tokens per sequence; with lengths other than fixed, the longest a drawn length may be"),
+        role(added_in(lengths_axis(), 26), R::workload,
+             "how each sequence's length is drawn: fixed (seq), uniform, lognormal, zipf or a file's"),
+        // Both give each sequence the same logits, but a padded batch also computes its padding rows.
+        role(added_in(keyed(choice_axis("packing", &CellParams::packing), K::unless_default), 26), R::workload,
+             "how a ragged batch lies in the activations: padded to its longest sequence, or packed back to back"),
         role(integer_axis("streams", 0, AxisLimits::streams, &CellParams::streams), R::placement,
              "copy or prefetch streams"),
         role(prefetch_axis(), R::placement, "prefetch: off, jit or a look-ahead depth in layers"),

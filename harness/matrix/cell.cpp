@@ -5,6 +5,7 @@
 #include "harness/matrix/axes.hpp"
 #include "kernels/model/weight_layout.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -250,8 +251,23 @@ std::span<const StepPhase> step_phases(Mode mode) {
     return infer;
 }
 
+BatchShape CellParams::batch_shape() const {
+    if (lengths.is_fixed()) return BatchShape::rectangular(batch, seq);
+    return BatchShape::ragged(draw_lengths(lengths, batch, seq, seed), packing);
+}
+
 std::vector<std::int32_t> CellParams::token_ids() const {
-    return token_stream(*this, static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq));
+    const BatchShape shape = batch_shape();
+    std::vector<std::int32_t> stream = token_stream(*this, static_cast<std::size_t>(shape.real_tokens()));
+    // Without padding the rows are the stream itself (a packed batch's sequences lie back to back).
+    if (shape.padded_tokens() == 0) return stream;
+    std::vector<std::int32_t> rows(static_cast<std::size_t>(shape.rows()), 0);
+    auto next = stream.begin();
+    for (int b = 0; b < shape.batch(); ++b) {
+        std::copy_n(next, shape.length(b), rows.begin() + shape.first_row(b));
+        next += shape.length(b);
+    }
+    return rows;
 }
 
 std::vector<std::int32_t> CellParams::target_ids() const {

@@ -10,8 +10,10 @@
 #include "backends/backend.hpp"
 #include "base/named_enum.hpp"
 #include "base/number_text.hpp"
+#include "harness/matrix/sequence_lengths.hpp"
 #include "kernels/compute/dropout.hpp"
 #include "kernels/compute/fp32_gemm.hpp"
+#include "kernels/model/batch_shape.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/recompute.hpp"
@@ -119,7 +121,11 @@ struct CellParams {
     BackendId backend = BackendId::host;
     DType dtype = DType::fp32;
     int batch = 1;
+    // The longest a sequence may be: every sequence's length with `lengths` fixed, the bound its
+    // drawn lengths are clipped to otherwise.
     int seq = 64;
+    LengthSpec lengths;                 // fixed: every sequence `seq` tokens, a rectangular batch
+    Packing packing = Packing::padded;  // how a ragged batch lies in the activations' rows
     int streams = 1;
     Prefetch prefetch;
     Budget budget;
@@ -172,11 +178,18 @@ struct CellParams {
     std::string full_text() const;
     // Inverse of canonical() and of full_text(); throws std::invalid_argument on malformed text.
     static CellParams from_canonical(std::string_view text);
-    // The cell's input: batch × seq random token ids drawn from `seed`, as cuda-uvm-gpt2 fed its model.
+    // The batch's shape: `batch` sequences of lengths drawn from `seed` (draw_lengths), padded to
+    // the longest or packed; rectangular (batch × seq) with `lengths` fixed. Throws what
+    // draw_lengths throws for a length file it cannot read.
+    BatchShape batch_shape() const;
+    // The cell's input, one id per row of batch_shape(): each real token the next id of the
+    // random stream drawn from `seed`, sequence by sequence (a rectangular batch: batch × seq ids
+    // of the stream, as cuda-uvm-gpt2 fed its model), each padding row id 0, a valid one.
     std::vector<std::int32_t> token_ids() const;
-    // The next-token targets of a training step: the ids token_ids draws continued by one more
-    // draw, shifted by one, so each position's target is the token after it in one stream (as a
-    // language-model batch is cut from a text).
+    // The next-token targets of a training step over a rectangular batch (training cells keep
+    // `lengths` fixed): the ids token_ids draws continued by one more draw, shifted by one, so
+    // each position's target is the token after it in one stream (as a language-model batch is
+    // cut from a text).
     std::vector<std::int32_t> target_ids() const;
     // The cell's dropout: its probability, the masks keyed by `seed`, as every forward draws them.
     Dropout dropout_masks() const { return Dropout{static_cast<float>(dropout), seed}; }

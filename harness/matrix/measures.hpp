@@ -118,7 +118,17 @@ inline constexpr auto kMeasures = std::to_array<Measure>({
      .meaning = "the timed iterations stopped on a limit with spread_pct (noise_pct before schema 13) above max_noise_pct",
      .before = "0"},
     {.name = "tokens_per_s", .unit = Unit::tokens_per_s, .filled_by = FilledBy::derived,
-     .meaning = "batch x seq / median latency", .in_summary = true, .label = "tokens/s", .decimals = 0},
+     .meaning = "real tokens / median latency (batch x seq where lengths are fixed); padding rows do not count",
+     .in_summary = true, .label = "tokens/s", .decimals = 0},
+    // The batch's shape (CellParams::batch_shape), from the lengths the cell drew.
+    {.name = "real_tokens", .type = SqlType::integer, .unit = Unit::count, .filled_by = FilledBy::derived, .since = 26,
+     .meaning = "tokens of the batch's sequences: the sum of their lengths (batch x seq where lengths are fixed)"},
+    {.name = "padded_tokens", .type = SqlType::integer, .unit = Unit::count, .filled_by = FilledBy::derived,
+     .since = 26,
+     .meaning = "padding rows the batch computes beside its real tokens: batch x its longest length, less real_tokens, "
+                "where padded; 0 where packed or lengths are fixed"},
+    {.name = "padding_share", .unit = Unit::ratio, .filled_by = FilledBy::derived, .since = 26,
+     .meaning = "padded_tokens / (real_tokens + padded_tokens): the share of the computed rows that is padding"},
     // A step's phases (cell.hpp's StepPhase) and what it computed.
     {.name = "forward_ms", .unit = Unit::ms, .filled_by = FilledBy::derived, .since = 16,
      .meaning = "median over the timed steps of their forward phase (with the fused classifier and loss, for train)",
@@ -139,7 +149,7 @@ inline constexpr auto kMeasures = std::to_array<Measure>({
      .meaning = "global gradient norm, before clipping, of the last timed step (train)"},
     {.name = "model_flops", .unit = Unit::count, .filled_by = FilledBy::derived, .since = 16,
      .meaning = "model flops of one step, as results/README.md counts them (2 per parameter and token for a forward, "
-                "6 for a training step, and causal attention)"},
+                "6 for a training step, and causal attention), over the real tokens, each sequence attending within itself"},
     {.name = "achieved_tflops", .unit = Unit::none, .filled_by = FilledBy::derived, .since = 16,
      .meaning = "model_flops / median latency, in TFLOP/s"},
     {.name = "mfu_pct", .unit = Unit::percent, .filled_by = FilledBy::derived, .since = 16,

@@ -162,6 +162,29 @@ std::string family_impossible_reason(const CellParams& c) {
     return {};
 }
 
+// Why a GPU backend cannot run the cell's ragged batch. The one place that says so: once the GPU
+// forward takes a BatchShape, this answers empty.
+std::string gpu_ragged_batch_reason(const CellParams& c) {
+    if (c.lengths.is_fixed() || !backend_traits(c.backend).needs_gpu) return {};
+    return "lengths = \"" + c.lengths.text() + "\" draws a ragged batch, and the GPU forward over ragged batches is not "
+           "built yet (backend = \"host\" runs them)";
+}
+
+// Why the cell's drawn lengths (a ragged batch) cannot run as asked: the training step and
+// dropout's masks are made for rectangular batches, and the GPU as gpu_ragged_batch_reason says.
+std::string lengths_impossible_reason(const CellParams& c) {
+    if (c.lengths.is_fixed()) return {};
+    const std::string setting = "lengths = \"" + c.lengths.text() + "\"";
+    if (c.mode == Mode::train)
+        return setting + " draws a ragged batch, and the training step runs rectangular batches only (lengths = "
+                         "\"fixed\")";
+    if (const std::string why = gpu_ragged_batch_reason(c); !why.empty()) return why;
+    if (c.dropout > 0)
+        return setting + " draws a ragged batch, and dropout's masks are numbered by the positions of a rectangular "
+                         "one: dropout = " + format_number(c.dropout) + " needs lengths = \"fixed\"";
+    return {};
+}
+
 }  // namespace
 
 bool uses_gpu(const CellParams& c) { return backend_traits(c.backend).needs_gpu; }
@@ -186,6 +209,7 @@ std::string cell_impossible_reason(const CellParams& c) {
     const BackendTraits& backend = backend_traits(c.backend);
     if (const std::string why = family_impossible_reason(c); !why.empty()) return why;
     if (const std::string why = training_impossible_reason(c); !why.empty()) return why;
+    if (const std::string why = lengths_impossible_reason(c); !why.empty()) return why;
     if (const std::string why = recompute_impossible_reason(c); !why.empty()) return why;
     if (const std::string why = training_only_fusion_reason(c); !why.empty()) return why;
     if (const std::string why = optimizer_impossible_reason(c); !why.empty()) return why;

@@ -122,13 +122,23 @@ std::optional<double> median_of(const std::vector<double>& samples) {
     return LatencyStats::of(samples).median;
 }
 
+// Model flops of one step over the real tokens of `shape`: a padding row's work is not the
+// model's, and each sequence attends only within itself.
+double shape_flops(const CellParams& c, const BatchShape& shape) {
+    const bool training = c.mode == Mode::train;
+    if (shape.is_rectangular()) return step_flops(c.model, shape.batch(), shape.stride(), training);
+    double flops = 0;
+    for (const int length : shape.lengths()) flops += step_flops(c.model, 1, length, training);
+    return flops;
+}
+
 // The phase split, the model flops and the utilisation they give at the median step.
-void derive_step_measures(const CellParams& c, double median_ms, CellOutcome& out) {
+void derive_step_measures(const CellParams& c, const BatchShape& shape, double median_ms, CellOutcome& out) {
     const auto phase = [&](StepPhase p) { return median_of(out.timed_phase_ms[static_cast<std::size_t>(p)]); };
     out.set<"forward_ms">(phase(StepPhase::forward));
     out.set<"backward_ms">(phase(StepPhase::backward));
     out.set<"optimizer_ms">(phase(StepPhase::optimizer));
-    const double flops = step_flops(c.model, c.batch, c.seq, c.mode == Mode::train);
+    const double flops = shape_flops(c, shape);
     const double tflops = flops / (median_ms * 1e-3) / 1e12;
     out.set<"model_flops">(flops);
     out.set<"achieved_tflops">(tflops);
@@ -166,10 +176,15 @@ void derive_measures(const CellParams& c, CellOutcome& out) {
     out.set<"latency_min_ms">(lat.min);
     out.set<"latency_max_ms">(lat.max);
     out.set<"latency_mean_ms">(lat.mean);
-    out.set<"tokens_per_s">(static_cast<double>(c.batch) * c.seq / (lat.median / 1000.0));
+    // Drawn here, once the cell has run: a cell that ran could read its length file.
+    const BatchShape shape = c.batch_shape();
+    out.set<"real_tokens">(shape.real_tokens());
+    out.set<"padded_tokens">(shape.padded_tokens());
+    out.set<"padding_share">(shape.padding_share());
+    out.set<"tokens_per_s">(static_cast<double>(shape.real_tokens()) / (lat.median / 1000.0));
     if (const auto streamed = out.get<"streamed_bytes">())
         out.set<"streamed_gbps">(static_cast<double>(*streamed) / (lat.median * 1e6));
-    derive_step_measures(c, lat.median, out);
+    derive_step_measures(c, shape, lat.median, out);
 }
 
 std::int64_t record_outcome(Store& store, std::int64_t run_id, int cell_index, const CellParams& cell, CellOutcome out) {

@@ -33,8 +33,9 @@ public:
         : cell_(c),
           layout_(WeightLayout::for_model(c.model)),
           backend_(placed_backend(c, layout_, UnitSchedule::inference(layout_.unit_count()))),
+          shape_(c.batch_shape()),
           tokens_(tokens.begin(), tokens.end()),
-          forward_(c.model, layout_, BatchShape::rectangular(c.batch, c.seq), c.dropout_masks()),
+          forward_(c.model, layout_, shape_, c.dropout_masks()),
           logits_(tokens_.size() * static_cast<std::size_t>(c.model.vocab_size)) {}
 
     std::int64_t activation_bytes() const override { return forward_.activation_bytes(); }
@@ -55,7 +56,7 @@ public:
     }
 
     std::optional<LogitsCheck> check() override {
-        return check_against_float64(cell_, layout_, *backend_, tokens_, logits_);
+        return check_against_float64(cell_, layout_, *backend_, shape_, tokens_, logits_);
     }
 
     // The host backend keeps every weight in host memory: nothing to report about a device.
@@ -65,6 +66,7 @@ private:
     const CellParams& cell_;
     WeightLayout layout_;
     std::unique_ptr<Backend> backend_;
+    BatchShape shape_;
     std::vector<std::int32_t> tokens_;
     CpuForward forward_;
     std::vector<float> logits_;

@@ -64,6 +64,7 @@ double gpu_tolerance(DType dtype, bool tf32);
 // weights. A full check is cheap to recompute and large to keep; a checkpoint file may change
 // under its path. The key hashes what the reference depends on: the model's shape, the weights'
 // seed and dtype (the host rounds them through it), the dropout masks, and the prefix's tokens.
+// A ragged batch's cell keeps none: only the host runs one, checked against the float64 loops.
 std::optional<std::string> kept_reference_key(const CellParams& cell, std::span<const std::int32_t> tokens);
 
 // The part of a cell's output [batch, seq] that check_against_host recomputes on the host: all of
@@ -86,7 +87,12 @@ LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layou
                                std::span<const std::int32_t> tokens, std::span<const float> logits,
                                const std::optional<ReferenceLogits>& kept = std::nullopt);
 
-// Compares fp32 host logits with float64 loops over the same weights (acquired from `weights`);
+// Compares fp32 host logits, laid out as `shape`, with float64 loops over the same weights
+// (acquired from `weights`): each sequence's real rows with its logits computed alone, padding
+// rows never. nullopt when the model is too large for the loops to finish in reasonable time.
+std::optional<LogitsCheck> check_against_float64(const CellParams& cell, const WeightLayout& layout, LayerSource& weights,
+                                                 const BatchShape& shape, std::span<const std::int32_t> tokens,
+                                                 std::span<const float> logits);
 // nullopt when the model is too large for the loops to finish in reasonable time.
 std::optional<LogitsCheck> check_against_float64(const CellParams& cell, const WeightLayout& layout, LayerSource& weights,
                                                  std::span<const std::int32_t> tokens, std::span<const float> logits);

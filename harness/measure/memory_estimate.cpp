@@ -51,8 +51,9 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
         return e;
     }
     if (!backend.needs_gpu) {
-        e.host_buffers = CpuForward::activation_bytes_for(cell.model, BatchShape::rectangular(cell.batch, cell.seq)) +
-                         logits_bytes(std::int64_t{cell.batch} * cell.seq);
+        // Over the rows of the cell's shape: a packed batch's real tokens, a padded one's padding too.
+        const BatchShape shape = cell.batch_shape();
+        e.host_buffers = CpuForward::activation_bytes_for(cell.model, shape) + logits_bytes(shape.rows());
         return e;
     }
     if (cell.mode == Mode::train) {

@@ -207,6 +207,7 @@ const std::vector<SchemaStep>& schema_steps() {
         {23, "the split_tf32 axis", nullptr, ""},
         {24, "the model family axis", nullptr, ""},
         {25, "the key and value heads and the MLP width in effect of each cell's model", nullptr, ""},
+        {26, "the lengths and packing axes (ragged batches); each cell's real and padded tokens", nullptr, ""},
     };
     return steps;
 }

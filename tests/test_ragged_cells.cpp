@@ -1,0 +1,286 @@
+// Cells of ragged batches (the lengths and packing axes): how a matrix writes them, their keys,
+// shapes and tokens, the cells that cannot run them and why, and host cells run end to end.
+#include <catch2/catch_approx.hpp>
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "harness/cli/cell_list.hpp"
+#include "harness/matrix/matrix.hpp"
+#include "harness/matrix/sequence_lengths.hpp"
+#include "harness/measure/cell_exec.hpp"
+#include "harness/measure/logits_check.hpp"
+#include "harness/measure/memory_estimate.hpp"
+#include "harness/store/schema.hpp"
+#include "harness/store/sqlite.hpp"
+#include "harness/store/store.hpp"
+#include "kernels/compute/cpu_forward.hpp"
+#include "kernels/model/weight_layout.hpp"
+#include "store_fixture.hpp"
+#include "test_support.hpp"
+
+using namespace sweetspot;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+std::vector<CellParams> cells_of(const std::string& defaults, const std::string& sweep = "") {
+    return parse_matrix("name = \"ragged\"\n[defaults]\n" + defaults + "\n[[sweep]]\nname = \"one\"\n" + sweep, "m.toml")
+        .cells;
+}
+
+CellParams one_cell(const std::string& defaults) {
+    const std::vector<CellParams> cells = cells_of(defaults);
+    REQUIRE(cells.size() == 1);
+    return cells.front();
+}
+
+MatrixError matrix_error(const std::string& defaults) {
+    try {
+        cells_of(defaults);
+    } catch (const MatrixError& e) {
+        return e;
+    }
+    FAIL("the matrix was read: " << defaults);
+    return MatrixError("", 0, 0, "");
+}
+
+}  // namespace
+
+TEST_CASE("a matrix writes lengths and packing; the cell text keeps them, normalised", "[ragged]") {
+    const CellParams c = one_cell("lengths = \"lognormal:330.0,0.850\"\npacking = \"packed\"\nseq = 2048\nmodel = \"llama_1b\"");
+    CHECK(c.lengths == LengthSpec{LengthSpec::Kind::lognormal, 330, 0.85, ""});
+    CHECK(c.packing == Packing::packed);
+    CHECK_THAT(c.canonical(), ContainsSubstring("lengths=lognormal:330,0.85\n"));
+    CHECK_THAT(c.canonical(), ContainsSubstring("packing=packed\n"));
+    const CellParams back = CellParams::from_canonical(c.canonical());
+    CHECK(back.lengths == c.lengths);
+    CHECK(back.packing == Packing::packed);
+    CHECK(back.key() == c.key());
+    CHECK(one_cell("lengths = \"zipf:1.1,2048\"").lengths.text() == "zipf:1.1,2048");
+    CHECK(one_cell("lengths = \"uniform:16-512\"").lengths.text() == "uniform:16-512");
+    CHECK_THAT(c.label(), ContainsSubstring("lengths=lognormal:330,0.85 packing=packed"));
+}
+
+TEST_CASE("a lengths text that is no distribution, and a packing that is no choice, are refused at their line",
+          "[ragged]") {
+    const MatrixError bad = matrix_error("model = \"tiny\"\nlengths = \"lognormal:330\"");
+    CHECK(bad.line() == 4);
+    CHECK(bad.message() ==
+          "'lengths' must be one of fixed, uniform:A-B, lognormal:MEDIAN,SIGMA, zipf:A,MAX or file:PATH (on one line), "
+          "got string \"lognormal:330\"");
+    CHECK(matrix_error("lengths = \"uniform:9-3\"").line() == 3);
+    CHECK_THAT(matrix_error("lengths = 330").message(), ContainsSubstring("got integer 330"));
+    const MatrixError packing = matrix_error("packing = \"rolled\"");
+    CHECK(packing.line() == 3);
+    CHECK_THAT(packing.message(), ContainsSubstring("unknown packing 'rolled'"));
+    CHECK_THAT(packing.message(), ContainsSubstring("expected one of: padded, packed"));
+    CHECK_THROWS_WITH(CellParams::from_canonical(CellParams{}.canonical() + "lengths=zipf:1.1\n"),
+                      ContainsSubstring("'lengths' must be one of fixed"));
+}
+
+TEST_CASE("cells at the default lengths and packing keep their keys and their tokens", "[ragged]") {
+    // The defaults are no line of the cell text: the key is the one from before the axes.
+    const CellParams fixed = one_cell("model = \"tiny\"\nbatch = 2\nseq = 8\nlengths = \"fixed\"\npacking = \"padded\"");
+    CHECK_THAT(fixed.canonical(), !ContainsSubstring("lengths") && !ContainsSubstring("packing"));
+    CHECK(fixed.key() == one_cell("model = \"tiny\"\nbatch = 2\nseq = 8").key());
+    CHECK(fixed.batch_shape() == BatchShape::rectangular(2, 8));
+    // The tokens are the first batch × seq ids of the stream, as before: the stream of one longer
+    // sequence of the same seed begins with them.
+    const std::vector<std::int32_t> ids = fixed.token_ids();
+    CHECK(ids.size() == 16);
+    const std::vector<std::int32_t> longer = one_cell("model = \"tiny\"\nbatch = 1\nseq = 40").token_ids();
+    CHECK(std::equal(ids.begin(), ids.end(), longer.begin()));
+    // Packed but fixed: a rectangular batch, the same tokens, a cell of its own.
+    const CellParams packed = one_cell("model = \"tiny\"\nbatch = 2\nseq = 8\npacking = \"packed\"");
+    CHECK(packed.batch_shape().rows() == 16);
+    CHECK(packed.token_ids() == ids);
+    CHECK(packed.key() != fixed.key());
+}
+
+TEST_CASE("a ragged cell's shape is drawn from its seed, and its tokens fill the real rows from one stream", "[ragged]") {
+    const std::string axes = "model = \"tiny\"\nbatch = 5\nseq = 12\nlengths = \"uniform:1-12\"\nseed = 7\n";
+    const CellParams padded = one_cell(axes);
+    const CellParams packed = one_cell(axes + "packing = \"packed\"");
+    const std::vector<int> lengths = draw_lengths(padded.lengths, 5, 12, 7);
+    const int real = std::accumulate(lengths.begin(), lengths.end(), 0);
+    const int longest = *std::max_element(lengths.begin(), lengths.end());
+
+    const BatchShape shape = padded.batch_shape();
+    CHECK(std::vector<int>(shape.lengths().begin(), shape.lengths().end()) == lengths);
+    CHECK(shape.packing() == Packing::padded);
+    CHECK(shape.rows() == 5 * longest);
+    CHECK(packed.batch_shape().rows() == real);
+    CHECK(packed.batch_shape().packing() == Packing::packed);
+
+    // The stream: the first `real` ids of a rectangular cell of the same seed.
+    const std::vector<std::int32_t> stream = one_cell("model = \"tiny\"\nbatch = 1\nseq = 64\nseed = 7").token_ids();
+    const std::vector<std::int32_t> packed_ids = packed.token_ids();
+    CHECK(packed_ids == std::vector<std::int32_t>(stream.begin(), stream.begin() + real));
+    const std::vector<std::int32_t> padded_ids = padded.token_ids();
+    REQUIRE(padded_ids.size() == static_cast<std::size_t>(5 * longest));
+    int next = 0;
+    for (int b = 0; b < 5; ++b) {
+        for (int t = 0; t < longest; ++t) {
+            INFO("sequence " << b << ", position " << t);
+            const std::int32_t id = padded_ids[static_cast<std::size_t>(b * longest + t)];
+            if (t < lengths[static_cast<std::size_t>(b)])
+                CHECK(id == stream[static_cast<std::size_t>(next++)]);
+            else
+                CHECK(id == 0);
+        }
+    }
+}
+
+TEST_CASE("ragged cells the GPU, training and dropout cannot run are refused with the reason, and list agrees",
+          "[ragged]") {
+    const std::string ragged = "model = \"tiny\"\nbatch = 2\nseq = 8\nlengths = \"uniform:2-8\"\n";
+    CHECK(cell_impossible_reason(one_cell(ragged)).empty());
+    CHECK(cell_impossible_reason(one_cell(ragged + "packing = \"packed\"")).empty());
+    CHECK(cell_impossible_reason(one_cell(ragged + "backend = \"device\"\ndtype = \"bf16\"")) ==
+          "lengths = \"uniform:2-8\" draws a ragged batch, and the GPU forward over ragged batches is not built yet "
+          "(backend = \"host\" runs them)");
+    CHECK(cell_impossible_reason(one_cell(ragged + "mode = \"train\"")) ==
+          "lengths = \"uniform:2-8\" draws a ragged batch, and the training step runs rectangular batches only "
+          "(lengths = \"fixed\")");
+    CHECK(cell_impossible_reason(one_cell(ragged + "dropout = 0.1")) ==
+          "lengths = \"uniform:2-8\" draws a ragged batch, and dropout's masks are numbered by the positions of a "
+          "rectangular one: dropout = 0.1 needs lengths = \"fixed\"");
+    // Fixed lengths keep what those cells could do.
+    CHECK(cell_impossible_reason(one_cell("model = \"tiny\"\nseq = 8\ndropout = 0.1")).empty());
+    CHECK(cell_impossible_reason(one_cell("model = \"tiny\"\nseq = 8\nmode = \"train\"\npacking = \"packed\"")).empty());
+
+    std::ostringstream out;
+    print_cell_list(cells_of(ragged, "mode = [\"infer\", \"train\"]\ndropout = [0, 0.1]\n"), std::nullopt,
+                    TableFormat::text, out);
+    CHECK_THAT(out.str(), ContainsSubstring("the training step runs rectangular batches only"));
+    CHECK_THAT(out.str(), ContainsSubstring("dropout = 0.1 needs lengths = \"fixed\""));
+}
+
+TEST_CASE("the host estimate of a ragged cell is what its forward allocates: packed below padded", "[ragged][estimate]") {
+    const std::string axes = "model = \"tiny_llama\"\nbatch = 6\nseq = 32\nlengths = \"lognormal:9,0.8\"\nseed = 3\n";
+    std::int64_t padded_bytes = 0, packed_bytes = 0;
+    for (const std::string packing : {"padded", "packed"}) {
+        INFO(packing);
+        const CellParams c = one_cell(axes + "packing = \"" + packing + "\"");
+        const BatchShape shape = c.batch_shape();
+        const WeightLayout layout = WeightLayout::for_model(c.model);
+        const CpuForward forward(c.model, layout, shape);
+        const std::int64_t logits = shape.rows() * c.model.vocab_size * 4;
+        const std::int64_t bytes = estimate_memory(c).host_buffers;
+        CHECK(bytes == forward.activation_bytes() + logits);
+        (packing == "padded" ? padded_bytes : packed_bytes) = bytes;
+    }
+    CHECK(packed_bytes < padded_bytes);
+}
+
+TEST_CASE("ragged host cells run through `sweetspot run`: checked, their tokens counted, padding apart", "[ragged][runner]") {
+    test::TempDir tmp;
+    test::write_file(tmp.file("m.toml"), R"(name = "ragged"
+[defaults]
+backend = "host"
+batch = 4
+seq = 16
+warmups = 0
+iterations = 2
+[[sweep]]
+model = ["tiny", "tiny_llama"]
+lengths = ["lognormal:6,0.8", "uniform:2-16"]
+packing = ["padded", "packed"]
+)");
+    const std::string db = tmp.file("m.db");
+    const auto run = test::run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'");
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+
+    auto store = Store::open_read_only(db);
+    auto st = store.db().prepare(
+        "SELECT model, lengths, packing, status, coalesce(reason, ''), check_reference, real_tokens, padded_tokens,"
+        " padding_share, tokens_per_s, latency_median_ms, model_flops FROM cells ORDER BY cell_index");
+    int rows = 0;
+    std::set<std::string> seen;
+    while (st.step()) {
+        ++rows;
+        const std::string model = st.text(0), lengths = st.text(1), packing = st.text(2);
+        INFO(model << " " << lengths << " " << packing);
+        seen.insert(model + " " + lengths + " " + packing);
+        CHECK(st.text(3) == "ok");
+        CHECK(st.text(4).empty());
+        CHECK(st.text(5) == "float64 loops");
+        // By hand from the lengths the cell drew (seed 1, the default).
+        const std::vector<int> drawn = draw_lengths(*LengthSpec::parse(lengths), 4, 16, 1);
+        const std::int64_t real = std::accumulate(drawn.begin(), drawn.end(), std::int64_t{0});
+        const std::int64_t padding =
+            packing == "packed" ? 0 : 4 * std::int64_t{*std::max_element(drawn.begin(), drawn.end())} - real;
+        CHECK(st.int64(6) == real);
+        CHECK(st.int64(7) == padding);
+        CHECK(st.real(8) == Catch::Approx(static_cast<double>(padding) / static_cast<double>(real + padding)));
+        // Tokens per second count the real tokens only.
+        CHECK(st.real(9) == Catch::Approx(static_cast<double>(real) / (st.real(10) / 1000.0)));
+        // Model flops: each sequence's own, whatever the padding.
+        const ModelConfig m = *find_builtin_model(model);
+        double flops = 0;
+        for (const int length : drawn) flops += step_flops(m, 1, length, false);
+        CHECK(st.real(11) == Catch::Approx(flops));
+    }
+    CHECK(rows == 8);
+    CHECK(seen.size() == 8);
+}
+
+TEST_CASE("a fixed cell counts batch x seq real tokens and no padding", "[ragged][runner]") {
+    test::TempDir tmp;
+    auto s = Store::open(tmp.file("f.db"));
+    const CellParams c = test::tiny_cell(3, 8);
+    record_outcome(s, s.begin_run(test::sample_run()), 0, c, test::ok_outcome(2.0));
+    auto st = s.db().prepare("SELECT real_tokens, padded_tokens, padding_share, tokens_per_s, latency_median_ms, lengths,"
+                             " packing FROM cells");
+    REQUIRE(st.step());
+    CHECK(st.int64(0) == 24);
+    CHECK(st.int64(1) == 0);
+    CHECK(st.real(2) == 0.0);
+    CHECK(st.real(3) == Catch::Approx(24.0 / (st.real(4) / 1000.0)));
+    CHECK(st.text(5) == "fixed");
+    CHECK(st.text(6) == "padded");
+}
+
+TEST_CASE("a version-25 database is upgraded with lengths fixed and packing padded in every old row", "[ragged][store]") {
+    test::TempDir tmp;
+    const std::string path = tmp.file("v25.db");
+    {
+        auto s = Store::open(path);
+        const std::int64_t run = s.begin_run(test::sample_run());
+        record_outcome(s, run, 0, test::tiny_cell(2, 8), test::ok_outcome(1.0));
+        record_outcome(s, run, 1, test::tiny_cell(1, 16), test::ok_outcome(1.0));
+        downgrade_schema(s.db(), 25);
+        CHECK_FALSE(has_column(s.db(), "cells", "lengths"));
+        CHECK_FALSE(has_column(s.db(), "cells", "real_tokens"));
+    }
+    auto s = Store::open(path);
+    auto v = s.db().prepare("SELECT version FROM schema_info");
+    REQUIRE(v.step());
+    CHECK(v.int64(0) == schema_version());
+    auto st = s.db().prepare("SELECT lengths, packing, real_tokens IS NULL, padding_share IS NULL FROM cells ORDER BY cell_index");
+    for (int i = 0; i < 2; ++i) {
+        REQUIRE(st.step());
+        CHECK(st.text(0) == "fixed");
+        CHECK(st.text(1) == "padded");
+        // Not measured before schema 26: no number is made up for them.
+        CHECK(st.int64(2) == 1);
+        CHECK(st.int64(3) == 1);
+    }
+    CHECK_FALSE(st.step());
+}
+
+TEST_CASE("a ragged cell keeps no host reference for the GPU cells after it", "[ragged]") {
+    const std::string axes = "model = \"llama_1b\"\nbackend = \"device\"\ndtype = \"bf16\"\nbatch = 2\nseq = 2048\n";
+    const CellParams fixed = one_cell(axes);
+    CHECK(kept_reference_key(fixed, fixed.token_ids()));
+    const CellParams ragged = one_cell(axes + "lengths = \"lognormal:330,0.85\"");
+    CHECK_FALSE(kept_reference_key(ragged, ragged.token_ids()));
+}
