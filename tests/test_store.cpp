@@ -423,7 +423,9 @@ TEST_CASE("a version-24 database reads and is upgraded with each cell's kv heads
         auto r = Store::open_read_only(path);
         CHECK_FALSE(has_column(r.db(), "cells", "n_kv_head"));
         std::ostringstream out;
-        print_summary(r, SummaryOptions{.format = TableFormat::json}, out);
+        SummaryOptions json;
+        json.format = TableFormat::json;
+        print_summary(r, json, out);
         const auto rows = nlohmann::json::parse(out.str());
         REQUIRE(rows.size() == 3);
         for (std::size_t i = 0; i < rows.size(); ++i) {
