@@ -90,7 +90,7 @@ std::int64_t cpu_activation_bytes(const ModelConfig& model, const BatchShape& sh
 class CpuGpt2Backprop final : public CpuFamilyBackprop {
 public:
     CpuGpt2Backprop(const ModelConfig& model, int batch, int seq, const Dropout& dropout)
-        : model_(model), batch_(batch), seq_(seq), shape_(BatchShape::rectangular(batch, seq)), dropout_(dropout),
+        : model_(model), shape_(BatchShape::rectangular(batch, seq)), dropout_(dropout),
           scratch_(batch * seq, model.n_embd, seq) {
         const std::size_t bt = as_size(batch) * as_size(seq), c = as_size(model.n_embd);
         for (int l = 0; l < model.n_layer; ++l) kept_.emplace_back(bt, c);
@@ -104,7 +104,7 @@ public:
 
     void embed(const float* unit, const UnitLayout& u, std::span<const std::int32_t> tokens) override {
         cpu::embedding(x_.data(), tokens.data(), tensor_ptr(unit, u, embed_tensor::wte),
-                       tensor_ptr(unit, u, embed_tensor::wpe), batch_, seq_, model_.n_embd);
+                       tensor_ptr(unit, u, embed_tensor::wpe), shape_.batch(), shape_.stride(), model_.n_embd);
         cpu::dropout_rows(x_.data(), rows(), model_.n_embd, dropout_, Dropout::site_word(DropoutSite::embedding, 0));
     }
 
@@ -139,7 +139,7 @@ public:
     void embed_backward(const UnitLayout& u, std::span<const std::int32_t> tokens, float* grad) override {
         cpu::dropout_rows(dx_.data(), rows(), model_.n_embd, dropout_, Dropout::site_word(DropoutSite::embedding, 0));
         cpu::embedding_backward(grad + u.tensors[embed_tensor::wte].offset, grad + u.tensors[embed_tensor::wpe].offset,
-                                dx_.data(), tokens.data(), batch_, seq_, model_.n_embd);
+                                dx_.data(), tokens.data(), shape_.batch(), shape_.stride(), model_.n_embd);
     }
 
     std::int64_t buffer_bytes() const override {
@@ -166,14 +166,13 @@ private:
         }
     };
 
-    int rows() const { return batch_ * seq_; }
+    int rows() const { return static_cast<int>(shape_.rows()); }
     BlockShape block_shape(int layer) const {
         return {shape_, model_.n_embd, model_.n_head, model_.ln_eps, dropout_, layer};
     }
 
     ModelConfig model_;
-    int batch_, seq_;
-    BatchShape shape_;
+    BatchShape shape_;  // rectangular: the host backward runs batch × seq
     Dropout dropout_;
     std::vector<KeptBlock> kept_;
     std::vector<float> x_, y_, xf_, dxf_, dx_, scores_;

@@ -86,7 +86,7 @@ std::int64_t cpu_activation_bytes(const ModelConfig& model, const BatchShape& sh
 class CpuLlamaBackprop final : public CpuFamilyBackprop {
 public:
     CpuLlamaBackprop(const ModelConfig& model, int batch, int seq)
-        : model_(model), batch_(batch), seq_(seq), shape_(BatchShape::rectangular(batch, seq)), rotary_(model, shape_),
+        : model_(model), shape_(BatchShape::rectangular(batch, seq)), rotary_(model, shape_),
           scratch_(model, batch, seq) {
         const std::size_t bt = as_size(batch) * as_size(seq), c = as_size(model.n_embd);
         for (int l = 0; l < model.n_layer; ++l) kept_.emplace_back(model, bt);
@@ -95,8 +95,8 @@ public:
     }
 
     void embed(const float* unit, const UnitLayout& u, std::span<const std::int32_t> tokens) override {
-        cpu::embedding(x_.data(), tokens.data(), tensor_ptr(unit, u, embed_tensor::tokens), nullptr, batch_, seq_,
-                       model_.n_embd);
+        cpu::embedding(x_.data(), tokens.data(), tensor_ptr(unit, u, embed_tensor::tokens), nullptr, shape_.batch(),
+                       shape_.stride(), model_.n_embd);
     }
 
     void block(int layer, const float* unit, const UnitLayout& u) override {
@@ -130,7 +130,7 @@ public:
     // The token table's rows take their tokens' gradients; there is no position table.
     void embed_backward(const UnitLayout& u, std::span<const std::int32_t> tokens, float* grad) override {
         cpu::embedding_backward(grad + u.tensors[embed_tensor::tokens].offset, nullptr, dx_.data(), tokens.data(),
-                                batch_, seq_, model_.n_embd);
+                                shape_.batch(), shape_.stride(), model_.n_embd);
     }
 
     std::int64_t buffer_bytes() const override {
@@ -159,11 +159,10 @@ private:
                 .y = y_.data(), .x_mid = k.x_mid.data(), .ln2 = k.ln2.data(), .gate = k.gate.data(),
                 .up = k.up.data(), .act = k.act.data(), .scores = scores_.data()};
     }
-    int rows() const { return batch_ * seq_; }
+    int rows() const { return static_cast<int>(shape_.rows()); }
 
     ModelConfig model_;
-    int batch_, seq_;
-    BatchShape shape_;
+    BatchShape shape_;  // rectangular: the host backward runs batch × seq
     RotaryTables rotary_;
     std::vector<KeptBlock> kept_;
     std::vector<float> x_, y_, projection_, xf_, dxf_, dx_, scores_;
