@@ -21,6 +21,7 @@
 #include "kernels/compute/managed_memory.hpp"
 #include "kernels/model/gpt2/gpt2_tensors.hpp"
 #include "kernels/model/synthetic_weights.hpp"
+#include "host_logits.hpp"
 #include "safetensors_fixture.hpp"
 #include "test_support.hpp"
 
@@ -31,27 +32,9 @@ namespace {
 
 constexpr std::int64_t GiB = std::int64_t{1} << 30;
 
-// Host-forward logits of `tokens` ([batch, seq]) on `cell`'s synthetic weights rounded to
-// `rounded_to`: what a GPU cell of that dtype would be compared with.
 std::vector<float> host_logits(const CellParams& cell, const WeightLayout& layout, DType rounded_to, int batch, int seq,
                                std::span<const std::int32_t> tokens) {
-    std::vector<std::vector<float>> units;
-    for (std::size_t u = 0; u < layout.units.size(); ++u) {
-        auto& w = units.emplace_back(static_cast<std::size_t>(layout.units[u].numel));
-        fill_synthetic_unit(cell.model, layout, static_cast<int>(u), cell.seed, w);
-        round_through_dtype(w, rounded_to);
-    }
-    struct Source : LayerSource {
-        std::vector<std::vector<float>>* units;
-        const void* acquire(int u) override { return (*units)[static_cast<std::size_t>(u)].data(); }
-        void release(int) override {}
-    } source;
-    source.units = &units;
-    CpuForward forward(cell.model, layout, BatchShape::rectangular(batch, seq));
-    std::vector<float> logits(static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq) *
-                              static_cast<std::size_t>(cell.model.vocab_size));
-    forward.run(source, tokens, logits);
-    return logits;
+    return test::host_logits(cell, layout, rounded_to, BatchShape::rectangular(batch, seq), tokens);
 }
 
 std::vector<float> host_logits(const CellParams& cell, const WeightLayout& layout, DType rounded_to) {

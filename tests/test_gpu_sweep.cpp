@@ -483,3 +483,59 @@ variant = ["baseline", "flash_attention"]
     CHECK(kept.int64(2) == 3);
     CHECK(kept.int64(3) == 3);
 }
+
+TEST_CASE("sweetspot run measures ragged batches on the GPU: checked over their shape, tokens counted, estimate exact",
+          "[gpu][runner][ragged]") {
+    test::require_gpu();
+    test::TempDir tmp;
+    const auto db = run_train_matrix(tmp, std::string("name = \"gpu-ragged\"\n") + kDefaults + R"(
+[[sweep]]
+name = "flash"
+batch = 5
+seq = 40
+lengths = "uniform:3-40"
+seed = 11
+model = ["tiny", "tiny_llama"]
+backend = ["device", "uvm-prefetch"]
+dtype = ["fp32", "bf16"]
+variant = "flash_attention"
+packing = ["padded", "packed"]
+[[sweep]]
+name = "materialised"
+batch = 5
+seq = 40
+lengths = "uniform:3-40"
+model = "tiny_llama"
+backend = "device"
+variant = "softmax"
+)");
+    Database results(db, Database::Mode::read_only);
+    auto st = results.prepare(
+        "SELECT model, backend, dtype, packing, variant, status, coalesce(reason, ''), check_reference, check_rel_err, "
+        "check_tolerance, real_tokens, padded_tokens, predicted_alloc_bytes = device_weight_bytes + activation_bytes "
+        "FROM cells ORDER BY cell_id");
+    int ok = 0, skipped = 0;
+    std::map<std::string, std::int64_t> real_tokens;
+    while (st.step()) {
+        INFO(st.text(0) << " " << st.text(1) << " " << st.text(2) << " " << st.text(3) << " " << st.text(4) << ": "
+                        << st.text(5) << " " << st.text(6));
+        if (st.text(4) == "softmax") {
+            CHECK(st.text(5) == "skipped");
+            CHECK_THAT(st.text(6), ContainsSubstring("runs with the flash_attention fusion only"));
+            ++skipped;
+            continue;
+        }
+        REQUIRE(st.text(5) == "ok");
+        ++ok;
+        CHECK(st.text(7) == "host fp32 forward");
+        CHECK(st.real(8) <= st.real(9));
+        // One draw of lengths per seed: both packings hold the same real tokens, and only the
+        // padded one any padding.
+        const auto [at, fresh] = real_tokens.emplace(st.text(0), st.int64(10));
+        CHECK(at->second == st.int64(10));
+        CHECK((st.text(3) == "packed") == (st.int64(11) == 0));
+        if (st.text(1) == "device") CHECK(st.int64(12) == 1);
+    }
+    CHECK(ok == 16);
+    CHECK(skipped == 1);
+}

@@ -22,6 +22,8 @@
 #include "harness/store/store.hpp"
 #include "kernels/compute/cpu_forward.hpp"
 #include "kernels/model/weight_layout.hpp"
+#include "host_logits.hpp"
+#include "kernels/model/activation_layout.hpp"
 #include "store_fixture.hpp"
 #include "test_support.hpp"
 
@@ -143,9 +145,9 @@ TEST_CASE("ragged cells the GPU, training and dropout cannot run are refused wit
     const std::string ragged = "model = \"tiny\"\nbatch = 2\nseq = 8\nlengths = \"uniform:2-8\"\n";
     CHECK(cell_impossible_reason(one_cell(ragged)).empty());
     CHECK(cell_impossible_reason(one_cell(ragged + "packing = \"packed\"")).empty());
-    CHECK(cell_impossible_reason(one_cell(ragged + "backend = \"device\"\ndtype = \"bf16\"")) ==
-          "lengths = \"uniform:2-8\" draws a ragged batch, and the GPU forward over ragged batches is not built yet "
-          "(backend = \"host\" runs them)");
+    CHECK(cell_impossible_reason(one_cell(ragged + "backend = \"device\"\ndtype = \"bf16\"\nvariant = \"softmax\"")) ==
+          "lengths = \"uniform:2-8\" draws a ragged batch, which the GPU forward runs with the flash_attention fusion "
+          "only (its attention takes each sequence's own rows): variant 'softmax' has softmax");
     CHECK(cell_impossible_reason(one_cell(ragged + "mode = \"train\"")) ==
           "lengths = \"uniform:2-8\" draws a ragged batch, and the training step runs rectangular batches only "
           "(lengths = \"fixed\")");
@@ -277,10 +279,66 @@ TEST_CASE("a version-25 database is upgraded with lengths fixed and packing padd
     CHECK_FALSE(st.step());
 }
 
-TEST_CASE("a ragged cell keeps no host reference for the GPU cells after it", "[ragged]") {
-    const std::string axes = "model = \"llama_1b\"\nbackend = \"device\"\ndtype = \"bf16\"\nbatch = 2\nseq = 2048\n";
-    const CellParams fixed = one_cell(axes);
-    CHECK(kept_reference_key(fixed, fixed.token_ids()));
-    const CellParams ragged = one_cell(axes + "lengths = \"lognormal:330,0.85\"");
-    CHECK_FALSE(kept_reference_key(ragged, ragged.token_ids()));
+TEST_CASE("a large ragged cell's check is its first sequence's prefix, kept under the rectangular prefix's key",
+          "[ragged][checks]") {
+    const std::string axes = "model = \"llama_1b\"\nbackend = \"device\"\ndtype = \"bf16\"\nbatch = 3\nseq = 2048\n"
+                             "variant = \"flash_attention\"\n";
+    for (const std::string packing : {"padded", "packed"}) {
+        INFO(packing);
+        const CellParams ragged = one_cell(axes + "lengths = \"lognormal:330,0.85\"\npacking = \"" + packing + "\"");
+        const BatchShape shape = ragged.batch_shape();
+        REQUIRE(shape.length(0) > 16);
+        CHECK(host_reference_shape(ragged) == BatchShape::rectangular(1, 16));
+        CHECK(host_reference_rows(ragged) == 16);
+        // The same 16 tokens at the start of a rectangular batch: the same host forward.
+        const std::vector<std::int32_t> tokens = ragged.token_ids();
+        CellParams fixed = one_cell(axes);
+        std::vector<std::int32_t> fixed_tokens = fixed.token_ids();
+        std::copy_n(tokens.begin(), 16, fixed_tokens.begin());
+        const auto key = kept_reference_key(ragged, tokens);
+        REQUIRE(key);
+        CHECK(key == kept_reference_key(fixed, fixed_tokens));
+        fixed_tokens[3] ^= 1;
+        CHECK(key != kept_reference_key(fixed, fixed_tokens));
+    }
+}
+
+TEST_CASE("a small ragged GPU cell is checked over its whole shape, real rows only", "[ragged][checks]") {
+    const CellParams c = one_cell("model = \"tiny_llama\"\nbackend = \"device\"\ndtype = \"fp32\"\nbatch = 4\nseq = 32\n"
+                                  "variant = \"flash_attention\"\nlengths = \"uniform:3-32\"\npacking = \"padded\"\nseed = 5");
+    const BatchShape shape = c.batch_shape();
+    REQUIRE(shape.padded_tokens() > 0);
+    CHECK(host_reference_shape(c) == shape);
+    CHECK_FALSE(kept_reference_key(c, c.token_ids()));
+
+    // The host forward's own logits pass; a change in a padding row is not looked at, one in a
+    // real row is.
+    const WeightLayout layout = WeightLayout::for_model(c.model);
+    const std::vector<std::int32_t> tokens = c.token_ids();
+    std::vector<float> logits = test::host_logits(c, layout, DType::fp32, shape, tokens);
+    CHECK(check_against_host(c, layout, tokens, logits).rel_err == 0);
+    const auto vocab = static_cast<std::size_t>(c.model.vocab_size);
+    std::int64_t padding = 0;
+    while (shape.is_real(padding)) ++padding;
+    logits[static_cast<std::size_t>(padding) * vocab] += 100.0f;
+    CHECK(check_against_host(c, layout, tokens, logits).rel_err == 0);
+    logits[0] += 1.0f;
+    CHECK(check_against_host(c, layout, tokens, logits).max_abs_err == Catch::Approx(1.0).margin(1e-6));
+}
+
+TEST_CASE("the GPU estimate of a ragged cell uses the activation layout of its shape: packed below padded",
+          "[ragged][estimate]") {
+    const std::string axes = "model = \"llama_1b\"\nbackend = \"device\"\ndtype = \"bf16\"\nbatch = 32\nseq = 2048\n"
+                             "variant = \"attn_proj\"\nlengths = \"lognormal:330,0.85\"\n";
+    std::int64_t padded = 0, packed = 0;
+    for (const std::string packing : {"padded", "packed"}) {
+        INFO(packing);
+        const CellParams c = one_cell(axes + "packing = \"" + packing + "\"");
+        const MemoryEstimate e = estimate_memory(c);
+        const ActivationLayout layout = activation_layout(c.model, c.dtype, c.batch_shape(), false);
+        CHECK(e.activations == layout.total_bytes);
+        CHECK(e.scores == 0);
+        (packing == "padded" ? padded : packed) = e.activations;
+    }
+    CHECK(packed < padded);
 }

@@ -162,12 +162,12 @@ std::string family_impossible_reason(const CellParams& c) {
     return {};
 }
 
-// Why a GPU backend cannot run the cell's ragged batch. The one place that says so: once the GPU
-// forward takes a BatchShape, this answers empty.
+// Why a GPU backend cannot run the cell's ragged batch with its variant (gpu_forward_runs_ragged).
 std::string gpu_ragged_batch_reason(const CellParams& c) {
-    if (c.lengths.is_fixed() || !backend_traits(c.backend).needs_gpu) return {};
-    return "lengths = \"" + c.lengths.text() + "\" draws a ragged batch, and the GPU forward over ragged batches is not "
-           "built yet (backend = \"host\" runs them)";
+    if (c.lengths.is_fixed() || !backend_traits(c.backend).needs_gpu || gpu_forward_runs_ragged(c.variant)) return {};
+    return "lengths = \"" + c.lengths.text() + "\" draws a ragged batch, which the GPU forward runs with the "
+           "flash_attention fusion only (its attention takes each sequence's own rows): variant '" + c.variant.text() +
+           "' has " + c.variant.fusions_text();
 }
 
 // Why the cell's drawn lengths (a ragged batch) cannot run as asked: the training step and

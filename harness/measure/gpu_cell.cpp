@@ -238,7 +238,7 @@ public:
           kept_reference_(options.kept_reference),
           tokens_(tokens.begin(), tokens.end()) {
         options.status.phase("forward_setup");
-        forward_.emplace(c.model, gpu_.layout(), c.dtype, BatchShape::rectangular(c.batch, c.seq), gpu_.stream(),
+        forward_.emplace(c.model, gpu_.layout(), c.dtype, c.batch_shape(), gpu_.stream(),
                          forward_options(c, options));
         forward_->set_tokens(tokens_);
         CUDA_CHECK(cudaStreamSynchronize(gpu_.stream()));

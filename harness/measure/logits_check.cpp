@@ -50,26 +50,25 @@ private:
     std::vector<float> buffer_;
 };
 
-// The part of a cell's output the host check recomputes, and its tokens.
+// The part of a cell's output the host check recomputes, and its tokens (one per row of `shape`).
 struct HostReferencePart {
-    int batch = 0, seq = 0;
+    BatchShape shape;
     bool full = false;
-    std::vector<std::int32_t> tokens;  // [batch, seq]
+    std::vector<std::int32_t> tokens;
 };
 
-// Whether the host check recomputes the whole output (cheap enough) or a prefix of sample 0.
+// Whether the host check recomputes the whole output (cheap enough) or a prefix of sequence 0.
+// Over the shape's rows: a padded batch's padding is computed too.
 bool full_check(const CellParams& cell) {
-    return 2.0 * static_cast<double>(n_params(cell.model)) * cell.batch * cell.seq <= kFullCheckFlops;
+    return 2.0 * static_cast<double>(n_params(cell.model)) * static_cast<double>(cell.batch_shape().rows()) <=
+           kFullCheckFlops;
 }
 
 HostReferencePart host_reference_part(const CellParams& cell, std::span<const std::int32_t> tokens) {
-    HostReferencePart part;
-    part.full = full_check(cell);
-    const HostReferenceShape shape = host_reference_shape(cell);
-    part.batch = shape.batch;
-    part.seq = shape.seq;
-    for (int b = 0; b < part.batch; ++b)
-        for (int t = 0; t < part.seq; ++t) part.tokens.push_back(tokens[static_cast<std::size_t>(b * cell.seq + t)]);
+    HostReferencePart part{host_reference_shape(cell), full_check(cell), {}};
+    // A prefix is rows 0 .. n−1: sequence 0 starts at row 0 in both packings.
+    const auto rows = static_cast<std::size_t>(part.shape.rows());
+    part.tokens.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(rows));
     return part;
 }
 
@@ -80,8 +79,8 @@ std::optional<std::string> key_of(const CellParams& cell, const HostReferencePar
     std::ostringstream text;
     text << std::hexfloat << "host fp32 reference 1|model " << m.name << ' ' << m.n_layer << ' ' << m.n_embd << ' '
          << m.n_head << ' ' << m.vocab_size << ' ' << m.max_positions << ' ' << m.ln_eps << "|seed " << cell.seed
-         << "|dtype " << enum_name(cell.dtype) << "|dropout " << cell.dropout << "|batch " << part.batch << "|seq "
-         << part.seq << "|tokens";
+         << "|dtype " << enum_name(cell.dtype) << "|dropout " << cell.dropout << "|batch " << part.shape.batch()
+         << "|seq " << part.shape.stride() << "|tokens";
     for (const std::int32_t t : part.tokens) text << ' ' << t;
     return fnv1a64_hex(text.str());
 }
@@ -111,28 +110,24 @@ double gpu_tolerance(DType dtype, bool tf32) {
 }
 
 std::optional<std::string> kept_reference_key(const CellParams& cell, std::span<const std::int32_t> tokens) {
-    if (!cell.lengths.is_fixed()) return std::nullopt;
     if (cell.mode == Mode::train) return kept_training_key(cell, tokens);
     return key_of(cell, host_reference_part(cell, tokens));
 }
 
-HostReferenceShape host_reference_shape(const CellParams& cell) {
-    if (full_check(cell)) return {cell.batch, cell.seq};
-    return {1, std::min(cell.seq, kPrefixPositions)};
+BatchShape host_reference_shape(const CellParams& cell) {
+    const BatchShape shape = cell.batch_shape();
+    if (full_check(cell)) return shape;
+    return BatchShape::rectangular(1, std::min(shape.length(0), kPrefixPositions));
 }
 
-std::int64_t host_reference_rows(const CellParams& cell) {
-    const HostReferenceShape shape = host_reference_shape(cell);
-    return std::int64_t{shape.batch} * shape.seq;
-}
+std::int64_t host_reference_rows(const CellParams& cell) { return host_reference_shape(cell).rows(); }
 
 LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layout,
                                std::span<const std::int32_t> tokens, std::span<const float> logits,
                                const std::optional<ReferenceLogits>& kept) {
     const auto vocab = static_cast<std::size_t>(cell.model.vocab_size);
     const HostReferencePart part = host_reference_part(cell, tokens);
-    const int batch = part.batch, seq = part.seq;
-    const bool full = part.full;
+    const BatchShape& shape = part.shape;
     const std::optional<std::string> key = key_of(cell, part);
 
     std::vector<float> ref;
@@ -143,28 +138,31 @@ LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layou
     } else {
         const auto start = std::chrono::steady_clock::now();
         CellUnits weights(cell, layout);
-        CpuForward forward(cell.model, layout, BatchShape::rectangular(batch, seq), cell.dropout_masks());
+        CpuForward forward(cell.model, layout, shape, cell.dropout_masks());
         ref.resize(part.tokens.size() * vocab);
         forward.run(weights, part.tokens, ref);
         reference_seconds = seconds_since(start);
     }
 
+    // The shape's rows are the cell's first rows (all of them, or sequence 0's first positions);
+    // padding rows are compared with nothing: no sequence reads them.
     ErrorMeasure error;
-    for (int b = 0; b < batch; ++b) {
-        for (int t = 0; t < seq; ++t) {
-            const float* out = logits.data() + (static_cast<std::size_t>(b) * cell.seq + t) * vocab;
-            const float* r = ref.data() + (static_cast<std::size_t>(b) * seq + t) * vocab;
-            for (std::size_t v = 0; v < vocab; ++v) error.add(out[v], r[v]);
-        }
+    for (std::int64_t row = 0; row < shape.rows(); ++row) {
+        if (!shape.is_real(row)) continue;
+        const std::size_t first = static_cast<std::size_t>(row) * vocab;
+        for (std::size_t i = first; i < first + vocab; ++i) error.add(logits[i], ref[i]);
     }
     LogitsCheck check;
-    check.reference = full ? "host fp32 forward" : "host fp32 forward, sample 0, first " + std::to_string(seq) + " positions";
+    check.reference = part.full ? "host fp32 forward"
+                                : "host fp32 forward, sample 0, first " + std::to_string(shape.stride()) + " positions";
     check.tolerance = gpu_tolerance(cell.dtype, cell.tf32);
     check.max_abs_err = error.max_abs_err();
     check.rel_err = error.rel_err();
     check.reference_computed = !reused;
     check.reference_seconds = reference_seconds;
-    if (key) check.kept = ReferenceLogits{*key, cell.model.name, batch, seq, cell.model.vocab_size, std::move(ref)};
+    if (key)
+        check.kept =
+            ReferenceLogits{*key, cell.model.name, shape.batch(), shape.stride(), cell.model.vocab_size, std::move(ref)};
     return check;
 }
 

@@ -63,24 +63,22 @@ double gpu_tolerance(DType dtype, bool tf32);
 // whose host forward takes seconds: making the weights on the host is most of it) on synthetic
 // weights. A full check is cheap to recompute and large to keep; a checkpoint file may change
 // under its path. The key hashes what the reference depends on: the model's shape, the weights'
-// seed and dtype (the host rounds them through it), the dropout masks, and the prefix's tokens.
-// A ragged batch's cell keeps none: only the host runs one, checked against the float64 loops.
+// seed and dtype (the host rounds them through it), the dropout masks, and the prefix's tokens. A
+// ragged batch's prefix is its first sequence's first positions, the same forward as a
+// rectangular one's of those tokens, so they share a key.
 std::optional<std::string> kept_reference_key(const CellParams& cell, std::span<const std::int32_t> tokens);
 
-// The part of a cell's output [batch, seq] that check_against_host recomputes on the host: all of
-// it, or the first positions of sample 0.
-struct HostReferenceShape {
-    int batch = 0, seq = 0;
-};
-HostReferenceShape host_reference_shape(const CellParams& cell);
+// The part of a cell's output (its BatchShape's rows) that check_against_host recomputes on the
+// host: all of it, or the first positions of sequence 0 (rows 0 .. n−1 in either packing).
+BatchShape host_reference_shape(const CellParams& cell);
 
-// The rows of a cell's logits [batch·seq, vocab] that check_against_host compares (those of
+// The rows of a cell's logits [rows, vocab] that check_against_host compares (those of
 // host_reference_shape). A caller need only fetch these from the device.
 std::int64_t host_reference_rows(const CellParams& cell);
 
-// Compares `logits` [batch, seq, vocab] (at least its first host_reference_rows rows) with the
-// host forward. The whole output is recomputed
-// when that is cheap; otherwise the first positions of sample 0, which by causality depend only
+// Compares `logits` [rows, vocab] (at least its first host_reference_rows rows) with the host
+// forward, real rows only. The whole output is recomputed, over the cell's BatchShape,
+// when that is cheap; otherwise the first positions of sequence 0, which by causality depend only
 // on those tokens, so the comparison is exact in kind, only shorter. `kept`: reference logits an
 // earlier cell left, used instead of the host forward when their key is this check's.
 LogitsCheck check_against_host(const CellParams& cell, const WeightLayout& layout,

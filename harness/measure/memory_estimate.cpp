@@ -69,12 +69,10 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
     }
     e.host_buffers = 2 * logits_bytes(host_reference_rows(cell));
     const auto fp32_units = unit_bytes(layout_of_weights, DType::fp32);
-    const HostReferenceShape reference = host_reference_shape(cell);
-    e.host_reference =
-        *std::max_element(fp32_units.begin(), fp32_units.end()) +
-        CpuForward::activation_bytes_for(cell.model, BatchShape::rectangular(reference.batch, reference.seq));
+    e.host_reference = *std::max_element(fp32_units.begin(), fp32_units.end()) +
+                       CpuForward::activation_bytes_for(cell.model, host_reference_shape(cell));
 
-    const ActivationLayout layout = activation_layout(cell.model, cell.dtype, cell.batch, cell.seq,
+    const ActivationLayout layout = activation_layout(cell.model, cell.dtype, cell.batch_shape(),
                                                       !cell.variant.has(Fusion::flash_attention));
     e.scores = layout.scores_bytes;
     e.activations = layout.total_bytes - layout.scores_bytes;

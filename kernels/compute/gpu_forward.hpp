@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/compute/dropout.hpp"
+#include "kernels/compute/flash_attention_limits.hpp"
 #include "kernels/compute/fp32_gemm.hpp"
 #include "kernels/model/batch_shape.hpp"
 #include "kernels/model/dtype.hpp"
@@ -30,12 +31,6 @@ struct GpuForwardOptions {
     Dropout dropout;  // the family's dropouts, with the masks every forward draws (dropout.hpp)
     bool unit_graphs = false;  // each unit's kernels launched as one CUDA graph (unit_graphs.hpp)
 };
-
-// Whether the forward of `variant` runs a batch that is not rectangular (BatchShape): only the
-// flash_attention fusion's kernel takes each sequence's own rows and length (sequence_spans.hpp);
-// the materialised attention's strided-batched products need every sequence the stride long.
-// GpuForward refuses the others with std::invalid_argument; a cell can ask first.
-inline bool gpu_forward_runs_ragged(const Variant& variant) { return variant.has(Fusion::flash_attention); }
 
 // Over a batch of any BatchShape, as CpuForward (cpu_forward.hpp): each sequence attends within its
 // own rows from position 0; a padded batch's padding rows compute finite values that mean nothing
