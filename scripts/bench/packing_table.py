@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""The packing study's tables of docs/benchmarks.md from results databases (experiments/packing.toml).
+
+1. Padded against packed: per model, dtype, variant, batch and lengths draw, the real tokens and the
+   padding share, each packing's median ms, tokens/s (real tokens) and peak GPU memory (NVML), packed's
+   speed-up and its share of padded's peak.
+2. Varlen overhead: each packed cell beside the rectangular cell of the same model, dtype, variant and
+   batch holding the same real tokens within 1 %, by achieved TFLOP/s (the real tokens' model flops,
+   each sequence's attention within itself), so the few tokens they differ by do not count.
+3. With --pytorch FILE (the output of pytorch_packing.py on the same machine and lengths): PyTorch's
+   padded and block-diagonal packed forwards beside sweetspot's cells of the same model and real
+   tokens.
+Usage: packing_table.py DB [DB ...] [--pytorch FILE]
+"""
+import argparse
+import sqlite3
+import statistics
+from collections import defaultdict
+
+GIB = 2**30
+QUERY = """
+SELECT model, dtype, variant, batch, seq, lengths, packing, real_tokens, padding_share, latency_median_ms,
+       tokens_per_s, achieved_tflops, gpu_peak_bytes, predicted_peak_bytes
+FROM cells WHERE status = 'ok' AND backend != 'host' AND real_tokens IS NOT NULL
+"""
+COLUMNS = ["model", "dtype", "variant", "batch", "seq", "lengths", "packing", "real_tokens", "padding_share", "ms",
+           "tokens_per_s", "tflops", "peak", "predicted_peak"]
+
+
+def read_cells(dbs):
+    """Every ok GPU cell as a dict; repeats of one cell keep the median of their medians."""
+    repeats = defaultdict(list)
+    for db in dbs:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        for row in con.execute(QUERY):
+            cell = dict(zip(COLUMNS, row))
+            repeats[tuple(cell[k] for k in COLUMNS[:7])].append(cell)
+    cells = []
+    for group in repeats.values():
+        cell = dict(group[0])
+        for k in ("ms", "tokens_per_s", "tflops"):
+            cell[k] = statistics.median(c[k] for c in group)
+        cells.append(cell)
+    return cells
+
+
+def gib(b):
+    return f"{b / GIB:.2f}" if b else "-"
+
+
+def packing_rows(cells):
+    pairs = defaultdict(dict)
+    for c in cells:
+        if c["lengths"] != "fixed":
+            pairs[(c["model"], c["dtype"], c["variant"], c["batch"], c["lengths"])][c["packing"]] = c
+    yield ["model", "dtype", "variant", "batch", "lengths", "real tokens", "padding", "padded ms", "packed ms",
+           "packed speed-up", "padded tokens/s", "packed tokens/s", "padded peak GiB", "packed peak GiB",
+           "packed ÷ padded peak"]
+    for key in sorted(pairs):
+        padded, packed = pairs[key].get("padded"), pairs[key].get("packed")
+        if not padded or not packed:
+            continue
+        share = f"{100 * packed['peak'] / padded['peak']:.1f} %" if padded["peak"] and packed["peak"] else "-"
+        yield [*map(str, key), str(packed["real_tokens"]), f"{100 * padded['padding_share']:.1f} %",
+               f"{padded['ms']:.1f}", f"{packed['ms']:.1f}", f"{padded['ms'] / packed['ms']:.2f}",
+               f"{padded['tokens_per_s']:.0f}", f"{packed['tokens_per_s']:.0f}", gib(padded["peak"]),
+               gib(packed["peak"]), share]
+
+
+def overhead_rows(cells):
+    fixed = {(c["model"], c["dtype"], c["variant"], c["batch"]): c for c in cells if c["lengths"] == "fixed"}
+    yield ["model", "dtype", "variant", "batch", "packed lengths", "packed tokens", "rectangular", "packed TFLOP/s",
+           "rectangular TFLOP/s", "varlen overhead"]
+    for c in sorted(cells, key=lambda c: (c["model"], c["batch"], c["lengths"])):
+        if c["packing"] != "packed" or c["lengths"] == "fixed":
+            continue
+        r = fixed.get((c["model"], c["dtype"], c["variant"], c["batch"]))
+        if not r or abs(c["real_tokens"] / r["real_tokens"] - 1) > 0.01:
+            continue
+        yield [c["model"], c["dtype"], c["variant"], str(c["batch"]), c["lengths"], str(c["real_tokens"]),
+               f"{r['batch']} × {r['seq']}", f"{c['tflops']:.1f}", f"{r['tflops']:.1f}",
+               f"{100 * (r['tflops'] / c['tflops'] - 1):+.1f} %"]
+
+
+def pytorch_runs(path):
+    """{(model, real tokens): {mode: (median_ms, peak_gib)}} from pytorch_packing.py's output, read by its
+    header's names."""
+    runs = defaultdict(dict)
+    header = None
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if not parts or parts[0].startswith("#"):
+                continue
+            if parts[0] == "model":
+                header = parts
+                continue
+            if header and len(parts) == len(header):
+                row = dict(zip(header, parts))
+                runs[(row["model"], int(row["tokens"]))][row["mode"]] = (float(row["median_ms"]), float(row["peak_gib"]))
+    return runs
+
+
+def pytorch_rows(cells, runs):
+    """Above 1 in the last column: sweetspot's packed forward is faster than PyTorch's correct one."""
+    yield ["model", "batch", "lengths", "real tokens", "PyTorch padded ms", "PyTorch packed ms",
+           "PyTorch padded peak GiB", "PyTorch packed peak GiB", "sweetspot padded ms", "sweetspot packed ms",
+           "sweetspot padded peak GiB", "sweetspot packed peak GiB", "PyTorch packed ms ÷ sweetspot packed ms"]
+    ours = defaultdict(dict)
+    for c in cells:
+        if c["lengths"] != "fixed":
+            ours[(c["model"], c["real_tokens"])][c["packing"]] = c
+    for (model, tokens), theirs in sorted(runs.items()):
+        mine = ours.get((model, tokens))
+        if not mine or "packed" not in mine:
+            continue
+        any_cell = next(iter(mine.values()))
+        ms = lambda d, k: f"{d[k][0]:.1f}" if k in d else "-"  # noqa: E731
+        peak = lambda d, k: f"{d[k][1]:.2f}" if k in d else "-"  # noqa: E731
+        our_ms = lambda k: f"{mine[k]['ms']:.1f}" if k in mine else "-"  # noqa: E731
+        our_peak = lambda k: gib(mine[k]["peak"]) if k in mine else "-"  # noqa: E731
+        ratio = f"{theirs['packed'][0] / mine['packed']['ms']:.2f}" if "packed" in theirs else "-"
+        yield [model, str(any_cell["batch"]), any_cell["lengths"], str(tokens), ms(theirs, "padded"),
+               ms(theirs, "packed"), peak(theirs, "padded"), peak(theirs, "packed"), our_ms("padded"),
+               our_ms("packed"), our_peak("padded"), our_peak("packed"), ratio]
+
+
+def markdown(rows):
+    rows = list(rows)
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("db", nargs="+")
+    p.add_argument("--pytorch", help="output of scripts/bench/pytorch_packing.py on the same machine and lengths")
+    a = p.parse_args()
+    cells = read_cells(a.db)
+    print(markdown(packing_rows(cells)))
+    print()
+    print(markdown(overhead_rows(cells)))
+    if a.pytorch:
+        print()
+        print(markdown(pytorch_rows(cells, pytorch_runs(a.pytorch))))
+
+
+if __name__ == "__main__":
+    main()
