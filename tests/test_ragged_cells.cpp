@@ -5,6 +5,7 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -41,6 +42,23 @@ CellParams one_cell(const std::string& defaults) {
     const std::vector<CellParams> cells = cells_of(defaults);
     REQUIRE(cells.size() == 1);
     return cells.front();
+}
+
+// cells.drawn_lengths read back: "5,1,17" is {5, 1, 17}.
+std::vector<int> stored_lengths(const std::string& text) {
+    std::vector<int> lengths;
+    std::istringstream in(text);
+    for (std::string n; std::getline(in, n, ',');) lengths.push_back(std::stoi(n));
+    return lengths;
+}
+
+// The database at `path`, opened for writing: upgraded to the current version.
+Store upgraded(const std::string& path) {
+    Store s = Store::open(path);
+    auto v = s.db().prepare("SELECT version FROM schema_info");
+    REQUIRE(v.step());
+    CHECK(v.int64(0) == schema_version());
+    return s;
 }
 
 MatrixError matrix_error(const std::string& defaults) {
@@ -204,7 +222,8 @@ packing = ["padded", "packed"]
     auto store = Store::open_read_only(db);
     auto st = store.db().prepare(
         "SELECT model, lengths, packing, status, coalesce(reason, ''), check_reference, real_tokens, padded_tokens,"
-        " padding_share, tokens_per_s, latency_median_ms, model_flops FROM cells ORDER BY cell_index");
+        " padding_share, tokens_per_s, latency_median_ms, model_flops, canonical, drawn_lengths FROM cells"
+        " ORDER BY cell_index");
     int rows = 0;
     std::set<std::string> seen;
     while (st.step()) {
@@ -230,6 +249,9 @@ packing = ["padded", "packed"]
         double flops = 0;
         for (const int length : drawn) flops += step_flops(m, 1, length, false);
         CHECK(st.real(11) == Catch::Approx(flops));
+        // The lengths it stored are its shape's, in batch order.
+        const BatchShape shape = CellParams::from_canonical(st.text(12)).batch_shape();
+        CHECK(stored_lengths(st.text(13)) == std::vector<int>(shape.lengths().begin(), shape.lengths().end()));
     }
     CHECK(rows == 8);
     CHECK(seen.size() == 8);
@@ -241,7 +263,7 @@ TEST_CASE("a fixed cell counts batch x seq real tokens and no padding", "[ragged
     const CellParams c = test::tiny_cell(3, 8);
     record_outcome(s, s.begin_run(test::sample_run()), 0, c, test::ok_outcome(2.0));
     auto st = s.db().prepare("SELECT real_tokens, padded_tokens, padding_share, tokens_per_s, latency_median_ms, lengths,"
-                             " packing FROM cells");
+                             " packing, drawn_lengths IS NULL FROM cells");
     REQUIRE(st.step());
     CHECK(st.int64(0) == 24);
     CHECK(st.int64(1) == 0);
@@ -249,6 +271,60 @@ TEST_CASE("a fixed cell counts batch x seq real tokens and no padding", "[ragged
     CHECK(st.real(3) == Catch::Approx(24.0 / (st.real(4) / 1000.0)));
     CHECK(st.text(5) == "fixed");
     CHECK(st.text(6) == "padded");
+    // Its lengths are batch x seq: nothing is stored for them.
+    CHECK(st.int64(7) == 1);
+}
+
+TEST_CASE("a ragged cell that measured nothing stores no lengths", "[ragged][store]") {
+    test::TempDir tmp;
+    auto s = Store::open(tmp.file("n.db"));
+    CellOutcome skipped;
+    skipped.status = CellStatus::skipped;
+    skipped.reason = "not here";
+    record_outcome(s, s.begin_run(test::sample_run()), 0, one_cell("model = \"tiny\"\nbatch = 3\nseq = 8\n"
+                                                                   "lengths = \"uniform:1-8\""), skipped);
+    auto st = s.db().prepare("SELECT drawn_lengths IS NULL, real_tokens IS NULL FROM cells");
+    REQUIRE(st.step());
+    CHECK(st.int64(0) == 1);
+    CHECK(st.int64(1) == 1);
+}
+
+TEST_CASE("a version-26 database is upgraded with each ragged cell's lengths drawn again where they add up to its "
+          "real tokens", "[ragged][store]") {
+    test::TempDir tmp;
+    // Two length files: one changed and one removed after their cells ran.
+    test::write_file(tmp.file("changed.txt"), "5\n7\n");
+    test::write_file(tmp.file("removed.txt"), "4\n");
+    const std::string path = tmp.file("v26.db");
+    const std::vector<CellParams> cells = {
+        one_cell("model = \"tiny\"\nbatch = 6\nseq = 32\nlengths = \"lognormal:9,0.8\"\nseed = 3"),
+        one_cell("model = \"tiny\"\nbatch = 4\nseq = 16\nlengths = \"zipf:1.1,16\"\npacking = \"packed\""),
+        one_cell("model = \"tiny\"\nbatch = 5\nseq = 16\nlengths = \"file:" + tmp.file("changed.txt") + "\""),
+        one_cell("model = \"tiny\"\nbatch = 2\nseq = 16\nlengths = \"file:" + tmp.file("removed.txt") + "\""),
+        test::tiny_cell(2, 8)};
+    {
+        auto s = Store::open(path);
+        const std::int64_t run = s.begin_run(test::sample_run());
+        for (std::size_t i = 0; i < cells.size(); ++i)
+            record_outcome(s, run, static_cast<int>(i), cells[i], test::ok_outcome(1.0));
+        downgrade_schema(s.db(), 26);
+        CHECK_FALSE(has_column(s.db(), "cells", "drawn_lengths"));
+    }
+    test::write_file(tmp.file("changed.txt"), "6\n");
+    std::filesystem::remove(tmp.file("removed.txt"));
+    Store s = upgraded(path);
+    auto st = s.db().prepare("SELECT drawn_lengths FROM cells ORDER BY cell_index");
+    for (int i = 0; i < 2; ++i) {
+        REQUIRE(st.step());
+        const BatchShape shape = cells[static_cast<std::size_t>(i)].batch_shape();
+        CHECK(stored_lengths(st.text(0)) == std::vector<int>(shape.lengths().begin(), shape.lengths().end()));
+    }
+    for (const std::string which : {"changed file", "removed file", "fixed"}) {
+        INFO(which);
+        REQUIRE(st.step());
+        CHECK(st.is_null(0));
+    }
+    CHECK_FALSE(st.step());
 }
 
 TEST_CASE("a version-25 database is upgraded with lengths fixed and packing padded in every old row", "[ragged][store]") {
@@ -263,10 +339,7 @@ TEST_CASE("a version-25 database is upgraded with lengths fixed and packing padd
         CHECK_FALSE(has_column(s.db(), "cells", "lengths"));
         CHECK_FALSE(has_column(s.db(), "cells", "real_tokens"));
     }
-    auto s = Store::open(path);
-    auto v = s.db().prepare("SELECT version FROM schema_info");
-    REQUIRE(v.step());
-    CHECK(v.int64(0) == schema_version());
+    Store s = upgraded(path);
     auto st = s.db().prepare("SELECT lengths, packing, real_tokens IS NULL, padding_share IS NULL FROM cells ORDER BY cell_index");
     for (int i = 0; i < 2; ++i) {
         REQUIRE(st.step());

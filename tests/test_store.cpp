@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <chrono>
 #include <map>
+#include <numeric>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -21,6 +22,7 @@
 #include "harness/collect/event_totals.hpp"
 #include "harness/measure/cell_outcome.hpp"
 #include "harness/measure/memory_estimate.hpp"
+#include "harness/matrix/sequence_lengths.hpp"
 #include "harness/store/event_tables.hpp"
 #include "harness/store/store.hpp"
 #include "harness/cli/summary.hpp"
@@ -866,6 +868,31 @@ TEST_CASE("the batch-scaling query of results/README.md keeps apart what differs
     CHECK(listed_columns(sql, "PARTITION BY", "ORDER BY") == axes);
     axes.insert("batch");
     CHECK(listed_columns(sql, "GROUP BY", "\\)") == axes);
+}
+
+TEST_CASE("the drawn-lengths query of results/README.md reads a ragged cell's sequences and a fixed cell's shape",
+          "[store][docs]") {
+    TempDir tmp;
+    auto s = Store::open(tmp.file("r.db"));
+    const auto run = s.begin_run(sample_run());
+    CellParams ragged = tiny_cell(5, 16);
+    ragged.lengths = *LengthSpec::parse("uniform:2-16");
+    ragged.packing = Packing::packed;
+    record_outcome(s, run, 0, ragged, ok_outcome(1.0));
+    record_outcome(s, run, 1, tiny_cell(3, 8), ok_outcome(1.0));
+    const std::vector<int> drawn = draw_lengths(ragged.lengths, 5, 16, ragged.seed);
+    auto st = s.db().prepare(documented_queries().at("drawn-lengths"));
+    REQUIRE(st.step());
+    CHECK(st.int64(5) == 5);
+    CHECK(st.int64(6) == *std::min_element(drawn.begin(), drawn.end()));
+    CHECK(st.real(7) == Catch::Approx(std::accumulate(drawn.begin(), drawn.end(), 0.0) / 5));
+    CHECK(st.int64(8) == *std::max_element(drawn.begin(), drawn.end()));
+    REQUIRE(st.step());
+    CHECK(st.int64(5) == 3);
+    CHECK(st.int64(6) == 8);
+    CHECK(st.real(7) == 8.0);
+    CHECK(st.int64(8) == 8);
+    CHECK_FALSE(st.step());
 }
 
 TEST_CASE("the example queries in results/README.md run and answer correctly", "[store][docs]") {

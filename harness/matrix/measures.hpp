@@ -129,6 +129,9 @@ inline constexpr auto kMeasures = std::to_array<Measure>({
                 "where padded; 0 where packed or lengths are fixed"},
     {.name = "padding_share", .unit = Unit::ratio, .filled_by = FilledBy::derived, .since = 26,
      .meaning = "padded_tokens / (real_tokens + padded_tokens): the share of the computed rows that is padding"},
+    {.name = "drawn_lengths", .type = SqlType::text, .unit = Unit::text, .filled_by = FilledBy::derived, .since = 27,
+     .meaning = "each sequence's real length as the cell drew it, in batch order, comma-separated (\"330,12,871\"); "
+                "NULL where lengths are fixed (every sequence seq tokens)"},
     // A step's phases (cell.hpp's StepPhase) and what it computed.
     {.name = "forward_ms", .unit = Unit::ms, .filled_by = FilledBy::derived, .since = 16,
      .meaning = "median over the timed steps of their forward phase (with the fused classifier and loss, for train)",

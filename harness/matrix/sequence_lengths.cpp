@@ -136,4 +136,10 @@ std::vector<int> draw_lengths(const LengthSpec& spec, int batch, int seq, std::u
     return lengths;
 }
 
+std::string lengths_text(std::span<const int> lengths) {
+    std::string text;
+    for (const int n : lengths) text += (text.empty() ? "" : ",") + std::to_string(n);
+    return text;
+}
+
 }  // namespace sweetspot

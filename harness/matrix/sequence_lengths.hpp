@@ -13,6 +13,7 @@
 // moves only where a draw lands within an ulp of a rounding boundary.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,5 +44,8 @@ inline constexpr std::string_view kLengthSpecForms =
 // throws std::runtime_error naming it and the line when it cannot be read, a line is not a
 // positive integer, or it holds no length.
 std::vector<int> draw_lengths(const LengthSpec& spec, int batch, int seq, std::uint64_t seed);
+
+// Lengths as the results database stores a cell's draw (cells.drawn_lengths): "330,12,871".
+std::string lengths_text(std::span<const int> lengths);
 
 }  // namespace sweetspot

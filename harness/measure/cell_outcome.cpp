@@ -6,6 +6,7 @@
 
 #include "base/number_text.hpp"
 #include "harness/collect/event_totals.hpp"
+#include "harness/matrix/sequence_lengths.hpp"
 #include "harness/measure/gpu_peaks.hpp"
 #include "harness/store/event_tables.hpp"
 #include "kernels/model/weight_layout.hpp"
@@ -181,6 +182,7 @@ void derive_measures(const CellParams& c, CellOutcome& out) {
     out.set<"real_tokens">(shape.real_tokens());
     out.set<"padded_tokens">(shape.padded_tokens());
     out.set<"padding_share">(shape.padding_share());
+    if (!c.lengths.is_fixed()) out.set<"drawn_lengths">(lengths_text(shape.lengths()));
     out.set<"tokens_per_s">(static_cast<double>(shape.real_tokens()) / (lat.median / 1000.0));
     if (const auto streamed = out.get<"streamed_bytes">())
         out.set<"streamed_gbps">(static_cast<double>(*streamed) / (lat.median * 1e6));

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "base/number_text.hpp"
 #include "harness/matrix/axes.hpp"
+#include "harness/matrix/sequence_lengths.hpp"
 #include "harness/store/history.hpp"
 #include "harness/store/sql_values.hpp"
 
@@ -21,6 +23,33 @@ void drop_prefetch_api(Database& db) {
 // Version 16 counts a training cell's gradients and optimizer state among what it allocated: the
 // view is made again (views.sql) from its new definition.
 void drop_memory_accuracy(Database& db) { db.exec("DROP VIEW IF EXISTS memory_accuracy"); }
+
+// Version 27 stores each ragged cell's drawn lengths. A version-26 cell's are drawn again from its
+// parameters as it drew them (the same on every machine: sequence_lengths.hpp), and kept only where
+// they add up to the real tokens it stored: a length file gone or changed since leaves NULL.
+void fill_drawn_lengths(Database& db) {
+    std::vector<std::pair<std::int64_t, std::string>> drawn;
+    auto st = db.prepare("SELECT cell_id, lengths, batch, seq, seed, real_tokens FROM cells"
+                         " WHERE lengths != 'fixed' AND real_tokens IS NOT NULL AND drawn_lengths IS NULL");
+    while (st.step()) {
+        const std::optional<LengthSpec> spec = LengthSpec::parse(st.text(1));
+        if (!spec) continue;
+        std::vector<int> lengths;
+        try {
+            lengths = draw_lengths(*spec, static_cast<int>(st.int64(2)), static_cast<int>(st.int64(3)),
+                                   static_cast<std::uint64_t>(st.int64(4)));
+        } catch (const std::runtime_error&) {
+            continue;  // its length file cannot be read here
+        }
+        if (std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0}) == st.int64(5))
+            drawn.emplace_back(st.int64(0), lengths_text(lengths));
+    }
+    auto update = db.prepare("UPDATE cells SET drawn_lengths = ? WHERE cell_id = ?");
+    for (const auto& [cell_id, text] : drawn) {
+        update.bind(1, text).bind(2, cell_id).run();
+        update.reset();
+    }
+}
 
 // The columns of `runs` added after version 2 (the others are in tables.sql).
 struct RunColumn {
@@ -208,6 +237,7 @@ const std::vector<SchemaStep>& schema_steps() {
         {24, "the model family axis", nullptr, ""},
         {25, "the key and value heads and the MLP width in effect of each cell's model", nullptr, ""},
         {26, "the lengths and packing axes (ragged batches); each cell's real and padded tokens", nullptr, ""},
+        {27, "each ragged cell's drawn sequence lengths", nullptr, "", fill_drawn_lengths},
     };
     return steps;
 }
@@ -259,6 +289,8 @@ void upgrade_schema(Database& db, int version) {
         if (step.version > version && step.upgrade) step.upgrade(db);
     add_missing_columns(db);
     fill_added_columns(db, version);
+    for (const SchemaStep& step : schema_steps())
+        if (step.version > version && step.fill) step.fill(db);
     db.exec(kViewsSql);
     describe_columns(db);
     if (version != schema_version()) set_version(db, schema_version());

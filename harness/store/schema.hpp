@@ -31,6 +31,9 @@ struct SchemaStep {
     // `upgrade` did to columns: the tests make databases of older versions with it
     // (downgrade_schema). The declared columns of the version are dropped without it.
     std::string_view downgrade_sql;
+    // What the version's new columns hold in the rows from before it, where the rows' other
+    // columns tell (nullptr: their declared default): run after every column is added.
+    void (*fill)(Database& db) = nullptr;
 };
 
 // Every version after the oldest readable one, in order.
@@ -62,8 +65,9 @@ void create_schema(Database& db);
 // SchemaError naming the first that is missing.
 void check_schema(Database& db, int version);
 // Brings a database of `version` (check_schema passed) to the current version: the steps' upgrades,
-// then what is missing of the tables, declared columns and views. Also run at the current version:
-// it adds nothing then, but the description below is rewritten if this sweetspot's differs.
+// then what is missing of the tables, declared columns and views, then the steps' fills. Also run
+// at the current version: it adds nothing then, but the description below is rewritten if this
+// sweetspot's differs.
 void upgrade_schema(Database& db, int version);
 
 // For the tests: turns a database of the current version into one of `version`, as that version
