@@ -2099,6 +2099,107 @@ class TrainingMemoryTermsTest(DbTest):
         self.assertIn("Every cell has the estimator's prediction as totals only", caption)
         self.assertNotIn("the estimator's own terms", caption)
 
+
+# --- ragged batches: scripts/bench/pytorch_packing.py ------------------------------------------------
+
+PYTORCH_PACKING = REPO / "scripts" / "bench" / "pytorch_packing.py"
+
+
+def without_torch():
+    """sys.modules with torch and transformers not importable, as on every machine but the GPU's."""
+    return unittest.mock.patch.dict(sys.modules, {"torch": None, "transformers": None})
+
+
+class PytorchPackingTest(DbTest):
+    """scripts/bench/pytorch_packing.py reads the batches sweetspot's ragged cells ran (cells.drawn_lengths)
+    and its options without torch, which only the GPU machine has. Cells: llama_1b bf16 padded and packed
+    of one draw (330,12,871), a packed one of another seed (5,9,1), the first draw in fp32, a failed ragged
+    cell (7,7,7) and a fixed one."""
+
+    @classmethod
+    def build(cls, db):
+        ragged = dict(model="llama_1b", dtype="bf16", batch=3, seq=2048, lengths="lognormal:330,0.85")
+        return {
+            "padded": gpu_cell(db, "device", packing="padded", drawn_lengths="330,12,871", **ragged),
+            "packed": gpu_cell(db, "device", packing="packed", drawn_lengths="330,12,871", **ragged),
+            "seed2": gpu_cell(db, "device", packing="packed", drawn_lengths="5,9,1", seed=2, **ragged),
+            "fp32": gpu_cell(db, "device", packing="padded", drawn_lengths="330,12,871", **dict(ragged, dtype="fp32")),
+            "failed": gpu_cell(db, "device", status="failed", drawn_lengths="7,7,7", **dict(ragged, batch=4)),
+            "fixed": gpu_cell(db, "device", model="llama_1b", drawn_lengths=None),
+        }
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        spec = importlib.util.spec_from_file_location("pytorch_packing", PYTORCH_PACKING)
+        cls.script = importlib.util.module_from_spec(spec)
+        with without_torch():
+            spec.loader.exec_module(cls.script)
+
+    def run_script(self, *args):
+        """The script run as a program where torch cannot be imported: (exit code, stdout + stderr)."""
+        code = ("import runpy, sys; sys.modules.update(torch=None, transformers=None); "
+                f"sys.argv = {[str(PYTORCH_PACKING), *args]!r}; runpy.run_path(sys.argv[0], run_name='__main__')")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        return done.returncode, done.stdout + done.stderr
+
+    def test_each_draw_of_the_ok_ragged_cells_once_naming_its_cells(self):
+        batches = self.script.database_batches(self.path)
+        ids = self.ids
+        self.assertEqual([(b.model, b.dtype, b.lengths, b.cells) for b in batches], [
+            ("llama_1b", "bf16", [330, 12, 871], [(ids["padded"], "padded"), (ids["packed"], "packed")]),
+            ("llama_1b", "bf16", [5, 9, 1], [(ids["seed2"], "packed")]),
+            ("llama_1b", "fp32", [330, 12, 871], [(ids["fp32"], "padded")])])
+        self.assertEqual(batches[0].cells_text(), f"{ids['padded']},{ids['packed']}")
+        # 1213 real tokens of 3 × 871 rows: 53.6 % padding.
+        self.assertEqual(batches[0].description(),
+                         f"# llama_1b bf16: 3 sequences, 1213 real tokens, longest 871, padding 53.6%; "
+                         f"sweetspot cells {ids['padded']} (padded), {ids['packed']} (packed)")
+
+    def test_one_cell_whatever_its_status_and_why_not(self):
+        (batch,) = self.script.database_batches(self.path, self.ids["failed"])
+        self.assertEqual((batch.lengths, batch.cells), ([7, 7, 7], [(self.ids["failed"], "padded")]))
+        with self.assertRaisesRegex(self.script.BadInput, "stored no drawn lengths: its lengths are 'fixed'"):
+            self.script.database_batches(self.path, self.ids["fixed"])
+        with self.assertRaisesRegex(self.script.BadInput, "has no cell 999"):
+            self.script.database_batches(self.path, 999)
+
+    def test_a_database_from_before_the_lengths_were_stored(self):
+        db = FixtureDb(self.folder, "v26.db")
+        db.con.execute("ALTER TABLE cells DROP COLUMN drawn_lengths")
+        db.close()
+        with self.assertRaisesRegex(self.script.BadInput, "schema 26 or older.*sweetspot merge -o NEW.db"):
+            self.script.database_batches(db.path)
+
+    def test_a_lengths_file_reads_as_a_file_lengths_axis_reads_it(self):
+        parse = self.script.parse_lengths
+        self.assertEqual(parse("# lengths\n12\n\n 7 # a comment\n3.0\n", "f.txt"), [12, 7, 3])
+        for text, error in (("5\n0\n", "f.txt:2: expected a positive integer length, got '0'"),
+                            ("5\n2.5\n", "f.txt:2: expected a positive integer length, got '2.5'"),
+                            ("five\n", "f.txt:1: expected"), ("# none\n", "f.txt holds no length")):
+            with self.assertRaisesRegex(self.script.BadInput, re.escape(error)):
+                parse(text, "f.txt")
+        self.assertEqual(self.script.lengths_list("330,12"), [330, 12])
+
+    def test_help_and_bad_input_need_no_torch(self):
+        code, out = self.run_script("--help")
+        self.assertEqual(code, 0, out)
+        self.assertIn("--lengths-from DB", out)
+        self.assertIn("model dtype mode tokens rows median_ms p10_ms p90_ms peak_gib check_rel_err cells", out)
+        code, out = self.run_script("--lengths-from", self.path, "--models", "llama_1b")
+        self.assertEqual(code, 2)
+        self.assertIn("with --lengths-from each batch runs on its cells' model and dtype", out)
+        code, out = self.run_script("--lengths", "4,2", "--cell", "3")
+        self.assertEqual(code, 2)
+        self.assertIn("--cell names a cell of --lengths-from DB", out)
+        code, out = self.run_script("--lengths-from", os.path.join(self.folder, "missing.db"))
+        self.assertEqual(code, 2)
+        self.assertIn("no such database", out)
+        code, out = self.run_script("--lengths-from", self.path, "--cell", str(self.ids["fixed"]))
+        self.assertEqual(code, 2)
+        self.assertIn("stored no drawn lengths", out)
+
+
 # --- analysis/report.py ---------------------------------------------------------------------------
 
 class ReportRunTest(DbTest):
