@@ -25,7 +25,7 @@ EXIT_MISSING_MODULES = 3
 NEEDED_MODULES = {"matplotlib": "python3-matplotlib", "pandas": "python3-pandas"}
 
 # In the order the report shows them.
-FIGURES = ["normalized", "latency_streams", "latency_prefetch", "throughput", "training", "training_phases",
+FIGURES = ["normalized", "latency_streams", "latency_prefetch", "throughput", "packing", "training", "training_phases",
            "training_sweetspot", "training_memory", "oversubscription", "driver_oversubscription", "bandwidth",
            "um_traffic", "timeline", "peak_memory", "cell_phases"]
 

@@ -69,8 +69,8 @@ import report  # noqa: E402
 import time_split  # noqa: E402
 from cell_table import cell_table, same_in_every_cell  # noqa: E402
 from figures import (bandwidth, cell_phases, driver_oversubscription, latency_prefetch, normalized,  # noqa: E402
-                     oversubscription, peak_memory, throughput, timeline, training, training_memory, training_phases,
-                     training_sweetspot, um_traffic)
+                     oversubscription, packing, peak_memory, throughput, timeline, training, training_memory,
+                     training_phases, training_sweetspot, um_traffic)
 from figures.common import Skip, ratio_axis, workload_title  # noqa: E402
 from figures.sweeps import Swept, series  # noqa: E402
 from axes import OLDER_AXES, Axes  # noqa: E402
@@ -2100,7 +2100,111 @@ class TrainingMemoryTermsTest(DbTest):
         self.assertNotIn("the estimator's own terms", caption)
 
 
-# --- ragged batches: scripts/bench/pytorch_packing.py ------------------------------------------------
+# --- ragged batches: the packing figure and scripts/bench/pytorch_packing.py -----------------------
+
+class PackingFigureTest(DbTest):
+    """Forwards of ragged batches (schema 26 on), the template's placement but for what is named:
+
+    llama_1b bf16 device, lognormal:330,0.85, 4000 real tokens a batch:
+      batch 16 padded: 2.0 ms (p10 1.6, p90 2.5): 2e6 tokens/s (4000 ÷ 2 ms), bars 1.6e6–2.5e6; peak 10 GiB;
+                       60 % padding
+               packed: repeat 1 0.8 ms: 5e6; repeat 2 1.0 ms: 4e6: median 4.5e6, bars 4e6–5e6; peak 6 GiB
+                       (both repeats): tokens/s ×2.25, memory ×0.6
+      batch 32 padded only: 4.0 ms: 8000 real tokens → 2e6 tokens/s; no ratio
+    tiny fp32 host, uniform:2-16, batch 4, 40 real tokens: padded 0.5 ms (80000 tokens/s), RSS 200 MiB;
+      packed 0.4 ms (100000 tokens/s), RSS 150 MiB: ×1.25 and ×0.75
+    Not drawn: a fixed-lengths cell, a failed ragged cell, a ragged cell of seed 2 on its own panel."""
+
+    @classmethod
+    def build(cls, db):
+        ids = {}
+        llama = dict(model="llama_1b", dtype="bf16", seq=2048, lengths="lognormal:330,0.85", real_tokens=4000)
+
+        def ragged(name, backend, batch, packing, median, p10=None, p90=None, **fields):
+            ids[name] = gpu_cell(db, backend, batch=batch, packing=packing, latency_median_ms=median,
+                                 latency_p10_ms=p10 or median, latency_p90_ms=p90 or median, **fields)
+
+        ragged("padded16", "device", 16, "padded", 2.0, 1.6, 2.5, gpu_peak_bytes=10 * GIB, padding_share=0.6, **llama)
+        ragged("packed16", "device", 16, "packed", 0.8, gpu_peak_bytes=6 * GIB, padding_share=0.0, **llama)
+        ragged("packed16b", "device", 16, "packed", 1.0, gpu_peak_bytes=6 * GIB, padding_share=0.0, repeat=2, **llama)
+        ragged("padded32", "device", 32, "padded", 4.0, gpu_peak_bytes=12 * GIB, padding_share=0.5,
+               **dict(llama, real_tokens=8000))
+        ragged("seed2", "device", 16, "packed", 1.0, gpu_peak_bytes=6 * GIB, seed=2, **llama)
+        ragged("failed", "device", 64, "packed", None, status="failed", **llama)
+        host = dict(model="tiny", dtype="fp32", seq=16, lengths="uniform:2-16", real_tokens=40, gpu_peak_bytes=None)
+        ragged("host_padded", "host", 4, "padded", 0.5, peak_host_rss_bytes=200 * MIB, padding_share=0.5, **host)
+        ragged("host_packed", "host", 4, "packed", 0.4, peak_host_rss_bytes=150 * MIB, padding_share=0.0, **host)
+        ids["fixed"] = gpu_cell(db, "device", model="llama_1b", dtype="bf16", batch=16, seq=2048, latency_median_ms=9.0)
+        return ids
+
+    def panels(self):
+        data = report_data(self.path)
+        return packing.packing_panels(data.ok, data.db.axes)
+
+    def bar(self, panel, batch, which):
+        bars = panel.bars.set_index(["batch", "packing"])
+        return bars.loc[(batch, which)]
+
+    def test_throughput_counts_a_ragged_batch_by_its_real_tokens(self):
+        points = throughput.throughput(report_data(self.path).ok).set_index("cell_id")
+        self.assertAlmostEqual(points.loc[self.ids["padded16"], "tps"], 2e6)  # 4000 / 2 ms, not 16 × 2048
+        self.assertAlmostEqual(points.loc[self.ids["padded16"], "tps_lo"], 1.6e6)  # 4000 / 2.5 ms
+        self.assertAlmostEqual(points.loc[self.ids["fixed"], "tps"], 16 * 2048 / 9.0e-3)
+
+    def test_one_panel_per_setting_a_pair_of_bars_per_batch(self):
+        panels, left_out, named = self.panels()
+        self.assertEqual(left_out, 0)
+        self.assertEqual(named, ["model", "lengths", "backend", "dtype", "seq", "seed"])
+        self.assertEqual([p.label for p in panels],
+                         ["llama_1b, lognormal:330,0.85\nbackend device, dtype bf16, seq 2048, seed 1",
+                          "llama_1b, lognormal:330,0.85\nbackend device, dtype bf16, seq 2048, seed 2",
+                          "tiny, uniform:2-16\nbackend host, dtype fp32, seq 16, seed 1"])
+        llama, seed2, host = panels
+        self.assertEqual(sorted(set(llama.bars["batch"])), [16, 32])  # the failed batch 64 has no bar
+        padded = self.bar(llama, 16, "padded")
+        self.assertAlmostEqual(padded["tps"], 2e6)
+        self.assertAlmostEqual(padded["tps_lo"], 1.6e6)
+        self.assertAlmostEqual(padded["tps_hi"], 2.5e6)  # 4000 / 1.6 ms
+        self.assertEqual(padded["memory"], 10 * GIB)
+        packed = self.bar(llama, 16, "packed")
+        self.assertEqual(packed["repeats"], 2)
+        self.assertAlmostEqual(packed["tps"], 4.5e6)  # median of 5e6 and 4e6
+        self.assertAlmostEqual(packed["tps_lo"], 4e6)
+        self.assertAlmostEqual(packed["tps_hi"], 5e6)
+        self.assertAlmostEqual(llama.ratio(16, "tps"), 2.25)
+        self.assertAlmostEqual(llama.ratio(16, "memory"), 0.6)
+        self.assertIsNone(llama.ratio(32, "tps"))  # padded alone
+        self.assertEqual(packing.tick(llama, 16), "16\n60 % padding")
+        self.assertEqual(len(seed2.bars), 1)
+        self.assertAlmostEqual(host.ratio(4, "tps"), 1.25)  # 100000 / 80000
+        self.assertAlmostEqual(host.ratio(4, "memory"), 0.75)  # RSS 150 / 200 MiB
+        self.assertEqual(packing.memory_label(host), "peak host RSS")
+        self.assertEqual(packing.memory_label(llama), "peak GPU memory")
+
+    def test_figure_draws_the_bars_and_says_what_they_are(self):
+        drawn = self.render(packing)
+        axes = drawn.figure.axes
+        self.assertEqual(len(axes), 6)
+        self.assertIn("padded against packed; one row of panels per model, lengths, backend, dtype, seq, seed",
+                      suptitle(drawn.figure))
+        tps, memory = axes[0], axes[1]
+        heights = sorted(round(p.get_height()) for p in tps.patches)
+        self.assertEqual(heights, [2_000_000, 2_000_000, 4_500_000])  # padded 16, padded 32, packed 16
+        self.assertEqual(sorted(p.get_height() for p in memory.patches), [6.0, 10.0, 12.0])  # GiB
+        self.assertIn("×2.25", [t.get_text() for t in tps.texts])
+        self.assertIn("×0.60", [t.get_text() for t in memory.texts])
+        self.assertEqual(axes[5].get_ylabel(), "peak host RSS (MiB)")
+        self.assertIn("3 rows", drawn.caption)
+        self.assertIn("2 batches with both", drawn.caption)
+        self.assertIn("real_tokens ÷ the median latency", drawn.caption)
+
+    def test_left_out_without_ragged_cells(self):
+        db = FixtureDb(self.folder, "fixed_only.db")
+        gpu_cell(db, "device")
+        db.close()
+        with self.assertRaisesRegex(Skip, "no measured forward of a ragged batch"):
+            packing.render(report_data(db.path))
+
 
 PYTORCH_PACKING = REPO / "scripts" / "bench" / "pytorch_packing.py"
 

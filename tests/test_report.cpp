@@ -43,11 +43,18 @@ name = "train"
 mode = "train"
 batch = [1, 2]
 seq = 8
+[[sweep]]
+name = "ragged"
+batch = 2
+seq = 8
+lengths = "uniform:2-8"
+packing = ["padded", "packed"]
 )";
 
 // Figures drawn from host cells alone, and those that need GPU cells. The host backend runs the
 // baseline variant only, so performance normalized to baseline needs the GPU cells' other variant.
-const std::array kHostFigures = {"throughput_vs_batch", "training_vs_batch", "training_step_phases", "cell_phases"};
+const std::array kHostFigures = {"throughput_vs_batch", "packing", "training_vs_batch", "training_step_phases",
+                                 "cell_phases"};
 const char* const kNormalized = "normalized_performance";
 const std::array kGpuFigures = {"latency_vs_streams", "latency_vs_prefetch", "slowdown_vs_oversubscription",
                                 "slowdown_vs_oversubscription_driver", "link_bandwidth", "um_traffic", "timeline"};
@@ -491,7 +498,7 @@ TEST_CASE("report of a database without cells draws nothing and says so", "[repo
     TempDir tmp;
     Store::open(tmp.file("empty.db"));
     const auto [r, html] = written_report(tmp.file("empty.db"), tmp.file("report"));
-    CHECK_THAT(r.output, ContainsSubstring("0 of 15 figures drawn"));
+    CHECK_THAT(r.output, ContainsSubstring("0 of 16 figures drawn"));
     CHECK_THAT(html, ContainsSubstring("Figures not drawn"));
 }
 
