@@ -8,16 +8,23 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "backends/residency_plan.hpp"
 #include "base/number_text.hpp"
 #include "harness/matrix/matrix.hpp"
+#include "harness/matrix/sequence_lengths.hpp"
 #include "harness/measure/cell_outcome.hpp"
 #include "harness/measure/memory_estimate.hpp"
+#include "harness/measure/packed_fit.hpp"
 #include "harness/store/sqlite.hpp"
 #include "harness/store/store.hpp"
 #include "harness/system/system_info.hpp"
+#include "kernels/model/activation_layout.hpp"
 #include "test_support.hpp"
 
 using namespace sweetspot;
@@ -402,6 +409,88 @@ TEST_CASE("fit: the largest batch and seq under a capacity, and the smallest bud
     CHECK(fit(copy, std::int64_t{80} << 30, fixed).smallest_budget == minimum_streaming_budget(units, streaming_slots(2)));
     const CellParams uvm = one_cell("model = \"tiny_odd\"\nbackend = \"uvm\"\nbudget = \"70%\"");
     CHECK(fit(uvm, std::int64_t{80} << 30, fixed).smallest_budget == *std::max_element(units.begin(), units.end()));
+}
+
+TEST_CASE("fit of a packed cell: the most real tokens one packed batch holds under a capacity", "[estimate][ragged]") {
+    const FixedCost fixed{"Fixture GPU", "CUDA 13.0", 600 * MiB, 598 * MiB, 2, 0.0, {}, {}};
+    const CellParams cell = one_cell("model = \"tiny_llama\"\nbackend = \"device\"\ndtype = \"bf16\"\n"
+                                     "variant = \"attn_proj\"\nbatch = 4\nseq = 32\nlengths = \"lognormal:9,0.8\"\n"
+                                     "packing = \"packed\"\nseed = 5");
+    REQUIRE(fits_in_tokens(cell));
+    CHECK_FALSE(fits_in_tokens(one_cell("lengths = \"uniform:1-8\"\nseq = 8")));
+    CHECK_FALSE(fits_in_tokens(one_cell("packing = \"packed\"")));
+
+    // The packed batch of `tokens`, made here by hand: the cell's draw in order (a longer draw
+    // begins with the cell's own batch), as many sequences as hold the tokens, the last cut short.
+    const std::vector<int> drawn = draw_lengths(cell.lengths, 4096, cell.seq, cell.seed);
+    const BatchShape own = cell.batch_shape();
+    REQUIRE(std::equal(own.lengths().begin(), own.lengths().end(), drawn.begin()));
+    const auto batch_of = [&](std::int64_t tokens) {
+        std::vector<int> lengths;
+        for (std::size_t i = 0; tokens > 0; tokens -= lengths.back(), ++i)
+            lengths.push_back(static_cast<int>(std::min<std::int64_t>(drawn[i], tokens)));
+        return BatchShape::ragged(lengths, Packing::packed);
+    };
+    CHECK(packed_batch(cell, own.real_tokens()) == own);
+    CHECK(packed_batch(cell, 1000) == batch_of(1000));
+    // Its need from the estimator's terms: the weights and the workspace, which no batch changes,
+    // the activation layout of the packed batch (no scores under flash attention), the CUDA context.
+    const MemoryEstimate rest = estimate_memory(cell);
+    const auto need = [&](std::int64_t tokens) {
+        return rest.weights + rest.workspace + activation_layout(cell.model, cell.dtype, batch_of(tokens), false).total_bytes +
+               fixed.largest;
+    };
+    for (const std::int64_t capacity : {need(1000), need(1000) + 300, need(2345)}) {
+        INFO("capacity " << capacity);
+        const std::optional<std::int64_t> tokens = largest_packed_tokens(cell, capacity, fixed);
+        REQUIRE(tokens);
+        CHECK(need(*tokens) <= capacity);
+        CHECK(need(*tokens + 1) > capacity);
+        CHECK(predicted_need(estimate_memory(cell, packed_batch(cell, *tokens)), fixed) == need(*tokens));
+    }
+    CHECK(largest_packed_tokens(cell, need(1000), fixed) >= 1000);
+    CHECK_FALSE(largest_packed_tokens(cell, need(1) - 1, fixed));
+    // A cell the GPU cannot run packed (no flash attention) has no answer.
+    CellParams softmax = cell;
+    softmax.variant = *Variant::parse("softmax");
+    CHECK_FALSE(largest_packed_tokens(softmax, need(1000), fixed));
+}
+
+TEST_CASE("estimate --fit answers a packed cell in tokens too, and says so", "[estimate][cli][ragged]") {
+    test::TempDir tmp;
+    const auto matrix = tmp.file("m.toml");
+    test::write_file(matrix, "name = \"est\"\n[defaults]\nmodel = \"tiny_llama\"\nbackend = \"device\"\n"
+                             "variant = \"attn_proj\"\nseq = 32\nbatch = 4\nlengths = \"uniform:2-32\"\n"
+                             "[[sweep]]\nname = \"s\"\npacking = [\"padded\", \"packed\"]\n");
+    const auto db = tmp.file("calibration.db");
+    write_calibration_db(db, "Fixture GPU");
+    // What `estimate --fit 1GiB` prints with these options.
+    const auto fit_1gib = [&](const std::string& options) {
+        const auto r = test::run_sweetspot("estimate '" + matrix + "' --calibration '" + db + "' --fit 1GiB " + options);
+        INFO(r.output);
+        REQUIRE(r.exit_code == 0);
+        return r.output;
+    };
+    const std::string text = fit_1gib("");
+    CHECK_THAT(text, ContainsSubstring("largest packed tokens"));
+    CHECK_THAT(text, ContainsSubstring("the most real tokens\none packed batch may hold"));
+    const auto rows = nlohmann::json::parse(fit_1gib("--format json"));
+    REQUIRE(rows.size() == 2);
+    CHECK(rows[0]["packing"] == "padded");
+    CHECK(rows[0]["largest_packed_tokens"].is_null());
+    CHECK(rows[0]["largest_packed_tokens_peak_bytes"].is_null());
+    CHECK(rows[1]["packing"] == "packed");
+    const CellParams packed = one_cell("model = \"tiny_llama\"\nbackend = \"device\"\nvariant = \"attn_proj\"\nseq = 32\n"
+                                       "batch = 4\nlengths = \"uniform:2-32\"\npacking = \"packed\"");
+    Store read = Store::open_read_only(db);
+    const FixedCost fixed = measured_fixed_costs(read.db()).front();
+    const std::optional<std::int64_t> tokens = largest_packed_tokens(packed, std::int64_t{1} << 30, fixed);
+    REQUIRE(tokens);
+    CHECK(rows[1]["largest_packed_tokens"] == *tokens);
+    CHECK(rows[1]["largest_packed_tokens_peak_bytes"] ==
+          predicted_need(estimate_memory(packed, packed_batch(packed, *tokens)), fixed));
+    // Without a packed cell people see no such column.
+    CHECK_THAT(fit_1gib("--set lengths=fixed"), !ContainsSubstring("largest packed tokens"));
 }
 
 TEST_CASE("estimate --fit needs a measured fixed cost and an amount of memory", "[estimate][cli]") {

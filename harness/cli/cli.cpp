@@ -614,13 +614,16 @@ int cmd_estimate(const std::vector<std::string>& args) {
                 "needs: on the device the weights as its backend places them, the activations, the attention\n"
                 "scores and the GEMM workspace; on the host the pinned and managed memory. With --calibration,\n"
                 "also each cell's peak: those terms plus the CUDA context and the libraries' memory measured on\n"
-                "that GPU; with --fit, what fits a GPU of that much memory instead.",
+                "that GPU; with --fit, what fits a GPU of that much memory instead: the largest batch and seq,\n"
+                "and for a packed cell (lengths drawn, packing = \"packed\") the most real tokens one packed batch\n"
+                "may hold, the sequences the cell draws packed back to back (its rows are its tokens).",
                 po::options_description("options"), {}};
     add_calibration_option(cmd);
     cmd.options.add_options()
         ("fit", po::value<std::string>(),
          "instead: for each cell, the largest batch and seq whose peak fits this much GPU memory (\"80GiB\", bytes), "
-         "and the smallest budget its backend runs at; needs --calibration");
+         "for a packed cell also the most real tokens one packed batch may hold, and the smallest budget its backend "
+         "runs at; needs --calibration");
     return matrix_table_command(std::move(cmd), args, [](const auto& cells, const po::variables_map& vm, std::ostream& out) {
         const std::optional<FixedCost> fixed = calibration(vm);
         if (!vm.count("fit")) {

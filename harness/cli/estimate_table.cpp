@@ -1,5 +1,6 @@
 #include "harness/cli/estimate_table.hpp"
 
+#include <algorithm>
 #include <initializer_list>
 #include <optional>
 #include <stdexcept>
@@ -12,6 +13,7 @@
 #include "harness/cli/table.hpp"
 #include "harness/measure/cell_exec.hpp"
 #include "harness/measure/memory_estimate.hpp"
+#include "harness/measure/packed_fit.hpp"
 
 namespace sweetspot {
 namespace {
@@ -135,10 +137,14 @@ void print_memory_estimates(const std::vector<CellParams>& cells, const std::opt
 
 void print_fits(const std::vector<CellParams>& cells, std::int64_t capacity, const FixedCost& fixed, TableFormat format,
                 std::ostream& out) {
+    // People see the packed cells' answer in tokens where there are any; other tools always have it.
+    const bool packed = std::any_of(cells.begin(), cells.end(), fits_in_tokens);
     EstimateTable cell_table(cells, {{"largest batch", "largest_batch"},
                                  {"peak at it", "largest_batch_peak_bytes"},
                                  {"largest seq", "largest_seq"},
                                  {"peak there", "largest_seq_peak_bytes"},
+                                 {packed ? "largest packed tokens" : "", "largest_packed_tokens"},
+                                 {packed ? "peak at them" : "", "largest_packed_tokens_peak_bytes"},
                                  {"smallest budget", "smallest_budget_bytes"}});
     DataTable& t = cell_table.table;
     for (std::size_t i = 0; i < cells.size(); ++i) {
@@ -151,6 +157,9 @@ void print_fits(const std::vector<CellParams>& cells, std::int64_t capacity, con
             at.seq = seq;
             return bytes_field(predicted_need(estimate_memory(at), fixed));
         };
+        const std::optional<std::int64_t> tokens =
+            fits_in_tokens(c) ? largest_packed_tokens(c, capacity, fixed) : std::nullopt;
+        const std::optional<BatchShape> tokens_batch = tokens ? std::optional(packed_batch(c, *tokens)) : std::nullopt;
         // People read at which seq the batch is, and at which batch the seq; other tools have the
         // cell's own seq and batch in their columns.
         const auto largest = [](std::optional<int> n, const std::string& at) -> Field {
@@ -161,6 +170,15 @@ void print_fits(const std::vector<CellParams>& cells, std::int64_t capacity, con
         row.push_back(f.batch ? peak_at(*f.batch, c.seq) : missing_field());
         row.push_back(largest(f.seq, "batch " + std::to_string(c.batch)));
         row.push_back(f.seq ? peak_at(c.batch, *f.seq) : missing_field());
+        if (!fits_in_tokens(c)) {
+            row.insert(row.end(), 2, missing_field());
+        } else if (!tokens_batch) {
+            row.push_back({"none", std::monostate{}});
+            row.push_back(missing_field());
+        } else {
+            row.push_back({std::to_string(*tokens) + " (" + std::to_string(tokens_batch->batch()) + " sequences)", *tokens});
+            row.push_back(bytes_field(predicted_need(estimate_memory(c, *tokens_batch), fixed)));
+        }
         row.push_back(bytes_field(f.smallest_budget));
         t.add_row(std::move(row));
     }
@@ -172,6 +190,10 @@ void print_fits(const std::vector<CellParams>& cells, std::int64_t capacity, con
            "keeps its batch and budget (up to the model's positions). The smallest budget is the least device memory\n"
            "for weights at which the cell's backend still runs (resident units and streaming slots), whatever it\n"
            "costs in time; '-' for a backend that keeps every weight resident.\n";
+    if (packed)
+        out << "A packed cell (lengths drawn, packing packed) also has the largest packed tokens: the most real tokens\n"
+               "one packed batch may hold, the sequences the cell draws in order, the last one cut short (a packed\n"
+               "batch's rows are its tokens, so its memory follows them, not how many sequences they come in).\n";
 }
 
 }  // namespace sweetspot

@@ -19,7 +19,9 @@
 
 namespace sweetspot {
 
-MemoryEstimate estimate_memory(const CellParams& cell) {
+MemoryEstimate estimate_memory(const CellParams& cell) { return estimate_memory(cell, cell.batch_shape()); }
+
+MemoryEstimate estimate_memory(const CellParams& cell, const BatchShape& shape) {
     const BackendTraits& backend = backend_traits(cell.backend);
     const BackendConfig config = backend_config(cell);
     const WeightLayout layout_of_weights = WeightLayout::for_model(cell.model);
@@ -52,7 +54,6 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
     }
     if (!backend.needs_gpu) {
         // Over the rows of the cell's shape: a packed batch's real tokens, a padded one's padding too.
-        const BatchShape shape = cell.batch_shape();
         e.host_buffers = CpuForward::activation_bytes_for(cell.model, shape) + logits_bytes(shape.rows());
         return e;
     }
@@ -72,7 +73,7 @@ MemoryEstimate estimate_memory(const CellParams& cell) {
     e.host_reference = *std::max_element(fp32_units.begin(), fp32_units.end()) +
                        CpuForward::activation_bytes_for(cell.model, host_reference_shape(cell));
 
-    const ActivationLayout layout = activation_layout(cell.model, cell.dtype, cell.batch_shape(),
+    const ActivationLayout layout = activation_layout(cell.model, cell.dtype, shape,
                                                       !cell.variant.has(Fusion::flash_attention));
     e.scores = layout.scores_bytes;
     e.activations = layout.total_bytes - layout.scores_bytes;

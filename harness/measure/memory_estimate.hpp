@@ -167,5 +167,8 @@ Fit fit(const CellParams& cell, std::int64_t capacity, const FixedCost& fixed);
 // The estimate for a cell that cell_impossible_reason accepts (throws std::invalid_argument
 // with the backend's reason otherwise). A host-backend cell uses no device memory.
 MemoryEstimate estimate_memory(const CellParams& cell);
+// The same with its forward over `shape` in place of the batch the cell draws (a training step's
+// buffers follow the cell's batch × seq: its batch is rectangular).
+MemoryEstimate estimate_memory(const CellParams& cell, const BatchShape& shape);
 
 }  // namespace sweetspot
