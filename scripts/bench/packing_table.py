@@ -7,9 +7,9 @@
 2. Varlen overhead: each packed cell beside the rectangular cell of the same model, dtype, variant and
    batch holding the same real tokens within 1 %, by achieved TFLOP/s (the real tokens' model flops,
    each sequence's attention within itself), so the few tokens they differ by do not count.
-3. With --pytorch FILE (the output of pytorch_packing.py on the same machine and lengths): PyTorch's
-   padded and block-diagonal packed forwards beside sweetspot's cells of the same model and real
-   tokens.
+3. With --pytorch FILE (the output of pytorch_packing.py --lengths-from DB on the same machine):
+   PyTorch's padded and block-diagonal packed forwards beside the sweetspot cells whose lengths
+   they ran (its cells column; without one, the cells of the same model, dtype and real tokens).
 Usage: packing_table.py DB [DB ...] [--pytorch FILE]
 """
 import argparse
@@ -19,11 +19,11 @@ from collections import defaultdict
 
 GIB = 2**30
 QUERY = """
-SELECT model, dtype, variant, batch, seq, lengths, packing, real_tokens, padding_share, latency_median_ms,
+SELECT cell_id, model, dtype, variant, batch, seq, lengths, packing, real_tokens, padding_share, latency_median_ms,
        tokens_per_s, achieved_tflops, gpu_peak_bytes, predicted_peak_bytes
 FROM cells WHERE status = 'ok' AND backend != 'host' AND real_tokens IS NOT NULL
 """
-COLUMNS = ["model", "dtype", "variant", "batch", "seq", "lengths", "packing", "real_tokens", "padding_share", "ms",
+COLUMNS = ["cell_id", "model", "dtype", "variant", "batch", "seq", "lengths", "packing", "real_tokens", "padding_share", "ms",
            "tokens_per_s", "tflops", "peak", "predicted_peak"]
 
 
@@ -34,7 +34,7 @@ def read_cells(dbs):
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         for row in con.execute(QUERY):
             cell = dict(zip(COLUMNS, row))
-            repeats[tuple(cell[k] for k in COLUMNS[:7])].append(cell)
+            repeats[tuple(cell[k] for k in COLUMNS[1:8])].append(cell)
     cells = []
     for group in repeats.values():
         cell = dict(group[0])
@@ -83,9 +83,9 @@ def overhead_rows(cells):
 
 
 def pytorch_runs(path):
-    """{(model, real tokens): {mode: (median_ms, peak_gib)}} from pytorch_packing.py's output, read by its
-    header's names."""
-    runs = defaultdict(dict)
+    """[(row, cell ids)] from pytorch_packing.py's output, read by its header's names; a row is a dict
+    of its columns, the cell ids those it names (none in an output without a cells column)."""
+    runs = []
     header = None
     with open(path) as f:
         for line in f:
@@ -97,7 +97,8 @@ def pytorch_runs(path):
                 continue
             if header and len(parts) == len(header):
                 row = dict(zip(header, parts))
-                runs[(row["model"], int(row["tokens"]))][row["mode"]] = (float(row["median_ms"]), float(row["peak_gib"]))
+                ids = {int(i) for i in row.get("cells", "-").split(",") if i.isdigit()}
+                runs.append((row, ids))
     return runs
 
 
@@ -106,23 +107,31 @@ def pytorch_rows(cells, runs):
     yield ["model", "batch", "lengths", "real tokens", "PyTorch padded ms", "PyTorch packed ms",
            "PyTorch padded peak GiB", "PyTorch packed peak GiB", "sweetspot padded ms", "sweetspot packed ms",
            "sweetspot padded peak GiB", "sweetspot packed peak GiB", "PyTorch packed ms ÷ sweetspot packed ms"]
-    ours = defaultdict(dict)
-    for c in cells:
-        if c["lengths"] != "fixed":
-            ours[(c["model"], c["real_tokens"])][c["packing"]] = c
-    for (model, tokens), theirs in sorted(runs.items()):
-        mine = ours.get((model, tokens))
-        if not mine or "packed" not in mine:
+    # {batch: {mode: (ms, GiB)}} and {batch: {packing: cell}}, a batch being the cells PyTorch names,
+    # or its model, dtype and real tokens.
+    theirs, mine = defaultdict(dict), defaultdict(dict)
+    ragged = [c for c in cells if c["lengths"] != "fixed"]
+    for row, ids in runs:
+        batch = (row["model"], row.get("dtype", ""), int(row["tokens"]), frozenset(ids))
+        theirs[batch][row["mode"]] = (float(row["median_ms"]), float(row["peak_gib"]))
+        for c in ragged:
+            same = c["cell_id"] in ids if ids else (c["model"], c["real_tokens"]) == (row["model"], int(row["tokens"]))
+            if same and row.get("dtype", c["dtype"]) == c["dtype"]:
+                mine[batch][c["packing"]] = c
+    for batch in sorted(theirs, key=lambda b: b[:3]):
+        ours = mine.get(batch)
+        if not ours or "packed" not in ours:
             continue
-        any_cell = next(iter(mine.values()))
-        ms = lambda d, k: f"{d[k][0]:.1f}" if k in d else "-"  # noqa: E731
-        peak = lambda d, k: f"{d[k][1]:.2f}" if k in d else "-"  # noqa: E731
-        our_ms = lambda k: f"{mine[k]['ms']:.1f}" if k in mine else "-"  # noqa: E731
-        our_peak = lambda k: gib(mine[k]["peak"]) if k in mine else "-"  # noqa: E731
-        ratio = f"{theirs['packed'][0] / mine['packed']['ms']:.2f}" if "packed" in theirs else "-"
-        yield [model, str(any_cell["batch"]), any_cell["lengths"], str(tokens), ms(theirs, "padded"),
-               ms(theirs, "packed"), peak(theirs, "padded"), peak(theirs, "packed"), our_ms("padded"),
-               our_ms("packed"), our_peak("padded"), our_peak("packed"), ratio]
+        them = theirs[batch]
+        any_cell = next(iter(ours.values()))
+        ms = lambda k: f"{them[k][0]:.1f}" if k in them else "-"  # noqa: E731
+        peak = lambda k: f"{them[k][1]:.2f}" if k in them else "-"  # noqa: E731
+        our_ms = lambda k: f"{ours[k]['ms']:.1f}" if k in ours else "-"  # noqa: E731
+        our_peak = lambda k: gib(ours[k]["peak"]) if k in ours else "-"  # noqa: E731
+        ratio = f"{them['packed'][0] / ours['packed']['ms']:.2f}" if "packed" in them else "-"
+        yield [batch[0], str(any_cell["batch"]), any_cell["lengths"], str(batch[2]), ms("padded"), ms("packed"),
+               peak("padded"), peak("packed"), our_ms("padded"), our_ms("packed"), our_peak("padded"),
+               our_peak("packed"), ratio]
 
 
 def markdown(rows):

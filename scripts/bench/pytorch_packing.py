@@ -8,8 +8,9 @@ SDPA, one batch of sequences of the given lengths at a time, three ways:
             framework computes: every row of the rectangle);
   packed    all sequences in one row, position ids restarting per sequence and a block-diagonal
             causal mask as a 4-D boolean attention mask, so no sequence attends to another;
-  position  the same row with position ids alone, which the model does not read as boundaries:
-            its sequences attend across each other (how packing goes wrong).
+  position  the same row with position ids alone: transformers 5 reads restarting positions as
+            sequence boundaries; earlier versions let the sequences attend across each other (how
+            packing went wrong in the issue's anchor), which the logits check shows.
 Each is timed with CUDA events (median of --iters after --warmups) with its peak memory
 (torch.cuda.max_memory_allocated over a forward, weights included), and its logits on the real
 tokens are compared with each of the first --check sequences run alone: max |Δ| / max |alone|.
