@@ -82,7 +82,7 @@ using ReferenceSequenceGradients = double(const ModelConfig& model, const Weight
 
 struct FamilyCompute {
     // The host forward of `shape`; `dropout` already for_shape(stride, max_positions), active only
-    // with a rectangular shape (CpuForward refuses it otherwise).
+    // with a rectangular shape (check_dropout refuses it otherwise).
     std::unique_ptr<CpuFamilyForward> (*cpu_forward)(const ModelConfig& model, const BatchShape& shape,
                                                     const Dropout& dropout);
     // Its activation_bytes() without making one (the memory estimator's host term).
