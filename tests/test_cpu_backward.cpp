@@ -405,7 +405,7 @@ TEST_CASE("the host's gradients of a training step are the float64 reference's, 
     for (const float p : {0.0f, 0.1f}) {
         INFO("dropout " << p);
         const Dropout dropout{p, 21};
-        const auto got = cpu_gradients(m, layout, pointers, tokens, targets, batch, seq, dropout);
+        const auto got = cpu_gradients(m, layout, pointers, tokens, targets, BatchShape::rectangular(batch, seq), dropout);
         const auto want = reference_gradients(m, layout, pointers, tokens, targets, batch, seq, dropout);
         CHECK(std::abs(got.loss - want.loss) < 1e-5 * want.loss);
         for (std::size_t u = 0; u < layout.units.size(); ++u) {
@@ -506,7 +506,7 @@ TEST_CASE("a host training step is the float64 reference's step, and steps on on
     HostBackend backend;
     backend.place(layout, [&](int unit, std::span<float> dst) { std::ranges::copy(weights[static_cast<std::size_t>(unit)], dst.begin()); },
                   UnitSchedule::training(layout.unit_count()));
-    CpuTrainStep trainer(m, layout, batch, seq, {}, settings);
+    CpuTrainStep trainer(m, layout, BatchShape::rectangular(batch, seq), {}, settings);
     const auto first = trainer.step(backend, tokens, targets);
     CHECK(std::abs(first.loss - want.loss) < 1e-5 * want.loss);
     CHECK(std::abs(first.grad_norm - want_norm) < 1e-4 * want_norm);
@@ -539,7 +539,7 @@ void check_first_host_step(const ModelConfig& m, const WeightLayout& layout,
     backend.place(layout,
                   [&](int unit, std::span<float> dst) { std::ranges::copy(weights[static_cast<std::size_t>(unit)], dst.begin()); },
                   UnitSchedule::training(layout.unit_count()));
-    CpuTrainStep trainer(m, layout, batch, seq, dropout, settings);
+    CpuTrainStep trainer(m, layout, BatchShape::rectangular(batch, seq), dropout, settings);
     const double loss = trainer.forward(backend, tokens, targets);
     const double norm = trainer.backward(backend);
     CHECK(std::abs(loss - want.loss) < 1e-5 * want.loss);
@@ -662,15 +662,16 @@ TEST_CASE("LLaMA's host training step refuses dropout, and holds the buffers its
           "[kernels][backward][llama]") {
     const ModelConfig m = *find_builtin_model("tiny_llama");
     const auto layout = WeightLayout::for_model(m);
-    CHECK_THROWS_AS(CpuBackprop(m, layout, 1, 4, Dropout{0.1f, 1}), std::invalid_argument);
+    CHECK_THROWS_AS(CpuBackprop(m, layout, BatchShape::rectangular(1, 4), Dropout{0.1f, 1}), std::invalid_argument);
     // What the memory estimator counts for a step (CpuBackprop::buffer_bytes_for) is what one
     // allocates, for both families.
     const ModelConfig gpt2 = *find_builtin_model("tiny_odd");
     for (const ModelConfig& model : {m, *find_builtin_model("tiny_llama_odd"), gpt2}) {
         for (const auto& [batch, seq] : {std::pair{1, 1}, std::pair{3, 33}}) {
             INFO(model.name << " batch " << batch << " seq " << seq);
-            const CpuBackprop step(model, WeightLayout::for_model(model), batch, seq);
-            CHECK(step.buffer_bytes() == CpuBackprop::buffer_bytes_for(model, batch, seq));
+            const BatchShape shape = BatchShape::rectangular(batch, seq);
+            const CpuBackprop step(model, WeightLayout::for_model(model), shape);
+            CHECK(step.buffer_bytes() == CpuBackprop::buffer_bytes_for(model, shape));
         }
     }
     // tiny_llama at 2 × 9, by hand: per layer x_in, ln1, att, x_mid, ln2 (5 · 64), the packed qkv
@@ -680,5 +681,5 @@ TEST_CASE("LLaMA's host training step refuses dropout, and holds the buffers its
     const std::int64_t bt = 18;
     const std::int64_t floats = 2 * bt * (5 * 64 + 128 + 3 * 176) + bt * 6 * 64 + 81 + bt * (4 * 64 + 128 + 3 * 176) +
                                 2 * 81 + bt * 512 + 8;
-    CHECK(CpuBackprop::buffer_bytes_for(m, 2, 9) == floats * 4 + bt * 4);
+    CHECK(CpuBackprop::buffer_bytes_for(m, BatchShape::rectangular(2, 9)) == floats * 4 + bt * 4);
 }

@@ -969,7 +969,7 @@ TEST_CASE("GpuTrainStep's losses follow CpuTrainStep's over 20 steps and fall", 
             host.place(
                 layout, [&](int u, std::span<float> dst) { std::ranges::copy(units[as_size(u)], dst.begin()); },
                 UnitSchedule::training(layout.unit_count()));
-            CpuTrainStep cpu(model, layout, batch, seq, Dropout{.p = 0.1f, .seed = kSeed}, settings);
+            CpuTrainStep cpu(model, layout, BatchShape::rectangular(batch, seq), Dropout{.p = 0.1f, .seed = kSeed}, settings);
             std::vector<double> losses;
             for (int s = 0; s < steps; ++s) {
                 step.forward(*backend);

@@ -853,8 +853,9 @@ TEST_CASE("cpu::attention: per head, causal softmax(q·kᵀ / sqrt(hd)) · v", "
     check_all_near(out, want, 1e-4);
 }
 
-TEST_CASE("cpu attention over a ragged batch: each sequence over its own rows as if alone, padding rows zeros",
-          "[kernels]") {
+// The forward and its backward (dqkv from dout: qkv's layout, c the other way).
+TEST_CASE("cpu attention and its backward over a ragged batch: each sequence over its own rows as if alone, padding "
+          "rows zeros", "[kernels]") {
     // q heads 4, kv heads 2 (grouped) and 4 (GPT-2's attention); head_dim 6.
     const std::vector<int> lengths = {3, 1, 6};
     const int n_head = 4, hd = 6, c = n_head * hd;
@@ -864,34 +865,50 @@ TEST_CASE("cpu attention over a ragged batch: each sequence over its own rows as
                                         BatchShape::ragged(lengths, Packing::padded, 7)}) {
             INFO("kv heads " << kv << ", " << enum_name(shape.packing()) << ", stride " << shape.stride());
             const auto rows = static_cast<std::size_t>(shape.rows());
-            std::vector<float> qkv(rows * static_cast<std::size_t>(ld));
+            std::vector<float> qkv(rows * static_cast<std::size_t>(ld)), dout(rows * static_cast<std::size_t>(c));
             for (std::size_t i = 0; i < qkv.size(); ++i) qkv[i] = static_cast<float>((i * 37u) % 101u) / 50.0f - 1.0f;
-            std::vector<float> out(rows * static_cast<std::size_t>(c), -1.0f);
-            std::vector<float> scores(static_cast<std::size_t>(shape.stride() * shape.stride()));
-            if (kv == n_head)
+            for (std::size_t i = 0; i < dout.size(); ++i) dout[i] = static_cast<float>((i * 53u) % 89u) / 44.0f - 1.0f;
+            std::vector<float> out(rows * static_cast<std::size_t>(c), -1.0f), dqkv(qkv.size(), 99.0f);
+            const auto square = static_cast<std::size_t>(shape.stride() * shape.stride());
+            std::vector<float> scores(square), grad(square);
+            if (kv == n_head) {
                 cpu::attention(out.data(), scores.data(), qkv.data(), shape, c, n_head);
-            else
+                cpu::attention_backward(dqkv.data(), scores.data(), grad.data(), dout.data(), qkv.data(), shape, c,
+                                        n_head);
+            } else {
                 cpu::grouped_attention(out.data(), scores.data(), qkv.data(), shape, n_head, kv, hd);
+                cpu::grouped_attention_backward(dqkv.data(), scores.data(), grad.data(), dout.data(), qkv.data(), shape,
+                                                n_head, kv, hd);
+            }
 
             for (int b = 0; b < shape.batch(); ++b) {
                 const int n = shape.length(b);
                 const auto first = static_cast<std::size_t>(shape.first_row(b));
-                std::vector<float> alone(static_cast<std::size_t>(n * c));
-                std::vector<float> alone_scores(static_cast<std::size_t>(n * n));
+                std::vector<float> alone(static_cast<std::size_t>(n * c)), alone_dqkv(static_cast<std::size_t>(n * ld));
+                std::vector<float> alone_scores(static_cast<std::size_t>(n * n)), alone_grad(alone_scores.size());
                 const float* own = qkv.data() + first * static_cast<std::size_t>(ld);
-                if (kv == n_head)
+                const float* own_dout = dout.data() + first * static_cast<std::size_t>(c);
+                if (kv == n_head) {
                     cpu::attention(alone.data(), alone_scores.data(), own, 1, n, c, n_head);
-                else
+                    cpu::attention_backward(alone_dqkv.data(), alone_scores.data(), alone_grad.data(), own_dout, own, 1,
+                                            n, c, n_head);
+                } else {
                     cpu::grouped_attention(alone.data(), alone_scores.data(), own, 1, n, n_head, kv, hd);
+                    cpu::grouped_attention_backward(alone_dqkv.data(), alone_scores.data(), alone_grad.data(), own_dout,
+                                                    own, 1, n, n_head, kv, hd);
+                }
                 // The same products on the same rows: the same bits.
                 const std::size_t at = first * static_cast<std::size_t>(c);
-                const auto own_rows = std::span<const float>(out).subspan(at, alone.size());
-                CHECK(bit_identical(own_rows, alone));
+                CHECK(bit_identical(std::span<const float>(out).subspan(at, alone.size()), alone));
+                const std::size_t dat = first * static_cast<std::size_t>(ld);
+                CHECK(bit_identical(std::span<const float>(dqkv).subspan(dat, alone_dqkv.size()), alone_dqkv));
             }
             for (std::size_t r = 0; r < rows; ++r) {
                 if (shape.is_real(static_cast<std::int64_t>(r))) continue;
                 const float* row = out.data() + r * static_cast<std::size_t>(c);
                 CHECK(std::all_of(row, row + c, [](float x) { return x == 0.0f; }));
+                const float* drow = dqkv.data() + r * static_cast<std::size_t>(ld);
+                CHECK(std::all_of(drow, drow + ld, [](float x) { return x == 0.0f; }));
             }
         }
     }
@@ -900,6 +917,10 @@ TEST_CASE("cpu attention over a ragged batch: each sequence over its own rows as
     std::vector<float> qkv(2 * 2 * 3 * 4, 0.5f), out(2 * 2 * 4), scores(4);
     const Dropout dropout = Dropout{0.1f, 1}.for_shape(2, 8);
     CHECK_THROWS_AS(cpu::attention(out.data(), scores.data(), qkv.data(), ragged, 4, 2, dropout, 0),
+                    std::invalid_argument);
+    std::vector<float> dqkv(qkv.size()), grad(scores.size());
+    CHECK_THROWS_AS(cpu::attention_backward(dqkv.data(), scores.data(), grad.data(), out.data(), qkv.data(), ragged, 4,
+                                            2, dropout, 0),
                     std::invalid_argument);
 }
 

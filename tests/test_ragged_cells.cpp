@@ -1,5 +1,6 @@
 // Cells of ragged batches (the lengths and packing axes): how a matrix writes them, their keys,
-// shapes and tokens, the cells that cannot run them and why, and host cells run end to end.
+// shapes, tokens and targets, the cells that cannot run them and why, and host cells, inference and
+// training, run end to end.
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
@@ -17,11 +18,16 @@
 #include "harness/matrix/sequence_lengths.hpp"
 #include "harness/measure/cell_exec.hpp"
 #include "harness/measure/logits_check.hpp"
+#include "harness/measure/measurement.hpp"
 #include "harness/measure/memory_estimate.hpp"
+#include "harness/measure/step_check.hpp"
 #include "harness/store/schema.hpp"
 #include "harness/store/sqlite.hpp"
 #include "harness/store/store.hpp"
 #include "kernels/compute/cpu_forward.hpp"
+#include "kernels/compute/cpu_gradients.hpp"
+#include "kernels/compute/reference_gradients.hpp"
+#include "kernels/model/synthetic_weights.hpp"
 #include "kernels/model/weight_layout.hpp"
 #include "host_logits.hpp"
 #include "kernels/model/activation_layout.hpp"
@@ -117,6 +123,8 @@ TEST_CASE("cells at the default lengths and packing keep their keys and their to
     CHECK(ids.size() == 16);
     const std::vector<std::int32_t> longer = one_cell("model = \"tiny\"\nbatch = 1\nseq = 40").token_ids();
     CHECK(std::equal(ids.begin(), ids.end(), longer.begin()));
+    // The targets too: the stream's next batch × seq ids, as before.
+    CHECK(fixed.target_ids() == std::vector<std::int32_t>(longer.begin() + 1, longer.begin() + 17));
     // Packed but fixed: a rectangular batch, the same tokens, a cell of its own.
     const CellParams packed = one_cell("model = \"tiny\"\nbatch = 2\nseq = 8\npacking = \"packed\"");
     CHECK(packed.batch_shape().rows() == 16);
@@ -145,30 +153,48 @@ TEST_CASE("a ragged cell's shape is drawn from its seed, and its tokens fill the
     CHECK(packed_ids == std::vector<std::int32_t>(stream.begin(), stream.begin() + real));
     const std::vector<std::int32_t> padded_ids = padded.token_ids();
     REQUIRE(padded_ids.size() == static_cast<std::size_t>(5 * longest));
+    // The targets: each real token's the stream's next id (a sequence's last, the next one's
+    // first), laid out as the tokens; a padding row's 0, which the training step ignores.
+    CHECK(packed.target_ids() == std::vector<std::int32_t>(stream.begin() + 1, stream.begin() + real + 1));
+    const std::vector<std::int32_t> padded_targets = padded.target_ids();
+    REQUIRE(padded_targets.size() == padded_ids.size());
     int next = 0;
     for (int b = 0; b < 5; ++b) {
         for (int t = 0; t < longest; ++t) {
             INFO("sequence " << b << ", position " << t);
-            const std::int32_t id = padded_ids[static_cast<std::size_t>(b * longest + t)];
-            if (t < lengths[static_cast<std::size_t>(b)])
-                CHECK(id == stream[static_cast<std::size_t>(next++)]);
-            else
-                CHECK(id == 0);
+            const auto row = static_cast<std::size_t>(b * longest + t);
+            if (t < lengths[static_cast<std::size_t>(b)]) {
+                CHECK(padded_ids[row] == stream[static_cast<std::size_t>(next)]);
+                CHECK(padded_targets[row] == stream[static_cast<std::size_t>(++next)]);
+            } else {
+                CHECK(padded_ids[row] == 0);
+                CHECK(padded_targets[row] == 0);
+            }
         }
     }
 }
 
-TEST_CASE("ragged cells the GPU, training and dropout cannot run are refused with the reason, and list agrees",
-          "[ragged]") {
+TEST_CASE("ragged cells the GPU forward, the GPU training step and dropout cannot run are refused with the reason, "
+          "and list agrees", "[ragged]") {
     const std::string ragged = "model = \"tiny\"\nbatch = 2\nseq = 8\nlengths = \"uniform:2-8\"\n";
     CHECK(cell_impossible_reason(one_cell(ragged)).empty());
     CHECK(cell_impossible_reason(one_cell(ragged + "packing = \"packed\"")).empty());
     CHECK(cell_impossible_reason(one_cell(ragged + "backend = \"device\"\ndtype = \"bf16\"\nvariant = \"softmax\"")) ==
           "lengths = \"uniform:2-8\" draws a ragged batch, which the GPU forward runs with the flash_attention fusion "
           "only (its attention takes each sequence's own rows): variant 'softmax' has softmax");
-    CHECK(cell_impossible_reason(one_cell(ragged + "mode = \"train\"")) ==
-          "lengths = \"uniform:2-8\" draws a ragged batch, and the training step runs rectangular batches only "
-          "(lengths = \"fixed\")");
+    // The host trains on ragged batches; the GPU training step, whatever its variant, does not.
+    CHECK(cell_impossible_reason(one_cell(ragged + "mode = \"train\"")).empty());
+    CHECK(cell_impossible_reason(one_cell(ragged + "mode = \"train\"\npacking = \"packed\"")).empty());
+    for (const std::string variant : {"baseline", "flash_attention"}) {
+        INFO(variant);
+        CHECK(cell_impossible_reason(one_cell(ragged + "mode = \"train\"\nbackend = \"device\"\nvariant = \"" + variant +
+                                              "\"")) ==
+              "lengths = \"uniform:2-8\" draws a ragged batch, and the GPU training step runs rectangular batches only "
+              "(lengths = \"fixed\"; the host backend trains on ragged batches)");
+    }
+    CHECK(cell_impossible_reason(one_cell(ragged + "mode = \"train\"\ndropout = 0.1")) ==
+          "lengths = \"uniform:2-8\" draws a ragged batch, and dropout's masks are numbered by the positions of a "
+          "rectangular one: dropout = 0.1 needs lengths = \"fixed\"");
     CHECK(cell_impossible_reason(one_cell(ragged + "dropout = 0.1")) ==
           "lengths = \"uniform:2-8\" draws a ragged batch, and dropout's masks are numbered by the positions of a "
           "rectangular one: dropout = 0.1 needs lengths = \"fixed\"");
@@ -179,47 +205,55 @@ TEST_CASE("ragged cells the GPU, training and dropout cannot run are refused wit
     std::ostringstream out;
     print_cell_list(cells_of(ragged, "mode = [\"infer\", \"train\"]\ndropout = [0, 0.1]\n"), std::nullopt,
                     TableFormat::text, out);
-    CHECK_THAT(out.str(), ContainsSubstring("the training step runs rectangular batches only"));
+    CHECK_THAT(out.str(), !ContainsSubstring("rectangular batches only"));
     CHECK_THAT(out.str(), ContainsSubstring("dropout = 0.1 needs lengths = \"fixed\""));
 }
 
-TEST_CASE("the host estimate of a ragged cell is what its forward allocates: packed below padded", "[ragged][estimate]") {
+TEST_CASE("the host estimate of a ragged cell is what its forward or training step allocates: packed below padded",
+          "[ragged][estimate]") {
     const std::string axes = "model = \"tiny_llama\"\nbatch = 6\nseq = 32\nlengths = \"lognormal:9,0.8\"\nseed = 3\n";
-    std::int64_t padded_bytes = 0, packed_bytes = 0;
-    for (const std::string packing : {"padded", "packed"}) {
-        INFO(packing);
-        const CellParams c = one_cell(axes + "packing = \"" + packing + "\"");
-        const BatchShape shape = c.batch_shape();
-        const WeightLayout layout = WeightLayout::for_model(c.model);
-        const CpuForward forward(c.model, layout, shape);
-        const std::int64_t logits = shape.rows() * c.model.vocab_size * 4;
-        const std::int64_t bytes = estimate_memory(c).host_buffers;
-        CHECK(bytes == forward.activation_bytes() + logits);
-        (packing == "padded" ? padded_bytes : packed_bytes) = bytes;
+    for (const std::string mode : {"infer", "train"}) {
+        std::int64_t padded_bytes = 0, packed_bytes = 0;
+        for (const std::string packing : {"padded", "packed"}) {
+            INFO(mode << ", " << packing);
+            const CellParams c = one_cell(axes + "mode = \"" + mode + "\"\npacking = \"" + packing + "\"");
+            const BatchShape shape = c.batch_shape();
+            const WeightLayout layout = WeightLayout::for_model(c.model);
+            const std::int64_t bytes = estimate_memory(c).host_buffers;
+            if (mode == "infer") {
+                const CpuForward forward(c.model, layout, shape);
+                CHECK(bytes == forward.activation_bytes() + shape.rows() * c.model.vocab_size * 4);
+            } else {
+                // Beside the step's buffers, the full check's five fp32 copies of the weights.
+                const CpuBackprop step(c.model, layout, shape);
+                CHECK(bytes == step.buffer_bytes() + 5 * layout.total_numel * 4);
+            }
+            (packing == "padded" ? padded_bytes : packed_bytes) = bytes;
+        }
+        CHECK(packed_bytes < padded_bytes);
     }
-    CHECK(packed_bytes < padded_bytes);
 }
 
-TEST_CASE("ragged host cells run through `sweetspot run`: checked, their tokens counted, padding apart", "[ragged][runner]") {
-    test::TempDir tmp;
-    test::write_file(tmp.file("m.toml"), R"(name = "ragged"
-[defaults]
-backend = "host"
-batch = 4
-seq = 16
-warmups = 0
-iterations = 2
-[[sweep]]
-model = ["tiny", "tiny_llama"]
-lengths = ["lognormal:6,0.8", "uniform:2-16"]
-packing = ["padded", "packed"]
-)");
+namespace {
+
+// A sweep of host cells, batch 4 × seq 16 of the tiny models, padded and packed, and `lines` (its
+// mode, lengths, iterations), run through `sweetspot run` into a database in `tmp`.
+Store run_host_matrix(const test::TempDir& tmp, const std::string& lines) {
+    test::write_file(tmp.file("m.toml"), "name = \"ragged\"\n[defaults]\nbackend = \"host\"\nbatch = 4\nseq = 16\n"
+                                         "warmups = 0\n[[sweep]]\nmodel = [\"tiny\", \"tiny_llama\"]\n"
+                                         "packing = [\"padded\", \"packed\"]\n" + lines + "\n");
     const std::string db = tmp.file("m.db");
     const auto run = test::run_sweetspot("run '" + tmp.file("m.toml") + "' --db '" + db + "'");
     INFO(run.output);
     REQUIRE(run.exit_code == 0);
+    return Store::open_read_only(db);
+}
 
-    auto store = Store::open_read_only(db);
+}  // namespace
+
+TEST_CASE("ragged host cells run through `sweetspot run`: checked, their tokens counted, padding apart", "[ragged][runner]") {
+    test::TempDir tmp;
+    auto store = run_host_matrix(tmp, "iterations = 2\nlengths = [\"lognormal:6,0.8\", \"uniform:2-16\"]");
     auto st = store.db().prepare(
         "SELECT model, lengths, packing, status, coalesce(reason, ''), check_reference, real_tokens, padded_tokens,"
         " padding_share, tokens_per_s, latency_median_ms, model_flops, canonical, drawn_lengths FROM cells"
@@ -255,6 +289,83 @@ packing = ["padded", "packed"]
     }
     CHECK(rows == 8);
     CHECK(seen.size() == 8);
+}
+
+namespace {
+
+// The float64 loss of a training cell's first step, from its synthetic weights, over its shape.
+double reference_loss(const CellParams& c) {
+    const WeightLayout layout = WeightLayout::for_model(c.model);
+    std::vector<std::vector<float>> units;
+    std::vector<const float*> pointers;
+    for (int u = 0; u < layout.unit_count(); ++u) {
+        auto& w = units.emplace_back(static_cast<std::size_t>(layout.units[static_cast<std::size_t>(u)].numel));
+        fill_synthetic_unit(c.model, layout, u, c.seed, w);
+    }
+    for (const auto& w : units) pointers.push_back(w.data());
+    return reference_gradients(c.model, layout, pointers, c.token_ids(), c.target_ids(), c.batch_shape()).loss;
+}
+
+}  // namespace
+
+TEST_CASE("ragged host training cells run through `sweetspot run`: checked against each sequence alone, the loss "
+          "over the real tokens", "[ragged][runner][train]") {
+    test::TempDir tmp;
+    auto store = run_host_matrix(tmp, "mode = \"train\"\niterations = 3\nlengths = \"lognormal:6,0.8\"");
+    auto st = store.db().prepare(
+        "SELECT model, packing, status, coalesce(reason, ''), check_reference, check_rel_err, loss_first, loss_last,"
+        " real_tokens, padded_tokens, activation_bytes FROM cells ORDER BY cell_index");
+    int rows = 0;
+    while (st.step()) {
+        ++rows;
+        const std::string model = st.text(0), packing = st.text(1);
+        INFO(model << " " << packing);
+        CHECK(st.text(2) == "ok");
+        CHECK(st.text(3).empty());
+        CHECK(st.text(4) == "float64 loss, gradients and AdamW step");
+        CHECK(st.real(5) < 1e-4);
+        const CellParams c = one_cell("model = \"" + model + "\"\nmode = \"train\"\nbatch = 4\nseq = 16\n"
+                                      "lengths = \"lognormal:6,0.8\"\npacking = \"" + packing + "\"");
+        const BatchShape shape = c.batch_shape();
+        REQUIRE(!shape.is_rectangular());
+        CHECK(st.real(6) == Catch::Approx(reference_loss(c)).epsilon(1e-5));
+        CHECK(st.real(7) < st.real(6));  // four steps on one batch
+        CHECK(st.int64(8) == shape.real_tokens());
+        CHECK(st.int64(9) == shape.padded_tokens());
+        CHECK(st.int64(10) == CpuBackprop::buffer_bytes_for(c.model, shape));
+    }
+    CHECK(rows == 4);
+}
+
+TEST_CASE("a ragged host training cell too large for the full check is checked on sequence 0's prefix",
+          "[ragged][train]") {
+    // 12 sequences of 400 to 512 positions of a model whose lm_head makes each cost 1.4e5
+    // multiply-adds: the full step's float64 loops would take past 2e9; 16 positions of sequence 0
+    // do not.
+    const CellParams c = parse_matrix("name = \"t\"\n[[models]]\nname = \"wide_vocab\"\nlayers = 1\nhidden = 32\n"
+                                      "heads = 2\nvocab = 4096\npositions = 512\n"
+                                      "[defaults]\nmodel = \"wide_vocab\"\nbackend = \"host\"\nmode = \"train\"\n"
+                                      "batch = 12\nseq = 512\nlengths = \"uniform:400-512\"\npacking = \"packed\"\n"
+                                      "warmups = 0\niterations = 1\n[[sweep]]\nname = \"s\"\n",
+                                      "test")
+                             .cells.at(0);
+    const auto check = training_check_shape(c);
+    REQUIRE(check);
+    CHECK(check->shape == BatchShape::rectangular(1, 16));
+    CHECK_FALSE(check->full);
+    // Its tokens and targets: the cell's first 16 rows, sequence 0's first positions.
+    const std::vector<std::int32_t> targets = c.target_ids();
+    CHECK(checked_ids(*check, targets) == std::vector<std::int32_t>(targets.begin(), targets.begin() + 16));
+    // The estimate holds the cell's step and the prefix's, each over its own shape.
+    const MemoryEstimate e = estimate_memory(c);
+    CHECK(e.host_buffers == CpuBackprop::buffer_bytes_for(c.model, c.batch_shape()) + check_reference_host_bytes(c) +
+                                CpuBackprop::buffer_bytes_for(c.model, check->shape) + check_step_scratch_bytes(c));
+
+    const CellOutcome out = measure_cell(c, MeasureOptions{});
+    INFO(out.reason);
+    CHECK(out.status == CellStatus::ok);
+    CHECK_THAT(out.get<"check_reference">().value_or(""), ContainsSubstring("prefix step: sample 0, first 16 positions"));
+    CHECK(out.get<"check_rel_err">().value_or(1.0) < 1e-5);
 }
 
 TEST_CASE("a fixed cell counts batch x seq real tokens and no padding", "[ragged][runner]") {

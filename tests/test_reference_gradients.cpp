@@ -1,7 +1,8 @@
 // The float64 reference's loss and gradients (kernels/compute/reference_gradients) against
 // central differences of the loss computed from reference_forward's logits: nothing of the
 // backward is used to compute what it is checked against. GPT-2's and LLaMA's (grouped-query
-// attention with 1 kv head, 2 heads a group and none shared, Llama 3's rope scaling).
+// attention with 1 kv head, 2 heads a group and none shared, Llama 3's rope scaling), of
+// rectangular batches and ragged ones (the loss over the real tokens).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include "kernels/compute/dropout.hpp"
 #include "kernels/compute/reference_forward.hpp"
 #include "kernels/compute/reference_gradients.hpp"
+#include "kernels/model/batch_shape.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/synthetic_weights.hpp"
 #include "kernels/model/weight_layout.hpp"
@@ -69,20 +71,22 @@ struct Perturbed {
     double numeric, error;
 };
 
-// Mean cross-entropy of the next tokens, from the float64 forward's logits.
+// Mean cross-entropy of the next tokens over the real rows of `shape`, from the float64 forward's
+// logits.
 double loss_from_logits(const ModelConfig& m, const WeightLayout& layout, const Weights& w,
-                        const std::vector<std::int32_t>& tokens, const std::vector<std::int32_t>& targets, int batch,
-                        int seq, const Dropout& dropout) {
-    const auto logits = reference_forward(m, layout, w.pointers(), tokens, batch, seq, dropout);
+                        const std::vector<std::int32_t>& tokens, const std::vector<std::int32_t>& targets,
+                        const BatchShape& shape, const Dropout& dropout) {
+    const auto logits = reference_forward(m, layout, w.pointers(), tokens, shape, dropout);
     const auto vocab = static_cast<std::size_t>(m.vocab_size);
     double total = 0.0;
     for (std::size_t t = 0; t < tokens.size(); ++t) {
+        if (!shape.is_real(static_cast<std::int64_t>(t))) continue;
         const double* z = &logits[t * vocab];
         double sum = 0.0;
         for (std::size_t v = 0; v < vocab; ++v) sum += std::exp(z[v]);
         total += std::log(sum) - z[static_cast<std::size_t>(targets[t])];
     }
-    return total / static_cast<double>(tokens.size());
+    return total / static_cast<double>(shape.real_tokens());
 }
 
 // Perturbs element i of unit u by ±2^-16 (exact in fp32 at these magnitudes; the denominator is
@@ -92,13 +96,13 @@ double loss_from_logits(const ModelConfig& m, const WeightLayout& layout, const 
 // the projections' biases): a norm scales it by 1 / the row's deviation. Hence the small step.
 Perturbed check_element(const ModelConfig& m, const WeightLayout& layout, Weights& w, std::size_t u, std::size_t i,
                         double analytic, const std::vector<std::int32_t>& tokens, const std::vector<std::int32_t>& targets,
-                        int batch, int seq, const Dropout& dropout) {
+                        const BatchShape& shape, const Dropout& dropout) {
     const float original = w.units[u][i];
     const float up = original + 0x1p-16f, down = original - 0x1p-16f;
     w.units[u][i] = up;
-    const double loss_up = loss_from_logits(m, layout, w, tokens, targets, batch, seq, dropout);
+    const double loss_up = loss_from_logits(m, layout, w, tokens, targets, shape, dropout);
     w.units[u][i] = down;
-    const double loss_down = loss_from_logits(m, layout, w, tokens, targets, batch, seq, dropout);
+    const double loss_down = loss_from_logits(m, layout, w, tokens, targets, shape, dropout);
     w.units[u][i] = original;
     const double numeric = (loss_up - loss_down) / (static_cast<double>(up) - static_cast<double>(down));
     const double error = std::abs(analytic - numeric);
@@ -131,13 +135,15 @@ struct LlamaCase {
         make_ids(m, batch, seq, tokens, targets);
         w = synthetic_llama(m, layout, seed);
         got = reference_gradients(m, layout, w.pointers(), tokens, targets, batch, seq);
-        const double loss = loss_from_logits(m, layout, w, tokens, targets, batch, seq, {});
+        const double loss = loss_from_logits(m, layout, w, tokens, targets, BatchShape::rectangular(batch, seq), {});
         CHECK(std::abs(got.loss - loss) < 1e-12);
         CHECK(loss > 1.0);  // about log vocab for small weights
     }
     // Element i of unit u against the central differences; returns the numeric gradient.
     double check(std::size_t u, std::size_t i) {
-        return check_element(m, layout, w, u, i, got.units[u][i], tokens, targets, batch, seq, {}).numeric;
+        return check_element(m, layout, w, u, i, got.units[u][i], tokens, targets, BatchShape::rectangular(batch, seq),
+                             {})
+            .numeric;
     }
 };
 
@@ -156,7 +162,8 @@ TEST_CASE("the float64 reference's gradients are the central differences of its 
         const Dropout dropout{p, 11};
         Weights w = synthetic(m, layout, 42);
         const auto got = reference_gradients(m, layout, w.pointers(), tokens, targets, batch, seq, dropout);
-        const double loss = loss_from_logits(m, layout, w, tokens, targets, batch, seq, dropout);
+        const BatchShape shape = BatchShape::rectangular(batch, seq);
+        const double loss = loss_from_logits(m, layout, w, tokens, targets, shape, dropout);
         CHECK(std::abs(got.loss - loss) < 1e-12);
         CHECK(loss > 1.0);  // not degenerate: about log 13 for small weights
         REQUIRE(got.units.size() == layout.units.size());
@@ -169,7 +176,7 @@ TEST_CASE("the float64 reference's gradients are the central differences of its 
                 for (std::int64_t e = 0; e < tensor.numel; ++e) {
                     const auto i = static_cast<std::size_t>(tensor.offset + e);
                     INFO(tensor.name << "[" << e << "]: analytic " << got.units[u][i]);
-                    const Perturbed p = check_element(m, layout, w, u, i, got.units[u][i], tokens, targets, batch, seq, dropout);
+                    const Perturbed p = check_element(m, layout, w, u, i, got.units[u][i], tokens, targets, shape, dropout);
                     worst = std::max(worst, p.error);
                     largest = std::max(largest, std::abs(p.numeric));
                     ++checked;
@@ -179,6 +186,47 @@ TEST_CASE("the float64 reference's gradients are the central differences of its 
         INFO("worst error " << worst << " over " << checked << " parameters, largest gradient " << largest);
         CHECK(checked == static_cast<std::size_t>(n_params(m)));
         CHECK(largest > 1e-3);  // the gradients are not all zero
+    }
+}
+
+// Each sequence at its own positions from 0, its padding rows' tokens and targets other than the
+// real ones' (so that counting them would show): the loss differentiated is the mean over the real
+// tokens, from reference_forward's logits of the shape, which shares nothing with the backward.
+TEST_CASE("a ragged batch's float64 gradients, padded and packed, are the central differences of its loss over the "
+          "real tokens, for every parameter", "[kernels][gradients][ragged]") {
+    const std::vector<int> lengths = {3, 1, 5};
+    for (const ModelConfig& m : {small_model(), small_llama(2)}) {
+        const auto layout = WeightLayout::for_model(m);
+        Weights w = m.family == ModelFamily::llama ? synthetic_llama(m, layout, 42) : synthetic(m, layout, 42);
+        for (const BatchShape& shape :
+             {BatchShape::ragged(lengths, Packing::packed), BatchShape::ragged(lengths, Packing::padded, 6)}) {
+            INFO(m.name << ", " << enum_name(shape.packing()));
+            std::vector<std::int32_t> tokens(static_cast<std::size_t>(shape.rows()), 4), targets(tokens.size(), 9);
+            for (int b = 0; b < shape.batch(); ++b)
+                for (int t = 0; t < shape.length(b); ++t) {
+                    const auto r = static_cast<std::size_t>(shape.first_row(b) + t);
+                    tokens[r] = (b * 5 + t * 3 + 1) % m.vocab_size;
+                    targets[r] = (b * 7 + t * 2 + 3) % m.vocab_size;
+                }
+            const auto got = reference_gradients(m, layout, w.pointers(), tokens, targets, shape);
+            CHECK(std::abs(got.loss - loss_from_logits(m, layout, w, tokens, targets, shape, {})) < 1e-12);
+            double largest = 0.0;
+            std::size_t checked = 0;
+            for (std::size_t u = 0; u < layout.units.size(); ++u) {
+                for (const TensorSpec& tensor : layout.units[u].tensors) {
+                    for (std::int64_t e = 0; e < tensor.numel; ++e) {
+                        const auto i = static_cast<std::size_t>(tensor.offset + e);
+                        INFO(tensor.name << "[" << e << "]: analytic " << got.units[u][i]);
+                        const Perturbed p =
+                            check_element(m, layout, w, u, i, got.units[u][i], tokens, targets, shape, {});
+                        largest = std::max(largest, std::abs(p.numeric));
+                        ++checked;
+                    }
+                }
+            }
+            CHECK(checked == static_cast<std::size_t>(n_params(m)));
+            CHECK(largest > 1e-3);
+        }
     }
 }
 

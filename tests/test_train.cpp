@@ -62,9 +62,9 @@ CheckedStep host_first_step(const CellParams& c, const WeightLayout& layout, con
     const auto units = synthetic_units(c, layout);
     backend.place(layout, [&](int u, std::span<float> dst) { std::ranges::copy(units[static_cast<std::size_t>(u)], dst.begin()); },
                   UnitSchedule::training(layout.unit_count()));
-    CpuTrainStep trainer(c.model, layout, c.batch, c.seq, c.dropout_masks(), settings);
+    CpuTrainStep trainer(c.model, layout, c.batch_shape(), c.dropout_masks(), settings);
     CheckedStep first;
-    first.shape = {c.batch, c.seq, true};
+    first.check = {c.batch_shape(), true};
     first.tokens = c.token_ids();
     first.targets = c.target_ids();
     first.weights = units;
@@ -86,9 +86,9 @@ CheckedStep host_first_step(const CellParams& c, const WeightLayout& layout, con
 CheckedStep prefix_checked_step(const CellParams& c, const WeightLayout& layout, const TrainSettings& settings,
                                 const TrainingCheckShape& shape, HostBackend& backend) {
     CheckedStep s;
-    s.shape = shape;
-    s.tokens = checked_ids(c, shape, c.token_ids());
-    s.targets = checked_ids(c, shape, c.target_ids());
+    s.check = shape;
+    s.tokens = checked_ids(shape, c.token_ids());
+    s.targets = checked_ids(shape, c.target_ids());
     s.weights = synthetic_units(c, layout);
     run_host_prefix_step(c, layout, settings, backend, s);
     return s;
@@ -177,32 +177,32 @@ TEST_CASE("a training cell's checked step is its own where the float64 loops aff
     const CellParams small = train_cell();  // tiny, batch 2, seq 9
     const auto own = training_check_shape(small);
     REQUIRE(own);
-    CHECK((own->batch == 2 && own->seq == 9 && own->full));
+    CHECK((own->shape == BatchShape::rectangular(2, 9) && own->full));
 
     // A budget that affords 6 positions of one sequence but not 7, nor the cell's own shape.
     const double six = 3 * hand_macs(small.model, 1, 6);
     REQUIRE(3 * hand_macs(small.model, 1, 7) > six);
     const auto prefix = training_check_shape(small, six);
     REQUIRE(prefix);
-    CHECK((prefix->batch == 1 && prefix->seq == 6 && !prefix->full));
+    CHECK((prefix->shape == BatchShape::rectangular(1, 6) && !prefix->full));
     // Fewer than kLeastPrefixPositions never: the attention must mix positions.
     const auto least = training_check_shape(small, 1.0);
     REQUIRE(least);
-    CHECK((least->batch == 1 && least->seq == 4 && !least->full));
+    CHECK((least->shape == BatchShape::rectangular(1, 4) && !least->full));
 
     // GPT-2 1.5B at T = 1024: one position is 1.56e9 multiply-adds, three of them past the budget,
     // so the least prefix, 4 positions (1.9e10 for the step, below kMaxPrefixCheckMacs).
     CellParams large = train_cell("model = \"gpt2_1.5b\"\nbackend = \"device\"\ndtype = \"bf16\"\nbatch = 8\nseq = 1024");
     const auto large_shape = training_check_shape(large);
     REQUIRE(large_shape);
-    CHECK((large_shape->batch == 1 && large_shape->seq == 4 && !large_shape->full));
+    CHECK((large_shape->shape == BatchShape::rectangular(1, 4) && !large_shape->full));
     large.seq = 3;  // a shorter cell: all of its positions
-    CHECK(training_check_shape(large)->seq == 3);
+    CHECK(training_check_shape(large)->shape == BatchShape::rectangular(1, 3));
     // GPT-2 small on the host at T = 64 (train-gpt2.toml): 5 positions, not 6.
     const CellParams gpt2_small = train_cell("model = \"gpt2_small\"\nbatch = 1\nseq = 64");
     REQUIRE(3 * hand_macs(gpt2_small.model, 1, 5) <= kMaxFloat64Macs);
     REQUIRE(3 * hand_macs(gpt2_small.model, 1, 6) > kMaxFloat64Macs);
-    CHECK(training_check_shape(gpt2_small)->seq == 5);
+    CHECK(training_check_shape(gpt2_small)->shape == BatchShape::rectangular(1, 5));
     // GPT-3 6.7B: four positions would take 8e10, past kMaxPrefixCheckMacs: not checked.
     CHECK_FALSE(training_check_shape(train_cell("model = \"gpt3_6.7b\"\nbackend = \"device\"\ndtype = \"bf16\"\nseq = 1024")));
 }
@@ -372,7 +372,7 @@ TEST_CASE("a host training cell too large for the full check is checked on a pre
                              .cells.at(0);
     REQUIRE(3 * hand_macs(c.model, 10, 512) > kMaxFloat64Macs);
     const auto shape = training_check_shape(c);
-    REQUIRE((shape && shape->seq == 16 && !shape->full));
+    REQUIRE((shape && shape->shape == BatchShape::rectangular(1, 16) && !shape->full));
 
     const CellOutcome out = measure_cell(c, MeasureOptions{});
     INFO(out.reason);
@@ -383,7 +383,7 @@ TEST_CASE("a host training cell too large for the full check is checked on a pre
     const auto layout = WeightLayout::for_model(c.model);
     HostBackend backend;
     place_synthetic(backend, c, layout);
-    CpuTrainStep fresh(c.model, layout, c.batch, c.seq, c.dropout_masks(), TrainSettings{});
+    CpuTrainStep fresh(c.model, layout, c.batch_shape(), c.dropout_masks(), TrainSettings{});
     CHECK(out.get<"loss_first">().value_or(0.0) == Catch::Approx(fresh.forward(backend, c.token_ids(), c.target_ids())).epsilon(1e-9));
 }
 
@@ -970,7 +970,7 @@ TEST_CASE("LLaMA trains on the host, checked against the float64 reference; list
     CHECK(real_of(db, "SELECT loss_last < loss_first" + cell) == 1);
     // Its activation bytes are the step's buffers.
     CHECK(real_of(db, "SELECT activation_bytes" + cell) ==
-          static_cast<double>(CpuBackprop::buffer_bytes_for(c.model, c.batch, c.seq)));
+          static_cast<double>(CpuBackprop::buffer_bytes_for(c.model, c.batch_shape())));
 }
 
 TEST_CASE("a LLaMA host training cell's estimate holds its step's buffers, and a large one checks a prefix of its "
@@ -984,7 +984,7 @@ TEST_CASE("a LLaMA host training cell's estimate holds its step's buffers, and a
     // and the full check's five fp32 copies of the weights.
     std::int64_t fp32 = 0;
     for (const UnitLayout& u : WeightLayout::for_model(c.model).units) fp32 += u.numel * 4;
-    CHECK(e.host_buffers == CpuBackprop::buffer_bytes_for(c.model, c.batch, c.seq) + 5 * fp32);
+    CHECK(e.host_buffers == CpuBackprop::buffer_bytes_for(c.model, c.batch_shape()) + 5 * fp32);
     CHECK(e.device_total() == 0);
 
     // A prefix check's sample of the embedding: the prefix's tokens' rows of the token table, and

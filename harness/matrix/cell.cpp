@@ -12,6 +12,7 @@
 #include <map>
 #include <random>
 #include <stdexcept>
+#include <utility>
 
 namespace sweetspot {
 namespace {
@@ -242,6 +243,20 @@ std::vector<std::int32_t> token_stream(const CellParams& c, std::size_t count) {
     return tokens;
 }
 
+// The ids of `stream` (one per real token, sequence by sequence) laid out in the rows of `shape`,
+// each padding row 0.
+std::vector<std::int32_t> in_rows(const BatchShape& shape, std::vector<std::int32_t> stream) {
+    // Without padding the rows are the stream itself (a packed batch's sequences lie back to back).
+    if (shape.padded_tokens() == 0) return stream;
+    std::vector<std::int32_t> rows(static_cast<std::size_t>(shape.rows()), 0);
+    auto next = stream.begin();
+    for (int b = 0; b < shape.batch(); ++b) {
+        std::copy_n(next, shape.length(b), rows.begin() + shape.first_row(b));
+        next += shape.length(b);
+    }
+    return rows;
+}
+
 }  // namespace
 
 std::span<const StepPhase> step_phases(Mode mode) {
@@ -258,22 +273,14 @@ BatchShape CellParams::batch_shape() const {
 
 std::vector<std::int32_t> CellParams::token_ids() const {
     const BatchShape shape = batch_shape();
-    std::vector<std::int32_t> stream = token_stream(*this, static_cast<std::size_t>(shape.real_tokens()));
-    // Without padding the rows are the stream itself (a packed batch's sequences lie back to back).
-    if (shape.padded_tokens() == 0) return stream;
-    std::vector<std::int32_t> rows(static_cast<std::size_t>(shape.rows()), 0);
-    auto next = stream.begin();
-    for (int b = 0; b < shape.batch(); ++b) {
-        std::copy_n(next, shape.length(b), rows.begin() + shape.first_row(b));
-        next += shape.length(b);
-    }
-    return rows;
+    return in_rows(shape, token_stream(*this, static_cast<std::size_t>(shape.real_tokens())));
 }
 
 std::vector<std::int32_t> CellParams::target_ids() const {
-    std::vector<std::int32_t> stream = token_stream(*this, static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq) + 1);
+    const BatchShape shape = batch_shape();
+    std::vector<std::int32_t> stream = token_stream(*this, static_cast<std::size_t>(shape.real_tokens()) + 1);
     stream.erase(stream.begin());
-    return stream;
+    return in_rows(shape, std::move(stream));
 }
 
 std::string CellParams::label() const {

@@ -186,10 +186,12 @@ struct CellParams {
     // random stream drawn from `seed`, sequence by sequence (a rectangular batch: batch × seq ids
     // of the stream, as cuda-uvm-gpt2 fed its model), each padding row id 0, a valid one.
     std::vector<std::int32_t> token_ids() const;
-    // The next-token targets of a training step over a rectangular batch (training cells keep
-    // `lengths` fixed): the ids token_ids draws continued by one more draw, shifted by one, so
-    // each position's target is the token after it in one stream (as a language-model batch is
-    // cut from a text).
+    // The next-token targets of a training step, one per row of batch_shape() as token_ids: the
+    // ids token_ids draws continued by one more draw, shifted by one, so each real token's target
+    // is the token after it in one stream (as a language-model batch is cut from a text; a
+    // sequence's last target is the next sequence's first token), laid out as token_ids lays out
+    // the tokens. Each padding row holds 0, which the training step ignores: its loss counts the
+    // real rows only (CpuBackprop).
     std::vector<std::int32_t> target_ids() const;
     // The cell's dropout: its probability, the masks keyed by `seed`, as every forward draws them.
     Dropout dropout_masks() const { return Dropout{static_cast<float>(dropout), seed}; }

@@ -142,10 +142,12 @@ inline constexpr auto kMeasures = std::to_array<Measure>({
      .meaning = "median over the timed steps of their optimizer phase: gradient-norm clipping and AdamW (train)",
      .in_summary = true, .label = "opt ms"},
     {.name = "loss_first", .unit = Unit::none, .since = 16,
-     .meaning = "mean next-token cross-entropy of the checked first step, from the initial weights (train)",
+     .meaning = "mean next-token cross-entropy over the real tokens of the checked first step, from the initial "
+                "weights (train)",
      .in_summary = true, .label = "loss", .decimals = 4},
     {.name = "loss_last", .unit = Unit::none, .since = 16,
-     .meaning = "mean next-token cross-entropy of the last timed step, after every step before it (train)"},
+     .meaning = "mean next-token cross-entropy over the real tokens of the last timed step, after every step before "
+                "it (train)"},
     {.name = "grad_norm_first", .unit = Unit::none, .since = 16,
      .meaning = "global gradient norm, before clipping, of the checked first step (train)"},
     {.name = "grad_norm_last", .unit = Unit::none, .since = 16,

@@ -27,6 +27,7 @@
 #include "kernels/compute/family_compute.hpp"
 #include "kernels/compute/flash_attention_limits.hpp"
 #include "kernels/compute/gemm_limits.hpp"
+#include "kernels/compute/gpu_train_limits.hpp"
 #include "kernels/compute/managed_memory.hpp"
 #include "kernels/model/model_family.hpp"
 
@@ -170,14 +171,15 @@ std::string gpu_ragged_batch_reason(const CellParams& c) {
            "' has " + c.variant.fusions_text();
 }
 
-// Why the cell's drawn lengths (a ragged batch) cannot run as asked: the training step and
-// dropout's masks are made for rectangular batches, and the GPU as gpu_ragged_batch_reason says.
+// Why the cell's drawn lengths (a ragged batch) cannot run as asked: the GPU training step and
+// dropout's masks are made for rectangular batches, and the GPU forward as gpu_ragged_batch_reason
+// says. The host trains on ragged batches.
 std::string lengths_impossible_reason(const CellParams& c) {
     if (c.lengths.is_fixed()) return {};
     const std::string setting = "lengths = \"" + c.lengths.text() + "\"";
-    if (c.mode == Mode::train)
-        return setting + " draws a ragged batch, and the training step runs rectangular batches only (lengths = "
-                         "\"fixed\")";
+    if (c.mode == Mode::train && backend_traits(c.backend).needs_gpu && !kGpuTrainingRunsRagged)
+        return setting + " draws a ragged batch, and the GPU training step runs rectangular batches only (lengths = "
+                         "\"fixed\"; the host backend trains on ragged batches)";
     if (const std::string why = gpu_ragged_batch_reason(c); !why.empty()) return why;
     if (c.dropout > 0)
         return setting + " draws a ragged batch, and dropout's masks are numbered by the positions of a rectangular "

@@ -112,7 +112,7 @@ void run_host_prefix_step(const CellParams& cell, const WeightLayout& layout, co
     step.sample = prefix_sample(cell.model, layout, step.tokens);
     HostUnitMemory memory;
     CheckStepSource source(backend, layout, DType::fp32, step.sample, memory);
-    CpuTrainStep prefix(cell.model, layout, step.shape.batch, step.shape.seq, cell.dropout_masks(), settings);
+    CpuTrainStep prefix(cell.model, layout, step.check.shape, cell.dropout_masks(), settings);
     step.loss = prefix.forward(source, step.tokens, step.targets);
     step.grad_norm = prefix.backward(source);
     prefix.update(source);

@@ -416,9 +416,9 @@ private:
     // copied where the database keeps the reference, which an earlier cell computed).
     CheckedStep started_check(GradientSample sample) {
         CheckedStep s;
-        s.shape = *check_shape_;
-        s.tokens = checked_ids(cell_, s.shape, tokens_);
-        s.targets = checked_ids(cell_, s.shape, targets_);
+        s.check = *check_shape_;
+        s.tokens = checked_ids(s.check, tokens_);
+        s.targets = checked_ids(s.check, targets_);
         const std::optional<std::string> key = kept_training_key(cell_, tokens_);
         if (!key || !kept_reference_ || kept_reference_->key != *key)
             s.weights = copy_units([&](int u) { return gpu_.backend().stored_weights(u); }, cell_.dtype);
@@ -429,12 +429,13 @@ private:
     // The prefix step (step_check.hpp): the cell's kernels, dtype and weights at batch 1 on the
     // first positions, through a CheckStepSource that leaves the backend's state as it was.
     void run_prefix_step() {
-        const TrainingCheckShape& shape = *check_shape_;
+        const BatchShape& shape = check_shape_->shape;
         CheckedStep& s = checked_.emplace(started_check(GradientSample{}));
         s.sample = prefix_sample(cell_.model, gpu_.layout(), s.tokens);
         DeviceUnitMemory memory(gpu_.stream());
         CheckStepSource source(gpu_.backend(), gpu_.layout(), cell_.dtype, s.sample, memory);
-        GpuTrainStep prefix(cell_.model, gpu_.layout(), cell_.dtype, shape.batch, shape.seq, gpu_.stream(), train_options());
+        GpuTrainStep prefix(cell_.model, gpu_.layout(), cell_.dtype, shape.batch(), shape.stride(), gpu_.stream(),
+                            train_options());
         prefix.set_batch(s.tokens, s.targets);
         // As the checked step: fp16's first scale may overflow; the backend is untouched, so the
         // step is simply made again at the halved scale.

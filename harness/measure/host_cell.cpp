@@ -82,7 +82,7 @@ public:
           backend_(placed_backend(c, layout_, UnitSchedule::training(layout_.unit_count()))),
           tokens_(tokens.begin(), tokens.end()),
           targets_(c.target_ids()),
-          trainer_(c.model, layout_, c.batch, c.seq, c.dropout_masks(), settings_) {}
+          trainer_(c.model, layout_, c.batch_shape(), c.dropout_masks(), settings_) {}
 
     // The kept activations and the step's scratch; the gradients and moments are the backend's.
     std::int64_t activation_bytes() const override { return trainer_.buffer_bytes(); }
@@ -96,9 +96,9 @@ public:
             return;
         }
         CheckedStep& s = checked_.emplace();
-        s.shape = *shape;
-        s.tokens = checked_ids(cell_, *shape, tokens_);
-        s.targets = checked_ids(cell_, *shape, targets_);
+        s.check = *shape;
+        s.tokens = checked_ids(*shape, tokens_);
+        s.targets = checked_ids(*shape, targets_);
         s.weights = weight_copy();
         if (!shape->full) {
             run_host_prefix_step(cell_, layout_, settings_, *backend_, s);

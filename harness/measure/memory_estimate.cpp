@@ -46,10 +46,11 @@ MemoryEstimate estimate_memory(const CellParams& cell, const BatchShape& shape) 
     const bool prefix_check = check && !check->full;
     if (!backend.needs_gpu && cell.mode == Mode::train) {
         // The step's buffers, the check's copies, and a prefix check's step and scratch beside them.
-        e.host_buffers = CpuBackprop::buffer_bytes_for(cell.model, cell.batch, cell.seq) + checked_step_host_bytes(cell) +
+        // Over the rows of the cell's shape, as the forward's below.
+        e.host_buffers = CpuBackprop::buffer_bytes_for(cell.model, cell.batch_shape()) + checked_step_host_bytes(cell) +
                          check_reference_host_bytes(cell);
         if (prefix_check)
-            e.host_buffers += CpuBackprop::buffer_bytes_for(cell.model, check->batch, check->seq) + check_step_scratch_bytes(cell);
+            e.host_buffers += CpuBackprop::buffer_bytes_for(cell.model, check->shape) + check_step_scratch_bytes(cell);
         return e;
     }
     if (!backend.needs_gpu) {
@@ -62,7 +63,7 @@ MemoryEstimate estimate_memory(const CellParams& cell, const BatchShape& shape) 
         e.activations = TrainArena(cell.model, cell.dtype, cell.batch, cell.seq, cell.variant, cell.recompute).total;
         e.workspace = gemm_device_bytes(cell.dtype, cell.fp32_gemm());
         if (prefix_check)
-            e.check_step = TrainArena(cell.model, cell.dtype, check->batch, check->seq, cell.variant, cell.recompute).total + gemm_device_bytes(cell.dtype, cell.fp32_gemm()) +
+            e.check_step = TrainArena(cell.model, cell.dtype, check->shape.batch(), check->shape.stride(), cell.variant, cell.recompute).total + gemm_device_bytes(cell.dtype, cell.fp32_gemm()) +
                            check_step_scratch_bytes(cell);
         e.host_buffers = checked_step_host_bytes(cell);
         e.host_reference = check_reference_host_bytes(cell);

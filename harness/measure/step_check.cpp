@@ -17,7 +17,9 @@ namespace sweetspot {
 namespace {
 
 // A forward and its backward in the float64 loops: the backward costs about twice the forward.
-double step_macs(const ModelConfig& model, int batch, int seq) { return 3.0 * reference_forward_macs(model, batch, seq); }
+double step_macs(const ModelConfig& model, const BatchShape& shape) {
+    return 3.0 * reference_forward_macs(model, shape);
+}
 
 // The sample laid out as a model's weights: each run a tensor of the packed sampled values, with
 // its tensor's weight decay, so the float64 AdamW updates exactly the sampled elements.
@@ -63,13 +65,13 @@ SampledReference sampled_reference(const CellParams& cell, const WeightLayout& l
             for (std::int64_t k = 0; k < run.count; ++k)
                 ref.gradients[static_cast<std::size_t>(u)].push_back(gradient[static_cast<std::size_t>(run.offset + k * run.stride)]);
     };
-    if (step.shape.batch == 1) {
+    if (step.check.shape.batch() == 1) {
         // One sequence: each unit's gradient is sampled as soon as it is final, so a large model
         // never holds 8 bytes per parameter.
         ref.loss = reference_gradients_by_unit(cell.model, layout, units, step.tokens, step.targets, dropout, keep);
     } else {
-        const ReferenceGradients full = reference_gradients(cell.model, layout, units, step.tokens, step.targets,
-                                                            step.shape.batch, step.shape.seq, dropout);
+        const ReferenceGradients full =
+            reference_gradients(cell.model, layout, units, step.tokens, step.targets, step.check.shape, dropout);
         ref.loss = full.loss;
         for (std::size_t u = 0; u < full.units.size(); ++u) keep(static_cast<int>(u), full.units[u]);
     }
@@ -78,14 +80,14 @@ SampledReference sampled_reference(const CellParams& cell, const WeightLayout& l
 }
 
 // kept_training_key for a prefix step's ids.
-std::optional<std::string> training_key(const CellParams& cell, const TrainingCheckShape& shape,
+std::optional<std::string> training_key(const CellParams& cell, const TrainingCheckShape& check,
                                         std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets) {
-    if (shape.full || cell.weights != kSyntheticWeights || !backend_traits(cell.backend).needs_gpu) return std::nullopt;
+    if (check.full || cell.weights != kSyntheticWeights || !backend_traits(cell.backend).needs_gpu) return std::nullopt;
     const ModelConfig& m = cell.model;
     std::ostringstream text;
     text << std::hexfloat << "float64 training reference 1|model " << m.name << ' ' << m.n_layer << ' ' << m.n_embd
          << ' ' << m.n_head << ' ' << m.vocab_size << ' ' << m.max_positions << ' ' << m.ln_eps << "|seed " << cell.seed
-         << "|dtype " << enum_name(cell.dtype) << "|dropout " << cell.dropout << "|positions " << shape.seq
+         << "|dtype " << enum_name(cell.dtype) << "|dropout " << cell.dropout << "|positions " << check.shape.stride()
          << "|sample " << kSampledPerTensor << "|tokens";
     for (const std::int32_t t : tokens) text << ' ' << t;
     text << "|targets";
@@ -125,12 +127,14 @@ std::int64_t largest_unit(const WeightLayout& layout) {
 }  // namespace
 
 std::optional<TrainingCheckShape> training_check_shape(const CellParams& cell, double max_macs) {
-    if (step_macs(cell.model, cell.batch, cell.seq) <= max_macs) return TrainingCheckShape{cell.batch, cell.seq, true};
-    const int least = std::min(cell.seq, kLeastPrefixPositions);
-    int seq = std::min(cell.seq, kMostPrefixPositions);
-    while (seq > least && step_macs(cell.model, 1, seq) > max_macs) --seq;
-    if (step_macs(cell.model, 1, seq) > kMaxPrefixCheckMacs) return std::nullopt;
-    return TrainingCheckShape{1, seq, false};
+    const BatchShape shape = cell.batch_shape();
+    if (step_macs(cell.model, shape) <= max_macs) return TrainingCheckShape{shape, true};
+    const auto prefix = [](int n) { return BatchShape::rectangular(1, n); };
+    const int least = std::min(shape.length(0), kLeastPrefixPositions);
+    int seq = std::min(shape.length(0), kMostPrefixPositions);
+    while (seq > least && step_macs(cell.model, prefix(seq)) > max_macs) --seq;
+    if (step_macs(cell.model, prefix(seq)) > kMaxPrefixCheckMacs) return std::nullopt;
+    return TrainingCheckShape{prefix(seq), false};
 }
 
 std::int64_t GradientSample::values(int unit) const {
@@ -191,14 +195,9 @@ GradientSample prefix_sample(const ModelConfig& model, const WeightLayout& layou
     return sample;
 }
 
-std::vector<std::int32_t> checked_ids(const CellParams& cell, const TrainingCheckShape& shape,
-                                      std::span<const std::int32_t> ids) {
-    std::vector<std::int32_t> out;
-    for (int b = 0; b < shape.batch; ++b) {
-        const auto row = ids.subspan(static_cast<std::size_t>(b) * static_cast<std::size_t>(cell.seq), static_cast<std::size_t>(shape.seq));
-        out.insert(out.end(), row.begin(), row.end());
-    }
-    return out;
+std::vector<std::int32_t> checked_ids(const TrainingCheckShape& check, std::span<const std::int32_t> ids) {
+    const auto rows = ids.first(static_cast<std::size_t>(check.shape.rows()));
+    return {rows.begin(), rows.end()};
 }
 
 OutputCount StepLosses::count_nonfinite() const {
@@ -219,7 +218,7 @@ void StepLosses::add_results(CellOutcome& out) const {
 std::optional<std::string> kept_training_key(const CellParams& cell, std::span<const std::int32_t> tokens) {
     const std::optional<TrainingCheckShape> shape = training_check_shape(cell);
     if (!shape) return std::nullopt;
-    return training_key(cell, *shape, checked_ids(cell, *shape, tokens), checked_ids(cell, *shape, cell.target_ids()));
+    return training_key(cell, *shape, checked_ids(*shape, tokens), checked_ids(*shape, cell.target_ids()));
 }
 
 std::int64_t checked_step_host_bytes(const CellParams& cell) {
@@ -248,7 +247,7 @@ std::int64_t check_step_scratch_bytes(const CellParams& cell) {
 LogitsCheck check_training_step(const CellParams& cell, const WeightLayout& layout, const TrainSettings& settings,
                                 const CheckedStep& step, double tolerance, const std::optional<ReferenceLogits>& kept) {
     LogitsCheck check;
-    const std::optional<std::string> key = training_key(cell, step.shape, step.tokens, step.targets);
+    const std::optional<std::string> key = training_key(cell, step.check, step.tokens, step.targets);
     SampledReference ref;
     if (key && kept && kept->key == *key && kept->logits.size() == static_cast<std::size_t>(2 + step.sample.values())) {
         ref = unpacked(*kept, step.sample);
@@ -291,14 +290,14 @@ LogitsCheck check_training_step(const CellParams& cell, const WeightLayout& layo
         }
     }
 
-    if (step.shape.full) {
+    if (step.check.full) {
         check.compared = "the first step's loss, gradient norm, gradients and update";
         check.reference = "float64 loss, gradients and AdamW step";
     } else {
         check.compared = "the prefix step's loss, gradient norm, sampled gradients and update";
         check.reference = "float64 loss, gradients and AdamW step of a prefix step: sample 0, first " +
-                          std::to_string(step.shape.seq) + " positions; " + std::to_string(step.sample.values()) +
-                          " sampled gradients and updates";
+                          std::to_string(step.check.shape.stride()) + " positions; " +
+                          std::to_string(step.sample.values()) + " sampled gradients and updates";
     }
     check.tolerance = tolerance;
     // The worst of the four; a NaN anywhere makes it NaN, which fails.

@@ -8,9 +8,10 @@
 // judged against the update's size beyond the weights' own rounding.
 //
 // Where the float64 loops can afford the cell's own shape, the checked step is the cell's first
-// step and every parameter is compared. Otherwise (the large models) it is a prefix step, exact
-// in kind, only smaller: an extra step of the cell's own kernels, dtype and weights at batch 1 on
-// the first positions of sample 0's tokens and targets, made before the cell's own steps through
+// step and every parameter is compared (a ragged batch's reference computes each sequence alone,
+// its loss over the real tokens). Otherwise (the large models) it is a prefix step, exact in kind,
+// only smaller: an extra step of the cell's own kernels, dtype and weights at batch 1 on the first
+// positions of sample 0's tokens and targets, made before the cell's own steps through
 // CheckStepSource (check_step_source.hpp), which leaves the backend's weights and optimizer state
 // as they were; its gradients and update are compared on a sample of every tensor (and the
 // embedding's rows the prefix touches), the norm over all of them.
@@ -23,21 +24,23 @@
 #include "harness/matrix/cell.hpp"
 #include "harness/measure/logits_check.hpp"
 #include "kernels/compute/cpu_train_step.hpp"
+#include "kernels/model/batch_shape.hpp"
 #include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {
 
-// The shape of a cell's checked step: the cell's own (full) where the float64 loops afford it
-// within `max_macs` (forward and backward, about three forwards), else batch 1 and the longest
-// prefix of its positions they afford, at most kMostPrefixPositions (as the inference prefix
-// check's) and at least min(seq, kLeastPrefixPositions) so that the attention mixes positions (at
-// one position its backward has nothing to check); nullopt when even that would exceed
+// The shape of a cell's checked step: the cell's own BatchShape (full) where the float64 loops
+// afford it within `max_macs` (forward and backward, about three forwards, each sequence alone),
+// else the longest prefix of sequence 0's positions they afford, a rectangular batch of one
+// sequence, at most kMostPrefixPositions (as the inference prefix check's) and at least
+// min(sequence 0's length, kLeastPrefixPositions) so that the attention mixes positions (at one
+// position its backward has nothing to check); nullopt when even that would exceed
 // kMaxPrefixCheckMacs (the cell is stored as not checked).
 inline constexpr int kLeastPrefixPositions = 4, kMostPrefixPositions = 16;
 // About a minute of the float64 loops: GPT-2 1.5B's prefix of 4 positions takes a third of it.
 inline constexpr double kMaxPrefixCheckMacs = 5e10;
 struct TrainingCheckShape {
-    int batch = 0, seq = 0;
+    BatchShape shape;  // the cell's, or BatchShape::rectangular(1, n): sequence 0's first n positions
     bool full = true;
 };
 std::optional<TrainingCheckShape> training_check_shape(const CellParams& cell, double max_macs = kMaxFloat64Macs);
@@ -68,17 +71,17 @@ GradientSample prefix_sample(const ModelConfig& model, const WeightLayout& layou
 // the fp32 master weights before and after, for a dtype narrower than fp32; the weights
 // themselves, whose master they are, in fp32.
 struct CheckedStep {
-    TrainingCheckShape shape;
-    std::vector<std::int32_t> tokens, targets;  // [shape.batch, shape.seq]
+    TrainingCheckShape check;
+    std::vector<std::int32_t> tokens, targets;  // one per row of check.shape
     double loss = 0, grad_norm = 0;             // grad_norm: of the unscaled gradient, before clipping
     std::vector<std::vector<float>> weights;
     GradientSample sample;
     std::vector<std::vector<float>> gradients, updated_before, updated_after;  // per unit, sampled
 };
 
-// The token ids and targets of a cell's checked step (all of the cell's, or the prefix's).
-std::vector<std::int32_t> checked_ids(const CellParams& cell, const TrainingCheckShape& shape,
-                                      std::span<const std::int32_t> ids);
+// The token ids or targets of a cell's checked step, from the cell's (one per row of its shape):
+// all of them, or the prefix's, rows 0 .. n − 1 (sequence 0 starts at row 0 in either packing).
+std::vector<std::int32_t> checked_ids(const TrainingCheckShape& check, std::span<const std::int32_t> ids);
 
 // Every step's loss and gradient norm, as a training cell records them: what its verdict counts
 // (a NaN or infinite one fails the cell) and what it stores (the first and the last).

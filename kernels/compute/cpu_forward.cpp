@@ -3,8 +3,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/model/model_family.hpp"
-
 namespace sweetspot {
 
 namespace {
@@ -17,14 +15,8 @@ CpuForward::CpuForward(const ModelConfig& model, const WeightLayout& layout, con
                        const Dropout& dropout)
     : model_(model), layout_(layout), shape_(shape) {
     check_batch_shape("CpuForward", model, layout, shape);
-    const FamilyCompute& compute = compute_of(model.family);
-    if (dropout.active() && !compute.dropout)
-        throw std::invalid_argument("CpuForward: model '" + model.name + "' is of the " +
-                                    std::string(family_of(model).title) + " family, which has no dropout.");
-    if (dropout.active() && !shape.is_rectangular())
-        throw std::invalid_argument("CpuForward: dropout needs a rectangular batch (its masks are numbered by "
-                                    "sequence and position in rows of one length); this batch is ragged.");
-    family_ = compute.cpu_forward(model, shape, dropout.for_shape(shape.stride(), model.max_positions));
+    check_dropout("CpuForward", model, shape, dropout);
+    family_ = compute_of(model.family).cpu_forward(model, shape, dropout.for_shape(shape.stride(), model.max_positions));
 }
 
 CpuForward::~CpuForward() = default;

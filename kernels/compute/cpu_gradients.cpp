@@ -2,40 +2,35 @@
 
 #include <algorithm>
 #include <stdexcept>
-#include <string>
 
 #include "kernels/compute/cpu_ops.hpp"
-#include "kernels/model/batch_shape.hpp"
-#include "kernels/model/model_family.hpp"
 
 namespace sweetspot {
 namespace {
 
 std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
 
-std::int64_t logits_bytes(const ModelConfig& model, int batch, int seq) {
-    return std::int64_t{batch} * seq * model.vocab_size * std::int64_t{sizeof(float)};
+std::int64_t logits_bytes(const ModelConfig& model, const BatchShape& shape) {
+    return shape.rows() * model.vocab_size * std::int64_t{sizeof(float)};
 }
 
 }  // namespace
 
-CpuBackprop::CpuBackprop(const ModelConfig& model, const WeightLayout& layout, int batch, int seq, const Dropout& dropout)
-    : model_(model), layout_(layout), batch_(batch), seq_(seq) {
-    check_batch_shape("CpuBackprop", model, layout, batch, seq);
-    const FamilyCompute& compute = compute_of(model.family);
-    if (dropout.active() && !compute.dropout)
-        throw std::invalid_argument("CpuBackprop: model '" + model.name + "' is of the " +
-                                    std::string(family_of(model).title) + " family, which has no dropout.");
-    logits_.resize(as_size(batch) * as_size(seq) * as_size(model.vocab_size));
-    family_ = compute.cpu_backprop(model, batch, seq, dropout.for_shape(seq, model.max_positions));
+CpuBackprop::CpuBackprop(const ModelConfig& model, const WeightLayout& layout, const BatchShape& shape,
+                         const Dropout& dropout)
+    : model_(model), layout_(layout), shape_(shape) {
+    check_batch_shape("CpuBackprop", model, layout, shape);
+    check_dropout("CpuBackprop", model, shape, dropout);
+    logits_.resize(as_size(shape.rows()) * as_size(model.vocab_size));
+    family_ = compute_of(model.family).cpu_backprop(model, shape, dropout.for_shape(shape.stride(), model.max_positions));
 }
 
 CpuBackprop::~CpuBackprop() = default;
 CpuBackprop::CpuBackprop(CpuBackprop&&) noexcept = default;
 CpuBackprop& CpuBackprop::operator=(CpuBackprop&&) noexcept = default;
 
-std::int64_t CpuBackprop::buffer_bytes_for(const ModelConfig& model, int batch, int seq) {
-    return compute_of(model.family).cpu_backprop_bytes(model, batch, seq) + logits_bytes(model, batch, seq);
+std::int64_t CpuBackprop::buffer_bytes_for(const ModelConfig& model, const BatchShape& shape) {
+    return compute_of(model.family).cpu_backprop_bytes(model, shape) + logits_bytes(model, shape);
 }
 
 std::int64_t CpuBackprop::buffer_bytes() const {
@@ -44,9 +39,8 @@ std::int64_t CpuBackprop::buffer_bytes() const {
 
 double CpuBackprop::forward(LayerSource& weights, std::span<const std::int32_t> tokens,
                             std::span<const std::int32_t> targets) {
-    const std::int64_t bt = std::int64_t{batch_} * seq_;
-    check_batch_ids("CpuBackprop", model_, tokens, bt, "token");
-    check_batch_ids("CpuBackprop", model_, targets, bt, "target");
+    check_batch_ids("CpuBackprop", model_, tokens, shape_.rows(), "token");
+    check_batch_ids("CpuBackprop", model_, targets, shape_.rows(), "target");
     tokens_.assign(tokens.begin(), tokens.end());
 
     family_->embed(static_cast<const float*>(weights.acquire(0)), layout_.units[0], tokens);
@@ -59,9 +53,10 @@ double CpuBackprop::forward(LayerSource& weights, std::span<const std::int32_t> 
     const int hu = layout_.head_unit();
     family_->head(static_cast<const float*>(weights.acquire(hu)), layout_.units[as_size(hu)], logits_);
     weights.release(hu);
-    const float per_target = 1.0f / static_cast<float>(bt);
-    return cpu::cross_entropy(logits_.data(), targets.data(), bt, model_.vocab_size, per_target) /
-           static_cast<double>(bt);
+    const std::int64_t real = shape_.real_tokens();
+    const float per_target = 1.0f / static_cast<float>(real);
+    return cpu::cross_entropy(logits_.data(), targets.data(), shape_, model_.vocab_size, per_target) /
+           static_cast<double>(real);
 }
 
 double CpuBackprop::backward(LayerSource& weights) {
@@ -121,12 +116,12 @@ private:
 }  // namespace
 
 CpuGradients cpu_gradients(const ModelConfig& model, const WeightLayout& layout, std::span<const float* const> units,
-                           std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets, int batch,
-                           int seq, const Dropout& dropout) {
+                           std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets,
+                           const BatchShape& shape, const Dropout& dropout) {
     require_layout_for(model, layout, "cpu_gradients");
     if (units.size() != layout.units.size()) throw std::invalid_argument("cpu_gradients: one pointer per unit is needed.");
     PointerSource source(units, layout);
-    CpuBackprop backprop(model, layout, batch, seq, dropout);
+    CpuBackprop backprop(model, layout, shape, dropout);
     CpuGradients out;
     out.loss = backprop.forward(source, tokens, targets);
     backprop.backward(source);

@@ -39,18 +39,23 @@ void embedding(float* x, const std::int32_t* tokens, const float* wte, const flo
     embedding(x, tokens, wte, wpe, shape.positions().data(), shape.rows(), c);
 }
 
-void embedding_backward(float* dwte, float* dwpe, const float* dx, const std::int32_t* tokens, int batch, int seq,
-                        int c) {
+void embedding_backward(float* dwte, float* dwpe, const float* dx, const std::int32_t* tokens,
+                        const std::int32_t* positions, std::int64_t rows, int c) {
     const std::size_t width = as_size(c);
-    const std::size_t rows = as_size(batch) * as_size(seq);
-    for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t r = 0; r < as_size(rows); ++r) {
         const float* g = dx + r * width;
         float* te = dwte + as_size(tokens[r]) * width;
         for (std::size_t i = 0; i < width; ++i) te[i] += g[i];
         if (dwpe == nullptr) continue;
-        float* pe = dwpe + (r % as_size(seq)) * width;
+        float* pe = dwpe + as_size(positions[r]) * width;
         for (std::size_t i = 0; i < width; ++i) pe[i] += g[i];
     }
+}
+
+void embedding_backward(float* dwte, float* dwpe, const float* dx, const std::int32_t* tokens, int batch, int seq,
+                        int c) {
+    const BatchShape shape = BatchShape::rectangular(batch, seq);
+    embedding_backward(dwte, dwpe, dx, tokens, shape.positions().data(), shape.rows(), c);
 }
 
 // Two passes (mean, then centred squares) avoid the cancellation of E[x²] − E[x]².
@@ -198,17 +203,37 @@ void gelu_tanh_backward_from_output(float* dx, const float* y, const std::uint8_
 
 // The loss and its gradient in one pass over each row, in place: nothing of [rows, vocab] is kept
 // but the gradient that the lm_head's backward reads next.
+namespace {
+
+// One row's term of the loss; its logits z [vocab] become their gradient.
+double cross_entropy_row(float* z, std::int32_t target_id, int vocab, float scale) {
+    const float top = *std::max_element(z, z + vocab);
+    double total = 0.0;
+    for (int v = 0; v < vocab; ++v) total += std::exp(static_cast<double>(z[v] - top));
+    const auto target = static_cast<std::size_t>(target_id);
+    const double term = static_cast<double>(top) + std::log(total) - static_cast<double>(z[target]);
+    for (int v = 0; v < vocab; ++v) z[v] = static_cast<float>(std::exp(static_cast<double>(z[v] - top)) / total) * scale;
+    z[target] -= scale;
+    return term;
+}
+
+}  // namespace
+
 double cross_entropy(float* logits, const std::int32_t* targets, std::int64_t rows, int vocab, float scale) {
     double loss = 0.0;
-    for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t r = 0; r < rows; ++r)
+        loss += cross_entropy_row(logits + as_size(r) * as_size(vocab), targets[r], vocab, scale);
+    return loss;
+}
+
+double cross_entropy(float* logits, const std::int32_t* targets, const BatchShape& shape, int vocab, float scale) {
+    double loss = 0.0;
+    for (std::int64_t r = 0; r < shape.rows(); ++r) {
         float* z = logits + as_size(r) * as_size(vocab);
-        const float top = *std::max_element(z, z + vocab);
-        double total = 0.0;
-        for (int v = 0; v < vocab; ++v) total += std::exp(static_cast<double>(z[v] - top));
-        const auto target = static_cast<std::size_t>(targets[r]);
-        loss += static_cast<double>(top) + std::log(total) - static_cast<double>(z[target]);
-        for (int v = 0; v < vocab; ++v) z[v] = static_cast<float>(std::exp(static_cast<double>(z[v] - top)) / total) * scale;
-        z[target] -= scale;
+        if (shape.is_real(r))
+            loss += cross_entropy_row(z, targets[r], vocab, scale);
+        else
+            std::fill_n(z, vocab, 0.0f);
     }
     return loss;
 }
@@ -257,13 +282,25 @@ void causal_softmax(float* scores, std::int64_t rows, int seq) {
 // transposed or copied.
 namespace {
 
+void refuse_ragged_dropout(const BatchShape& shape, const Dropout& dropout) {
+    if (dropout.active() && !shape.is_rectangular())
+        throw std::invalid_argument("cpu attention: dropout masks are numbered by the rows of a rectangular batch; "
+                                    "this batch is ragged");
+}
+
+// Zeros the rows of sequence b's span past its length, x [rows, width]: a padded batch's padding
+// rows, which nothing attends from (none in a packed batch). first: shape.offsets().
+void zero_padding_rows(float* x, std::size_t width, const BatchShape& shape, const std::vector<std::int32_t>& first,
+                       int b) {
+    const std::size_t end = b + 1 < shape.batch() ? as_size(first[as_size(b + 1)]) : as_size(shape.rows());
+    std::fill(x + (as_size(first[as_size(b)]) + as_size(shape.length(b))) * width, x + end * width, 0.0f);
+}
+
 // Causal attention of packed heads, q head h reading kv head h / group, each sequence over its
 // own rows; the dropout mask over the probabilities where `dropout` is active.
 void causal_attention(float* out, float* scores, const float* qkv, const BatchShape& shape, int n_head, int n_kv_head,
                       int hd, const Dropout& dropout, std::uint32_t probs_site) {
-    if (dropout.active() && !shape.is_rectangular())
-        throw std::invalid_argument("cpu attention: dropout masks are numbered by the rows of a rectangular batch; "
-                                    "this batch is ragged");
+    refuse_ragged_dropout(shape, dropout);
     const int ld_qkv = (n_head + 2 * n_kv_head) * hd, c = n_head * hd, group = n_head / n_kv_head;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const std::vector<std::int32_t> first = shape.offsets();
@@ -286,8 +323,7 @@ void causal_attention(float* out, float* scores, const float* qkv, const BatchSh
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hd, n, 1.0f, scores, n, v, ld_qkv, 0.0f, o, c);
         }
         // Nothing attends from a padding row: zeros keep what follows finite.
-        const std::int64_t end = b + 1 < shape.batch() ? first[as_size(b + 1)] : shape.rows();
-        std::fill(out + (row + as_size(n)) * as_size(c), out + as_size(end) * as_size(c), 0.0f);
+        zero_padding_rows(out, as_size(c), shape, first, b);
     }
 }
 
@@ -324,14 +360,17 @@ void grouped_attention(float* out, float* scores, const float* qkv, const BatchS
 // others add to them.
 namespace {
 
-void causal_attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv, int batch,
-                               int seq, int n_head, int n_kv_head, int hd, const Dropout& dropout,
+void causal_attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv,
+                               const BatchShape& shape, int n_head, int n_kv_head, int hd, const Dropout& dropout,
                                std::uint32_t probs_site) {
+    refuse_ragged_dropout(shape, dropout);
     const int ld_qkv = (n_head + 2 * n_kv_head) * hd, c = n_head * hd, group = n_head / n_kv_head;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    const std::size_t square = as_size(seq) * as_size(seq);
-    for (int b = 0; b < batch; ++b) {
-        const std::size_t row0 = as_size(b) * as_size(seq) * as_size(ld_qkv);
+    const std::vector<std::int32_t> first = shape.offsets();
+    for (int b = 0; b < shape.batch(); ++b) {
+        const int n = shape.length(b);
+        const std::size_t row = as_size(first[as_size(b)]), square = as_size(n) * as_size(n);
+        const std::size_t row0 = row * as_size(ld_qkv);
         for (int h = 0; h < n_head; ++h) {
             const std::size_t q_at = row0 + as_size(h) * as_size(hd);
             const std::size_t k_at = row0 + as_size(n_head + h / group) * as_size(hd);
@@ -343,30 +382,27 @@ void causal_attention_backward(float* dqkv, float* probs, float* grad, const flo
             float* dk = dqkv + k_at;
             float* dv = dqkv + v_at;
             const float kv_beta = h % group == 0 ? 0.0f : 1.0f;
-            const float* dout_h = dout + as_size(b) * as_size(seq) * as_size(c) + as_size(h) * as_size(hd);
-            const std::int64_t first_row = (static_cast<std::int64_t>(b) * n_head + h) * seq;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hd, scale, q, ld_qkv, k, ld_qkv, 0.0f, probs,
-                        seq);
-            causal_softmax(probs, seq, seq);
+            const float* dout_h = dout + row * as_size(c) + as_size(h) * as_size(hd);
+            const std::int64_t first_row = (static_cast<std::int64_t>(b) * n_head + h) * shape.stride();
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, hd, scale, q, ld_qkv, k, ld_qkv, 0.0f, probs, n);
+            causal_softmax(probs, n, n);
             std::copy(probs, probs + square, grad);
-            dropout_probabilities(grad, first_row, seq, dropout, probs_site);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, hd, seq, 1.0f, grad, seq, dout_h, c, kv_beta, dv,
-                        ld_qkv);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, seq, seq, hd, 1.0f, dout_h, c, v, ld_qkv, 0.0f, grad,
-                        seq);
-            dropout_probabilities(grad, first_row, seq, dropout, probs_site);
-            for (int t = 0; t < seq; ++t) {
-                const float* p = probs + as_size(t) * as_size(seq);
-                float* g = grad + as_size(t) * as_size(seq);
+            dropout_probabilities(grad, first_row, n, dropout, probs_site);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, n, 1.0f, grad, n, dout_h, c, kv_beta, dv, ld_qkv);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, hd, 1.0f, dout_h, c, v, ld_qkv, 0.0f, grad, n);
+            dropout_probabilities(grad, first_row, n, dropout, probs_site);
+            for (int t = 0; t < n; ++t) {
+                const float* p = probs + as_size(t) * as_size(n);
+                float* g = grad + as_size(t) * as_size(n);
                 float p_dot_g = 0.0f;
                 for (int s2 = 0; s2 <= t; ++s2) p_dot_g += p[s2] * g[s2];
-                for (int s2 = 0; s2 < seq; ++s2) g[s2] = s2 <= t ? p[s2] * (g[s2] - p_dot_g) * scale : 0.0f;
+                for (int s2 = 0; s2 < n; ++s2) g[s2] = s2 <= t ? p[s2] * (g[s2] - p_dot_g) * scale : 0.0f;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, seq, hd, seq, 1.0f, grad, seq, k, ld_qkv, 0.0f, dq,
-                        ld_qkv);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, seq, hd, seq, 1.0f, grad, seq, q, ld_qkv, kv_beta, dk,
-                        ld_qkv);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hd, n, 1.0f, grad, n, k, ld_qkv, 0.0f, dq, ld_qkv);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, n, 1.0f, grad, n, q, ld_qkv, kv_beta, dk, ld_qkv);
         }
+        // No gradient reaches a padding row: nothing attends from or to it.
+        zero_padding_rows(dqkv, as_size(ld_qkv), shape, first, b);
     }
 }
 
@@ -374,15 +410,29 @@ void causal_attention_backward(float* dqkv, float* probs, float* grad, const flo
 
 void attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv, int batch, int seq,
                         int c, int n_head, const Dropout& probs_dropout, std::uint32_t probs_site) {
-    causal_attention_backward(dqkv, probs, grad, dout, qkv, batch, seq, n_head, n_head, c / n_head,
-                              probs_dropout.for_shape(seq, probs_dropout.positions), probs_site);
+    attention_backward(dqkv, probs, grad, dout, qkv, BatchShape::rectangular(batch, seq), c, n_head, probs_dropout,
+                       probs_site);
+}
+
+void attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv,
+                        const BatchShape& shape, int c, int n_head, const Dropout& probs_dropout,
+                        std::uint32_t probs_site) {
+    causal_attention_backward(dqkv, probs, grad, dout, qkv, shape, n_head, n_head, c / n_head,
+                              probs_dropout.for_shape(shape.stride(), probs_dropout.positions), probs_site);
 }
 
 void grouped_attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv, int batch,
                                 int seq, int n_head, int n_kv_head, int head_dim, const Dropout& probs_dropout,
                                 std::uint32_t probs_site) {
-    causal_attention_backward(dqkv, probs, grad, dout, qkv, batch, seq, n_head, n_kv_head, head_dim,
-                              probs_dropout.for_shape(seq, probs_dropout.positions), probs_site);
+    grouped_attention_backward(dqkv, probs, grad, dout, qkv, BatchShape::rectangular(batch, seq), n_head, n_kv_head,
+                               head_dim, probs_dropout, probs_site);
+}
+
+void grouped_attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv,
+                                const BatchShape& shape, int n_head, int n_kv_head, int head_dim,
+                                const Dropout& probs_dropout, std::uint32_t probs_site) {
+    causal_attention_backward(dqkv, probs, grad, dout, qkv, shape, n_head, n_kv_head, head_dim,
+                              probs_dropout.for_shape(shape.stride(), probs_dropout.positions), probs_site);
 }
 
 double squared_norm(const float* x, std::int64_t n) {

@@ -22,9 +22,13 @@ void embedding(float* x, const std::int32_t* tokens, const float* wte, const flo
 // Its rectangular batch: row b·seq + t at position t.
 void embedding(float* x, const std::int32_t* tokens, const float* wte, const float* wpe, int batch, int seq, int c);
 
-// The backward of embedding: dwte[tokens[r], :] += dx[r, :] and dwpe[r % seq, :] += dx[r, :] for
-// the rows r of dx [batch·seq, c] in order. dwpe is null for a family without a position table
-// (LLaMA's token embedding alone).
+// The backward of embedding: dwte[tokens[r], :] += dx[r, :] and dwpe[positions[r], :] += dx[r, :]
+// for the rows r of dx [rows, c] in order. dwpe is null for a family without a position table
+// (LLaMA's token embedding alone; positions are then not read).
+void embedding_backward(float* dwte, float* dwpe, const float* dx, const std::int32_t* tokens,
+                        const std::int32_t* positions, std::int64_t rows, int c);
+
+// Its rectangular batch: row r at position r % seq.
 void embedding_backward(float* dwte, float* dwpe, const float* dx, const std::int32_t* tokens, int batch, int seq,
                         int c);
 
@@ -80,6 +84,11 @@ void gelu_tanh_backward_from_output(float* dx, const float* y, const std::uint8_
 // · scale (scale = 1 / the batch's targets for a mean).
 double cross_entropy(float* logits, const std::int32_t* targets, std::int64_t rows, int vocab, float scale);
 
+// The same over the rows of a batch laid out as `shape`: the real rows' terms summed in row order
+// (a rectangular shape's sum is the rows form's, bit for bit), each padding row's target ignored
+// and its gradient zeros, so nothing of the padding reaches the backward.
+double cross_entropy(float* logits, const std::int32_t* targets, const BatchShape& shape, int vocab, float scale);
+
 // x += y over n elements (the residual stream).
 void residual_add(float* x, const float* y, std::int64_t n);
 
@@ -116,6 +125,13 @@ void attention(float* out, float* scores, const float* qkv, const BatchShape& sh
 // forward's qkv, with the same dropout masks. probs and grad are [seq, seq] scratches.
 void attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv, int batch, int seq,
                         int c, int n_head, const Dropout& probs_dropout = {}, std::uint32_t probs_site = 0);
+
+// The same over the rows of a batch laid out as `shape`, as attention's shape form: each sequence
+// over its own rows, padding rows of dqkv zeros; probs and grad [stride, stride] scratches; an
+// active dropout refused unless the shape is rectangular.
+void attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv,
+                        const BatchShape& shape, int c, int n_head, const Dropout& probs_dropout = {},
+                        std::uint32_t probs_site = 0);
 
 // Σ x² over n elements, in double: summed over every tensor, the square of the global gradient
 // norm that clipping scales by.
@@ -174,6 +190,11 @@ void grouped_attention(float* out, float* scores, const float* qkv, const BatchS
 void grouped_attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv, int batch,
                                 int seq, int n_head, int n_kv_head, int head_dim, const Dropout& probs_dropout = {},
                                 std::uint32_t probs_site = 0);
+
+// The same over the rows of a batch laid out as `shape`, as attention_backward's shape form.
+void grouped_attention_backward(float* dqkv, float* probs, float* grad, const float* dout, const float* qkv,
+                                const BatchShape& shape, int n_head, int n_kv_head, int head_dim,
+                                const Dropout& probs_dropout = {}, std::uint32_t probs_site = 0);
 
 // Rotary position embeddings in place on the q and k heads of qkv [rows, (n_head + 2·n_kv_head) ·
 // head_dim] (q heads, then k, then v, which is left alone), transformers' rotate_half

@@ -7,9 +7,9 @@
 
 namespace sweetspot {
 
-CpuTrainStep::CpuTrainStep(const ModelConfig& model, const WeightLayout& layout, int batch, int seq,
+CpuTrainStep::CpuTrainStep(const ModelConfig& model, const WeightLayout& layout, const BatchShape& shape,
                            const Dropout& dropout, const TrainSettings& settings)
-    : layout_(layout), settings_(settings), backprop_(model, layout, batch, seq, dropout) {}
+    : layout_(layout), settings_(settings), backprop_(model, layout, shape, dropout) {}
 
 double CpuTrainStep::forward(LayerSource& weights, std::span<const std::int32_t> tokens,
                              std::span<const std::int32_t> targets) {

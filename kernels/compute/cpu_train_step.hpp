@@ -9,6 +9,7 @@
 
 #include "kernels/compute/cpu_gradients.hpp"
 #include "kernels/compute/dropout.hpp"
+#include "kernels/model/batch_shape.hpp"
 #include "kernels/model/layer_source.hpp"
 #include "kernels/model/weight_layout.hpp"
 
@@ -22,7 +23,8 @@ struct TrainSettings {
 
 class CpuTrainStep {
 public:
-    CpuTrainStep(const ModelConfig& model, const WeightLayout& layout, int batch, int seq, const Dropout& dropout,
+    // Over a batch of `shape` (CpuBackprop's: the loss over its real tokens).
+    CpuTrainStep(const ModelConfig& model, const WeightLayout& layout, const BatchShape& shape, const Dropout& dropout,
                  const TrainSettings& settings);
 
     // The phases, in order; each reads what the one before left.

@@ -35,17 +35,20 @@ public:
 };
 
 // One family's share of the host training step (cpu_gradients.hpp's CpuBackprop, which holds the
-// logits, takes the loss and hands over the units): the forward over a fixed batch × seq keeping
-// what its backward reads, and that backward, unit by unit in reverse, each unit's gradient added
-// to `grad` (zeroed by the caller, laid out as the unit's weights).
+// logits, takes the loss and hands over the units): the forward over a fixed BatchShape keeping
+// what its backward reads (per-row ops over every row, attention within each sequence, positions
+// from 0 in each, as CpuFamilyForward), and that backward, unit by unit in reverse, each unit's
+// gradient added to `grad` (zeroed by the caller, laid out as the unit's weights). A padding row
+// whose logits' gradient is zero passes zeros back, so it adds nothing to any gradient.
 class CpuFamilyBackprop {
 public:
     virtual ~CpuFamilyBackprop() = default;
+    // tokens: one per row of the shape.
     virtual void embed(const float* unit, const UnitLayout& layout, std::span<const std::int32_t> tokens) = 0;
     virtual void block(int layer, const float* unit, const UnitLayout& layout) = 0;
-    // logits [batch·seq, vocab], written in place.
+    // logits [rows, vocab], written in place.
     virtual void head(const float* unit, const UnitLayout& layout, std::span<float> logits) = 0;
-    // dlogits: dloss/dlogits [batch·seq, vocab].
+    // dlogits: dloss/dlogits [rows, vocab].
     virtual void head_backward(const float* unit, const UnitLayout& layout, std::span<const float> dlogits,
                                float* grad) = 0;
     virtual void block_backward(int layer, const float* unit, const UnitLayout& layout, float* grad) = 0;
@@ -70,8 +73,8 @@ using ReferenceSequence = std::vector<double>(const ModelConfig& model, const We
                                               std::size_t sequence);
 
 // The float64 loss of sequence `sequence` of the batch, summed over its targets, and its
-// gradients, scaled by `per_target` (1 / the batch's targets, so the batch's loss is their mean),
-// added to the sink's buffers.
+// gradients, scaled by `per_target` (1 / the batch's real tokens, so the batch's loss is their
+// mean), added to the sink's buffers.
 using ReferenceSequenceGradients = double(const ModelConfig& model, const WeightLayout& layout,
                                           std::span<const float* const> units, std::span<const std::int32_t> tokens,
                                           std::span<const std::int32_t> targets, const Dropout& dropout,
@@ -79,7 +82,7 @@ using ReferenceSequenceGradients = double(const ModelConfig& model, const Weight
 
 struct FamilyCompute {
     // The host forward of `shape`; `dropout` already for_shape(stride, max_positions), active only
-    // with a rectangular shape (CpuForward refuses it otherwise).
+    // with a rectangular shape (check_dropout refuses it otherwise).
     std::unique_ptr<CpuFamilyForward> (*cpu_forward)(const ModelConfig& model, const BatchShape& shape,
                                                     const Dropout& dropout);
     // Its activation_bytes() without making one (the memory estimator's host term).
@@ -87,12 +90,11 @@ struct FamilyCompute {
     ReferenceSequence* reference_sequence;
     // reference_sequence's multiply-adds over batch × seq (flops are twice this).
     double (*reference_macs)(const ModelConfig& model, int batch, int seq);
-    // The host training step's forward and backward of batch × seq; `dropout` already
-    // for_shape(seq, max_positions).
-    std::unique_ptr<CpuFamilyBackprop> (*cpu_backprop)(const ModelConfig& model, int batch, int seq,
+    // The host training step's forward and backward of `shape`; `dropout` as cpu_forward's.
+    std::unique_ptr<CpuFamilyBackprop> (*cpu_backprop)(const ModelConfig& model, const BatchShape& shape,
                                                       const Dropout& dropout);
     // Its buffer_bytes() without making one (the memory estimator's host term).
-    std::int64_t (*cpu_backprop_bytes)(const ModelConfig& model, int batch, int seq);
+    std::int64_t (*cpu_backprop_bytes)(const ModelConfig& model, const BatchShape& shape);
     // An independent computation from cpu_backprop's.
     ReferenceSequenceGradients* reference_sequence_gradients;
     // Why the family's cells cannot run on a GPU, or train there, yet; empty where they can.
@@ -108,5 +110,10 @@ struct FamilyCompute {
 };
 
 const FamilyCompute& compute_of(ModelFamily family);
+
+// Throws std::invalid_argument, its text beginning with `who`, where `dropout` is active and the
+// model's family has no dropout, or the shape is not rectangular: the masks are numbered by
+// (sequence, position) in rows of one length, which a ragged batch's rows do not follow.
+void check_dropout(std::string_view who, const ModelConfig& model, const BatchShape& shape, const Dropout& dropout);
 
 }  // namespace sweetspot

@@ -29,11 +29,8 @@ std::vector<double> reference_forward(const ModelConfig& model, const WeightLayo
     };
     for (int b = 0; b < shape.batch(); ++b)
         reference::check_arguments("reference_forward", model, layout, units, sequence_tokens(b), 1, shape.length(b));
+    check_dropout("reference_forward", model, shape, dropout);
     const FamilyCompute& compute = compute_of(model.family);
-    if (dropout.active() && !compute.dropout)
-        throw std::invalid_argument("reference_forward: model '" + model.name + "' has no dropout.");
-    if (dropout.active() && !shape.is_rectangular())
-        throw std::invalid_argument("reference_forward: dropout needs a rectangular batch; this batch is ragged.");
     const Dropout shaped = dropout.for_shape(shape.stride(), model.max_positions);
     const auto vocab = static_cast<std::size_t>(model.vocab_size);
     std::vector<double> logits(static_cast<std::size_t>(shape.rows()) * vocab, 0.0);

@@ -10,12 +10,13 @@
 #include <vector>
 
 #include "kernels/compute/dropout.hpp"
+#include "kernels/model/batch_shape.hpp"
 #include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {
 
 struct ReferenceGradients {
-    double loss = 0;  // mean over the batch × seq targets
+    double loss = 0;  // mean over the real tokens' targets
     // dloss/dweight, one vector per unit, laid out as the unit's weights (WeightLayout offsets;
     // the padding between tensors stays 0).
     std::vector<std::vector<double>> units;
@@ -29,6 +30,15 @@ struct ReferenceGradients {
 ReferenceGradients reference_gradients(const ModelConfig& model, const WeightLayout& layout,
                                        std::span<const float* const> units, std::span<const std::int32_t> tokens,
                                        std::span<const std::int32_t> targets, int batch, int seq,
+                                       const Dropout& dropout = {});
+
+// The same over a batch laid out as `shape` (tokens and targets: one per row): each sequence
+// computed alone from its own rows, at positions 0 .. length − 1, its loss scaled by 1 / the
+// batch's real tokens; padding rows' tokens and targets are not read. Dropout with a rectangular
+// shape only (check_dropout).
+ReferenceGradients reference_gradients(const ModelConfig& model, const WeightLayout& layout,
+                                       std::span<const float* const> units, std::span<const std::int32_t> tokens,
+                                       std::span<const std::int32_t> targets, const BatchShape& shape,
                                        const Dropout& dropout = {});
 
 // The same for one sequence (tokens and targets [seq]), without holding every gradient: each

@@ -89,22 +89,22 @@ std::int64_t cpu_activation_bytes(const ModelConfig& model, const BatchShape& sh
 // scratch shared by the blocks.
 class CpuGpt2Backprop final : public CpuFamilyBackprop {
 public:
-    CpuGpt2Backprop(const ModelConfig& model, int batch, int seq, const Dropout& dropout)
-        : model_(model), shape_(BatchShape::rectangular(batch, seq)), dropout_(dropout),
-          scratch_(batch * seq, model.n_embd, seq) {
-        const std::size_t bt = as_size(batch) * as_size(seq), c = as_size(model.n_embd);
+    CpuGpt2Backprop(const ModelConfig& model, const BatchShape& shape, const Dropout& dropout)
+        : model_(model), shape_(shape), dropout_(dropout), scratch_(shape, model.n_embd) {
+        const std::size_t bt = as_size(shape.rows()), c = as_size(model.n_embd);
         for (int l = 0; l < model.n_layer; ++l) kept_.emplace_back(bt, c);
         x_.resize(bt * c);
         y_.resize(bt * c);
         xf_.resize(bt * c);
         dxf_.resize(bt * c);
         dx_.resize(bt * c);
-        scores_.resize(as_size(seq) * as_size(seq));
+        scores_.resize(as_size(shape.stride()) * as_size(shape.stride()));
     }
 
     void embed(const float* unit, const UnitLayout& u, std::span<const std::int32_t> tokens) override {
         cpu::embedding(x_.data(), tokens.data(), tensor_ptr(unit, u, embed_tensor::wte),
-                       tensor_ptr(unit, u, embed_tensor::wpe), shape_.batch(), shape_.stride(), model_.n_embd);
+                       tensor_ptr(unit, u, embed_tensor::wpe), shape_.positions().data(), shape_.rows(),
+                       model_.n_embd);
         cpu::dropout_rows(x_.data(), rows(), model_.n_embd, dropout_, Dropout::site_word(DropoutSite::embedding, 0));
     }
 
@@ -139,7 +139,7 @@ public:
     void embed_backward(const UnitLayout& u, std::span<const std::int32_t> tokens, float* grad) override {
         cpu::dropout_rows(dx_.data(), rows(), model_.n_embd, dropout_, Dropout::site_word(DropoutSite::embedding, 0));
         cpu::embedding_backward(grad + u.tensors[embed_tensor::wte].offset, grad + u.tensors[embed_tensor::wpe].offset,
-                                dx_.data(), tokens.data(), shape_.batch(), shape_.stride(), model_.n_embd);
+                                dx_.data(), tokens.data(), shape_.positions().data(), shape_.rows(), model_.n_embd);
     }
 
     std::int64_t buffer_bytes() const override {
@@ -172,24 +172,25 @@ private:
     }
 
     ModelConfig model_;
-    BatchShape shape_;  // rectangular: the host backward runs batch × seq
+    BatchShape shape_;
     Dropout dropout_;
     std::vector<KeptBlock> kept_;
     std::vector<float> x_, y_, xf_, dxf_, dx_, scores_;
     BlockGradScratch scratch_;
 };
 
-std::unique_ptr<CpuFamilyBackprop> cpu_backprop(const ModelConfig& model, int batch, int seq, const Dropout& dropout) {
-    return std::make_unique<CpuGpt2Backprop>(model, batch, seq, dropout);
+std::unique_ptr<CpuFamilyBackprop> cpu_backprop(const ModelConfig& model, const BatchShape& shape,
+                                                const Dropout& dropout) {
+    return std::make_unique<CpuGpt2Backprop>(model, shape, dropout);
 }
 
-std::int64_t cpu_backprop_bytes(const ModelConfig& model, int batch, int seq) {
-    const std::size_t bt = as_size(batch) * as_size(seq), c = as_size(model.n_embd), s = as_size(seq);
-    // Per block: x_in, ln1, att, x_mid, ln2 of c, qkv 3c, fc_pre and fc 4c each.
+std::int64_t cpu_backprop_bytes(const ModelConfig& model, const BatchShape& shape) {
+    const std::size_t bt = as_size(shape.rows()), c = as_size(model.n_embd), s = as_size(shape.stride());
+    // Per block and row: x_in, ln1, att, x_mid, ln2 of c, qkv 3c, fc_pre and fc 4c each.
     const std::size_t kept = as_size(model.n_layer) * bt * 16 * c;
-    // x, y, xf, dxf, dx [bt, c]; the scores [seq, seq].
+    // x, y, xf, dxf, dx [bt, c]; the scores [stride, stride].
     const std::size_t activations = 5 * bt * c + s * s;
-    // BlockGradScratch: dy, dln, datt [bt, c]; dqkv [bt, 3c]; dfc [bt, 4c]; probs, grad [seq, seq].
+    // BlockGradScratch: dy, dln, datt [bt, c]; dqkv [bt, 3c]; dfc [bt, 4c]; probs, grad [stride, stride].
     const std::size_t scratch = bt * 10 * c + 2 * s * s;
     return static_cast<std::int64_t>((kept + activations + scratch) * sizeof(float));
 }

@@ -37,16 +37,19 @@ void block_forward(float* x, const BlockActivations& a, const float* unit, const
     cpu::residual_add(x, a.y, elems);
 }
 
-BlockGradScratch::BlockGradScratch(int bt, int c, int seq)
-    : dy(as_size(bt) * as_size(c)), dln(as_size(bt) * as_size(c)), datt(as_size(bt) * as_size(c)),
-      dqkv(as_size(bt) * 3 * as_size(c)), dfc(as_size(bt) * 4 * as_size(c)), probs(as_size(seq) * as_size(seq)),
-      grad(as_size(seq) * as_size(seq)) {}
+BlockGradScratch::BlockGradScratch(const BatchShape& shape, int c) {
+    const std::size_t bt = as_size(shape.rows()), width = as_size(c), s = as_size(shape.stride());
+    for (auto* v : {&dy, &dln, &datt}) v->resize(bt * width);
+    dqkv.resize(bt * 3 * width);
+    dfc.resize(bt * 4 * width);
+    for (auto* v : {&probs, &grad}) v->resize(s * s);
+}
 
 void block_backward(float* dx, float* grad, const float* x_in, const BlockActivations& a, const float* unit,
                     const UnitLayout& ul, const BlockShape& s, BlockGradScratch& t) {
     const auto w = [&](int tensor) { return unit + ul.tensors[as_size(tensor)].offset; };
     const auto g = [&](int tensor) { return grad + ul.tensors[as_size(tensor)].offset; };
-    const int batch = s.shape.batch(), seq = s.shape.stride(), bt = batch * seq;
+    const int bt = static_cast<int>(s.shape.rows());
     const int c = s.c;
     const std::int64_t elems = static_cast<std::int64_t>(bt) * c;
 
@@ -66,7 +69,7 @@ void block_backward(float* dx, float* grad, const float* x_in, const BlockActiva
     cpu::dropout_rows(t.dy.data(), bt, c, s.dropout, Dropout::site_word(DropoutSite::attention_residual, s.layer));
     cpu::linear_backward(t.datt.data(), g(block_tensor::proj_w), g(block_tensor::proj_b), t.dy.data(), a.att,
                          w(block_tensor::proj_w), bt, c, c);
-    cpu::attention_backward(t.dqkv.data(), t.probs.data(), t.grad.data(), t.datt.data(), a.qkv, batch, seq, c, s.n_head,
+    cpu::attention_backward(t.dqkv.data(), t.probs.data(), t.grad.data(), t.datt.data(), a.qkv, s.shape, c, s.n_head,
                             s.dropout, Dropout::site_word(DropoutSite::attention_probs, s.layer));
     cpu::linear_backward(t.dln.data(), g(block_tensor::qkv_w), g(block_tensor::qkv_b), t.dqkv.data(), a.ln1,
                          w(block_tensor::qkv_w), bt, c, 3 * c);

@@ -12,7 +12,7 @@
 namespace sweetspot::gpt2 {
 
 struct BlockShape {
-    const BatchShape& shape;  // the training step's: rectangular
+    const BatchShape& shape;  // the batch's rows; the attention within each sequence
     int c, n_head;
     float eps;
     Dropout dropout;  // already for_shape(shape.stride(), positions)
@@ -37,15 +37,16 @@ struct BlockActivations {
 // attention within each sequence of the batch.
 void block_forward(float* x, const BlockActivations& a, const float* unit, const UnitLayout& ul, const BlockShape& s);
 
-// Scratch of the block's backward.
+// Scratch of the block's backward: per row of the shape, and the attention's [stride, stride].
 struct BlockGradScratch {
     std::vector<float> dy, dln, datt, dqkv, dfc, probs, grad;
-    BlockGradScratch(int bt, int c, int seq);
+    BlockGradScratch(const BatchShape& shape, int c);
 };
 
 // dx: dloss/d(block output) in, dloss/d(block input) out; the block's weight gradients added to
 // `grad` (laid out as the unit). x_in is the block's input; `a` the activations its forward kept
-// (x_mid and fc_pre set). A rectangular batch only.
+// (x_mid and fc_pre set). The attention's backward within each sequence; a padding row whose dx
+// is zero stays zero and adds nothing to `grad`.
 void block_backward(float* dx, float* grad, const float* x_in, const BlockActivations& a, const float* unit,
                     const UnitLayout& ul, const BlockShape& s, BlockGradScratch& scratch);
 

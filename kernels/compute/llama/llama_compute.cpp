@@ -85,18 +85,17 @@ std::int64_t cpu_activation_bytes(const ModelConfig& model, const BatchShape& sh
 // scratch shared by the blocks.
 class CpuLlamaBackprop final : public CpuFamilyBackprop {
 public:
-    CpuLlamaBackprop(const ModelConfig& model, int batch, int seq)
-        : model_(model), shape_(BatchShape::rectangular(batch, seq)), rotary_(model, shape_),
-          scratch_(model, batch, seq) {
-        const std::size_t bt = as_size(batch) * as_size(seq), c = as_size(model.n_embd);
+    CpuLlamaBackprop(const ModelConfig& model, const BatchShape& shape)
+        : model_(model), shape_(shape), rotary_(model, shape_), scratch_(model, shape) {
+        const std::size_t bt = as_size(shape.rows()), c = as_size(model.n_embd);
         for (int l = 0; l < model.n_layer; ++l) kept_.emplace_back(model, bt);
         for (auto* v : {&x_, &y_, &projection_, &xf_, &dxf_, &dx_}) v->resize(bt * c);
-        scores_.resize(as_size(seq) * as_size(seq));
+        scores_.resize(as_size(shape.stride()) * as_size(shape.stride()));
     }
 
     void embed(const float* unit, const UnitLayout& u, std::span<const std::int32_t> tokens) override {
-        cpu::embedding(x_.data(), tokens.data(), tensor_ptr(unit, u, embed_tensor::tokens), nullptr, shape_.batch(),
-                       shape_.stride(), model_.n_embd);
+        cpu::embedding(x_.data(), tokens.data(), tensor_ptr(unit, u, embed_tensor::tokens), nullptr,
+                       rotary_.positions.data(), shape_.rows(), model_.n_embd);
     }
 
     void block(int layer, const float* unit, const UnitLayout& u) override {
@@ -130,7 +129,7 @@ public:
     // The token table's rows take their tokens' gradients; there is no position table.
     void embed_backward(const UnitLayout& u, std::span<const std::int32_t> tokens, float* grad) override {
         cpu::embedding_backward(grad + u.tensors[embed_tensor::tokens].offset, nullptr, dx_.data(), tokens.data(),
-                                shape_.batch(), shape_.stride(), model_.n_embd);
+                                rotary_.positions.data(), shape_.rows(), model_.n_embd);
     }
 
     std::int64_t buffer_bytes() const override {
@@ -162,28 +161,28 @@ private:
     int rows() const { return static_cast<int>(shape_.rows()); }
 
     ModelConfig model_;
-    BatchShape shape_;  // rectangular: the host backward runs batch × seq
+    BatchShape shape_;
     RotaryTables rotary_;
     std::vector<KeptBlock> kept_;
     std::vector<float> x_, y_, projection_, xf_, dxf_, dx_, scores_;
     BlockGradScratch scratch_;
 };
 
-std::unique_ptr<CpuFamilyBackprop> cpu_backprop(const ModelConfig& model, int batch, int seq, const Dropout&) {
-    return std::make_unique<CpuLlamaBackprop>(model, batch, seq);
+std::unique_ptr<CpuFamilyBackprop> cpu_backprop(const ModelConfig& model, const BatchShape& shape, const Dropout&) {
+    return std::make_unique<CpuLlamaBackprop>(model, shape);
 }
 
-std::int64_t cpu_backprop_bytes(const ModelConfig& model, int batch, int seq) {
-    const std::size_t bt = as_size(batch) * as_size(seq), c = as_size(model.n_embd), s = as_size(seq);
+std::int64_t cpu_backprop_bytes(const ModelConfig& model, const BatchShape& shape) {
+    const std::size_t bt = as_size(shape.rows()), c = as_size(model.n_embd), s = as_size(shape.stride());
     const std::size_t f = as_size(model.ffn_width()), width = as_size(qkv_width(model));
-    // Per block: x_in, ln1, att, x_mid, ln2 of c, the packed qkv, gate, up and act of f.
+    // Per block and row: x_in, ln1, att, x_mid, ln2 of c, the packed qkv, gate, up and act of f.
     const std::size_t kept = as_size(model.n_layer) * bt * (5 * c + width + 3 * f);
-    // x, y, the projection scratch, xf, dxf, dx [bt, c]; the scores [seq, seq].
+    // x, y, the projection scratch, xf, dxf, dx [bt, c]; the scores [stride, stride].
     const std::size_t activations = 6 * bt * c + s * s;
     // BlockGradScratch: dln, dln_part, datt, dprojection [bt, c]; dqkv; dact, dgate, dup [bt, f];
-    // probs, grad [seq, seq].
+    // probs, grad [stride, stride].
     const std::size_t scratch = bt * (4 * c + width + 3 * f) + 2 * s * s;
-    // RotaryTables: a position per token, the frequencies.
+    // RotaryTables: a position per row, the frequencies.
     const std::size_t rotary = bt * sizeof(std::int32_t) + as_size(model.head_dim() / 2) * sizeof(float);
     return static_cast<std::int64_t>((kept + activations + scratch) * sizeof(float) + rotary);
 }

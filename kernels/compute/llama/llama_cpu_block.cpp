@@ -66,12 +66,12 @@ void block_forward(float* x, const BlockActivations& a, const float* unit, const
     cpu::residual_add(x, a.y, elems);
 }
 
-BlockGradScratch::BlockGradScratch(const ModelConfig& m, int batch, int seq) {
-    const std::size_t bt = as_size(batch) * as_size(seq), c = as_size(m.n_embd), f = as_size(m.ffn_width());
+BlockGradScratch::BlockGradScratch(const ModelConfig& m, const BatchShape& shape) {
+    const std::size_t bt = as_size(shape.rows()), c = as_size(m.n_embd), f = as_size(m.ffn_width());
     for (auto* v : {&dln, &dln_part, &datt, &dprojection}) v->resize(bt * c);
     dqkv.resize(bt * as_size(qkv_width(m)));
     for (auto* v : {&dact, &dgate, &dup}) v->resize(bt * f);
-    for (auto* v : {&probs, &grad}) v->resize(as_size(seq) * as_size(seq));
+    for (auto* v : {&probs, &grad}) v->resize(as_size(shape.stride()) * as_size(shape.stride()));
 }
 
 std::int64_t BlockGradScratch::bytes() const {
@@ -86,7 +86,7 @@ void block_backward(float* dx, float* grad, const float* x_in, const BlockActiva
     const auto w = [&](int tensor) { return unit + ul.tensors[as_size(tensor)].offset; };
     const auto g = [&](int tensor) { return grad + ul.tensors[as_size(tensor)].offset; };
     const ModelConfig& m = s.model;
-    const int batch = s.shape.batch(), seq = s.shape.stride(), bt = batch * seq;
+    const int bt = static_cast<int>(s.shape.rows());
     const int c = m.n_embd, f = m.ffn_width(), width = qkv_width(m);
     const std::int64_t elems = static_cast<std::int64_t>(bt) * c;
 
@@ -105,7 +105,7 @@ void block_backward(float* dx, float* grad, const float* x_in, const BlockActiva
     // x_mid = x_in + o_proj(attention(rope(q, k), v)), q, k and v projected from attn_norm(x_in):
     // the rotation's backward turns dq and dk back, and the three projections' input gradients add.
     cpu::linear_backward(t.datt.data(), g(block_tensor::o_w), nullptr, dx, a.att, w(block_tensor::o_w), bt, c, c);
-    cpu::grouped_attention_backward(t.dqkv.data(), t.probs.data(), t.grad.data(), t.datt.data(), a.qkv, batch, seq,
+    cpu::grouped_attention_backward(t.dqkv.data(), t.probs.data(), t.grad.data(), t.datt.data(), a.qkv, s.shape,
                                     m.n_head, m.kv_heads(), m.head_dim());
     cpu::rope_backward(t.dqkv.data(), s.rotary.positions.data(), s.rotary.inv_freq.data(), bt, m.n_head, m.kv_heads(),
                        m.head_dim());

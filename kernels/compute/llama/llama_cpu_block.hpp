@@ -25,7 +25,7 @@ struct RotaryTables {
 };
 
 struct BlockShape {
-    const BatchShape& shape;  // the training step's: rectangular
+    const BatchShape& shape;  // the batch's rows; the attention within each sequence
     const ModelConfig& model;
     const RotaryTables& rotary;
 };
@@ -50,16 +50,17 @@ struct BlockActivations {
 // within each sequence of the batch; x += down(silu(gate) · up) over mlp_norm(x).
 void block_forward(float* x, const BlockActivations& a, const float* unit, const UnitLayout& ul, const BlockShape& s);
 
-// Scratch of the block's backward.
+// Scratch of the block's backward: per row of the shape, and the attention's [stride, stride].
 struct BlockGradScratch {
     std::vector<float> dln, dln_part, datt, dprojection, dqkv, dact, dgate, dup, probs, grad;
-    BlockGradScratch(const ModelConfig& model, int batch, int seq);
+    BlockGradScratch(const ModelConfig& model, const BatchShape& shape);
     std::int64_t bytes() const;
 };
 
 // dx: dloss/d(block output) in, dloss/d(block input) out; the block's weight gradients added to
 // `grad` (laid out as the unit). x_in is the block's input; `a` the activations its forward kept
-// (x_mid set, act apart from gate). A rectangular batch only.
+// (x_mid set, act apart from gate). The attention's backward within each sequence; a padding row
+// whose dx is zero stays zero and adds nothing to `grad`.
 void block_backward(float* dx, float* grad, const float* x_in, const BlockActivations& a, const float* unit,
                     const UnitLayout& ul, const BlockShape& s, BlockGradScratch& scratch);
 
