@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
 #include "kernels/compute/classifier.cuh"
 #include "kernels/compute/cuda_check.hpp"
