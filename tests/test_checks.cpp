@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -20,6 +21,7 @@
 #include "kernels/compute/cpu_forward.hpp"
 #include "kernels/compute/managed_memory.hpp"
 #include "kernels/model/gpt2/gpt2_tensors.hpp"
+#include "kernels/model/model_fields.hpp"
 #include "kernels/model/synthetic_weights.hpp"
 #include "host_logits.hpp"
 #include "safetensors_fixture.hpp"
@@ -224,6 +226,56 @@ TEST_CASE("large cells are checked on a prefix of sample 0, exact by causality",
     cell.batch = 1;
     cell.seq = 8;  // cheap: the whole output is compared
     CHECK(host_reference_rows(cell) == 8);
+}
+
+TEST_CASE("a kept reference's key changes with every field of the model, an inference's and a training step's",
+          "[checks][llama]") {
+    // LLaMA models large enough for a prefix check, whose reference the database keeps (an
+    // inference's at 2 × 1024 positions; a training step's at 10 × 512, its lm_head wide): each of
+    // their fields (kModelFields), changed alone, gives another key.
+    const std::map<std::string, std::function<void(ModelConfig&)>> changes = {
+        {"n_layer", [](ModelConfig& m) { m.n_layer += 1; }},
+        {"n_embd", [](ModelConfig& m) { m.n_embd += m.n_head * 2; }},
+        {"n_head", [](ModelConfig& m) { m.n_head /= 2; }},
+        {"vocab_size", [](ModelConfig& m) { m.vocab_size += 1; }},
+        {"max_positions", [](ModelConfig& m) { m.max_positions += 1; }},
+        {"ln_eps", [](ModelConfig& m) { m.ln_eps = 1e-6f; }},
+        {"n_kv_head", [](ModelConfig& m) { m.n_kv_head = 1; }},
+        {"ffn_hidden", [](ModelConfig& m) { m.ffn_hidden += 32; }},
+        {"rope_theta", [](ModelConfig& m) { m.rope_theta = 500000.0; }},
+        {"rope_scaling",
+         [](ModelConfig& m) { m.rope_scaling = {.factor = 8, .original_max_positions = 256, .enabled = true}; }},
+        {"family", [](ModelConfig& m) { m = ModelConfig{m.name, m.n_layer, m.n_embd, m.n_head, m.vocab_size, m.max_positions, m.ln_eps}; }},
+    };
+    // One change for each field, so a field added to the table is added here.
+    CHECK(changes.size() == kModelFields.size());
+    for (const Mode mode : {Mode::infer, Mode::train}) {
+        CellParams cell;
+        cell.mode = mode;
+        cell.backend = BackendId::device;
+        if (mode == Mode::infer) {
+            cell.model = ModelConfig{"wide_llama", 8, 1024, 8, 512, 2048, 1e-5f, ModelFamily::llama, 4, 4096, 10000.0, {}};
+            cell.batch = 2;
+            cell.seq = 1024;
+        } else {
+            cell.model = ModelConfig{"wide_llama", 1, 64, 4, 4096, 512, 1e-5f, ModelFamily::llama, 2, 96, 10000.0, {}};
+            cell.batch = 10;
+            cell.seq = 512;
+        }
+        INFO(enum_name(mode));
+        const auto tokens = cell.token_ids();
+        const auto key = kept_reference_key(cell, tokens);
+        REQUIRE(key);
+        for (const auto& [field, change] : changes) {
+            INFO(field);
+            CellParams other = cell;
+            change(other.model);
+            REQUIRE(other.model.validate().empty());
+            const auto changed = kept_reference_key(other, tokens);
+            REQUIRE(changed);
+            CHECK(*changed != *key);
+        }
+    }
 }
 
 TEST_CASE("a prefix check's host reference is kept under a key of what it depends on, and reused", "[checks]") {

@@ -280,7 +280,9 @@ activations = "managed"
 }
 
 TEST_CASE("sweetspot run trains on the device backend: each cell checked, its phases split, its loss falling",
-          "[gpu][runner][train]") {
+          "[gpu][runner][train][llama]") {
+    // GPT-2's tiny models with and without dropout; LLaMA's (without: it has none) at the default
+    // recompute setting and the one that recomputes the most.
     test::require_gpu();
     test::TempDir tmp;
     const auto db = run_train_matrix(tmp, std::string("name = \"gpu-train\"\n") + R"([defaults]
@@ -292,10 +294,17 @@ warmups = 1
 iterations = 4
 timeout = "3m"
 [[sweep]]
+name = "gpt2"
 model = ["tiny", "tiny_odd"]
 dtype = ["fp32", "fp16", "bf16"]
 variant = ["baseline", "flash_attention"]
 dropout = [0.0, 0.1]
+[[sweep]]
+name = "llama"
+model = ["tiny_llama", "tiny_llama_odd"]
+dtype = ["fp32", "fp16", "bf16"]
+variant = ["baseline", "flash_attention"]
+recompute = ["gelu", "block"]
 )");
     Database results(db, Database::Mode::read_only);
     auto st = results.prepare(
@@ -314,7 +323,7 @@ dropout = [0.0, 0.1]
         CHECK(st.int64(9) == 1);
         CHECK(st.int64(10) == 1);
     }
-    CHECK(cells == 24);
+    CHECK(cells == 48);
 }
 
 // A model whose lm_head makes each position cost 2.3e5 multiply-adds: at 10 × 512 positions its
@@ -433,30 +442,55 @@ dtype = ["fp32", "bf16"]
     CHECK(cells == 4);
 }
 
-TEST_CASE("sweetspot run checks device training cells too large for the full check on a prefix step", "[gpu][runner][train]") {
-    // 10 × 512 positions of a model whose lm_head makes each cost 2.3e5 multiply-adds: the full
-    // step's float64 loops would take 4e9, past their budget, so each cell is checked on a prefix
-    // step of 16 positions made beside its weights before its own steps, against a reference the
-    // database keeps for the dtype's other cells.
+// A LLaMA model whose lm_head makes each position cost 2.6e5 multiply-adds: at 10 × 512 positions
+// its cells are checked on a prefix step, against a reference the database keeps under a key of
+// every model field.
+constexpr const char* kWideLlamaModel = R"([[models]]
+name = "wide_llama"
+family = "llama"
+layers = 1
+hidden = 64
+heads = 4
+kv_heads = 2
+ffn = 96
+vocab = 4096
+positions = 512
+)";
+
+TEST_CASE("sweetspot run checks device training cells too large for the full check on a prefix step",
+          "[gpu][runner][train][llama]") {
+    // 10 × 512 positions of a model whose lm_head makes each cost 2.3e5 multiply-adds (GPT-2's
+    // wide_vocab; wide_llama's 2.6e5): the full step's float64 loops would take 4e9, past their
+    // budget, so each cell is checked on a prefix step of 16 positions made beside its weights
+    // before its own steps, against a reference the database keeps for the other cells of the
+    // model and dtype.
     test::require_gpu();
     test::TempDir tmp;
-    const auto db = run_train_matrix(tmp, std::string("name = \"gpu-train-prefix\"\n") + kWideVocabModel + R"([defaults]
+    const auto db = run_train_matrix(tmp, std::string("name = \"gpu-train-prefix\"\n") + kWideVocabModel +
+                                              kWideLlamaModel + R"([defaults]
 mode = "train"
 backend = "device"
-model = "wide_vocab"
 batch = 10
 seq = 512
 warmups = 1
 iterations = 2
 timeout = "3m"
 [[sweep]]
+name = "gpt2"
+model = "wide_vocab"
 dtype = ["fp32", "fp16", "bf16"]
+variant = ["baseline", "flash_attention"]
+[[sweep]]
+name = "llama"
+model = "wide_llama"
+dtype = ["fp32", "bf16"]
 variant = ["baseline", "flash_attention"]
 )");
     Database results(db, Database::Mode::read_only);
     auto st = results.prepare(
-        "SELECT dtype, variant, status, coalesce(reason, ''), check_reference, check_rel_err, check_tolerance, "
-        "loss_last < loss_first, predicted_alloc_bytes = device_weight_bytes + training_state_bytes + activation_bytes, "
+        "SELECT model || ' ' || dtype, variant, status, coalesce(reason, ''), check_reference, check_rel_err, "
+        "check_tolerance, loss_last < loss_first, "
+        "predicted_alloc_bytes = device_weight_bytes + training_state_bytes + activation_bytes, "
         "(SELECT count(*) FROM cell_phases p WHERE p.cell_id = c.cell_id AND p.phase = 'check_step') FROM cells c");
     int cells = 0;
     while (st.step()) {
@@ -470,18 +504,18 @@ variant = ["baseline", "flash_attention"]
         CHECK(st.int64(8) == 1);
         CHECK(st.int64(9) == 1);
     }
-    CHECK(cells == 6);
-    // The two variants of a dtype share its prefix reference: the first computes it, the database
-    // keeps it, the second reads it.
+    CHECK(cells == 10);
+    // The two variants of a model and dtype share its prefix reference: the first computes it, the
+    // database keeps it, the second reads it.
     auto kept = results.prepare(
         "SELECT count(DISTINCT check_reference_key), sum(check_reference_computed), "
         "(SELECT count(*) FROM reference_logits), "
         "(SELECT count(*) FROM cell_phases p JOIN cells c USING (cell_id) WHERE p.phase = 'reference') FROM cells");
     REQUIRE(kept.step());
-    CHECK(kept.int64(0) == 3);
-    CHECK(kept.int64(1) == 3);
-    CHECK(kept.int64(2) == 3);
-    CHECK(kept.int64(3) == 3);
+    CHECK(kept.int64(0) == 5);
+    CHECK(kept.int64(1) == 5);
+    CHECK(kept.int64(2) == 5);
+    CHECK(kept.int64(3) == 5);
 }
 
 TEST_CASE("sweetspot run measures ragged batches on the GPU: checked over their shape, tokens counted, estimate exact",

@@ -4,7 +4,9 @@
 // float64 AdamW (reference_optimizer.hpp) applied to the GPU's own gradients, many steps
 // against CpuTrainStep, every recompute setting (recompute.hpp) against the default's step, the
 // inplace_ln and inplace_gelu variants against the same cells without them, and the optimizer on
-// the host (host_adamw.hpp, ZeRO-Offload's placement) against the one on the device.
+// the host (host_adamw.hpp, ZeRO-Offload's placement) against the one on the device. GPT-2's
+// models first; LLaMA's (tagged [llama]: grouped-query, multi-query and multi-head attention,
+// head dimensions 16, 32, 48 and 80) with the variants and settings its step takes, at the end.
 // Tests tagged [gpu] need a CUDA device.
 //
 // Tolerances, each a relative L2 error per tensor (‖gpu − reference‖ / ‖reference‖), so a tensor
@@ -48,6 +50,7 @@
 #include "kernels/compute/cpu_train_step.hpp"
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/cuda_resources.hpp"
+#include "kernels/compute/family_compute.hpp"
 #include "kernels/compute/gpu_train_step.hpp"
 #include "kernels/compute/reference_gradients.hpp"
 #include "kernels/compute/reference_optimizer.hpp"
@@ -57,6 +60,7 @@
 #include "kernels/model/synthetic_weights.hpp"
 #include "kernels/model/weight_layout.hpp"
 #include "gpu_test_support.hpp"
+#include "test_models.hpp"
 
 using namespace sweetspot;
 using sweetspot::test::require_gpu;
@@ -946,46 +950,55 @@ TEST_CASE("inplace_ln refuses to update on a LayerNorm weight too small to divid
     }
 }
 
-TEST_CASE("GpuTrainStep's losses follow CpuTrainStep's over 20 steps and fall", "[gpu]") {
-    require_gpu();
-    const ModelConfig model = head25_model();
-    const WeightLayout layout = WeightLayout::for_model(model);
-    const int batch = 2, seq = 33, n = batch * seq, steps = 20;
-    const auto tokens = ids(model, n, 3), targets = ids(model, n, 4);
+namespace {
+
+// 20 steps of `c` (its batch, seq and dropout) on one batch of ids, at lr 3e-3, beside
+// CpuTrainStep's from the same weights, the trajectory a correct step follows: in fp32 each loss
+// within 1e-3 of the host's; in every dtype the last loss below 0.8 of the first.
+void check_follows_host(const Case& c) {
+    INFO(c.name());
+    const WeightLayout layout = WeightLayout::for_model(c.model);
+    const int n = c.batch * c.seq, steps = 20;
+    const auto tokens = ids(c.model, n, 3), targets = ids(c.model, n, 4);
     TrainSettings settings = test_settings();
     settings.lr = 3e-3f;
+    const auto units = rounded_units(c.model, layout, c.dtype);
+    CudaStream stream;
+    const auto backend = placed_backend(layout, units, c.dtype, stream.get());
+    GpuTrainStep step(c.model, layout, c.dtype, c.batch, c.seq, stream.get(), options_for(c, settings));
+    step.set_batch(tokens, targets);
+    HostBackend host;
+    host.place(
+        layout, [&](int u, std::span<float> dst) { std::ranges::copy(units[as_size(u)], dst.begin()); },
+        UnitSchedule::training(layout.unit_count()));
+    CpuTrainStep cpu(c.model, layout, BatchShape::rectangular(c.batch, c.seq), Dropout{.p = c.dropout, .seed = kSeed}, settings);
+    std::vector<double> losses;
+    for (int s = 0; s < steps; ++s) {
+        step.forward(*backend);
+        step.backward(*backend);
+        step.update(*backend);
+        losses.push_back(step.loss());
+        const double cpu_loss = cpu.step(host, tokens, targets).loss;
+        // The trajectories part as the rounding of the dtype compounds over the steps; a skipped
+        // fp16 step delays the GPU's by one.
+        if (c.dtype == DType::fp32) CHECK(std::abs(losses.back() - cpu_loss) <= 1e-3 * cpu_loss);
+    }
+    INFO("first loss " << losses.front() << ", last " << losses.back());
+    CHECK(losses.back() < 0.8 * losses.front());
+    CHECK(step.steps() + step.skipped_steps() == steps);
+    std::printf("gpu_train %-60s loss %.4f -> %.4f (%d skipped)\n", c.name().c_str(), losses.front(), losses.back(),
+                step.skipped_steps());
+}
+
+}  // namespace
+
+TEST_CASE("GpuTrainStep's losses follow CpuTrainStep's over 20 steps and fall", "[gpu]") {
+    require_gpu();
     for (const Variant variant : {Variant{}, kTrainingFusions}) {
         for (const DType dtype : {DType::fp32, DType::bf16, DType::fp16}) {
-            const Case c{model, batch, seq, dtype, variant, 0.1f};
-            INFO(c.name());
+            const Case c{head25_model(), 2, 33, dtype, variant, 0.1f};
             try {
-            const auto units = rounded_units(model, layout, dtype);
-            CudaStream stream;
-            const auto backend = placed_backend(layout, units, dtype, stream.get());
-            GpuTrainStep step(model, layout, dtype, batch, seq, stream.get(), options_for(c, settings));
-            step.set_batch(tokens, targets);
-            // The host's step in fp32 from the same weights: the trajectory a correct step follows.
-            HostBackend host;
-            host.place(
-                layout, [&](int u, std::span<float> dst) { std::ranges::copy(units[as_size(u)], dst.begin()); },
-                UnitSchedule::training(layout.unit_count()));
-            CpuTrainStep cpu(model, layout, BatchShape::rectangular(batch, seq), Dropout{.p = 0.1f, .seed = kSeed}, settings);
-            std::vector<double> losses;
-            for (int s = 0; s < steps; ++s) {
-                step.forward(*backend);
-                step.backward(*backend);
-                step.update(*backend);
-                losses.push_back(step.loss());
-                const double cpu_loss = cpu.step(host, tokens, targets).loss;
-                // The trajectories part as the rounding of the dtype compounds over the steps; a
-                // skipped fp16 step delays the GPU's by one.
-                if (dtype == DType::fp32) CHECK(std::abs(losses.back() - cpu_loss) <= 1e-3 * cpu_loss);
-            }
-            INFO("first loss " << losses.front() << ", last " << losses.back());
-            CHECK(losses.back() < 0.8 * losses.front());
-            CHECK(step.steps() + step.skipped_steps() == steps);
-            std::printf("gpu_train %-60s loss %.4f -> %.4f (%d skipped)\n", c.name().c_str(), losses.front(),
-                        losses.back(), step.skipped_steps());
+                check_follows_host(c);
             } catch (const std::exception& e) {
                 FAIL_CHECK(c.name() << ": " << e.what());
             }
@@ -996,20 +1009,24 @@ TEST_CASE("GpuTrainStep's losses follow CpuTrainStep's over 20 steps and fall", 
 TEST_CASE("GpuTrainStep's activation_bytes is what activation_bytes_for computes", "[gpu]") {
     require_gpu();
     CudaStream stream;
-    const ModelConfig model = head80_model();
-    const WeightLayout layout = WeightLayout::for_model(model);
-    for (const Variant variant : {Variant{}, Variant{Fusion::flash_attention}, Variant{Fusion::inplace_ln},
-                                  Variant{Fusion::flash_attention, Fusion::inplace_ln}, Variant{Fusion::inplace_gelu},
-                                  Variant{Fusion::flash_attention, Fusion::inplace_ln, Fusion::inplace_gelu}}) {
-        for (const Recompute recompute : {Recompute::none, Recompute::gelu, Recompute::attention, Recompute::mlp,
-                                          Recompute::block}) {
-            INFO(variant.text() << ", recompute " << enum_name(recompute));
-            GpuTrainOptions o;
-            o.variant = variant;
-            o.recompute = recompute;
-            const GpuTrainStep step(model, layout, DType::bf16, 3, 40, stream.get(), o);
-            CHECK(step.activation_bytes() ==
-                  GpuTrainStep::activation_bytes_for(model, DType::bf16, 3, 40, o.variant, recompute));
+    // Each family's model with every variant of these its training step takes (LLaMA's: baseline
+    // and flash_attention), over grouped kv heads too.
+    for (const ModelConfig& model : {head80_model(), test::llama_hd80(), test::builtin("tiny_llama_odd")}) {
+        const WeightLayout layout = WeightLayout::for_model(model);
+        for (const Variant variant : {Variant{}, Variant{Fusion::flash_attention}, Variant{Fusion::inplace_ln},
+                                      Variant{Fusion::flash_attention, Fusion::inplace_ln}, Variant{Fusion::inplace_gelu},
+                                      Variant{Fusion::flash_attention, Fusion::inplace_ln, Fusion::inplace_gelu}}) {
+            if (!variant.within(compute_of(model.family).gpu_training_fusions)) continue;
+            for (const Recompute recompute : {Recompute::none, Recompute::gelu, Recompute::attention, Recompute::mlp,
+                                              Recompute::block}) {
+                INFO(model.name << ", " << variant.text() << ", recompute " << enum_name(recompute));
+                GpuTrainOptions o;
+                o.variant = variant;
+                o.recompute = recompute;
+                const GpuTrainStep step(model, layout, DType::bf16, 3, 40, stream.get(), o);
+                CHECK(step.activation_bytes() ==
+                      GpuTrainStep::activation_bytes_for(model, DType::bf16, 3, 40, o.variant, recompute));
+            }
         }
     }
 }
@@ -1192,4 +1209,129 @@ TEST_CASE("GpuTrainStep refuses fusions it has no training kernels for, before t
     o.variant = Variant{Fusion::mlp_epilogue};
     CHECK_THROWS_AS(GpuTrainStep(odd, WeightLayout::for_model(odd), DType::bf16, 1, 8, nullptr, o),
                     std::invalid_argument);
+}
+
+namespace {
+
+// LLaMA's training test models: grouped-query attention 4 / 2 at head dimension 16 (tiny_llama),
+// one kv head at 48 with Llama 3's rotary scaling (tiny_llama_odd, at most 64 positions), 6 / 3
+// at 80 (the tensor-core kernels' odd one), and multi-head attention at 32.
+std::vector<ModelConfig> llama_models() {
+    return {test::builtin("tiny_llama"), test::builtin("tiny_llama_odd"), test::llama_hd80(), test::llama_mha()};
+}
+
+// The variants LLaMA's training step takes (llama_compute.cpp): the materialised attention over
+// grouped heads and the flash one.
+const Variant kLlamaVariants[] = {Variant{}, Variant{Fusion::flash_attention}};
+
+}  // namespace
+
+TEST_CASE("LLaMA's GPU training step: the first step matches the float64 loss, gradients and AdamW",
+          "[gpu][llama]") {
+    require_gpu();
+    std::map<std::string, Worst> worst;  // by dtype and attention
+    for (const ModelConfig& model : llama_models()) {
+        for (const int seq : {1, 33, 64}) {
+            for (const DType dtype : {DType::fp32, DType::bf16, DType::fp16}) {
+                for (const Variant& variant : kLlamaVariants) {
+                    const Case c{model, 2, seq, dtype, variant, 0.0f};
+                    try {
+                        check_first_step(c, worst[std::string(enum_name(dtype)) + " " + variant.text()]);
+                    } catch (const std::exception& e) {
+                        FAIL_CHECK(c.name() << ": " << e.what());
+                    }
+                }
+            }
+            // fp32's GEMMs as three TF32 products keep fp32's tolerance.
+            for (const Variant& variant : kLlamaVariants) {
+                Case c{model, 2, seq, DType::fp32, variant, 0.0f};
+                c.fp32_gemm = Fp32Gemm::split_tf32;
+                try {
+                    check_first_step(c, worst["split_tf32 " + variant.text()]);
+                } catch (const std::exception& e) {
+                    FAIL_CHECK(c.name() << ": " << e.what());
+                }
+            }
+        }
+    }
+    for (const auto& [what, w] : worst)
+        std::printf("gpu_train llama first step, worst relative L2 error, %-30s loss %.3g gradient %.3g update %.3g\n",
+                    what.c_str(), w.loss, w.gradient, w.update);
+}
+
+TEST_CASE("LLaMA's every recompute setting matches the float64 reference and equals gelu's, bit for bit where the "
+          "kernels are deterministic", "[gpu][llama]") {
+    require_gpu();
+    std::map<std::string, Worst> worst;  // by setting
+    for (const ModelConfig& model : llama_models()) {
+        for (const DType dtype : {DType::fp32, DType::bf16, DType::fp16}) {
+            for (const Variant& variant : kLlamaVariants) {
+                const Case gelu{model, 2, 33, dtype, variant, 0.0f};
+                try {
+                    for (const Recompute recompute :
+                         {Recompute::none, Recompute::attention, Recompute::mlp, Recompute::block}) {
+                        Case c = gelu;
+                        c.recompute = recompute;
+                        check_first_step(c, worst[std::string(enum_name(recompute))]);
+                    }
+                    check_recompute_settings(gelu);
+                } catch (const std::exception& e) {
+                    FAIL_CHECK(gelu.name() << ": " << e.what());
+                }
+            }
+        }
+    }
+    for (const auto& [what, w] : worst)
+        std::printf("gpu_train llama first step, worst relative L2 error, recompute %-10s loss %.3g gradient %.3g "
+                    "update %.3g\n",
+                    what.c_str(), w.loss, w.gradient, w.update);
+}
+
+TEST_CASE("LLaMA's GPU losses follow CpuTrainStep's over 20 steps and fall", "[gpu][llama]") {
+    require_gpu();
+    for (const ModelConfig& model : {test::builtin("tiny_llama"), test::builtin("tiny_llama_odd")}) {
+        for (const Variant& variant : kLlamaVariants) {
+            for (const DType dtype : {DType::fp32, DType::bf16, DType::fp16}) {
+                const Case c{model, 2, 33, dtype, variant, 0.0f};
+                try {
+                    check_follows_host(c);
+                } catch (const std::exception& e) {
+                    FAIL_CHECK(c.name() << ": " << e.what());
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("LLaMA's GPU training step with the optimizer on the host: the first step's update is the device "
+          "optimizer's", "[gpu][llama]") {
+    require_gpu();
+    for (const ModelConfig& model : llama_models()) {
+        for (const DType dtype : {DType::fp32, DType::bf16, DType::fp16}) {
+            // The materialised attention: deterministic, so both updates start from the same bits.
+            const Case c{model, 2, 33, dtype, Variant{}, 0.0f};
+            try {
+                check_host_optimizer(c);
+            } catch (const std::exception& e) {
+                FAIL_CHECK(c.name() << ": " << e.what());
+            }
+        }
+    }
+}
+
+TEST_CASE("LLaMA's GPU training step refuses what it has no kernels for, before touching a GPU", "[gpu_train][llama]") {
+    const ModelConfig model = test::builtin("tiny_llama");
+    const WeightLayout layout = WeightLayout::for_model(model);
+    for (const Variant& variant : {Variant{Fusion::softmax}, Variant{Fusion::proj_epilogue},
+                                   Variant{Fusion::mlp_epilogue}, Variant{Fusion::inplace_ln},
+                                   Variant{Fusion::inplace_gelu}, Variant{Fusion::flash_attention, Fusion::inplace_ln}}) {
+        INFO(variant.text());
+        GpuTrainOptions o;
+        o.variant = variant;
+        CHECK_THROWS_WITH(GpuTrainStep(model, layout, DType::bf16, 1, 8, nullptr, o),
+                          ContainsSubstring("has kernels for the fusions flash_attention only"));
+    }
+    GpuTrainOptions dropped;
+    dropped.dropout = Dropout{.p = 0.1f, .seed = kSeed};
+    CHECK_THROWS_WITH(GpuTrainStep(model, layout, DType::bf16, 1, 8, nullptr, dropped), ContainsSubstring("no dropout"));
 }

@@ -143,7 +143,8 @@ std::string optimizer_impossible_reason(const CellParams& c) {
 }
 
 // Why the model's family cannot run the cell yet: what its compute declares it lacks
-// (family_compute.hpp), and dropout where its blocks have none.
+// (family_compute.hpp), the fusions its GPU forward or training step does not take, and dropout
+// where its blocks have none.
 std::string family_impossible_reason(const CellParams& c) {
     const FamilyCompute& compute = compute_of(c.model.family);
     const std::string family = "model '" + c.model.name + "' (" + std::string(family_of(c.model).title) + ")";
@@ -151,6 +152,9 @@ std::string family_impossible_reason(const CellParams& c) {
         if (!compute.no_gpu_forward.empty()) return family + ": " + std::string(compute.no_gpu_forward);
         if (c.mode == Mode::train && !compute.no_gpu_training.empty())
             return family + ": " + std::string(compute.no_gpu_training);
+        if (c.mode == Mode::train && !c.variant.within(compute.gpu_training_fusions))
+            return family + " trains on the GPU within the fusions " + compute.gpu_training_fusions.fusions_text() +
+                   "; variant '" + c.variant.text() + "' has " + c.variant.fusions_text();
         if (!c.variant.within(compute.gpu_fusions) || !compute.gpu_required.within(c.variant)) {
             const std::string required = compute.gpu_required.is_baseline()
                                              ? std::string()

@@ -11,6 +11,7 @@
 #include "harness/measure/step_check.hpp"
 #include "kernels/compute/cpu_forward.hpp"
 #include "kernels/model/dtype.hpp"
+#include "kernels/model/model_fields.hpp"
 #include "kernels/compute/reference_forward.hpp"
 #include "kernels/model/weight_layout.hpp"
 
@@ -77,10 +78,9 @@ std::optional<std::string> key_of(const CellParams& cell, const HostReferencePar
     if (part.full || cell.weights != kSyntheticWeights) return std::nullopt;
     const ModelConfig& m = cell.model;
     std::ostringstream text;
-    text << std::hexfloat << "host fp32 reference 1|model " << m.name << ' ' << m.n_layer << ' ' << m.n_embd << ' '
-         << m.n_head << ' ' << m.vocab_size << ' ' << m.max_positions << ' ' << m.ln_eps << "|seed " << cell.seed
-         << "|dtype " << enum_name(cell.dtype) << "|dropout " << cell.dropout << "|batch " << part.shape.batch()
-         << "|seq " << part.shape.stride() << "|tokens";
+    text << std::hexfloat << "host fp32 reference 2|model " << m.name << ' ' << model_fields_text(m) << "|seed "
+         << cell.seed << "|dtype " << enum_name(cell.dtype) << "|dropout " << cell.dropout << "|batch "
+         << part.shape.batch() << "|seq " << part.shape.stride() << "|tokens";
     for (const std::int32_t t : part.tokens) text << ' ' << t;
     return fnv1a64_hex(text.str());
 }

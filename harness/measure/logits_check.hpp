@@ -62,10 +62,10 @@ double gpu_tolerance(DType dtype, bool tf32);
 // the reference of a prefix check (large models,
 // whose host forward takes seconds: making the weights on the host is most of it) on synthetic
 // weights. A full check is cheap to recompute and large to keep; a checkpoint file may change
-// under its path. The key hashes what the reference depends on: the model's shape, the weights'
-// seed and dtype (the host rounds them through it), the dropout masks, and the prefix's tokens. A
-// ragged batch's prefix is its first sequence's first positions, the same forward as a
-// rectangular one's of those tokens, so they share a key.
+// under its path. The key hashes what the reference depends on: the model's name and every field
+// of kModelFields (model_fields_text), the weights' seed and dtype (the host rounds them through
+// it), the dropout masks, and the prefix's tokens. A ragged batch's prefix is its first sequence's
+// first positions, the same forward as a rectangular one's of those tokens, so they share a key.
 std::optional<std::string> kept_reference_key(const CellParams& cell, std::span<const std::int32_t> tokens);
 
 // The part of a cell's output (its BatchShape's rows) that check_against_host recomputes on the

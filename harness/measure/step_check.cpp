@@ -12,6 +12,7 @@
 #include "kernels/compute/reference_optimizer.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/model_family.hpp"
+#include "kernels/model/model_fields.hpp"
 
 namespace sweetspot {
 namespace {
@@ -85,9 +86,9 @@ std::optional<std::string> training_key(const CellParams& cell, const TrainingCh
     if (check.full || cell.weights != kSyntheticWeights || !backend_traits(cell.backend).needs_gpu) return std::nullopt;
     const ModelConfig& m = cell.model;
     std::ostringstream text;
-    text << std::hexfloat << "float64 training reference 1|model " << m.name << ' ' << m.n_layer << ' ' << m.n_embd
-         << ' ' << m.n_head << ' ' << m.vocab_size << ' ' << m.max_positions << ' ' << m.ln_eps << "|seed " << cell.seed
-         << "|dtype " << enum_name(cell.dtype) << "|dropout " << cell.dropout << "|positions " << check.shape.stride()
+    text << std::hexfloat << "float64 training reference 2|model " << m.name << ' ' << model_fields_text(m) << "|seed "
+         << cell.seed << "|dtype " << enum_name(cell.dtype) << "|dropout " << cell.dropout << "|positions "
+         << check.shape.stride()
          << "|sample " << kSampledPerTensor << "|tokens";
     for (const std::int32_t t : tokens) text << ' ' << t;
     text << "|targets";

@@ -109,7 +109,9 @@ private:
 // prefix check (kept_reference_key's answer for `train`), or nullopt where none is kept: a full
 // check (cheap to recompute), checkpoint weights (the file may change under its path), host cells
 // (as for inference, the runner hands kept references to GPU cells only). The key
-// hashes what the reference depends on: the model's shape, the synthetic weights' seed and dtype,
+// hashes what the reference depends on: the model's name and every field of kModelFields
+// (model_fields_text: its shape, kv heads, MLP width, norms' epsilon, rotary base and scaling,
+// family), the synthetic weights' seed and dtype,
 // the dropout masks, the prefix's tokens and targets and the sample. Not the cell's batch, variant
 // or tf32: every such cell of a workload shares it, and its first cell computes it.
 std::optional<std::string> kept_training_key(const CellParams& cell, std::span<const std::int32_t> tokens);

@@ -146,6 +146,7 @@ void launch_embedding_backward(T* dwte, T* dwpe, const T* dx, const std::int32_t
     embedding_backward_wte_kernel<T>
         <<<static_cast<unsigned>(bt), kBlock, 0, stream>>>(dwte, dx, s.sorted_tokens, s.sorted_rows, bt, c);
     CUDA_CHECK_LAUNCH();
+    if (dwpe == nullptr) return;
     const std::int64_t positions = static_cast<std::int64_t>(seq) * c;
     embedding_backward_wpe_kernel<T><<<elementwise_blocks(positions), kBlock, 0, stream>>>(dwpe, dx, batch, seq, c);
     CUDA_CHECK_LAUNCH();

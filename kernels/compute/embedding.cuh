@@ -33,8 +33,8 @@ std::size_t embedding_backward_scratch_bytes(int batch, int seq);
 // and dwpe[r % seq, :] += dx[r, :] for every row r of dx [batch·seq, c]. Deterministic, with no
 // atomics: the rows are sorted by token (a stable radix sort, so rows of one token stay in row
 // order) and each token's rows are summed in fp32 by one block, in that order; each position's
-// rows are summed over the batch in order by one thread. `scratch`: device memory of
-// embedding_backward_scratch_bytes.
+// rows are summed over the batch in order by one thread. dwpe null: a model without a position
+// table, only dwte. `scratch`: device memory of embedding_backward_scratch_bytes.
 template <class T>
 void launch_embedding_backward(T* dwte, T* dwpe, const T* dx, const std::int32_t* tokens, int batch, int seq, int c,
                                void* scratch, cudaStream_t stream);

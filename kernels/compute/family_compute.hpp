@@ -1,7 +1,7 @@
 #pragma once
 // What each model family computes, declared once on the compute side as model_family.hpp declares
-// its tensors: its fp32 host forward and training step, its float64 reference of both, and what it
-// cannot run yet. Each family's entry lives in its own directory (gpt2/, llama/);
+// its tensors: its fp32 host forward and training step, its float64 reference of both, what its
+// GPU forward and training step take, and what it cannot run yet. Each family's entry lives in its own directory (gpt2/, llama/);
 // family_compute.cpp maps ModelFamily to it. CpuForward, CpuBackprop, reference_forward and
 // reference_gradients name no family.
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/compute/dropout.hpp"
+#include "kernels/compute/train_scratch.hpp"
 #include "kernels/model/batch_shape.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/variant.hpp"
@@ -105,6 +106,12 @@ struct FamilyCompute {
     // within `gpu_fusions`.
     Variant gpu_fusions;
     Variant gpu_required;
+    // The fusions its GPU training step takes (within kTrainingFusions, which the step has kernels
+    // for in some family, and within gpu_fusions): a GPU training cell's variant is within them.
+    Variant gpu_training_fusions;
+    // The fp32 scratch its GPU training step's norm and bias backwards need over `rows` rows
+    // (train_arena.hpp).
+    gpu::FamilyTrainScratch (*gpu_train_scratch)(const ModelConfig& model, int rows);
     // Whether its blocks apply the dropout settings (a family without dropout refuses them).
     bool dropout;
 };

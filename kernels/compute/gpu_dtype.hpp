@@ -1,6 +1,6 @@
 #pragma once
-// The storage types of the GPU kernels (float, __half, __nv_bfloat16) and the DType each is.
-// Plain C++ can include this header.
+// The storage types of the GPU kernels (float, __half, __nv_bfloat16), the DType each is, and the
+// one switch from a DType to its type. Plain C++ can include this header.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -24,3 +24,18 @@ constexpr DType dtype_of() {
 }
 
 }  // namespace sweetspot::gpu
+
+namespace sweetspot {
+
+// Calls f(T{}) with the storage type of `dtype` (float, __half, __nv_bfloat16): a forward's or a
+// training step's code in the cell's dtype.
+template <class F>
+void with_dtype(DType dtype, F&& f) {
+    switch (dtype) {
+        case DType::fp32: f(float{}); break;
+        case DType::fp16: f(__half{}); break;
+        case DType::bf16: f(__nv_bfloat16{}); break;
+    }
+}
+
+}  // namespace sweetspot

@@ -5,8 +5,6 @@
 // (or replays its CUDA graph) and releases it. A family derives from it and says what each unit
 // computes (gpt2/gpt2_gpu_forward.cu, llama/llama_gpu_forward.cu); gpu_family_forward.cu makes the
 // model's.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -17,6 +15,7 @@
 
 #include "kernels/compute/cuda_resources.hpp"
 #include "kernels/compute/gemm.hpp"
+#include "kernels/compute/gpu_dtype.hpp"
 #include "kernels/compute/gpu_forward.hpp"
 #include "kernels/compute/nvtx.hpp"
 #include "kernels/compute/sequence_spans.hpp"
@@ -114,16 +113,5 @@ struct GpuForwardContext {
 std::unique_ptr<GpuForwardContext> make_gpu_forward(const ModelConfig& model, const WeightLayout& layout, DType dtype,
                                                     const BatchShape& shape, cudaStream_t stream,
                                                     const GpuForwardOptions& options);
-
-// Calls f(T{}) with the C++ type of `dtype` (float, __half, __nv_bfloat16): a family's run() in
-// the cell's dtype.
-template <class F>
-void with_dtype(DType dtype, F&& f) {
-    switch (dtype) {
-        case DType::fp32: f(float{}); break;
-        case DType::fp16: f(__half{}); break;
-        case DType::bf16: f(__nv_bfloat16{}); break;
-    }
-}
 
 }  // namespace sweetspot

@@ -1,5 +1,6 @@
 #pragma once
-// A training step on the GPU in fp32, fp16 or bf16: the counterpart of CpuTrainStep
+// A training step on the GPU in fp32, fp16 or bf16, of either model family (each unit's forward
+// and backward are the family's: gpu_train_context.hpp): the counterpart of CpuTrainStep
 // (cpu_train_step.hpp), in the same three phases. The forward keeps each block's activations (in
 // the dtype) but those the options' Recompute leaves to the backward to compute again, and ends
 // with the fused classifier, which leaves the logits' gradient in their place; the backward
@@ -41,15 +42,17 @@ struct GpuTrainOptions {
     Fp32Gemm fp32_gemm = Fp32Gemm::exact;  // how fp32 GEMMs compute (fp32_gemm.hpp)
     // flash_attention: FlashAttention-2's forward (keeping each row's logsumexp) and backward;
     // otherwise the attention is materialised and its probabilities recomputed in the backward.
-    // mlp_epilogue and proj_epilogue: the biases, the GELU and its backward, residual adds in the
-    // GEMMs' epilogues. inplace_ln: the LayerNorms keep each row's rstd and their backwards read
-    // their outputs, not the residual stream (recompute.hpp); after a backward that met a
-    // LayerNorm weight too small to divide by (layernorm_recovery.hpp), grad_norm and update
-    // throw, naming the LayerNorm, and no weight changes. inplace_gelu: the GELU's output and a
-    // branch bit per element kept for its backward, not its input (gelu_from_output.hpp). The
-    // fusions outside kTrainingFusions are refused.
+    // GPT-2's mlp_epilogue and proj_epilogue: the biases, the GELU and its backward, residual adds
+    // in the GEMMs' epilogues. inplace_ln: the LayerNorms keep each row's rstd and their
+    // backwards read their outputs, not the residual stream (recompute.hpp); after a backward
+    // that met a LayerNorm weight too small to divide by (layernorm_recovery.hpp), grad_norm and
+    // update throw, naming the LayerNorm, and no weight changes. inplace_gelu: the GELU's output
+    // and a branch bit per element kept for its backward, not its input (gelu_from_output.hpp).
+    // The fusions outside the family's gpu_training_fusions (family_compute.hpp: GPT-2's are
+    // kTrainingFusions, LLaMA's flash_attention) are refused, and so is dropout for a family
+    // without it.
     Variant variant;
-    Dropout dropout;  // GPT-2's dropouts, the masks of every other path (dropout.hpp)
+    Dropout dropout;  // the family's dropouts (GPT-2's), the masks of every other path (dropout.hpp)
     // Which activations the backward computes again rather than the forward keeping them
     // (recompute.hpp); every setting gives the same gradients.
     Recompute recompute = Recompute::gelu;

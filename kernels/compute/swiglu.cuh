@@ -17,7 +17,8 @@ template <class T>
 void launch_swiglu(T* out, const T* gate, const T* up, std::int64_t n, cudaStream_t stream);
 
 // The backward of launch_swiglu (as cpu::swiglu_backward): dgate = dout · up · silu'(gate) and
-// dup = dout · silu(gate), overwritten, over n elements.
+// dup = dout · silu(gate), overwritten, over n elements. dgate may be dout (each element is read
+// before its gradients are written): a training step's backward takes it in place.
 template <class T>
 void launch_swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up, std::int64_t n,
                             cudaStream_t stream);

@@ -1,9 +1,9 @@
 #include "kernels/compute/train_arena.hpp"
 
-#include <algorithm>
-
+#include "kernels/compute/family_compute.hpp"
 #include "kernels/compute/gelu_from_output.hpp"
 #include "kernels/compute/train_scratch.hpp"
+#include "kernels/model/model_family.hpp"
 
 namespace sweetspot {
 
@@ -12,6 +12,9 @@ TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, co
     const bool flash = variant.has(Fusion::flash_attention), inplace_ln = variant.has(Fusion::inplace_ln);
     const bool inplace_gelu = variant.has(Fusion::inplace_gelu);
     const std::int64_t bt = static_cast<std::int64_t>(batch) * seq, c = m.n_embd, e = static_cast<std::int64_t>(dtype_size(dtype));
+    const FamilyDecl& family = family_of(m);
+    const QkvHeads heads{m.n_head, m.kv_heads(), m.head_dim()};
+    const std::int64_t f = m.ffn_width(), pre_width = f * family.mlp_inputs;
     const auto take = [&](std::int64_t bytes) {
         const std::int64_t at = total;
         total += (bytes + kAlign - 1) / kAlign * kAlign;
@@ -30,19 +33,19 @@ TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, co
     const std::int64_t rstd_bytes = inplace_ln ? bt * 4 : 0;
     // Under inplace_gelu the GELU's backward reads its output and bits: nothing below mlp, which
     // runs the MLP's input again, recomputes them.
-    const std::int64_t fc_pre_bytes = inplace_gelu ? 0 : bt * 4 * c * e;
-    const std::int64_t branch_bytes = inplace_gelu ? gelu_output::branch_bytes(bt * 4 * c) : 0;
+    const std::int64_t fc_pre_bytes = inplace_gelu ? 0 : bt * pre_width * e;
+    const std::int64_t branch_bytes = inplace_gelu ? gelu_output::branch_bytes(bt * f) : 0;
     const Activation activations[] = {
         {&ln1, bt * c * e, kept_below(Recompute::block)},
         {&ln1_rstd, rstd_bytes, kept_below(Recompute::block)},
-        {&qkv, bt * 3 * c * e, kept_below(Recompute::block)},
+        {&qkv, bt * heads.ld() * e, kept_below(Recompute::block)},
         {&att, bt * c * e, kept_below(Recompute::attention)},
         {&lse, lse_bytes, kept_below(Recompute::attention)},
         {&x_mid, bt * c * e, !inplace_ln && kept_below(Recompute::block)},
         {&ln2, bt * c * e, keeps_ln2_output(recompute, inplace_ln)},
         {&ln2_rstd, rstd_bytes, kept_below(Recompute::block)},
         {&fc_pre, fc_pre_bytes, kept_below(Recompute::mlp)},
-        {&fc, bt * 4 * c * e, kept_below(inplace_gelu ? Recompute::mlp : Recompute::gelu)},
+        {&fc, bt * f * e, kept_below(inplace_gelu ? Recompute::mlp : Recompute::gelu)},
         {&gelu_branch, branch_bytes, kept_below(Recompute::mlp)},
     };
     for (int l = 0; l < m.n_layer; ++l)
@@ -59,8 +62,8 @@ TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, co
     for (const Activation& a : activations)
         if (a.bytes > 0 && !a.kept) a.offsets->assign(static_cast<std::size_t>(m.n_layer), take(a.bytes));
     if (resid.size() < static_cast<std::size_t>(m.n_layer + 1)) resid.resize(static_cast<std::size_t>(m.n_layer + 1), rows_of(c));
-    dfc = rows_of(4 * c);
-    dqkv = rows_of(3 * c);
+    dfc = rows_of(pre_width);
+    dqkv = rows_of(heads.ld());
     dy = rows_of(c);
     dln = rows_of(c);
     datt = rows_of(c);
@@ -70,13 +73,11 @@ TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, co
         scores = take(score_bytes);
         dscores = take(score_bytes);
     } else {
-        flash_scratch = take(gpu::flash_attention_backward_scratch_floats(batch, seq, m.n_embd, m.n_head) * 4);
+        flash_scratch = take(gpu::flash_attention_backward_scratch_floats(batch, seq, heads) * 4);
     }
-    ln_scratch = take(gpu::layernorm_backward_scratch_floats(static_cast<int>(bt), m.n_embd) * 4);
-    std::int64_t bias_floats = 0;
-    for (const std::int64_t width : {c, 3 * c, 4 * c})
-        bias_floats = std::max(bias_floats, gpu::bias_backward_scratch_floats(bt, static_cast<int>(width)));
-    bias_scratch = take(bias_floats * 4);
+    const gpu::FamilyTrainScratch family_scratch = compute_of(m.family).gpu_train_scratch(m, static_cast<int>(bt));
+    norm_scratch = take(family_scratch.norm_floats * 4);
+    bias_scratch = take(family_scratch.bias_floats * 4);
     losses = take(bt * 4);
     loss = take(4);
     tokens = take(bt * 4);
@@ -86,6 +87,10 @@ TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, co
     if (inplace_ln) unrecoverable = take(4);
     gelu_table = inplace_gelu && dtype != DType::fp32;
     if (gelu_table) gelu_derivatives = take(gelu_output::kDerivativeTableSize * 4);
+    if (family.rotary) {
+        positions = take(bt * 4);
+        frequencies = take(static_cast<std::int64_t>(m.head_dim() / 2) * 4);
+    }
 }
 
 }  // namespace sweetspot

@@ -47,6 +47,14 @@ inline std::int64_t flash_attention_backward_shares_offset(std::int64_t rows, Qk
     return (rows * heads.c() + rows * heads.n_head + 3) / 4 * 4;
 }
 
+// The fp32 scratch of a family's norm and bias backwards in its GPU training step
+// (FamilyCompute::gpu_train_scratch), for its rows: one buffer each, which every norm's and every
+// bias's backward reuses.
+struct FamilyTrainScratch {
+    std::int64_t norm_floats = 0;  // its norms' backward (layernorm_ or rmsnorm_backward_scratch_floats)
+    std::int64_t bias_floats = 0;  // its widest bias's backward; 0 for a family without biases
+};
+
 // fp32 values of scratch flash_attention_backward needs: dq's fp32 accumulator and
 // rowsum(dout ∘ out), and over grouped heads the dK and dV shares (counted as fp32 in every dtype).
 inline std::int64_t flash_attention_backward_scratch_floats(int batch, int seq, QkvHeads heads) {

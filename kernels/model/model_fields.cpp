@@ -37,6 +37,15 @@ std::string model_field_text(const ModelField& f, const ModelConfig& m) {
         f.kind);
 }
 
+std::string model_fields_text(const ModelConfig& m) {
+    std::string text;
+    for (const ModelField& f : kModelFields) {
+        if (!text.empty()) text += ' ';
+        text += std::string(f.axis) + '=' + model_field_text(f, m);
+    }
+    return text;
+}
+
 std::optional<std::string> normal_model_field(const ModelField& f, std::string_view text) {
     return std::visit(
         [&](const auto& kind) -> std::optional<std::string> {

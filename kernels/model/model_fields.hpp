@@ -98,6 +98,10 @@ inline constexpr std::array<ModelField, 11> kModelFields = {{
 
 // The field's value in its normal form, the text a cell's line holds ("9.99999975e-06", "off").
 std::string model_field_text(const ModelField& f, const ModelConfig& m);
+// Every field's line, "model.n_layer=2 model.n_embd=64 ...", in kModelFields' order and normal
+// form: what tells two models apart wherever their numbers can differ (the key of a reference
+// computed for one).
+std::string model_fields_text(const ModelConfig& m);
 // `text` in the field's normal form, or nothing where it is no value of the field.
 std::optional<std::string> normal_model_field(const ModelField& f, std::string_view text);
 // Sets the field from its normal form (normal_model_field's output).

@@ -50,6 +50,18 @@
 // The two compose: with both, a setting keeps inplace_ln's residual stream and rstd, and
 // inplace_gelu's output and bits for the GELU's (mlp then runs the first GEMM and the in-place
 // GELU again from ln_2's kept output).
+//
+// LLaMA's block (F its MLP's width, Q its packed qkv row, (H + 2·KV)·hd) climbs the same ladder,
+// its SwiGLU in the GELU's place. Per block and row the forward keeps:
+//   none       attn_norm's output (C), qkv (Q), the attention's output (C, with flash attention
+//              each row's fp32 logsumexp), x_mid (C), mlp_norm's output (C), gate and up (2F),
+//              SwiGLU's output (F), the block's output (C): 5C + Q + 3F;
+//   gelu       all of that but SwiGLU's output, recomputed from the kept gate and up: 5C + Q + 2F;
+//   attention  and not the attention's output and logsumexp: 4C + Q + 2F;
+//   mlp        and not mlp_norm's output, gate nor up: mlp_norm, gate, up and SwiGLU run again
+//              from the kept x_mid: 3C + Q;
+//   block      only the block's output: C.
+// inplace_ln and inplace_gelu are GPT-2's LayerNorm and GELU: LLaMA trains without them.
 #include <array>
 
 #include "base/named_enum.hpp"

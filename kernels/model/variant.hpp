@@ -93,7 +93,8 @@ inline constexpr Variant kEveryFusion = [] {
     for (const auto& f : EnumNames<Fusion>::list) v = v.with(f.value);
     return v;
 }();
-// The fusions the GPU training step has forward and backward kernels for (gpu_train_step.cu).
+// The fusions the GPU training step has forward and backward kernels for in some family (GPT-2's:
+// gpt2_gpu_train.cu); each family's own are its FamilyCompute::gpu_training_fusions.
 inline constexpr Variant kTrainingFusions{Fusion::flash_attention, Fusion::mlp_epilogue, Fusion::proj_epilogue,
                                           Fusion::inplace_ln, Fusion::inplace_gelu};
 // The fusions that change only what a training step keeps for its backward: an inference forward

@@ -206,6 +206,15 @@ double reference_macs(const ModelConfig& model, int batch, int seq) {
     return linear + attention + lm_head;
 }
 
+// LayerNorms with weights and biases; the widest bias is the MLP's first (4C).
+gpu::FamilyTrainScratch gpu_train_scratch(const ModelConfig& model, int rows) {
+    const int c = model.n_embd;
+    std::int64_t bias_floats = 0;
+    for (const int width : {c, 3 * c, 4 * c})
+        bias_floats = std::max(bias_floats, gpu::bias_backward_scratch_floats(rows, width));
+    return {.norm_floats = gpu::layernorm_backward_scratch_floats(rows, c), .bias_floats = bias_floats};
+}
+
 }  // namespace
 
 const FamilyCompute& compute() {
@@ -221,6 +230,8 @@ const FamilyCompute& compute() {
         .no_gpu_training = {},
         .gpu_fusions = kEveryFusion,
         .gpu_required = {},
+        .gpu_training_fusions = kTrainingFusions,
+        .gpu_train_scratch = gpu_train_scratch,
         .dropout = true,
     };
     return entry;

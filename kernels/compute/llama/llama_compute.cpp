@@ -196,6 +196,11 @@ double reference_macs(const ModelConfig& m, int batch, int seq) {
     return linear + attention + tokens * m.vocab_size * c;
 }
 
+// RMSNorms with a weight alone, and no bias anywhere.
+gpu::FamilyTrainScratch gpu_train_scratch(const ModelConfig& model, int rows) {
+    return {.norm_floats = gpu::rmsnorm_backward_scratch_floats(rows, model.n_embd), .bias_floats = 0};
+}
+
 }  // namespace
 
 const FamilyCompute& compute() {
@@ -208,12 +213,20 @@ const FamilyCompute& compute() {
         .cpu_backprop_bytes = cpu_backprop_bytes,
         .reference_sequence_gradients = reference_sequence_gradients,
         .no_gpu_forward = {},
-        .no_gpu_training = "the llama family trains on the host backend only: its GPU training step is not built yet",
+        .no_gpu_training = {},
         // Its GPU blocks (llama_gpu_forward.cu) take the attention's fusions over grouped kv heads
         // and o_proj's residual add in its GEMM; residual_ln and mlp_epilogue are GPT-2's kernels
         // (LayerNorm; bias and GELU), with no RMSNorm or SwiGLU form built.
         .gpu_fusions = Variant{Fusion::softmax, Fusion::flash_attention, Fusion::proj_epilogue},
         .gpu_required = {},
+        // Its GPU training step (llama_gpu_train.cu) takes the flash attention over grouped kv
+        // heads (its backward from the kept logsumexp). proj_epilogue's forward adds o_proj's
+        // product onto the residual stream in place, and the step keeps the stream before and
+        // after the attention apart (x_in, x_mid): no bias-free residual epilogue is built for
+        // it. mlp_epilogue, inplace_ln and inplace_gelu are GPT-2's bias, GELU and LayerNorm
+        // kernels.
+        .gpu_training_fusions = Variant{Fusion::flash_attention},
+        .gpu_train_scratch = gpu_train_scratch,
         .dropout = false,
     };
     return entry;
