@@ -78,6 +78,7 @@ from results_db import ResultsDb, connect  # noqa: E402
 
 BACKENDS_TABLE = REPO / "scripts" / "bench" / "backends_table.py"
 VARIANTS_TABLE = REPO / "scripts" / "bench" / "variants_table.py"
+PACKING_TABLE = REPO / "scripts" / "bench" / "packing_table.py"
 MEMORY_TABLE = REPO / "scripts" / "bench" / "memory_table.py"
 TRAIN_SIDE_BY_SIDE = REPO / "scripts" / "bench" / "train_side_by_side.py"
 RECOMPUTE_TABLE = REPO / "scripts" / "bench" / "recompute_table.py"
@@ -1227,6 +1228,38 @@ class NormalizedTest(DbTest):
         self.assertIn("| all | 50.0 (50.0, 40.0, 80.0) | 2.000 | 20 |", out)
         self.assertIn("| 21 GiB | baseline | 300.0 | 1.000 | 60 |", out)
         self.assertIn("| tiny | fp32 | 1 × 8 | 200.0 | 100.0 | 100.0 | 50.0 | all | 2.00 |", out)
+
+    def test_packing_table_script(self):
+        """scripts/bench/packing_table.py: padded against packed (4 ms against 1 ms over the same 1000 real
+        tokens: 4.00 ×; 3 of 10 GiB: 30.0 %), the varlen overhead (100 TFLOP/s packed against 102 for the
+        rectangular batch of the same 320 tokens: +2.0 %), and PyTorch's rows beside the cells they name
+        (its packed 3 ms ÷ our 1 ms)."""
+        db = FixtureDb(self.folder, "packing.db")
+        ragged = dict(model="llama_1b", dtype="bf16", variant="attn_proj", batch=32, seq=2048,
+                      lengths="lognormal:330,0.85", real_tokens=1000)
+        padded = gpu_cell(db, "device", packing="padded", latency_median_ms=4.0, tokens_per_s=250000.0,
+                          achieved_tflops=50.0, gpu_peak_bytes=10 * GIB, padding_share=0.75, **ragged)
+        packed = gpu_cell(db, "device", packing="packed", latency_median_ms=1.0, tokens_per_s=1e6,
+                          achieved_tflops=200.0, gpu_peak_bytes=3 * GIB, padding_share=0.0, **ragged)
+        near = dict(model="llama_1b", dtype="bf16", variant="attn_proj", batch=32, latency_median_ms=1.0,
+                    tokens_per_s=320000.0, padding_share=0.0, gpu_peak_bytes=GIB)
+        gpu_cell(db, "device", seq=11, lengths="uniform:9-11", packing="packed", real_tokens=320,
+                 achieved_tflops=100.0, **near)
+        gpu_cell(db, "device", seq=10, lengths="fixed", packing="padded", real_tokens=320, achieved_tflops=102.0,
+                 **near)
+        db.close()
+        torch_out = os.path.join(self.folder, "pytorch-packing.txt")
+        with open(torch_out, "w") as f:
+            f.write("model dtype mode tokens rows median_ms p10_ms p90_ms peak_gib check_rel_err cells\n"
+                    f"llama_1b bf16 padded 1000 4000 8.0 8.0 8.0 5.0 0 {padded},{packed}\n"
+                    f"llama_1b bf16 packed 1000 1000 3.0 3.0 3.0 2.0 0 {padded},{packed}\n")
+        out = subprocess.run([sys.executable, str(PACKING_TABLE), db.path, "--pytorch", torch_out], check=True,
+                             capture_output=True, text=True).stdout
+        self.assertIn("| llama_1b | bf16 | attn_proj | 32 | lognormal:330,0.85 | 1000 | 75.0 % | 4.0 | 1.0 | 4.00 | "
+                      "250000 | 1000000 | 10.00 | 3.00 | 30.0 % |", out)
+        self.assertIn("| llama_1b | bf16 | attn_proj | 32 | uniform:9-11 | 320 | 32 × 10 | 100.0 | 102.0 | +2.0 % |", out)
+        self.assertIn("| llama_1b | 32 | lognormal:330,0.85 | 1000 | 8.0 | 3.0 | 5.00 | 2.00 | 4.0 | 1.0 | 10.00 | 3.00 "
+                      "| 3.00 |", out)
 
     def test_cell_phases_per_backend(self):
         """Where the sweep's time went: each phase's mean seconds per cell of each backend, the phases in
