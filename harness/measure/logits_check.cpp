@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "harness/measure/cell_weights.hpp"
@@ -58,16 +59,18 @@ struct HostReferencePart {
     std::vector<std::int32_t> tokens;
 };
 
-// Whether the host check recomputes the whole output (cheap enough) or a prefix of sequence 0.
-// Over the shape's rows: a padded batch's padding is computed too.
-bool full_check(const CellParams& cell) {
-    return 2.0 * static_cast<double>(n_params(cell.model)) * static_cast<double>(cell.batch_shape().rows()) <=
-           kFullCheckFlops;
+// The part the host check recomputes, without its tokens, the cell's lengths drawn once: the whole
+// output where that is cheap (counted over the shape's rows: a padded batch's padding is computed
+// too), else a prefix of sequence 0, rows 0 .. n−1 in both packings.
+HostReferencePart reference_part_shape(const CellParams& cell) {
+    BatchShape shape = cell.batch_shape();
+    const bool full = 2.0 * static_cast<double>(n_params(cell.model)) * static_cast<double>(shape.rows()) <= kFullCheckFlops;
+    if (!full) shape = BatchShape::rectangular(1, std::min(shape.length(0), kPrefixPositions));
+    return {std::move(shape), full, {}};
 }
 
 HostReferencePart host_reference_part(const CellParams& cell, std::span<const std::int32_t> tokens) {
-    HostReferencePart part{host_reference_shape(cell), full_check(cell), {}};
-    // A prefix is rows 0 .. n−1: sequence 0 starts at row 0 in both packings.
+    HostReferencePart part = reference_part_shape(cell);
     const auto rows = static_cast<std::size_t>(part.shape.rows());
     part.tokens.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(rows));
     return part;
@@ -114,11 +117,7 @@ std::optional<std::string> kept_reference_key(const CellParams& cell, std::span<
     return key_of(cell, host_reference_part(cell, tokens));
 }
 
-BatchShape host_reference_shape(const CellParams& cell) {
-    const BatchShape shape = cell.batch_shape();
-    if (full_check(cell)) return shape;
-    return BatchShape::rectangular(1, std::min(shape.length(0), kPrefixPositions));
-}
+BatchShape host_reference_shape(const CellParams& cell) { return reference_part_shape(cell).shape; }
 
 std::int64_t host_reference_rows(const CellParams& cell) { return host_reference_shape(cell).rows(); }
 

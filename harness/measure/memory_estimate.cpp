@@ -63,16 +63,18 @@ MemoryEstimate estimate_memory(const CellParams& cell, const BatchShape& shape) 
         e.activations = TrainArena(cell.model, cell.dtype, cell.batch, cell.seq, cell.variant, cell.recompute).total;
         e.workspace = gemm_device_bytes(cell.dtype, cell.fp32_gemm());
         if (prefix_check)
-            e.check_step = TrainArena(cell.model, cell.dtype, check->shape.batch(), check->shape.stride(), cell.variant, cell.recompute).total + gemm_device_bytes(cell.dtype, cell.fp32_gemm()) +
-                           check_step_scratch_bytes(cell);
+            e.check_step = TrainArena(cell.model, cell.dtype, check->shape.batch(), check->shape.stride(), cell.variant,
+                                      cell.recompute).total +
+                           gemm_device_bytes(cell.dtype, cell.fp32_gemm()) + check_step_scratch_bytes(cell);
         e.host_buffers = checked_step_host_bytes(cell);
         e.host_reference = check_reference_host_bytes(cell);
         return e;
     }
-    e.host_buffers = 2 * logits_bytes(host_reference_rows(cell));
+    const BatchShape reference = host_reference_shape(cell);
+    e.host_buffers = 2 * logits_bytes(reference.rows());
     const auto fp32_units = unit_bytes(layout_of_weights, DType::fp32);
     e.host_reference = *std::max_element(fp32_units.begin(), fp32_units.end()) +
-                       CpuForward::activation_bytes_for(cell.model, host_reference_shape(cell));
+                       CpuForward::activation_bytes_for(cell.model, reference);
 
     const ActivationLayout layout = activation_layout(cell.model, cell.dtype, shape,
                                                       !cell.variant.has(Fusion::flash_attention));

@@ -13,9 +13,14 @@
 Usage: packing_table.py DB [DB ...] [--pytorch FILE]
 """
 import argparse
+import os
 import sqlite3
 import statistics
+import sys
 from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from variants_table import markdown  # noqa: E402
 
 GIB = 2**30
 QUERY = """
@@ -132,13 +137,6 @@ def pytorch_rows(cells, runs):
         yield [batch[0], str(any_cell["batch"]), any_cell["lengths"], str(batch[2]), ms("padded"), ms("packed"),
                peak("padded"), peak("packed"), our_ms("padded"), our_ms("packed"), our_peak("padded"),
                our_peak("packed"), ratio]
-
-
-def markdown(rows):
-    rows = list(rows)
-    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
-    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
-    return "\n".join(lines)
 
 
 def main():
