@@ -57,7 +57,7 @@ void bench(const ModelConfig& model, DType dtype, const Variant& variant, Recomp
     GpuTrainOptions options;
     options.variant = variant;
     options.recompute = recompute;
-    GpuTrainStep step(model, layout, dtype, batch, seq, stream.get(), options);
+    GpuTrainStep step(model, layout, dtype, BatchShape::rectangular(batch, seq), stream.get(), options);
     std::vector<std::int32_t> tokens(static_cast<std::size_t>(batch) * seq), targets(tokens.size());
     for (std::size_t i = 0; i < tokens.size(); ++i) {
         tokens[i] = static_cast<std::int32_t>((i * 7919) % static_cast<std::size_t>(model.vocab_size));

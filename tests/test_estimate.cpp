@@ -151,6 +151,31 @@ TEST_CASE("the training terms match what H100 training cells allocated", "[estim
     }
 }
 
+TEST_CASE("the ragged training terms match what H100 training cells allocated, padded and packed",
+          "[estimate][train][ragged]") {
+    // llama_1b bf16, flash attention, lengths lognormal:330,0.85 at the default seed (the
+    // llama-device-train sweep of packing.toml on an H100, 2026-11-27): activation_bytes as the
+    // cells stored them (the step's buffers and the cuBLAS workspace); every cell's
+    // device_weight_bytes was 2996965376 and training_state_bytes 20978757632.
+    struct Measured {
+        int batch;
+        const char* packing;
+        std::int64_t activation_bytes;
+    };
+    for (const Measured& m : {Measured{8, "padded", 5680367616}, Measured{8, "packed", 3416932608},
+                              Measured{16, "padded", 13508374528}, Measured{16, "packed", 6935757312},
+                              Measured{32, "packed", 15758678016}}) {
+        INFO(m.packing << " batch " << m.batch);
+        const MemoryEstimate e = estimate_memory(one_cell(
+            "model = \"llama_1b\"\nmode = \"train\"\nbackend = \"device\"\nvariant = \"flash_attention\"\n"
+            "dtype = \"bf16\"\nseq = 2048\nlengths = \"lognormal:330,0.85\"\npacking = \"" + std::string(m.packing) +
+            "\"\nbatch = " + std::to_string(m.batch)));
+        CHECK(e.weights == 2996965376);
+        CHECK(e.training_state == 20978757632);
+        CHECK(e.activations + e.scores + e.workspace == m.activation_bytes);
+    }
+}
+
 TEST_CASE("the weights term follows each backend's placement", "[estimate]") {
     // tiny_odd (1.05 MiB of fp32 weights in 5 units); a budget of 100 % holds them all.
     const CellParams device = one_cell("model = \"tiny_odd\"\nbackend = \"device\"");
@@ -373,6 +398,41 @@ TEST_CASE("the CUDA context and libraries' memory is measured from a results dat
     CHECK_THAT(none.output, ContainsSubstring("nothing to measure the CUDA context and libraries from"));
 }
 
+
+TEST_CASE("a training cell checked on a prefix step larger than its own step calibrates against the prefix step",
+          "[estimate][train]") {
+    test::TempDir tmp;
+    const auto db = tmp.file("calibration.db");
+    {
+        auto store = Store::open(db);
+        RunInfo info;
+        info.gpu_name = "Fixture GPU";
+        info.gpu_driver = "CUDA 13.0";
+        const auto run = store.begin_run(info);
+        const auto train_cell = [](int batch) {
+            return one_cell("model = \"tiny_odd\"\nbackend = \"device\"\nmode = \"train\"\nbatch = " +
+                            std::to_string(batch));
+        };
+        // Its own step allocated 100 MiB, the prefix step before it 300 MiB: the peak held the
+        // weights, the training state, the prefix step's 300 MiB and 600 MiB of CUDA context.
+        CellOutcome prefix_larger = used_beyond(0);
+        prefix_larger.set<"training_state_bytes">(2000 * MiB);
+        prefix_larger.set<"predicted_check_step_bytes">(300 * MiB);
+        prefix_larger.set<"gpu_peak_bytes">((1000 + 2000 + 300 + 600) * MiB);
+        record_outcome(store, run, 0, train_cell(2), prefix_larger);
+        // One whose own step is the larger: 100 MiB against a 50 MiB prefix step, 590 MiB beyond.
+        CellOutcome own_larger = used_beyond(0);
+        own_larger.set<"training_state_bytes">(2000 * MiB);
+        own_larger.set<"predicted_check_step_bytes">(50 * MiB);
+        own_larger.set<"gpu_peak_bytes">((1000 + 2000 + 100 + 590) * MiB);
+        record_outcome(store, run, 1, train_cell(3), own_larger);
+    }
+    Store read = Store::open_read_only(db);
+    const std::vector<FixedCost> costs = measured_fixed_costs(read.db());
+    REQUIRE(costs.size() == 1);
+    CHECK(costs[0].largest == 600 * MiB);
+    CHECK(costs[0].smallest == 590 * MiB);
+}
 
 TEST_CASE("fit: the largest batch and seq under a capacity, and the smallest budget a backend runs at", "[estimate]") {
     const FixedCost fixed{"Fixture GPU", "CUDA 13.0", 600 * MiB, 598 * MiB, 2, 0.0, {}, {}};

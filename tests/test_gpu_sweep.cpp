@@ -573,3 +573,65 @@ variant = "softmax"
     CHECK(ok == 16);
     CHECK(skipped == 1);
 }
+
+TEST_CASE("sweetspot run trains ragged batches on the GPU: checked against each sequence alone, the same loss "
+          "padded and packed, estimate exact",
+          "[gpu][runner][train][ragged]") {
+    test::require_gpu();
+    test::TempDir tmp;
+    const auto db = run_train_matrix(tmp, std::string("name = \"gpu-ragged-train\"\n") + R"([defaults]
+mode = "train"
+backend = "device"
+batch = 5
+seq = 40
+lengths = "uniform:3-40"
+seed = 11
+warmups = 1
+iterations = 4
+timeout = "3m"
+[[sweep]]
+name = "flash"
+model = ["tiny", "tiny_llama"]
+dtype = ["fp32", "bf16"]
+variant = "flash_attention"
+packing = ["padded", "packed"]
+recompute = ["gelu", "block"]
+[[sweep]]
+name = "materialised"
+model = "tiny_llama"
+variant = "baseline"
+)");
+    Database results(db, Database::Mode::read_only);
+    auto st = results.prepare(
+        "SELECT model || ' ' || dtype || ' ' || recompute, packing, variant, status, coalesce(reason, ''), "
+        "check_reference, check_rel_err <= check_tolerance, loss_last < loss_first, loss_first, real_tokens, "
+        "padded_tokens, predicted_alloc_bytes = device_weight_bytes + training_state_bytes + activation_bytes "
+        "FROM cells ORDER BY cell_id");
+    int ok = 0, skipped = 0;
+    // The padded and the packed cell of a model, dtype and recompute setting hold the same
+    // sequences (one draw per seed) and the same weights: the same first loss.
+    std::map<std::string, double> first_loss;
+    while (st.step()) {
+        INFO(st.text(0) << " " << st.text(1) << " " << st.text(2) << ": " << st.text(3) << " " << st.text(4) << "; "
+                        << st.text(5));
+        if (st.text(2) == "baseline") {
+            CHECK(st.text(3) == "skipped");
+            CHECK_THAT(st.text(4), ContainsSubstring("the GPU training step runs with the flash_attention fusion only"));
+            ++skipped;
+            continue;
+        }
+        REQUIRE(st.text(3) == "ok");
+        ++ok;
+        CHECK_THAT(st.text(5), ContainsSubstring("float64"));
+        CHECK(st.int64(6) == 1);
+        CHECK(st.int64(7) == 1);
+        const auto [at, fresh] = first_loss.emplace(st.text(0), st.real(8));
+        CHECK(std::abs(st.real(8) - at->second) <= (st.text(0).find("bf16") != std::string::npos ? 5e-2 : 1e-4) * at->second);
+        CHECK((st.text(1) == "packed") == (st.int64(10) == 0));
+        CHECK(st.int64(9) > 0);
+        CHECK(st.int64(11) == 1);
+    }
+    CHECK(ok == 16);
+    CHECK(skipped == 1);
+}
+

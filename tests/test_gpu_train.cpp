@@ -36,6 +36,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -55,6 +56,7 @@
 #include "kernels/compute/reference_gradients.hpp"
 #include "kernels/compute/reference_optimizer.hpp"
 #include "kernels/compute/train_arena.hpp"
+#include "kernels/model/batch_shape.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/gpt2/gpt2_tensors.hpp"
 #include "kernels/model/synthetic_weights.hpp"
@@ -144,8 +146,16 @@ struct Case {
     Recompute recompute = Recompute::gelu;
     StateHome optimizer = StateHome::device;
     Fp32Gemm fp32_gemm = Fp32Gemm::exact;
+    std::optional<BatchShape> ragged;  // in place of batch × seq
+    BatchShape shape() const { return ragged ? *ragged : BatchShape::rectangular(batch, seq); }
     std::string name() const {
-        return model.name + " b" + std::to_string(batch) + " t" + std::to_string(seq) + " " +
+        std::string lengths;
+        if (ragged) {
+            lengths = std::string(" ") + std::string(enum_name(ragged->packing()));
+            for (const int n : ragged->lengths()) lengths += " " + std::to_string(n);
+            lengths += " stride " + std::to_string(ragged->stride());
+        }
+        return model.name + " b" + std::to_string(batch) + " t" + std::to_string(seq) + lengths + " " +
                std::string(enum_name(dtype)) + (fp32_gemm == Fp32Gemm::split_tf32 ? " split_tf32 " : " ") +
                variant.text() + " p" + std::to_string(dropout) + " recompute " + std::string(enum_name(recompute)) +
                " optimizer " + std::string(enum_name(optimizer));
@@ -204,8 +214,8 @@ FirstStep first_step(const Case& c, const WeightLayout& layout, const std::vecto
     FirstStep r;
     CudaStream stream;
     const auto backend = placed_backend(layout, units, c.dtype, stream.get(), c.optimizer);
-    GpuTrainStep step(c.model, layout, c.dtype, c.batch, c.seq, stream.get(), options_for(c, settings));
-    const int n = c.batch * c.seq;
+    GpuTrainStep step(c.model, layout, c.dtype, c.shape(), stream.get(), options_for(c, settings));
+    const auto n = static_cast<int>(c.shape().rows());
     step.set_batch(ids(c.model, n, 1), ids(c.model, n, 2));
 
     // fp16's first scale may overflow the gradient: the update is then skipped and the scale
@@ -316,10 +326,12 @@ void check_first_step(const Case& c, Worst& worst) {
 
     std::vector<const float*> pointers;
     for (const auto& u : units) pointers.push_back(u.data());
-    const int n = c.batch * c.seq;
-    const ReferenceGradients ref = reference_gradients(c.model, layout, pointers, ids(c.model, n, 1), ids(c.model, n, 2),
-                                                       c.batch, c.seq,
-                                                       Dropout{.p = c.dropout, .seed = kSeed}.for_shape(c.seq, c.model.max_positions));
+    const auto n = static_cast<int>(c.shape().rows());
+    const ReferenceGradients ref =
+        c.ragged
+            ? reference_gradients(c.model, layout, pointers, ids(c.model, n, 1), ids(c.model, n, 2), *c.ragged)
+            : reference_gradients(c.model, layout, pointers, ids(c.model, n, 1), ids(c.model, n, 2), c.batch, c.seq,
+                                  Dropout{.p = c.dropout, .seed = kSeed}.for_shape(c.seq, c.model.max_positions));
     const double tolerance = gradient_tolerance(c.dtype);
     mine.loss = std::abs(r.loss - ref.loss) / ref.loss;
     CHECK(mine.loss <= tolerance);
@@ -578,8 +590,10 @@ TEST_CASE("GpuTrainStep with the optimizer on the host follows the device optimi
             CudaStream stream;
             const auto device = placed_backend(layout, units, dtype, stream.get());
             const auto host = placed_backend(layout, units, dtype, stream.get(), StateHome::host);
-            GpuTrainStep on_device(model, layout, dtype, batch, seq, stream.get(), options_for(c, settings));
-            GpuTrainStep on_host(model, layout, dtype, batch, seq, stream.get(), options_for(c, settings));
+            GpuTrainStep on_device(model, layout, dtype, BatchShape::rectangular(batch, seq), stream.get(),
+                                   options_for(c, settings));
+            GpuTrainStep on_host(model, layout, dtype, BatchShape::rectangular(batch, seq), stream.get(),
+                                 options_for(c, settings));
             on_device.set_batch(tokens, targets);
             on_host.set_batch(tokens, targets);
             const std::int64_t bytes = layout_bytes(layout, dtype);
@@ -735,8 +749,10 @@ TEST_CASE("explicit-copy with the optimizer on the host trains as the device bac
                 CHECK(placed.training_state_bytes == placed.device_weight_bytes);
                 CHECK(placed.pinned_host_bytes == weights.pinned_host_bytes + state.pinned_host_bytes);
 
-                GpuTrainStep on_device(model, layout, dtype, batch, seq, stream.get(), options_for(c, settings));
-                GpuTrainStep on_copy(model, layout, dtype, batch, seq, stream.get(), options_for(c, settings));
+                GpuTrainStep on_device(model, layout, dtype, BatchShape::rectangular(batch, seq), stream.get(),
+                                       options_for(c, settings));
+                GpuTrainStep on_copy(model, layout, dtype, BatchShape::rectangular(batch, seq), stream.get(),
+                                     options_for(c, settings));
                 on_device.set_batch(tokens, targets);
                 on_copy.set_batch(tokens, targets);
                 for (int s = 0; s < steps; ++s) {
@@ -935,7 +951,8 @@ TEST_CASE("inplace_ln refuses to update on a LayerNorm weight too small to divid
         const Case c{model, 2, 33, DType::bf16, inplace ? Variant{Fusion::inplace_ln} : Variant{}, 0.0f};
         CudaStream stream;
         const auto backend = placed_backend(layout, units, c.dtype, stream.get());
-        GpuTrainStep step(model, layout, c.dtype, c.batch, c.seq, stream.get(), options_for(c, test_settings()));
+        GpuTrainStep step(model, layout, c.dtype, BatchShape::rectangular(c.batch, c.seq), stream.get(),
+                          options_for(c, test_settings()));
         step.set_batch(ids(model, 66, 1), ids(model, 66, 2));
         step.forward(*backend);
         step.backward(*backend);
@@ -965,7 +982,8 @@ void check_follows_host(const Case& c) {
     const auto units = rounded_units(c.model, layout, c.dtype);
     CudaStream stream;
     const auto backend = placed_backend(layout, units, c.dtype, stream.get());
-    GpuTrainStep step(c.model, layout, c.dtype, c.batch, c.seq, stream.get(), options_for(c, settings));
+    GpuTrainStep step(c.model, layout, c.dtype, BatchShape::rectangular(c.batch, c.seq), stream.get(),
+                      options_for(c, settings));
     step.set_batch(tokens, targets);
     HostBackend host;
     host.place(
@@ -1023,9 +1041,17 @@ TEST_CASE("GpuTrainStep's activation_bytes is what activation_bytes_for computes
                 GpuTrainOptions o;
                 o.variant = variant;
                 o.recompute = recompute;
-                const GpuTrainStep step(model, layout, DType::bf16, 3, 40, stream.get(), o);
-                CHECK(step.activation_bytes() ==
-                      GpuTrainStep::activation_bytes_for(model, DType::bf16, 3, 40, o.variant, recompute));
+                // Ragged shapes with the flash attention, the only attention they train with.
+                std::vector<BatchShape> shapes = {BatchShape::rectangular(3, 40)};
+                if (variant.has(Fusion::flash_attention)) {
+                    shapes.push_back(BatchShape::ragged({5, 40, 12}, Packing::padded));
+                    shapes.push_back(BatchShape::ragged({5, 40, 12}, Packing::packed));
+                }
+                for (const BatchShape& shape : shapes) {
+                    const GpuTrainStep step(model, layout, DType::bf16, shape, stream.get(), o);
+                    CHECK(step.activation_bytes() ==
+                          GpuTrainStep::activation_bytes_for(model, DType::bf16, shape, o.variant, recompute));
+                }
             }
         }
     }
@@ -1062,8 +1088,9 @@ TEST_CASE("GpuTrainStep::activation_bytes_for grows with the kept activations", 
                 INFO(v.text() << ", recompute " << enum_name(recompute));
                 const bool lse_kept = flash && recompute < Recompute::attention;
                 const bool rstd_kept = inplace && recompute != Recompute::block;
-                const std::int64_t added = GpuTrainStep::activation_bytes_for(two, DType::bf16, 2, 64, v, recompute) -
-                                           GpuTrainStep::activation_bytes_for(one, DType::bf16, 2, 64, v, recompute);
+                const std::int64_t added =
+                    GpuTrainStep::activation_bytes_for(two, DType::bf16, BatchShape::rectangular(2, 64), v, recompute) -
+                    GpuTrainStep::activation_bytes_for(one, DType::bf16, BatchShape::rectangular(2, 64), v, recompute);
                 CHECK(added == (inplace ? values_inplace : values) * c * b * t * 2 + 1024 * 8 +
                                    (lse_kept ? b * h * t * 4 : 0) + (rstd_kept ? 2 * b * t * 4 : 0));
             }
@@ -1090,7 +1117,7 @@ TEST_CASE("TrainArena: what a setting keeps has a buffer per layer, what it reco
                                              : Variant{Fusion::flash_attention};
         for (const Recompute recompute :
              {Recompute::none, Recompute::gelu, Recompute::attention, Recompute::mlp, Recompute::block}) {
-            const TrainArena a(model, DType::fp16, 2, 24, variant, recompute);
+            const TrainArena a(model, DType::fp16, BatchShape::rectangular(2, 24), variant, recompute);
             std::map<std::string, const std::vector<std::int64_t>*> entries = {
                 {"fc", &a.fc},         {"att", &a.att}, {"lse", &a.lse}, {"ln2", &a.ln2},
                 {"fc_pre", &a.fc_pre}, {"ln1", &a.ln1}, {"qkv", &a.qkv}, {"x_mid", &a.x_mid},
@@ -1127,7 +1154,7 @@ TEST_CASE("TrainArena with inplace_ln: the residual stream kept only where a set
     for (const Recompute recompute :
          {Recompute::none, Recompute::gelu, Recompute::attention, Recompute::mlp, Recompute::block}) {
         INFO("recompute " << enum_name(recompute));
-        const TrainArena a(model, DType::bf16, 2, 24, Variant{Fusion::inplace_ln}, recompute);
+        const TrainArena a(model, DType::bf16, BatchShape::rectangular(2, 24), Variant{Fusion::inplace_ln}, recompute);
         const auto shared = [&](const std::vector<std::int64_t>& entry) {
             REQUIRE(entry.size() == layers);
             const std::set<std::int64_t> distinct(entry.begin(), entry.end());
@@ -1174,8 +1201,8 @@ TEST_CASE("inplace_gelu keeps the GELU's output and C/2 bytes of bits a row in p
     one.n_layer = 1;
     const std::int64_t row = 25600, bits = 6400, lse = 2048, partials = 1024 * 8;
     const auto per_layer = [&](const Variant& v, Recompute recompute) {
-        return GpuTrainStep::activation_bytes_for(two, DType::bf16, 2, 128, v, recompute) -
-               GpuTrainStep::activation_bytes_for(one, DType::bf16, 2, 128, v, recompute);
+        return GpuTrainStep::activation_bytes_for(two, DType::bf16, BatchShape::rectangular(2, 128), v, recompute) -
+               GpuTrainStep::activation_bytes_for(one, DType::bf16, BatchShape::rectangular(2, 128), v, recompute);
     };
     struct Expected {
         Recompute recompute;
@@ -1203,12 +1230,14 @@ TEST_CASE("GpuTrainStep refuses fusions it has no training kernels for, before t
     const WeightLayout layout = WeightLayout::for_model(model);
     GpuTrainOptions o;
     o.variant = Variant{Fusion::residual_ln, Fusion::flash_attention};
-    CHECK_THROWS_AS(GpuTrainStep(model, layout, DType::bf16, 1, 8, nullptr, o), std::invalid_argument);
+    CHECK_THROWS_AS(GpuTrainStep(model, layout, DType::bf16, BatchShape::rectangular(1, 8), nullptr, o),
+                    std::invalid_argument);
     // n_embd 50 · 4 = 200 is a multiple of 8; 45 · 4 = 180 is not.
     const ModelConfig odd{"odd", 1, 45, 3, 97, 96, 1e-5f};
     o.variant = Variant{Fusion::mlp_epilogue};
-    CHECK_THROWS_AS(GpuTrainStep(odd, WeightLayout::for_model(odd), DType::bf16, 1, 8, nullptr, o),
-                    std::invalid_argument);
+    CHECK_THROWS_AS(
+        GpuTrainStep(odd, WeightLayout::for_model(odd), DType::bf16, BatchShape::rectangular(1, 8), nullptr, o),
+        std::invalid_argument);
 }
 
 namespace {
@@ -1328,10 +1357,69 @@ TEST_CASE("LLaMA's GPU training step refuses what it has no kernels for, before 
         INFO(variant.text());
         GpuTrainOptions o;
         o.variant = variant;
-        CHECK_THROWS_WITH(GpuTrainStep(model, layout, DType::bf16, 1, 8, nullptr, o),
+        CHECK_THROWS_WITH(GpuTrainStep(model, layout, DType::bf16, BatchShape::rectangular(1, 8), nullptr, o),
                           ContainsSubstring("has kernels for the fusions flash_attention only"));
     }
     GpuTrainOptions dropped;
     dropped.dropout = Dropout{.p = 0.1f, .seed = kSeed};
-    CHECK_THROWS_WITH(GpuTrainStep(model, layout, DType::bf16, 1, 8, nullptr, dropped), ContainsSubstring("no dropout"));
+    CHECK_THROWS_WITH(GpuTrainStep(model, layout, DType::bf16, BatchShape::rectangular(1, 8), nullptr, dropped),
+                      ContainsSubstring("no dropout"));
+}
+
+// Ragged batches (batch_shape.hpp): the same sequences padded to the longest, padded to a stride
+// beyond it and packed, each first step against the float64 step of each sequence alone (the loss
+// the mean over the real tokens, reference_gradients over the shape). Head dimensions 25 and 48
+// (the CUDA-core backward), 80 (tensor cores; 3xTF32 in fp32), multi-head and grouped kv heads (the
+// shares' padding rows), recomputing nothing of the attention and all of it (the attention's
+// output then in the scratch the embedding backward reuses).
+TEST_CASE("GpuTrainStep over ragged batches, padded and packed, matches the float64 step of each sequence alone",
+          "[gpu][ragged]") {
+    require_gpu();
+    const std::vector<int> lengths = {7, 33, 1, 20};
+    const BatchShape shapes[] = {BatchShape::ragged(lengths, Packing::padded),
+                                 BatchShape::ragged(lengths, Packing::padded, 40),
+                                 BatchShape::ragged(lengths, Packing::packed)};
+    std::map<std::string, Worst> worst;  // by dtype and packing
+    for (const ModelConfig& model :
+         {head25_model(), head80_model(), test::builtin("tiny_llama_odd"), test::llama_hd80()}) {
+        const bool llama = model.family == ModelFamily::llama;
+        for (const DType dtype : {DType::fp32, DType::bf16}) {
+            for (const Variant variant : {Variant{Fusion::flash_attention}, kTrainingFusions}) {
+                if (llama && variant != Variant{Fusion::flash_attention}) continue;
+                for (const Recompute recompute : {Recompute::none, Recompute::block}) {
+                    for (const BatchShape& shape : shapes) {
+                        Case c{model, shape.batch(), shape.stride(), dtype, variant, 0.0f, recompute};
+                        c.ragged = shape;
+                        try {
+                            check_first_step(
+                                c,
+                                worst[std::string(enum_name(dtype)) + " " + std::string(enum_name(shape.packing()))]);
+                        } catch (const std::exception& e) {
+                            FAIL_CHECK(c.name() << ": " << e.what());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (const auto& [what, w] : worst)
+        std::printf("gpu_train ragged first step, worst relative L2 error, %-20s loss %.3g gradient %.3g update %.3g\n",
+                    what.c_str(), w.loss, w.gradient, w.update);
+}
+
+TEST_CASE("GpuTrainStep refuses a ragged batch without the flash attention, or with dropout, before touching a GPU",
+          "[gpu_train][ragged]") {
+    const BatchShape ragged = BatchShape::ragged({3, 8}, Packing::packed);
+    for (const ModelConfig& model : {head25_model(), test::builtin("tiny_llama")}) {
+        INFO(model.name);
+        const WeightLayout layout = WeightLayout::for_model(model);
+        CHECK_THROWS_WITH(GpuTrainStep(model, layout, DType::bf16, ragged, nullptr, GpuTrainOptions{}),
+                          ContainsSubstring("runs ragged batches with the flash_attention fusion only"));
+    }
+    const WeightLayout layout = WeightLayout::for_model(head25_model());
+    GpuTrainOptions dropped;
+    dropped.variant = Variant{Fusion::flash_attention};
+    dropped.dropout = Dropout{.p = 0.1f, .seed = kSeed};
+    CHECK_THROWS_WITH(GpuTrainStep(head25_model(), layout, DType::bf16, ragged, nullptr, dropped),
+                      ContainsSubstring("dropout needs a rectangular batch"));
 }

@@ -174,23 +174,29 @@ TEST_CASE("a ragged cell's shape is drawn from its seed, and its tokens fill the
     }
 }
 
-TEST_CASE("ragged cells the GPU forward, the GPU training step and dropout cannot run are refused with the reason, "
-          "and list agrees", "[ragged]") {
+TEST_CASE(
+    "ragged cells the GPU's attention and dropout cannot run are refused with the reason, "
+    "and list agrees",
+    "[ragged]") {
     const std::string ragged = "model = \"tiny\"\nbatch = 2\nseq = 8\nlengths = \"uniform:2-8\"\n";
     CHECK(cell_impossible_reason(one_cell(ragged)).empty());
     CHECK(cell_impossible_reason(one_cell(ragged + "packing = \"packed\"")).empty());
     CHECK(cell_impossible_reason(one_cell(ragged + "backend = \"device\"\ndtype = \"bf16\"\nvariant = \"softmax\"")) ==
           "lengths = \"uniform:2-8\" draws a ragged batch, which the GPU forward runs with the flash_attention fusion "
           "only (its attention takes each sequence's own rows): variant 'softmax' has softmax");
-    // The host trains on ragged batches; the GPU training step, whatever its variant, does not.
+    // The host trains on ragged batches; the GPU training step with flash_attention only, as the
+    // GPU forward runs them.
     CHECK(cell_impossible_reason(one_cell(ragged + "mode = \"train\"")).empty());
     CHECK(cell_impossible_reason(one_cell(ragged + "mode = \"train\"\npacking = \"packed\"")).empty());
-    for (const std::string variant : {"baseline", "flash_attention"}) {
-        INFO(variant);
-        CHECK(cell_impossible_reason(one_cell(ragged + "mode = \"train\"\nbackend = \"device\"\nvariant = \"" + variant +
-                                              "\"")) ==
-              "lengths = \"uniform:2-8\" draws a ragged batch, and the GPU training step runs rectangular batches only "
-              "(lengths = \"fixed\"; the host backend trains on ragged batches)");
+    for (const std::string packing : {"padded", "packed"}) {
+        INFO(packing);
+        const std::string gpu_train =
+            ragged + "mode = \"train\"\nbackend = \"device\"\npacking = \"" + packing + "\"\n";
+        CHECK(cell_impossible_reason(one_cell(gpu_train + "variant = \"flash_attention\"")).empty());
+        CHECK(cell_impossible_reason(one_cell(gpu_train + "variant = \"baseline\"")) ==
+              "lengths = \"uniform:2-8\" draws a ragged batch, which the GPU training step runs with the "
+              "flash_attention fusion only (its attention takes each sequence's own rows): variant 'baseline' has "
+              "none");
     }
     CHECK(cell_impossible_reason(one_cell(ragged + "mode = \"train\"\ndropout = 0.1")) ==
           "lengths = \"uniform:2-8\" draws a ragged batch, and dropout's masks are numbered by the positions of a "
@@ -205,7 +211,7 @@ TEST_CASE("ragged cells the GPU forward, the GPU training step and dropout canno
     std::ostringstream out;
     print_cell_list(cells_of(ragged, "mode = [\"infer\", \"train\"]\ndropout = [0, 0.1]\n"), std::nullopt,
                     TableFormat::text, out);
-    CHECK_THAT(out.str(), !ContainsSubstring("rectangular batches only"));
+    CHECK_THAT(out.str(), !ContainsSubstring("flash_attention fusion only"));
     CHECK_THAT(out.str(), ContainsSubstring("dropout = 0.1 needs lengths = \"fixed\""));
 }
 

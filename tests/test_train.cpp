@@ -398,7 +398,10 @@ TEST_CASE("a GPU training cell's estimate counts its prefix step where it is lar
         const WeightLayout layout = WeightLayout::for_model(c.model);
         std::int64_t largest = 0;
         for (const UnitLayout& u : layout.units) largest = std::max(largest, u.numel);
-        const std::int64_t prefix = TrainArena(c.model, DType::bf16, 1, 4, Variant{Fusion::flash_attention}, Recompute::gelu).total + kGemmWorkspaceBytes + largest * (2 + 2 + 3 * 4);
+        const std::int64_t prefix = TrainArena(c.model, DType::bf16, BatchShape::rectangular(1, 4),
+                                               Variant{Fusion::flash_attention}, Recompute::gelu)
+                                        .total +
+                                    kGemmWorkspaceBytes + largest * (2 + 2 + 3 * 4);
         CHECK(e.check_step == prefix);
         CHECK((seq == 8) == (prefix > e.activations + e.workspace));
         CHECK(e.device_total() == e.weights + e.training_state + std::max(e.activations + e.workspace, prefix));
@@ -1025,10 +1028,11 @@ TEST_CASE("a LLaMA GPU training cell's estimate holds its step's arena, which ke
     const CellParams c = train_cell("model = \"tiny_llama\"\nbackend = \"device\"\ndtype = \"bf16\"\nseq = 64\n"
                                     "variant = \"flash_attention\"");
     REQUIRE(cell_impossible_reason(c).empty());
-    CHECK(estimate_memory(c).activations == TrainArena(c.model, DType::bf16, 2, 64, c.variant, c.recompute).total);
+    CHECK(estimate_memory(c).activations ==
+          TrainArena(c.model, DType::bf16, BatchShape::rectangular(2, 64), c.variant, c.recompute).total);
 
     const std::int64_t rows = 128, e = 2, col = rows * e, C = 64, qkv = 128, F = 176, lse = 2 * 4 * 64 * 4;
-    const TrainArena a(c.model, DType::bf16, 2, 64, c.variant, Recompute::none);
+    const TrainArena a(c.model, DType::bf16, BatchShape::rectangular(2, 64), c.variant, Recompute::none);
     // The backward's scratch: gate's and up's gradients (2F), the packed qkv's; RMSNorm's partial
     // weight gradients (a row of C fp32 per row, up to 512) and no bias's.
     CHECK(a.dqkv - a.dfc == 2 * F * col);
@@ -1057,12 +1061,14 @@ TEST_CASE("a LLaMA GPU training cell's estimate holds its step's arena, which ke
                          {Recompute::block, C}};
     for (const auto& [recompute, columns] : kept) {
         INFO("recompute " << enum_name(recompute));
-        const std::int64_t added = TrainArena(two, DType::bf16, 2, 64, c.variant, recompute).total -
-                                   TrainArena(one, DType::bf16, 2, 64, c.variant, recompute).total;
+        const std::int64_t added =
+            TrainArena(two, DType::bf16, BatchShape::rectangular(2, 64), c.variant, recompute).total -
+            TrainArena(one, DType::bf16, BatchShape::rectangular(2, 64), c.variant, recompute).total;
         CHECK(added == columns * col + (recompute < Recompute::attention ? lse : 0) + 1024 * 8);
     }
     // GPT-2 rotates nothing.
-    const TrainArena gpt2(find_builtin_model("tiny").value(), DType::bf16, 2, 64, c.variant, Recompute::none);
+    const TrainArena gpt2(find_builtin_model("tiny").value(), DType::bf16, BatchShape::rectangular(2, 64), c.variant,
+                          Recompute::none);
     CHECK(gpt2.positions == 0);
     CHECK(gpt2.frequencies == 0);
 }

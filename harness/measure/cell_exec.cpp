@@ -27,7 +27,6 @@
 #include "kernels/compute/family_compute.hpp"
 #include "kernels/compute/flash_attention_limits.hpp"
 #include "kernels/compute/gemm_limits.hpp"
-#include "kernels/compute/gpu_train_limits.hpp"
 #include "kernels/compute/managed_memory.hpp"
 #include "kernels/model/model_family.hpp"
 
@@ -167,23 +166,21 @@ std::string family_impossible_reason(const CellParams& c) {
     return {};
 }
 
-// Why a GPU backend cannot run the cell's ragged batch with its variant (gpu_forward_runs_ragged).
+// Why a GPU backend cannot run the cell's ragged batch with its variant (gpu_forward_runs_ragged:
+// the GPU forward and training step alike).
 std::string gpu_ragged_batch_reason(const CellParams& c) {
     if (c.lengths.is_fixed() || !backend_traits(c.backend).needs_gpu || gpu_forward_runs_ragged(c.variant)) return {};
-    return "lengths = \"" + c.lengths.text() + "\" draws a ragged batch, which the GPU forward runs with the "
+    const std::string what = c.mode == Mode::train ? "the GPU training step" : "the GPU forward";
+    return "lengths = \"" + c.lengths.text() + "\" draws a ragged batch, which " + what + " runs with the "
            "flash_attention fusion only (its attention takes each sequence's own rows): variant '" + c.variant.text() +
            "' has " + c.variant.fusions_text();
 }
 
-// Why the cell's drawn lengths (a ragged batch) cannot run as asked: the GPU training step and
-// dropout's masks are made for rectangular batches, and the GPU forward as gpu_ragged_batch_reason
-// says. The host trains on ragged batches.
+// Why the cell's drawn lengths (a ragged batch) cannot run as asked: dropout's masks are made for
+// rectangular batches, and the GPU's attention as gpu_ragged_batch_reason says.
 std::string lengths_impossible_reason(const CellParams& c) {
     if (c.lengths.is_fixed()) return {};
     const std::string setting = "lengths = \"" + c.lengths.text() + "\"";
-    if (c.mode == Mode::train && backend_traits(c.backend).needs_gpu && !kGpuTrainingRunsRagged)
-        return setting + " draws a ragged batch, and the GPU training step runs rectangular batches only (lengths = "
-                         "\"fixed\"; the host backend trains on ragged batches)";
     if (const std::string why = gpu_ragged_batch_reason(c); !why.empty()) return why;
     if (c.dropout > 0)
         return setting + " draws a ragged batch, and dropout's masks are numbered by the positions of a rectangular "

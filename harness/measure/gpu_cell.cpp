@@ -311,7 +311,7 @@ public:
             gpu_.lap("check_step");
         }
         options.status.phase("train_setup");
-        step_.emplace(c.model, gpu_.layout(), c.dtype, c.batch, c.seq, gpu_.stream(), train_options());
+        step_.emplace(c.model, gpu_.layout(), c.dtype, c.batch_shape(), gpu_.stream(), train_options());
         step_->set_batch(tokens_, targets_);
         CUDA_CHECK(cudaStreamSynchronize(gpu_.stream()));
         gpu_.lap("train_setup");
@@ -434,8 +434,7 @@ private:
         s.sample = prefix_sample(cell_.model, gpu_.layout(), s.tokens);
         DeviceUnitMemory memory(gpu_.stream());
         CheckStepSource source(gpu_.backend(), gpu_.layout(), cell_.dtype, s.sample, memory);
-        GpuTrainStep prefix(cell_.model, gpu_.layout(), cell_.dtype, shape.batch(), shape.stride(), gpu_.stream(),
-                            train_options());
+        GpuTrainStep prefix(cell_.model, gpu_.layout(), cell_.dtype, shape, gpu_.stream(), train_options());
         prefix.set_batch(s.tokens, s.targets);
         // As the checked step: fp16's first scale may overflow; the backend is untouched, so the
         // step is simply made again at the halved scale.

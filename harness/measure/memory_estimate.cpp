@@ -60,11 +60,10 @@ MemoryEstimate estimate_memory(const CellParams& cell, const BatchShape& shape) 
     }
     if (cell.mode == Mode::train) {
         // The step's one allocation (train_arena.hpp), the logits and the backward's scratch in it.
-        e.activations = TrainArena(cell.model, cell.dtype, cell.batch, cell.seq, cell.variant, cell.recompute).total;
+        e.activations = TrainArena(cell.model, cell.dtype, shape, cell.variant, cell.recompute).total;
         e.workspace = gemm_device_bytes(cell.dtype, cell.fp32_gemm());
         if (prefix_check)
-            e.check_step = TrainArena(cell.model, cell.dtype, check->shape.batch(), check->shape.stride(), cell.variant,
-                                      cell.recompute).total +
+            e.check_step = TrainArena(cell.model, cell.dtype, check->shape, cell.variant, cell.recompute).total +
                            gemm_device_bytes(cell.dtype, cell.fp32_gemm()) + check_step_scratch_bytes(cell);
         e.host_buffers = checked_step_host_bytes(cell);
         e.host_reference = check_reference_host_bytes(cell);
@@ -186,8 +185,14 @@ std::vector<FixedCost> measured_fixed_costs(Database& db) {
     // A training cell's backend also held its gradients and optimizer state (schema 16 on).
     const std::string training_state =
         has_column(db, "cells", "training_state_bytes") ? " + coalesce(c.training_state_bytes, 0)" : "";
+    // A training cell checked on a prefix step (schema 18 on) allocated that step's buffers first,
+    // freed before its own: its peak held the larger of the two. No cell measures the prefix
+    // step's allocation apart, so it is the estimator's, whose plan is the one the step allocates.
+    const std::string activations = has_column(db, "cells", "predicted_check_step_bytes")
+                                        ? "max(c.activation_bytes, coalesce(c.predicted_check_step_bytes, 0))"
+                                        : "c.activation_bytes";
     auto st = db.prepare("SELECT coalesce(r.gpu_name, ''), coalesce(r.gpu_driver, ''), c.backend, c.dtype, " + used +
-                         ", c.device_weight_bytes + c.activation_bytes" + training_state +
+                         ", c.device_weight_bytes + " + activations + training_state +
                          ", c.activation_bytes, c.weight_bytes, "
                          "c.peak_host_rss_bytes, " + host_terms + ", " + pinned + ", " + reference + ", " + mode + ", c.variant" +
                          " FROM cells c JOIN runs r USING (run_id)"

@@ -76,6 +76,12 @@ __global__ void __launch_bounds__(kThreads)
     const std::int64_t r = blockIdx.x;
     T* row = logits + r * row_stride;
     const int target = targets[r];
+    if (target == kIgnoredTarget) {  // the same for every thread of the block
+        if (threadIdx.x == 0) losses[r] = 0.0f;
+        for_each_packed<Caching::streaming>(row, vocab, threadIdx.x, blockDim.x,
+                                            [](std::int64_t, T& value) { value = from_f32<T>(0.0f); });
+        return;
+    }
 
     SoftmaxStats stats{-INFINITY, 0.0f};
     for_each_packed(static_cast<const T*>(row), vocab, threadIdx.x, blockDim.x,

@@ -17,7 +17,10 @@ namespace sweetspot::gpu {
 // one chunk of the batch): losses[r] = logsumexp(row) − row[targets[r]] in fp32, and
 // the row overwritten by its gradient (softmax(row) − onehot(targets[r])) · scale in T. scale is
 // 1 / the batch's targets for a mean loss (times the loss scale when fp16 gradients are scaled).
-// targets are in [0, vocab), which the caller checks: the kernel reads them from device memory.
+// targets are in [0, vocab), which the caller checks: the kernel reads them from device memory;
+// or kIgnoredTarget, a row without a target (a padding row of a ragged batch): its loss and its
+// gradient are zero.
+inline constexpr std::int32_t kIgnoredTarget = -1;
 template <class T>
 void launch_fused_classifier(T* logits, float* losses, const std::int32_t* targets, std::int64_t rows, int vocab,
                              std::int64_t row_stride, float scale, cudaStream_t stream);

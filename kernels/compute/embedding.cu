@@ -51,17 +51,18 @@ __global__ void row_numbers_kernel(std::int32_t* rows, std::int64_t n) {
     }
 }
 
-// Block p of the sorted rows: if it is the first row of its token's run, it adds the run's dx
-// rows (in row order, the sort being stable) to the token's dwte row; otherwise nothing.
+// Block p of the rows sorted by key (a token, or a position): if it is the first row of its key's
+// run, it adds the run's dx rows (in row order, the sort being stable) to the key's row of the
+// table's gradient; otherwise nothing.
 template <class T>
-__global__ void embedding_backward_wte_kernel(T* dwte, const T* dx, const std::int32_t* sorted_tokens,
-                                              const std::int32_t* sorted_rows, std::int64_t bt, int c) {
+__global__ void embedding_backward_runs_kernel(T* dtable, const T* dx, const std::int32_t* sorted_keys,
+                                               const std::int32_t* sorted_rows, std::int64_t bt, int c) {
     const std::int64_t p = blockIdx.x;
-    const std::int32_t token = sorted_tokens[p];
-    if (p > 0 && sorted_tokens[p - 1] == token) return;
+    const std::int32_t key = sorted_keys[p];
+    if (p > 0 && sorted_keys[p - 1] == key) return;
     std::int64_t end = p + 1;
-    while (end < bt && sorted_tokens[end] == token) ++end;
-    T* row = dwte + static_cast<std::int64_t>(token) * c;
+    while (end < bt && sorted_keys[end] == key) ++end;
+    T* row = dtable + static_cast<std::int64_t>(key) * c;
     for (int i = static_cast<int>(threadIdx.x); i < c; i += static_cast<int>(blockDim.x)) {
         float sum = 0.0f;
         for (std::int64_t q = p; q < end; ++q) sum += to_f32(dx[static_cast<std::int64_t>(sorted_rows[q]) * c + i]);
@@ -82,11 +83,11 @@ __global__ void embedding_backward_wpe_kernel(T* dwpe, const T* dx, int batch, i
     }
 }
 
-// The scratch of the backward: three int32 arrays of batch·seq, then the sort's own storage, each
+// The scratch of the backward: three int32 arrays of its rows, then the sort's own storage, each
 // on 256 bytes.
 struct EmbeddingScratch {
     std::int32_t* rows;
-    std::int32_t* sorted_tokens;
+    std::int32_t* sorted_keys;
     std::int32_t* sorted_rows;
     void* sort_storage;
     std::size_t sort_bytes;
@@ -128,36 +129,61 @@ void launch_embedding(T* x, const std::int32_t* tokens, const T* wte, const T* w
     CUDA_CHECK_LAUNCH();
 }
 
+std::size_t embedding_backward_scratch_bytes(std::int64_t rows) { return embedding_scratch(nullptr, rows).total; }
+
 std::size_t embedding_backward_scratch_bytes(int batch, int seq) {
-    return embedding_scratch(nullptr, static_cast<std::int64_t>(batch) * seq).total;
+    return embedding_backward_scratch_bytes(static_cast<std::int64_t>(batch) * seq);
 }
+
+namespace {
+
+// dtable[keys[r], :] += dx[r, :] for each of the bt rows, each key's rows summed in row order:
+// the rows sorted by key (stably), then one block per run.
+template <class T>
+void add_rows_by_key(T* dtable, const T* dx, const std::int32_t* keys, std::int64_t bt, int c, EmbeddingScratch s,
+                     cudaStream_t stream) {
+    row_numbers_kernel<<<elementwise_blocks(bt), kBlock, 0, stream>>>(s.rows, bt);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(s.sort_storage, s.sort_bytes, keys, s.sorted_keys, s.rows, s.sorted_rows,
+                                               bt, 0, 32, stream));
+    // bt ≤ 2^31 − 1 for every shape the harness runs (gridDim.x's limit).
+    embedding_backward_runs_kernel<T>
+        <<<static_cast<unsigned>(bt), kBlock, 0, stream>>>(dtable, dx, s.sorted_keys, s.sorted_rows, bt, c);
+    CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
 
 template <class T>
 void launch_embedding_backward(T* dwte, T* dwpe, const T* dx, const std::int32_t* tokens, int batch, int seq, int c,
                                void* scratch, cudaStream_t stream) {
     const std::int64_t bt = static_cast<std::int64_t>(batch) * seq;
     if (bt * c == 0) return;
-    EmbeddingScratch s = embedding_scratch(scratch, bt);
-    row_numbers_kernel<<<elementwise_blocks(bt), kBlock, 0, stream>>>(s.rows, bt);
-    CUDA_CHECK_LAUNCH();
-    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(s.sort_storage, s.sort_bytes, tokens, s.sorted_tokens, s.rows,
-                                               s.sorted_rows, bt, 0, 32, stream));
-    // bt = batch·seq ≤ 2^31 − 1 for every shape the harness runs (gridDim.x's limit).
-    embedding_backward_wte_kernel<T>
-        <<<static_cast<unsigned>(bt), kBlock, 0, stream>>>(dwte, dx, s.sorted_tokens, s.sorted_rows, bt, c);
-    CUDA_CHECK_LAUNCH();
+    add_rows_by_key(dwte, dx, tokens, bt, c, embedding_scratch(scratch, bt), stream);
     if (dwpe == nullptr) return;
     const std::int64_t positions = static_cast<std::int64_t>(seq) * c;
     embedding_backward_wpe_kernel<T><<<elementwise_blocks(positions), kBlock, 0, stream>>>(dwpe, dx, batch, seq, c);
     CUDA_CHECK_LAUNCH();
 }
 
-#define SWEETSPOT_INSTANTIATE(T)                                                                                   \
-    template void launch_embedding<T>(T*, const std::int32_t*, const T*, const T*, int, int, int, cudaStream_t); \
-    template void launch_embedding<T>(T*, const std::int32_t*, const T*, const T*, const std::int32_t*,          \
-                                      std::int64_t, int, cudaStream_t);                                          \
-    template void launch_embedding_backward<T>(T*, T*, const T*, const std::int32_t*, int, int, int, void*,      \
-                                               cudaStream_t);
+template <class T>
+void launch_embedding_backward(T* dwte, T* dwpe, const T* dx, const std::int32_t* tokens, const std::int32_t* positions,
+                               std::int64_t rows, int c, void* scratch, cudaStream_t stream) {
+    if (rows * c == 0) return;
+    const EmbeddingScratch s = embedding_scratch(scratch, rows);
+    add_rows_by_key(dwte, dx, tokens, rows, c, s, stream);
+    // The same scratch again: the stream orders this sort after the token rows' sums.
+    if (dwpe != nullptr) add_rows_by_key(dwpe, dx, positions, rows, c, s, stream);
+}
+
+#define SWEETSPOT_INSTANTIATE(T)                                                                                      \
+    template void launch_embedding<T>(T*, const std::int32_t*, const T*, const T*, int, int, int, cudaStream_t);      \
+    template void launch_embedding<T>(T*, const std::int32_t*, const T*, const T*, const std::int32_t*, std::int64_t, \
+                                      int, cudaStream_t);                                                             \
+    template void launch_embedding_backward<T>(T*, T*, const T*, const std::int32_t*, int, int, int, void*,           \
+                                               cudaStream_t);                                                         \
+    template void launch_embedding_backward<T>(T*, T*, const T*, const std::int32_t*, const std::int32_t*,            \
+                                               std::int64_t, int, void*, cudaStream_t);
 
 SWEETSPOT_INSTANTIATE(float)
 SWEETSPOT_INSTANTIATE(__half)

@@ -26,8 +26,9 @@ template <class T>
 void launch_embedding(T* x, const std::int32_t* tokens, const T* wte, const T* wpe, const std::int32_t* positions,
                       std::int64_t rows, int c, cudaStream_t stream);
 
-// Bytes of scratch launch_embedding_backward needs for batch·seq rows.
+// Bytes of scratch launch_embedding_backward needs for batch·seq rows, or for `rows`.
 std::size_t embedding_backward_scratch_bytes(int batch, int seq);
+std::size_t embedding_backward_scratch_bytes(std::int64_t rows);
 
 // The backward of launch_embedding (as cpu::embedding_backward): dwte[tokens[r], :] += dx[r, :]
 // and dwpe[r % seq, :] += dx[r, :] for every row r of dx [batch·seq, c]. Deterministic, with no
@@ -38,5 +39,11 @@ std::size_t embedding_backward_scratch_bytes(int batch, int seq);
 template <class T>
 void launch_embedding_backward(T* dwte, T* dwpe, const T* dx, const std::int32_t* tokens, int batch, int seq, int c,
                                void* scratch, cudaStream_t stream);
+// The same over the rows of any BatchShape, as the forward of the same name: dwpe[positions[r],
+// :] += dx[r, :], each position's rows summed in row order as each token's are; `scratch` of
+// embedding_backward_scratch_bytes(rows).
+template <class T>
+void launch_embedding_backward(T* dwte, T* dwpe, const T* dx, const std::int32_t* tokens, const std::int32_t* positions,
+                               std::int64_t rows, int c, void* scratch, cudaStream_t stream);
 
 }  // namespace sweetspot::gpu

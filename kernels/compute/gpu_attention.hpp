@@ -95,5 +95,13 @@ template <class T>
 void flash_attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse,
                               int batch, int seq, int c, int n_head, const Dropout& dropout, std::uint32_t site,
                               cudaStream_t stream);
+// The same over a ragged batch of `rows` rows (sequence_spans.hpp; lse as the ragged forward
+// writes it, scratch of flash_attention_backward_scratch_floats(rows, heads)): each sequence's
+// gradient from its own rows, and every row outside the spans (a padded batch's padding, whose
+// output reads nothing) zero in dqkv. Without dropout, which a ragged batch does not number.
+template <class T>
+void flash_attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse,
+                              int batch, SequenceSpans spans, std::int64_t rows, QkvHeads heads, const Dropout& dropout,
+                              std::uint32_t site, cudaStream_t stream);
 
 }  // namespace sweetspot::gpu

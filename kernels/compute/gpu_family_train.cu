@@ -9,11 +9,11 @@
 namespace sweetspot {
 
 std::unique_ptr<GpuTrainContext> make_gpu_train(const ModelConfig& model, const WeightLayout& layout, DType dtype,
-                                                int batch, int seq, cudaStream_t stream,
+                                                const BatchShape& shape, cudaStream_t stream,
                                                 const GpuTrainOptions& options) {
     switch (model.family) {
-        case ModelFamily::gpt2: return gpt2::make_gpu_train(model, layout, dtype, batch, seq, stream, options);
-        case ModelFamily::llama: return llama::make_gpu_train(model, layout, dtype, batch, seq, stream, options);
+        case ModelFamily::gpt2: return gpt2::make_gpu_train(model, layout, dtype, shape, stream, options);
+        case ModelFamily::llama: return llama::make_gpu_train(model, layout, dtype, shape, stream, options);
     }
     throw std::logic_error("make_gpu_train: unknown model family");
 }

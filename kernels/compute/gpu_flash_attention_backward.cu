@@ -54,14 +54,15 @@ struct alignas(sizeof(T) * kVec < 16 ? sizeof(T) * kVec : 16) Vec {
     T v[kVec];
 };
 
-// The two passes over [rows, c] that the key blocks need done first, in one: delta[(b·H + h)·seq
-// + t] = Σ_d dout[b·seq + t, h·hd + d] · out[b·seq + t, h·hd + d], and the same (row, head)'s
-// slice of dq_acc zeroed. kPrepareLanes lanes per (row, head), the heads of a row side by side, so a
+// The two passes over [rows, c] that the key blocks need done first, in one: delta[h·rows + row]
+// = Σ_d dout[row, h·hd + d] · out[row, h·hd + d], and the same (row, head)'s slice of dq_acc
+// zeroed. By row, not by (sequence, position): every row of a ragged batch is taken alike, and the
+// padding rows' dQ comes out zero. kPrepareLanes lanes per (row, head), the heads of a row side by side, so a
 // warp's accesses are contiguous; each lane takes kVec elements at a time (kVec = 16 bytes of T
 // where the head dim and the pointers allow it, else 1).
 template <class T, int kVec>
-__global__ void __launch_bounds__(kBlock)
-    delta_zero_dq_kernel(float* delta, float* dq_acc, const T* dout, const T* out, std::int64_t rows, int seq, int c, int n_head) {
+__global__ void __launch_bounds__(kBlock) delta_zero_dq_kernel(float* delta, float* dq_acc, const T* dout, const T* out,
+                                                               std::int64_t rows, int c, int n_head) {
     const std::int64_t slice = (static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x) / kPrepareLanes;
     const int lane = static_cast<int>(threadIdx.x) % kPrepareLanes;
     const bool valid = slice < rows * n_head;  // every lane stays for the shuffles
@@ -77,8 +78,7 @@ __global__ void __launch_bounds__(kBlock)
         *reinterpret_cast<Vec<float, kVec>*>(dq_acc + offset + d) = Vec<float, kVec>{};
     }
     for (int width = kPrepareLanes / 2; width > 0; width /= 2) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, width);
-    const std::int64_t b = row / seq, t = row % seq;
-    if (valid && lane == 0) delta[(b * n_head + h) * seq + t] = sum;
+    if (valid && lane == 0) delta[h * rows + row] = sum;
 }
 
 // dqkv[row, col] (the dq columns, rows ld_qkv apart) = dq_acc[row, col] · scale over rows × c,
@@ -116,6 +116,28 @@ __global__ void __launch_bounds__(kBlock) sum_kv_groups_kernel(T* dqkv, const T*
         for (int q = 0; q < group; ++q) sum += to_f32(share[q * hd]);
         dqkv[row * ld_qkv + c + col] = from_f32<T>(sum);
     }
+}
+
+// Positions per block of zero_padding_rows_kernel.
+constexpr int kPaddingRowsPerBlock = 64;
+
+// Zeroes `cols` elements at dst + row·ld of every row of a ragged batch outside its sequences (a
+// padded batch's padding: sequence b's rows from its length up to the next sequence's first row,
+// or to `rows` after the last), which no key block writes. Block x: sequence x / position_blocks,
+// positions kPaddingRowsPerBlock·(x % position_blocks)..; a block of real rows only leaves at
+// once, so a packed batch costs one check per block.
+template <class T>
+__global__ void __launch_bounds__(kBlock)
+    zero_padding_rows_kernel(T* dst, std::int64_t ld, int cols, SequenceSpans spans, int batch, std::int64_t rows) {
+    const int position_blocks = (spans.seq + kPaddingRowsPerBlock - 1) / kPaddingRowsPerBlock;
+    const int b = static_cast<int>(blockIdx.x) / position_blocks;
+    const int t0 = static_cast<int>(blockIdx.x) % position_blocks * kPaddingRowsPerBlock;
+    const std::int64_t first = spans.first_row(b);
+    const std::int64_t end = b + 1 < batch ? spans.first_row(b + 1) : rows;
+    const std::int64_t from = first + max(t0, spans.length(b));
+    const std::int64_t to = min(first + t0 + kPaddingRowsPerBlock, end);
+    for (std::int64_t i = threadIdx.x; i < (to - from) * cols; i += kBlock)
+        dst[(from + i / cols) * ld + i % cols] = from_f32<T>(0.0f);
 }
 
 // The tensor-core kernel of (T, kHd, kDropout) and the shared memory it launches with: 3xTF32 for
@@ -183,7 +205,9 @@ struct Problem {
     const float* delta;
     T* dkv;
     std::int64_t ld_dkv;
-    int batch, seq;
+    int batch;
+    SequenceSpans spans;
+    std::int64_t rows;
     QkvHeads heads;
 };
 
@@ -191,7 +215,7 @@ struct Problem {
 template <class T>
 unsigned blocks_of(const Problem<T>& p, int keys_per_block) {
     return static_cast<unsigned>(static_cast<std::int64_t>(p.batch) * p.heads.n_head *
-                                 ((p.seq + keys_per_block - 1) / keys_per_block));
+                                 ((p.spans.seq + keys_per_block - 1) / keys_per_block));
 }
 
 // The tensor-core kernel where (T, hd) is one it is instantiated for, the rows are 16-byte
@@ -206,7 +230,7 @@ bool launch_mma(const T* dout, const T* qkv, const float* lse, const Problem<T>&
     const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(hd));
     const auto go = [&](auto kernel, std::size_t bytes, int warps) {
         kernel<<<blocks_of(p, warps * backward_mma::kKeysPerWarp), warps * kWarp, bytes, stream>>>(
-            p.dq_acc, p.dkv, p.ld_dkv, dout, qkv, lse, p.delta, p.seq, p.heads, scale_log2, dropout, site);
+            p.dq_acc, p.dkv, p.ld_dkv, dout, qkv, lse, p.delta, p.spans, p.rows, p.heads, scale_log2, dropout, site);
         CUDA_CHECK_LAUNCH();
         return true;
     };
@@ -236,7 +260,7 @@ void launch_simt(const T* dout, const T* qkv, const float* lse, const Problem<T>
         if (bytes > static_cast<std::size_t>(limit)) return false;
         const auto grid = blocks_of(p, tile);
         kernel<<<grid, backward_simt::kThreads, bytes, stream>>>(p.dq_acc, p.dkv, p.ld_dkv, dout, qkv, lse, p.delta,
-                                                                 p.seq, p.heads, scale, dropout, site);
+                                                                 p.spans, p.rows, p.heads, scale, dropout, site);
         CUDA_CHECK_LAUNCH();
         return true;
     };
@@ -252,8 +276,8 @@ void launch_simt(const T* dout, const T* qkv, const float* lse, const Problem<T>
 
 template <class T>
 void flash_attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse,
-                              int batch, int seq, QkvHeads heads, const Dropout& dropout, std::uint32_t site,
-                              cudaStream_t stream) {
+                              int batch, SequenceSpans spans, std::int64_t rows, QkvHeads heads, const Dropout& dropout,
+                              std::uint32_t site, cudaStream_t stream) {
     const int hd = heads.head_dim, c = heads.c(), n_head = heads.n_head;
     if (hd > kFlashAttentionMaxHeadDim) {
         throw std::invalid_argument("gpu::flash_attention_backward: head dimension " + std::to_string(hd) +
@@ -262,17 +286,24 @@ void flash_attention_backward(T* dqkv, float* scratch, const T* dout, const T* q
     if (heads.n_kv_head < 1 || n_head % heads.n_kv_head != 0)
         throw std::invalid_argument("gpu::flash_attention_backward: " + std::to_string(heads.n_kv_head) +
                                     " kv heads do not divide " + std::to_string(n_head) + " heads");
-    const std::int64_t rows = static_cast<std::int64_t>(batch) * seq;
     if (rows == 0) return;
-    if (static_cast<std::int64_t>(batch) * n_head * ((seq + 7) / 8) > INT_MAX)
+    if (static_cast<std::int64_t>(batch) * n_head * ((spans.seq + 7) / 8) > INT_MAX)
         throw std::invalid_argument("gpu::flash_attention_backward: batch × n_head × key blocks does not fit the grid");
+    if (!spans.is_rectangular() && dropout.active())
+        throw std::invalid_argument("gpu::flash_attention_backward: dropout needs a rectangular batch");
     const int limit = prepare_kernels<T>();
     // Multi-head attention's key blocks write dK and dV into dqkv; grouped heads' write their
     // shares, summed below.
     const bool grouped = heads.n_kv_head != n_head;
     T* const shares = grouped ? reinterpret_cast<T*>(scratch + flash_attention_backward_shares_offset(rows, heads)) : nullptr;
-    const Problem<T> p{scratch, scratch + rows * c, grouped ? shares : dqkv + c,
-                       grouped ? 2 * static_cast<std::int64_t>(c) : heads.ld(), batch, seq, heads};
+    const Problem<T> p{scratch,
+                       scratch + rows * c,
+                       grouped ? shares : dqkv + c,
+                       grouped ? 2 * static_cast<std::int64_t>(c) : heads.ld(),
+                       batch,
+                       spans,
+                       rows,
+                       heads};
     const float* const accesses[] = {reinterpret_cast<const float*>(dout), reinterpret_cast<const float*>(out),
                                      reinterpret_cast<const float*>(dqkv), p.dq_acc};
     const bool vector = hd % kVec16<T> == 0 &&
@@ -280,9 +311,17 @@ void flash_attention_backward(T* dqkv, float* scratch, const T* dout, const T* q
                                     [](const float* a) { return reinterpret_cast<std::uintptr_t>(a) % 16 == 0; });
     const auto delta_zero_dq = vector ? delta_zero_dq_kernel<T, kVec16<T>> : delta_zero_dq_kernel<T, 1>;
     delta_zero_dq<<<static_cast<unsigned>((rows * n_head * kPrepareLanes + kBlock - 1) / kBlock), kBlock, 0, stream>>>(
-        scratch + rows * c, p.dq_acc, dout, out, rows, seq, c, n_head);
+        scratch + rows * c, p.dq_acc, dout, out, rows, c, n_head);
     CUDA_CHECK_LAUNCH();
-    const Dropout shaped = dropout.for_shape(seq, dropout.positions);
+    if (!spans.is_rectangular()) {
+        // dK and dV of the padding rows: zero (nothing attends to them), written where the key
+        // blocks write theirs.
+        const int position_blocks = (spans.seq + kPaddingRowsPerBlock - 1) / kPaddingRowsPerBlock;
+        zero_padding_rows_kernel<T><<<static_cast<unsigned>(batch * position_blocks), kBlock, 0, stream>>>(
+            p.dkv, p.ld_dkv, 2 * c, spans, batch, rows);
+        CUDA_CHECK_LAUNCH();
+    }
+    const Dropout shaped = dropout.for_shape(spans.seq, dropout.positions);
     if (!launch_mma<T>(dout, qkv, lse, p, shaped, site, stream)) launch_simt<T>(dout, qkv, lse, p, shaped, site, stream, limit);
     const auto store_dq = vector ? store_dq_kernel<T, kVec16<T>> : store_dq_kernel<T, 1>;
     store_dq<<<blocks_for(rows * c / (vector ? kVec16<T> : 1)), kBlock, 0, stream>>>(
@@ -297,16 +336,27 @@ void flash_attention_backward(T* dqkv, float* scratch, const T* dout, const T* q
 
 template <class T>
 void flash_attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse,
+                              int batch, int seq, QkvHeads heads, const Dropout& dropout, std::uint32_t site,
+                              cudaStream_t stream) {
+    flash_attention_backward<T>(dqkv, scratch, dout, qkv, out, lse, batch, SequenceSpans::rectangular(seq),
+                                static_cast<std::int64_t>(batch) * seq, heads, dropout, site, stream);
+}
+
+template <class T>
+void flash_attention_backward(T* dqkv, float* scratch, const T* dout, const T* qkv, const T* out, const float* lse,
                               int batch, int seq, int c, int n_head, const Dropout& dropout, std::uint32_t site,
                               cudaStream_t stream) {
     flash_attention_backward<T>(dqkv, scratch, dout, qkv, out, lse, batch, seq, QkvHeads::multi_head(c, n_head),
                                 dropout, site, stream);
 }
 
-#define SWEETSPOT_INSTANTIATE(T)                                                                                      \
-    template void flash_attention_backward<T>(T*, float*, const T*, const T*, const T*, const float*, int, int,       \
-                                              QkvHeads, const Dropout&, std::uint32_t, cudaStream_t);                 \
-    template void flash_attention_backward<T>(T*, float*, const T*, const T*, const T*, const float*, int, int, int,  \
+#define SWEETSPOT_INSTANTIATE(T)                                                                                     \
+    template void flash_attention_backward<T>(T*, float*, const T*, const T*, const T*, const float*, int,           \
+                                              SequenceSpans, std::int64_t, QkvHeads, const Dropout&, std::uint32_t,  \
+                                              cudaStream_t);                                                         \
+    template void flash_attention_backward<T>(T*, float*, const T*, const T*, const T*, const float*, int, int,      \
+                                              QkvHeads, const Dropout&, std::uint32_t, cudaStream_t);                \
+    template void flash_attention_backward<T>(T*, float*, const T*, const T*, const T*, const float*, int, int, int, \
                                               int, const Dropout&, std::uint32_t, cudaStream_t);
 
 SWEETSPOT_INSTANTIATE(float)

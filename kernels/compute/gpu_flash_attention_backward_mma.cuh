@@ -38,6 +38,7 @@
 #include "kernels/compute/gpu_flash_attention_logsumexp.cuh"
 #include "kernels/compute/gpu_flash_attention_mma.cuh"
 #include "kernels/compute/qkv_heads.hpp"
+#include "kernels/compute/sequence_spans.hpp"
 
 namespace sweetspot::gpu::backward_mma {
 
@@ -148,9 +149,10 @@ __device__ __forceinline__ void accumulate_times_tile(float (&acc)[kHd / 8][4], 
 // x / key_blocks, keys kKeys·(x % key_blocks)..), so the blocks running at once share a few heads' Q,
 // dO and dQ accumulator in L2 instead of each bringing its own from DRAM; within a head the first
 // keys, which the most queries see, first. qkv is packed as `heads` says (the block's k and v
-// are its q head's group's); dq_acc [batch·seq, c] fp32 gets this block's share of dQ / scale; the
-// q head's dK and dV go to dkv, row r's at dkv + r·ld_dkv + h·hd and c further on (as the
-// CUDA-core kernel's). lse and delta are [batch·n_head, seq]. Shared memory: shared_bytes. kDropout: the form
+// are its q head's group's); the sequences lie in the rows as `spans` says, and dq_acc [rows, c]
+// fp32 gets this block's share of dQ / scale; the q head's dK and dV go to dkv, row r's at dkv +
+// r·ld_dkv + h·hd and c further on; lse and delta as the CUDA-core kernel's (lse [batch·n_head,
+// spans.seq], delta [n_head, rows]). Shared memory: shared_bytes. kDropout: the form
 // that draws dropout factors (one per probability, inline in the unrolled loop), kept apart so
 // that the form without dropout holds none of the generator's code or registers. kQueries: the
 // query tile, 64 or 32 (half the registers for Sᵀ and dPᵀ, so more blocks fit an SM);
@@ -159,8 +161,8 @@ __device__ __forceinline__ void accumulate_times_tile(float (&acc)[kHd / 8][4], 
 template <class T, int kHd, bool kDropout, int kQueries, int kWarps, int kMinBlocks, bool kKvInRegisters>
 __global__ void __launch_bounds__(kWarps * kWarp, kMinBlocks)
     flash_attention_backward_mma_kernel(float* dq_acc, T* dkv, std::int64_t ld_dkv, const T* dout, const T* qkv,
-                                        const float* lse, const float* delta, int seq, QkvHeads heads,
-                                        float scale_log2, Dropout dropout, std::uint32_t site) {
+                                        const float* lse, const float* delta, SequenceSpans spans, std::int64_t rows,
+                                        QkvHeads heads, float scale_log2, Dropout dropout, std::uint32_t site) {
     static_assert(kHd % 16 == 0 && kHd <= 128, "head dims that are multiples of 16, up to 128");
     static_assert(kQueries == 64 || kQueries == 32, "query tiles of 64 or 32");
     constexpr int kThreads = kWarps * kWarp, kKeys = kWarps * kKeysPerWarp;
@@ -174,19 +176,23 @@ __global__ void __launch_bounds__(kWarps * kWarp, kMinBlocks)
     float* const stats = reinterpret_cast<float*>(ds_s + kKeys * kLdS);  // stage i: lse, D
 
     const int c = heads.c(), n_head = heads.n_head;
-    const int key_blocks = (seq + kKeys - 1) / kKeys;
+    const int key_blocks = (spans.seq + kKeys - 1) / kKeys;
     const int bh = static_cast<int>(blockIdx.x / key_blocks);
     const int b = bh / n_head, h = bh % n_head;
     const int key0 = static_cast<int>(blockIdx.x % key_blocks) * kKeys;
+    const int seq = spans.length(b);  // this sequence's positions
+    if (key0 >= seq) return;          // a key block past a shorter sequence's end
     const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
     const int group = lane / 4, pair = (lane % 4) * 2;
     const int matrix = lane / 8, matrix_row = lane % 8;
     const std::int64_t ld_qkv = heads.ld();
     const std::int64_t head = static_cast<std::int64_t>(h) * kHd;
-    const T* qkv_b = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv;
+    const std::int64_t row0 = spans.first_row(b);
+    const T* qkv_b = qkv + row0 * ld_qkv;
     const T* q_g = qkv_b + heads.q_col(h);
-    const T* do_g = dout + static_cast<std::int64_t>(b) * seq * c + head;
-    const std::int64_t stat0 = static_cast<std::int64_t>(bh) * seq;
+    const T* do_g = dout + row0 * c + head;
+    const std::int64_t stat0 = static_cast<std::int64_t>(bh) * spans.seq;  // lse's and the dropout's numbering
+    const float* delta_b = delta + h * rows + row0;
     const int warp_key0 = key0 + warp * kKeysPerWarp;
     const int keys[2] = {warp_key0 + group, warp_key0 + group + 8};
 
@@ -198,7 +204,7 @@ __global__ void __launch_bounds__(kWarps * kWarp, kMinBlocks)
         if (tid < 2 * kQueries) {
             const int i = tid % kQueries;
             const bool valid = q0 + i < seq;
-            const float* src = (tid < kQueries ? lse : delta) + (valid ? stat0 + q0 + i : 0);
+            const float* src = tid < kQueries ? lse + (valid ? stat0 + q0 + i : 0) : delta_b + (valid ? q0 + i : 0);
             cp_async_4(stats + stage * 2 * kQueries + tid, src, valid);
         }
         cp_async_commit();
@@ -303,7 +309,7 @@ __global__ void __launch_bounds__(kWarps * kWarp, kMinBlocks)
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 if (q_rows[r] >= seq) continue;
-                float* dq_row = dq_acc + (static_cast<std::int64_t>(b) * seq + q_rows[r]) * c + head + n2 * 16 + pair;
+                float* dq_row = dq_acc + (row0 + q_rows[r]) * c + head + n2 * 16 + pair;
                 atomicAdd(reinterpret_cast<float2*>(dq_row), make_float2(acc[0][2 * r], acc[0][2 * r + 1]));
                 atomicAdd(reinterpret_cast<float2*>(dq_row + 8), make_float2(acc[1][2 * r], acc[1][2 * r + 1]));
             }
@@ -315,7 +321,7 @@ __global__ void __launch_bounds__(kWarps * kWarp, kMinBlocks)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         if (keys[r] >= seq) continue;
-        T* row = dkv + (static_cast<std::int64_t>(b) * seq + keys[r]) * ld_dkv + head;
+        T* row = dkv + (row0 + keys[r]) * ld_dkv + head;
 #pragma unroll
         for (int n = 0; n < kHd / 8; ++n) {
             *reinterpret_cast<std::uint32_t*>(row + n * 8 + pair) =

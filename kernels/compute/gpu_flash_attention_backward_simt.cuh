@@ -19,6 +19,7 @@
 #include "kernels/compute/device_common.cuh"
 #include "kernels/compute/dropout.hpp"
 #include "kernels/compute/qkv_heads.hpp"
+#include "kernels/compute/sequence_spans.hpp"
 
 namespace sweetspot::gpu::backward_simt {
 
@@ -35,14 +36,17 @@ inline std::size_t shared_bytes(int hd, int tile) {
 // x / key_blocks, keys kTile·(x % key_blocks)..), so the blocks running at once share a few heads'
 // Q, dO and dQ accumulator in L2; within a head the first keys, which the most queries see, first.
 // qkv is packed as `heads` says, block x's head is a q head and its k and v those of its group.
-// dq_acc [batch·seq, c] fp32 gets this block's share of dQ / scale; the q head's dK and dV go to
-// dkv: row r's at dkv + r·ld_dkv + h·hd and c further on (gpu_flash_attention_backward.cu says
-// which buffer). lse and delta are [batch·n_head, seq]; scale = 1/sqrt(hd).
+// The sequences lie in the rows as `spans` says (sequence_spans.hpp; spans.seq the longest): a key
+// block past its sequence's length has nothing to do. dq_acc [rows, c] fp32 gets this block's share
+// of dQ / scale; the q head's dK and dV go to dkv: row r's at dkv + r·ld_dkv + h·hd and c further
+// on (gpu_flash_attention_backward.cu says which buffer). lse is [batch·n_head, spans.seq], as the
+// forward writes it; delta [n_head, rows], by row so that it needs no row's sequence;
+// scale = 1/sqrt(hd).
 template <class T, int kTile>
 __global__ void __launch_bounds__(kThreads)
     flash_attention_backward_simt_kernel(float* dq_acc, T* dkv, std::int64_t ld_dkv, const T* dout, const T* qkv,
-                                         const float* lse, const float* delta, int seq, QkvHeads heads, float scale,
-                                         Dropout dropout, std::uint32_t site) {
+                                         const float* lse, const float* delta, SequenceSpans spans, std::int64_t rows,
+                                         QkvHeads heads, float scale, Dropout dropout, std::uint32_t site) {
     extern __shared__ float shared[];
     const int c = heads.c(), n_head = heads.n_head, hd = heads.head_dim;
     const int ld = hd + 1;
@@ -58,19 +62,23 @@ __global__ void __launch_bounds__(kThreads)
     float* const lse_s = ds_s + kTile * kLdP;
     float* const delta_s = lse_s + kTile;
 
-    const int key_blocks = (seq + kTile - 1) / kTile;
+    const int key_blocks = (spans.seq + kTile - 1) / kTile;
     const int bh = static_cast<int>(blockIdx.x / key_blocks);
     const int b = bh / n_head, h = bh % n_head;
     const int key0 = static_cast<int>(blockIdx.x % key_blocks) * kTile;
+    const int seq = spans.length(b);  // this sequence's positions
+    if (key0 >= seq) return;          // a key block past a shorter sequence's end
     const int tid = static_cast<int>(threadIdx.x);
     const std::int64_t ld_qkv = heads.ld();
     const std::int64_t head = static_cast<std::int64_t>(h) * hd;
-    const T* qkv_b = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv;
+    const std::int64_t row0 = spans.first_row(b);
+    const T* qkv_b = qkv + row0 * ld_qkv;
     const T* q_g = qkv_b + heads.q_col(h);
     const T* k_g = qkv_b + heads.k_col(h);
     const T* v_g = qkv_b + heads.v_col(h);
-    const T* do_g = dout + static_cast<std::int64_t>(b) * seq * c + head;
-    const std::int64_t stat0 = static_cast<std::int64_t>(bh) * seq;
+    const T* do_g = dout + row0 * c + head;
+    const std::int64_t stat0 = static_cast<std::int64_t>(bh) * spans.seq;  // lse's and the dropout's numbering
+    const float* delta_b = delta + h * rows + row0;
 
     for (int i = tid; i < kTile * hd; i += kThreads) {
         const int kk = i / hd, d = i % hd;
@@ -91,7 +99,7 @@ __global__ void __launch_bounds__(kThreads)
         }
         if (tid < kTile) {
             lse_s[tid] = q0 + tid < seq ? lse[stat0 + q0 + tid] : 0.0f;
-            delta_s[tid] = q0 + tid < seq ? delta[stat0 + q0 + tid] : 0.0f;
+            delta_s[tid] = q0 + tid < seq ? delta_b[q0 + tid] : 0.0f;
         }
         __syncthreads();
 
@@ -134,7 +142,7 @@ __global__ void __launch_bounds__(kThreads)
             float dq = 0.0f;
 #pragma unroll 8
             for (int j = 0; j < kTile; ++j) dq = fmaf(ds_s[i * kLdP + j], k_s[j * ld + d], dq);
-            atomicAdd(dq_acc + (static_cast<std::int64_t>(b) * seq + q0 + i) * c + head + d, dq);
+            atomicAdd(dq_acc + (row0 + q0 + i) * c + head + d, dq);
         }
     }
 
@@ -143,7 +151,7 @@ __global__ void __launch_bounds__(kThreads)
         const int j = e / hd, d = e % hd;
         const int pos = key0 + j;
         if (pos >= seq) continue;
-        T* row = dkv + (static_cast<std::int64_t>(b) * seq + pos) * ld_dkv + head;
+        T* row = dkv + (row0 + pos) * ld_dkv + head;
         row[d] = from_f32<T>(dk_s[j * ld + d] * scale);
         row[c + d] = from_f32<T>(dv_s[j * ld + d]);
     }

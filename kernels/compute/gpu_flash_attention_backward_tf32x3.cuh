@@ -33,6 +33,7 @@
 #include "kernels/compute/gpu_flash_attention_logsumexp.cuh"
 #include "kernels/compute/gpu_flash_attention_tf32x3.cuh"
 #include "kernels/compute/qkv_heads.hpp"
+#include "kernels/compute/sequence_spans.hpp"
 
 namespace sweetspot::gpu::backward_tf32x3 {
 
@@ -131,14 +132,16 @@ __device__ __forceinline__ void accumulate_times_tile(float (&acc)[kHd / 8][4], 
 // Grid, dq_acc, lse, delta and the dropout forms as the fp16 / bf16 kernel's: one dimension, the
 // key blocks of each (batch, head) side by side (block x: head x / key_blocks, keys
 // 64·(x % key_blocks)..), so the blocks running at once share a few heads' Q, dO and dQ
-// accumulator in L2; qkv packed as `heads` says; dq_acc [batch·seq, c] gets this block's share of
-// dQ / scale; the q head's dK and dV go to dkv at row stride ld_dkv. Shared memory: shared_bytes. kQueries: the query tile; kMinBlocks: the blocks per SM the
-// registers are budgeted for.
+// accumulator in L2; qkv packed as `heads` says and the rows as `spans`; dq_acc [rows, c] gets
+// this block's share of dQ / scale; the q head's dK and dV go to dkv at row stride ld_dkv. Shared
+// memory: shared_bytes. kQueries: the query tile; kMinBlocks: the blocks per SM the registers are
+// budgeted for.
 template <int kHd, bool kDropout, int kQueries, int kMinBlocks>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     flash_attention_backward_tf32x3_kernel(float* dq_acc, float* dkv, std::int64_t ld_dkv, const float* dout,
-                                           const float* qkv, const float* lse, const float* delta, int seq,
-                                           QkvHeads heads, float scale_log2, Dropout dropout, std::uint32_t site) {
+                                           const float* qkv, const float* lse, const float* delta, SequenceSpans spans,
+                                           std::int64_t rows, QkvHeads heads, float scale_log2, Dropout dropout,
+                                           std::uint32_t site) {
     static_assert(kHd % 16 == 0 && kHd <= 128, "head dims that are multiples of 16, up to 128");
     static_assert(kQueries == 32 || kQueries == 16, "query tiles of 32 or 16");
     constexpr int kLd = kHd + kPad;
@@ -150,18 +153,22 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     float* const stats = stages + 2 * stage_floats<kHd, kQueries>();  // stage i: lse, D
 
     const int c = heads.c(), n_head = heads.n_head;
-    const int key_blocks = (seq + kKeys - 1) / kKeys;
+    const int key_blocks = (spans.seq + kKeys - 1) / kKeys;
     const int bh = static_cast<int>(blockIdx.x / key_blocks);
     const int b = bh / n_head, h = bh % n_head;
     const int key0 = static_cast<int>(blockIdx.x % key_blocks) * kKeys;
+    const int seq = spans.length(b);  // this sequence's positions
+    if (key0 >= seq) return;          // a key block past a shorter sequence's end
     const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
     const int group = lane / 4, quad = lane % 4, pair = 2 * quad;
     const std::int64_t ld_qkv = heads.ld();
     const std::int64_t head = static_cast<std::int64_t>(h) * kHd;
-    const float* qkv_b = qkv + static_cast<std::int64_t>(b) * seq * ld_qkv;
+    const std::int64_t row0 = spans.first_row(b);
+    const float* qkv_b = qkv + row0 * ld_qkv;
     const float* q_g = qkv_b + heads.q_col(h);
-    const float* do_g = dout + static_cast<std::int64_t>(b) * seq * c + head;
-    const std::int64_t stat0 = static_cast<std::int64_t>(bh) * seq;
+    const float* do_g = dout + row0 * c + head;
+    const std::int64_t stat0 = static_cast<std::int64_t>(bh) * spans.seq;  // lse's and the dropout's numbering
+    const float* delta_b = delta + h * rows + row0;
     const int warp_key0 = key0 + warp * kKeysPerWarp;
     const int keys[2] = {warp_key0 + group, warp_key0 + group + 8};
 
@@ -173,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         if (tid < 2 * kQueries) {
             const int i = tid % kQueries;
             const bool valid = q0 + i < seq;
-            const float* src = (tid < kQueries ? lse : delta) + (valid ? stat0 + q0 + i : 0);
+            const float* src = tid < kQueries ? lse + (valid ? stat0 + q0 + i : 0) : delta_b + (valid ? q0 + i : 0);
             cp_async_4(stats + stage * 2 * kQueries + tid, src, valid);
         }
         cp_async_commit();
@@ -248,7 +255,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             if (q_rows[r] >= seq) continue;
-            float* dq_row = dq_acc + (static_cast<std::int64_t>(b) * seq + q_rows[r]) * c + head + n0 * 8 + pair;
+            float* dq_row = dq_acc + (row0 + q_rows[r]) * c + head + n0 * 8 + pair;
 #pragma unroll
             for (int n = 0; n < kTilesPerWarp; ++n)
                 atomicAdd(reinterpret_cast<float2*>(dq_row + n * 8), make_float2(acc[n][2 * r], acc[n][2 * r + 1]));
@@ -260,7 +267,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         if (keys[r] >= seq) continue;
-        float* row = dkv + (static_cast<std::int64_t>(b) * seq + keys[r]) * ld_dkv + head;
+        float* row = dkv + (row0 + keys[r]) * ld_dkv + head;
 #pragma unroll
         for (int n = 0; n < kHd / 8; ++n) {
             *reinterpret_cast<float2*>(row + n * 8 + pair) = make_float2(dk[n][2 * r] * scale, dk[n][2 * r + 1] * scale);

@@ -15,12 +15,14 @@
 #include <string>
 #include <string_view>
 
+#include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/cuda_resources.hpp"
 #include "kernels/compute/gemm.hpp"
 #include "kernels/compute/gpu_attention.hpp"
 #include "kernels/compute/gpu_dtype.hpp"
 #include "kernels/compute/gpu_train_step.hpp"
 #include "kernels/compute/qkv_heads.hpp"
+#include "kernels/compute/sequence_spans.hpp"
 #include "kernels/compute/train_arena.hpp"
 
 namespace sweetspot {
@@ -29,9 +31,9 @@ struct GpuTrainContext {
     ModelConfig model;
     WeightLayout layout;
     DType dtype;
-    int batch, seq;
+    BatchShape shape;
     cudaStream_t stream;
-    GpuTrainOptions options;  // its dropout already for_shape(seq, max_positions)
+    GpuTrainOptions options;  // its dropout already for_shape(stride, max_positions)
     QkvHeads heads;           // how each packed qkv row holds the heads (qkv_heads.hpp)
     // FlashAttention-2's forward, keeping each row's logsumexp, and backward; otherwise the
     // attention is materialised and its probabilities recomputed in the backward.
@@ -45,10 +47,13 @@ struct GpuTrainContext {
     DeviceMemory embedding_scratch;  // only where the dead scratch is too small (TrainArena)
     std::int64_t extra_bytes = 0;
     std::unique_ptr<Gemm> gemm;
+    // Where each sequence lies, for the flash attention: rectangular, or ragged with its offsets
+    // and lengths in the arena (plan.spans).
+    SequenceSpans spans;
 
     // Checks what every family checks and allocates; throws std::invalid_argument (before any
     // CUDA call) for a shape or option the step cannot take.
-    GpuTrainContext(const ModelConfig& model, const WeightLayout& layout, DType dtype, int batch, int seq,
+    GpuTrainContext(const ModelConfig& model, const WeightLayout& layout, DType dtype, const BatchShape& shape,
                     cudaStream_t stream, const GpuTrainOptions& options);
     virtual ~GpuTrainContext() = default;
     GpuTrainContext(const GpuTrainContext&) = delete;
@@ -81,12 +86,15 @@ struct GpuTrainContext {
         return "block " + std::to_string((tag - 1) / 2) + "'s " + std::string(names[static_cast<std::size_t>((tag - 1) % 2)]);
     }
 
-    std::int64_t rows() const { return static_cast<std::int64_t>(batch) * seq; }
+    std::int64_t rows() const { return shape.rows(); }
     template <class T>
     T* at(std::int64_t offset) const {
         return reinterpret_cast<T*>(arena.get() + offset);
     }
     float* lse(int layer) const { return flash ? at<float>(plan.lse[static_cast<std::size_t>(layer)]) : nullptr; }
+    // Each row's position (BatchShape::positions) where the family rotates by it or the batch is
+    // ragged; null for a rectangular batch of a family with a position table (row % stride).
+    const std::int32_t* positions() const { return plan.positions != 0 ? at<std::int32_t>(plan.positions) : nullptr; }
     void* embedding_scratch_at() const { return extra_bytes > 0 ? embedding_scratch.get() : at<void>(plan.scratch); }
 
     // att[layer] from qkv[layer]: the flash attention (keeping lse) or the materialised one, with
@@ -99,9 +107,16 @@ struct GpuTrainContext {
         const T* qkv = at<T>(plan.qkv[l]);
         const std::uint32_t probs_site = Dropout::site_word(DropoutSite::attention_probs, layer);
         if (flash) {
-            gpu::flash_attention<T>(att, qkv, batch, seq, heads, options.dropout, probs_site, stream, lse(layer));
+            // The flash attention writes no padding row, and this buffer may hold anything there
+            // (the recomputed activations' scratch is the embedding backward's too): zeros keep
+            // everything computed from those rows finite, as the padding's zero gradient needs.
+            if (shape.padded_tokens() > 0)
+                CUDA_CHECK(
+                    cudaMemsetAsync(att, 0, static_cast<std::size_t>(rows() * model.n_embd) * sizeof(T), stream));
+            gpu::flash_attention<T>(att, qkv, shape.batch(), spans, heads, options.dropout, probs_site, stream,
+                                    lse(layer));
         } else {
-            gpu::attention<T>(*gemm, att, at<T>(plan.scores), qkv, batch, seq, heads,
+            gpu::attention<T>(*gemm, att, at<T>(plan.scores), qkv, shape.batch(), shape.stride(), heads,
                               {.fused_softmax = false, .dropout = options.dropout, .dropout_site = probs_site});
         }
     }
@@ -114,12 +129,12 @@ struct GpuTrainContext {
         const T* qkv = at<T>(plan.qkv[l]);
         const std::uint32_t probs_site = Dropout::site_word(DropoutSite::attention_probs, layer);
         if (flash) {
-            gpu::flash_attention_backward<T>(dqkv, at<float>(plan.flash_scratch), datt, qkv, att, lse(layer), batch,
-                                             seq, heads, options.dropout, probs_site, stream);
+            gpu::flash_attention_backward<T>(dqkv, at<float>(plan.flash_scratch), datt, qkv, att, lse(layer),
+                                             shape.batch(), spans, rows(), heads, options.dropout, probs_site, stream);
         } else {
-            gpu::attention_backward<T>(*gemm, dqkv, at<T>(plan.scores), at<T>(plan.dscores), datt, qkv, batch, seq,
-                                       heads,
-                                       {.fused_softmax = false, .dropout = options.dropout, .dropout_site = probs_site});
+            gpu::attention_backward<T>(
+                *gemm, dqkv, at<T>(plan.scores), at<T>(plan.dscores), datt, qkv, shape.batch(), shape.stride(), heads,
+                {.fused_softmax = false, .dropout = options.dropout, .dropout_site = probs_site});
         }
     }
 };
@@ -165,7 +180,7 @@ private:
 
 // The training step's share of the model's family (gpu_family_train.cu).
 std::unique_ptr<GpuTrainContext> make_gpu_train(const ModelConfig& model, const WeightLayout& layout, DType dtype,
-                                                int batch, int seq, cudaStream_t stream,
+                                                const BatchShape& shape, cudaStream_t stream,
                                                 const GpuTrainOptions& options);
 
 }  // namespace sweetspot

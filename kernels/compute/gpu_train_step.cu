@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/compute/classifier.cuh"
 #include "kernels/compute/cuda_check.hpp"
@@ -52,13 +53,12 @@ void restore_padding(const UnitLayout& unit, const float* master, void* weights,
 
 }  // namespace
 
-GpuTrainContext::GpuTrainContext(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_, int batch_,
-                                 int seq_, cudaStream_t stream_, const GpuTrainOptions& options_)
+GpuTrainContext::GpuTrainContext(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_,
+                                 const BatchShape& shape_, cudaStream_t stream_, const GpuTrainOptions& options_)
     : model(model_),
       layout(layout_),
       dtype(dtype_),
-      batch(batch_),
-      seq(seq_),
+      shape(shape_),
       stream(stream_),
       options(options_),
       heads{model_.n_head, model_.kv_heads(), model_.head_dim()},
@@ -67,11 +67,11 @@ GpuTrainContext::GpuTrainContext(const ModelConfig& model_, const WeightLayout& 
       recompute(options_.recompute),
       plan([&] {
           // Every argument is checked before the first CUDA call.
-          check_batch_shape("GpuTrainStep", model_, layout_, batch_, seq_);
+          check_batch_shape("GpuTrainStep", model_, layout_, shape_);
           // cuBLAS takes int dimensions and the softmax launches one block per score row.
-          const std::int64_t score_rows = static_cast<std::int64_t>(batch_) * seq_ * model_.n_head;
+          const std::int64_t score_rows = shape_.rows() * model_.n_head;
           if (score_rows > INT_MAX) {
-              throw std::invalid_argument("GpuTrainStep: batch × seq × n_head = " + std::to_string(score_rows) +
+              throw std::invalid_argument("GpuTrainStep: rows × n_head = " + std::to_string(score_rows) +
                                           " is too large (at most " + std::to_string(INT_MAX) + ").");
           }
           // The fusions each family trains with are declared once, in its FamilyCompute.
@@ -90,15 +90,47 @@ GpuTrainContext::GpuTrainContext(const ModelConfig& model_, const WeightLayout& 
                                           std::to_string(kFlashAttentionMaxHeadDim) + "; model '" + model_.name +
                                           "' has " + std::to_string(model_.head_dim()) + ".");
           }
-          return TrainArena(model_, dtype_, batch_, seq_, options_.variant, options_.recompute);
+          if (!shape_.is_rectangular()) {
+              if (!gpu_forward_runs_ragged(options_.variant)) {
+                  throw std::invalid_argument(
+                      "GpuTrainStep: variant '" + options_.variant.text() +
+                      "' attends through the materialised scores, which need every sequence " +
+                      std::to_string(shape_.stride()) +
+                      " rows long; the GPU training step runs ragged batches with the flash_attention fusion only.");
+              }
+              if (options_.dropout.active()) {
+                  throw std::invalid_argument("GpuTrainStep: dropout needs a rectangular batch: its masks are "
+                                              "numbered by (sequence, position) in rows of the stride, which a "
+                                              "ragged batch's rows do not follow.");
+              }
+          }
+          return TrainArena(model_, dtype_, shape_, options_.variant, options_.recompute);
       }()) {
-    options.dropout = options.dropout.for_shape(seq, model.max_positions);
+    options.dropout = options.dropout.for_shape(shape.stride(), model.max_positions);
     arena = allocate_device(plan.total);
-    const auto embedding_bytes = static_cast<std::int64_t>(gpu::embedding_backward_scratch_bytes(batch, seq));
+    const auto embedding_bytes = static_cast<std::int64_t>(gpu::embedding_backward_scratch_bytes(rows()));
     if (embedding_bytes > plan.dres - plan.scratch) {
         embedding_scratch = allocate_device(embedding_bytes);
         extra_bytes = embedding_bytes;
     }
+    // What the shape says of each row, uploaded once: the host vectors live until the stream is
+    // synchronized below.
+    spans = SequenceSpans::rectangular(shape.stride());
+    std::vector<std::int32_t> row_positions, offsets_then_lengths;
+    if (plan.positions != 0) {
+        row_positions = shape.positions();
+        CUDA_CHECK(cudaMemcpyAsync(at<std::int32_t>(plan.positions), row_positions.data(),
+                                   row_positions.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream));
+    }
+    if (plan.spans != 0) {
+        auto* const d_spans = at<std::int32_t>(plan.spans);
+        offsets_then_lengths = shape.offsets();
+        offsets_then_lengths.insert(offsets_then_lengths.end(), shape.lengths().begin(), shape.lengths().end());
+        CUDA_CHECK(cudaMemcpyAsync(d_spans, offsets_then_lengths.data(),
+                                   offsets_then_lengths.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream));
+        spans = SequenceSpans::ragged(shape.stride(), d_spans, d_spans + shape.batch());
+    }
+    CUDA_CHECK(cudaStreamSynchronize(stream));
     gemm = std::make_unique<Gemm>(dtype, stream, options.fp32_gemm);
 }
 
@@ -188,8 +220,9 @@ void GpuTrainStep::Impl::forward(LayerSource& weights) {
                           c, 0, 0.0f, logits + first, static_cast<int>(stride), 0, 1);
     });
     weights.release(hu);
-    // The mean loss's gradient, 1 / targets per row, times the loss scale.
-    const float per_target = 1.0f / static_cast<float>(ctx.rows());
+    // The mean loss's gradient, 1 / targets per row (a padding row has none: kIgnoredTarget),
+    // times the loss scale.
+    const float per_target = 1.0f / static_cast<float>(ctx.shape.real_tokens());
     gpu::launch_fused_classifier<T>(logits, ctx.at<float>(ctx.plan.losses), ctx.at<std::int32_t>(ctx.plan.targets),
                                     ctx.rows(), ctx.model.vocab_size, stride, per_target * scale, ctx.stream);
     gpu::launch_mean_loss(ctx.at<float>(ctx.plan.losses), ctx.rows(), per_target, ctx.at<float>(ctx.plan.loss),
@@ -396,9 +429,9 @@ void GpuTrainStep::Impl::update_on_host(LayerSource& weights, const UnitUpdate& 
     }
 }
 
-GpuTrainStep::GpuTrainStep(const ModelConfig& model, const WeightLayout& layout, DType dtype, int batch, int seq,
+GpuTrainStep::GpuTrainStep(const ModelConfig& model, const WeightLayout& layout, DType dtype, const BatchShape& shape,
                            cudaStream_t stream, const GpuTrainOptions& options)
-    : impl_(std::make_unique<Impl>(make_gpu_train(model, layout, dtype, batch, seq, stream, options))) {}
+    : impl_(std::make_unique<Impl>(make_gpu_train(model, layout, dtype, shape, stream, options))) {}
 
 GpuTrainStep::~GpuTrainStep() = default;
 
@@ -409,7 +442,11 @@ void GpuTrainStep::set_batch(std::span<const std::int32_t> tokens, std::span<con
     // On the stream, so a step in flight reads the old ids; then wait, as promised.
     CUDA_CHECK(cudaMemcpyAsync(s.at<std::int32_t>(s.plan.tokens), tokens.data(), tokens.size_bytes(),
                                cudaMemcpyHostToDevice, s.stream));
-    CUDA_CHECK(cudaMemcpyAsync(s.at<std::int32_t>(s.plan.targets), targets.data(), targets.size_bytes(),
+    // A padding row's target is none (its logits' gradient zero), whatever id the caller gave it.
+    std::vector<std::int32_t> row_targets(targets.begin(), targets.end());
+    for (std::int64_t r = 0; r < s.rows(); ++r)
+        if (!s.shape.is_real(r)) row_targets[as_size(r)] = gpu::kIgnoredTarget;
+    CUDA_CHECK(cudaMemcpyAsync(s.at<std::int32_t>(s.plan.targets), row_targets.data(), targets.size_bytes(),
                                cudaMemcpyHostToDevice, s.stream));
     CUDA_CHECK(cudaStreamSynchronize(s.stream));
     impl_->batch_set = true;
@@ -451,9 +488,9 @@ LinkBytes GpuTrainStep::update_link_bytes() const { return impl_->link_bytes; }
 
 std::int64_t GpuTrainStep::activation_bytes() const { return impl_->context->plan.total + impl_->context->extra_bytes; }
 
-std::int64_t GpuTrainStep::activation_bytes_for(const ModelConfig& model, DType dtype, int batch, int seq,
+std::int64_t GpuTrainStep::activation_bytes_for(const ModelConfig& model, DType dtype, const BatchShape& shape,
                                                 const Variant& variant, Recompute recompute) {
-    return TrainArena(model, dtype, batch, seq, variant, recompute).total;
+    return TrainArena(model, dtype, shape, variant, recompute).total;
 }
 
 std::int64_t GpuTrainStep::workspace_bytes() const { return impl_->context->gemm->workspace_bytes(); }

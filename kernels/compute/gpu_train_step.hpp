@@ -30,6 +30,7 @@
 #include "kernels/compute/cpu_train_step.hpp"
 #include "kernels/compute/dropout.hpp"
 #include "kernels/compute/fp32_gemm.hpp"
+#include "kernels/model/batch_shape.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/layer_source.hpp"
 #include "kernels/model/recompute.hpp"
@@ -66,13 +67,17 @@ public:
 
     // Allocates every buffer of the step once (activation_bytes) and the cuBLAS workspace;
     // everything is enqueued on `stream` (owned by the caller).
-    GpuTrainStep(const ModelConfig& model, const WeightLayout& layout, DType dtype, int batch, int seq,
+    // A ragged shape (padded or packed, batch_shape.hpp) trains with the flash_attention fusion and
+    // without dropout: the loss is the mean over its real tokens, a padding row's target ignored and
+    // its gradient zero, as CpuTrainStep's.
+    GpuTrainStep(const ModelConfig& model, const WeightLayout& layout, DType dtype, const BatchShape& shape,
                  cudaStream_t stream, const GpuTrainOptions& options);
     ~GpuTrainStep();
     GpuTrainStep(const GpuTrainStep&) = delete;
     GpuTrainStep& operator=(const GpuTrainStep&) = delete;
 
-    // Uploads the token and target ids [batch, seq] (checked < vocab), synchronously.
+    // Uploads the token and target ids, one per row of the shape (checked < vocab; a padding row's
+    // are ignored), synchronously.
     void set_batch(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets);
 
     // The phases, in order, each only enqueued on the stream (update waits for the norm).
@@ -98,11 +103,11 @@ public:
 
     // Device bytes this object allocates besides the cuBLAS workspace: kept activations, the
     // logits, scratch, ids and the norm's partials. activation_bytes_for is the same number
-    // without a device (the memory estimator's term), save for batch × seq of a handful of rows,
+    // without a device (the memory estimator's term), save for a shape of a handful of rows,
     // where the embedding backward's sort storage outgrows the scratch it reuses and is allocated
     // apart (some KiB).
     std::int64_t activation_bytes() const;
-    static std::int64_t activation_bytes_for(const ModelConfig& model, DType dtype, int batch, int seq,
+    static std::int64_t activation_bytes_for(const ModelConfig& model, DType dtype, const BatchShape& shape,
                                              const Variant& variant, Recompute recompute);
     std::int64_t workspace_bytes() const;
 

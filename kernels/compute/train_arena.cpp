@@ -7,11 +7,13 @@
 
 namespace sweetspot {
 
-TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, const Variant& variant,
+TrainArena::TrainArena(const ModelConfig& m, DType dtype, const BatchShape& shape, const Variant& variant,
                        Recompute recompute) {
     const bool flash = variant.has(Fusion::flash_attention), inplace_ln = variant.has(Fusion::inplace_ln);
     const bool inplace_gelu = variant.has(Fusion::inplace_gelu);
-    const std::int64_t bt = static_cast<std::int64_t>(batch) * seq, c = m.n_embd, e = static_cast<std::int64_t>(dtype_size(dtype));
+    const std::int64_t bt = shape.rows(), c = m.n_embd, e = static_cast<std::int64_t>(dtype_size(dtype));
+    // What is numbered by (sequence, head, position) takes the stride: the longest of a ragged batch.
+    const std::int64_t batch = shape.batch(), seq = shape.stride();
     const FamilyDecl& family = family_of(m);
     const QkvHeads heads{m.n_head, m.kv_heads(), m.head_dim()};
     const std::int64_t f = m.ffn_width(), pre_width = f * family.mlp_inputs;
@@ -29,7 +31,7 @@ TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, co
         bool kept;
     };
     const auto kept_below = [&](Recompute first) { return recompute < first; };
-    const std::int64_t lse_bytes = flash ? static_cast<std::int64_t>(batch) * m.n_head * seq * 4 : 0;
+    const std::int64_t lse_bytes = flash ? batch * m.n_head * seq * 4 : 0;
     const std::int64_t rstd_bytes = inplace_ln ? bt * 4 : 0;
     // Under inplace_gelu the GELU's backward reads its output and bits: nothing below mlp, which
     // runs the MLP's input again, recomputes them.
@@ -69,11 +71,11 @@ TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, co
     datt = rows_of(c);
     dres = rows_of(c);
     if (!flash) {
-        const std::int64_t score_bytes = static_cast<std::int64_t>(batch) * m.n_head * seq * seq * e;
+        const std::int64_t score_bytes = batch * m.n_head * seq * seq * e;
         scores = take(score_bytes);
         dscores = take(score_bytes);
     } else {
-        flash_scratch = take(gpu::flash_attention_backward_scratch_floats(batch, seq, heads) * 4);
+        flash_scratch = take(gpu::flash_attention_backward_scratch_floats(bt, heads) * 4);
     }
     const gpu::FamilyTrainScratch family_scratch = compute_of(m.family).gpu_train_scratch(m, static_cast<int>(bt));
     norm_scratch = take(family_scratch.norm_floats * 4);
@@ -87,10 +89,9 @@ TrainArena::TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, co
     if (inplace_ln) unrecoverable = take(4);
     gelu_table = inplace_gelu && dtype != DType::fp32;
     if (gelu_table) gelu_derivatives = take(gelu_output::kDerivativeTableSize * 4);
-    if (family.rotary) {
-        positions = take(bt * 4);
-        frequencies = take(static_cast<std::int64_t>(m.head_dim() / 2) * 4);
-    }
+    if (family.rotary || !shape.is_rectangular()) positions = take(bt * 4);
+    if (family.rotary) frequencies = take(static_cast<std::int64_t>(m.head_dim() / 2) * 4);
+    if (!shape.is_rectangular()) spans = take(2 * batch * 4);
 }
 
 }  // namespace sweetspot

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/model/batch_shape.hpp"
 #include "kernels/model/dtype.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/recompute.hpp"
@@ -63,14 +64,17 @@ struct TrainArena {
     // gelu_output::kDerivativeTableSize entries; gpu::launch_gelu_derivative_table).
     bool gelu_table = false;
     std::int64_t gelu_derivatives = 0;
-    // Families with rotary positions: each row's position (int32 [B·T]) and the rotation's
-    // frequencies (fp32 [hd / 2], rope_frequencies.hpp); 0 elsewhere.
-    std::int64_t positions = 0, frequencies = 0;
+    // Each row's position (int32 [rows], BatchShape::positions) for families with rotary positions
+    // and for ragged batches; the rotation's frequencies (fp32 [hd / 2], rope_frequencies.hpp) for
+    // the former; a ragged batch's sequences' first rows then lengths (int32 [2·batch], what the
+    // flash attention's SequenceSpans point at); 0 where there is none.
+    std::int64_t positions = 0, frequencies = 0, spans = 0;
 
     // The model's family sets the widths (its qkv heads, its MLP's inputs) and the scratch; the
     // variant's flash_attention, inplace_ln and inplace_gelu decide what is kept; its other fusions
-    // do not.
-    TrainArena(const ModelConfig& m, DType dtype, int batch, int seq, const Variant& variant, Recompute recompute);
+    // do not. B·T is the shape's rows throughout, and T of what is numbered by (sequence, head,
+    // position) (lse, the scores) its stride.
+    TrainArena(const ModelConfig& m, DType dtype, const BatchShape& shape, const Variant& variant, Recompute recompute);
 };
 
 }  // namespace sweetspot

@@ -57,10 +57,12 @@ struct FamilyTrainScratch {
 
 // fp32 values of scratch flash_attention_backward needs: dq's fp32 accumulator and
 // rowsum(dout ∘ out), and over grouped heads the dK and dV shares (counted as fp32 in every dtype).
-inline std::int64_t flash_attention_backward_scratch_floats(int batch, int seq, QkvHeads heads) {
-    const std::int64_t rows = static_cast<std::int64_t>(batch) * seq;
+inline std::int64_t flash_attention_backward_scratch_floats(std::int64_t rows, QkvHeads heads) {
     if (heads.n_kv_head == heads.n_head) return rows * heads.c() + rows * heads.n_head;
     return flash_attention_backward_shares_offset(rows, heads) + 2 * rows * heads.c();
+}
+inline std::int64_t flash_attention_backward_scratch_floats(int batch, int seq, QkvHeads heads) {
+    return flash_attention_backward_scratch_floats(static_cast<std::int64_t>(batch) * seq, heads);
 }
 inline std::int64_t flash_attention_backward_scratch_floats(int batch, int seq, int c, int n_head) {
     return flash_attention_backward_scratch_floats(batch, seq, QkvHeads::multi_head(c, n_head));

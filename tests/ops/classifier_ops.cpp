@@ -1,5 +1,7 @@
 // The fused classifier's entry: launch_fused_classifier (per-row loss, the logits' gradient in
-// place) followed by launch_mean_loss, as the training step runs them, against cpu::cross_entropy.
+// place) followed by launch_mean_loss, as the training step runs them, against cpu::cross_entropy;
+// some rows without a target (kIgnoredTarget), whose loss and gradient are zero.
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -26,7 +28,7 @@ public:
           // Logits of a few units either way: a softmax neither flat nor one-hot. Between rows
           // `stride_` apart, padding of the same kind, which the kernel must leave as it is.
           logits_(random_values(n(), dtype, kSeed, 0.01f, 4.0f, Sign::either)),
-          targets_(random_tokens(as_size(rows_), vocab_, kSeed + 1)),
+          targets_(with_ignored(random_tokens(as_size(rows_), vocab_, kSeed + 1))),
           d_logits_(logits_, stream),
           d_targets_(targets_, stream),
           d_losses_(as_size(rows_), stream),
@@ -44,6 +46,10 @@ public:
         double total = 0.0;
         for (std::int64_t r = 0; r < rows_; ++r) {
             const auto row = static_cast<std::ptrdiff_t>(as_size(r) * as_size(stride_));
+            if (targets_[as_size(r)] == gpu::kIgnoredTarget) {  // no loss, a zero gradient
+                std::fill(grad.begin() + row, grad.begin() + row + vocab_, 0.0f);
+                continue;
+            }
             losses[as_size(r)] = static_cast<float>(cpu::cross_entropy(
                 grad.data() + row, targets_.data() + r, 1, vocab_, kLossScale / static_cast<float>(rows_)));
             total += losses[as_size(r)];
@@ -73,6 +79,11 @@ public:
 
 private:
     static constexpr DType dtype = gpu::dtype_of<T>();
+    // Every fifth row of a batch of more than one without a target, as a ragged batch's padding.
+    static std::vector<std::int32_t> with_ignored(std::vector<std::int32_t> targets) {
+        for (std::size_t r = 4; targets.size() > 1 && r < targets.size(); r += 5) targets[r] = gpu::kIgnoredTarget;
+        return targets;
+    }
     std::size_t n() const { return as_size(rows_) * as_size(stride_); }
 
     std::int64_t rows_;

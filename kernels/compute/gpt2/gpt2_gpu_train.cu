@@ -37,9 +37,9 @@ std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
 
 class Gpt2GpuTrain final : public GpuTrainFamily<Gpt2GpuTrain> {
 public:
-    Gpt2GpuTrain(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_, int batch_, int seq_,
+    Gpt2GpuTrain(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_, const BatchShape& shape_,
                  cudaStream_t stream_, const GpuTrainOptions& options_)
-        : GpuTrainFamily(model_, layout_, dtype_, batch_, seq_, stream_, options_),
+        : GpuTrainFamily(model_, layout_, dtype_, shape_, stream_, options_),
           mlp_fused(options_.variant.has(Fusion::mlp_epilogue)),
           inplace_gelu(options_.variant.has(Fusion::inplace_gelu)) {
         if (plan.gelu_table) {
@@ -120,8 +120,14 @@ private:
 template <class T>
 void Gpt2GpuTrain::forward_embedding(const T* unit, const UnitLayout& ul) {
     T* const x0 = at<T>(plan.resid[0]);
-    gpu::launch_embedding<T>(x0, at<std::int32_t>(plan.tokens), unit + ul.tensors[embed_tensor::wte].offset,
-                             unit + ul.tensors[embed_tensor::wpe].offset, batch, seq, model.n_embd, stream);
+    const std::int32_t* tokens = at<std::int32_t>(plan.tokens);
+    const T* wte = unit + ul.tensors[embed_tensor::wte].offset;
+    const T* wpe = unit + ul.tensors[embed_tensor::wpe].offset;
+    if (positions() != nullptr) {
+        gpu::launch_embedding<T>(x0, tokens, wte, wpe, positions(), rows(), model.n_embd, stream);
+    } else {
+        gpu::launch_embedding<T>(x0, tokens, wte, wpe, shape.batch(), shape.stride(), model.n_embd, stream);
+    }
     gpu::launch_dropout<T>(x0, rows(), model.n_embd, options.dropout, Dropout::site_word(DropoutSite::embedding, 0),
                            stream);
 }
@@ -336,15 +342,22 @@ void Gpt2GpuTrain::backward_embedding(T* grad, const UnitLayout& ul) {
     T* const dres = at<T>(plan.dres);
     gpu::launch_dropout<T>(dres, rows(), model.n_embd, options.dropout, Dropout::site_word(DropoutSite::embedding, 0),
                            stream);
-    gpu::launch_embedding_backward<T>(grad + ul.tensors[embed_tensor::wte].offset,
-                                      grad + ul.tensors[embed_tensor::wpe].offset, dres, at<std::int32_t>(plan.tokens),
-                                      batch, seq, model.n_embd, embedding_scratch_at(), stream);
+    const std::int32_t* tokens = at<std::int32_t>(plan.tokens);
+    T* const dwte = grad + ul.tensors[embed_tensor::wte].offset;
+    T* const dwpe = grad + ul.tensors[embed_tensor::wpe].offset;
+    if (positions() != nullptr) {
+        gpu::launch_embedding_backward<T>(dwte, dwpe, dres, tokens, positions(), rows(), model.n_embd,
+                                          embedding_scratch_at(), stream);
+    } else {
+        gpu::launch_embedding_backward<T>(dwte, dwpe, dres, tokens, shape.batch(), shape.stride(), model.n_embd,
+                                          embedding_scratch_at(), stream);
+    }
 }
 
 }  // namespace
 
 std::unique_ptr<GpuTrainContext> make_gpu_train(const ModelConfig& model, const WeightLayout& layout, DType dtype,
-                                                int batch, int seq, cudaStream_t stream,
+                                                const BatchShape& shape, cudaStream_t stream,
                                                 const GpuTrainOptions& options) {
     if (options.variant.has(Fusion::mlp_epilogue) && !options.variant.has(Fusion::inplace_gelu) &&
         !gemm_aux_width_fits(4 * model.n_embd)) {
@@ -352,7 +365,7 @@ std::unique_ptr<GpuTrainContext> make_gpu_train(const ModelConfig& model, const 
                                     "GELU epilogue buffer); model '" + model.name + "' has n_embd " +
                                     std::to_string(model.n_embd) + ".");
     }
-    return std::make_unique<Gpt2GpuTrain>(model, layout, dtype, batch, seq, stream, options);
+    return std::make_unique<Gpt2GpuTrain>(model, layout, dtype, shape, stream, options);
 }
 
 }  // namespace sweetspot::gpt2

@@ -8,7 +8,7 @@
 namespace sweetspot::gpt2 {
 
 std::unique_ptr<GpuTrainContext> make_gpu_train(const ModelConfig& model, const WeightLayout& layout, DType dtype,
-                                                int batch, int seq, cudaStream_t stream,
+                                                const BatchShape& shape, cudaStream_t stream,
                                                 const GpuTrainOptions& options);
 
 }  // namespace sweetspot::gpt2

@@ -33,17 +33,13 @@ std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
 
 class LlamaGpuTrain final : public GpuTrainFamily<LlamaGpuTrain> {
 public:
-    LlamaGpuTrain(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_, int batch_, int seq_,
+    LlamaGpuTrain(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_, const BatchShape& shape_,
                   cudaStream_t stream_, const GpuTrainOptions& options_)
-        : GpuTrainFamily(model_, layout_, dtype_, batch_, seq_, stream_, options_) {
-        // Each row's position (the batch is rectangular: every sequence from 0) and the host's fp32
-        // frequencies, the ones the CPU op reads, uploaded once; the host vectors live until the
-        // stream is synchronized.
-        const std::vector<std::int32_t> row_positions = BatchShape::rectangular(batch, seq).positions();
+        : GpuTrainFamily(model_, layout_, dtype_, shape_, stream_, options_) {
+        // The host's fp32 frequencies, the ones the CPU op reads, uploaded once (the rows'
+        // positions the context uploaded); the host vector lives until the stream is synchronized.
         const std::vector<float> inv_freq =
             rope_inv_frequencies_f32(model.head_dim(), model.rope_theta, model.rope_scaling);
-        CUDA_CHECK(cudaMemcpyAsync(positions(), row_positions.data(), row_positions.size() * sizeof(std::int32_t),
-                                   cudaMemcpyHostToDevice, stream));
         CUDA_CHECK(cudaMemcpyAsync(frequencies(), inv_freq.data(), inv_freq.size() * sizeof(float),
                                    cudaMemcpyHostToDevice, stream));
         CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -55,7 +51,6 @@ public:
 private:
     friend GpuTrainFamily<LlamaGpuTrain>;
 
-    std::int32_t* positions() const { return at<std::int32_t>(plan.positions); }
     float* frequencies() const { return at<float>(plan.frequencies); }
 
     // resid[0] = embed_tokens[tokens].
@@ -100,7 +95,8 @@ private:
 template <class T>
 void LlamaGpuTrain::forward_embedding(const T* unit, const UnitLayout& ul) {
     gpu::launch_embedding<T>(at<T>(plan.resid[0]), at<std::int32_t>(plan.tokens),
-                             unit + ul.tensors[embed_tensor::tokens].offset, nullptr, batch, seq, model.n_embd, stream);
+                             unit + ul.tensors[embed_tensor::tokens].offset, nullptr, positions(), rows(), model.n_embd,
+                             stream);
 }
 
 template <class T>
@@ -242,16 +238,16 @@ void LlamaGpuTrain::backward_block(int layer, const T* unit, T* grad, const Unit
 template <class T>
 void LlamaGpuTrain::backward_embedding(T* grad, const UnitLayout& ul) {
     gpu::launch_embedding_backward<T>(grad + ul.tensors[embed_tensor::tokens].offset, nullptr, at<T>(plan.dres),
-                                      at<std::int32_t>(plan.tokens), batch, seq, model.n_embd, embedding_scratch_at(),
-                                      stream);
+                                      at<std::int32_t>(plan.tokens), positions(), rows(), model.n_embd,
+                                      embedding_scratch_at(), stream);
 }
 
 }  // namespace
 
 std::unique_ptr<GpuTrainContext> make_gpu_train(const ModelConfig& model, const WeightLayout& layout, DType dtype,
-                                                int batch, int seq, cudaStream_t stream,
+                                                const BatchShape& shape, cudaStream_t stream,
                                                 const GpuTrainOptions& options) {
-    return std::make_unique<LlamaGpuTrain>(model, layout, dtype, batch, seq, stream, options);
+    return std::make_unique<LlamaGpuTrain>(model, layout, dtype, shape, stream, options);
 }
 
 }  // namespace sweetspot::llama
