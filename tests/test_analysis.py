@@ -1347,13 +1347,15 @@ class NormalizedTest(DbTest):
     def test_train_side_by_side_script(self):
         """scripts/bench/train_side_by_side.py: sweetspot's training cells beside pytorch_train.py's
         lines, the ratio per batch, a skipped cell and PyTorch's OOM shown as such, and each side's
-        best batch per dtype."""
+        best batch per dtype; a LLaMA model's lines and cells in the same files are its own table's."""
         db = FixtureDb(self.folder, "side.db")
         big = dict(model="gpt2_1.5b", mode="train", seq=1024)
         gpu_cell(db, "device", dtype="bf16", batch=4, tokens_per_s=30000.0, gpu_peak_bytes=32 * GIB, **big)
         gpu_cell(db, "device", dtype="bf16", batch=8, tokens_per_s=40000.0, gpu_peak_bytes=40 * GIB, **big)
         gpu_cell(db, "device", dtype="fp32", batch=8, status="skipped", reason="predicted OOM", **big)
         gpu_cell(db, "device", dtype="fp32", batch=4, tokens_per_s=4500.0, gpu_peak_bytes=40 * GIB, **big)
+        gpu_cell(db, "device", model="llama_1b", mode="train", seq=2048, dtype="bf16", batch=4, tokens_per_s=20480.0,
+                 gpu_peak_bytes=30 * GIB)
         db.close()
         pytorch = os.path.join(self.folder, "pytorch.txt")
         with open(pytorch, "w") as f:
@@ -1361,7 +1363,8 @@ class NormalizedTest(DbTest):
                     "gpt2_1.5b bf16 4 1024 250.0 16000 50.60\n"
                     "gpt2_1.5b bf16 8 1024 out of memory\n"
                     "gpt2_1.5b fp32 4 1024 1000.0 4000 57.80\n"
-                    "gpt2_1.5b fp32 8 1024 out of memory\n")
+                    "gpt2_1.5b fp32 8 1024 out of memory\n"
+                    "llama_1b bf16 4 2048 500.0 16384 40.00\n")
         out = subprocess.run([sys.executable, str(TRAIN_SIDE_BY_SIDE), db.path, pytorch], check=True,
                              capture_output=True, text=True).stdout
         self.assertIn("| bf16 | 4 | 30,000 (32.0 GiB) | 16,000 (50.6 GiB) | 1.88 |", out)  # 30000 / 16000
@@ -1370,6 +1373,10 @@ class NormalizedTest(DbTest):
         self.assertIn("| fp32 | 8 | skipped | out of memory | – |", out)
         self.assertIn("bf16: sweetspot 40,000 tokens/s (batch 8) against PyTorch's 16,000 (batch 4): 2.50 ×", out)
         self.assertIn("fp32: sweetspot 4,500 tokens/s (batch 4) against PyTorch's 4,000 (batch 4): 1.12 ×", out)
+        llama = subprocess.run([sys.executable, str(TRAIN_SIDE_BY_SIDE), db.path, pytorch, "--model", "llama_1b"],
+                               check=True, capture_output=True, text=True).stdout
+        self.assertIn("| bf16 | 4 | 20,480 (30.0 GiB) | 16,384 (40.0 GiB) | 1.25 |", llama)  # 20480 / 16384
+        self.assertNotIn("fp32", llama)
 
     def test_recompute_table_script(self):
         """scripts/bench/recompute_table.py: per batch, each recompute setting's tokens/s against
