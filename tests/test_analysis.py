@@ -1347,13 +1347,15 @@ class NormalizedTest(DbTest):
     def test_train_side_by_side_script(self):
         """scripts/bench/train_side_by_side.py: sweetspot's training cells beside pytorch_train.py's
         lines, the ratio per batch, a skipped cell and PyTorch's OOM shown as such, and each side's
-        best batch per dtype."""
+        best batch per dtype; a LLaMA model's lines and cells in the same files are its own table's."""
         db = FixtureDb(self.folder, "side.db")
         big = dict(model="gpt2_1.5b", mode="train", seq=1024)
         gpu_cell(db, "device", dtype="bf16", batch=4, tokens_per_s=30000.0, gpu_peak_bytes=32 * GIB, **big)
         gpu_cell(db, "device", dtype="bf16", batch=8, tokens_per_s=40000.0, gpu_peak_bytes=40 * GIB, **big)
         gpu_cell(db, "device", dtype="fp32", batch=8, status="skipped", reason="predicted OOM", **big)
         gpu_cell(db, "device", dtype="fp32", batch=4, tokens_per_s=4500.0, gpu_peak_bytes=40 * GIB, **big)
+        gpu_cell(db, "device", model="llama_1b", mode="train", seq=2048, dtype="bf16", batch=4, tokens_per_s=20480.0,
+                 gpu_peak_bytes=30 * GIB)
         db.close()
         pytorch = os.path.join(self.folder, "pytorch.txt")
         with open(pytorch, "w") as f:
@@ -1361,7 +1363,8 @@ class NormalizedTest(DbTest):
                     "gpt2_1.5b bf16 4 1024 250.0 16000 50.60\n"
                     "gpt2_1.5b bf16 8 1024 out of memory\n"
                     "gpt2_1.5b fp32 4 1024 1000.0 4000 57.80\n"
-                    "gpt2_1.5b fp32 8 1024 out of memory\n")
+                    "gpt2_1.5b fp32 8 1024 out of memory\n"
+                    "llama_1b bf16 4 2048 500.0 16384 40.00\n")
         out = subprocess.run([sys.executable, str(TRAIN_SIDE_BY_SIDE), db.path, pytorch], check=True,
                              capture_output=True, text=True).stdout
         self.assertIn("| bf16 | 4 | 30,000 (32.0 GiB) | 16,000 (50.6 GiB) | 1.88 |", out)  # 30000 / 16000
@@ -1370,6 +1373,10 @@ class NormalizedTest(DbTest):
         self.assertIn("| fp32 | 8 | skipped | out of memory | – |", out)
         self.assertIn("bf16: sweetspot 40,000 tokens/s (batch 8) against PyTorch's 16,000 (batch 4): 2.50 ×", out)
         self.assertIn("fp32: sweetspot 4,500 tokens/s (batch 4) against PyTorch's 4,000 (batch 4): 1.12 ×", out)
+        llama = subprocess.run([sys.executable, str(TRAIN_SIDE_BY_SIDE), db.path, pytorch, "--model", "llama_1b"],
+                               check=True, capture_output=True, text=True).stdout
+        self.assertIn("| bf16 | 4 | 20,480 (30.0 GiB) | 16,384 (40.0 GiB) | 1.25 |", llama)  # 20480 / 16384
+        self.assertNotIn("fp32", llama)
 
     def test_recompute_table_script(self):
         """scripts/bench/recompute_table.py: per batch, each recompute setting's tokens/s against
@@ -2146,7 +2153,10 @@ class PackingFigureTest(DbTest):
       batch 32 padded only: 4.0 ms: 8000 real tokens → 2e6 tokens/s; no ratio
     tiny fp32 host, uniform:2-16, batch 4, 40 real tokens: padded 0.5 ms (80000 tokens/s), RSS 200 MiB;
       packed 0.4 ms (100000 tokens/s), RSS 150 MiB: ×1.25 and ×0.75
-    Not drawn: a fixed-lengths cell, a failed ragged cell, a ragged cell of seed 2 on its own panel."""
+    Not drawn: a fixed-lengths cell, a failed ragged cell; and two settings measured packed alone, left
+    out for having no padded bar: a ragged cell of seed 2, and the varlen-overhead pair's packed 32
+    sequences of uniform:316-324 (seq 324; its rectangular 32 × 320 is fixed-lengths, no ragged cell).
+    With seed 2 left out the seed no longer tells the drawn panels apart, so the labels do not name it."""
 
     @classmethod
     def build(cls, db):
@@ -2168,6 +2178,9 @@ class PackingFigureTest(DbTest):
         ragged("host_padded", "host", 4, "padded", 0.5, peak_host_rss_bytes=200 * MIB, padding_share=0.5, **host)
         ragged("host_packed", "host", 4, "packed", 0.4, peak_host_rss_bytes=150 * MIB, padding_share=0.0, **host)
         ids["fixed"] = gpu_cell(db, "device", model="llama_1b", dtype="bf16", batch=16, seq=2048, latency_median_ms=9.0)
+        ragged("varlen", "device", 32, "packed", 1.0, gpu_peak_bytes=3 * GIB, padding_share=0.0,
+               **dict(llama, seq=324, lengths="uniform:316-324", real_tokens=10233))
+        gpu_cell(db, "device", model="llama_1b", dtype="bf16", batch=32, seq=320, latency_median_ms=1.0)
         return ids
 
     def panels(self):
@@ -2185,14 +2198,14 @@ class PackingFigureTest(DbTest):
         self.assertAlmostEqual(points.loc[self.ids["fixed"], "tps"], 16 * 2048 / 9.0e-3)
 
     def test_one_panel_per_setting_a_pair_of_bars_per_batch(self):
-        panels, left_out, named = self.panels()
+        panels, left_out, unpaired, named = self.panels()
         self.assertEqual(left_out, 0)
-        self.assertEqual(named, ["model", "lengths", "backend", "dtype", "seq", "seed"])
+        self.assertEqual(unpaired, 2)  # seed 2's panel and the varlen-overhead pair's packed batch
+        self.assertEqual(named, ["model", "lengths", "backend", "dtype", "seq"])
         self.assertEqual([p.label for p in panels],
-                         ["llama_1b, lognormal:330,0.85\nbackend device, dtype bf16, seq 2048, seed 1",
-                          "llama_1b, lognormal:330,0.85\nbackend device, dtype bf16, seq 2048, seed 2",
-                          "tiny, uniform:2-16\nbackend host, dtype fp32, seq 16, seed 1"])
-        llama, seed2, host = panels
+                         ["llama_1b, lognormal:330,0.85\nbackend device, dtype bf16, seq 2048",
+                          "tiny, uniform:2-16\nbackend host, dtype fp32, seq 16"])
+        llama, host = panels
         self.assertEqual(sorted(set(llama.bars["batch"])), [16, 32])  # the failed batch 64 has no bar
         padded = self.bar(llama, 16, "padded")
         self.assertAlmostEqual(padded["tps"], 2e6)
@@ -2208,7 +2221,6 @@ class PackingFigureTest(DbTest):
         self.assertAlmostEqual(llama.ratio(16, "memory"), 0.6)
         self.assertIsNone(llama.ratio(32, "tps"))  # padded alone
         self.assertEqual(packing.tick(llama, 16), "16\n60 % padding")
-        self.assertEqual(len(seed2.bars), 1)
         self.assertAlmostEqual(host.ratio(4, "tps"), 1.25)  # 100000 / 80000
         self.assertAlmostEqual(host.ratio(4, "memory"), 0.75)  # RSS 150 / 200 MiB
         self.assertEqual(packing.memory_label(host), "peak host RSS")
@@ -2217,8 +2229,8 @@ class PackingFigureTest(DbTest):
     def test_figure_draws_the_bars_and_says_what_they_are(self):
         drawn = self.render(packing)
         axes = drawn.figure.axes
-        self.assertEqual(len(axes), 6)
-        self.assertIn("padded against packed; one row of panels per model, lengths, backend, dtype, seq, seed",
+        self.assertEqual(len(axes), 4)  # two rows of panels
+        self.assertIn("padded against packed; one row of panels per model, lengths, backend, dtype, seq",
                       suptitle(drawn.figure))
         tps, memory = axes[0], axes[1]
         heights = sorted(round(p.get_height()) for p in tps.patches)
@@ -2226,9 +2238,10 @@ class PackingFigureTest(DbTest):
         self.assertEqual(sorted(p.get_height() for p in memory.patches), [6.0, 10.0, 12.0])  # GiB
         self.assertIn("×2.25", [t.get_text() for t in tps.texts])
         self.assertIn("×0.60", [t.get_text() for t in memory.texts])
-        self.assertEqual(axes[5].get_ylabel(), "peak host RSS (MiB)")
-        self.assertIn("3 rows", drawn.caption)
-        self.assertIn("2 batches with both", drawn.caption)
+        self.assertEqual(axes[3].get_ylabel(), "peak host RSS (MiB)")
+        self.assertIn("(2 rows, 5 bars, 2 batches with both)", drawn.caption)  # llama 3 bars, host 2
+        self.assertIn("2 rows not drawn for having no padded cell", drawn.caption)
+        self.assertNotIn("more row", drawn.caption)
         self.assertIn("real_tokens ÷ the median latency", drawn.caption)
 
     def test_left_out_without_ragged_cells(self):
@@ -2236,6 +2249,14 @@ class PackingFigureTest(DbTest):
         gpu_cell(db, "device")
         db.close()
         with self.assertRaisesRegex(Skip, "no measured forward of a ragged batch"):
+            packing.render(report_data(db.path))
+
+    def test_left_out_with_packed_batches_alone(self):
+        db = FixtureDb(self.folder, "packed_only.db")
+        gpu_cell(db, "device", batch=32, seq=324, lengths="uniform:316-324", packing="packed", real_tokens=10233)
+        gpu_cell(db, "device", batch=32, seq=320)
+        db.close()
+        with self.assertRaisesRegex(Skip, r"run packed alone \(1 setting with no padded cell\)"):
             packing.render(report_data(db.path))
 
 

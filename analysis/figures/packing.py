@@ -1,5 +1,6 @@
 """Ragged batches padded against packed: per model, lengths draw and whatever else tells the ragged
-cells apart, a panel of tokens/s (real tokens) and one of peak memory, a pair of bars per batch."""
+cells apart, a panel of tokens/s (real tokens) and one of peak memory, a pair of bars per batch. A
+setting with no padded cell is left out, the caption counting it."""
 import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
@@ -54,16 +55,24 @@ def panel_key(cells, axes):
 
 
 def packing_panels(ok, axes):
-    """([Panel] in order, panels left out beyond MAX_PANELS, the parameters the labels name): the
-    figure's data, apart from drawing so that tests can check it."""
+    """([Panel] in order, panels left out beyond MAX_PANELS, panels left out for having no padded bar,
+    the parameters the labels name): the figure's data, apart from drawing so that tests can check it."""
     cells = ragged_cells(ok)
     if cells.empty:
-        return [], 0, []
+        return [], 0, 0, []
     key = panel_key(cells, axes)
+    groups = [group for _, group in cells.groupby(key, dropna=False, sort=True)]
+    # A setting measured packed alone (a varlen-overhead sweep sets packed batches against a rectangular
+    # one, which is no ragged cell) has no padded bar to set its packed bars against.
+    paired = [group for group in groups if (group[APART] == "padded").any()]
+    unpaired = len(groups) - len(paired)
+    if not paired:
+        return [], 0, unpaired, []
+    cells = pd.concat(paired)
     named = ["model", "lengths"] + [p for p in varying(cells, axes, exclude=(SWEPT, APART, "model", "lengths"))
                                     if p in key]
     panels = []
-    for _, group in cells.groupby(key, dropna=False, sort=True):
+    for group in paired:
         first = group.iloc[0]
         label = f"{first['model']}, {first['lengths']}\n" + ", ".join(f"{p} {value_text(first[p])}" for p in named[2:])
         rows = []
@@ -72,7 +81,7 @@ def packing_panels(ok, axes):
             tps["memory"] = at["memory"].median()
             rows.append(tps)
         panels.append(Panel(label, pd.concat(rows, ignore_index=True)))
-    return panels[:MAX_PANELS], max(0, len(panels) - MAX_PANELS), named
+    return panels[:MAX_PANELS], max(0, len(panels) - MAX_PANELS), unpaired, named
 
 
 def draw_bars(ax, panel, column, scale):
@@ -117,7 +126,10 @@ def memory_label(panel):
 
 
 def render(data):
-    panels, left_out, named = packing_panels(data.ok, data.db.axes)
+    panels, left_out, unpaired, named = packing_panels(data.ok, data.db.axes)
+    if unpaired and not panels:
+        raise Skip(f"every measured ragged batch was run packed alone ({count_phrase(unpaired, 'setting')} with no "
+                   "padded cell): the figure sets packed against padded.")
     if not panels:
         raise Skip("the database has no measured forward of a ragged batch (lengths other than \"fixed\", status ok, "
                    "real_tokens stored: schema 26 on).")
@@ -141,10 +153,10 @@ def render(data):
     handles = [Patch(facecolor=color, edgecolor="black", linewidth=0.4, label=packing) for packing, color in PACKINGS]
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, framealpha=0.85,
                title=error_bars_legend(repeats).replace("\n", "; ") + "; ×: packed ÷ padded")
-    return Drawn(fig, caption(panels, left_out, drawn, repeats))
+    return Drawn(fig, caption(panels, left_out, unpaired, drawn, repeats))
 
 
-def caption(panels, left_out, drawn, repeats):
+def caption(panels, left_out, unpaired, drawn, repeats):
     pairs = sum(p.ratio(b, "tps") is not None for p in panels for b in p.bars[SWEPT].unique())
     text = ("Forwards of ragged batches (lengths drawn from a distribution or a file, not \"fixed\"), each batch of "
             "sequences run padded to its longest (every sequence as many rows as the longest, the padding computed) "
@@ -157,6 +169,9 @@ def caption(panels, left_out, drawn, repeats):
             "that was padding (padding_share); above each packed bar, packed ÷ padded. A padded and a packed cell of "
             "one batch hold the same sequences: the lengths each drew from the same seed (cells.drawn_lengths). ")
     text += error_bars_text(repeats, "throughput at the 90th and 10th percentile latency; memory, none (one reading)")
+    if unpaired:
+        text += (f" {count_phrase(unpaired, 'row')} not drawn for having no padded cell (packed batches measured alone, "
+                 "as a varlen-overhead sweep runs them against a rectangular batch of fixed lengths).")
     if left_out:
         text += f" {count_phrase(left_out, 'more row')} not drawn: at most {MAX_PANELS} stay readable."
     return text

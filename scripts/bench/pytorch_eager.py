@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch eager reference for `device` cells: Hugging Face GPT2LMHeadModel or LlamaForCausalLM
-with sweetspot's built-in shapes, random weights, eval mode, timed with CUDA events after warm-up
-(median). LLaMA runs with use_cache=False: a cell's forward keeps no KV cache either.
+with sweetspot's built-in shapes and an untied lm_head (sweetspot's layout), random weights, eval
+mode, timed with CUDA events after warm-up (median). LLaMA has no biases, RMSNorm eps 1e-5 and
+sweetspot's rotary theta and scaling, and runs with use_cache=False: a cell's forward keeps no KV
+cache either. pytorch_train.py and pytorch_packing.py build their models here too.
 
 Prints one line per configuration:
   model dtype batch seq attn median_ms p10_ms p90_ms
@@ -11,23 +13,36 @@ Usage: pytorch_eager.py [--models gpt2_1.5b,gpt3_6.7b] [--iters 10]
 import argparse
 import inspect
 import statistics
+from typing import NamedTuple
 
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
-SHAPES = {  # name: (layers, hidden, heads, positions), vocab 50257 as in sweetspot
-    "gpt2_small": (12, 768, 12, 1024),
-    "gpt2_1.5b": (48, 1600, 25, 1024),
-    "gpt3_6.7b": (32, 4096, 32, 2048),
-    "gpt3_13b": (40, 5120, 40, 2048),
-}
-# name: (layers, hidden, heads, kv heads, FFN, vocab, positions, rope theta, Llama 3 scaling factor
-# or None), as sweetspot's built-in LLaMA models.
-LLAMA_SHAPES = {
-    "llama_1b": (16, 2048, 32, 8, 8192, 128256, 131072, 500000.0, 32.0),
-    "llama2_7b": (32, 4096, 32, 32, 11008, 32000, 4096, 10000.0, None),
-    "llama3_8b": (32, 4096, 32, 8, 14336, 128256, 131072, 500000.0, 8.0),
-    "llama2_13b": (40, 5120, 40, 40, 13824, 32000, 4096, 10000.0, None),
+class Shape(NamedTuple):
+    """One of sweetspot's built-in models (kernels/model/model_config.cpp). GPT-2's block has as many
+    kv heads as heads, an MLP 4 × hidden wide and learned positions, so the fields after positions
+    are LLaMA's alone; rope_factor is Llama 3's frequency scaling, None for none."""
+    family: str
+    layers: int
+    hidden: int
+    heads: int
+    vocab: int
+    positions: int
+    kv_heads: int = 0
+    ffn: int = 0
+    rope_theta: float = 0.0
+    rope_factor: float | None = None
+
+
+SHAPES = {
+    "gpt2_small": Shape("gpt2", 12, 768, 12, 50257, 1024),
+    "gpt2_1.5b": Shape("gpt2", 48, 1600, 25, 50257, 1024),
+    "gpt3_6.7b": Shape("gpt2", 32, 4096, 32, 50257, 2048),
+    "gpt3_13b": Shape("gpt2", 40, 5120, 40, 50257, 2048),
+    "llama_1b": Shape("llama", 16, 2048, 32, 128256, 131072, 8, 8192, 500000.0, 32.0),
+    "llama2_7b": Shape("llama", 32, 4096, 32, 32000, 4096, 32, 11008, 10000.0),
+    "llama3_8b": Shape("llama", 32, 4096, 32, 128256, 8192, 8, 14336, 500000.0),
+    "llama2_13b": Shape("llama", 40, 5120, 40, 32000, 4096, 40, 13824, 10000.0),
 }
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -50,26 +65,27 @@ def time_forward(model, tokens, warmups, iters):
 
 def model_maker(name, attn):
     """(a function making the named model with attention implementation `attn`, its vocabulary)"""
-    if name in SHAPES:
-        layers, hidden, heads, positions = SHAPES[name]
-        cfg = GPT2Config(n_layer=layers, n_embd=hidden, n_head=heads, n_positions=positions, vocab_size=50257,
-                         attn_implementation=attn)
-        return (lambda: GPT2LMHeadModel(cfg)), 50257
-    layers, hidden, heads, kv, ffn, vocab, positions, theta, factor = LLAMA_SHAPES[name]
+    shape = SHAPES[name]
+    if shape.family == "gpt2":
+        cfg = GPT2Config(n_layer=shape.layers, n_embd=shape.hidden, n_head=shape.heads, n_positions=shape.positions,
+                         vocab_size=shape.vocab, tie_word_embeddings=False, attn_implementation=attn)
+        return (lambda: GPT2LMHeadModel(cfg)), shape.vocab
     rope = {"rope_type": "default"}
-    if factor:
-        rope = {"rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+    if shape.rope_factor:
+        rope = {"rope_type": "llama3", "factor": shape.rope_factor, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                 "original_max_position_embeddings": 8192}
     # transformers 5 takes theta and scaling as one rope_parameters; earlier versions as two keys.
     if "rope_parameters" in inspect.signature(LlamaConfig.__init__).parameters:
-        rope_args = {"rope_parameters": dict(rope, rope_theta=theta)}
+        rope_args = {"rope_parameters": dict(rope, rope_theta=shape.rope_theta)}
     else:
-        rope_args = {"rope_theta": theta, "rope_scaling": rope if factor else None}
-    cfg = LlamaConfig(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
-                      num_key_value_heads=kv, intermediate_size=ffn, vocab_size=vocab,
-                      max_position_embeddings=positions, tie_word_embeddings=False, use_cache=False, **rope_args)
+        rope_args = {"rope_theta": shape.rope_theta, "rope_scaling": rope if shape.rope_factor else None}
+    # LlamaConfig's own default eps is 1e-6; sweetspot's LLaMA models have 1e-5.
+    cfg = LlamaConfig(num_hidden_layers=shape.layers, hidden_size=shape.hidden, num_attention_heads=shape.heads,
+                      num_key_value_heads=shape.kv_heads, intermediate_size=shape.ffn, vocab_size=shape.vocab,
+                      max_position_embeddings=shape.positions, rms_norm_eps=1e-5, attention_bias=False,
+                      mlp_bias=False, tie_word_embeddings=False, use_cache=False, **rope_args)
     cfg._attn_implementation = attn
-    return (lambda: LlamaForCausalLM(cfg)), vocab
+    return (lambda: LlamaForCausalLM(cfg)), shape.vocab
 
 
 def main():

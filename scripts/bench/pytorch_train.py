@@ -1,38 +1,35 @@
 #!/usr/bin/env python3
-"""PyTorch reference for `train` cells: one training step of Hugging Face GPT2LMHeadModel (an
-untied lm_head, as sweetspot's layout) with sweetspot's built-in shapes, random weights: forward
-with the loss, backward, clip_grad_norm_(1.0) and fused AdamW (lr 3e-4, betas 0.9 / 0.95, eps 1e-8,
-fp32 master weights and state). bf16 and fp16 run under autocast over fp32 parameters (fp16 with a
-GradScaler); fp32 runs with TF32 off, as sweetspot's fp32 cells. SDPA attention. Each step is timed
-with CUDA events after the warm-ups; the median and tokens/s are printed, one line per
-configuration:
+"""PyTorch reference for `train` cells: one training step of Hugging Face GPT2LMHeadModel or
+LlamaForCausalLM with sweetspot's built-in shapes as pytorch_eager.py builds them (an untied
+lm_head, as sweetspot's layout; LLaMA without biases, RMSNorm eps 1e-5, sweetspot's rotary theta
+and scaling), random weights: forward with the loss, backward, clip_grad_norm_(1.0) and fused AdamW
+(lr 3e-4, betas 0.9 / 0.95, eps 1e-8, fp32 master weights and state). bf16 and fp16 run under
+autocast over fp32 parameters (fp16 with a GradScaler); fp32 runs with TF32 off, as sweetspot's
+fp32 cells. SDPA attention. Each step is timed with CUDA events after the warm-ups; the median and
+tokens/s are printed, one line per configuration:
   model dtype batch seq median_ms tokens_per_s peak_gib
 or "out of memory" for a batch that does not fit.
 Usage: pytorch_train.py [--model gpt2_1.5b] [--dtypes bf16,fp32] [--batches 4,8] [--steps 10]
+       pytorch_train.py --model llama_1b --dtypes bf16 --batches 1,2,4 --seq 2048
 """
 import argparse
 import statistics
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
 
-SHAPES = {  # name: (layers, hidden, heads, positions), vocab 50257 as in sweetspot
-    "gpt2_small": (12, 768, 12, 1024),
-    "gpt2_1.5b": (48, 1600, 25, 1024),
-}
+from pytorch_eager import SHAPES, model_maker  # beside this script
+
 AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def train_steps(model_name, dtype, batch, seq, warmups, steps):
-    layers, hidden, heads, positions = SHAPES[model_name]
-    config = GPT2Config(vocab_size=50257, n_positions=positions, n_embd=hidden, n_layer=layers, n_head=heads,
-                        tie_word_embeddings=False, attn_implementation="sdpa")
+    make, vocab = model_maker(model_name, "sdpa")
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(config).cuda().train()
+    model = make().cuda().train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0,
                                   fused=True)
     scaler = torch.amp.GradScaler("cuda", enabled=dtype == "fp16")
-    tokens = torch.randint(0, 50257, (batch, seq + 1), device="cuda")
+    tokens = torch.randint(0, vocab, (batch, seq + 1), device="cuda")
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     samples = []
