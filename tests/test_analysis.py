@@ -1231,9 +1231,10 @@ class NormalizedTest(DbTest):
 
     def test_packing_table_script(self):
         """scripts/bench/packing_table.py: padded against packed (4 ms against 1 ms over the same 1000 real
-        tokens: 4.00 ×; 3 of 10 GiB: 30.0 %), the varlen overhead (100 TFLOP/s packed against 102 for the
-        rectangular batch of the same 320 tokens: +2.0 %), and PyTorch's rows beside the cells they name
-        (its packed 3 ms ÷ our 1 ms)."""
+        tokens: 4.00 ×; 3 of 10 GiB: 30.0 %), a training pair whose padded cell was skipped (its status and
+        predicted peak beside the packed cell's numbers), the varlen overhead (100 TFLOP/s packed against
+        102 for the rectangular batch of the same 320 tokens: +2.0 %), and PyTorch's rows beside the cells
+        they name (its packed 3 ms ÷ our 1 ms)."""
         db = FixtureDb(self.folder, "packing.db")
         ragged = dict(model="llama_1b", dtype="bf16", variant="attn_proj", batch=32, seq=2048,
                       lengths="lognormal:330,0.85", real_tokens=1000)
@@ -1241,6 +1242,12 @@ class NormalizedTest(DbTest):
                           achieved_tflops=50.0, gpu_peak_bytes=10 * GIB, padding_share=0.75, **ragged)
         packed = gpu_cell(db, "device", packing="packed", latency_median_ms=1.0, tokens_per_s=1e6,
                           achieved_tflops=200.0, gpu_peak_bytes=3 * GIB, padding_share=0.0, **ragged)
+        train = dict(model="llama_1b", dtype="bf16", variant="flash_attention", batch=32, seq=2048, mode="train",
+                     lengths="lognormal:330,0.85")
+        gpu_cell(db, "device", packing="padded", status="skipped", reason="predicted OOM",
+                 predicted_peak_bytes=96 * GIB, **train)
+        gpu_cell(db, "device", packing="packed", real_tokens=1000, latency_median_ms=2.0, tokens_per_s=500000.0,
+                 achieved_tflops=150.0, gpu_peak_bytes=5 * GIB, padding_share=0.0, **train)
         near = dict(model="llama_1b", dtype="bf16", variant="attn_proj", batch=32, latency_median_ms=1.0,
                     tokens_per_s=320000.0, padding_share=0.0, gpu_peak_bytes=GIB)
         gpu_cell(db, "device", seq=11, lengths="uniform:9-11", packing="packed", real_tokens=320,
@@ -1255,8 +1262,10 @@ class NormalizedTest(DbTest):
                     f"llama_1b bf16 packed 1000 1000 3.0 3.0 3.0 2.0 0 {padded},{packed}\n")
         out = subprocess.run([sys.executable, str(PACKING_TABLE), db.path, "--pytorch", torch_out], check=True,
                              capture_output=True, text=True).stdout
-        self.assertIn("| llama_1b | bf16 | attn_proj | 32 | lognormal:330,0.85 | 1000 | 75.0 % | 4.0 | 1.0 | 4.00 | "
-                      "250000 | 1000000 | 10.00 | 3.00 | 30.0 % |", out)
+        self.assertIn("| llama_1b | infer | bf16 | attn_proj | 32 | lognormal:330,0.85 | 1000 | 75.0 % | 4.0 | 1.0 | "
+                      "4.00 | 250000 | 1000000 | 10.00 | 3.00 | 30.0 % |", out)
+        self.assertIn("| llama_1b | train | bf16 | flash_attention | 32 | lognormal:330,0.85 | 1000 | - | skipped | 2.0 | "
+                      "- | - | 500000 | predicted 96.00 | 5.00 | - |", out)
         self.assertIn("| llama_1b | bf16 | attn_proj | 32 | uniform:9-11 | 320 | 32 × 10 | 100.0 | 102.0 | +2.0 % |", out)
         self.assertIn("| llama_1b | 32 | lognormal:330,0.85 | 1000 | 8.0 | 3.0 | 5.00 | 2.00 | 4.0 | 1.0 | 10.00 | 3.00 "
                       "| 3.00 |", out)

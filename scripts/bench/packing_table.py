@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The packing study's tables of docs/benchmarks.md from results databases (experiments/packing.toml).
 
-1. Padded against packed: per model, dtype, variant, batch and lengths draw, the real tokens and the
-   padding share, each packing's median ms, tokens/s (real tokens) and peak GPU memory (NVML), packed's
-   speed-up and its share of padded's peak.
+1. Padded against packed: per model, mode (forwards and training steps), dtype, variant, batch and
+   lengths draw, the real tokens and the padding share, each packing's median ms, tokens/s (real
+   tokens) and peak GPU memory (NVML), packed's speed-up and its share of padded's peak. A padded
+   cell that did not run (a predicted OOM) reads as its status, with its predicted peak.
 2. Varlen overhead: each packed cell beside the rectangular cell of the same model, dtype, variant and
    batch holding the same real tokens within 1 %, by achieved TFLOP/s (the real tokens' model flops,
    each sequence's attention within itself), so the few tokens they differ by do not count.
@@ -24,46 +25,57 @@ from variants_table import markdown  # noqa: E402
 
 GIB = 2**30
 QUERY = """
-SELECT cell_id, model, dtype, variant, batch, seq, lengths, packing, real_tokens, padding_share, latency_median_ms,
-       tokens_per_s, achieved_tflops, gpu_peak_bytes, predicted_peak_bytes
-FROM cells WHERE status = 'ok' AND backend != 'host' AND real_tokens IS NOT NULL
+SELECT cell_id, model, mode, dtype, variant, batch, seq, lengths, packing, status, real_tokens, padding_share,
+       latency_median_ms, tokens_per_s, achieved_tflops, gpu_peak_bytes, predicted_peak_bytes
+FROM cells WHERE backend != 'host' AND (status != 'ok' OR real_tokens IS NOT NULL)
 """
-COLUMNS = ["cell_id", "model", "dtype", "variant", "batch", "seq", "lengths", "packing", "real_tokens", "padding_share", "ms",
-           "tokens_per_s", "tflops", "peak", "predicted_peak"]
+COLUMNS = ["cell_id", "model", "mode", "dtype", "variant", "batch", "seq", "lengths", "packing", "status", "real_tokens",
+           "padding_share", "ms", "tokens_per_s", "tflops", "peak", "predicted_peak"]
 
 
 def read_cells(dbs):
-    """Every ok GPU cell as a dict; repeats of one cell keep the median of their medians."""
-    repeats = defaultdict(list)
+    """(every ok GPU cell as a dict, repeats of one cell keeping the median of their medians; the GPU
+    cells that did not run ok, the last of each)"""
+    repeats, not_ok = defaultdict(list), {}
     for db in dbs:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         for row in con.execute(QUERY):
             cell = dict(zip(COLUMNS, row))
-            repeats[tuple(cell[k] for k in COLUMNS[1:8])].append(cell)
+            key = tuple(cell[k] for k in COLUMNS[1:9])
+            if cell["status"] == "ok":
+                repeats[key].append(cell)
+            else:
+                not_ok[key] = cell
     cells = []
     for group in repeats.values():
         cell = dict(group[0])
         for k in ("ms", "tokens_per_s", "tflops"):
             cell[k] = statistics.median(c[k] for c in group)
         cells.append(cell)
-    return cells
+    return cells, [c for key, c in not_ok.items() if key not in repeats]
 
 
 def gib(b):
     return f"{b / GIB:.2f}" if b else "-"
 
 
-def packing_rows(cells):
+def packing_rows(cells, not_ok):
     pairs = defaultdict(dict)
-    for c in cells:
+    for c in cells + not_ok:
         if c["lengths"] != "fixed":
-            pairs[(c["model"], c["dtype"], c["variant"], c["batch"], c["lengths"])][c["packing"]] = c
-    yield ["model", "dtype", "variant", "batch", "lengths", "real tokens", "padding", "padded ms", "packed ms",
+            pairs[(c["model"], c["mode"], c["dtype"], c["variant"], c["batch"], c["lengths"])][c["packing"]] = c
+    yield ["model", "mode", "dtype", "variant", "batch", "lengths", "real tokens", "padding", "padded ms", "packed ms",
            "packed speed-up", "padded tokens/s", "packed tokens/s", "padded peak GiB", "packed peak GiB",
            "packed ÷ padded peak"]
     for key in sorted(pairs):
         padded, packed = pairs[key].get("padded"), pairs[key].get("packed")
-        if not padded or not packed:
+        if not padded or not packed or packed["status"] != "ok":
+            continue
+        if padded["status"] != "ok":
+            predicted = padded["predicted_peak"]
+            yield [*map(str, key), str(packed["real_tokens"]), "-", padded["status"], f"{packed['ms']:.1f}", "-", "-",
+                   f"{packed['tokens_per_s']:.0f}", f"predicted {gib(predicted)}" if predicted else "-",
+                   gib(packed["peak"]), "-"]
             continue
         share = f"{100 * packed['peak'] / padded['peak']:.1f} %" if padded["peak"] and packed["peak"] else "-"
         yield [*map(str, key), str(packed["real_tokens"]), f"{100 * padded['padding_share']:.1f} %",
@@ -73,13 +85,13 @@ def packing_rows(cells):
 
 
 def overhead_rows(cells):
-    fixed = {(c["model"], c["dtype"], c["variant"], c["batch"]): c for c in cells if c["lengths"] == "fixed"}
+    fixed = {(c["model"], c["mode"], c["dtype"], c["variant"], c["batch"]): c for c in cells if c["lengths"] == "fixed"}
     yield ["model", "dtype", "variant", "batch", "packed lengths", "packed tokens", "rectangular", "packed TFLOP/s",
            "rectangular TFLOP/s", "varlen overhead"]
     for c in sorted(cells, key=lambda c: (c["model"], c["batch"], c["lengths"])):
         if c["packing"] != "packed" or c["lengths"] == "fixed":
             continue
-        r = fixed.get((c["model"], c["dtype"], c["variant"], c["batch"]))
+        r = fixed.get((c["model"], c["mode"], c["dtype"], c["variant"], c["batch"]))
         if not r or abs(c["real_tokens"] / r["real_tokens"] - 1) > 0.01:
             continue
         yield [c["model"], c["dtype"], c["variant"], str(c["batch"]), c["lengths"], str(c["real_tokens"]),
@@ -144,8 +156,8 @@ def main():
     p.add_argument("db", nargs="+")
     p.add_argument("--pytorch", help="output of scripts/bench/pytorch_packing.py on the same machine and lengths")
     a = p.parse_args()
-    cells = read_cells(a.db)
-    print(markdown(packing_rows(cells)))
+    cells, not_ok = read_cells(a.db)
+    print(markdown(packing_rows(cells, not_ok)))
     print()
     print(markdown(overhead_rows(cells)))
     if a.pytorch:
