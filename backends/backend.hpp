@@ -127,8 +127,9 @@ public:
     virtual void reset_residency() = 0;
     virtual PlacementStats placement() const = 0;
     // What the backend itself moved across the host link since reset_residency(), bytes each way
-    // (explicit-copy's streamed weights in, its streamed units' gradients out); complete once the
-    // step's update returned. The compute's own copies are its to count.
+    // (explicit-copy's streamed weights in, uvm-prefetch's prefetches, their streamed units'
+    // gradients out); complete once the step's update returned. The compute's own copies are its
+    // to count.
     virtual LinkBytes link_bytes_since_reset() const { return {}; }
     // Where unit `unit`'s weights are kept between steps, for a copy (cudaMemcpyDefault) after the
     // step's work is done, outside the schedule: device memory, or page-locked host memory for a

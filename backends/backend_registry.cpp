@@ -100,15 +100,16 @@ WeightFootprint device_training_footprint(const BackendConfig& config, std::span
     return {gradients + 2 * fp32 + master, 0, 0, 0};
 }
 
-// explicit-copy's gradients mirror its weights: a resident unit's in device memory beside it, a
-// streamed unit's made in a ring of device gradient slots (as many as the weight slots, of the
-// largest streamed unit) and copied out to its page-locked host buffer, laid out as the streamed
-// weights. So each side holds as many gradient bytes as weight bytes. The optimizer is on the host
-// (its only home): fp32 master weights and moments of every unit, and the page-locked staging
-// that the resident units' gradients and new weights cross the link through (none when every unit
-// streams: a streamed unit is updated in place in its page-locked weights).
-WeightFootprint explicit_copy_training_footprint(const BackendConfig& config, std::span<const std::int64_t> unit_bytes,
-                                                 std::span<const std::int64_t> fp32_unit_bytes) {
+// The streaming backends' gradients (StreamedGradients) follow their residency plan: a resident
+// unit's in device memory, a streamed unit's made in a ring of device gradient slots (as many as
+// the weight slots, of the largest streamed unit) and copied out to its page-locked host buffer.
+// explicit-copy's weights are laid out the same way, so each side holds as many gradient bytes as
+// weight bytes. The optimizer is on the host (its only home): fp32 master weights and moments of
+// every unit, and the page-locked staging that the resident units' gradients and new weights cross
+// the link through (none when every unit streams: a streamed unit is updated in place, in
+// explicit-copy's page-locked weights or uvm-prefetch's managed ones).
+WeightFootprint streamed_training_footprint(const BackendConfig& config, std::span<const std::int64_t> unit_bytes,
+                                            std::span<const std::int64_t> fp32_unit_bytes) {
     const ResidencyPlan plan =
         plan_residency(unit_bytes, config.budget_bytes, streaming_slots(config.prefetch_depth), config.resident);
     const std::int64_t gradients = plan.device_layout(unit_bytes, kUnitAlignmentBytes).total_bytes;
@@ -153,11 +154,12 @@ const std::vector<BackendTraits>& backend_registry() {
     // eviction those whose weights are managed. What a training step recomputes, and where its
     // optimizer runs, are settings where a GPU backend trains.
     // Training keeps its state beside the weights on the backends that hold them all in one place;
-    // explicit-copy streams each unit in again for the backward, its gradient out, and updates on
-    // the host, where its streamed weights are; the UVM backends do not train yet.
-    constexpr std::string_view streaming_not_yet =
-        "training on managed weights (each unit brought in again for the backward, its gradient sent out) is not "
-        "implemented yet";
+    // explicit-copy and uvm-prefetch stream each unit in again for the backward, its gradient out,
+    // and update on the host, where their streamed weights are; uvm, which leaves every movement to
+    // faults, does not train.
+    constexpr std::string_view faulting_not_yet =
+        "training on weights brought in by faults alone (each unit faulted in again for the backward, its gradient "
+        "sent out) is not implemented; uvm-prefetch trains";
     static const std::vector<BackendTraits> registry = {
         // id, needs_gpu, runs_under_budget, managed_weights, pinned_weights, dtypes, cannot_honour, footprint,
         // placement axes, training state (or why none)
@@ -166,12 +168,12 @@ const std::vector<BackendTraits>& backend_registry() {
          TrainingState{StateHome::device, {StateHome::device, StateHome::host}, device_training_footprint}},
         {BackendId::explicit_copy, true, true, false, true, all_dtypes(), streaming_cannot_honour, explicit_copy_footprint,
          {"streams", "prefetch", "budget", "resident", "activations", "launch", "recompute", "optimizer"},
-         TrainingState{StateHome::host, {StateHome::host}, explicit_copy_training_footprint}},
+         TrainingState{StateHome::host, {StateHome::host}, streamed_training_footprint}},
         {BackendId::uvm, true, true, true, false, all_dtypes(), on_demand_cannot_honour, uvm_footprint,
-         {"budget", "evict", "activations", "launch"}, std::nullopt, streaming_not_yet},
+         {"budget", "evict", "activations", "launch"}, std::nullopt, faulting_not_yet},
         {BackendId::uvm_prefetch, true, true, true, false, all_dtypes(), streaming_cannot_honour, uvm_prefetch_footprint,
-         {"streams", "prefetch", "budget", "resident", "evict", "activations", "launch"}, std::nullopt,
-         streaming_not_yet},
+         {"streams", "prefetch", "budget", "resident", "evict", "activations", "launch", "recompute", "optimizer"},
+         TrainingState{StateHome::host, {StateHome::host}, streamed_training_footprint}},
         {BackendId::host, false, false, false, false, {DType::fp32}, nothing_to_refuse, host_footprint, {},
          TrainingState{StateHome::host, {StateHome::host}, host_training_footprint}},
     };

@@ -67,26 +67,16 @@ void ExplicitCopyBackend::place(const WeightLayout& layout, const UnitFiller& fi
     }
     slot_streams_.make_slots(plan_.slots);
     ring_.place(plan_.resident, schedule.reads(), plan_.slots, config_.prefetch_depth);
-    device_gradients_ = DeviceMemory{};
-    host_gradients_ = PinnedHostMemory{};
+    gradients_.clear();
     host_optimizer_.clear();
-    if (schedule.updates()) place_training_state(layout, fill);
+    if (schedule.updates()) {
+        gradients_.place(plan_, unit_bytes_);
+        host_optimizer_.place(layout, fill, plan_.resident_unit_bytes(unit_bytes_), config_.compute_stream);
+    }
     held_.assign(unit_bytes_.size(), false);
     // place() is outside the timed region: leave nothing in flight.
     CUDA_CHECK(cudaDeviceSynchronize());
     reset_residency();
-}
-
-// The gradients are laid out as the weights: the resident units' and S gradient slots in device
-// memory, the streamed units' in page-locked memory; none is written before the first backward.
-void ExplicitCopyBackend::place_training_state(const WeightLayout& layout, const UnitFiller& fill) {
-    device_gradients_ = allocate_device(device_.total_bytes);
-    if (host_.total_bytes > 0) host_gradients_ = PinnedHostMemory(host_.total_bytes, host_.starts, {});
-    host_optimizer_.place(layout, fill, plan_.resident_unit_bytes(unit_bytes_), config_.compute_stream);
-    gradient_copied_.clear();
-    for (std::size_t u = 0; u < unit_bytes_.size(); ++u) gradient_copied_.emplace_back();
-    gradient_written_.clear();
-    for (int s = 0; s < plan_.slots; ++s) gradient_written_.emplace_back();
 }
 
 void ExplicitCopyBackend::reset_residency() {
@@ -94,12 +84,9 @@ void ExplicitCopyBackend::reset_residency() {
     // the next step starts with empty slots and must not overlap the previous one (this is outside
     // the timed region).
     slot_streams_.synchronize();
-    CUDA_CHECK(cudaStreamSynchronize(gradient_stream_.get()));
+    if (training()) gradients_.start_step();
     ring_.start_step();
     link_ = {};
-    gradients_handed_ = 0;
-    gradient_slot_of_.assign(unit_bytes_.size(), -1);
-    gradient_slot_unit_.assign(static_cast<std::size_t>(plan_.slots), -1);
     std::fill(held_.begin(), held_.end(), false);
 }
 
@@ -111,10 +98,6 @@ std::size_t ExplicitCopyBackend::checked(int unit) const {
 
 std::byte* ExplicitCopyBackend::slot_pointer(int slot) const {
     return device_weights_.get() + device_.slots_offset + slot * device_.slot_stride;
-}
-
-std::byte* ExplicitCopyBackend::gradient_slot_pointer(int slot) const {
-    return device_gradients_.get() + device_.slots_offset + slot * device_.slot_stride;
 }
 
 // The slot was last used by streamed unit seq - S, which the ring saw released: the copy waits on
@@ -140,39 +123,13 @@ void ExplicitCopyBackend::release(int unit) {
     ring_.release(unit, *this);
     const std::size_t u = checked(unit);
     held_[u] = false;
-    if (gradient_slot_of_[u] >= 0) copy_gradient_out(u);
+    if (training()) link_.to_host += gradients_.released(unit, config_.compute_stream);
 }
 
 void* ExplicitCopyBackend::gradient(int unit) {
     const std::size_t u = checked(unit);
     if (!training()) throw std::logic_error("explicit-copy backend: no gradients: it was not placed for training");
-    if (plan_.resident[u]) return device_gradients_.get() + device_.unit_offsets[u];
-    if (!held_[u]) {
-        gradient_copied_[u].synchronize();
-        return host_gradient_of(u);
-    }
-    if (gradient_slot_of_[u] < 0) {
-        // The slot's gradient before this one must be out before the backward writes this one.
-        const int slot = gradients_handed_++ % plan_.slots;
-        const int before = gradient_slot_unit_[static_cast<std::size_t>(slot)];
-        if (before >= 0) gradient_copied_[static_cast<std::size_t>(before)].wait_on(config_.compute_stream);
-        gradient_slot_unit_[static_cast<std::size_t>(slot)] = unit;
-        gradient_slot_of_[u] = slot;
-    }
-    return gradient_slot_pointer(gradient_slot_of_[u]);
-}
-
-// After the compute stream's work on the gradient slot (enqueued before the release), on the
-// gradient stream, so that the copies out overlap the copies in and the compute.
-void ExplicitCopyBackend::copy_gradient_out(std::size_t unit) {
-    const int slot = std::exchange(gradient_slot_of_[unit], -1);
-    const CudaEvent& written = gradient_written_[static_cast<std::size_t>(slot)];
-    written.record(config_.compute_stream);
-    written.wait_on(gradient_stream_.get());
-    CUDA_CHECK(cudaMemcpyAsync(host_gradient_of(unit), gradient_slot_pointer(slot), static_cast<std::size_t>(unit_bytes_[unit]),
-                               cudaMemcpyDeviceToHost, gradient_stream_.get()));
-    gradient_copied_[unit].record(gradient_stream_.get());
-    link_.to_host += unit_bytes_[unit];
+    return gradients_.gradient(unit, held_[u], config_.compute_stream);
 }
 
 UnitUpdate ExplicitCopyBackend::acquire_update(int unit) {
@@ -180,8 +137,8 @@ UnitUpdate ExplicitCopyBackend::acquire_update(int unit) {
     if (!training()) throw std::logic_error("explicit-copy backend: no optimizer state: it was not placed for training");
     if (plan_.resident[u])
         return host_optimizer_.staged(unit, device_weights_.get() + device_.unit_offsets[u],
-                                      device_gradients_.get() + device_.unit_offsets[u]);
-    return host_optimizer_.streamed(unit, host_weights_of(u), host_gradient_of(u), gradient_copied_[u].get());
+                                      gradients_.resident_gradient(unit));
+    return host_optimizer_.streamed(unit, host_weights_of(u), gradients_.host_gradient(unit), gradients_.copied(unit));
 }
 
 const void* ExplicitCopyBackend::stored_weights(int unit) {

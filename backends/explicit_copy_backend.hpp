@@ -14,13 +14,9 @@
 // forward streams the units in, the backward streams them in again in reverse (the ring follows
 // the schedule's reads, a unit read twice streamed twice). The budget bounds the weights as for
 // inference; the gradients mirror the weights beside it, so a training cell's device memory for
-// both is twice what the plan holds:
-//   - a resident unit's gradient is its own device buffer (laid out as the resident weights);
-//   - a streamed unit's gradient is made in one of S device gradient slots (the k-th streamed
-//     unit the backward asks a gradient of takes gradient slot k % S). When the backward releases
-//     the unit, a copy on the gradient stream (after the compute stream's work on it) moves it to
-//     the unit's own page-locked host gradient and records gradient_copied[unit]; the compute
-//     stream waits for that event before the slot's next gradient is written.
+// both is twice what the plan holds (StreamedGradients: a resident unit's gradient its own device
+// buffer, a streamed unit's made in a device gradient slot and copied out to its page-locked host
+// gradient when the backward releases it).
 // The optimizer's state is on the host (HostOptimizerState: fp32 master weights, moments).
 // A resident unit is updated as the device backend updates it: its gradient down through the
 // staging, AdamW on the host, its new weights up. A streamed unit (UnitUpdate::streamed) is
@@ -38,6 +34,7 @@
 #include "backends/residency_plan.hpp"
 #include "backends/slot_ring.hpp"
 #include "backends/slot_streams.hpp"
+#include "backends/streamed_gradients.hpp"
 #include "backends/unit_storage.hpp"
 
 namespace sweetspot {
@@ -65,12 +62,7 @@ private:
     std::size_t checked(int unit) const;
     bool training() const { return host_optimizer_.placed(); }
     std::byte* slot_pointer(int slot) const;
-    std::byte* gradient_slot_pointer(int slot) const;
     std::byte* host_weights_of(std::size_t unit) const { return host_weights_.get() + host_.unit_offsets[unit]; }
-    std::byte* host_gradient_of(std::size_t unit) const { return host_gradients_.get() + host_.unit_offsets[unit]; }
-    void place_training_state(const WeightLayout& layout, const UnitFiller& fill);
-    // The backward is done with streamed unit `unit`'s gradient: copies it out.
-    void copy_gradient_out(std::size_t unit);
     // SlotRing::Device: the copies into the slots and their events.
     void fetch(const SlotRing::Entry& entry) override;
     void await_fetch(const SlotRing::Entry& entry) override { slot_streams_.await_fetched(entry.slot); }
@@ -88,17 +80,10 @@ private:
     ResidencyPlan::DeviceLayout device_;  // where the resident units and the slots are in device_weights_
     LinkBytes link_;                      // since reset_residency
 
-    // Training only: the gradients, laid out as the weights (device_ and host_), and the optimizer.
-    DeviceMemory device_gradients_;
-    PinnedHostMemory host_gradients_;
+    // Training only: the gradients, laid out as the weights, and the optimizer.
+    StreamedGradients gradients_;
     HostOptimizerState host_optimizer_;
-    CudaStream gradient_stream_;
-    std::vector<CudaEvent> gradient_copied_;   // per unit (streamed ones only used)
-    std::vector<CudaEvent> gradient_written_;  // per gradient slot: the backward's work on it, on the compute stream
-    std::vector<int> gradient_slot_of_;        // per unit: the gradient slot it holds in this backward, or -1
-    std::vector<int> gradient_slot_unit_;      // per gradient slot: the unit that used it last this step, or -1
-    std::vector<bool> held_;                   // per unit: acquired and not yet released
-    int gradients_handed_ = 0;                 // streamed gradients handed out this step
+    std::vector<bool> held_;  // per unit: acquired and not yet released
 };
 
 }  // namespace sweetspot

@@ -27,6 +27,8 @@ public:
     int units() const { return static_cast<int>(unit_bytes_.size()); }
     std::int64_t unit_bytes(int unit) const { return unit_bytes_[static_cast<std::size_t>(unit)]; }
     const void* unit_pointer(int unit) const { return memory_.get() + packed_.offsets[static_cast<std::size_t>(unit)]; }
+    // The same for the host's writes of a training update (the pages it touches come to the host).
+    void* unit_pointer(int unit) { return memory_.get() + packed_.offsets[static_cast<std::size_t>(unit)]; }
 
     // Stream-ordered migration of one unit to the device (cudaMemPrefetchAsync).
     void prefetch_to_device(int unit, cudaStream_t stream) const;

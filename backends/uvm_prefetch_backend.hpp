@@ -17,15 +17,30 @@
 // (cudaMemPrefetchBatchAsync) and a unit split across the prefetch streams were measured against
 // it on an H100 and lost, because both hold the calling thread for the whole transfer
 // (docs/benchmarks-history.md, issue 14); the run's probe still measures them.
+//
+// Training (UnitSchedule::training, optimizer = "host" only: the registry's TrainingState), as
+// explicit-copy trains: the ring follows the schedule's reads, so the backward prefetches the
+// streamed units again in reverse; the gradients are StreamedGradients (a resident unit's in device
+// memory, a streamed unit's made in a device gradient slot and copied out to page-locked memory
+// when the backward releases it); the optimizer's state is on the host (HostOptimizerState). A
+// resident unit is updated through the staging (its gradient down, its new weights up into its
+// managed pages on the device); a streamed unit (UnitUpdate::streamed) in place, the host's cores
+// writing its new weights into its managed pages, which are on the host once the unit was evicted
+// and which the next forward prefetches. Under read-mostly eviction the resident units are not
+// made read-mostly: the update writes them, which would collapse their copies onto the host.
+// link_bytes_since_reset counts what the backend asks to move: the units it prefetches and the
+// gradients it copies out; the driver's migrations back (eviction) are the UM counters' to report.
 #include <cstdint>
 #include <optional>
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "backends/host_optimizer_state.hpp"
 #include "kernels/compute/cuda_resources.hpp"
 #include "backends/managed_weights.hpp"
 #include "backends/slot_ring.hpp"
 #include "backends/slot_streams.hpp"
+#include "backends/streamed_gradients.hpp"
 
 namespace sweetspot {
 
@@ -41,10 +56,18 @@ public:
     // Streamed units must be acquired and released in forward order, once per forward.
     const void* acquire(int unit) override;
     void release(int unit) override;
-    PlacementStats placement() const override { return stats_; }
+    // An acquired unit's gradient (a gradient slot for a streamed unit); outside a step, once its
+    // work is done, where the unit's gradient is kept: the page-locked copy for a streamed unit.
+    void* gradient(int unit) override;
+    UnitUpdate acquire_update(int unit) override;
+    PlacementStats placement() const override;
+    LinkBytes link_bytes_since_reset() const override { return link_; }
+    const void* stored_weights(int unit) override { return weights_->unit_pointer(unit); }
 
 private:
     bool look_ahead() const { return config_.prefetch_depth >= 1; }
+    bool training() const { return host_optimizer_.placed(); }
+    std::size_t checked(int unit) const;
     // SlotRing::Device: the prefetches and evictions of the streamed units, and their events.
     void fetch(const SlotRing::Entry& entry) override;
     void await_fetch(const SlotRing::Entry& entry) override;
@@ -60,6 +83,14 @@ private:
     std::optional<ManagedWeights> weights_;
     PlacementStats stats_;
     std::vector<CudaEvent> evicted_;  // per slot: after its last unit's migration back to the host
+    std::vector<std::int64_t> unit_bytes_;
+    std::vector<bool> resident_;  // per unit, the plan's
+    LinkBytes link_;              // since reset_residency
+
+    // Training only: the gradients and the optimizer's state.
+    StreamedGradients gradients_;
+    HostOptimizerState host_optimizer_;
+    std::vector<bool> held_;  // per unit: acquired and not yet released
 };
 
 }  // namespace sweetspot

@@ -98,6 +98,14 @@ void write_calibration_db(const std::string& path, const std::string& gpu) {
     record_outcome(store, run, index++, cell("backend = \"device\"\nbatch = 2"), failed);
 }
 
+// A run on "Fixture GPU" in `store`, for cells recorded by hand.
+auto fixture_run(Store& store) {
+    RunInfo info;
+    info.gpu_name = "Fixture GPU";
+    info.gpu_driver = "CUDA 13.0";
+    return store.begin_run(info);
+}
+
 }  // namespace
 
 TEST_CASE("the estimate's terms match what H100 cells allocated", "[estimate]") {
@@ -405,10 +413,7 @@ TEST_CASE("a training cell checked on a prefix step larger than its own step cal
     const auto db = tmp.file("calibration.db");
     {
         auto store = Store::open(db);
-        RunInfo info;
-        info.gpu_name = "Fixture GPU";
-        info.gpu_driver = "CUDA 13.0";
-        const auto run = store.begin_run(info);
+        const auto run = fixture_run(store);
         const auto train_cell = [](int batch) {
             return one_cell("model = \"tiny_odd\"\nbackend = \"device\"\nmode = \"train\"\nbatch = " +
                             std::to_string(batch));
@@ -432,6 +437,48 @@ TEST_CASE("a training cell checked on a prefix step larger than its own step cal
     REQUIRE(costs.size() == 1);
     CHECK(costs[0].largest == 600 * MiB);
     CHECK(costs[0].smallest == 590 * MiB);
+}
+
+TEST_CASE("a uvm-prefetch training cell's estimate: the streamed gradients' slots and the managed pages the driver "
+          "keeps",
+          "[estimate][train]") {
+    const CellParams c = one_cell("model = \"tiny_odd\"\nbackend = \"uvm-prefetch\"\nprefetch = 1\nbudget = \"75%\"\n"
+                                  "mode = \"train\"\noptimizer = \"host\"");
+    const MemoryEstimate e = estimate_memory(c);
+    // Everything the budget does not keep resident may stay on the device once migrated there.
+    CHECK(e.weights < c.weight_bytes());
+    CHECK(e.retained_managed == c.weight_bytes() - e.weights);
+    // The gradients follow the residency plan, as explicit-copy's at the same budget.
+    const CellParams copy = one_cell("model = \"tiny_odd\"\nbackend = \"explicit-copy\"\nprefetch = 1\nbudget = \"75%\"\n"
+                                     "mode = \"train\"\noptimizer = \"host\"");
+    CHECK(e.training_state == estimate_memory(copy).training_state);
+    CHECK(e.training_state > 0);
+    CHECK(e.pinned_staging == estimate_memory(copy).pinned_staging);
+}
+
+TEST_CASE("a UVM training cell's managed overhead leaves out its training state", "[estimate][train]") {
+    test::TempDir tmp;
+    const auto db = tmp.file("calibration.db");
+    {
+        auto store = Store::open(db);
+        const auto run = fixture_run(store);
+        // A device cell: 600 MiB of CUDA context and libraries.
+        record_outcome(store, run, 0, one_cell("model = \"tiny_odd\"\nbackend = \"device\""), used_beyond(600 * MiB));
+        // A uvm-prefetch training cell whose peak held the context, its 100 MiB of activations, its
+        // 500 MiB of gradients in device memory, every weight byte (the driver keeps the pages it
+        // migrated) and 50 MiB more.
+        const CellParams uvm = one_cell("model = \"tiny_odd\"\nbackend = \"uvm-prefetch\"\nprefetch = 1\nmode = \"train\"\n"
+                                        "optimizer = \"host\"");
+        CellOutcome trained = used_beyond(0);
+        trained.set<"training_state_bytes">(500 * MiB);
+        trained.set<"gpu_peak_bytes">((600 + 100 + 500 + 50) * MiB + tiny_weight_bytes());
+        record_outcome(store, run, 1, uvm, trained);
+    }
+    Store read = Store::open_read_only(db);
+    const std::vector<FixedCost> costs = measured_fixed_costs(read.db());
+    REQUIRE(costs.size() == 1);
+    CHECK(costs[0].largest == 600 * MiB);
+    CHECK(costs[0].managed_overhead_for(DType::fp32) == 50 * MiB);
 }
 
 TEST_CASE("fit: the largest batch and seq under a capacity, and the smallest budget a backend runs at", "[estimate]") {

@@ -644,23 +644,30 @@ TEST_CASE("explicit-copy training: gradients mirror the weights (device slots, p
     }
 }
 
-TEST_CASE("explicit-copy trains with its optimizer on the host only; the device's default is refused with the reason",
+TEST_CASE("explicit-copy and uvm-prefetch train with their optimizer on the host only; the device's default is "
+          "refused with the reason",
           "[train][axes]") {
-    const CellParams host = train_cell("backend = \"explicit-copy\"\ndtype = \"bf16\"\noptimizer = \"host\"");
-    CHECK(host.optimizer == StateHome::host);
-    CHECK(cell_impossible_reason(host).empty());
-    const CellParams plain = train_cell("backend = \"explicit-copy\"\ndtype = \"bf16\"");
-    CHECK(cell_impossible_reason(plain) ==
-          "the explicit-copy backend cannot keep the optimizer's state in device memory (optimizer = \"device\", the "
-          "default); it trains with optimizer = \"host\", and device is honoured by: device");
-    // The axes a training cell on it takes are kept, not reset to their defaults.
-    const CellParams block = train_cell("backend = \"explicit-copy\"\noptimizer = \"host\"\nrecompute = \"block\"");
-    CHECK(block.recompute == Recompute::block);
-    const TrainingState& state = *backend_traits(BackendId::explicit_copy).training;
-    CHECK(state.optimizer_homes == std::vector<StateHome>{StateHome::host});
+    for (const BackendId id : {BackendId::explicit_copy, BackendId::uvm_prefetch}) {
+        const std::string backend(enum_name(id));
+        INFO(backend);
+        const CellParams host =
+            train_cell("backend = \"" + backend + "\"\ndtype = \"bf16\"\noptimizer = \"host\"\nprefetch = 1");
+        CHECK(host.optimizer == StateHome::host);
+        CHECK(cell_impossible_reason(host).empty());
+        const CellParams plain = train_cell("backend = \"" + backend + "\"\ndtype = \"bf16\"\nprefetch = 1");
+        CHECK(cell_impossible_reason(plain) ==
+              "the " + backend + " backend cannot keep the optimizer's state in device memory (optimizer = \"device\", "
+              "the default); it trains with optimizer = \"host\", and device is honoured by: device");
+        // The axes a training cell on it takes are kept, not reset to their defaults.
+        const CellParams block =
+            train_cell("backend = \"" + backend + "\"\noptimizer = \"host\"\nprefetch = 1\nrecompute = \"block\"");
+        CHECK(block.recompute == Recompute::block);
+        const TrainingState& state = *backend_traits(id).training;
+        CHECK(state.optimizer_homes == std::vector<StateHome>{StateHome::host});
+    }
     // The host backend keeps its state on the host whatever the cell's (default) optimizer says.
     CHECK(cell_impossible_reason(train_cell()).empty());
-    // The UVM backends still do not train.
+    // uvm, which moves the weights by faults alone, does not train.
     CHECK_THAT(cell_impossible_reason(train_cell("backend = \"uvm\"")), ContainsSubstring("the uvm backend does not train"));
 }
 

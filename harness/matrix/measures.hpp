@@ -179,11 +179,11 @@ inline constexpr auto kMeasures = std::to_array<Measure>({
                 "moments (train)"},
     {.name = "link_to_host_bytes", .type = SqlType::integer, .unit = Unit::bytes, .since = 21,
      .meaning = "bytes a training step copied from the device to the host: each unit's gradient where AdamW runs on "
-                "the host (optimizer = host; explicit-copy's streamed units' as the backward releases them), 0 where "
+                "the host (optimizer = host; explicit-copy's and uvm-prefetch's streamed units' as the backward releases them), 0 where "
                 "it runs on the device (GPU train)"},
     {.name = "link_to_device_bytes", .type = SqlType::integer, .unit = Unit::bytes, .since = 21,
      .meaning = "bytes a training step copied from the host to the device: each unit's new weights where AdamW runs "
-                "on the host, and explicit-copy's streamed units twice (forward and backward) instead of theirs, 0 where "
+                "on the host, and explicit-copy's and uvm-prefetch's streamed units twice (forward and backward, copied or prefetched) instead of theirs, 0 where "
                 "it runs on the device (GPU train)"},
     {.name = "device_used_bytes", .type = SqlType::integer, .unit = Unit::bytes,
      .meaning = "device memory in use after the first iteration (cudaMemGetInfo)"},

@@ -34,6 +34,9 @@ MemoryEstimate estimate_memory(const CellParams& cell, const BatchShape& shape) 
     e.pinned_host = weights.pinned_host_bytes;
     e.managed = weights.managed_bytes;
     e.host_weights = weights.host_bytes;
+    // The driver keeps on the device the managed pages it migrated there, in a forward or a
+    // training step alike.
+    if (backend.managed_weights) e.retained_managed = std::max<std::int64_t>(0, cell.weight_bytes() - e.weights);
     const auto logits_bytes = [&](std::int64_t rows) { return rows * cell.model.vocab_size * std::int64_t{sizeof(float)}; };
     if (cell.mode == Mode::train) {
         const WeightFootprint state =
@@ -81,7 +84,6 @@ MemoryEstimate estimate_memory(const CellParams& cell, const BatchShape& shape) 
     e.activations = layout.total_bytes - layout.scores_bytes;
     e.workspace = gemm_device_bytes(cell.dtype, cell.fp32_gemm());
     e.managed_activations = cell.activations == Activations::managed;
-    if (backend.managed_weights) e.retained_managed = std::max<std::int64_t>(0, cell.weight_bytes() - e.weights);
     if (e.managed_activations) e.managed += layout.total_bytes;
     return e;
 }
@@ -121,6 +123,8 @@ namespace {
 struct MeasuredCell {
     const BackendTraits* backend;
     DType dtype;
+    // activations: what the cell held on the device beside its weights, its activations and, for a
+    // training cell, its training state (a UVM backend's gradients in device memory).
     std::int64_t peak, allocated, activations, weight_bytes;
     std::int64_t pinned;  // page-locked bytes (every weight byte for explicit-copy before schema 9)
     std::optional<std::int64_t> host_beyond;
@@ -193,7 +197,7 @@ std::vector<FixedCost> measured_fixed_costs(Database& db) {
                                         : "c.activation_bytes";
     auto st = db.prepare("SELECT coalesce(r.gpu_name, ''), coalesce(r.gpu_driver, ''), c.backend, c.dtype, " + used +
                          ", c.device_weight_bytes + " + activations + training_state +
-                         ", c.activation_bytes, c.weight_bytes, "
+                         ", c.activation_bytes" + training_state + ", c.weight_bytes, "
                          "c.peak_host_rss_bytes, " + host_terms + ", " + pinned + ", " + reference + ", " + mode + ", c.variant" +
                          " FROM cells c JOIN runs r USING (run_id)"
                          " WHERE c.status = 'ok' AND " + used + " IS NOT NULL"
