@@ -103,6 +103,8 @@ std::byte* ExplicitCopyBackend::slot_pointer(int slot) const {
 // The slot was last used by streamed unit seq - S, which the ring saw released: the copy waits on
 // the event recorded at that release, so the unit's kernels are done before the slot is overwritten.
 void ExplicitCopyBackend::fetch(const SlotRing::Entry& entry) {
+    // The copy reads the page-locked weights an overlapped update writes.
+    if (update_progress_ != nullptr) update_progress_->wait_for(entry.unit);
     const auto unit = static_cast<std::size_t>(entry.unit);
     const cudaStream_t stream = slot_streams_.fetch_stream(entry.seq);
     slot_streams_.wait_released(entry.slot, stream);

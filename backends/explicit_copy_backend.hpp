@@ -36,6 +36,7 @@
 #include "backends/slot_streams.hpp"
 #include "backends/streamed_gradients.hpp"
 #include "backends/unit_storage.hpp"
+#include "kernels/model/update_progress.hpp"
 
 namespace sweetspot {
 
@@ -56,6 +57,8 @@ public:
     UnitUpdate acquire_update(int unit) override;
     PlacementStats placement() const override;
     LinkBytes link_bytes_since_reset() const override { return link_; }
+    // The next forward's look-ahead waits for an overlapped update of the unit it fetches.
+    void follow_update(const UpdateProgress* progress) override { update_progress_ = progress; }
     const void* stored_weights(int unit) override;
 
 private:
@@ -83,6 +86,7 @@ private:
     // Training only: the gradients, laid out as the weights, and the optimizer.
     StreamedGradients gradients_;
     HostOptimizerState host_optimizer_;
+    const UpdateProgress* update_progress_ = nullptr;
     std::vector<bool> held_;  // per unit: acquired and not yet released
 };
 

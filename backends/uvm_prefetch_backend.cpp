@@ -93,6 +93,8 @@ void UvmPrefetchBackend::wait_for_eviction(const SlotRing::Entry& entry, cudaStr
 }
 
 void UvmPrefetchBackend::fetch(const SlotRing::Entry& entry) {
+    // The prefetch moves the managed pages an overlapped update writes.
+    if (update_progress_ != nullptr) update_progress_->wait_for(entry.unit);
     if (config_.prefetch_depth == 0) {
         // Without prefetch the unit's kernels fault it in: they must start after the migration
         // that made room for it.

@@ -6,10 +6,13 @@
 // setting given (recompute.hpp) at each batch, so that its cost in time and its saving in
 // activation bytes read side by side; each variant given (Tempo's inplace_ln, inplace_gelu beside
 // the same fusions without them); and each optimizer placement given (`host`: AdamW on the host's
-// cores, each unit's gradient down and new weights up, whose bytes it prints).
+// cores, each unit's gradient down and new weights up, whose bytes it prints), the host's update
+// either ended before the next forward or overlapped with it (`--overlap`: both, side by side; the
+// overlapped step's forward then holds what the update did not hide).
 //   bench_train_step --model gpt2_small --batch 4 --batch 8 --seq 1024 --variant flash_attention
 //   bench_train_step --model gpt2_1.5b --batch 8 --recompute none --recompute gelu --recompute block
 //   bench_train_step --model gpt2_1.5b --batch 8 --optimizer device --optimizer host
+//   bench_train_step --model gpt2_1.5b --batch 4 --optimizer host --overlap
 //   bench_train_step --model gpt2_1.5b --batch 16 --variant flash_attention --variant flash_attention+tempo
 #include <cuda_runtime_api.h>
 
@@ -38,7 +41,7 @@ namespace {
 constexpr std::uint64_t kSeed = 7;
 
 void bench(const ModelConfig& model, DType dtype, const Variant& variant, Recompute recompute, StateHome optimizer,
-           int batch, int seq, int warmup, int steps) {
+           bool overlap, int batch, int seq, int warmup, int steps) {
     const CudaStream stream;
     const WeightLayout layout = WeightLayout::for_model(model);
     BackendConfig config;
@@ -73,7 +76,7 @@ void bench(const ModelConfig& model, DType dtype, const Variant& variant, Recomp
         forwarded.record(stream.get());
         step.backward(*backend);
         backwarded.record(stream.get());
-        step.update(*backend);
+        step.update(*backend, overlap);
         updated.record(stream.get());
         updated.synchronize();
         if (s < warmup) continue;
@@ -82,13 +85,16 @@ void bench(const ModelConfig& model, DType dtype, const Variant& variant, Recomp
         update_ms.push_back(updated.ms_since(backwarded));
         step_ms.push_back(updated.ms_since(start));
     }
+    step.finish_update();
     const auto median = [](const std::vector<double>& ms) { return LatencyStats::of(ms).median; };
     const double total = median(step_ms);
     const LinkBytes link = step.update_link_bytes();
-    std::printf("%-12s %2d layers %-6s %-16s recompute %-9s optimizer %-6s batch %3d seq %5d  forward %8.2f  backward %8.2f  "
-                "update %7.2f  step %8.2f ms  %9.0f tokens/s  loss %.3f  activations %.2f GiB  link down %.2f GB up %.2f GB\n",
+    std::printf("%-12s %2d layers %-6s %-16s recompute %-9s optimizer %-6s%-11s batch %3d seq %5d  forward %8.2f  "
+                "backward %8.2f  update %7.2f  step %8.2f ms  %9.0f tokens/s  loss %.3f  activations %.2f GiB  link down "
+                "%.2f GB up %.2f GB\n",
                 model.name.c_str(), model.n_layer, std::string(enum_name(dtype)).c_str(), variant.text().c_str(),
-                std::string(enum_name(recompute)).c_str(), std::string(enum_name(optimizer)).c_str(), batch, seq,
+                std::string(enum_name(recompute)).c_str(), std::string(enum_name(optimizer)).c_str(),
+                overlap ? " overlapped" : "", batch, seq,
                 median(forward_ms), median(backward_ms), median(update_ms), total,
                 static_cast<double>(batch) * seq / (total / 1000.0), step.loss(),
                 static_cast<double>(step.activation_bytes()) / (1 << 30), static_cast<double>(link.to_host) / 1e9,
@@ -111,6 +117,7 @@ int main(int argc, char** argv) {
         "none, gelu, attention, mlp or block (repeatable)")(
         "optimizer", po::value<std::vector<std::string>>()->default_value({"device"}, "device"),
         "where AdamW runs: device or host (repeatable)")(
+        "overlap", "with the optimizer on the host, also time its update overlapped with the next forward")(
         "warmup", po::value<int>()->default_value(2), "untimed steps")(
         "steps", po::value<int>()->default_value(5), "timed steps");
     po::variables_map args;
@@ -165,8 +172,11 @@ int main(int argc, char** argv) {
             for (const Variant& variant : variants)
                 for (const Recompute recompute : recomputes)
                     for (const StateHome optimizer : optimizers)
-                        bench(*model, *dtype, variant, recompute, optimizer, batch, args["seq"].as<int>(),
-                              args["warmup"].as<int>(), args["steps"].as<int>());
+                        for (const bool overlap : {false, true}) {
+                            if (overlap && (optimizer != StateHome::host || !args.count("overlap"))) continue;
+                            bench(*model, *dtype, variant, recompute, optimizer, overlap, batch, args["seq"].as<int>(),
+                                  args["warmup"].as<int>(), args["steps"].as<int>());
+                        }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_train_step: %s\n", e.what());
         return 1;

@@ -682,6 +682,23 @@ UnitValues all_units(const WeightLayout& layout, DType dtype, const std::functio
     return out;
 }
 
+// Two backends after the same steps hold the same bits: every gradient, the fp32 master weights,
+// and the weights the next forward reads (where each unit is kept between steps).
+void check_same_state(const WeightLayout& layout, DType dtype, Backend& got, Backend& want) {
+    CHECK(all_units(layout, dtype, [&](int u) { return got.gradient(u); }) ==
+          all_units(layout, dtype, [&](int u) { return want.gradient(u); }));
+    const auto master = [&](Backend& b) {
+        return all_units(layout, DType::fp32, [&](int u) {
+            const float* m = b.acquire_update(u).master;
+            b.release_update(u);
+            return m;
+        });
+    };
+    CHECK(master(got) == master(want));
+    CHECK(all_units(layout, dtype, [&](int u) { return got.stored_weights(u); }) ==
+          all_units(layout, dtype, [&](int u) { return want.stored_weights(u); }));
+}
+
 }  // namespace
 
 TEST_CASE("explicit-copy and uvm-prefetch with the optimizer on the host train as the device backend with it, bit "
@@ -771,19 +788,7 @@ TEST_CASE("explicit-copy and uvm-prefetch with the optimizer on the host train a
                     CHECK(on_copy.loss() == on_device.loss());
                     CHECK(on_copy.grad_norm() == on_device.grad_norm());
                     CHECK(on_copy.skipped_steps() == 0);
-                    CHECK(all_units(layout, dtype, [&](int u) { return copy->gradient(u); }) ==
-                          all_units(layout, dtype, [&](int u) { return device->gradient(u); }));
-                    const auto master = [&](Backend& b) {
-                        return all_units(layout, DType::fp32, [&](int u) {
-                            const float* m = b.acquire_update(u).master;
-                            b.release_update(u);
-                            return m;
-                        });
-                    };
-                    CHECK(master(*copy) == master(*device));
-                    // The weights the next forward reads: where each unit is kept between steps.
-                    CHECK(all_units(layout, dtype, [&](int u) { return copy->stored_weights(u); }) ==
-                          all_units(layout, dtype, [&](int u) { return device->stored_weights(u); }));
+                    check_same_state(layout, dtype, *copy, *device);
                     // The streamed units in for the forward and again for the backward, their
                     // gradients out; the resident units' gradients down and new weights up.
                     const LinkBytes by_backend = copy->link_bytes_since_reset(), by_update = on_copy.update_link_bytes();
@@ -794,6 +799,82 @@ TEST_CASE("explicit-copy and uvm-prefetch with the optimizer on the host train a
                 }
                 std::printf("gpu_train %s %-60s prefetch %d: %d steps bit for bit with device, loss %.6f\n",
                             backend.c_str(), c.name().c_str(), p.prefetch, steps, on_copy.loss());
+            } catch (const std::exception& e) {
+                FAIL_CHECK(c.name() << ": " << e.what());
+            }
+        }
+    }
+}
+
+// The host update overlapped with the next forward (GpuTrainStep::update's `overlapped`) on each
+// backend that keeps the optimizer's state on the host: every unit streamed where the backend
+// streams (a look-ahead of 1 over two streams, so the fetch of the next unit waits for its update
+// too), fp32 and bf16, 4 steps without waiting for the update between them, against the same
+// backend's steps with the update ended before each returns. The losses each forward computes
+// from the weights the last update wrote, then the gradients, master weights and weights: the same
+// bits.
+TEST_CASE("an overlapped host update gives the bits of the one that ends before the next forward, on device, "
+          "explicit-copy and uvm-prefetch",
+          "[gpu]") {
+    require_gpu();
+    const ModelConfig model = head25_model();
+    const WeightLayout layout = WeightLayout::for_model(model);
+    const int batch = 2, seq = 33, n = batch * seq, steps = 4;
+    const auto tokens = ids(model, n, 7), targets = ids(model, n, 8);
+    TrainSettings settings = test_settings();
+    settings.lr = 3e-3f;
+    for (const BackendId id : {BackendId::device, BackendId::explicit_copy, BackendId::uvm_prefetch}) {
+        for (const DType dtype : {DType::fp32, DType::bf16}) {
+            const Case c{model, batch, seq, dtype, Variant{}, 0.1f, Recompute::gelu, StateHome::host};
+            const std::string backend(enum_name(id));
+            INFO(backend << " " << c.name());
+            try {
+                const auto units = rounded_units(model, layout, dtype);
+                CudaStream stream;
+                const auto make = [&] {
+                    BackendConfig config;
+                    config.backend = id;
+                    config.dtype = dtype;
+                    config.optimizer = StateHome::host;
+                    config.prefetch_depth = 1;
+                    config.streams = 2;
+                    // Every unit streamed through two embedding-sized slots, or all of them resident.
+                    config.budget_bytes = id == BackendId::device ? std::int64_t{1} << 30
+                                                                  : 2 * layout.units[0].numel *
+                                                                        static_cast<std::int64_t>(dtype_size(dtype));
+                    config.compute_stream = stream.get();
+                    auto b = make_backend(config);
+                    b->place(
+                        layout, [&](int u, std::span<float> dst) { std::ranges::copy(units[as_size(u)], dst.begin()); },
+                        UnitSchedule::training(layout.unit_count()));
+                    return b;
+                };
+                const auto ended = make(), overlapped = make();
+                GpuTrainStep on_ended(model, layout, dtype, BatchShape::rectangular(batch, seq), stream.get(),
+                                      options_for(c, settings));
+                GpuTrainStep on_overlapped(model, layout, dtype, BatchShape::rectangular(batch, seq), stream.get(),
+                                           options_for(c, settings));
+                on_ended.set_batch(tokens, targets);
+                on_overlapped.set_batch(tokens, targets);
+                for (int s = 0; s < steps; ++s) {
+                    INFO("step " << s);
+                    for (const bool overlap : {false, true}) {
+                        GpuTrainStep& step = overlap ? on_overlapped : on_ended;
+                        Backend& b = overlap ? *overlapped : *ended;
+                        b.reset_residency();
+                        step.forward(b);
+                        step.backward(b);
+                        step.update(b, overlap);
+                    }
+                    CHECK(on_overlapped.loss() == on_ended.loss());
+                    CHECK(on_overlapped.grad_norm() == on_ended.grad_norm());
+                }
+                on_overlapped.finish_update();
+                CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+                CHECK(on_overlapped.update_link_bytes() == on_ended.update_link_bytes());
+                check_same_state(layout, dtype, *overlapped, *ended);
+                std::printf("gpu_train overlapped host update %-14s %-60s %d steps bit for bit, loss %.6f\n",
+                            backend.c_str(), c.name().c_str(), steps, on_overlapped.loss());
             } catch (const std::exception& e) {
                 FAIL_CHECK(c.name() << ": " << e.what());
             }

@@ -2,7 +2,9 @@
 // fp32 CPU forward checked against the independent float64 reference; each CPU operation checked
 // on its own against values worked out by hand (their GPU kernels: test_kernel_ops.cpp).
 #include <algorithm>
+#include <atomic>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -10,6 +12,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -33,6 +36,7 @@
 #include "kernels/model/model_family.hpp"
 #include "kernels/compute/reference_forward.hpp"
 #include "kernels/model/synthetic_weights.hpp"
+#include "kernels/model/update_progress.hpp"
 #include "kernels/model/weight_layout.hpp"
 #include "test_models.hpp"
 
@@ -1395,3 +1399,40 @@ TEST_CASE("activation_layout of a ragged batch: buffers of its rows, its positio
         CHECK(same.total_bytes == rectangular.total_bytes);
     }
 }
+
+TEST_CASE("UpdateProgress: a wait returns once its unit is done, at once with no update in flight, and rethrows the "
+          "update's error",
+          "[kernels][train]") {
+    UpdateProgress progress;
+    progress.wait_for(5);  // none in flight
+    progress.begin();
+    std::atomic<int> written{-1};  // the last unit the "update" wrote
+    std::thread update([&] {
+        for (int u = 0; u < 4; ++u) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            written = u;
+            progress.unit_done(u);
+        }
+        progress.end();
+    });
+    // Each wait sees its unit written before it returns.
+    for (int u = 0; u < 4; ++u) {
+        progress.wait_for(u);
+        CHECK(written.load() >= u);
+    }
+    update.join();
+    progress.wait_for(100);  // ended: nothing left to wait for
+
+    progress.begin();
+    std::thread failing([&] {
+        progress.unit_done(0);
+        progress.end(std::make_exception_ptr(std::runtime_error("host update failed")));
+    });
+    CHECK_THROWS_WITH(progress.wait_for(3), "host update failed");
+    failing.join();
+    // A new update forgets the old one's error.
+    progress.begin();
+    progress.end();
+    progress.wait_for(0);
+}
+

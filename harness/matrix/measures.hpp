@@ -134,12 +134,14 @@ inline constexpr auto kMeasures = std::to_array<Measure>({
                 "NULL where lengths are fixed (every sequence seq tokens)"},
     // A step's phases (cell.hpp's StepPhase) and what it computed.
     {.name = "forward_ms", .unit = Unit::ms, .filled_by = FilledBy::derived, .since = 16,
-     .meaning = "median over the timed steps of their forward phase (with the fused classifier and loss, for train)",
+     .meaning = "median over the timed steps of their forward phase (with the fused classifier and loss, for train; "
+                "with the optimizer on the host, the wait for the last step's update it overlaps)",
      .in_summary = true, .label = "fwd ms"},
     {.name = "backward_ms", .unit = Unit::ms, .filled_by = FilledBy::derived, .since = 16,
      .meaning = "median over the timed steps of their backward phase (train)", .in_summary = true, .label = "bwd ms"},
     {.name = "optimizer_ms", .unit = Unit::ms, .filled_by = FilledBy::derived, .since = 16,
-     .meaning = "median over the timed steps of their optimizer phase: gradient-norm clipping and AdamW (train)",
+     .meaning = "median over the timed steps of their optimizer phase: gradient-norm clipping and AdamW (train; with "
+                "the optimizer on the host, only what the GPU waits for before the next forward, about 0)",
      .in_summary = true, .label = "opt ms"},
     {.name = "loss_first", .unit = Unit::none, .since = 16,
      .meaning = "mean next-token cross-entropy over the real tokens of the checked first step, from the initial "

@@ -332,12 +332,15 @@ public:
             s.updated_before = cell_.dtype == DType::fp32 ? sampled(s.weights) : sampled(master_copy());
         }
         float scale = step_->loss_scale();
+        // The check reads the step's gradients and new weights: its update ends before it returns.
+        overlap_update_ = false;
         for (int tries = 0; tries < kMostCheckedStepTries; ++tries) {
             scale = step_->loss_scale();
             const int skipped = step_->skipped_steps();
             run_step("checked step");
             if (step_->skipped_steps() == skipped || cell_.dtype != DType::fp16) break;
         }
+        overlap_update_ = true;
         if (!full) return;
         CheckedStep& s = *checked_;
         s.loss = losses_.last_loss();
@@ -358,15 +361,21 @@ public:
         const int skipped_before = step_->skipped_steps();
         marks_[0].record(stream);
         step_->forward(gpu_.backend());
+        // What the last update moved itself (an overlapped one has ended once the forward waited
+        // for it; every update moves the same bytes).
+        const LinkBytes update = step_->update_link_bytes();
         marks_[1].record(stream);
         step_->backward(gpu_.backend());
         marks_[2].record(stream);
-        step_->update(gpu_.backend());
+        // With the optimizer on the host the update runs beside the next step's forward, which
+        // waits for each unit's new weights: this step's time runs to its backward's end and the
+        // next forward holds what the update did not hide.
+        step_->update(gpu_.backend(), overlap_update_);
         marks_[3].record(stream);
         marks_[3].synchronize();
-        // What the backend streamed (explicit-copy's weights in, gradients out) and what the update
-        // moved itself; a skipped fp16 update moves nothing: the cell keeps an updating step's.
-        const LinkBytes streamed = gpu_.backend().link_bytes_since_reset(), update = step_->update_link_bytes();
+        // What the backend streamed (explicit-copy's weights in, gradients out) and the update's;
+        // a skipped fp16 update moves nothing: the cell keeps an updating step's.
+        const LinkBytes streamed = gpu_.backend().link_bytes_since_reset();
         link_.to_host = std::max(link_.to_host, streamed.to_host + update.to_host);
         link_.to_device = std::max(link_.to_device, streamed.to_device + update.to_device);
         gpu_.note_device_used();
@@ -494,6 +503,7 @@ private:
     std::optional<CheckedStep> checked_;
     StepLosses losses_;
     LinkBytes link_;  // the most a step moved each way
+    bool overlap_update_ = true;  // the host update beside the next forward (GpuTrainStep::update)
 };
 
 }  // namespace

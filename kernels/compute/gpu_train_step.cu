@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "kernels/compute/classifier.cuh"
@@ -29,6 +31,7 @@
 #include "kernels/compute/train_arena.hpp"
 #include "kernels/model/batch_shape.hpp"
 #include "kernels/model/model_family.hpp"
+#include "kernels/model/update_progress.hpp"
 
 namespace sweetspot {
 namespace {
@@ -149,14 +152,33 @@ struct GpuTrainStep::Impl {
     // each way, and per staging slot when its gradient has come down and its weights gone up.
     struct HostLink {
         CudaStream down, up;
-        CudaEvent backward_done, all_up;
+        CudaEvent backward_done, all_up, all_down;
         std::array<CudaEvent, kHostUpdateSlots> gradient_down, weights_up;
+        std::vector<CudaEvent> unit_up;  // per unit: after its new weights' copy up
+        std::vector<bool> copied_up;     // per unit, the last update: whether its weights went up
     };
     std::unique_ptr<HostLink> host_link;
     LinkBytes link_bytes;
 
+    // The overlapped host update (update(weights, true)): its thread and how far it has come. The
+    // next forward waits for each unit (UpdateProgress, and on the GPU the unit's copy up); the
+    // forward's end joins the thread, and the next backward waits for the gradients' copies down.
+    std::thread update_thread;
+    UpdateProgress progress;
+    bool overlapped_update = false;  // an overlapped update ran since the last backward
+    // Joins the overlapped update's thread, rethrowing what it threw.
+    void join_update();
+    // Before the forward acquires unit `unit`: its overlapped update done, the compute stream after
+    // its weights' copy up.
+    void await_unit_update(int unit);
+
     explicit Impl(std::unique_ptr<GpuTrainContext> context_)
         : context(std::move(context_)), scale(context->dtype == DType::fp16 ? kInitialLossScale : 1.0f) {}
+    ~Impl() {
+        if (update_thread.joinable()) update_thread.join();
+    }
+    Impl(const Impl&) = delete;
+    Impl& operator=(const Impl&) = delete;
 
     template <class T>
     void forward(LayerSource& weights);
@@ -168,10 +190,11 @@ struct GpuTrainStep::Impl {
     template <class T>
     void backward(LayerSource& weights);
     template <class T>
-    void update(LayerSource& weights);
-    // The update from `first`, unit 0's, where the source keeps the optimizer's state on the host.
+    void update(LayerSource& weights, bool overlapped);
+    // The update from `first`, unit 0's, where the source keeps the optimizer's state on the host;
+    // `overlapped`: on the update's own thread, the compute stream not made to wait for it.
     template <class T>
-    void update_on_host(LayerSource& weights, const UnitUpdate& first, bool finite, float grad_scale);
+    void update_on_host(LayerSource& weights, const UnitUpdate& first, bool finite, float grad_scale, bool overlapped);
     // AdamW's settings for tensor `t` at this step.
     cpu::AdamW adamw_for(const TensorSpec& t, float grad_scale) const {
         const TrainSettings& s = context->options.settings;
@@ -199,16 +222,21 @@ void GpuTrainStep::Impl::forward(LayerSource& weights) {
         return p;
     };
 
+    await_unit_update(0);
     ctx.embed(acquire(0), ctx.layout.units[0]);
     weights.release(0);
     for (int l = 0; l < ctx.model.n_layer; ++l) {
         const int u = WeightLayout::block_unit(l);
+        await_unit_update(u);
         ctx.block(l, acquire(u), ctx.layout.units[as_size(u)]);
         weights.release(u);
     }
     const int hu = ctx.layout.head_unit();
     const UnitLayout& hl = ctx.layout.units[as_size(hu)];
+    await_unit_update(hu);
     const T* head = acquire(hu);
+    join_update();
+    weights.follow_update(nullptr);
     ctx.final_norm(head, hl);
     const T* xf = ctx.at<T>(ctx.plan.xf);
     T* const logits = ctx.at<T>(ctx.plan.logits);
@@ -230,10 +258,25 @@ void GpuTrainStep::Impl::forward(LayerSource& weights) {
     backward_scale = scale;
 }
 
+void GpuTrainStep::Impl::join_update() {
+    if (!update_thread.joinable()) return;
+    update_thread.join();
+    progress.wait_for(0);  // rethrows what the thread threw
+}
+
+void GpuTrainStep::Impl::await_unit_update(int unit) {
+    if (!update_thread.joinable()) return;
+    progress.wait_for(unit);
+    if (host_link->copied_up[as_size(unit)]) host_link->unit_up[as_size(unit)].wait_on(context->stream);
+}
+
 template <class T>
 void GpuTrainStep::Impl::backward(LayerSource& weights) {
     const NvtxRange range("backward");
     GpuTrainContext& ctx = *context;
+    join_update();
+    // The overlapped update's copies of the gradients down are done before this backward writes them.
+    if (std::exchange(overlapped_update, false)) host_link->all_down.wait_on(ctx.stream);
     const WeightLayout& layout = ctx.layout;
     const int bt = static_cast<int>(ctx.rows()), c = ctx.model.n_embd;
     double* const partials = ctx.at<double>(ctx.plan.partials);
@@ -320,8 +363,9 @@ void GpuTrainStep::Impl::read_norm() {
 }
 
 template <class T>
-void GpuTrainStep::Impl::update(LayerSource& weights) {
+void GpuTrainStep::Impl::update(LayerSource& weights, bool overlapped) {
     const NvtxRange range("update");
+    join_update();
     read_norm();
     const WeightLayout& layout = context->layout;
     const cudaStream_t stream = context->stream;
@@ -343,8 +387,33 @@ void GpuTrainStep::Impl::update(LayerSource& weights) {
     link_bytes = {};
     // A skipped update still visits every unit: the schedule is the same every step.
     UnitUpdate unit = weights.acquire_update(0);
+    if (unit.on_host() && !host_link) {
+        host_link = std::make_unique<HostLink>();
+        for (int u = 0; u < layout.unit_count(); ++u) host_link->unit_up.emplace_back();
+        host_link->copied_up.assign(as_size(layout.unit_count()), false);
+    }
     if (unit.on_host()) {
-        update_on_host<T>(weights, unit, finite, grad_scale);
+        // The gradients are final once the backward's work on the compute stream is: recorded here,
+        // before anything of the next forward is enqueued behind it.
+        host_link->backward_done.record(stream);
+        host_link->backward_done.wait_on(host_link->down.get());
+    }
+    if (unit.on_host() && overlapped) {
+        progress.begin();
+        weights.follow_update(&progress);
+        overlapped_update = true;
+        update_thread = std::thread([this, &weights, unit, finite, grad_scale] {
+            try {
+                update_on_host<T>(weights, unit, finite, grad_scale, true);
+                progress.end();
+            } catch (...) {
+                progress.end(std::current_exception());
+            }
+        });
+        return;
+    }
+    if (unit.on_host()) {
+        update_on_host<T>(weights, unit, finite, grad_scale, false);
         return;
     }
     for (int u = 0;;) {
@@ -363,18 +432,16 @@ void GpuTrainStep::Impl::update(LayerSource& weights) {
 }
 
 template <class T>
-void GpuTrainStep::Impl::update_on_host(LayerSource& weights, const UnitUpdate& first, bool finite, float grad_scale) {
+void GpuTrainStep::Impl::update_on_host(LayerSource& weights, const UnitUpdate& first, bool finite, float grad_scale,
+                                        bool overlapped) {
     const NvtxRange range("host_update");
     const WeightLayout& layout = context->layout;
     const DType dtype = context->dtype;
     const cudaStream_t stream = context->stream;
-    if (!host_link) host_link = std::make_unique<HostLink>();
     HostLink& link = *host_link;
     const int units = layout.unit_count();
+    std::fill(link.copied_up.begin(), link.copied_up.end(), false);
     const auto bytes_of = [&](int u) { return as_size(layout.units[as_size(u)].numel) * sizeof(T); };
-    // The gradients are final once the backward's work on the compute stream is.
-    link.backward_done.record(stream);
-    link.backward_done.wait_on(link.down.get());
     // A streamed unit's gradient and weights are its own host buffers: the source copied the
     // gradient there, and the next forward streams the new weights from there.
     const auto copy_down = [&](int u, const UnitUpdate& unit) {
@@ -417,13 +484,18 @@ void GpuTrainStep::Impl::update_on_host(LayerSource& weights, const UnitUpdate& 
                 restore_padding(layout.units[as_size(u)], unit.master, unit.host_weights, dtype);
                 CUDA_CHECK(cudaMemcpyAsync(unit.weights, unit.host_weights, bytes_of(u), cudaMemcpyHostToDevice, link.up.get()));
                 link.weights_up[slot].record(link.up.get());
+                link.unit_up[as_size(u)].record(link.up.get());
+                link.copied_up[as_size(u)] = true;
                 link_bytes.to_device += static_cast<std::int64_t>(bytes_of(u));
             }
         }
         weights.release_update(u);
+        progress.unit_done(u);
     }
-    // The copies up run in order on one stream: an event after the last covers them all.
-    if (finite) {
+    link.all_down.record(link.down.get());
+    // The copies up run in order on one stream: an event after the last covers them all. An
+    // overlapped update leaves the next forward to wait for each unit's own.
+    if (finite && !overlapped) {
         link.all_up.record(link.up.get());
         link.all_up.wait_on(stream);
     }
@@ -463,9 +535,19 @@ void GpuTrainStep::backward(LayerSource& weights) {
     with_dtype(s.context->dtype, [&](auto t) { s.backward<decltype(t)>(weights); });
 }
 
-void GpuTrainStep::update(LayerSource& weights) {
+void GpuTrainStep::update(LayerSource& weights, bool overlapped) {
     Impl& s = *impl_;
-    with_dtype(s.context->dtype, [&](auto t) { s.update<decltype(t)>(weights); });
+    with_dtype(s.context->dtype, [&](auto t) { s.update<decltype(t)>(weights, overlapped); });
+}
+
+void GpuTrainStep::finish_update() {
+    Impl& s = *impl_;
+    s.join_update();
+    if (s.overlapped_update && s.host_link) {
+        // As the update's end does when it is not overlapped: the compute stream after every copy.
+        s.host_link->all_up.record(s.host_link->up.get());
+        s.host_link->all_up.wait_on(s.context->stream);
+    }
 }
 
 double GpuTrainStep::loss() {

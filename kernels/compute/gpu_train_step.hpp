@@ -20,7 +20,9 @@
 // unit: the unit's gradient copied to page-locked memory on a copy stream, AdamW on it there, the
 // new weights in the dtype copied back on another; unit u + 1's gradient comes down while unit u
 // is updated, and unit u's weights go up while u + 1 is. The compute stream waits for the last
-// copy up, so the next forward reads the new weights.
+// copy up, so the next forward reads the new weights; or, overlapped (update's `overlapped`), the
+// update runs on a thread of its own beside the next forward, which waits for each unit's new
+// weights (update_progress.hpp) before reading it.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -81,9 +83,17 @@ public:
     void set_batch(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets);
 
     // The phases, in order, each only enqueued on the stream (update waits for the norm).
+    // `overlapped`, where the source keeps the optimizer's state on the host: the host update runs
+    // on a thread of its own, unit by unit, and update returns at once; the next forward waits for
+    // each unit's new weights before acquiring it (the source's look-ahead too, through
+    // LayerSource::follow_update), so the update of the later units overlaps the forward of the
+    // earlier ones, and the next backward waits for the update's end. finish_update() waits for it
+    // where the caller reads the state in between (the gradients, the master weights). The same
+    // arithmetic either way: the same bits.
     void forward(LayerSource& weights);
     void backward(LayerSource& weights);
-    void update(LayerSource& weights);
+    void update(LayerSource& weights, bool overlapped = false);
+    void finish_update();
 
     // The last forward's mean loss and the last backward's global gradient norm (of the unscaled
     // gradient, before clipping); each waits for the stream.
@@ -94,7 +104,8 @@ public:
     float loss_scale() const;
     int steps() const;
     int skipped_steps() const;
-    // What the last update moved across the host link itself: the gradients to the host and the
+    // What the last finished update moved across the host link itself (an overlapped one's once
+    // the next forward, or finish_update, has waited for it): the gradients to the host and the
     // new weights to the device, where the source keeps the optimizer's state on the host and the
     // unit's weights on the device; none where it keeps it on the device, for a streamed unit
     // (UnitUpdate::streamed: the backend moved it, Backend::link_bytes_since_reset), nor for a skipped

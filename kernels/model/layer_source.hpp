@@ -9,6 +9,8 @@ struct CUevent_st;  // cudaEvent_t, without making this header depend on CUDA
 
 namespace sweetspot {
 
+class UpdateProgress;  // update_progress.hpp
+
 // Bytes a step moved across the host link, each way.
 struct LinkBytes {
     std::int64_t to_host = 0, to_device = 0;
@@ -63,6 +65,11 @@ public:
     // The unit's weights, gradient and optimizer state for the update, until release_update(unit).
     virtual UnitUpdate acquire_update(int) { throw std::logic_error("this weight source holds no optimizer state"); }
     virtual void release_update(int) {}
+    // An update runs beside the next forward (GpuTrainStep's overlapped host update), reporting to
+    // `progress` (null: none): a source that reads a unit's host-held weights ahead of its acquire
+    // (a streaming backend's look-ahead) waits for that unit's update first. The caller waits
+    // before each acquire itself.
+    virtual void follow_update(const UpdateProgress*) {}
 };
 
 }  // namespace sweetspot
