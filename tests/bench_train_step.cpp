@@ -1,5 +1,7 @@
 // The GPU training step (kernels/compute/gpu_train_step.hpp) on synthetic weights in a device
-// backend: ms of the forward, the backward and the update, and tokens per second, for a built-in
+// backend, or a streaming one at a share of the weights (`--backend explicit-copy --budget 0.25`,
+// the optimizer on the host, two streams, a look-ahead of 2): ms of the forward, the backward and
+// the update, and tokens per second, for a built-in
 // model (optionally cut to fewer layers, to fit a small memory budget: the per-layer time then
 // scales to the whole model) at each batch given. Medians of the timed steps after warm-up steps,
 // CUDA events around each phase (the update's one host synchronization included); each recompute
@@ -13,6 +15,7 @@
 //   bench_train_step --model gpt2_1.5b --batch 8 --recompute none --recompute gelu --recompute block
 //   bench_train_step --model gpt2_1.5b --batch 8 --optimizer device --optimizer host
 //   bench_train_step --model gpt2_1.5b --batch 4 --optimizer host --overlap
+//   bench_train_step --model gpt3_6.7b --batch 1 --backend explicit-copy --budget 0.25 --optimizer host --overlap
 //   bench_train_step --model gpt2_1.5b --batch 16 --variant flash_attention --variant flash_attention+tempo
 #include <cuda_runtime_api.h>
 
@@ -25,6 +28,7 @@
 #include <boost/program_options.hpp>
 
 #include "backends/backend_registry.hpp"
+#include "backends/residency_plan.hpp"
 #include "harness/measure/cell_outcome.hpp"
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/cuda_resources.hpp"
@@ -40,15 +44,28 @@ namespace {
 
 constexpr std::uint64_t kSeed = 7;
 
+// Where the weights are: the backend, and for a streaming one the share of the weights its budget
+// holds.
+struct Placement {
+    BackendId backend = BackendId::device;
+    double budget_share = 1.0;
+};
+
 void bench(const ModelConfig& model, DType dtype, const Variant& variant, Recompute recompute, StateHome optimizer,
-           bool overlap, int batch, int seq, int warmup, int steps) {
+           bool overlap, const Placement& placement, int batch, int seq, int warmup, int steps) {
     const CudaStream stream;
     const WeightLayout layout = WeightLayout::for_model(model);
     BackendConfig config;
-    config.backend = BackendId::device;
+    config.backend = placement.backend;
     config.dtype = dtype;
     config.compute_stream = stream.get();
-    config.budget_bytes = std::int64_t{1} << 62;
+    std::int64_t weight_bytes = 0;
+    for (const std::int64_t b : unit_bytes(layout, dtype)) weight_bytes += b;
+    config.budget_bytes = placement.backend == BackendId::device
+                              ? std::int64_t{1} << 62
+                              : static_cast<std::int64_t>(placement.budget_share * static_cast<double>(weight_bytes));
+    config.streams = 2;
+    config.prefetch_depth = 2;
     config.optimizer = optimizer;
     auto backend = make_backend(config);
     const UnitFiller fill =
@@ -71,6 +88,7 @@ void bench(const ModelConfig& model, DType dtype, const Variant& variant, Recomp
         updated(CudaEvent::Timing::on);
     std::vector<double> forward_ms, backward_ms, update_ms, step_ms;
     for (int s = 0; s < warmup + steps; ++s) {
+        backend->reset_residency();  // a streaming backend's slots start each step empty
         start.record(stream.get());
         step.forward(*backend);
         forwarded.record(stream.get());
@@ -89,10 +107,11 @@ void bench(const ModelConfig& model, DType dtype, const Variant& variant, Recomp
     const auto median = [](const std::vector<double>& ms) { return LatencyStats::of(ms).median; };
     const double total = median(step_ms);
     const LinkBytes link = step.update_link_bytes();
-    std::printf("%-12s %2d layers %-6s %-16s recompute %-9s optimizer %-6s%-11s batch %3d seq %5d  forward %8.2f  "
-                "backward %8.2f  update %7.2f  step %8.2f ms  %9.0f tokens/s  loss %.3f  activations %.2f GiB  link down "
-                "%.2f GB up %.2f GB\n",
+    std::printf("%-12s %2d layers %-6s %-16s %s %.0f%% recompute %-9s optimizer %-6s%-11s batch %3d seq %5d  forward "
+                "%8.2f  backward %8.2f  update %7.2f  step %8.2f ms  %9.0f tokens/s  loss %.3f  activations %.2f GiB  "
+                "link down %.2f GB up %.2f GB\n",
                 model.name.c_str(), model.n_layer, std::string(enum_name(dtype)).c_str(), variant.text().c_str(),
+                std::string(enum_name(placement.backend)).c_str(), 100.0 * placement.budget_share,
                 std::string(enum_name(recompute)).c_str(), std::string(enum_name(optimizer)).c_str(),
                 overlap ? " overlapped" : "", batch, seq,
                 median(forward_ms), median(backward_ms), median(update_ms), total,
@@ -118,6 +137,8 @@ int main(int argc, char** argv) {
         "optimizer", po::value<std::vector<std::string>>()->default_value({"device"}, "device"),
         "where AdamW runs: device or host (repeatable)")(
         "overlap", "with the optimizer on the host, also time its update overlapped with the next forward")(
+        "backend", po::value<std::string>()->default_value("device"), "device, explicit-copy or uvm-prefetch")(
+        "budget", po::value<double>()->default_value(1.0), "a streaming backend's budget, a share of the weights")(
         "warmup", po::value<int>()->default_value(2), "untimed steps")(
         "steps", po::value<int>()->default_value(5), "timed steps");
     po::variables_map args;
@@ -167,6 +188,17 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (const int layers = args["layers"].as<int>(); layers > 0) model->n_layer = layers;
+    Placement placement;
+    placement.budget_share = args["budget"].as<double>();
+    if (const auto b = parse_enum<BackendId>(args["backend"].as<std::string>());
+        b && (*b == BackendId::device || *b == BackendId::explicit_copy || *b == BackendId::uvm_prefetch) &&
+        placement.budget_share > 0.0 && placement.budget_share <= 1.0) {
+        placement.backend = *b;
+    } else {
+        std::fprintf(stderr, "bench_train_step: --backend is device, explicit-copy or uvm-prefetch, and --budget a share "
+                             "in (0, 1]\n");
+        return 2;
+    }
     try {
         for (const int batch : args["batch"].as<std::vector<int>>())
             for (const Variant& variant : variants)
@@ -174,8 +206,8 @@ int main(int argc, char** argv) {
                     for (const StateHome optimizer : optimizers)
                         for (const bool overlap : {false, true}) {
                             if (overlap && (optimizer != StateHome::host || !args.count("overlap"))) continue;
-                            bench(*model, *dtype, variant, recompute, optimizer, overlap, batch, args["seq"].as<int>(),
-                                  args["warmup"].as<int>(), args["steps"].as<int>());
+                            bench(*model, *dtype, variant, recompute, optimizer, overlap, placement, batch,
+                                  args["seq"].as<int>(), args["warmup"].as<int>(), args["steps"].as<int>());
                         }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_train_step: %s\n", e.what());
