@@ -88,8 +88,9 @@ public:
     // each unit's new weights before acquiring it (the source's look-ahead too, through
     // LayerSource::follow_update), so the update of the later units overlaps the forward of the
     // earlier ones, and the next backward waits for the update's end. finish_update() waits for it
-    // where the caller reads the state in between (the gradients, the master weights). The same
-    // arithmetic either way: the same bits.
+    // where the caller reads the state in between (the gradients, the master weights); `weights`
+    // must outlive it (the next forward, backward or update, finish_update and the destructor
+    // join its thread). The same arithmetic either way: the same bits.
     void forward(LayerSource& weights);
     void backward(LayerSource& weights);
     void update(LayerSource& weights, bool overlapped = false);
