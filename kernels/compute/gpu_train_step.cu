@@ -242,7 +242,7 @@ void GpuTrainStep::Impl::forward(LayerSource& weights) {
     T* const logits = ctx.at<T>(ctx.plan.logits);
     const std::int64_t stride = padded_vocab(ctx.model.vocab_size);
     // logits [bt, V] = xf [bt, c] · lm_headᵀ, rows `stride` apart.
-    const T* lm_head = head + hl.tensors[as_size(ctx.lm_head_tensor())].offset;
+    const T* lm_head = hl.tensor(head, ctx.lm_head_tensor());
     over_vocabulary([&](int first, int count, bool) {
         ctx.gemm->batched(/*trans_b=*/true, bt, count, c, 1.0f, xf, c, 0, lm_head + static_cast<std::int64_t>(first) * c,
                           c, 0, 0.0f, logits + first, static_cast<int>(stride), 0, 1);
@@ -302,9 +302,8 @@ void GpuTrainStep::Impl::backward(LayerSource& weights) {
     const int stride = static_cast<int>(padded_vocab(ctx.model.vocab_size));
     const T* dlogits = ctx.at<T>(ctx.plan.logits);
     const T* xf = ctx.at<T>(ctx.plan.xf);
-    const std::int64_t lm_head_offset = hl.tensors[as_size(ctx.lm_head_tensor())].offset;
-    const T* lm_head = head + lm_head_offset;
-    T* const dlm_head = head_grad + lm_head_offset;
+    const T* lm_head = hl.tensor(head, ctx.lm_head_tensor());
+    T* const dlm_head = hl.tensor(head_grad, ctx.lm_head_tensor());
     over_vocabulary([&](int first, int count, bool later) {
         const std::int64_t row = static_cast<std::int64_t>(first) * c;
         ctx.gemm->batched(/*trans_a=*/true, /*trans_b=*/false, count, c, bt, 1.0f, dlogits + first, stride, 0, xf, c,

@@ -23,12 +23,12 @@ struct TensorView {
 };
 
 inline TensorView tensor_of(const float* unit, const UnitLayout& unit_layout, int tensor) {
-    return {unit + unit_layout.tensors[static_cast<std::size_t>(tensor)].offset};
+    return {unit_layout.tensor(unit, tensor)};
 }
 
 // Where a tensor's gradient goes inside its unit's gradient (laid out as the unit's weights).
 inline double* gradient_of(std::vector<double>& unit_gradient, const UnitLayout& unit_layout, int tensor) {
-    return unit_gradient.data() + unit_layout.tensors[static_cast<std::size_t>(tensor)].offset;
+    return unit_layout.tensor(unit_gradient.data(), tensor);
 }
 
 // The model's dimensions as unsigned sizes, for indexing without casts, and where in the batch

@@ -37,6 +37,13 @@ struct UnitLayout {
     int block = -1;               // block index for UnitKind::block, else -1
     std::vector<TensorSpec> tensors;
     std::int64_t numel = 0;       // padded size of the unit in elements
+
+    // Tensor `index`'s first element in `unit`: a unit's values laid out as this one (its weights
+    // or their gradient, of any element type).
+    template <class T>
+    T* tensor(T* unit, int index) const {
+        return unit + tensors[static_cast<std::size_t>(index)].offset;
+    }
 };
 
 struct WeightLayout {

@@ -13,10 +13,6 @@ namespace {
 
 std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
 
-const float* tensor_ptr(const float* unit, const UnitLayout& unit_layout, int tensor) {
-    return unit + unit_layout.tensors[as_size(tensor)].offset;
-}
-
 class CpuGpt2Forward final : public CpuFamilyForward {
 public:
     CpuGpt2Forward(const ModelConfig& model, const BatchShape& shape, const Dropout& dropout)
@@ -34,8 +30,8 @@ public:
 
     // x[r, :] = wte[token r] + wpe[position r], each sequence's positions from 0.
     void embed(const float* unit, const UnitLayout& u, std::span<const std::int32_t> tokens) override {
-        cpu::embedding(x_.data(), tokens.data(), tensor_ptr(unit, u, embed_tensor::wte),
-                       tensor_ptr(unit, u, embed_tensor::wpe), shape_.positions().data(), shape_.rows(),
+        cpu::embedding(x_.data(), tokens.data(), u.tensor(unit, embed_tensor::wte),
+                       u.tensor(unit, embed_tensor::wpe), shape_.positions().data(), shape_.rows(),
                        model_.n_embd);
         cpu::dropout_rows(x_.data(), shape_.rows(), model_.n_embd, dropout_,
                           Dropout::site_word(DropoutSite::embedding, 0));
@@ -54,9 +50,9 @@ public:
     void head(const float* unit, const UnitLayout& u, std::span<float> logits) override {
         const int bt = static_cast<int>(shape_.rows());
         const int c = model_.n_embd;
-        cpu::layernorm(ln_.data(), x_.data(), tensor_ptr(unit, u, head_tensor::lnf_w),
-                       tensor_ptr(unit, u, head_tensor::lnf_b), bt, c, model_.ln_eps);
-        cpu::linear(logits.data(), ln_.data(), tensor_ptr(unit, u, head_tensor::lm_head), nullptr, bt, c,
+        cpu::layernorm(ln_.data(), x_.data(), u.tensor(unit, head_tensor::lnf_w),
+                       u.tensor(unit, head_tensor::lnf_b), bt, c, model_.ln_eps);
+        cpu::linear(logits.data(), ln_.data(), u.tensor(unit, head_tensor::lm_head), nullptr, bt, c,
                     model_.vocab_size);
     }
 
@@ -102,8 +98,8 @@ public:
     }
 
     void embed(const float* unit, const UnitLayout& u, std::span<const std::int32_t> tokens) override {
-        cpu::embedding(x_.data(), tokens.data(), tensor_ptr(unit, u, embed_tensor::wte),
-                       tensor_ptr(unit, u, embed_tensor::wpe), shape_.positions().data(), shape_.rows(),
+        cpu::embedding(x_.data(), tokens.data(), u.tensor(unit, embed_tensor::wte),
+                       u.tensor(unit, embed_tensor::wpe), shape_.positions().data(), shape_.rows(),
                        model_.n_embd);
         cpu::dropout_rows(x_.data(), rows(), model_.n_embd, dropout_, Dropout::site_word(DropoutSite::embedding, 0));
     }
@@ -115,19 +111,19 @@ public:
     }
 
     void head(const float* unit, const UnitLayout& u, std::span<float> logits) override {
-        cpu::layernorm(xf_.data(), x_.data(), tensor_ptr(unit, u, head_tensor::lnf_w),
-                       tensor_ptr(unit, u, head_tensor::lnf_b), rows(), model_.n_embd, model_.ln_eps);
-        cpu::linear(logits.data(), xf_.data(), tensor_ptr(unit, u, head_tensor::lm_head), nullptr, rows(),
+        cpu::layernorm(xf_.data(), x_.data(), u.tensor(unit, head_tensor::lnf_w),
+                       u.tensor(unit, head_tensor::lnf_b), rows(), model_.n_embd, model_.ln_eps);
+        cpu::linear(logits.data(), xf_.data(), u.tensor(unit, head_tensor::lm_head), nullptr, rows(),
                     model_.n_embd, model_.vocab_size);
     }
 
     void head_backward(const float* unit, const UnitLayout& u, std::span<const float> dlogits, float* grad) override {
-        const auto g = [&](int tensor) { return grad + u.tensors[as_size(tensor)].offset; };
+        const auto g = [&](int tensor) { return u.tensor(grad, tensor); };
         std::fill(dx_.begin(), dx_.end(), 0.0f);
         cpu::linear_backward(dxf_.data(), g(head_tensor::lm_head), nullptr, dlogits.data(), xf_.data(),
-                             tensor_ptr(unit, u, head_tensor::lm_head), rows(), model_.n_embd, model_.vocab_size);
+                             u.tensor(unit, head_tensor::lm_head), rows(), model_.n_embd, model_.vocab_size);
         cpu::layernorm_backward(dx_.data(), g(head_tensor::lnf_w), g(head_tensor::lnf_b), dxf_.data(), x_.data(),
-                                tensor_ptr(unit, u, head_tensor::lnf_w), rows(), model_.n_embd, model_.ln_eps);
+                                u.tensor(unit, head_tensor::lnf_w), rows(), model_.n_embd, model_.ln_eps);
     }
 
     void block_backward(int layer, const float* unit, const UnitLayout& u, float* grad) override {
@@ -138,7 +134,7 @@ public:
 
     void embed_backward(const UnitLayout& u, std::span<const std::int32_t> tokens, float* grad) override {
         cpu::dropout_rows(dx_.data(), rows(), model_.n_embd, dropout_, Dropout::site_word(DropoutSite::embedding, 0));
-        cpu::embedding_backward(grad + u.tensors[embed_tensor::wte].offset, grad + u.tensors[embed_tensor::wpe].offset,
+        cpu::embedding_backward(u.tensor(grad, embed_tensor::wte), u.tensor(grad, embed_tensor::wpe),
                                 dx_.data(), tokens.data(), shape_.positions().data(), shape_.rows(), model_.n_embd);
     }
 

@@ -13,7 +13,7 @@ std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
 }  // namespace
 
 void block_forward(float* x, const BlockActivations& a, const float* unit, const UnitLayout& ul, const BlockShape& s) {
-    const auto w = [&](int tensor) { return unit + ul.tensors[as_size(tensor)].offset; };
+    const auto w = [&](int tensor) { return ul.tensor(unit, tensor); };
     const int bt = static_cast<int>(s.shape.rows());
     const int c = s.c;
     const std::int64_t elems = static_cast<std::int64_t>(bt) * c;
@@ -47,8 +47,8 @@ BlockGradScratch::BlockGradScratch(const BatchShape& shape, int c) {
 
 void block_backward(float* dx, float* grad, const float* x_in, const BlockActivations& a, const float* unit,
                     const UnitLayout& ul, const BlockShape& s, BlockGradScratch& t) {
-    const auto w = [&](int tensor) { return unit + ul.tensors[as_size(tensor)].offset; };
-    const auto g = [&](int tensor) { return grad + ul.tensors[as_size(tensor)].offset; };
+    const auto w = [&](int tensor) { return ul.tensor(unit, tensor); };
+    const auto g = [&](int tensor) { return ul.tensor(grad, tensor); };
     const int bt = static_cast<int>(s.shape.rows());
     const int c = s.c;
     const std::int64_t elems = static_cast<std::int64_t>(bt) * c;

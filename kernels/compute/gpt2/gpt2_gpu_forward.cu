@@ -23,8 +23,6 @@ namespace sweetspot::gpt2 {
 
 namespace {
 
-std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
-
 class Gpt2GpuForward final : public GpuForwardContext {
 public:
     using GpuForwardContext::GpuForwardContext;
@@ -80,7 +78,7 @@ void Gpt2GpuForward::forward(LayerSource& weights) {
     launches = 0;
     carried = -1;
     const auto tensor = [](const T* unit, const UnitLayout& u, int t) {
-        return unit + u.tensors[as_size(t)].offset;
+        return u.tensor(unit, t);
     };
     const int c = model.n_embd;
 
@@ -114,7 +112,7 @@ void Gpt2GpuForward::forward(LayerSource& weights) {
 // Pre-LN block: x += drop(c_proj(attn(ln_1(x)))); x += drop(mlp_c_proj(gelu(c_fc(ln_2(x))))).
 template <class T>
 void Gpt2GpuForward::block(int layer, const T* unit, const UnitLayout& unit_layout) {
-    const auto w = [&](int t) { return unit + unit_layout.tensors[as_size(t)].offset; };
+    const auto w = [&](int t) { return unit_layout.tensor(unit, t); };
     const int bt = static_cast<int>(rows());
     const int c = model.n_embd;
     T* const ln_ = static_cast<T*>(ln);

@@ -121,8 +121,8 @@ template <class T>
 void Gpt2GpuTrain::forward_embedding(const T* unit, const UnitLayout& ul) {
     T* const x0 = at<T>(plan.resid[0]);
     const std::int32_t* tokens = at<std::int32_t>(plan.tokens);
-    const T* wte = unit + ul.tensors[embed_tensor::wte].offset;
-    const T* wpe = unit + ul.tensors[embed_tensor::wpe].offset;
+    const T* wte = ul.tensor(unit, embed_tensor::wte);
+    const T* wpe = ul.tensor(unit, embed_tensor::wpe);
     if (positions() != nullptr) {
         gpu::launch_embedding<T>(x0, tokens, wte, wpe, positions(), rows(), model.n_embd, stream);
     } else {
@@ -135,8 +135,8 @@ void Gpt2GpuTrain::forward_embedding(const T* unit, const UnitLayout& ul) {
 template <class T>
 void Gpt2GpuTrain::forward_final_norm(const T* head, const UnitLayout& ul) {
     layernorm<T>(at<T>(plan.xf), inplace_ln ? at<float>(plan.lnf_rstd) : nullptr,
-                 at<T>(plan.resid[as_size(model.n_layer)]), head + ul.tensors[head_tensor::lnf_w].offset,
-                 head + ul.tensors[head_tensor::lnf_b].offset);
+                 at<T>(plan.resid[as_size(model.n_layer)]), ul.tensor(head, head_tensor::lnf_w),
+                 ul.tensor(head, head_tensor::lnf_b));
 }
 
 template <class T>
@@ -161,7 +161,7 @@ void Gpt2GpuTrain::layernorm_backward(T* dx, T* dw, T* db, const T* dout, const 
 
 template <class T>
 void Gpt2GpuTrain::forward_block(int layer, const T* unit, const UnitLayout& ul) {
-    const auto w = [&](int t) { return unit + ul.tensors[as_size(t)].offset; };
+    const auto w = [&](int t) { return ul.tensor(unit, t); };
     const std::size_t l = as_size(layer);
     attention_sublayer<T>(layer, unit, ul);
     mlp_input<T>(layer, unit, ul);
@@ -172,7 +172,7 @@ void Gpt2GpuTrain::forward_block(int layer, const T* unit, const UnitLayout& ul)
 
 template <class T>
 void Gpt2GpuTrain::attention_sublayer(int layer, const T* unit, const UnitLayout& ul) {
-    const auto w = [&](int t) { return unit + ul.tensors[as_size(t)].offset; };
+    const auto w = [&](int t) { return ul.tensor(unit, t); };
     const int bt = static_cast<int>(rows()), c = model.n_embd;
     const std::size_t l = as_size(layer);
     const T* x_in = at<T>(plan.resid[l]);
@@ -196,7 +196,7 @@ void Gpt2GpuTrain::attention_sublayer(int layer, const T* unit, const UnitLayout
 
 template <class T>
 void Gpt2GpuTrain::mlp_input(int layer, const T* unit, const UnitLayout& ul, bool with_layernorm) {
-    const auto w = [&](int t) { return unit + ul.tensors[as_size(t)].offset; };
+    const auto w = [&](int t) { return ul.tensor(unit, t); };
     const int bt = static_cast<int>(rows()), c = model.n_embd;
     const std::size_t l = as_size(layer);
     T* const ln2 = at<T>(plan.ln2[l]);
@@ -270,8 +270,8 @@ const T* Gpt2GpuTrain::through_dropout(std::uint32_t site) {
 // gpt2::block_backward (gpt2/gpt2_cpu_block.cpp), op for op.
 template <class T>
 void Gpt2GpuTrain::backward_block(int layer, const T* unit, T* grad, const UnitLayout& ul) {
-    const auto w = [&](int t) { return unit + ul.tensors[as_size(t)].offset; };
-    const auto g = [&](int t) { return grad + ul.tensors[as_size(t)].offset; };
+    const auto w = [&](int t) { return ul.tensor(unit, t); };
+    const auto g = [&](int t) { return ul.tensor(grad, t); };
     const int bt = static_cast<int>(rows()), c = model.n_embd;
     const std::size_t l = as_size(layer);
     T* const dres = at<T>(plan.dres);
@@ -330,10 +330,9 @@ void Gpt2GpuTrain::backward_block(int layer, const T* unit, T* grad, const UnitL
 
 template <class T>
 void Gpt2GpuTrain::backward_final_norm(const T* head, T* grad, const UnitLayout& ul) {
-    const auto off = [&](int t) { return ul.tensors[as_size(t)].offset; };
-    layernorm_backward<T>(at<T>(plan.dres), grad + off(head_tensor::lnf_w), grad + off(head_tensor::lnf_b),
+    layernorm_backward<T>(at<T>(plan.dres), ul.tensor(grad, head_tensor::lnf_w), ul.tensor(grad, head_tensor::lnf_b),
                           at<T>(plan.dln), at<T>(plan.resid[as_size(model.n_layer)]), at<T>(plan.xf),
-                          head + off(head_tensor::lnf_w), head + off(head_tensor::lnf_b),
+                          ul.tensor(head, head_tensor::lnf_w), ul.tensor(head, head_tensor::lnf_b),
                           inplace_ln ? at<float>(plan.lnf_rstd) : nullptr, norm_tag(model.n_layer, 0));
 }
 
@@ -343,8 +342,8 @@ void Gpt2GpuTrain::backward_embedding(T* grad, const UnitLayout& ul) {
     gpu::launch_dropout<T>(dres, rows(), model.n_embd, options.dropout, Dropout::site_word(DropoutSite::embedding, 0),
                            stream);
     const std::int32_t* tokens = at<std::int32_t>(plan.tokens);
-    T* const dwte = grad + ul.tensors[embed_tensor::wte].offset;
-    T* const dwpe = grad + ul.tensors[embed_tensor::wpe].offset;
+    T* const dwte = ul.tensor(grad, embed_tensor::wte);
+    T* const dwpe = ul.tensor(grad, embed_tensor::wpe);
     if (positions() != nullptr) {
         gpu::launch_embedding_backward<T>(dwte, dwpe, dres, tokens, positions(), rows(), model.n_embd,
                                           embedding_scratch_at(), stream);

@@ -13,10 +13,6 @@ namespace {
 
 std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
 
-const float* tensor_ptr(const float* unit, const UnitLayout& unit_layout, int tensor) {
-    return unit + unit_layout.tensors[as_size(tensor)].offset;
-}
-
 class CpuLlamaForward final : public CpuFamilyForward {
 public:
     CpuLlamaForward(const ModelConfig& model, const BatchShape& shape)
@@ -36,7 +32,7 @@ public:
 
     // x[r, :] = embed_tokens[token r]: no position table, positions enter through the rotation.
     void embed(const float* unit, const UnitLayout& u, std::span<const std::int32_t> tokens) override {
-        cpu::embedding(x_.data(), tokens.data(), tensor_ptr(unit, u, embed_tensor::tokens), nullptr,
+        cpu::embedding(x_.data(), tokens.data(), u.tensor(unit, embed_tensor::tokens), nullptr,
                        rotary_.positions.data(), shape_.rows(), model_.n_embd);
     }
 
@@ -50,8 +46,8 @@ public:
 
     void head(const float* unit, const UnitLayout& u, std::span<float> logits) override {
         const int bt = static_cast<int>(shape_.rows()), c = model_.n_embd;
-        cpu::rmsnorm(ln_.data(), x_.data(), tensor_ptr(unit, u, head_tensor::norm), bt, c, model_.ln_eps);
-        cpu::linear(logits.data(), ln_.data(), tensor_ptr(unit, u, head_tensor::lm_head), nullptr, bt, c,
+        cpu::rmsnorm(ln_.data(), x_.data(), u.tensor(unit, head_tensor::norm), bt, c, model_.ln_eps);
+        cpu::linear(logits.data(), ln_.data(), u.tensor(unit, head_tensor::lm_head), nullptr, bt, c,
                     model_.vocab_size);
     }
 
@@ -94,7 +90,7 @@ public:
     }
 
     void embed(const float* unit, const UnitLayout& u, std::span<const std::int32_t> tokens) override {
-        cpu::embedding(x_.data(), tokens.data(), tensor_ptr(unit, u, embed_tensor::tokens), nullptr,
+        cpu::embedding(x_.data(), tokens.data(), u.tensor(unit, embed_tensor::tokens), nullptr,
                        rotary_.positions.data(), shape_.rows(), model_.n_embd);
     }
 
@@ -105,19 +101,19 @@ public:
     }
 
     void head(const float* unit, const UnitLayout& u, std::span<float> logits) override {
-        cpu::rmsnorm(xf_.data(), x_.data(), tensor_ptr(unit, u, head_tensor::norm), rows(), model_.n_embd,
+        cpu::rmsnorm(xf_.data(), x_.data(), u.tensor(unit, head_tensor::norm), rows(), model_.n_embd,
                      model_.ln_eps);
-        cpu::linear(logits.data(), xf_.data(), tensor_ptr(unit, u, head_tensor::lm_head), nullptr, rows(),
+        cpu::linear(logits.data(), xf_.data(), u.tensor(unit, head_tensor::lm_head), nullptr, rows(),
                     model_.n_embd, model_.vocab_size);
     }
 
     void head_backward(const float* unit, const UnitLayout& u, std::span<const float> dlogits, float* grad) override {
-        const auto g = [&](int tensor) { return grad + u.tensors[as_size(tensor)].offset; };
+        const auto g = [&](int tensor) { return u.tensor(grad, tensor); };
         std::fill(dx_.begin(), dx_.end(), 0.0f);
         cpu::linear_backward(dxf_.data(), g(head_tensor::lm_head), nullptr, dlogits.data(), xf_.data(),
-                             tensor_ptr(unit, u, head_tensor::lm_head), rows(), model_.n_embd, model_.vocab_size);
+                             u.tensor(unit, head_tensor::lm_head), rows(), model_.n_embd, model_.vocab_size);
         cpu::rmsnorm_backward(dx_.data(), g(head_tensor::norm), dxf_.data(), x_.data(),
-                              tensor_ptr(unit, u, head_tensor::norm), rows(), model_.n_embd, model_.ln_eps);
+                              u.tensor(unit, head_tensor::norm), rows(), model_.n_embd, model_.ln_eps);
     }
 
     void block_backward(int layer, const float* unit, const UnitLayout& u, float* grad) override {
@@ -128,7 +124,7 @@ public:
 
     // The token table's rows take their tokens' gradients; there is no position table.
     void embed_backward(const UnitLayout& u, std::span<const std::int32_t> tokens, float* grad) override {
-        cpu::embedding_backward(grad + u.tensors[embed_tensor::tokens].offset, nullptr, dx_.data(), tokens.data(),
+        cpu::embedding_backward(u.tensor(grad, embed_tensor::tokens), nullptr, dx_.data(), tokens.data(),
                                 rotary_.positions.data(), shape_.rows(), model_.n_embd);
     }
 

@@ -41,7 +41,7 @@ std::int64_t RotaryTables::bytes() const {
 }
 
 void block_forward(float* x, const BlockActivations& a, const float* unit, const UnitLayout& ul, const BlockShape& s) {
-    const auto w = [&](int tensor) { return unit + ul.tensors[as_size(tensor)].offset; };
+    const auto w = [&](int tensor) { return ul.tensor(unit, tensor); };
     const ModelConfig& m = s.model;
     const int bt = static_cast<int>(s.shape.rows()), c = m.n_embd, f = m.ffn_width(), width = qkv_width(m);
     const std::int64_t elems = static_cast<std::int64_t>(bt) * c;
@@ -83,8 +83,8 @@ std::int64_t BlockGradScratch::bytes() const {
 
 void block_backward(float* dx, float* grad, const float* x_in, const BlockActivations& a, const float* unit,
                     const UnitLayout& ul, const BlockShape& s, BlockGradScratch& t) {
-    const auto w = [&](int tensor) { return unit + ul.tensors[as_size(tensor)].offset; };
-    const auto g = [&](int tensor) { return grad + ul.tensors[as_size(tensor)].offset; };
+    const auto w = [&](int tensor) { return ul.tensor(unit, tensor); };
+    const auto g = [&](int tensor) { return ul.tensor(grad, tensor); };
     const ModelConfig& m = s.model;
     const int bt = static_cast<int>(s.shape.rows());
     const int c = m.n_embd, f = m.ffn_width(), width = qkv_width(m);

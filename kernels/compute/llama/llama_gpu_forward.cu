@@ -33,8 +33,6 @@ namespace sweetspot::llama {
 
 namespace {
 
-std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
-
 class LlamaGpuForward final : public GpuForwardContext {
 public:
     LlamaGpuForward(const ModelConfig& model_, const WeightLayout& layout_, DType dtype_, const BatchShape& shape_,
@@ -60,7 +58,7 @@ private:
     void forward(LayerSource& weights) {
         launches = 0;
         const int c = model.n_embd;
-        const auto tensor = [](const T* unit, const UnitLayout& u, int t) { return unit + u.tensors[as_size(t)].offset; };
+        const auto tensor = [](const T* unit, const UnitLayout& u, int t) { return u.tensor(unit, t); };
         with_unit<T>(weights, 0, "embedding", [&](const T* unit, const UnitLayout& u) {
             // No position table (the rows' positions turn q and k instead): the rows' form, which a
             // packed batch's rows need, reads no position here.
@@ -89,7 +87,7 @@ private:
 
     template <class T>
     void block(const T* unit, const UnitLayout& u) {
-        const auto w = [&](int t) { return unit + u.tensors[as_size(t)].offset; };
+        const auto w = [&](int t) { return u.tensor(unit, t); };
         const int bt = static_cast<int>(rows()), c = model.n_embd, f = model.ffn_width();
         const int kv = heads.n_kv_head * heads.head_dim;
         T* const x_ = static_cast<T*>(x);

@@ -95,14 +95,14 @@ private:
 template <class T>
 void LlamaGpuTrain::forward_embedding(const T* unit, const UnitLayout& ul) {
     gpu::launch_embedding<T>(at<T>(plan.resid[0]), at<std::int32_t>(plan.tokens),
-                             unit + ul.tensors[embed_tensor::tokens].offset, nullptr, positions(), rows(), model.n_embd,
+                             ul.tensor(unit, embed_tensor::tokens), nullptr, positions(), rows(), model.n_embd,
                              stream);
 }
 
 template <class T>
 void LlamaGpuTrain::forward_final_norm(const T* head, const UnitLayout& ul) {
     gpu::launch_rmsnorm<T>(at<T>(plan.xf), at<T>(plan.resid[as_size(model.n_layer)]),
-                           head + ul.tensors[head_tensor::norm].offset, static_cast<int>(rows()), model.n_embd,
+                           ul.tensor(head, head_tensor::norm), static_cast<int>(rows()), model.n_embd,
                            model.ln_eps, stream);
 }
 
@@ -113,14 +113,14 @@ void LlamaGpuTrain::forward_block(int layer, const T* unit, const UnitLayout& ul
     mlp_input<T>(layer, unit, ul);
     // x_out = x_mid + down(act), the sum written where the projection was.
     T* const out = at<T>(plan.resid[l + 1]);
-    gemm->linear(out, at<T>(plan.fc[l]), unit + ul.tensors[block_tensor::down_w].offset, static_cast<int>(rows()),
+    gemm->linear(out, at<T>(plan.fc[l]), ul.tensor(unit, block_tensor::down_w), static_cast<int>(rows()),
                  model.ffn_width(), model.n_embd);
     gpu::launch_residual_add<T>(out, at<T>(plan.x_mid[l]), rows() * model.n_embd, stream);
 }
 
 template <class T>
 void LlamaGpuTrain::attention_sublayer(int layer, const T* unit, const UnitLayout& ul) {
-    const auto w = [&](int t) { return unit + ul.tensors[as_size(t)].offset; };
+    const auto w = [&](int t) { return ul.tensor(unit, t); };
     const int bt = static_cast<int>(rows()), c = model.n_embd, kv = heads.n_kv_head * heads.head_dim;
     const std::size_t l = as_size(layer);
     const T* x_in = at<T>(plan.resid[l]);
@@ -141,7 +141,7 @@ void LlamaGpuTrain::attention_sublayer(int layer, const T* unit, const UnitLayou
 
 template <class T>
 void LlamaGpuTrain::mlp_input(int layer, const T* unit, const UnitLayout& ul) {
-    const auto w = [&](int t) { return unit + ul.tensors[as_size(t)].offset; };
+    const auto w = [&](int t) { return ul.tensor(unit, t); };
     const int bt = static_cast<int>(rows()), c = model.n_embd, f = model.ffn_width();
     const std::size_t l = as_size(layer);
     T* const ln2 = at<T>(plan.ln2[l]);
@@ -179,16 +179,15 @@ void LlamaGpuTrain::rmsnorm_backward(T* dx, T* dw, const T* dout, const T* in, c
 
 template <class T>
 void LlamaGpuTrain::backward_final_norm(const T* head, T* grad, const UnitLayout& ul) {
-    const std::int64_t norm = ul.tensors[head_tensor::norm].offset;
-    rmsnorm_backward<T>(at<T>(plan.dres), grad + norm, at<T>(plan.dln), at<T>(plan.resid[as_size(model.n_layer)]),
-                        head + norm);
+    rmsnorm_backward<T>(at<T>(plan.dres), ul.tensor(grad, head_tensor::norm), at<T>(plan.dln),
+                        at<T>(plan.resid[as_size(model.n_layer)]), ul.tensor(head, head_tensor::norm));
 }
 
 // llama::block_backward (llama/llama_cpu_block.cpp), op for op.
 template <class T>
 void LlamaGpuTrain::backward_block(int layer, const T* unit, T* grad, const UnitLayout& ul) {
-    const auto w = [&](int t) { return unit + ul.tensors[as_size(t)].offset; };
-    const auto g = [&](int t) { return grad + ul.tensors[as_size(t)].offset; };
+    const auto w = [&](int t) { return ul.tensor(unit, t); };
+    const auto g = [&](int t) { return ul.tensor(grad, t); };
     const int c = model.n_embd, f = model.ffn_width(), kv = heads.n_kv_head * heads.head_dim;
     const std::size_t l = as_size(layer);
     T* const dres = at<T>(plan.dres);
@@ -237,7 +236,7 @@ void LlamaGpuTrain::backward_block(int layer, const T* unit, T* grad, const Unit
 // The token table's rows take their tokens' gradients; there is no position table.
 template <class T>
 void LlamaGpuTrain::backward_embedding(T* grad, const UnitLayout& ul) {
-    gpu::launch_embedding_backward<T>(grad + ul.tensors[embed_tensor::tokens].offset, nullptr, at<T>(plan.dres),
+    gpu::launch_embedding_backward<T>(ul.tensor(grad, embed_tensor::tokens), nullptr, at<T>(plan.dres),
                                       at<std::int32_t>(plan.tokens), positions(), rows(), model.n_embd,
                                       embedding_scratch_at(), stream);
 }
