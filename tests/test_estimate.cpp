@@ -581,6 +581,7 @@ TEST_CASE("estimate --fit answers a packed cell in tokens too, and says so", "[e
     const std::string text = fit_1gib("");
     CHECK_THAT(text, ContainsSubstring("largest packed tokens"));
     CHECK_THAT(text, ContainsSubstring("the most real tokens\none packed batch may hold"));
+    CHECK_THAT(text, ContainsSubstring("the largest seq is the largest clip of its lengths"));
     const auto rows = nlohmann::json::parse(fit_1gib("--format json"));
     REQUIRE(rows.size() == 2);
     CHECK(rows[0]["packing"] == "padded");
@@ -597,7 +598,9 @@ TEST_CASE("estimate --fit answers a packed cell in tokens too, and says so", "[e
     CHECK(rows[1]["largest_packed_tokens_peak_bytes"] ==
           predicted_need(estimate_memory(packed, packed_batch(packed, *tokens)), fixed));
     // Without a packed cell people see no such column.
-    CHECK_THAT(fit_1gib("--set lengths=fixed"), !ContainsSubstring("largest packed tokens"));
+    const std::string fixed_lengths = fit_1gib("--set lengths=fixed");
+    CHECK_THAT(fixed_lengths, !ContainsSubstring("largest packed tokens"));
+    CHECK_THAT(fixed_lengths, !ContainsSubstring("largest clip"));
 }
 
 TEST_CASE("estimate --fit needs a measured fixed cost and an amount of memory", "[estimate][cli]") {

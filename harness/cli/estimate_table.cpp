@@ -190,6 +190,9 @@ void print_fits(const std::vector<CellParams>& cells, std::int64_t capacity, con
            "keeps its batch and budget (up to the model's positions). The smallest budget is the least device memory\n"
            "for weights at which the cell's backend still runs (resident units and streaming slots), whatever it\n"
            "costs in time; '-' for a backend that keeps every weight resident.\n";
+    if (std::any_of(cells.begin(), cells.end(), [](const CellParams& c) { return !c.lengths.is_fixed(); }))
+        out << "For a cell whose lengths are drawn, the largest seq is the largest clip of its lengths (each at most\n"
+               "seq, drawn from the same seed), so its batch's longest sequence may be shorter than that.\n";
     if (packed)
         out << "A packed cell (lengths drawn, packing packed) also has the largest packed tokens: the most real tokens\n"
                "one packed batch may hold, the sequences the cell draws in order, the last one cut short (a packed\n"
