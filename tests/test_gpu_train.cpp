@@ -146,7 +146,7 @@ struct Case {
     Recompute recompute = Recompute::gelu;
     StateHome optimizer = StateHome::device;
     Fp32Gemm fp32_gemm = Fp32Gemm::exact;
-    std::optional<BatchShape> ragged;  // in place of batch × seq
+    std::optional<BatchShape> ragged = std::nullopt;  // in place of batch × seq
     BatchShape shape() const { return ragged ? *ragged : BatchShape::rectangular(batch, seq); }
     std::string name() const {
         std::string lengths;

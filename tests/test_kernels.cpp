@@ -36,7 +36,7 @@
 #include "kernels/model/model_family.hpp"
 #include "kernels/compute/reference_forward.hpp"
 #include "kernels/model/synthetic_weights.hpp"
-#include "kernels/model/update_progress.hpp"
+#include "base/in_order_progress.hpp"
 #include "kernels/model/weight_layout.hpp"
 #include "test_models.hpp"
 
@@ -1400,18 +1400,18 @@ TEST_CASE("activation_layout of a ragged batch: buffers of its rows, its positio
     }
 }
 
-TEST_CASE("UpdateProgress: a wait returns once its unit is done, at once with no update in flight, and rethrows the "
-          "update's error",
+TEST_CASE("InOrderProgress: a wait returns once its item is done, at once with no worker running, and rethrows the "
+          "worker's error",
           "[kernels][train]") {
-    UpdateProgress progress;
+    InOrderProgress progress;
     progress.wait_for(5);  // none in flight
     progress.begin();
-    std::atomic<int> written{-1};  // the last unit the "update" wrote
+    std::atomic<int> written{-1};  // the last item the worker wrote
     std::thread update([&] {
         for (int u = 0; u < 4; ++u) {
             std::this_thread::sleep_for(std::chrono::milliseconds(2));
             written = u;
-            progress.unit_done(u);
+            progress.done(u);
         }
         progress.end();
     });
@@ -1425,12 +1425,12 @@ TEST_CASE("UpdateProgress: a wait returns once its unit is done, at once with no
 
     progress.begin();
     std::thread failing([&] {
-        progress.unit_done(0);
+        progress.done(0);
         progress.end(std::make_exception_ptr(std::runtime_error("host update failed")));
     });
     CHECK_THROWS_WITH(progress.wait_for(3), "host update failed");
     failing.join();
-    // A new update forgets the old one's error.
+    // A new worker forgets the old one's error.
     progress.begin();
     progress.end();
     progress.wait_for(0);

@@ -157,9 +157,6 @@ void print_fits(const std::vector<CellParams>& cells, std::int64_t capacity, con
             at.seq = seq;
             return bytes_field(predicted_need(estimate_memory(at), fixed));
         };
-        const std::optional<std::int64_t> tokens =
-            fits_in_tokens(c) ? largest_packed_tokens(c, capacity, fixed) : std::nullopt;
-        const std::optional<BatchShape> tokens_batch = tokens ? std::optional(packed_batch(c, *tokens)) : std::nullopt;
         // People read at which seq the batch is, and at which batch the seq; other tools have the
         // cell's own seq and batch in their columns.
         const auto largest = [](std::optional<int> n, const std::string& at) -> Field {
@@ -172,12 +169,13 @@ void print_fits(const std::vector<CellParams>& cells, std::int64_t capacity, con
         row.push_back(f.seq ? peak_at(c.batch, *f.seq) : missing_field());
         if (!fits_in_tokens(c)) {
             row.insert(row.end(), 2, missing_field());
-        } else if (!tokens_batch) {
+        } else if (const std::optional<std::int64_t> tokens = largest_packed_tokens(c, capacity, fixed); !tokens) {
             row.push_back({"none", std::monostate{}});
             row.push_back(missing_field());
         } else {
-            row.push_back({std::to_string(*tokens) + " (" + std::to_string(tokens_batch->batch()) + " sequences)", *tokens});
-            row.push_back(bytes_field(predicted_need(estimate_memory(c, *tokens_batch), fixed)));
+            const BatchShape batch = packed_batch(c, *tokens);
+            row.push_back({std::to_string(*tokens) + " (" + std::to_string(batch.batch()) + " sequences)", *tokens});
+            row.push_back(bytes_field(predicted_need(estimate_memory(c, batch), fixed)));
         }
         row.push_back(bytes_field(f.smallest_budget));
         t.add_row(std::move(row));

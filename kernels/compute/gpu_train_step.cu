@@ -31,7 +31,7 @@
 #include "kernels/compute/train_arena.hpp"
 #include "kernels/model/batch_shape.hpp"
 #include "kernels/model/model_family.hpp"
-#include "kernels/model/update_progress.hpp"
+#include "base/in_order_progress.hpp"
 
 namespace sweetspot {
 namespace {
@@ -161,10 +161,10 @@ struct GpuTrainStep::Impl {
     LinkBytes link_bytes;
 
     // The overlapped host update (update(weights, true)): its thread and how far it has come. The
-    // next forward waits for each unit (UpdateProgress, and on the GPU the unit's copy up); the
+    // next forward waits for each unit (InOrderProgress, and on the GPU the unit's copy up); the
     // forward's end joins the thread, and the next backward waits for the gradients' copies down.
     std::thread update_thread;
-    UpdateProgress progress;
+    InOrderProgress progress;
     bool overlapped_update = false;  // an overlapped update ran since the last backward
     // Joins the overlapped update's thread, rethrowing what it threw.
     void join_update();
@@ -489,7 +489,7 @@ void GpuTrainStep::Impl::update_on_host(LayerSource& weights, const UnitUpdate& 
             }
         }
         weights.release_update(u);
-        progress.unit_done(u);
+        progress.done(u);
     }
     link.all_down.record(link.down.get());
     // The copies up run in order on one stream: an event after the last covers them all. An

@@ -22,7 +22,7 @@
 // is updated, and unit u's weights go up while u + 1 is. The compute stream waits for the last
 // copy up, so the next forward reads the new weights; or, overlapped (update's `overlapped`), the
 // update runs on a thread of its own beside the next forward, which waits for each unit's new
-// weights (update_progress.hpp) before reading it.
+// weights (in_order_progress.hpp) before reading it.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>

@@ -1,34 +1,34 @@
-#include "kernels/model/update_progress.hpp"
+#include "base/in_order_progress.hpp"
 
 namespace sweetspot {
 
-void UpdateProgress::begin() {
+void InOrderProgress::begin() {
     const std::lock_guard lock(mutex_);
-    in_flight_ = true;
+    running_ = true;
     done_ = 0;
     error_ = nullptr;
 }
 
-void UpdateProgress::unit_done(int unit) {
+void InOrderProgress::done(int item) {
     {
         const std::lock_guard lock(mutex_);
-        done_ = unit + 1;
+        done_ = item + 1;
     }
     changed_.notify_all();
 }
 
-void UpdateProgress::end(std::exception_ptr error) {
+void InOrderProgress::end(std::exception_ptr error) {
     {
         const std::lock_guard lock(mutex_);
-        in_flight_ = false;
+        running_ = false;
         error_ = error;
     }
     changed_.notify_all();
 }
 
-void UpdateProgress::wait_for(int unit) const {
+void InOrderProgress::wait_for(int item) const {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return !in_flight_ || done_ > unit; });
+    changed_.wait(lock, [&] { return !running_ || done_ > item; });
     if (error_) std::rethrow_exception(error_);
 }
 
