@@ -38,7 +38,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST_CASE("host_adamw gives cpu::adamw's master weights and moments bit for bit, and the weights rounded to the dtype",
           "[host_adamw]") {
-    // Past parallel_for's chunk (1 Mi elements), so that several threads each take a part, and odd.
+    // Past several of parallel_for's chunks (256 Ki elements), so that several threads each take a part, and odd.
     const std::int64_t n = (std::int64_t{1} << 21) + 37;
     const auto size = static_cast<std::size_t>(n);
     cpu::AdamW a{.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 3,

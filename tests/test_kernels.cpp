@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -37,6 +38,7 @@
 #include "kernels/compute/reference_forward.hpp"
 #include "kernels/model/synthetic_weights.hpp"
 #include "base/in_order_progress.hpp"
+#include "base/parallel_for.hpp"
 #include "kernels/model/weight_layout.hpp"
 #include "test_models.hpp"
 
@@ -1436,3 +1438,25 @@ TEST_CASE("InOrderProgress: a wait returns once its item is done, at once with n
     progress.wait_for(0);
 }
 
+
+TEST_CASE("parallel_for hands every index to exactly one call, over ranges around its chunk, on at most one thread "
+          "per core",
+          "[kernels]") {
+    constexpr std::int64_t chunk = std::int64_t{1} << 18;
+    for (const std::int64_t n : {std::int64_t{0}, std::int64_t{1}, chunk - 1, chunk, chunk + 1, 7 * chunk + 13}) {
+        std::vector<std::atomic<int>> visits(static_cast<std::size_t>(n));
+        std::mutex mutex;
+        std::vector<std::thread::id> threads;
+        parallel_for(n, [&](std::int64_t begin, std::int64_t end) {
+            CHECK(begin < end);
+            for (std::int64_t i = begin; i < end; ++i) ++visits[static_cast<std::size_t>(i)];
+            const std::lock_guard lock(mutex);
+            threads.push_back(std::this_thread::get_id());
+        });
+        INFO("n " << n);
+        CHECK(std::all_of(visits.begin(), visits.end(), [](const std::atomic<int>& v) { return v.load() == 1; }));
+        std::sort(threads.begin(), threads.end());
+        const auto distinct = std::unique(threads.begin(), threads.end()) - threads.begin();
+        CHECK(distinct <= std::max<std::int64_t>(1, std::thread::hardware_concurrency()));
+    }
+}

@@ -14,7 +14,7 @@ TriadBandwidth measure_host_memory_bandwidth(std::int64_t floats, int passes) {
     if (floats < 1 || passes < 1)
         throw std::invalid_argument("measure_host_memory_bandwidth: needs at least one element and one pass");
     const auto n = static_cast<std::size_t>(floats);
-    // Not value-initialised: the first pass below touches every page from the core that streams it.
+    // Not value-initialised: the first pass below touches every page, over the cores as the timed ones.
     const auto a = std::make_unique_for_overwrite<float[]>(n);
     const auto b = std::make_unique_for_overwrite<float[]>(n);
     const auto c = std::make_unique_for_overwrite<float[]>(n);

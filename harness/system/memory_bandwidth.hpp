@@ -1,9 +1,9 @@
 #pragma once
 // The host's memory bandwidth, measured as STREAM's triad measures it: a[i] = b[i] + s·c[i] over
-// three float arrays far larger than the caches, split over every core, each array's pages first
-// touched by the core that later streams them. It bounds an update made on the host's cores
-// (optimizer = "host": host_adamw streams the master weights, moments, gradient and weights once
-// each), so a training cell's bound has a term for it (analysis/bound.py).
+// three float arrays far larger than the caches, split over every core as the host's AdamW splits
+// its pass (base/parallel_for.hpp), so the rate is one that update can reach. It bounds an update
+// made on the host's cores (optimizer = "host": host_adamw streams the master weights, moments,
+// gradient and weights once each), so a training cell's bound has a term for it (analysis/bound.py).
 #include <cstdint>
 
 namespace sweetspot {
