@@ -78,6 +78,7 @@ std::size_t as_size(std::int64_t n) { return static_cast<std::size_t>(n); }
 // vocabularies, an untied head (the layout's lm_head is its own tensor); positions for seq 777.
 ModelConfig head25_model() { return {"head25", 2, 50, 2, 97, 1024, 1e-5f}; }
 ModelConfig head80_model() { return {"head80", 2, 160, 2, 131, 1024, 1e-5f}; }
+ModelConfig head128_model() { return {"head128", 2, 256, 2, 131, 1024, 1e-5f}; }
 
 // The synthetic weights of every unit, rounded to `dtype`: what the backend holds, exactly.
 std::vector<std::vector<float>> rounded_units(const ModelConfig& m, const WeightLayout& layout, DType dtype) {
@@ -1453,7 +1454,8 @@ TEST_CASE("LLaMA's GPU training step refuses what it has no kernels for, before 
 // Ragged batches (batch_shape.hpp): the same sequences padded to the longest, padded to a stride
 // beyond it and packed, each first step against the float64 step of each sequence alone (the loss
 // the mean over the real tokens, reference_gradients over the shape). Head dimensions 25 and 48
-// (the CUDA-core backward), 80 (tensor cores; 3xTF32 in fp32), multi-head and grouped kv heads (the
+// (the CUDA-core backward), 80 (tensor cores; 3xTF32 in fp32), 128 (in bf16 the form whose
+// products are split over the warps in two dimensions), multi-head and grouped kv heads (the
 // shares' padding rows), recomputing nothing of the attention and all of it (the attention's
 // output then in the scratch the embedding backward reuses).
 TEST_CASE("GpuTrainStep over ragged batches, padded and packed, matches the float64 step of each sequence alone",
@@ -1465,7 +1467,7 @@ TEST_CASE("GpuTrainStep over ragged batches, padded and packed, matches the floa
                                  BatchShape::ragged(lengths, Packing::packed)};
     std::map<std::string, Worst> worst;  // by dtype and packing
     for (const ModelConfig& model :
-         {head25_model(), head80_model(), test::builtin("tiny_llama_odd"), test::llama_hd80()}) {
+         {head25_model(), head80_model(), head128_model(), test::builtin("tiny_llama_odd"), test::llama_hd80()}) {
         const bool llama = model.family == ModelFamily::llama;
         for (const DType dtype : {DType::fp32, DType::bf16}) {
             for (const Variant variant : {Variant{Fusion::flash_attention}, kTrainingFusions}) {

@@ -6,7 +6,8 @@
 //                      equals it since O = (P∘f)·V), eight lanes per row and head, in the same
 //                      pass that zeroes the dQ accumulator;
 //   the key blocks     tensor cores at head dims that are multiples of 16 up to 128: mma.sync
-//                      for fp16 / bf16 (gpu_flash_attention_backward_mma.cuh), 3xTF32 for fp32
+//                      for fp16 / bf16 (gpu_flash_attention_backward_mma.cuh; at head dim 128
+//                      gpu_flash_attention_backward_mma_2d.cuh), 3xTF32 for fp32
 //                      (gpu_flash_attention_backward_tf32x3.cuh); CUDA cores otherwise
 //                      (gpu_flash_attention_backward_simt.cuh);
 //   dQ                 the accumulator times 1/sqrt(hd), rounded to T into dqkv.
@@ -35,6 +36,7 @@
 #include "kernels/compute/device_common.cuh"
 #include "kernels/compute/kernel_shared_memory.cuh"
 #include "kernels/compute/gpu_flash_attention_backward_mma.cuh"
+#include "kernels/compute/gpu_flash_attention_backward_mma_2d.cuh"
 #include "kernels/compute/gpu_flash_attention_backward_simt.cuh"
 #include "kernels/compute/gpu_flash_attention_backward_tf32x3.cuh"
 
@@ -141,11 +143,14 @@ __global__ void __launch_bounds__(kBlock)
 }
 
 // The tensor-core kernel of (T, kHd, kDropout) and the shared memory it launches with: 3xTF32 for
-// fp32, mma.sync for fp16 and bf16. Both are blocks of 4 warps of 16 keys.
+// fp32, mma.sync for fp16 and bf16, at head dim 128 with the products split over the warps in two
+// dimensions. Every one is a block of 16 keys per warp.
 template <class T, int kHd, bool kDropout>
 constexpr auto tensor_core_kernel = [] {
     if constexpr (std::is_same_v<T, float>) {
         return backward_tf32x3::tuned_kernel<kHd, kDropout>;
+    } else if constexpr (kHd == backward_mma_2d::kHd) {
+        return backward_mma_2d::flash_attention_backward_mma_2d_kernel<T, kDropout>;
     } else {
         return backward_mma::tuned_kernel<T, kHd, kDropout>;
     }
@@ -154,15 +159,19 @@ template <class T, int kHd>
 constexpr std::size_t tensor_core_shared_bytes = [] {
     if constexpr (std::is_same_v<T, float>) {
         return backward_tf32x3::tuned_shared_bytes<kHd>;
+    } else if constexpr (kHd == backward_mma_2d::kHd) {
+        return backward_mma_2d::shared_bytes<T>();
     } else {
         return backward_mma::tuned_shared_bytes<T, kHd>;
     }
 }();
-// Warps per block of the tensor-core kernel of (T, kHd), each owning 16 keys.
+// Warps per block of the tensor-core kernel of (T, kHd).
 template <class T, int kHd>
 constexpr int tensor_core_warps = [] {
     if constexpr (std::is_same_v<T, float>) {
         return backward_tf32x3::kWarps;
+    } else if constexpr (kHd == backward_mma_2d::kHd) {
+        return backward_mma_2d::kWarps;
     } else {
         return backward_mma::Tuning<kHd>::kWarps;
     }

@@ -1,10 +1,11 @@
 #pragma once
 // The tensor-core form of the flash attention backward, for fp16 and bf16 at head dims that are
-// multiples of 16 up to 128: FlashAttention-2's backward with mma.sync m16n8k16 (fp32
+// multiples of 16 up to 96: FlashAttention-2's backward with mma.sync m16n8k16 (fp32
 // accumulation), the forward's instructions (gpu_flash_attention_mma.cuh). Included by
-// gpu_flash_attention_backward.cu only.
+// gpu_flash_attention_backward.cu only; head dim 128 takes gpu_flash_attention_backward_mma_2d.cuh,
+// which shares this file's tile loads.
 //
-// A block is 4 or 8 warps (Tuning) of 16 keys each, of one (batch, q head); each warp keeps its keys' dK
+// A block is 4 warps of 16 keys each, of one (batch, q head); each warp keeps its keys' dK
 // and dV accumulators [16, hd] in registers. The block walks the tiles of 32 or 64 queries
 // (Tuning) that see its keys (causal: from its first key on), and per tile each warp computes,
 // with its keys as the rows (the transposed products, so every result lands in the warp's own
@@ -334,18 +335,16 @@ __global__ void __launch_bounds__(kWarps * kWarp, kMinBlocks)
 // The query tile, the blocks per SM and where K and V live for each head dim: query tiles of 32
 // where the dQ step splits the head dim in whole 16-column steps (all but 80); up to head dim 64,
 // K and V fragments in registers with registers budgeted for three blocks per SM, above it two
-// blocks, which spill nothing at 96; at 128 one block of 8 warps (128 keys), which halves the dQ
-// atomics and the Q and dO tiles' loads per key. The warps share the SM's shared-memory bandwidth
-// and spilled registers go through the same unit, so fewer blocks without per-tile K and V reads or
-// large spills ran faster on an H100 than more blocks with them, and two blocks at head dim 64
-// slower than three (docs/benchmarks-history.md, "Attention backward's kernel"; 8 warps at 128:
-// "Seventeenth session").
+// blocks, which spill nothing at 96. The warps share the SM's shared-memory bandwidth and spilled
+// registers go through the same unit, so fewer blocks without per-tile K and V reads or large
+// spills ran faster on an H100 than more blocks with them, and two blocks at head dim 64 slower
+// than three (docs/benchmarks-history.md, "Attention backward's kernel").
 template <int kHd>
 struct Tuning {
-    static constexpr bool kWide = kHd == 128;
+    static_assert(kHd <= 96, "head dim 128 takes the two-dimensional form");
     static constexpr int kQueries = kHd % 32 == 0 ? 32 : 64;
-    static constexpr int kWarps = kWide ? 8 : 4;
-    static constexpr int kMinBlocks = kWide ? 1 : kHd % 32 != 0 ? 2 : kHd <= 64 ? 3 : 2;
+    static constexpr int kWarps = 4;
+    static constexpr int kMinBlocks = kHd % 32 != 0 ? 2 : kHd <= 64 ? 3 : 2;
     static constexpr bool kKvInRegisters = kHd <= 64;
 };
 
