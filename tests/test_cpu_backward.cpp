@@ -473,21 +473,38 @@ TEST_CASE("host AdamW with global-norm clipping follows the float64 reference ov
     }
 }
 
+namespace {
+
+// A small GPT-2 (2 layers, 20 channels, 4 heads, vocabulary 37) with synthetic weights (seed 9),
+// and a batch of 2 × 9 token ids with their targets.
+struct SmallTraining {
+    static constexpr int batch = 2, seq = 9;
+    ModelConfig model{"train_check", 2, 20, 4, 37, 16, 1e-5f};
+    WeightLayout layout = WeightLayout::for_model(model);
+    std::vector<std::vector<float>> weights;
+    std::vector<std::int32_t> tokens, targets;
+};
+
+SmallTraining small_training() {
+    SmallTraining t;
+    for (std::size_t u = 0; u < t.layout.units.size(); ++u) {
+        t.weights.emplace_back(static_cast<std::size_t>(t.layout.units[u].numel));
+        fill_synthetic_unit(t.model, t.layout, static_cast<int>(u), 9, t.weights.back());
+    }
+    for (int i = 0; i < SmallTraining::batch * SmallTraining::seq; ++i) {
+        t.tokens.push_back((i * 11 + 5) % t.model.vocab_size);
+        t.targets.push_back((i * 13 + 2) % t.model.vocab_size);
+    }
+    return t;
+}
+
+}  // namespace
+
 TEST_CASE("a host training step is the float64 reference's step, and steps on one batch lower its loss",
           "[kernels][backward]") {
-    const ModelConfig m{"train_check", 2, 20, 4, 37, 16, 1e-5f};
-    const auto layout = WeightLayout::for_model(m);
-    std::vector<std::vector<float>> weights;
-    for (std::size_t u = 0; u < layout.units.size(); ++u) {
-        weights.emplace_back(static_cast<std::size_t>(layout.units[u].numel));
-        fill_synthetic_unit(m, layout, static_cast<int>(u), 9, weights.back());
-    }
-    const int batch = 2, seq = 9;
-    std::vector<std::int32_t> tokens, targets;
-    for (int i = 0; i < batch * seq; ++i) {
-        tokens.push_back((i * 11 + 5) % m.vocab_size);
-        targets.push_back((i * 13 + 2) % m.vocab_size);
-    }
+    const SmallTraining small = small_training();
+    const auto& [m, layout, weights, tokens, targets] = small;
+    constexpr int batch = SmallTraining::batch, seq = SmallTraining::seq;
     const TrainSettings settings{.lr = 1e-2f, .weight_decay = 0.1f, .max_grad_norm = 1.0f};
 
     // The reference's step: its gradients of the same fp32 weights, clipped, and AdamW in float64.
@@ -522,6 +539,47 @@ TEST_CASE("a host training step is the float64 reference's step, and steps on on
     CHECK(trainer.steps() == 21);
     INFO("loss " << first.loss << " at the first step, " << last << " at the 21st");
     CHECK(last < 0.5 * first.loss);
+}
+
+TEST_CASE("a host training step with max_grad_norm 0 updates by the unclipped gradients", "[kernels][backward]") {
+    const SmallTraining small = small_training();
+    const auto& [m, layout, weights, tokens, targets] = small;
+    constexpr int batch = SmallTraining::batch, seq = SmallTraining::seq;
+    // An eps near the gradients' size, so that AdamW's step depends on their scale (with a tiny
+    // eps its first step is the gradients' signs, clipped or not).
+    const TrainSettings settings{.lr = 1e-2f, .eps = 1e-2f, .weight_decay = 0.1f, .max_grad_norm = 0.0f};
+    HostBackend backend;
+    backend.place(layout, [&](int unit, std::span<float> dst) { std::ranges::copy(weights[static_cast<std::size_t>(unit)], dst.begin()); },
+                  UnitSchedule::training(layout.unit_count()));
+    CpuTrainStep trainer(m, layout, BatchShape::rectangular(batch, seq), {}, settings);
+    trainer.forward(backend, tokens, targets);
+    const double norm = trainer.backward(backend);
+    // Clipping to 1 would have scaled these gradients down: the test tells the two apart.
+    REQUIRE(norm > 1.2);
+    UnitValues gradients, clipped, want, want_clipped;
+    for (std::size_t u = 0; u < layout.units.size(); ++u) {
+        const auto* g = static_cast<const float*>(backend.gradient(static_cast<int>(u)));
+        gradients.emplace_back(g, g + layout.units[u].numel);
+        clipped.push_back(gradients.back());
+        for (double& v : clipped.back()) v /= norm + 1e-6;
+        want.push_back(as_double(weights[u]));
+    }
+    want_clipped = want;
+    trainer.update(backend);
+    // AdamW in float64 on the gradients as they are, and on them clipped to 1 for contrast.
+    const AdamWSettings adamw{.lr = settings.lr, .beta1 = settings.beta1, .beta2 = settings.beta2, .eps = settings.eps,
+                              .weight_decay = settings.weight_decay};
+    AdamWState state, state_clipped;
+    reference_adamw_step(layout, want, gradients, state, adamw);
+    reference_adamw_step(layout, want_clipped, clipped, state_clipped, adamw);
+    for (int u = 0; u < layout.unit_count(); ++u) {
+        const auto i = static_cast<std::size_t>(u);
+        const auto* placed = static_cast<const float*>(backend.acquire(u));
+        const std::vector<float> after(placed, placed + layout.units[i].numel);
+        backend.release(u);
+        CHECK(relative_error(after, want[i]) < 1e-6);
+        CHECK(relative_error(after, want_clipped[i]) > 1e-4);
+    }
 }
 
 namespace {

@@ -7,6 +7,7 @@
 
 #include "kernels/compute/reference_optimizer.hpp"
 #include "kernels/model/gpt2/gpt2_tensors.hpp"
+#include "kernels/compute/cpu_train_step.hpp"
 #include "kernels/model/llama/llama_tensors.hpp"
 #include "kernels/model/model_config.hpp"
 #include "kernels/model/weight_layout.hpp"
@@ -23,6 +24,20 @@ TEST_CASE("gradient clipping scales the global norm down to the limit and leaves
     UnitValues small{{0.3}, {0.4}};  // norm 0.5
     CHECK(reference_clip_gradients(small, 1.0) == Approx(0.5).epsilon(1e-15));
     CHECK(small == UnitValues{{0.3}, {0.4}});
+    // max_norm 0: no clipping, however large the norm.
+    UnitValues large{{30.0}, {40.0}};  // norm 50
+    CHECK(reference_clip_gradients(large, 0.0) == Approx(50.0).epsilon(1e-15));
+    CHECK(large == UnitValues{{30.0}, {40.0}});
+}
+
+TEST_CASE("TrainSettings::clip_scale is clip_grad_norm_'s factor, and 1 without clipping", "[kernels][optimizer]") {
+    TrainSettings s;
+    s.max_grad_norm = 2.0f;
+    CHECK(s.clip_scale(8.0) == Approx(2.0 / 8.000001).epsilon(1e-15));
+    CHECK(s.clip_scale(1.5) == 1.0);
+    s.max_grad_norm = 0.0f;
+    CHECK(s.clip_scale(8.0) == 1.0);
+    CHECK(s.clip_scale(1e30) == 1.0);
 }
 
 TEST_CASE("weight decay takes the matrices, embeddings and heads included, never a norm's weight or a bias",

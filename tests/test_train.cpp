@@ -160,6 +160,11 @@ TEST_CASE("the training check passes the host's first step and fails a wrong los
         nan_update.updated_after[0][0] = std::numeric_limits<float>::quiet_NaN();
         CHECK_FALSE(check(nan_update).passed());
     }
+    // Without clipping the step and its check both take the gradients as they are.
+    const CellParams off = train_cell("max_grad_norm = 0");
+    const auto layout = WeightLayout::for_model(off.model);
+    const TrainSettings unclipped = train_settings(off);
+    CHECK(check_training_step(off, layout, unclipped, host_first_step(off, layout, unclipped), 1e-4).passed());
 }
 
 // The float64 loops' multiply-adds for a forward of `tokens` positions in sequences of `seq`,
@@ -772,6 +777,37 @@ TEST_CASE("optimizer: keyed only where not device, a setting of training cells w
     }
 
     check_shown_where_set("optimizer", plain, host);
+}
+
+TEST_CASE("max_grad_norm: keyed only where not 1, 0 for no clipping, a setting of training cells", "[train][axes]") {
+    const CellParams plain = train_cell();
+    const CellParams one = train_cell("max_grad_norm = 1.0");
+    const CellParams off = train_cell("max_grad_norm = 0");
+    // The default is what every training cell did before the axis: their keys stay.
+    CHECK(plain.max_grad_norm == 1.0);
+    CHECK(plain.canonical().find("max_grad_norm") == std::string::npos);
+    CHECK(one.key() == plain.key());
+    CHECK(off.key() != plain.key());
+    CHECK_THAT(off.canonical(), ContainsSubstring("max_grad_norm=0\n"));
+    CHECK(CellParams::from_canonical(off.canonical()).max_grad_norm == 0.0);
+    CHECK(CellParams::from_canonical(train_cell("max_grad_norm = 0.5").canonical()).max_grad_norm == 0.5);
+    CHECK_THROWS_WITH(train_cell("max_grad_norm = -1"), ContainsSubstring("a gradient norm > 0 to clip to, or 0"));
+    CHECK_THROWS_WITH(train_cell("max_grad_norm = \"none\""), ContainsSubstring("a gradient norm > 0 to clip to, or 0"));
+
+    // The step's settings follow the cell; AdamW's others stay the defaults.
+    CHECK(train_settings(off).max_grad_norm == 0.0f);
+    CHECK(train_settings(plain).max_grad_norm == 1.0f);
+    CHECK(train_settings(off).lr == TrainSettings{}.lr);
+
+    CHECK(cell_impossible_reason(off).empty());
+    CellParams infer = off;
+    infer.mode = Mode::infer;
+    CHECK(cell_impossible_reason(infer) == "max_grad_norm = 0 is a setting of training steps (mode = \"train\"): an "
+                                           "inference forward has no gradients to clip");
+    infer.max_grad_norm = 1;
+    CHECK(cell_impossible_reason(infer).empty());
+
+    check_shown_where_set("max_grad_norm", plain, off);
 }
 
 TEST_CASE("a GPU training cell's estimate shrinks along the recompute ladder by what each setting stops keeping",

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstdint>
 #include <filesystem>
@@ -832,10 +833,11 @@ int cmd_logits(const std::vector<std::string>& args) {
 
 int cmd_gradients(const std::vector<std::string>& args) {
     Command cmd{"gradients",
-                "--weights PATH [--model NAME] --tokens IDS --targets IDS... [--dropout P] [--weight-decay W] -o DIR",
+                "--weights PATH [--model NAME] --tokens IDS --targets IDS... [--dropout P] [--weight-decay W]\n"
+                "[--max-grad-norm N] -o DIR",
                 "Computes the mean cross-entropy of --targets given --tokens, its gradient for every\n"
                 "parameter, and the weights after one training step (the gradients clipped to a global\n"
-                "norm of 1.0, then AdamW: lr 3e-4, betas 0.9 and 0.95, eps 1e-8, as a training cell) with\n"
+                "norm of --max-grad-norm, then AdamW: lr 3e-4, betas 0.9 and 0.95, eps 1e-8, as a training cell) with\n"
                 "the float64 reference (plain loops in double on the CPU), and writes them to DIR as .npy\n"
                 "files: loss.npy, one per tensor, and one per tensor in DIR/updated, named as in the\n"
                 "family's checkpoints (our [out, in] layout; lm_head untied from the token embedding).\n"
@@ -854,6 +856,8 @@ int cmd_gradients(const std::vector<std::string>& args) {
         ("dropout", po::value<float>()->default_value(0.0f), "GPT-2's dropouts, with sweetspot's masks")
         ("seed", po::value<std::uint64_t>()->default_value(1), "seed of synthetic weights and of the dropout masks")
         ("weight-decay", po::value<float>()->default_value(0.0f), "AdamW's weight decay, on the matrices only")
+        ("max-grad-norm", po::value<float>()->default_value(1.0f, "1"),
+         "the global gradient norm the step clips to, as a training cell's max_grad_norm; 0: no clipping")
         ("output,o", po::value<std::string>()->required(), "folder to create for the .npy files");
     po::variables_map vm;
     if (!parse(cmd, args, vm)) return kExitOk;
@@ -867,6 +871,9 @@ int cmd_gradients(const std::vector<std::string>& args) {
     r.dropout = vm["dropout"].as<float>();
     r.seed = vm["seed"].as<std::uint64_t>();
     r.weight_decay = vm["weight-decay"].as<float>();
+    r.max_grad_norm = vm["max-grad-norm"].as<float>();
+    if (!(r.max_grad_norm >= 0) || !std::isfinite(r.max_grad_norm))
+        throw po::error("--max-grad-norm expects a norm > 0, or 0 for no clipping");
     r.output = vm["output"].as<std::string>();
     return write_gradients(r, std::cout);
 }

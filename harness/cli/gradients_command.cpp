@@ -84,7 +84,7 @@ int write_gradients(const GradientsRequest& r, std::ostream& report) {
     UnitValues clipped = grads.units, updated;
     for (const auto& unit : units) updated.emplace_back(unit.begin(), unit.end());
     const TrainSettings step;
-    reference_clip_gradients(clipped, step.max_grad_norm);
+    reference_clip_gradients(clipped, r.max_grad_norm);
     AdamWState state;
     reference_adamw_step(layout, updated, clipped, state,
                          {.lr = step.lr, .beta1 = step.beta1, .beta2 = step.beta2, .eps = step.eps,

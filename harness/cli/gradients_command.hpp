@@ -19,13 +19,14 @@ struct GradientsRequest {
     float dropout = 0.0f;               // GPT-2's dropouts, with the masks every path draws
     std::uint64_t seed = 1;             // of synthetic weights and of the dropout masks
     float weight_decay = 0.0f;          // AdamW's, on the matrices only (decays_weights)
+    float max_grad_norm = 1.0f;         // the global norm the gradients are clipped to; 0: none
     std::string output;                 // a folder, created
 };
 
 // Writes OUTPUT/loss.npy (float64 [1], the mean cross-entropy over the targets) and, for every
 // tensor of the layout, OUTPUT/<its GPT-2 name>.npy (its gradient) and OUTPUT/updated/<its GPT-2
 // name>.npy (its value after the step, with a training cell's TrainSettings but the given weight
-// decay), float64, our [out, in] layout, lm_head apart from wte (untied), into a folder made
+// decay and clipping), float64, our [out, in] layout, lm_head apart from wte (untied), into a folder made
 // beside OUTPUT and renamed to it when complete. Says what
 // it wrote on `report`. Bad input (an unknown model, token ids or targets outside the vocabulary,
 // sequences of unequal length, an OUTPUT that exists) throws std::invalid_argument, a bad

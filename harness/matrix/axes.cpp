@@ -203,6 +203,23 @@ Axis dropout_axis() {
     return with_default(std::move(a));
 }
 
+// The global gradient norm a training step clips to (torch.nn.utils.clip_grad_norm_'s max_norm),
+// 0 for none. Keyed only when not the default 1, so cells from before the axis keep their keys.
+Axis max_grad_norm_axis() {
+    Axis a = axis_named("max_grad_norm", Axis::Written::number_or_string, Axis::Column::real);
+    a.unit = Unit::none;
+    a.keyed = Axis::Keyed::unless_default;
+    a.expects = "a gradient norm > 0 to clip to, or 0 for no clipping";
+    a.normalize = [](std::string_view text) -> std::optional<std::string> {
+        const auto n = parse_finite_number(text);
+        if (!n || *n < 0) return std::nullopt;
+        return format_number(*n);
+    };
+    a.get = [](const CellParams& c) { return format_number(c.max_grad_norm); };
+    a.set = [](CellParams& c, const std::string& v) { c.max_grad_norm = *parse_finite_number(v); };
+    return with_default(std::move(a));
+}
+
 // A setting that is on or off, keyed only when on.
 Axis flag_axis(std::string_view name, bool CellParams::*field) {
     Axis a = axis_named(name, Axis::Written::boolean, Axis::Column::integer);
@@ -373,6 +390,10 @@ std::vector<Axis> make_axes() {
         // (kernels/compute/host_adamw.hpp).
         role(added_in(keyed(choice_axis("optimizer", &CellParams::optimizer), K::unless_default), 20), R::placement,
              "where a training step's AdamW keeps its state and runs: device or host memory"),
+        // What a training step computes: with clipping its update waits for every gradient's norm;
+        // without, a host update may start on a unit as soon as its gradient is done.
+        role(added_in(max_grad_norm_axis(), 28), R::workload,
+             "the global gradient norm a training step clips to; 0: no clipping"),
         role(added_in(dropout_axis(), 3), R::workload, "probability at each of GPT-2's dropouts"),
         role(choice_axis("mode", &CellParams::mode), R::workload, "inference or training"),
         role(weights_axis(), R::workload, "synthetic weights or a checkpoint's path"),

@@ -137,6 +137,7 @@ struct CellParams {
     Launch launch = Launch::kernels;                        // how the GPU forward enqueues a unit's kernels
     Recompute recompute = Recompute::gelu;  // what a training step's backward computes again (recompute.hpp)
     StateHome optimizer = StateHome::device;  // where a training step's AdamW keeps its state and runs
+    double max_grad_norm = 1;  // the global gradient norm a training step clips to; 0: no clipping
     double dropout = 0;                                     // probability at each dropout site
     Mode mode = Mode::infer;
     std::string weights = "synthetic";  // or a path to a .safetensors checkpoint

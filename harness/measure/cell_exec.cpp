@@ -141,6 +141,13 @@ std::string optimizer_impossible_reason(const CellParams& c) {
            ", and " + std::string(enum_name(c.optimizer)) + " is honoured by: " + comma_list(able);
 }
 
+// Why max_grad_norm cannot apply: it is a setting of a training step's update.
+std::string max_grad_norm_impossible_reason(const CellParams& c) {
+    if (c.mode == Mode::train || c.max_grad_norm == CellParams{}.max_grad_norm) return {};
+    return "max_grad_norm = " + format_number(c.max_grad_norm) +
+           " is a setting of training steps (mode = \"train\"): an inference forward has no gradients to clip";
+}
+
 // Why the model's family cannot run the cell yet: what its compute declares it lacks
 // (family_compute.hpp), the fusions its GPU forward or training step does not take, and dropout
 // where its blocks have none.
@@ -216,6 +223,7 @@ std::string cell_impossible_reason(const CellParams& c) {
     if (const std::string why = recompute_impossible_reason(c); !why.empty()) return why;
     if (const std::string why = training_only_fusion_reason(c); !why.empty()) return why;
     if (const std::string why = optimizer_impossible_reason(c); !why.empty()) return why;
+    if (const std::string why = max_grad_norm_impossible_reason(c); !why.empty()) return why;
     if (const std::string why = split_tf32_impossible_reason(c); !why.empty()) return why;
     if (!backend.computes_in(c.dtype))
         return "the " + backend_name + " backend does not compute in " + std::string(enum_name(c.dtype));

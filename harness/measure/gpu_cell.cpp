@@ -492,7 +492,7 @@ private:
     }
 
     const CellParams& cell_;
-    TrainSettings settings_;
+    TrainSettings settings_ = train_settings(cell_);
     GpuCell gpu_;
     std::vector<std::int32_t> tokens_, targets_;
     std::optional<TrainingCheckShape> check_shape_;

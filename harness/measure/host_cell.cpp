@@ -166,7 +166,7 @@ private:
     }
 
     const CellParams& cell_;
-    TrainSettings settings_;
+    TrainSettings settings_ = train_settings(cell_);
     WeightLayout layout_;
     std::unique_ptr<Backend> backend_;
     std::vector<std::int32_t> tokens_, targets_;

@@ -245,6 +245,12 @@ std::int64_t check_step_scratch_bytes(const CellParams& cell) {
     return largest_unit(WeightLayout::for_model(cell.model)) * (2 * dtype + fp32_state * std::int64_t{sizeof(float)});
 }
 
+TrainSettings train_settings(const CellParams& cell) {
+    TrainSettings s;
+    s.max_grad_norm = static_cast<float>(cell.max_grad_norm);
+    return s;
+}
+
 LogitsCheck check_training_step(const CellParams& cell, const WeightLayout& layout, const TrainSettings& settings,
                                 const CheckedStep& step, double tolerance, const std::optional<ReferenceLogits>& kept) {
     LogitsCheck check;

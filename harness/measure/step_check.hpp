@@ -127,6 +127,9 @@ std::int64_t check_reference_host_bytes(const CellParams& cell);
 // fp32, for the largest unit; 0 for a full check.
 std::int64_t check_step_scratch_bytes(const CellParams& cell);
 
+// The optimizer's settings of the cell's training steps: AdamW's defaults, and its clipping.
+TrainSettings train_settings(const CellParams& cell);
+
 // Compares `step` with the float64 reference. `tolerance` is the relative error allowed for the
 // path's dtype; `settings` are the optimizer's the step ran with. A prefix check whose reference
 // is kept (kept_training_key) returns it in `kept` (as one row of values: the loss, the gradient

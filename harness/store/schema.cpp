@@ -238,6 +238,7 @@ const std::vector<SchemaStep>& schema_steps() {
         {25, "the key and value heads and the MLP width in effect of each cell's model", nullptr, ""},
         {26, "the lengths and packing axes (ragged batches); each cell's real and padded tokens", nullptr, ""},
         {27, "each ragged cell's drawn sequence lengths", nullptr, "", fill_drawn_lengths},
+        {28, "the max_grad_norm axis", nullptr, ""},
     };
     return steps;
 }

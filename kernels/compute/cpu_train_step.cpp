@@ -23,7 +23,7 @@ double CpuTrainStep::backward(LayerSource& weights) {
 
 void CpuTrainStep::update(LayerSource& weights) {
     // clip_grad_norm_'s scale, applied to the gradient inside the AdamW pass.
-    const auto scale = static_cast<float>(std::min(1.0, settings_.max_grad_norm / (grad_norm_ + 1e-6)));
+    const auto scale = static_cast<float>(settings_.clip_scale(grad_norm_));
     ++steps_;
     for (int u = 0; u < layout_.unit_count(); ++u) {
         const UnitUpdate unit = weights.acquire_update(u);

@@ -4,6 +4,7 @@
 // gradient-norm clipping, then AdamW: cpu::adamw, one fused pass per tensor). The weights, their
 // gradients and AdamW's moments live in the LayerSource (a backend placed for a training
 // UnitSchedule), so each step starts from the state the previous one left.
+#include <algorithm>
 #include <cstdint>
 #include <span>
 
@@ -18,7 +19,13 @@ namespace sweetspot {
 struct TrainSettings {
     float lr = 3e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
     float weight_decay = 0.0f;  // on the matrices only (weight_layout.hpp's decays_weights)
-    float max_grad_norm = 1.0f;
+    float max_grad_norm = 1.0f;  // 0: no clipping
+
+    // clip_grad_norm_'s factor on every gradient when their global norm is `norm`: max_grad_norm /
+    // (norm + 1e-6) where that is below 1, else 1; 1 without clipping.
+    double clip_scale(double norm) const {
+        return max_grad_norm > 0 ? std::min(1.0, static_cast<double>(max_grad_norm) / (norm + 1e-6)) : 1.0;
+    }
 };
 
 class CpuTrainStep {

@@ -382,7 +382,7 @@ void GpuTrainStep::Impl::update(LayerSource& weights, bool overlapped) {
     else ++skipped;
     // clip_grad_norm_'s scale and the loss scale's inverse, applied inside the AdamW pass.
     const auto grad_scale =
-        static_cast<float>(std::min(1.0, context->options.settings.max_grad_norm / (norm + 1e-6)) / backward_scale);
+        static_cast<float>(context->options.settings.clip_scale(norm) / backward_scale);
     link_bytes = {};
     // A skipped update still visits every unit: the schedule is the same every step.
     UnitUpdate unit = weights.acquire_update(0);

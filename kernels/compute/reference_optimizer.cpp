@@ -6,7 +6,9 @@
 
 namespace sweetspot {
 
-double reference_clip_scale(double norm, double max_norm) { return std::min(1.0, max_norm / (norm + 1e-6)); }
+double reference_clip_scale(double norm, double max_norm) {
+    return max_norm > 0 ? std::min(1.0, max_norm / (norm + 1e-6)) : 1.0;
+}
 
 double reference_clip_gradients(UnitValues& grads, double max_norm) {
     double squares = 0.0;

@@ -24,11 +24,12 @@ struct AdamWState {
     int step = 0;     // steps taken
 };
 
-// What clipping multiplies every gradient by when their global L2 norm is `norm`.
+// What clipping multiplies every gradient by when their global L2 norm is `norm`; 1 for max_norm 0
+// (no clipping).
 double reference_clip_scale(double norm, double max_norm);
 
 // Scales `grads` so their global L2 norm is at most max_norm (by max_norm / (norm + 1e-6), as
-// torch.nn.utils.clip_grad_norm_); returns the norm before clipping.
+// torch.nn.utils.clip_grad_norm_; max_norm 0: not at all); returns the norm before clipping.
 double reference_clip_gradients(UnitValues& grads, double max_norm);
 
 // One AdamW step of `params` by `grads` (already clipped), advancing `state` (sized on the first
