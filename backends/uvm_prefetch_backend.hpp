@@ -41,7 +41,7 @@
 #include "backends/slot_ring.hpp"
 #include "backends/slot_streams.hpp"
 #include "backends/streamed_gradients.hpp"
-#include "base/in_order_progress.hpp"
+#include "base/item_progress.hpp"
 
 namespace sweetspot {
 
@@ -64,7 +64,7 @@ public:
     PlacementStats placement() const override;
     LinkBytes link_bytes_since_reset() const override { return link_; }
     // The next forward's look-ahead waits for an overlapped update of the unit it fetches.
-    void follow_update(const InOrderProgress* progress) override { update_progress_ = progress; }
+    void follow_update(const ItemProgress* progress) override { update_progress_ = progress; }
     const void* stored_weights(int unit) override { return weights_->unit_pointer(unit); }
 
 private:
@@ -93,7 +93,7 @@ private:
     // Training only: the gradients and the optimizer's state.
     StreamedGradients gradients_;
     HostOptimizerState host_optimizer_;
-    const InOrderProgress* update_progress_ = nullptr;
+    const ItemProgress* update_progress_ = nullptr;
     std::vector<bool> held_;  // per unit: acquired and not yet released
 };
 

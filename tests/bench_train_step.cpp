@@ -10,12 +10,15 @@
 // the same fusions without them); and each optimizer placement given (`host`: AdamW on the host's
 // cores, each unit's gradient down and new weights up, whose bytes it prints), the host's update
 // either ended before the next forward or overlapped with it (`--overlap`: both, side by side; the
-// overlapped step's forward then holds what the update did not hide).
+// overlapped step's forward then holds what the update did not hide; with `--max-grad-norm 0` in
+// fp32 or bf16 the backward starts it, beside the backward itself).
 //   bench_train_step --model gpt2_small --batch 4 --batch 8 --seq 1024 --variant flash_attention
 //   bench_train_step --model gpt2_1.5b --batch 8 --recompute none --recompute gelu --recompute block
 //   bench_train_step --model gpt2_1.5b --batch 8 --optimizer device --optimizer host
 //   bench_train_step --model gpt2_1.5b --batch 4 --optimizer host --overlap
 //   bench_train_step --model gpt3_6.7b --batch 1 --backend explicit-copy --budget 0.25 --optimizer host --overlap
+//   bench_train_step --model gpt3_6.7b --batch 1 --backend explicit-copy --budget 0.25 --optimizer host --overlap
+//       --max-grad-norm 0
 //   bench_train_step --model gpt2_1.5b --batch 16 --variant flash_attention --variant flash_attention+tempo
 #include <cuda_runtime_api.h>
 
@@ -52,7 +55,7 @@ struct Placement {
 };
 
 void bench(const ModelConfig& model, DType dtype, const Variant& variant, Recompute recompute, StateHome optimizer,
-           bool overlap, const Placement& placement, int batch, int seq, int warmup, int steps) {
+           bool overlap, float max_grad_norm, const Placement& placement, int batch, int seq, int warmup, int steps) {
     const CudaStream stream;
     const WeightLayout layout = WeightLayout::for_model(model);
     BackendConfig config;
@@ -77,6 +80,7 @@ void bench(const ModelConfig& model, DType dtype, const Variant& variant, Recomp
     GpuTrainOptions options;
     options.variant = variant;
     options.recompute = recompute;
+    options.settings.max_grad_norm = max_grad_norm;
     GpuTrainStep step(model, layout, dtype, BatchShape::rectangular(batch, seq), stream.get(), options);
     std::vector<std::int32_t> tokens(static_cast<std::size_t>(batch) * seq), targets(tokens.size());
     for (std::size_t i = 0; i < tokens.size(); ++i) {
@@ -92,7 +96,7 @@ void bench(const ModelConfig& model, DType dtype, const Variant& variant, Recomp
         start.record(stream.get());
         step.forward(*backend);
         forwarded.record(stream.get());
-        step.backward(*backend);
+        step.backward(*backend, overlap);
         backwarded.record(stream.get());
         step.update(*backend, overlap);
         updated.record(stream.get());
@@ -107,13 +111,13 @@ void bench(const ModelConfig& model, DType dtype, const Variant& variant, Recomp
     const auto median = [](const std::vector<double>& ms) { return LatencyStats::of(ms).median; };
     const double total = median(step_ms);
     const LinkBytes link = step.update_link_bytes();
-    std::printf("%-12s %2d layers %-6s %-16s %s %.0f%% recompute %-9s optimizer %-6s%-11s batch %3d seq %5d  forward "
+    std::printf("%-12s %2d layers %-6s %-16s %s %.0f%% recompute %-9s optimizer %-6s%-11s clip %g batch %3d seq %5d  forward "
                 "%8.2f  backward %8.2f  update %7.2f  step %8.2f ms  %9.0f tokens/s  loss %.3f  activations %.2f GiB  "
                 "link down %.2f GB up %.2f GB\n",
                 model.name.c_str(), model.n_layer, std::string(enum_name(dtype)).c_str(), variant.text().c_str(),
                 std::string(enum_name(placement.backend)).c_str(), 100.0 * placement.budget_share,
                 std::string(enum_name(recompute)).c_str(), std::string(enum_name(optimizer)).c_str(),
-                overlap ? " overlapped" : "", batch, seq,
+                overlap ? " overlapped" : "", static_cast<double>(max_grad_norm), batch, seq,
                 median(forward_ms), median(backward_ms), median(update_ms), total,
                 static_cast<double>(batch) * seq / (total / 1000.0), step.loss(),
                 static_cast<double>(step.activation_bytes()) / (1 << 30), static_cast<double>(link.to_host) / 1e9,
@@ -136,7 +140,9 @@ int main(int argc, char** argv) {
         "none, gelu, attention, mlp or block (repeatable)")(
         "optimizer", po::value<std::vector<std::string>>()->default_value({"device"}, "device"),
         "where AdamW runs: device or host (repeatable)")(
-        "overlap", "with the optimizer on the host, also time its update overlapped with the next forward")(
+        "overlap", "with the optimizer on the host, also time its update overlapped with the next forward (and, "
+                   "without clipping in fp32 or bf16, started by the backward)")(
+        "max-grad-norm", po::value<float>()->default_value(1.0f, "1"), "the global gradient norm to clip to; 0: none")(
         "backend", po::value<std::string>()->default_value("device"), "device, explicit-copy or uvm-prefetch")(
         "budget", po::value<double>()->default_value(1.0), "a streaming backend's budget, a share of the weights")(
         "warmup", po::value<int>()->default_value(2), "untimed steps")(
@@ -206,7 +212,8 @@ int main(int argc, char** argv) {
                     for (const StateHome optimizer : optimizers)
                         for (const bool overlap : {false, true}) {
                             if (overlap && (optimizer != StateHome::host || !args.count("overlap"))) continue;
-                            bench(*model, *dtype, variant, recompute, optimizer, overlap, placement, batch,
+                            bench(*model, *dtype, variant, recompute, optimizer, overlap,
+                                  args["max-grad-norm"].as<float>(), placement, batch,
                                   args["seq"].as<int>(), args["warmup"].as<int>(), args["steps"].as<int>());
                         }
     } catch (const std::exception& e) {

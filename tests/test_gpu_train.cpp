@@ -815,7 +815,7 @@ TEST_CASE("explicit-copy and uvm-prefetch with the optimizer on the host train a
 // from the weights the last update wrote, then the gradients, master weights and weights: the same
 // bits.
 TEST_CASE("an overlapped host update gives the bits of the one that ends before the next forward, on device, "
-          "explicit-copy and uvm-prefetch",
+          "explicit-copy and uvm-prefetch, with clipping and without (the backward then starting it)",
           "[gpu]") {
     require_gpu();
     const ModelConfig model = head25_model();
@@ -824,60 +824,65 @@ TEST_CASE("an overlapped host update gives the bits of the one that ends before 
     const auto tokens = ids(model, n, 7), targets = ids(model, n, 8);
     TrainSettings settings = test_settings();
     settings.lr = 3e-3f;
-    for (const BackendId id : {BackendId::device, BackendId::explicit_copy, BackendId::uvm_prefetch}) {
-        for (const DType dtype : {DType::fp32, DType::bf16}) {
-            const Case c{model, batch, seq, dtype, Variant{}, 0.1f, Recompute::gelu, StateHome::host};
-            const std::string backend(enum_name(id));
-            INFO(backend << " " << c.name());
-            try {
-                const auto units = rounded_units(model, layout, dtype);
-                CudaStream stream;
-                const auto make = [&] {
-                    BackendConfig config;
-                    config.backend = id;
-                    config.dtype = dtype;
-                    config.optimizer = StateHome::host;
-                    config.prefetch_depth = 1;
-                    config.streams = 2;
-                    // Every unit streamed through two embedding-sized slots, or all of them resident.
-                    config.budget_bytes = id == BackendId::device ? std::int64_t{1} << 30
-                                                                  : 2 * layout.units[0].numel *
-                                                                        static_cast<std::int64_t>(dtype_size(dtype));
-                    config.compute_stream = stream.get();
-                    auto b = make_backend(config);
-                    b->place(
-                        layout, [&](int u, std::span<float> dst) { std::ranges::copy(units[as_size(u)], dst.begin()); },
-                        UnitSchedule::training(layout.unit_count()));
-                    return b;
-                };
-                const auto ended = make(), overlapped = make();
-                GpuTrainStep on_ended(model, layout, dtype, BatchShape::rectangular(batch, seq), stream.get(),
-                                      options_for(c, settings));
-                GpuTrainStep on_overlapped(model, layout, dtype, BatchShape::rectangular(batch, seq), stream.get(),
-                                           options_for(c, settings));
-                on_ended.set_batch(tokens, targets);
-                on_overlapped.set_batch(tokens, targets);
-                for (int s = 0; s < steps; ++s) {
-                    INFO("step " << s);
-                    for (const bool overlap : {false, true}) {
-                        GpuTrainStep& step = overlap ? on_overlapped : on_ended;
-                        Backend& b = overlap ? *overlapped : *ended;
-                        b.reset_residency();
-                        step.forward(b);
-                        step.backward(b);
-                        step.update(b, overlap);
+    for (const float clip : {1.0f, 0.0f}) {
+        for (const BackendId id : {BackendId::device, BackendId::explicit_copy, BackendId::uvm_prefetch}) {
+            for (const DType dtype : {DType::fp32, DType::bf16}) {
+                settings.max_grad_norm = clip;
+                const Case c{model, batch, seq, dtype, Variant{}, 0.1f, Recompute::gelu, StateHome::host};
+                const std::string backend(enum_name(id));
+                INFO(backend << " " << c.name() << " max_grad_norm " << clip);
+                try {
+                    const auto units = rounded_units(model, layout, dtype);
+                    CudaStream stream;
+                    const auto make = [&] {
+                        BackendConfig config;
+                        config.backend = id;
+                        config.dtype = dtype;
+                        config.optimizer = StateHome::host;
+                        config.prefetch_depth = 1;
+                        config.streams = 2;
+                        // Every unit streamed through two embedding-sized slots, or all of them resident.
+                        const auto slot_bytes = 2 * layout.units[0].numel * static_cast<std::int64_t>(dtype_size(dtype));
+                        config.budget_bytes = id == BackendId::device ? std::int64_t{1} << 30 : slot_bytes;
+                        config.compute_stream = stream.get();
+                        auto b = make_backend(config);
+                        b->place(
+                            layout,
+                            [&](int u, std::span<float> dst) { std::ranges::copy(units[as_size(u)], dst.begin()); },
+                            UnitSchedule::training(layout.unit_count()));
+                        return b;
+                    };
+                    const auto ended = make(), overlapped = make();
+                    GpuTrainStep on_ended(model, layout, dtype, BatchShape::rectangular(batch, seq), stream.get(),
+                                          options_for(c, settings));
+                    GpuTrainStep on_overlapped(model, layout, dtype, BatchShape::rectangular(batch, seq), stream.get(),
+                                               options_for(c, settings));
+                    on_ended.set_batch(tokens, targets);
+                    on_overlapped.set_batch(tokens, targets);
+                    for (int s = 0; s < steps; ++s) {
+                        INFO("step " << s);
+                        for (const bool overlap : {false, true}) {
+                            GpuTrainStep& step = overlap ? on_overlapped : on_ended;
+                            Backend& b = overlap ? *overlapped : *ended;
+                            b.reset_residency();
+                            step.forward(b);
+                            step.backward(b, overlap);
+                            step.update(b, overlap);
+                        }
+                        CHECK(on_overlapped.loss() == on_ended.loss());
+                        CHECK(on_overlapped.grad_norm() == on_ended.grad_norm());
                     }
-                    CHECK(on_overlapped.loss() == on_ended.loss());
-                    CHECK(on_overlapped.grad_norm() == on_ended.grad_norm());
+                    on_overlapped.finish_update();
+                    CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+                    CHECK(on_overlapped.update_link_bytes() == on_ended.update_link_bytes());
+                    check_same_state(layout, dtype, *overlapped, *ended);
+                    std::printf("gpu_train overlapped host update %-14s %-60s clip %g %d steps bit for bit, "
+                                "loss %.6f\n",
+                                backend.c_str(), c.name().c_str(), static_cast<double>(clip), steps,
+                                on_overlapped.loss());
+                } catch (const std::exception& e) {
+                    FAIL_CHECK(c.name() << ": " << e.what());
                 }
-                on_overlapped.finish_update();
-                CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-                CHECK(on_overlapped.update_link_bytes() == on_ended.update_link_bytes());
-                check_same_state(layout, dtype, *overlapped, *ended);
-                std::printf("gpu_train overlapped host update %-14s %-60s %d steps bit for bit, loss %.6f\n",
-                            backend.c_str(), c.name().c_str(), steps, on_overlapped.loss());
-            } catch (const std::exception& e) {
-                FAIL_CHECK(c.name() << ": " << e.what());
             }
         }
     }

@@ -37,7 +37,7 @@
 #include "kernels/model/model_family.hpp"
 #include "kernels/compute/reference_forward.hpp"
 #include "kernels/model/synthetic_weights.hpp"
-#include "base/in_order_progress.hpp"
+#include "base/item_progress.hpp"
 #include "base/parallel_for.hpp"
 #include "kernels/model/weight_layout.hpp"
 #include "test_models.hpp"
@@ -1402,42 +1402,45 @@ TEST_CASE("activation_layout of a ragged batch: buffers of its rows, its positio
     }
 }
 
-TEST_CASE("InOrderProgress: a wait returns once its item is done, at once with no worker running, and rethrows the "
-          "worker's error",
+TEST_CASE("ItemProgress: a wait returns once its item is done, in whatever order, at once with no worker running, "
+          "and rethrows the worker's error",
           "[kernels][train]") {
-    InOrderProgress progress;
+    ItemProgress progress;
     progress.wait_for(5);  // none in flight
-    progress.begin();
-    std::atomic<int> written{-1};  // the last item the worker wrote
+    CHECK(progress.is_done(5));
+    progress.begin(4);
+    CHECK_FALSE(progress.is_done(0));
+    std::atomic<int> written{0};  // bit u: the worker wrote item u
+    // From the top down, as the host update takes units while the backward makes their gradients.
     std::thread update([&] {
-        for (int u = 0; u < 4; ++u) {
+        for (int u = 3; u >= 0; --u) {
             std::this_thread::sleep_for(std::chrono::milliseconds(2));
-            written = u;
+            written |= 1 << u;
             progress.done(u);
         }
         progress.end();
     });
-    // Each wait sees its unit written before it returns.
+    // Each wait sees its item written before it returns, whichever order they come in.
     for (int u = 0; u < 4; ++u) {
         progress.wait_for(u);
-        CHECK(written.load() >= u);
+        CHECK((written.load() & (1 << u)) != 0);
     }
     update.join();
     progress.wait_for(100);  // ended: nothing left to wait for
 
-    progress.begin();
-    std::thread failing([&] {
-        progress.done(0);
-        progress.end(std::make_exception_ptr(std::runtime_error("host update failed")));
-    });
+    progress.begin(4);
+    progress.done(2);
+    CHECK(progress.is_done(2));
+    CHECK_FALSE(progress.is_done(1));
+    std::thread failing([&] { progress.end(std::make_exception_ptr(std::runtime_error("host update failed"))); });
     CHECK_THROWS_WITH(progress.wait_for(3), "host update failed");
     failing.join();
-    // A new worker forgets the old one's error.
-    progress.begin();
+    // A new worker forgets the old one's error and items.
+    progress.begin(2);
+    CHECK_FALSE(progress.is_done(0));
     progress.end();
     progress.wait_for(0);
 }
-
 
 TEST_CASE("parallel_for hands every index to exactly one call, over ranges around its chunk, on at most one thread "
           "per core",

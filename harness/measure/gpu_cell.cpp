@@ -365,11 +365,12 @@ public:
         // for it; every update moves the same bytes).
         const LinkBytes update = step_->update_link_bytes();
         marks_[1].record(stream);
-        step_->backward(gpu_.backend());
+        step_->backward(gpu_.backend(), overlap_update_);
         marks_[2].record(stream);
         // With the optimizer on the host the update runs beside the next step's forward, which
         // waits for each unit's new weights: this step's time runs to its backward's end and the
-        // next forward holds what the update did not hide.
+        // next forward holds what the update did not hide. Without clipping the backward starts
+        // it (GpuTrainStep::backward), and it works beside the backward too.
         step_->update(gpu_.backend(), overlap_update_);
         marks_[3].record(stream);
         marks_[3].synchronize();

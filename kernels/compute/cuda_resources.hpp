@@ -55,6 +55,13 @@ public:
     // Work enqueued on `stream` from now on runs after the work captured by the last record().
     void wait_on(cudaStream_t stream) const { CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0)); }
     void synchronize() const { CUDA_CHECK(cudaEventSynchronize(event_)); }
+    // Whether the work captured by the last record() is done (an event never recorded is).
+    bool complete() const {
+        const cudaError_t status = cudaEventQuery(event_);
+        if (status == cudaErrorNotReady) return false;
+        CUDA_CHECK(status);
+        return true;
+    }
     // Milliseconds from `start` to this event; both timing events, both complete.
     float ms_since(const CudaEvent& start) const {
         float ms = 0;

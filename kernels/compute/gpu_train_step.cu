@@ -31,7 +31,7 @@
 #include "kernels/compute/train_arena.hpp"
 #include "kernels/model/batch_shape.hpp"
 #include "kernels/model/model_family.hpp"
-#include "base/in_order_progress.hpp"
+#include "base/item_progress.hpp"
 
 namespace sweetspot {
 namespace {
@@ -137,6 +137,38 @@ GpuTrainContext::GpuTrainContext(const ModelConfig& model_, const WeightLayout& 
     gemm = std::make_unique<Gemm>(dtype, stream, options.fp32_gemm);
 }
 
+// The order the host update takes the units in. After the backward: 0 .. n − 1, the order the
+// next forward reads them in. Started during the backward (nothing to wait for but each unit's own
+// gradient): from the top down, as the backward makes the gradients, each unit once the backward
+// has let go of it, for as long as the GPU is still making gradients; then the rest from 0 up. The
+// host's cores work through the backward, and the units the next forward needs first are still
+// updated first.
+class HostUpdateOrder {
+public:
+    explicit HostUpdateOrder(int units) : top_(units) {}
+    HostUpdateOrder(int units, const ItemProgress& released, const CudaEvent& last_gradient)
+        : top_(units), from_top_(true), released_(&released), last_gradient_(&last_gradient) {}
+
+    // The next unit, taken; −1 after the last.
+    int next() {
+        if (from_top_ && bottom_ < top_ && !(released_->is_done(0) && last_gradient_->complete())) return --top_;
+        from_top_ = false;
+        return bottom_ < top_ ? bottom_++ : -1;
+    }
+    // Whether the backward has let go of unit `unit`; wait until it has.
+    bool ready(int unit) const { return released_ == nullptr || released_->is_done(unit); }
+    void wait(int unit) const {
+        if (released_ != nullptr) released_->wait_for(unit);
+    }
+    bool early() const { return released_ != nullptr; }
+
+private:
+    int bottom_ = 0, top_;  // taken: [0, bottom_) and [top_, units)
+    bool from_top_ = false;
+    const ItemProgress* released_ = nullptr;
+    const CudaEvent* last_gradient_ = nullptr;  // unit 0's, the backward's last
+};
+
 struct GpuTrainStep::Impl {
     std::unique_ptr<GpuTrainContext> context;  // the family's units, the arena, cuBLAS
     bool batch_set = false;
@@ -154,20 +186,36 @@ struct GpuTrainStep::Impl {
         CudaStream down, up;
         CudaEvent backward_done, all_up, all_down;
         std::array<CudaEvent, kHostUpdateSlots> gradient_down, weights_up;
-        std::vector<CudaEvent> unit_up;  // per unit: after its new weights' copy up
-        std::vector<bool> copied_up;     // per unit, the last update: whether its weights went up
+        std::vector<CudaEvent> unit_up;        // per unit: after its new weights' copy up
+        std::vector<CudaEvent> gradient_done;  // per unit: after its gradient, in an update started early
+        // Per unit, the last update: whether its weights went up. Bytes, not vector<bool>'s bits:
+        // the update's thread writes one unit's while the forward's reads another's.
+        std::vector<std::uint8_t> copied_up;
     };
     std::unique_ptr<HostLink> host_link;
     LinkBytes link_bytes;
 
     // The overlapped host update (update(weights, true)): its thread and how far it has come. The
-    // next forward waits for each unit (InOrderProgress, and on the GPU the unit's copy up); the
+    // next forward waits for each unit (ItemProgress, and on the GPU the unit's copy up); the
     // forward's end joins the thread, and the next backward waits for the gradients' copies down.
     std::thread update_thread;
-    InOrderProgress progress;
+    ItemProgress progress;
     bool overlapped_update = false;  // an overlapped update ran since the last backward
+    // The update started during the backward (start_early_update): `released` says which units
+    // the backward has let go of, each with its gradient_done recorded.
+    ItemProgress released;
+    bool early_update = false;  // the last backward started the update
     // Joins the overlapped update's thread, rethrowing what it threw.
     void join_update();
+    // Joins it and makes the compute stream wait for every copy up, as an update that is not
+    // overlapped ends.
+    void finish_overlapped_update();
+    // Whether the next backward may start the host update itself: an update on the host has run
+    // (the source keeps the optimizer's state there), nothing clips by the global norm, no fp16
+    // loss scale waits for it to be finite, and no inplace_ln recovery may yet fail.
+    bool may_update_early() const;
+    template <class T>
+    void start_early_update(LayerSource& weights);
     // Before the forward acquires unit `unit`: its overlapped update done, the compute stream after
     // its weights' copy up.
     void await_unit_update(int unit);
@@ -188,13 +236,15 @@ struct GpuTrainStep::Impl {
     template <class F>
     void over_vocabulary(const F& f) const;
     template <class T>
-    void backward(LayerSource& weights);
+    void backward(LayerSource& weights, bool overlap_update);
     template <class T>
     void update(LayerSource& weights, bool overlapped);
-    // The update from `first`, unit 0's, where the source keeps the optimizer's state on the host;
-    // `overlapped`: on the update's own thread, the compute stream not made to wait for it.
+    // The update where the source keeps the optimizer's state on the host, unit by unit in
+    // `order`; `first`: the first unit's, already acquired, or null. `overlapped`: on the update's
+    // own thread, the compute stream not made to wait for it.
     template <class T>
-    void update_on_host(LayerSource& weights, const UnitUpdate& first, bool finite, float grad_scale, bool overlapped);
+    void update_on_host(LayerSource& weights, HostUpdateOrder order, const UnitUpdate* first, bool finite,
+                        float grad_scale, bool overlapped);
     // AdamW's settings for tensor `t` at this step.
     cpu::AdamW adamw_for(const TensorSpec& t, float grad_scale) const {
         const TrainSettings& s = context->options.settings;
@@ -264,6 +314,44 @@ void GpuTrainStep::Impl::join_update() {
     progress.wait_for(0);  // rethrows what the thread threw
 }
 
+void GpuTrainStep::Impl::finish_overlapped_update() {
+    join_update();
+    if (overlapped_update && host_link) {
+        // As the update's end does when it is not overlapped: the compute stream after every copy.
+        host_link->all_up.record(host_link->up.get());
+        host_link->all_up.wait_on(context->stream);
+    }
+}
+
+bool GpuTrainStep::Impl::may_update_early() const {
+    return host_link != nullptr && !(context->options.settings.max_grad_norm > 0) &&
+           context->dtype != DType::fp16 && !context->inplace_ln;
+}
+
+template <class T>
+void GpuTrainStep::Impl::start_early_update(LayerSource& weights) {
+    const int units = context->layout.unit_count();
+    // Without clipping or a loss scale the update needs no norm: every gradient as it is (fp32 and
+    // bf16 carry a loss scale of 1). A non-finite gradient is not caught before it is applied; the
+    // cell's check and its loss still say so.
+    ++steps;
+    link_bytes = {};
+    released.begin(units);
+    progress.begin(units);
+    overlapped_update = true;
+    early_update = true;
+    const float grad_scale = 1.0f / backward_scale;
+    update_thread = std::thread([this, &weights, units, grad_scale] {
+        try {
+            update_on_host<T>(weights, HostUpdateOrder(units, released, host_link->gradient_done[0]), nullptr, true,
+                              grad_scale, true);
+            progress.end();
+        } catch (...) {
+            progress.end(std::current_exception());
+        }
+    });
+}
+
 void GpuTrainStep::Impl::await_unit_update(int unit) {
     if (!update_thread.joinable()) return;
     progress.wait_for(unit);
@@ -271,12 +359,21 @@ void GpuTrainStep::Impl::await_unit_update(int unit) {
 }
 
 template <class T>
-void GpuTrainStep::Impl::backward(LayerSource& weights) {
+void GpuTrainStep::Impl::backward(LayerSource& weights, bool overlap_update) {
     const NvtxRange range("backward");
     GpuTrainContext& ctx = *context;
     join_update();
     // The overlapped update's copies of the gradients down are done before this backward writes them.
     if (std::exchange(overlapped_update, false)) host_link->all_down.wait_on(ctx.stream);
+    early_update = false;
+    if (overlap_update && may_update_early()) start_early_update<T>(weights);
+    // Unit u's gradient is whole and the unit let go of: an update started early may take it.
+    const auto let_go = [&](int u) {
+        if (!early_update) return;
+        host_link->gradient_done[as_size(u)].record(ctx.stream);
+        released.done(u);
+    };
+    try {
     const WeightLayout& layout = ctx.layout;
     const int bt = static_cast<int>(ctx.rows()), c = ctx.model.n_embd;
     double* const partials = ctx.at<double>(ctx.plan.partials);
@@ -316,6 +413,7 @@ void GpuTrainStep::Impl::backward(LayerSource& weights) {
     ctx.final_norm_backward(head, head_grad, hl);
     squares_of(head_grad, hu);
     weights.release(hu);
+    let_go(hu);
 
     for (int l = ctx.model.n_layer - 1; l >= 0; --l) {
         const int u = WeightLayout::block_unit(l);
@@ -324,6 +422,7 @@ void GpuTrainStep::Impl::backward(LayerSource& weights) {
         ctx.block_backward(l, unit, grad, layout.units[as_size(u)]);
         squares_of(grad, u);
         weights.release(u);
+        let_go(u);
     }
 
     weights.acquire(0);
@@ -331,9 +430,19 @@ void GpuTrainStep::Impl::backward(LayerSource& weights) {
     ctx.embed_backward(embed_grad, layout.units[0]);
     squares_of(embed_grad, 0);
     weights.release(0);
+    let_go(0);
     gpu::launch_sum_partials(partials, static_cast<std::int64_t>(layout.unit_count()) * gpu::kNormPartials,
                              ctx.at<double>(ctx.plan.squared_norm), ctx.stream);
     norm_read = false;
+    } catch (...) {
+        if (early_update) released.end(std::current_exception());
+        throw;
+    }
+    if (early_update) {
+        released.end();
+        // Only now: the backward's own fetches must not wait for the update of the units they fetch.
+        weights.follow_update(&progress);
+    }
 }
 
 void GpuTrainStep::Impl::read_norm() {
@@ -364,6 +473,11 @@ void GpuTrainStep::Impl::read_norm() {
 template <class T>
 void GpuTrainStep::Impl::update(LayerSource& weights, bool overlapped) {
     const NvtxRange range("update");
+    if (std::exchange(early_update, false)) {
+        // The backward started it; it runs on, unless the caller wants it ended.
+        if (!overlapped) finish_overlapped_update();
+        return;
+    }
     join_update();
     read_norm();
     const WeightLayout& layout = context->layout;
@@ -388,8 +502,11 @@ void GpuTrainStep::Impl::update(LayerSource& weights, bool overlapped) {
     UnitUpdate unit = weights.acquire_update(0);
     if (unit.on_host() && !host_link) {
         host_link = std::make_unique<HostLink>();
-        for (int u = 0; u < layout.unit_count(); ++u) host_link->unit_up.emplace_back();
-        host_link->copied_up.assign(as_size(layout.unit_count()), false);
+        for (int u = 0; u < layout.unit_count(); ++u) {
+            host_link->unit_up.emplace_back();
+            host_link->gradient_done.emplace_back();
+        }
+        host_link->copied_up.assign(as_size(layout.unit_count()), 0);
     }
     if (unit.on_host()) {
         // The gradients are final once the backward's work on the compute stream is: recorded here,
@@ -397,13 +514,14 @@ void GpuTrainStep::Impl::update(LayerSource& weights, bool overlapped) {
         host_link->backward_done.record(stream);
         host_link->backward_done.wait_on(host_link->down.get());
     }
+    const int units = layout.unit_count();
     if (unit.on_host() && overlapped) {
-        progress.begin();
+        progress.begin(units);
         weights.follow_update(&progress);
         overlapped_update = true;
-        update_thread = std::thread([this, &weights, unit, finite, grad_scale] {
+        update_thread = std::thread([this, &weights, unit, units, finite, grad_scale] {
             try {
-                update_on_host<T>(weights, unit, finite, grad_scale, true);
+                update_on_host<T>(weights, HostUpdateOrder(units), &unit, finite, grad_scale, true);
                 progress.end();
             } catch (...) {
                 progress.end(std::current_exception());
@@ -412,7 +530,7 @@ void GpuTrainStep::Impl::update(LayerSource& weights, bool overlapped) {
         return;
     }
     if (unit.on_host()) {
-        update_on_host<T>(weights, unit, finite, grad_scale, false);
+        update_on_host<T>(weights, HostUpdateOrder(units), &unit, finite, grad_scale, false);
         return;
     }
     for (int u = 0;;) {
@@ -431,35 +549,49 @@ void GpuTrainStep::Impl::update(LayerSource& weights, bool overlapped) {
 }
 
 template <class T>
-void GpuTrainStep::Impl::update_on_host(LayerSource& weights, const UnitUpdate& first, bool finite, float grad_scale,
-                                        bool overlapped) {
+void GpuTrainStep::Impl::update_on_host(LayerSource& weights, HostUpdateOrder order, const UnitUpdate* first,
+                                        bool finite, float grad_scale, bool overlapped) {
     const NvtxRange range("host_update");
     const WeightLayout& layout = context->layout;
     const DType dtype = context->dtype;
     const cudaStream_t stream = context->stream;
     HostLink& link = *host_link;
-    const int units = layout.unit_count();
-    std::fill(link.copied_up.begin(), link.copied_up.end(), false);
+    std::fill(link.copied_up.begin(), link.copied_up.end(), 0);
     const auto bytes_of = [&](int u) { return as_size(layout.units[as_size(u)].numel) * sizeof(T); };
+    const auto slot_of = [](int u) { return as_size(u % kHostUpdateSlots); };
     // A streamed unit's gradient and weights are its own host buffers: the source copied the
-    // gradient there, and the next forward streams the new weights from there.
+    // gradient there, and the next forward streams the new weights from there. A unit the device
+    // holds comes down through its staging slot (the source's: u % kHostUpdateSlots), after its own
+    // gradient where the update started early, after the whole backward otherwise.
     const auto copy_down = [&](int u, const UnitUpdate& unit) {
         if (!finite || unit.streamed) return;
+        if (order.early()) link.gradient_done[as_size(u)].wait_on(link.down.get());
         CUDA_CHECK(cudaMemcpyAsync(unit.host_gradient, unit.gradient, bytes_of(u), cudaMemcpyDeviceToHost, link.down.get()));
-        link.gradient_down[as_size(u % kHostUpdateSlots)].record(link.down.get());
+        link.gradient_down[slot_of(u)].record(link.down.get());
         link_bytes.to_host += static_cast<std::int64_t>(bytes_of(u));
     };
-    std::array<UnitUpdate, kHostUpdateSlots> held{};
-    held[0] = first;
-    copy_down(0, first);
-    for (int u = 0; u < units; ++u) {
-        const auto slot = as_size(u % kHostUpdateSlots);
-        if (u + 1 < units) {
-            UnitUpdate& next = held[as_size((u + 1) % kHostUpdateSlots)];
-            next = weights.acquire_update(u + 1);
-            copy_down(u + 1, next);
-        }
-        const UnitUpdate& unit = held[slot];
+    const auto take = [&](int u) {
+        order.wait(u);
+        const UnitUpdate unit = weights.acquire_update(u);
+        copy_down(u, unit);
+        return unit;
+    };
+    int u = order.next();
+    UnitUpdate unit;
+    if (first != nullptr) {
+        unit = *first;
+        copy_down(u, unit);
+    } else {
+        unit = take(u);
+    }
+    while (u >= 0) {
+        // The next unit's gradient comes down while this one is updated, where it goes through the
+        // other staging slot and the backward has let go of it; otherwise once this one is done.
+        const int next = order.next();
+        const bool ahead = next >= 0 && slot_of(next) != slot_of(u) && order.ready(next);
+        UnitUpdate next_unit;
+        if (ahead) next_unit = take(next);
+        const auto slot = slot_of(u);
         if (finite) {
             {
                 const NvtxRange wait("host_update_wait");
@@ -484,12 +616,15 @@ void GpuTrainStep::Impl::update_on_host(LayerSource& weights, const UnitUpdate& 
                 CUDA_CHECK(cudaMemcpyAsync(unit.weights, unit.host_weights, bytes_of(u), cudaMemcpyHostToDevice, link.up.get()));
                 link.weights_up[slot].record(link.up.get());
                 link.unit_up[as_size(u)].record(link.up.get());
-                link.copied_up[as_size(u)] = true;
+                link.copied_up[as_size(u)] = 1;
                 link_bytes.to_device += static_cast<std::int64_t>(bytes_of(u));
             }
         }
         weights.release_update(u);
-        progress.done(u);
+        if (overlapped) progress.done(u);
+        if (next >= 0 && !ahead) next_unit = take(next);
+        u = next;
+        unit = next_unit;
     }
     link.all_down.record(link.down.get());
     // The copies up run in order on one stream: an event after the last covers them all. An
@@ -529,9 +664,9 @@ void GpuTrainStep::forward(LayerSource& weights) {
     with_dtype(s.context->dtype, [&](auto t) { s.forward<decltype(t)>(weights); });
 }
 
-void GpuTrainStep::backward(LayerSource& weights) {
+void GpuTrainStep::backward(LayerSource& weights, bool overlap_update) {
     Impl& s = *impl_;
-    with_dtype(s.context->dtype, [&](auto t) { s.backward<decltype(t)>(weights); });
+    with_dtype(s.context->dtype, [&](auto t) { s.backward<decltype(t)>(weights, overlap_update); });
 }
 
 void GpuTrainStep::update(LayerSource& weights, bool overlapped) {
@@ -539,15 +674,7 @@ void GpuTrainStep::update(LayerSource& weights, bool overlapped) {
     with_dtype(s.context->dtype, [&](auto t) { s.update<decltype(t)>(weights, overlapped); });
 }
 
-void GpuTrainStep::finish_update() {
-    Impl& s = *impl_;
-    s.join_update();
-    if (s.overlapped_update && s.host_link) {
-        // As the update's end does when it is not overlapped: the compute stream after every copy.
-        s.host_link->all_up.record(s.host_link->up.get());
-        s.host_link->all_up.wait_on(s.context->stream);
-    }
-}
+void GpuTrainStep::finish_update() { impl_->finish_overlapped_update(); }
 
 double GpuTrainStep::loss() {
     const GpuTrainContext& s = *impl_->context;

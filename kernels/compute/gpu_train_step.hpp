@@ -22,7 +22,10 @@
 // is updated, and unit u's weights go up while u + 1 is. The compute stream waits for the last
 // copy up, so the next forward reads the new weights; or, overlapped (update's `overlapped`), the
 // update runs on a thread of its own beside the next forward, which waits for each unit's new
-// weights (in_order_progress.hpp) before reading it.
+// weights (item_progress.hpp) before reading it. Without clipping (max_grad_norm 0) in fp32 and
+// bf16 the update needs no norm, and once an update has run on the host an overlapped backward
+// (backward's `overlap_update`) starts it itself: from the top unit down while the GPU makes the
+// gradients, each unit once its own gradient is whole, then from unit 0 up beside the next forward.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -91,8 +94,11 @@ public:
     // where the caller reads the state in between (the gradients, the master weights); `weights`
     // must outlive it (the next forward, backward or update, finish_update and the destructor
     // join its thread). The same arithmetic either way: the same bits.
+    // `overlap_update`, where the update may start early (above): the backward starts the
+    // overlapped update on its thread, and the update that follows only ends it if not overlapped
+    // itself. Elsewhere the flag changes nothing.
     void forward(LayerSource& weights);
-    void backward(LayerSource& weights);
+    void backward(LayerSource& weights, bool overlap_update = false);
     void update(LayerSource& weights, bool overlapped = false);
     void finish_update();
 

@@ -9,7 +9,7 @@ struct CUevent_st;  // cudaEvent_t, without making this header depend on CUDA
 
 namespace sweetspot {
 
-class InOrderProgress;  // base/in_order_progress.hpp
+class ItemProgress;  // base/item_progress.hpp
 
 // Bytes a step moved across the host link, each way.
 struct LinkBytes {
@@ -69,7 +69,7 @@ public:
     // `progress` (null: none): a source that reads a unit's host-held weights ahead of its acquire
     // (a streaming backend's look-ahead) waits for that unit's update first. The caller waits
     // before each acquire itself.
-    virtual void follow_update(const InOrderProgress*) {}
+    virtual void follow_update(const ItemProgress*) {}
 };
 
 }  // namespace sweetspot

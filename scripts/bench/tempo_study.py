@@ -12,9 +12,10 @@ Prints, as Markdown:
 3. the offloaded cells (optimizer = host): step and phases, bytes across the link each way, and each
    term of the bound (analysis/bound.py: the link, the host update at the run's host memory bandwidth,
    the in-memory `device` step of the same workload where one exists), the bound, latency ÷ bound and
-   the dominant term; and the measured backward plus the host update's term, with latency ÷ that: the
-   update clips by the global gradient norm, so it cannot start before the backward's last gradient,
-   and no overlap brings such a step below its own backward and the update;
+   the dominant term; and, where the step clips (max_grad_norm above 0), the measured backward plus the
+   host update's term, with latency ÷ that: the update clips by the global gradient norm, so it cannot
+   start before the backward's last gradient, and no overlap brings such a step below its own backward
+   and the update (without clipping the backward starts the update, and the bound is the floor);
 4. the estimator's largest error on the peak device and host memory over every ok cell.
 Every cell's latest row counts (a rerun replaces the earlier one)."""
 import argparse
@@ -126,20 +127,25 @@ def offload_table(cells, axes):
     if not hosted:
         return
     print("\nTraining with AdamW on the host (step ms; bytes across the link each way; the bound's terms, ms):\n")
-    print("| model | backend | budget | batch | step | forward | backward | update | GB up | GB down | link | "
+    print("| model | backend | budget | batch | max_grad_norm | step | forward | backward | update | GB up | GB down | link | "
           "host update | in-memory step | bound | step ÷ bound | dominant term | backward + host update | "
           "step ÷ that |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for c in sorted(hosted, key=lambda c: (c["model"], c["backend"], c["budget"], c["batch"])):
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    def clip_of(c):  # cells before the axis (schema 28) clipped to 1
+        return c.get("max_grad_norm", 1)
+
+    for c in sorted(hosted, key=lambda c: (c["model"], c["backend"], c["budget"], c["batch"], -clip_of(c))):
         terms = {"link": bound.link_ms(c), "host update": bound.host_update_ms(c),
                  "in-memory step": bound.present(device.get(bound.workload(c, axes.workload)))}
         known = {k: v for k, v in terms.items() if v is not None}
         top = max(known, key=known.get) if known else None
         limit = known[top] if top else None
         ratio = f"{c['latency_median_ms'] / limit:.2f}" if limit else "–"
-        serial = c["backward_ms"] + terms["host update"] if terms["host update"] and c["backward_ms"] else None
+        clips = clip_of(c) > 0
+        serial = c["backward_ms"] + terms["host update"] if clips and terms["host update"] and c["backward_ms"] else None
         serial_ratio = f"{c['latency_median_ms'] / serial:.2f}" if serial else "–"
-        print(f"| {c['model']} | {c['backend']} | {c['budget']} | {c['batch']} | {number(c['latency_median_ms'])} | "
+        print(f"| {c['model']} | {c['backend']} | {c['budget']} | {c['batch']} | {clip_of(c):g} | "
+              f"{number(c['latency_median_ms'])} | "
               f"{number(c['forward_ms'])} | {number(c['backward_ms'])} | {number(c['optimizer_ms'])} | "
               f"{number(c['link_to_device_bytes'] / 1e9, 1)} | {number(c['link_to_host_bytes'] / 1e9, 1)} | "
               f"{number(terms['link'])} | {number(terms['host update'])} | {number(terms['in-memory step'])} | "
