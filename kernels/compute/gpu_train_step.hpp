@@ -26,6 +26,8 @@
 // bf16 the update needs no norm, and once an update has run on the host an overlapped backward
 // (backward's `overlap_update`) starts it itself: from the top unit down while the GPU makes the
 // gradients, each unit once its own gradient is whole, then from unit 0 up beside the next forward.
+// A non-finite gradient is then applied, not skipped (nothing waits for the norm); grad_norm and
+// the loss still show it.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
