@@ -138,7 +138,9 @@ inline constexpr auto kMeasures = std::to_array<Measure>({
                 "with the optimizer on the host, the wait for the last step's update it overlaps)",
      .in_summary = true, .label = "fwd ms"},
     {.name = "backward_ms", .unit = Unit::ms, .filled_by = FilledBy::derived, .since = 16,
-     .meaning = "median over the timed steps of their backward phase (train)", .in_summary = true, .label = "bwd ms"},
+     .meaning = "median over the timed steps of their backward phase (train; with the optimizer on the host and "
+                "max_grad_norm 0, the update of the units it is done with runs beside it)",
+     .in_summary = true, .label = "bwd ms"},
     {.name = "optimizer_ms", .unit = Unit::ms, .filled_by = FilledBy::derived, .since = 16,
      .meaning = "median over the timed steps of their optimizer phase: gradient-norm clipping and AdamW (train; with "
                 "the optimizer on the host, only what the GPU waits for before the next forward, about 0)",
