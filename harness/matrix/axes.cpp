@@ -185,39 +185,37 @@ Axis variant_axis() {
     return with_default(std::move(a));
 }
 
-// The probability of dropping an element at each of GPT-2's dropouts (embeddings, attention
-// probabilities, both residual branches); 0 is eval mode. Keyed only when set, so cells from
-// before the axis keep their keys.
-Axis dropout_axis() {
-    Axis a = axis_named("dropout", Axis::Written::number_or_string, Axis::Column::real);
-    a.unit = Unit::ratio;
+// A real number from `least` up to (not including) `below`, keyed only when not its default, so
+// cells from before the axis keep their keys.
+Axis real_axis(std::string_view name, double CellParams::*field, Unit unit, std::string expects, double least,
+               double below) {
+    Axis a = axis_named(name, Axis::Written::number_or_string, Axis::Column::real);
+    a.unit = unit;
     a.keyed = Axis::Keyed::unless_default;
-    a.expects = "a probability from 0 up to (not including) 1";
-    a.normalize = [](std::string_view text) -> std::optional<std::string> {
-        const auto p = parse_finite_number(text);
-        if (!p || *p < 0 || *p >= 1) return std::nullopt;
-        return format_number(*p);
+    a.expects = std::move(expects);
+    a.normalize = [least, below](std::string_view text) -> std::optional<std::string> {
+        const auto v = parse_finite_number(text);
+        if (!v || *v < least || *v >= below) return std::nullopt;
+        return format_number(*v);
     };
-    a.get = [](const CellParams& c) { return format_number(c.dropout); };
-    a.set = [](CellParams& c, const std::string& v) { c.dropout = *parse_finite_number(v); };
+    a.get = [field](const CellParams& c) { return format_number(c.*field); };
+    a.set = [field](CellParams& c, const std::string& v) { c.*field = *parse_finite_number(v); };
     return with_default(std::move(a));
 }
 
+// The probability of dropping an element at each of GPT-2's dropouts (embeddings, attention
+// probabilities, both residual branches); 0 is eval mode.
+Axis dropout_axis() {
+    return real_axis("dropout", &CellParams::dropout, Unit::ratio, "a probability from 0 up to (not including) 1", 0,
+                     1);
+}
+
 // The global gradient norm a training step clips to (torch.nn.utils.clip_grad_norm_'s max_norm),
-// 0 for none. Keyed only when not the default 1, so cells from before the axis keep their keys.
+// 0 for none.
 Axis max_grad_norm_axis() {
-    Axis a = axis_named("max_grad_norm", Axis::Written::number_or_string, Axis::Column::real);
-    a.unit = Unit::none;
-    a.keyed = Axis::Keyed::unless_default;
-    a.expects = "a gradient norm > 0 to clip to, or 0 for no clipping";
-    a.normalize = [](std::string_view text) -> std::optional<std::string> {
-        const auto n = parse_finite_number(text);
-        if (!n || *n < 0) return std::nullopt;
-        return format_number(*n);
-    };
-    a.get = [](const CellParams& c) { return format_number(c.max_grad_norm); };
-    a.set = [](CellParams& c, const std::string& v) { c.max_grad_norm = *parse_finite_number(v); };
-    return with_default(std::move(a));
+    return real_axis("max_grad_norm", &CellParams::max_grad_norm, Unit::none,
+                     "a gradient norm > 0 to clip to, or 0 for no clipping", 0,
+                     std::numeric_limits<double>::infinity());
 }
 
 // A setting that is on or off, keyed only when on.

@@ -374,66 +374,70 @@ void GpuTrainStep::Impl::backward(LayerSource& weights, bool overlap_update) {
         released.done(u);
     };
     try {
-    const WeightLayout& layout = ctx.layout;
-    const int bt = static_cast<int>(ctx.rows()), c = ctx.model.n_embd;
-    double* const partials = ctx.at<double>(ctx.plan.partials);
-    // The unit's gradient, zeroed: the backward kernels add to it.
-    const auto gradient_of = [&](int u) {
-        auto* g = static_cast<T*>(weights.gradient(u));
-        if (g == nullptr) throw std::runtime_error("GpuTrainStep: the layer source returned no gradient for unit " + std::to_string(u) + ".");
-        CUDA_CHECK(cudaMemsetAsync(g, 0, as_size(layout.units[as_size(u)].numel) * sizeof(T), ctx.stream));
-        return g;
-    };
-    const auto squares_of = [&](const T* g, int u) {
-        gpu::launch_squared_norm_partials<T>(g, layout.units[as_size(u)].numel,
-                                             partials + static_cast<std::int64_t>(u) * gpu::kNormPartials, ctx.stream);
-    };
+        const WeightLayout& layout = ctx.layout;
+        const int bt = static_cast<int>(ctx.rows()), c = ctx.model.n_embd;
+        double* const partials = ctx.at<double>(ctx.plan.partials);
+        // The unit's gradient, zeroed: the backward kernels add to it.
+        const auto gradient_of = [&](int u) {
+            auto* g = static_cast<T*>(weights.gradient(u));
+            if (g == nullptr)
+                throw std::runtime_error("GpuTrainStep: the layer source returned no gradient for unit " +
+                                         std::to_string(u) + ".");
+            CUDA_CHECK(cudaMemsetAsync(g, 0, as_size(layout.units[as_size(u)].numel) * sizeof(T), ctx.stream));
+            return g;
+        };
+        const auto squares_of = [&](const T* g, int u) {
+            gpu::launch_squared_norm_partials<T>(g, layout.units[as_size(u)].numel,
+                                                 partials + static_cast<std::int64_t>(u) * gpu::kNormPartials,
+                                                 ctx.stream);
+        };
 
-    const int hu = layout.head_unit();
-    const UnitLayout& hl = layout.units[as_size(hu)];
-    const auto* head = static_cast<const T*>(weights.acquire(hu));
-    T* const head_grad = gradient_of(hu);
-    T* const dxf = ctx.at<T>(ctx.plan.dln);
-    // Of logits = xf · lm_headᵀ, a vocabulary part at a time: d lm_head's rows = dlogitsᵀ · xf;
-    // dxf = Σ over the parts of dlogits · lm_head.
-    const int stride = static_cast<int>(padded_vocab(ctx.model.vocab_size));
-    const T* dlogits = ctx.at<T>(ctx.plan.logits);
-    const T* xf = ctx.at<T>(ctx.plan.xf);
-    const T* lm_head = hl.tensor(head, ctx.lm_head_tensor());
-    T* const dlm_head = hl.tensor(head_grad, ctx.lm_head_tensor());
-    over_vocabulary([&](int first, int count, bool later) {
-        const std::int64_t row = static_cast<std::int64_t>(first) * c;
-        ctx.gemm->batched(/*trans_a=*/true, /*trans_b=*/false, count, c, bt, 1.0f, dlogits + first, stride, 0, xf, c,
-                          0, 0.0f, dlm_head + row, c, 0, 1);
-        ctx.gemm->batched(/*trans_a=*/false, /*trans_b=*/false, bt, c, count, 1.0f, dlogits + first, stride, 0,
-                          lm_head + row, c, 0, later ? 1.0f : 0.0f, dxf, c, 0, 1);
-    });
-    CUDA_CHECK(cudaMemsetAsync(ctx.at<T>(ctx.plan.dres), 0, as_size(ctx.rows() * c) * sizeof(T), ctx.stream));
-    if (ctx.inplace_ln) CUDA_CHECK(cudaMemsetAsync(ctx.at<int>(ctx.plan.unrecoverable), 0, sizeof(int), ctx.stream));
-    ctx.final_norm_backward(head, head_grad, hl);
-    squares_of(head_grad, hu);
-    weights.release(hu);
-    let_go(hu);
+        const int hu = layout.head_unit();
+        const UnitLayout& hl = layout.units[as_size(hu)];
+        const auto* head = static_cast<const T*>(weights.acquire(hu));
+        T* const head_grad = gradient_of(hu);
+        T* const dxf = ctx.at<T>(ctx.plan.dln);
+        // Of logits = xf · lm_headᵀ, a vocabulary part at a time: d lm_head's rows = dlogitsᵀ · xf;
+        // dxf = Σ over the parts of dlogits · lm_head.
+        const int stride = static_cast<int>(padded_vocab(ctx.model.vocab_size));
+        const T* dlogits = ctx.at<T>(ctx.plan.logits);
+        const T* xf = ctx.at<T>(ctx.plan.xf);
+        const T* lm_head = hl.tensor(head, ctx.lm_head_tensor());
+        T* const dlm_head = hl.tensor(head_grad, ctx.lm_head_tensor());
+        over_vocabulary([&](int first, int count, bool later) {
+            const std::int64_t row = static_cast<std::int64_t>(first) * c;
+            ctx.gemm->batched(/*trans_a=*/true, /*trans_b=*/false, count, c, bt, 1.0f, dlogits + first, stride, 0, xf,
+                              c, 0, 0.0f, dlm_head + row, c, 0, 1);
+            ctx.gemm->batched(/*trans_a=*/false, /*trans_b=*/false, bt, c, count, 1.0f, dlogits + first, stride, 0,
+                              lm_head + row, c, 0, later ? 1.0f : 0.0f, dxf, c, 0, 1);
+        });
+        CUDA_CHECK(cudaMemsetAsync(ctx.at<T>(ctx.plan.dres), 0, as_size(ctx.rows() * c) * sizeof(T), ctx.stream));
+        if (ctx.inplace_ln)
+            CUDA_CHECK(cudaMemsetAsync(ctx.at<int>(ctx.plan.unrecoverable), 0, sizeof(int), ctx.stream));
+        ctx.final_norm_backward(head, head_grad, hl);
+        squares_of(head_grad, hu);
+        weights.release(hu);
+        let_go(hu);
 
-    for (int l = ctx.model.n_layer - 1; l >= 0; --l) {
-        const int u = WeightLayout::block_unit(l);
-        const auto* unit = static_cast<const T*>(weights.acquire(u));
-        T* const grad = gradient_of(u);
-        ctx.block_backward(l, unit, grad, layout.units[as_size(u)]);
-        squares_of(grad, u);
-        weights.release(u);
-        let_go(u);
-    }
+        for (int l = ctx.model.n_layer - 1; l >= 0; --l) {
+            const int u = WeightLayout::block_unit(l);
+            const auto* unit = static_cast<const T*>(weights.acquire(u));
+            T* const grad = gradient_of(u);
+            ctx.block_backward(l, unit, grad, layout.units[as_size(u)]);
+            squares_of(grad, u);
+            weights.release(u);
+            let_go(u);
+        }
 
-    weights.acquire(0);
-    T* const embed_grad = gradient_of(0);
-    ctx.embed_backward(embed_grad, layout.units[0]);
-    squares_of(embed_grad, 0);
-    weights.release(0);
-    let_go(0);
-    gpu::launch_sum_partials(partials, static_cast<std::int64_t>(layout.unit_count()) * gpu::kNormPartials,
-                             ctx.at<double>(ctx.plan.squared_norm), ctx.stream);
-    norm_read = false;
+        weights.acquire(0);
+        T* const embed_grad = gradient_of(0);
+        ctx.embed_backward(embed_grad, layout.units[0]);
+        squares_of(embed_grad, 0);
+        weights.release(0);
+        let_go(0);
+        gpu::launch_sum_partials(partials, static_cast<std::int64_t>(layout.unit_count()) * gpu::kNormPartials,
+                                 ctx.at<double>(ctx.plan.squared_norm), ctx.stream);
+        norm_read = false;
     } catch (...) {
         if (early_update) released.end(std::current_exception());
         throw;
