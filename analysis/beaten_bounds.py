@@ -11,14 +11,15 @@ from read_only import BadInput, connect
 
 # Columns that older files lack, at the value their cells had.
 ADDED_COLUMNS = {"streamed_bytes": None, "device_weight_bytes": None, "resident_bytes": None, "h2d_gbps": None,
-                 "d2h_gbps": None, "link_to_host_bytes": None, "link_to_device_bytes": None, "host_memory_gbps": None}
+                 "d2h_gbps": None, "link_to_host_bytes": None, "link_to_device_bytes": None, "host_memory_gbps": None,
+                 "host_update_gbps": None}
 
 
 def beaten(con):
     """(cell_id, faster_than, x_bound, x_driver_bound) of every cell faster than one of its bounds."""
     con.row_factory = lambda cursor, row: {d[0]: v for d, v in zip(cursor.description, row)}
     runs = {r["name"] for r in con.execute("PRAGMA table_info(runs)")}
-    link = "".join(f", r.{c}" for c in ("h2d_gbps", "d2h_gbps", "host_memory_gbps") if c in runs)
+    link = "".join(f", r.{c}" for c in ("h2d_gbps", "d2h_gbps", "host_memory_gbps", "host_update_gbps") if c in runs)
     axes = Axes.of(con)
     records = [axes.fill_missing({**ADDED_COLUMNS, **c})
                for c in con.execute(f"SELECT c.*{link} FROM cells c JOIN runs r USING (run_id) ORDER BY c.cell_id")]

@@ -17,11 +17,14 @@ cross up twice and not again as new weights; the link is full duplex, so the two
 overlap. The fastest `device` cell of the same workload with its optimizer on the device is the
 in-memory speed reference. Such a step's update streams, per parameter, the fp32 master weights,
 m and v in and out, the gradient in and the new weights out (kernels/compute/host_adamw.hpp): the
-host update time is the bytes the memory moves for it at the rate the memory moved the run's
-STREAM triad (runs.host_memory_gbps). Both count a write-allocate: a line only written (the new
-weights, the triad's a) is read into the cache first, so the triad moves 4 bytes for the 3 STREAM
-counts, and the update 24 + 3 × the dtype's bytes a parameter. Any term of the bound may be missing (no link probe, no
-`device` cell, no host measurement); the bound is then the largest of the others, or None.
+host update time is the bytes the memory moves for it, 24 + 3 × the dtype's bytes a parameter
+(a line only written, the new weights', is read into the cache first), at the rate the memory
+moved the same streams in the run's probe (runs.host_update_gbps,
+harness/system/memory_bandwidth.hpp). A run from before that probe (schema 29) has the STREAM
+triad's rate only (runs.host_memory_gbps), which moved 4 bytes for the 3 STREAM counts; its three
+streams move less than the update's nine where the cores set the rate, so such a bound may be
+beaten. Any term of the bound may be missing (no link probe, no `device` cell, no host
+measurement); the bound is then the largest of the others, or None.
 
 A bound is a floor: no cell may run faster than it. faster_than() names the bounds a cell beats
 (latency ÷ bound below 1); the report and backends_table.py flag them.
@@ -122,9 +125,12 @@ TRIAD_MOVED_PER_COUNTED = 4 / 3
 
 
 def host_update_ms(cell):
-    """Time of the cell's host update at the run's measured host memory bandwidth (ms), or None."""
-    update, gbps = host_update_bytes(cell), field(cell, "host_memory_gbps")
-    return update / (gbps * TRIAD_MOVED_PER_COUNTED * 1e6) if update and gbps else None
+    """Time of the cell's host update at the rate the run measured the host memory move (ms): the
+    update's own streams' where the run has it, else the triad's; None without either."""
+    update = host_update_bytes(cell)
+    streams, triad = field(cell, "host_update_gbps"), field(cell, "host_memory_gbps")
+    moved_gbps = streams if streams else (triad * TRIAD_MOVED_PER_COUNTED if triad else None)
+    return update / (moved_gbps * 1e6) if update and moved_gbps else None
 
 
 def bound_ms(cell, device_ms, columns):

@@ -17,7 +17,8 @@ from read_only import BadDatabase, BadInput, connect  # noqa: F401 (BadInput: th
 OLDER_SCHEMA_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 
 # What the report takes from a cell's run (absent from the oldest files: filled with NULL).
-RUN_COLUMNS = ("h2d_gbps", "d2h_gbps", "host_memory_gbps", "gpu_name", "gpu_driver", "gpu_memory_bytes", "cpu_model", "host")
+RUN_COLUMNS = ("h2d_gbps", "d2h_gbps", "host_memory_gbps", "host_update_gbps", "gpu_name", "gpu_driver",
+               "gpu_memory_bytes", "cpu_model", "host")
 
 
 class ResultsDb:

@@ -11,7 +11,9 @@
 // cores, each unit's gradient down and new weights up, whose bytes it prints), the host's update
 // either ended before the next forward or overlapped with it (`--overlap`: both, side by side; the
 // overlapped step's forward then holds what the update did not hide; with `--max-grad-norm 0` in
-// fp32 or bf16 the backward starts it, beside the backward itself).
+// fp32 or bf16 the backward starts it, beside the backward itself). With the optimizer on the host it
+// also prints where the update's thread spent its time (GpuTrainStep::host_update_times): its span
+// from its first unit to its last, AdamW's passes within it, and its waits for gradients and slots.
 //   bench_train_step --model gpt2_small --batch 4 --batch 8 --seq 1024 --variant flash_attention
 //   bench_train_step --model gpt2_1.5b --batch 8 --recompute none --recompute gelu --recompute block
 //   bench_train_step --model gpt2_1.5b --batch 8 --optimizer device --optimizer host
@@ -90,30 +92,40 @@ void bench(const ModelConfig& model, DType dtype, const Variant& variant, Recomp
     step.set_batch(tokens, targets);
     const CudaEvent start(CudaEvent::Timing::on), forwarded(CudaEvent::Timing::on), backwarded(CudaEvent::Timing::on),
         updated(CudaEvent::Timing::on);
-    std::vector<double> forward_ms, backward_ms, update_ms, step_ms;
+    std::vector<double> forward_ms, backward_ms, update_ms, step_ms, span_ms, adamw_ms, wait_ms;
+    // An overlapped update is done once the next backward (or finish_update) has waited for it.
+    const auto read_update = [&] {
+        const HostUpdateTimes t = step.host_update_times();
+        span_ms.push_back(t.span_ms);
+        adamw_ms.push_back(t.adamw_ms);
+        wait_ms.push_back(t.wait_ms);
+    };
     for (int s = 0; s < warmup + steps; ++s) {
         backend->reset_residency();  // a streaming backend's slots start each step empty
         start.record(stream.get());
         step.forward(*backend);
         forwarded.record(stream.get());
         step.backward(*backend, overlap);
+        if (overlap && s > warmup) read_update();
         backwarded.record(stream.get());
         step.update(*backend, overlap);
         updated.record(stream.get());
         updated.synchronize();
         if (s < warmup) continue;
+        if (!overlap) read_update();
         forward_ms.push_back(forwarded.ms_since(start));
         backward_ms.push_back(backwarded.ms_since(forwarded));
         update_ms.push_back(updated.ms_since(backwarded));
         step_ms.push_back(updated.ms_since(start));
     }
     step.finish_update();
+    if (overlap) read_update();
     const auto median = [](const std::vector<double>& ms) { return LatencyStats::of(ms).median; };
     const double total = median(step_ms);
     const LinkBytes link = step.update_link_bytes();
     std::printf("%-12s %2d layers %-6s %-16s %s %.0f%% recompute %-9s optimizer %-6s%-11s clip %g batch %3d seq %5d  forward "
                 "%8.2f  backward %8.2f  update %7.2f  step %8.2f ms  %9.0f tokens/s  loss %.3f  activations %.2f GiB  "
-                "link down %.2f GB up %.2f GB\n",
+                "link down %.2f GB up %.2f GB",
                 model.name.c_str(), model.n_layer, std::string(enum_name(dtype)).c_str(), variant.text().c_str(),
                 std::string(enum_name(placement.backend)).c_str(), 100.0 * placement.budget_share,
                 std::string(enum_name(recompute)).c_str(), std::string(enum_name(optimizer)).c_str(),
@@ -122,6 +134,10 @@ void bench(const ModelConfig& model, DType dtype, const Variant& variant, Recomp
                 static_cast<double>(batch) * seq / (total / 1000.0), step.loss(),
                 static_cast<double>(step.activation_bytes()) / (1 << 30), static_cast<double>(link.to_host) / 1e9,
                 static_cast<double>(link.to_device) / 1e9);
+    if (optimizer == StateHome::host)
+        std::printf("  host update: span %.2f adamw %.2f waits %.2f ms", median(span_ms), median(adamw_ms),
+                    median(wait_ms));
+    std::printf("\n");
 }
 
 }  // namespace

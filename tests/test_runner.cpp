@@ -881,32 +881,43 @@ TEST_CASE("submit's batch script as Slurm runs it: shards copied back, stopped a
     CHECK(scalar(final_db, "SELECT count(*) FROM cells WHERE status = 'timeout'") == 1);
 }
 
-TEST_CASE("the host's memory bandwidth: a triad over every core, measured for the cells whose update it bounds",
-          "[runner][bandwidth]") {
-    const TriadBandwidth small = measure_host_memory_bandwidth(std::int64_t{1} << 20, 3);
+TEST_CASE("the host's memory bandwidth: a triad and the update's streams over every core, measured for the cells "
+          "whose update it bounds", "[runner][bandwidth]") {
+    const MemoryBandwidth small = measure_host_memory_bandwidth(std::int64_t{1} << 20, 3);
     CHECK(small.bytes == 3 * (std::int64_t{1} << 20) * 4);  // two arrays read, one written, 4 bytes a float
     CHECK(small.passes == 3);
     CHECK(small.gbps > 0);
     CHECK_THROWS_AS(measure_host_memory_bandwidth(0, 1), std::invalid_argument);
     CHECK_THROWS_AS(measure_host_memory_bandwidth(1, 0), std::invalid_argument);
+    // 2 bytes of gradient read, 3 × 4 read and written, 2 of weights written and read first.
+    const MemoryBandwidth update = measure_host_update_bandwidth((std::int64_t{1} << 20) + 3, 2);
+    CHECK(update.bytes == ((std::int64_t{1} << 20) + 3) * (2 + 3 * 8 + 2 + 2));
+    CHECK(update.passes == 2);
+    CHECK(update.gbps > 0);
+    CHECK_THROWS_AS(measure_host_update_bandwidth(0, 1), std::invalid_argument);
+    CHECK_THROWS_AS(measure_host_update_bandwidth(1, 0), std::invalid_argument);
 
     // Measured where a GPU training cell updates on the host, and said; not for any other matrix.
     const auto matrix_of = [](const std::string& defaults) {
         return parse_matrix("[defaults]\n" + defaults + "\n[[sweep]]\n", "inline.toml");
     };
     std::ostringstream said;
+    // Arrays of 16 Mi floats and 8 Mi elements (128 MiB).
+    const HostMemoryProbeSizes sizes{std::int64_t{16} << 20, std::int64_t{8} << 20};
     const auto measured = host_memory_for_sweep(
-        matrix_of("model = \"tiny\"\nbackend = \"device\"\nmode = \"train\"\noptimizer = \"host\""), said);
+        matrix_of("model = \"tiny\"\nbackend = \"device\"\nmode = \"train\"\noptimizer = \"host\""), said, sizes);
     REQUIRE(measured);
-    CHECK(*measured > 0);
+    CHECK(measured->triad_gbps > 0);
+    CHECK(measured->update_gbps > 0);
     CHECK_THAT(said.str(), Catch::Matchers::StartsWith("sweetspot: host memory "));
-    CHECK_THAT(said.str(), Catch::Matchers::ContainsSubstring("STREAM triad over 3 × 256.0 MiB, best of 5 passes"));
+    CHECK_THAT(said.str(), Catch::Matchers::ContainsSubstring("STREAM triad over 3 × 64.0 MiB, best of 5 passes"));
+    CHECK_THAT(said.str(), Catch::Matchers::ContainsSubstring("the host update's own streams (over 128.0 MiB, best of 10"));
     for (const char* other : {"model = \"tiny\"\nbackend = \"device\"\nmode = \"train\"",
                               "model = \"tiny\"\nbackend = \"host\"\nmode = \"train\"",
                               "model = \"tiny\"\nbackend = \"device\""}) {
         INFO(other);
         std::ostringstream quiet;
-        CHECK_FALSE(host_memory_for_sweep(matrix_of(other), quiet));
+        CHECK_FALSE(host_memory_for_sweep(matrix_of(other), quiet, sizes));
         CHECK(quiet.str().empty());
     }
 
@@ -916,6 +927,8 @@ TEST_CASE("the host's memory bandwidth: a triad over every core, measured for th
     RunInfo info;
     info.started_at = "2026-11-26T10:00:00Z";
     info.host_memory_gbps = 12.5;
+    info.host_update_gbps = 15.25;
     store.begin_run(info);
     CHECK(scalar_text(tmp.file("r.db"), "SELECT host_memory_gbps FROM runs") == "12.5");
+    CHECK(scalar_text(tmp.file("r.db"), "SELECT host_update_gbps FROM runs") == "15.25");
 }

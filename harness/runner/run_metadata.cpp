@@ -27,22 +27,29 @@ GpuFacts probe_for_sweep(const Matrix& matrix, std::ostream& out) {
     return gpu;
 }
 
-std::optional<double> host_memory_for_sweep(const Matrix& matrix, std::ostream& out) {
+std::optional<HostMemoryRates> host_memory_for_sweep(const Matrix& matrix, std::ostream& out,
+                                                     const HostMemoryProbeSizes& sizes) {
     const auto updates_on_host = [](const CellParams& c) {
         return c.mode == Mode::train && c.optimizer == StateHome::host && uses_gpu(c);
     };
     if (std::none_of(matrix.cells.begin(), matrix.cells.end(), updates_on_host)) return std::nullopt;
-    const TriadBandwidth triad = measure_host_memory_bandwidth();
+    const MemoryBandwidth triad = measure_host_memory_bandwidth(sizes.triad_floats);
+    const MemoryBandwidth update = measure_host_update_bandwidth(sizes.update_elements);
     out << "sweetspot: host memory " << fixed(triad.gbps, 1) << " GB/s (STREAM triad over 3 × "
-        << human_bytes(static_cast<double>(triad.bytes / 3)) << ", best of " << triad.passes
+        << human_bytes(static_cast<double>(triad.bytes / 3)) << ", best of " << triad.passes << " passes); "
+        << fixed(update.gbps, 1) << " GB/s moved by the host update's own streams (over "
+        << human_bytes(static_cast<double>(update.bytes / 30 * 16)) << ", best of " << update.passes
         << " passes): the bound of the cells whose optimizer runs on the host\n";
-    return triad.gbps;
+    return HostMemoryRates{triad.gbps, update.gbps};
 }
 
 RunInfo run_info(const Matrix& matrix, const RunOptions& options, const GpuFacts& gpu,
-                 std::optional<double> host_memory_gbps) {
+                 const std::optional<HostMemoryRates>& host_memory) {
     RunInfo info = host_run_info();
-    info.host_memory_gbps = host_memory_gbps;
+    if (host_memory) {
+        info.host_memory_gbps = host_memory->triad_gbps;
+        info.host_update_gbps = host_memory->update_gbps;
+    }
     info.gpu_name = gpu.name;
     info.gpu_driver = gpu.driver;
     info.cuda_runtime = gpu.runtime;

@@ -7,6 +7,7 @@
 #include "harness/matrix/matrix.hpp"
 #include "harness/measure/gpu_probe.hpp"
 #include "harness/runner/runner.hpp"
+#include "harness/system/memory_bandwidth.hpp"
 
 namespace sweetspot {
 
@@ -14,12 +15,21 @@ namespace sweetspot {
 // printed to `out`); none otherwise.
 GpuFacts probe_for_sweep(const Matrix& matrix, std::ostream& out);
 
-// The host's memory bandwidth (GB/s, printed to `out`) where some GPU training cell updates on the
-// host's cores (optimizer = "host"), whose bound it is a term of; none otherwise.
-std::optional<double> host_memory_for_sweep(const Matrix& matrix, std::ostream& out);
+// The host's memory bandwidth, both ways harness/system/memory_bandwidth.hpp measures it (GB/s,
+// printed to `out`), where some GPU training cell updates on the host's cores (optimizer =
+// "host"), whose bound the update's rate is a term of; none otherwise. `sizes`: the probes'
+// arrays, smaller than a sweep's in a test.
+struct HostMemoryRates {
+    double triad_gbps = 0, update_gbps = 0;
+};
+struct HostMemoryProbeSizes {
+    std::int64_t triad_floats = kTriadFloats, update_elements = kUpdateElements;
+};
+std::optional<HostMemoryRates> host_memory_for_sweep(const Matrix& matrix, std::ostream& out,
+                                                     const HostMemoryProbeSizes& sizes = {});
 
 // The run's row: the machine, the GPU, the matrix and the command.
 RunInfo run_info(const Matrix& matrix, const RunOptions& options, const GpuFacts& gpu,
-                 std::optional<double> host_memory_gbps);
+                 const std::optional<HostMemoryRates>& host_memory);
 
 }  // namespace sweetspot

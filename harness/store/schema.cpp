@@ -64,6 +64,7 @@ constexpr RunColumn kLaterRunColumns[] = {
     {"direct_managed_mem_access_from_host", SqlType::integer, 4},
     {"stop_reason", SqlType::text, 11},
     {"host_memory_gbps", SqlType::real, 22},
+    {"host_update_gbps", SqlType::real, 29},
 };
 
 // The columns of `cells` that are neither axes nor measures: its identity and outcome.
@@ -239,6 +240,7 @@ const std::vector<SchemaStep>& schema_steps() {
         {26, "the lengths and packing axes (ragged batches); each cell's real and padded tokens", nullptr, ""},
         {27, "each ragged cell's drawn sequence lengths", nullptr, "", fill_drawn_lengths},
         {28, "the max_grad_norm axis", nullptr, ""},
+        {29, "the rate the host memory moves the host update's own streams at", nullptr, ""},
     };
     return steps;
 }

@@ -178,6 +178,7 @@ std::int64_t Store::begin_run(const RunInfo& r) {
         {"pageable_memory_access_uses_host_page_tables", sql(r.managed.pageable_memory_access_uses_host_page_tables)},
         {"direct_managed_mem_access_from_host", sql(r.managed.direct_managed_mem_access_from_host)},
         {"host_memory_gbps", sql(r.host_memory_gbps)},
+        {"host_update_gbps", sql(r.host_update_gbps)},
     });
     const std::int64_t run_id = db_.last_insert_rowid();
     for (const ManagedRate& m : r.managed_rates) {

@@ -47,9 +47,10 @@ struct RunInfo {
     std::optional<std::int64_t> gpu_memory_bytes;
     // Pinned host<->device bandwidth measured at the start of the run (GB/s, 1e9 bytes).
     std::optional<double> h2d_gbps, d2h_gbps;
-    // The host's memory bandwidth (STREAM's triad, GB/s), measured where a cell updates on the
-    // host's cores (optimizer = "host"): its bound's host term.
-    std::optional<double> host_memory_gbps;
+    // The host's memory bandwidth (GB/s), measured where a cell updates on the host's cores
+    // (optimizer = "host"): STREAM's triad, and the rate of the update's own streams, its bound's
+    // host term (harness/system/memory_bandwidth.hpp).
+    std::optional<double> host_memory_gbps, host_update_gbps;
     ManagedAbilities managed;
     std::vector<ManagedRate> managed_rates;
 };

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -24,6 +25,7 @@
 #include "kernels/compute/gemm.hpp"
 #include "kernels/compute/gpu_dtype.hpp"
 #include "kernels/compute/gpu_train_context.hpp"
+#include "kernels/compute/host_update_order.hpp"
 #include "kernels/compute/host_adamw.hpp"
 #include "kernels/compute/layernorm_recovery.hpp"
 #include "kernels/compute/nvtx.hpp"
@@ -137,38 +139,6 @@ GpuTrainContext::GpuTrainContext(const ModelConfig& model_, const WeightLayout& 
     gemm = std::make_unique<Gemm>(dtype, stream, options.fp32_gemm);
 }
 
-// The order the host update takes the units in. After the backward: 0 .. n − 1, the order the
-// next forward reads them in. Started during the backward (nothing to wait for but each unit's own
-// gradient): from the top down, as the backward makes the gradients, each unit once the backward
-// has let go of it, for as long as the GPU is still making gradients; then the rest from 0 up. The
-// host's cores work through the backward, and the units the next forward needs first are still
-// updated first.
-class HostUpdateOrder {
-public:
-    explicit HostUpdateOrder(int units) : top_(units) {}
-    HostUpdateOrder(int units, const ItemProgress& released, const CudaEvent& last_gradient)
-        : top_(units), from_top_(true), released_(&released), last_gradient_(&last_gradient) {}
-
-    // The next unit, taken; −1 after the last.
-    int next() {
-        if (from_top_ && bottom_ < top_ && !(released_->is_done(0) && last_gradient_->complete())) return --top_;
-        from_top_ = false;
-        return bottom_ < top_ ? bottom_++ : -1;
-    }
-    // Whether the backward has let go of unit `unit`; wait until it has.
-    bool ready(int unit) const { return released_ == nullptr || released_->is_done(unit); }
-    void wait(int unit) const {
-        if (released_ != nullptr) released_->wait_for(unit);
-    }
-    bool early() const { return released_ != nullptr; }
-
-private:
-    int bottom_ = 0, top_;  // taken: [0, bottom_) and [top_, units)
-    bool from_top_ = false;
-    const ItemProgress* released_ = nullptr;
-    const CudaEvent* last_gradient_ = nullptr;  // unit 0's, the backward's last
-};
-
 struct GpuTrainStep::Impl {
     std::unique_ptr<GpuTrainContext> context;  // the family's units, the arena, cuBLAS
     bool batch_set = false;
@@ -194,6 +164,7 @@ struct GpuTrainStep::Impl {
     };
     std::unique_ptr<HostLink> host_link;
     LinkBytes link_bytes;
+    HostUpdateTimes update_times;
 
     // The overlapped host update (update(weights, true)): its thread and how far it has come. The
     // next forward waits for each unit (ItemProgress, and on the GPU the unit's copy up); the
@@ -343,7 +314,7 @@ void GpuTrainStep::Impl::start_early_update(LayerSource& weights) {
     const float grad_scale = 1.0f / backward_scale;
     update_thread = std::thread([this, &weights, units, grad_scale] {
         try {
-            update_on_host<T>(weights, HostUpdateOrder(units, released, host_link->gradient_done[0]), nullptr, true,
+            update_on_host<T>(weights, HostUpdateOrder(units, released, [&last = host_link->gradient_done[0]] { return last.complete(); }), nullptr, true,
                               grad_scale, true);
             progress.end();
         } catch (...) {
@@ -561,6 +532,13 @@ void GpuTrainStep::Impl::update_on_host(LayerSource& weights, HostUpdateOrder or
     const cudaStream_t stream = context->stream;
     HostLink& link = *host_link;
     std::fill(link.copied_up.begin(), link.copied_up.end(), 0);
+    using Clock = std::chrono::steady_clock;
+    const auto ms_since = [](Clock::time_point t) {
+        return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+    };
+    const Clock::time_point began = Clock::now();
+    HostUpdateTimes times;
+    std::vector<HostAdamwTensor> tensors;
     const auto bytes_of = [&](int u) { return as_size(layout.units[as_size(u)].numel) * sizeof(T); };
     const auto slot_of = [](int u) { return as_size(u % kHostUpdateSlots); };
     // A streamed unit's gradient and weights are its own host buffers: the source copied the
@@ -575,7 +553,9 @@ void GpuTrainStep::Impl::update_on_host(LayerSource& weights, HostUpdateOrder or
         link_bytes.to_host += static_cast<std::int64_t>(bytes_of(u));
     };
     const auto take = [&](int u) {
+        const Clock::time_point waited = Clock::now();
         order.wait(u);
+        times.wait_ms += ms_since(waited);
         const UnitUpdate unit = weights.acquire_update(u);
         copy_down(u, unit);
         return unit;
@@ -599,6 +579,7 @@ void GpuTrainStep::Impl::update_on_host(LayerSource& weights, HostUpdateOrder or
         if (finite) {
             {
                 const NvtxRange wait("host_update_wait");
+                const Clock::time_point waited = Clock::now();
                 if (unit.streamed) {
                     if (unit.gradient_copied != nullptr) CUDA_CHECK(cudaEventSynchronize(unit.gradient_copied));
                 } else {
@@ -606,13 +587,15 @@ void GpuTrainStep::Impl::update_on_host(LayerSource& weights, HostUpdateOrder or
                     // The slot's weights buffer is free once the unit before in this slot went up.
                     link.weights_up[slot].synchronize();
                 }
+                times.wait_ms += ms_since(waited);
             }
             const NvtxRange compute("host_adamw");
-            for (const TensorSpec& t : layout.units[as_size(u)].tensors) {
-                host_adamw(dtype, static_cast<T*>(unit.host_weights) + t.offset, unit.master + t.offset,
-                           static_cast<const T*>(unit.host_gradient) + t.offset, unit.m + t.offset, unit.v + t.offset,
-                           t.numel, adamw_for(t, grad_scale));
-            }
+            const Clock::time_point computing = Clock::now();
+            tensors.clear();
+            for (const TensorSpec& t : layout.units[as_size(u)].tensors)
+                tensors.push_back({t.offset, t.numel, adamw_for(t, grad_scale)});
+            host_adamw(dtype, unit.host_weights, unit.master, unit.host_gradient, unit.m, unit.v, tensors);
+            times.adamw_ms += ms_since(computing);
             if (!unit.streamed) {
                 // The slot's padding holds whichever unit went through it before: the unit goes
                 // up whole (one copy), so its own padding goes with it.
@@ -630,6 +613,8 @@ void GpuTrainStep::Impl::update_on_host(LayerSource& weights, HostUpdateOrder or
         u = next;
         unit = next_unit;
     }
+    times.span_ms = ms_since(began);
+    update_times = times;
     link.all_down.record(link.down.get());
     // The copies up run in order on one stream: an event after the last covers them all. An
     // overlapped update leaves the next forward to wait for each unit's own.
@@ -697,6 +682,7 @@ float GpuTrainStep::loss_scale() const { return impl_->scale; }
 int GpuTrainStep::steps() const { return impl_->steps; }
 int GpuTrainStep::skipped_steps() const { return impl_->skipped; }
 LinkBytes GpuTrainStep::update_link_bytes() const { return impl_->link_bytes; }
+HostUpdateTimes GpuTrainStep::host_update_times() const { return impl_->update_times; }
 
 std::int64_t GpuTrainStep::activation_bytes() const { return impl_->context->plan.total + impl_->context->extra_bytes; }
 

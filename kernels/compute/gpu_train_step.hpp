@@ -67,6 +67,13 @@ struct GpuTrainOptions {
     TrainSettings settings;
 };
 
+// Where the host update's thread spent its time (ms): from taking its first unit to letting go of
+// its last; within that, AdamW's passes over the units and the waits for their gradients (the
+// backward's, the copies down) and staging slots. The span less both is the thread's own upkeep.
+struct HostUpdateTimes {
+    double span_ms = 0.0, adamw_ms = 0.0, wait_ms = 0.0;
+};
+
 class GpuTrainStep {
 public:
     static constexpr float kInitialLossScale = 65536.0f;  // fp16 only
@@ -120,6 +127,9 @@ public:
     // (UnitUpdate::streamed: the backend moved it, Backend::link_bytes_since_reset), nor for a skipped
     // update.
     LinkBytes update_link_bytes() const;
+    // The last finished update's times on the host, when it ran there (zero otherwise), as
+    // update_link_bytes: an overlapped one's once waited for.
+    HostUpdateTimes host_update_times() const;
 
     // Device bytes this object allocates besides the cuBLAS workspace: kept activations, the
     // logits, scratch, ids and the norm's partials. activation_bytes_for is the same number

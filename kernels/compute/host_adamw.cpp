@@ -1,6 +1,8 @@
 #include "kernels/compute/host_adamw.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 #include <stdexcept>
 
 #include "base/parallel_for.hpp"
@@ -44,28 +46,43 @@ void adamw_range(T* weights, float* master, const T* gradient, float* m, float* 
 }
 
 template <class Convert, class T>
-void adamw_all(void* weights, float* master, const void* gradient, float* m, float* v, std::int64_t n,
-               const cpu::AdamW& a) {
-    const float correct1 = a.bias_correction1(), correct2 = a.bias_correction2();
-    parallel_for(n, [&](std::int64_t begin, std::int64_t end) {
-        auto* w = static_cast<T*>(weights);
-        const auto* g = static_cast<const T*>(gradient);
-        if (master != nullptr) adamw_range<Convert, true>(w, master, g, m, v, begin, end, a, correct1, correct2);
-        else adamw_range<Convert, false>(w, master, g, m, v, begin, end, a, correct1, correct2);
+void adamw_tensors(void* weights, float* master, const void* gradient, float* m, float* v,
+                   std::span<const HostAdamwTensor> tensors) {
+    std::vector<std::int64_t> first(tensors.size() + 1, 0);  // where each tensor starts in the pass
+    for (std::size_t t = 0; t < tensors.size(); ++t) first[t + 1] = first[t] + tensors[t].numel;
+    parallel_for(first.back(), [&](std::int64_t begin, std::int64_t end) {
+        auto t = static_cast<std::size_t>(std::upper_bound(first.begin(), first.end(), begin) - first.begin()) - 1;
+        for (; begin < end; begin = first[++t]) {
+            const HostAdamwTensor& tensor = tensors[t];
+            const std::int64_t at = tensor.offset, from = begin - first[t], to = std::min(end, first[t + 1]) - first[t];
+            auto* w = static_cast<T*>(weights) + at;
+            const auto* g = static_cast<const T*>(gradient) + at;
+            const float correct1 = tensor.a.bias_correction1(), correct2 = tensor.a.bias_correction2();
+            if (master != nullptr)
+                adamw_range<Convert, true>(w, master + at, g, m + at, v + at, from, to, tensor.a, correct1, correct2);
+            else
+                adamw_range<Convert, false>(w, master, g, m + at, v + at, from, to, tensor.a, correct1, correct2);
+        }
     });
 }
 
 }  // namespace
 
-void host_adamw(DType dtype, void* weights, float* master, const void* gradient, float* m, float* v, std::int64_t n,
-                const cpu::AdamW& a) {
+void host_adamw(DType dtype, void* weights, float* master, const void* gradient, float* m, float* v,
+                std::span<const HostAdamwTensor> tensors) {
     if (dtype != DType::fp32 && master == nullptr)
         throw std::invalid_argument("host_adamw: below fp32 the update needs the fp32 master weights");
     switch (dtype) {
-        case DType::fp32: adamw_all<Fp32, float>(weights, master, gradient, m, v, n, a); return;
-        case DType::fp16: adamw_all<Fp16, std::uint16_t>(weights, master, gradient, m, v, n, a); return;
-        case DType::bf16: adamw_all<Bf16, std::uint16_t>(weights, master, gradient, m, v, n, a); return;
+        case DType::fp32: adamw_tensors<Fp32, float>(weights, master, gradient, m, v, tensors); return;
+        case DType::fp16: adamw_tensors<Fp16, std::uint16_t>(weights, master, gradient, m, v, tensors); return;
+        case DType::bf16: adamw_tensors<Bf16, std::uint16_t>(weights, master, gradient, m, v, tensors); return;
     }
+}
+
+void host_adamw(DType dtype, void* weights, float* master, const void* gradient, float* m, float* v, std::int64_t n,
+                const cpu::AdamW& a) {
+    const HostAdamwTensor tensor{0, n, a};
+    host_adamw(dtype, weights, master, gradient, m, v, std::span(&tensor, 1));
 }
 
 }  // namespace sweetspot

@@ -37,7 +37,7 @@ def cells_of(path):
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     con.row_factory = sqlite3.Row
     run_columns = {r[1] for r in con.execute("PRAGMA table_info(runs)")}
-    wanted = [c for c in ("h2d_gbps", "d2h_gbps", "host_memory_gbps") if c in run_columns]
+    wanted = [c for c in ("h2d_gbps", "d2h_gbps", "host_memory_gbps", "host_update_gbps") if c in run_columns]
     select = "SELECT c.*" + "".join(f", r.{c}" for c in wanted) + " FROM cells c JOIN runs r USING (run_id) ORDER BY cell_id"
     latest = {}
     for row in con.execute(select):
