@@ -331,10 +331,10 @@ class BoundTest(unittest.TestCase):
         self.assertAlmostEqual(bound.bound_ms(slow, {bound.workload(slow, WORKLOAD): 2500.0}, WORKLOAD), 2500.0)
         # The update's own streams' rate, where the run measured it, is the rate: 45e9 B at 30 GB/s
         # moved, 1500 ms, the triad's beside it set aside.
-        self.assertAlmostEqual(bound.host_update_ms(cell("device", dtype="bf16", host_update_gbps=30.0, **host)), 1500.0)
-        self.assertAlmostEqual(
-            bound.host_update_ms(cell("device", dtype="bf16", **dict(host, host_memory_gbps=None, host_update_gbps=30.0))),
-            1500.0)
+        both = cell("device", dtype="bf16", host_update_gbps=30.0, **host)
+        self.assertAlmostEqual(bound.host_update_ms(both), 1500.0)
+        streams_only = cell("device", dtype="bf16", **dict(host, host_memory_gbps=None, host_update_gbps=30.0))
+        self.assertAlmostEqual(bound.host_update_ms(streams_only), 1500.0)
         # No term: the optimizer on the device, no measurement (an older file), no parameter count.
         self.assertIsNone(bound.host_update_ms(cell("device", dtype="bf16", **dict(host, optimizer="device"))))
         self.assertIsNone(bound.host_update_ms(cell("device", dtype="bf16", **dict(host, host_memory_gbps=None))))

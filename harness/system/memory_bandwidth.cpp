@@ -56,11 +56,13 @@ MemoryBandwidth measure_host_memory_bandwidth(std::int64_t floats, int passes) {
     const float s = 3.0f;
     const MemoryBandwidth out = best_rate(3 * floats * std::int64_t{sizeof(float)}, passes, [&] {
         parallel_for(floats, [&](std::int64_t begin, std::int64_t end) {
-            for (auto i = static_cast<std::size_t>(begin); i < static_cast<std::size_t>(end); ++i) a[i] = b[i] + s * c[i];
+            for (auto i = static_cast<std::size_t>(begin); i < static_cast<std::size_t>(end); ++i)
+                a[i] = b[i] + s * c[i];
         });
     });
     // Every element's result is 1 + 3·2: a pass that was optimised away would leave the zeros.
-    if (a[0] != 7.0f || a[n - 1] != 7.0f) throw std::logic_error("measure_host_memory_bandwidth: the triad did not run");
+    if (a[0] != 7.0f || a[n - 1] != 7.0f)
+        throw std::logic_error("measure_host_memory_bandwidth: the triad did not run");
     return out;
 }
 

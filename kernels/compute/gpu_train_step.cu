@@ -187,6 +187,19 @@ struct GpuTrainStep::Impl {
     bool may_update_early() const;
     template <class T>
     void start_early_update(LayerSource& weights);
+    // Runs `update` (an update_on_host) on the update's thread, telling its end, or what it threw,
+    // through `progress`.
+    template <class F>
+    void run_update_thread(F update) {
+        update_thread = std::thread([this, update = std::move(update)] {
+            try {
+                update();
+                progress.end();
+            } catch (...) {
+                progress.end(std::current_exception());
+            }
+        });
+    }
     // Before the forward acquires unit `unit`: its overlapped update done, the compute stream after
     // its weights' copy up.
     void await_unit_update(int unit);
@@ -312,14 +325,9 @@ void GpuTrainStep::Impl::start_early_update(LayerSource& weights) {
     overlapped_update = true;
     early_update = true;
     const float grad_scale = 1.0f / backward_scale;
-    update_thread = std::thread([this, &weights, units, grad_scale] {
-        try {
-            update_on_host<T>(weights, HostUpdateOrder(units, released, [&last = host_link->gradient_done[0]] { return last.complete(); }), nullptr, true,
-                              grad_scale, true);
-            progress.end();
-        } catch (...) {
-            progress.end(std::current_exception());
-        }
+    run_update_thread([this, &weights, units, grad_scale] {
+        const auto backward_ended = [&last = host_link->gradient_done[0]] { return last.complete(); };
+        update_on_host<T>(weights, HostUpdateOrder(units, released, backward_ended), nullptr, true, grad_scale, true);
     });
 }
 
@@ -494,13 +502,8 @@ void GpuTrainStep::Impl::update(LayerSource& weights, bool overlapped) {
         progress.begin(units);
         weights.follow_update(&progress);
         overlapped_update = true;
-        update_thread = std::thread([this, &weights, unit, units, finite, grad_scale] {
-            try {
-                update_on_host<T>(weights, HostUpdateOrder(units), &unit, finite, grad_scale, true);
-                progress.end();
-            } catch (...) {
-                progress.end(std::current_exception());
-            }
+        run_update_thread([this, &weights, unit, units, finite, grad_scale] {
+            update_on_host<T>(weights, HostUpdateOrder(units), &unit, finite, grad_scale, true);
         });
         return;
     }
