@@ -875,6 +875,13 @@ TEST_CASE("an overlapped host update gives the bits of the one that ends before 
                     on_overlapped.finish_update();
                     CUDA_CHECK(cudaStreamSynchronize(stream.get()));
                     CHECK(on_overlapped.update_link_bytes() == on_ended.update_link_bytes());
+                    // Both last updates ran on the host: AdamW and the waits are parts of the span.
+                    for (const GpuTrainStep* step : {&on_overlapped, &on_ended}) {
+                        const HostUpdateTimes times = step->host_update_times();
+                        CHECK(times.adamw_ms > 0.0);
+                        CHECK(times.wait_ms >= 0.0);
+                        CHECK(times.span_ms >= times.adamw_ms + times.wait_ms - 1e-9);
+                    }
                     check_same_state(layout, dtype, *overlapped, *ended);
                     std::printf("gpu_train overlapped host update %-14s %-60s clip %g %d steps bit for bit, "
                                 "loss %.6f\n",
