@@ -921,6 +921,22 @@ TEST_CASE("the host's memory bandwidth: a triad and the update's streams over ev
         CHECK(quiet.str().empty());
     }
 
+    // A small host's probes fit a quarter of its free memory: 4 GiB leaves 1 GiB, 89,478,485 triad
+    // floats (12 bytes each: no fewer than the default 64 Mi) and 64 Mi update elements (16 bytes).
+    const HostMemoryProbeSizes defaults;
+    const HostMemoryProbeSizes small_host = defaults.within(std::int64_t{4} << 30);
+    CHECK(small_host.triad_floats == std::int64_t{64} << 20);
+    CHECK(small_host.update_elements == std::int64_t{64} << 20);
+    const HostMemoryProbeSizes tiny_host = defaults.within(std::int64_t{192} << 20);  // 48 MiB each
+    CHECK(tiny_host.triad_floats == (std::int64_t{48} << 20) / 12);
+    CHECK(tiny_host.update_elements == std::int64_t{3} << 20);
+    for (const auto large : {std::optional<std::int64_t>{}, std::optional<std::int64_t>{std::int64_t{1} << 40}}) {
+        const HostMemoryProbeSizes kept = defaults.within(large);
+        CHECK(kept.triad_floats == std::int64_t{64} << 20);
+        CHECK(kept.update_elements == std::int64_t{256} << 20);
+    }
+    CHECK(defaults.within(0).update_elements == 1);
+
     // Stored with the run.
     test::TempDir tmp;
     auto store = Store::open(tmp.file("r.db"), Store::Access::exclusive);

@@ -5,6 +5,7 @@
 #include "base/number_text.hpp"
 #include "harness/measure/cell_exec.hpp"
 #include "harness/system/memory_bandwidth.hpp"
+#include "harness/system/system_info.hpp"
 
 namespace sweetspot {
 
@@ -27,14 +28,23 @@ GpuFacts probe_for_sweep(const Matrix& matrix, std::ostream& out) {
     return gpu;
 }
 
+HostMemoryProbeSizes HostMemoryProbeSizes::within(std::optional<std::int64_t> available) const {
+    if (!available) return *this;
+    const std::int64_t quarter = *available / 4;
+    // The triad's three float arrays; the update's bf16 gradient and weights, fp32 master, m and v.
+    return {std::clamp<std::int64_t>(quarter / (3 * 4), 1, triad_floats),
+            std::clamp<std::int64_t>(quarter / (2 + 2 + 3 * 4), 1, update_elements)};
+}
+
 std::optional<HostMemoryRates> host_memory_for_sweep(const Matrix& matrix, std::ostream& out,
                                                      const HostMemoryProbeSizes& sizes) {
     const auto updates_on_host = [](const CellParams& c) {
         return c.mode == Mode::train && c.optimizer == StateHome::host && uses_gpu(c);
     };
     if (std::none_of(matrix.cells.begin(), matrix.cells.end(), updates_on_host)) return std::nullopt;
-    const MemoryBandwidth triad = measure_host_memory_bandwidth(sizes.triad_floats);
-    const MemoryBandwidth update = measure_host_update_bandwidth(sizes.update_elements);
+    const HostMemoryProbeSizes fit = sizes.within(host_memory_available_bytes());
+    const MemoryBandwidth triad = measure_host_memory_bandwidth(fit.triad_floats);
+    const MemoryBandwidth update = measure_host_update_bandwidth(fit.update_elements);
     out << "sweetspot: host memory " << fixed(triad.gbps, 1) << " GB/s (STREAM triad over 3 × "
         << human_bytes(static_cast<double>(triad.bytes / 3)) << ", best of " << triad.passes << " passes); "
         << fixed(update.gbps, 1) << " GB/s moved by the host update's own streams (over "

@@ -24,6 +24,9 @@ struct HostMemoryRates {
 };
 struct HostMemoryProbeSizes {
     std::int64_t triad_floats = kTriadFloats, update_elements = kUpdateElements;
+    // These, each probe's arrays shrunk where needed to a quarter of `available` bytes (as they are
+    // where the host does not say), so that measuring never pushes a small host into swap.
+    HostMemoryProbeSizes within(std::optional<std::int64_t> available) const;
 };
 std::optional<HostMemoryRates> host_memory_for_sweep(const Matrix& matrix, std::ostream& out,
                                                      const HostMemoryProbeSizes& sizes = {});
