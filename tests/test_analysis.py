@@ -84,6 +84,7 @@ TRAIN_SIDE_BY_SIDE = REPO / "scripts" / "bench" / "train_side_by_side.py"
 RECOMPUTE_TABLE = REPO / "scripts" / "bench" / "recompute_table.py"
 OVERHEAD_TABLE = REPO / "scripts" / "bench" / "overhead_table.py"
 FIT_CHECK = REPO / "scripts" / "bench" / "fit_check.py"
+TEMPO_STUDY = REPO / "scripts" / "bench" / "tempo_study.py"
 GB = 1_000_000_000
 MIB = 2**20
 GIB = 2**30
@@ -769,6 +770,52 @@ class BackendsTableTest(BoundFixture):
         rows = self.markdown_rows(self.script(old, "--markdown"))
         self.check(rows, self.EXPECTED)
         self.assertEqual({r["launch"] for r in rows.values()}, {"kernels"})
+
+
+class TempoStudyOffloadTest(DbTest):
+    """scripts/bench/tempo_study.py's table of the cells whose AdamW runs on the host: each term of
+    the bound, the dominant one, and, where the step clips, the backward plus the host update."""
+
+    @classmethod
+    def build(cls, db):
+        # 25 GB/s each way; the host update's streams at 30 GB/s (the triad's 20 set aside).
+        db.set_run(h2d_gbps=25.0, d2h_gbps=25.0, host_memory_gbps=20.0, host_update_gbps=30.0)
+        train = dict(mode="train", optimizer="host", model="gpt3_6.7b", dtype="bf16", batch=1, seq=1024,
+                     n_params=1_500_000_000, budget="25%", streamed_bytes=5 * GB, link_to_device_bytes=10 * GB,
+                     link_to_host_bytes=5 * GB, forward_ms=1500.0, optimizer_ms=10.0)
+        return {"clipped": gpu_cell(db, "explicit-copy", max_grad_norm=1.0, latency_median_ms=1800.0,
+                                    backward_ms=250.0, **train),
+                "unclipped": gpu_cell(db, "explicit-copy", max_grad_norm=0.0, latency_median_ms=1650.0,
+                                      backward_ms=300.0, **train)}
+
+    def rows(self):
+        done = subprocess.run([sys.executable, str(TEMPO_STUDY), self.path], capture_output=True, text=True,
+                              timeout=120, cwd=tempfile.gettempdir())
+        self.assertEqual(done.returncode, 0, done.stderr)
+        lines = done.stdout.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("Training with AdamW on the host"))
+        header = [h.strip() for h in lines[start + 2].strip("|").split("|")]
+        table = [dict(zip(header, (v.strip() for v in line.strip("|").split("|"))))
+                 for line in lines[start + 4:] if line.startswith("| ")]
+        return {float(r["max_grad_norm"]): r for r in table}, done.stdout
+
+    def test_the_bound_is_the_host_update_at_the_rate_of_its_streams(self):
+        rows, out = self.rows()
+        self.assertEqual(set(rows), {0.0, 1.0})
+        for row in rows.values():
+            # link: max(10e9 / 25e9, 5e9 / 25e9) = 400 ms; host update: 1.5e9 · 30 B / 30 GB/s = 1500 ms.
+            self.assertEqual(row["link"], "400")
+            self.assertEqual(row["host update"], "1,500")
+            self.assertEqual(row["bound"], "1,500")
+            self.assertEqual(row["dominant term"], "host update")
+        self.assertEqual(rows[1.0]["step ÷ bound"], "1.20")  # 1800 / 1500
+        self.assertEqual(rows[0.0]["step ÷ bound"], "1.10")  # 1650 / 1500
+        # Clipped: the update waits for the backward, 250 + 1500 = 1750 ms, 1800 / 1750 = 1.03.
+        self.assertEqual(rows[1.0]["backward + host update"], "1,750")
+        self.assertEqual(rows[1.0]["step ÷ that"], "1.03")
+        # Unclipped: the backward starts the update; no such floor.
+        self.assertEqual(rows[0.0]["backward + host update"], "–")
+        self.assertIn("Run 1: the host update's streams 30.0 GB/s moved, the STREAM triad 20.0 GB/s counted.", out)
 
 
 class ReportBoundTest(BoundFixture):

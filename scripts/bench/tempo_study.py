@@ -150,6 +150,12 @@ def offload_table(cells, axes):
               f"{number(c['link_to_device_bytes'] / 1e9, 1)} | {number(c['link_to_host_bytes'] / 1e9, 1)} | "
               f"{number(terms['link'])} | {number(terms['host update'])} | {number(terms['in-memory step'])} | "
               f"{number(limit)} | {ratio} | {top or '–'} | {number(serial)} | {serial_ratio} |")
+    # The rates behind the host update's term, per run: they drift with the host's other tenants.
+    runs = sorted({(c["run_id"], c.get("host_update_gbps"), c.get("host_memory_gbps")) for c in hosted},
+                  key=lambda r: r[0])
+    for run_id, streams, triad in runs:
+        print(f"\nRun {run_id}: the host update's streams {number(streams, 1)} GB/s moved, the STREAM triad "
+              f"{number(triad, 1)} GB/s counted.")
 
 
 def estimator_errors(cells):
