@@ -27,9 +27,10 @@ MemoryBandwidth measure_host_memory_bandwidth(std::int64_t floats = kTriadFloats
 
 // `elements` parameters' worth of a bf16 update's arrays (default 256 Mi: 4 GiB, a pass as long
 // as one unit's update of a large model, so that starting the cores and the pass's last chunks,
-// which cost every pass the same, weigh as little as there), `passes` ≥ 1 timed passes. Bytes as the memory moves them, 30 an element: the gradient read (2), the fp32
-// master weights, m and v read and written (24), the new weights written (2) and their lines read
-// first (2), as analysis/bound.py counts an update's.
+// which cost every pass the same, weigh as little as there), `passes` ≥ 1 timed passes. Bytes as
+// the memory moves them, 30 an element: the gradient read (2), the fp32 master weights, m and v
+// read and written (24), the new weights written (2) and their lines read first (2), as
+// analysis/bound.py counts an update's.
 // Throws std::invalid_argument for fewer than one element or pass.
 MemoryBandwidth measure_host_update_bandwidth(std::int64_t elements = kUpdateElements, int passes = 10);
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 #include <stdexcept>
+#include <vector>
 
 #include "base/parallel_for.hpp"
 

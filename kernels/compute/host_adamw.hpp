@@ -1,12 +1,11 @@
 #pragma once
 // The optimizer step on the host, for training whose optimizer state does not live on the GPU
-// (ZeRO-Offload's CPU Adam): AdamW over fp32 master weights and moments in host
-// memory, from the gradient as the GPU computed it (in the cell's dtype, copied to host memory),
-// writing the new master weights, the moments and the weights in the dtype that the streaming
-// backend copies to the GPU. The arithmetic is gpu::launch_adamw's and cpu::adamw's, line for
-// line, so the three give the same bits; one pass over the five arrays, split over the host's
-// cores, each chunk a branch-free loop the compiler vectorises (fp32 and bf16; fp16's conversion
-// is a call).
+// (ZeRO-Offload's CPU Adam): AdamW over fp32 master weights and moments in host memory, from the
+// gradient as the GPU computed it (in the cell's dtype, copied to host memory), writing the new
+// master weights, the moments and the weights in the dtype that the streaming backend copies to
+// the GPU. The arithmetic is gpu::launch_adamw's and cpu::adamw's, line for line, so the three
+// give the same bits; one pass over the five arrays, split over the host's cores, each chunk a
+// branch-free loop the compiler vectorises (fp32 and bf16; fp16's conversion is a call).
 #include <cstdint>
 #include <span>
 
