@@ -18,12 +18,14 @@ overlap. The fastest `device` cell of the same workload with its optimizer on th
 in-memory speed reference. Such a step's update streams, per parameter, the fp32 master weights,
 m and v in and out, the gradient in and the new weights out (kernels/compute/host_adamw.hpp): the
 host update time is the bytes the memory moves for it, 24 + 3 × the dtype's bytes a parameter
-(a line only written, the new weights', is read into the cache first), at the rate the memory
-moved the same streams in the run's probe (runs.host_update_gbps,
-harness/system/memory_bandwidth.hpp). A run from before that probe (schema 29) has the STREAM
-triad's rate only (runs.host_memory_gbps), which moved 4 bytes for the 3 STREAM counts; its three
-streams move less than the update's nine where the cores set the rate, so such a bound may be
-beaten. Any term of the bound may be missing (no link probe, no `device` cell, no host
+(a line only written, the new weights', is read into the cache first), at the rate the cell's own
+state moved at, read and written in place where it lay (cells.host_state_gbps, schema 30): a lent
+host's memory is faster in some places than in others, and the run's probe of 4 GiB may have lain
+in a faster place than the cell's state (harness/system/memory_bandwidth.hpp). Before schema 30,
+at the rate the memory moved the same streams in the run's probe (runs.host_update_gbps); before
+schema 29, the STREAM triad's (runs.host_memory_gbps), which moved 4 bytes for the 3 STREAM
+counts; its three streams move less than the update's nine where the cores set the rate, so such a
+bound may be beaten. Any term of the bound may be missing (no link probe, no `device` cell, no host
 measurement); the bound is then the largest of the others, or None.
 
 A bound is a floor: no cell may run faster than it. faster_than() names the bounds a cell beats
@@ -125,11 +127,12 @@ TRIAD_MOVED_PER_COUNTED = 4 / 3
 
 
 def host_update_ms(cell):
-    """Time of the cell's host update at the rate the run measured the host memory move (ms): the
-    update's own streams' where the run has it, else the triad's; None without either."""
+    """Time of the cell's host update at the rate its memory was measured to move at (ms): the rate
+    of the cell's own state where it has it, else the run's probe of the update's streams, else the
+    run's triad; None without any."""
     update = host_update_bytes(cell)
-    streams, triad = field(cell, "host_update_gbps"), field(cell, "host_memory_gbps")
-    moved_gbps = streams if streams else (triad * TRIAD_MOVED_PER_COUNTED if triad else None)
+    state, streams, triad = (field(cell, c) for c in ("host_state_gbps", "host_update_gbps", "host_memory_gbps"))
+    moved_gbps = state or streams or (triad * TRIAD_MOVED_PER_COUNTED if triad else None)
     return update / (moved_gbps * 1e6) if update and moved_gbps else None
 
 

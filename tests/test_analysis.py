@@ -336,6 +336,10 @@ class BoundTest(unittest.TestCase):
         self.assertAlmostEqual(bound.host_update_ms(both), 1500.0)
         streams_only = cell("device", dtype="bf16", **dict(host, host_memory_gbps=None, host_update_gbps=30.0))
         self.assertAlmostEqual(bound.host_update_ms(streams_only), 1500.0)
+        # The rate of the cell's own state, where it was measured (schema 30), before either of the
+        # run's probes: 45e9 B at 25 GB/s, 1800 ms.
+        own = cell("device", dtype="bf16", host_state_gbps=25.0, host_update_gbps=30.0, **host)
+        self.assertAlmostEqual(bound.host_update_ms(own), 1800.0)
         # No term: the optimizer on the device, no measurement (an older file), no parameter count.
         self.assertIsNone(bound.host_update_ms(cell("device", dtype="bf16", **dict(host, optimizer="device"))))
         self.assertIsNone(bound.host_update_ms(cell("device", dtype="bf16", **dict(host, host_memory_gbps=None))))
@@ -786,7 +790,10 @@ class TempoStudyOffloadTest(DbTest):
         return {"clipped": gpu_cell(db, "explicit-copy", max_grad_norm=1.0, latency_median_ms=1800.0,
                                     backward_ms=250.0, **train),
                 "unclipped": gpu_cell(db, "explicit-copy", max_grad_norm=0.0, latency_median_ms=1650.0,
-                                      backward_ms=300.0, **train)}
+                                      backward_ms=300.0, **train),
+                # Its own state measured at 25 GB/s where it lay: its host update, 45e9 B / 25 GB/s.
+                "own rate": gpu_cell(db, "explicit-copy", max_grad_norm=0.0, latency_median_ms=1890.0,
+                                     backward_ms=300.0, host_state_gbps=25.0, **dict(train, budget="50%"))}
 
     def rows(self):
         done = subprocess.run([sys.executable, str(TEMPO_STUDY), self.path], capture_output=True, text=True,
@@ -797,12 +804,14 @@ class TempoStudyOffloadTest(DbTest):
         header = [h.strip() for h in lines[start + 2].strip("|").split("|")]
         table = [dict(zip(header, (v.strip() for v in line.strip("|").split("|"))))
                  for line in lines[start + 4:] if line.startswith("| ")]
-        return {float(r["max_grad_norm"]): r for r in table}, done.stdout
+        return {(r["budget"], float(r["max_grad_norm"])): r for r in table}, done.stdout
 
     def test_the_bound_is_the_host_update_at_the_rate_of_its_streams(self):
-        rows, out = self.rows()
-        self.assertEqual(set(rows), {0.0, 1.0})
+        by_cell, out = self.rows()
+        self.assertEqual(set(by_cell), {("25%", 0.0), ("25%", 1.0), ("50%", 0.0)})
+        rows = {clip: row for (budget, clip), row in by_cell.items() if budget == "25%"}
         for row in rows.values():
+            self.assertEqual(row["state GB/s"], "–")
             # link: max(10e9 / 25e9, 5e9 / 25e9) = 400 ms; host update: 1.5e9 · 30 B / 30 GB/s = 1500 ms.
             self.assertEqual(row["link"], "400")
             self.assertEqual(row["host update"], "1,500")
@@ -816,6 +825,10 @@ class TempoStudyOffloadTest(DbTest):
         # Unclipped: the backward starts the update; no such floor.
         self.assertEqual(rows[0.0]["backward + host update"], "–")
         self.assertIn("Run 1: the host update's streams 30.0 GB/s moved, the STREAM triad 20.0 GB/s counted.", out)
+        # A cell with its own state's rate: 1.5e9 · 30 B / 25 GB/s = 1800 ms, the run's probe set aside.
+        own = by_cell[("50%", 0.0)]
+        self.assertEqual((own["state GB/s"], own["host update"], own["bound"]), ("25.0", "1,800", "1,800"))
+        self.assertEqual(own["step ÷ bound"], "1.05")  # 1890 / 1800
 
 
 class ReportBoundTest(BoundFixture):

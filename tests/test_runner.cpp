@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -879,6 +881,39 @@ TEST_CASE("submit's batch script as Slurm runs it: shards copied back, stopped a
     CHECK_THAT(again.output, Catch::Matchers::ContainsSubstring("2 already done"));
     CHECK(scalar(final_db, "SELECT count(*) FROM cells") == 3);
     CHECK(scalar(final_db, "SELECT count(*) FROM cells WHERE status = 'timeout'") == 1);
+}
+
+TEST_CASE("the bandwidth of memory the caller holds, read and written in place, leaves every bit as it was",
+          "[runner][bandwidth]") {
+    // Two groups of unequal length; values a float's arithmetic would change: both zeros, a
+    // subnormal, infinities, NaNs with payloads, and a pattern through every bit.
+    const std::vector<std::uint32_t> special = {0x00000000u, 0x80000000u, 0x00000001u, 0x7f800000u,
+                                                0xff800000u, 0x7fc00001u, 0xffbfffffu, 0x3f800000u};
+    const auto filled = [&](std::size_t n, std::uint32_t salt) {
+        std::vector<float> v(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            const auto pattern = static_cast<std::uint32_t>(i * 2654435761u) ^ salt;
+            v[i] = std::bit_cast<float>(i < special.size() ? special[i] : pattern);
+        }
+        return v;
+    };
+    const std::size_t n0 = (std::size_t{1} << 20) + 5, n1 = 999;
+    std::vector<std::vector<float>> arrays = {filled(n0, 1), filled(n0, 2), filled(n0, 3),
+                                              filled(n1, 4), filled(n1, 5), filled(n1, 6)};
+    const std::vector<std::vector<float>> before = arrays;
+    const std::vector<FloatArrays> groups = {
+        {{arrays[0].data(), arrays[1].data(), arrays[2].data()}, static_cast<std::int64_t>(n0)},
+        {{arrays[3].data(), arrays[4].data(), arrays[5].data()}, static_cast<std::int64_t>(n1)}};
+    const MemoryBandwidth rate = measure_in_place_bandwidth(groups, 2);
+    CHECK(rate.bytes == 3 * 8 * static_cast<std::int64_t>(n0 + n1));  // 3 arrays, 4 bytes read and 4 written
+    CHECK(rate.passes == 2);
+    CHECK(rate.gbps > 0);
+    for (std::size_t a = 0; a < arrays.size(); ++a) {
+        INFO("array " << a);
+        CHECK(std::memcmp(arrays[a].data(), before[a].data(), arrays[a].size() * sizeof(float)) == 0);
+    }
+    CHECK_THROWS_AS(measure_in_place_bandwidth({}, 1), std::invalid_argument);
+    CHECK_THROWS_AS(measure_in_place_bandwidth(groups, 0), std::invalid_argument);
 }
 
 TEST_CASE("the host's memory bandwidth: a triad and the update's streams over every core, measured for the cells "

@@ -189,6 +189,10 @@ inline constexpr auto kMeasures = std::to_array<Measure>({
      .meaning = "bytes a training step copied from the host to the device: each unit's new weights where AdamW runs "
                 "on the host, and explicit-copy's and uvm-prefetch's streamed units twice (forward and backward, copied or prefetched) instead of theirs, 0 where "
                 "it runs on the device (GPU train)"},
+    {.name = "host_state_gbps", .unit = Unit::gbps, .since = 30,
+     .meaning = "the rate the cell's optimizer state on the host (optimizer = host: fp32 master weights, m and v) "
+                "moved at, read and written in place where it lay, best of 3 passes before the steps: the bound's host "
+                "term (analysis/bound.py)"},
     {.name = "device_used_bytes", .type = SqlType::integer, .unit = Unit::bytes,
      .meaning = "device memory in use after the first iteration (cudaMemGetInfo)"},
     // The memory estimator's predictions, made before the cell runs.

@@ -20,6 +20,7 @@
 #include "harness/measure/gpu_memory_watch.hpp"
 #include "harness/measure/nvml_memory.hpp"
 #include "harness/measure/step_check.hpp"
+#include "harness/system/memory_bandwidth.hpp"
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/cuda_resources.hpp"
 #include "kernels/compute/gpu_forward.hpp"
@@ -315,6 +316,7 @@ public:
         step_->set_batch(tokens_, targets_);
         CUDA_CHECK(cudaStreamSynchronize(gpu_.stream()));
         gpu_.lap("train_setup");
+        measure_host_state(options);
     }
 
     std::vector<CellPhase> setup_phases() const override { return gpu_.setup_phases(); }
@@ -408,10 +410,27 @@ public:
         out.set<"training_state_bytes">(gpu_.training_state_bytes());
         out.set<"link_to_host_bytes">(link_.to_host);
         out.set<"link_to_device_bytes">(link_.to_device);
+        if (host_state_) out.set<"host_state_gbps">(host_state_->gbps);
         losses_.add_results(out);
     }
 
 private:
+    // Where the optimizer's state is on the host (optimizer = host): the rate its fp32 master
+    // weights, m and v move at, read and written in place where they lie, for the bound's host term
+    // (analysis/bound.py). Each cell's state lies somewhere else in the host's memory, and on a lent
+    // host some of it is slower than the run's probe was (memory_bandwidth.hpp).
+    void measure_host_state(const MeasureOptions& options) {
+        std::vector<FloatArrays> state;
+        for (int u = 0; u < gpu_.layout().unit_count(); ++u) {
+            const UnitUpdate unit = gpu_.backend().acquire_update(u);
+            if (!unit.on_host() || unit.master == nullptr) return;
+            state.push_back({{unit.master, unit.m, unit.v}, gpu_.layout().units[static_cast<std::size_t>(u)].numel});
+        }
+        options.status.phase("host_state_rate");
+        host_state_ = measure_in_place_bandwidth(state);
+        gpu_.lap("host_state_rate");
+    }
+
     GpuTrainOptions train_options() const {
         GpuTrainOptions train;
         train.fp32_gemm = cell_.fp32_gemm();
@@ -494,6 +513,7 @@ private:
 
     const CellParams& cell_;
     TrainSettings settings_ = train_settings(cell_);
+    std::optional<MemoryBandwidth> host_state_;
     GpuCell gpu_;
     std::vector<std::int32_t> tokens_, targets_;
     std::optional<TrainingCheckShape> check_shape_;

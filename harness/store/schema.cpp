@@ -241,6 +241,7 @@ const std::vector<SchemaStep>& schema_steps() {
         {27, "each ragged cell's drawn sequence lengths", nullptr, "", fill_drawn_lengths},
         {28, "the max_grad_norm axis", nullptr, ""},
         {29, "the rate the host memory moves the host update's own streams at", nullptr, ""},
+        {30, "the rate each training cell's optimizer state on the host moves at where it lies", nullptr, ""},
     };
     return steps;
 }

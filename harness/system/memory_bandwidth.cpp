@@ -37,6 +37,37 @@ MemoryBandwidth best_rate(std::int64_t bytes, int passes, const Pass& pass) {
     return out;
 }
 
+// One pass of the update probe over [begin, end): each of the update's arrays read and written as
+// host_adamw reads and writes them, with an add where it has its arithmetic (the gradient's 1 to
+// the three fp32 arrays). Built as host_adamw's loop is (AVX2 where the cores have it), so the probe
+// moves the streams at least as fast as the update can, and its rate stays a ceiling.
+__attribute__((target_clones("avx2", "default"))) void update_streams(const std::uint16_t* gradient,
+                                                                       std::uint16_t* weights, float* master, float* m,
+                                                                       float* v, std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+        const auto g = std::bit_cast<float>(std::uint32_t{gradient[i]} << 16);
+        m[i] += g;
+        v[i] += g;
+        master[i] += g;
+        weights[i] = gradient[i];
+    }
+}
+
+// One group's arrays read and written back over [begin, end), every bit kept: each element is
+// XORed with `zero`, which the caller reads through a volatile so that the compiler cannot drop
+// the stores as writing back what was loaded.
+__attribute__((target_clones("avx2", "default"))) void rewrite_in_place(const FloatArrays& group, std::uint32_t zero,
+                                                                         std::int64_t begin, std::int64_t end) {
+    auto* const a = reinterpret_cast<std::uint32_t*>(group.arrays[0]);
+    auto* const b = reinterpret_cast<std::uint32_t*>(group.arrays[1]);
+    auto* const c = reinterpret_cast<std::uint32_t*>(group.arrays[2]);
+    for (std::int64_t i = begin; i < end; ++i) {
+        a[i] ^= zero;
+        b[i] ^= zero;
+        c[i] ^= zero;
+    }
+}
+
 }  // namespace
 
 MemoryBandwidth measure_host_memory_bandwidth(std::int64_t floats, int passes) {
@@ -82,23 +113,27 @@ MemoryBandwidth measure_host_update_bandwidth(std::int64_t elements, int passes)
             master[i] = m[i] = v[i] = 0.0f;
         }
     });
-    // Each of the update's arrays read and written as host_adamw reads and writes them, with an add
-    // where it has its arithmetic: every pass adds the gradient's 1 to the three fp32 arrays.
     const MemoryBandwidth out = best_rate(30 * elements, passes, [&] {
         parallel_for(elements, [&](std::int64_t begin, std::int64_t end) {
-            for (auto i = static_cast<std::size_t>(begin); i < static_cast<std::size_t>(end); ++i) {
-                const auto g = std::bit_cast<float>(std::uint32_t{gradient[i]} << 16);
-                m[i] += g;
-                v[i] += g;
-                master[i] += g;
-                weights[i] = gradient[i];
-            }
+            update_streams(gradient.get(), weights.get(), master.get(), m.get(), v.get(), begin, end);
         });
     });
     const auto all_passes = static_cast<float>(passes + 1);
     if (m[0] != all_passes || v[n - 1] != all_passes || master[n - 1] != all_passes || weights[n - 1] != kOne)
         throw std::logic_error("measure_host_update_bandwidth: the passes did not run");
     return out;
+}
+
+MemoryBandwidth measure_in_place_bandwidth(std::span<const FloatArrays> groups, int passes) {
+    std::int64_t elements = 0;
+    for (const FloatArrays& g : groups) elements += g.n;
+    check_size("measure_in_place_bandwidth", elements, passes);
+    volatile std::uint32_t opaque_zero = 0;
+    const std::uint32_t zero = opaque_zero;
+    return best_rate(3 * 8 * elements, passes, [&] {
+        for (const FloatArrays& g : groups)
+            parallel_for(g.n, [&](std::int64_t begin, std::int64_t end) { rewrite_in_place(g, zero, begin, end); });
+    });
 }
 
 }  // namespace sweetspot

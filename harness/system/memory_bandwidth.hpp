@@ -6,8 +6,14 @@
 // - the host update's own streams (host_adamw's loads and stores, without its arithmetic): where
 //   the cores, not the memory, set the rate, a pass of nine streams moves more than the triad's
 //   three do, and the update itself beats the triad's rate. This one bounds an update made on the
-//   host's cores (optimizer = "host"), a term of a training cell's bound (analysis/bound.py).
+//   host's cores (optimizer = "host"), a term of a training cell's bound (analysis/bound.py);
+// and, on memory the caller holds, the rate that memory moves at read and written in place: a
+// lent virtual machine's memory can be much faster in one place than in another (docs/benchmarks.md,
+// "Offloaded training"), so a probe the update's own state does not lie in may be faster than the
+// update can be.
+#include <array>
 #include <cstdint>
+#include <span>
 
 namespace sweetspot {
 
@@ -33,5 +39,18 @@ MemoryBandwidth measure_host_memory_bandwidth(std::int64_t floats = kTriadFloats
 // analysis/bound.py counts an update's.
 // Throws std::invalid_argument for fewer than one element or pass.
 MemoryBandwidth measure_host_update_bandwidth(std::int64_t elements = kUpdateElements, int passes = 10);
+
+// Three float arrays of `n` elements each, streamed together (as the update streams a unit's fp32
+// master weights, m and v).
+struct FloatArrays {
+    std::array<float*, 3> arrays{};
+    std::int64_t n = 0;
+};
+
+// Each group's arrays read and written back in place, every bit left as it was, group after group,
+// `passes` ≥ 1 timed passes after one untimed. Bytes: 8 an element of each array (read, written;
+// its lines are in the cache when written).
+// Throws std::invalid_argument for no element or fewer than one pass.
+MemoryBandwidth measure_in_place_bandwidth(std::span<const FloatArrays> groups, int passes = 3);
 
 }  // namespace sweetspot

@@ -27,8 +27,13 @@ struct Fp32 {
 };
 
 // gpu::adamw_kernel's arithmetic over [begin, end); kMaster: the fp32 master is apart from the
-// weights (a template parameter, not a test per element, so the loop has no branch).
+// weights (a template parameter, not a test per element, so the loop has no branch). Built twice,
+// the loader picking the AVX2 build where the cores have it: with SSE's four lanes, the division,
+// square root and division per element held the loop below the rate its streams move at on a host
+// whose memory outpaces its cores. AVX2 without FMA rounds every operation as SSE does, so either
+// build gives the same bits.
 template <class Convert, bool kMaster, class T>
+__attribute__((target_clones("avx2", "default")))
 void adamw_range(T* weights, float* master, const T* gradient, float* m, float* v, std::int64_t begin,
                  std::int64_t end, const cpu::AdamW& a, float correct1, float correct2) {
     for (std::int64_t i = begin; i < end; ++i) {

@@ -128,9 +128,9 @@ def offload_table(cells, axes):
         return
     print("\nTraining with AdamW on the host (step ms; bytes across the link each way; the bound's terms, ms):\n")
     print("| model | backend | budget | batch | max_grad_norm | step | forward | backward | update | GB up | GB down | link | "
-          "host update | in-memory step | bound | step ÷ bound | dominant term | backward + host update | "
-          "step ÷ that |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "state GB/s | host update | in-memory step | bound | step ÷ bound | dominant term | "
+          "backward + host update | step ÷ that |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     def clip_of(c):  # cells before the axis (schema 28) clipped to 1
         return c.get("max_grad_norm", 1)
 
@@ -148,9 +148,11 @@ def offload_table(cells, axes):
               f"{number(c['latency_median_ms'])} | "
               f"{number(c['forward_ms'])} | {number(c['backward_ms'])} | {number(c['optimizer_ms'])} | "
               f"{number(c['link_to_device_bytes'] / 1e9, 1)} | {number(c['link_to_host_bytes'] / 1e9, 1)} | "
-              f"{number(terms['link'])} | {number(terms['host update'])} | {number(terms['in-memory step'])} | "
+              f"{number(terms['link'])} | {number(c.get('host_state_gbps'), 1)} | {number(terms['host update'])} | "
+              f"{number(terms['in-memory step'])} | "
               f"{number(limit)} | {ratio} | {top or '–'} | {number(serial)} | {serial_ratio} |")
-    # The rates behind the host update's term, per run: they drift with the host's other tenants.
+    # The run's probes, behind the host update's term where a cell has no rate of its own (before
+    # schema 30): they drift with the host's other tenants.
     runs = sorted({(c["run_id"], c.get("host_update_gbps"), c.get("host_memory_gbps")) for c in hosted},
                   key=lambda r: r[0])
     for run_id, streams, triad in runs:
