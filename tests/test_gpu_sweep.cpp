@@ -424,8 +424,8 @@ dtype = ["fp32", "bf16"]
     auto st = results.prepare(
         "SELECT model, dtype, status, coalesce(reason, ''), check_rel_err <= check_tolerance, loss_last < loss_first, "
         "link_to_host_bytes, link_to_device_bytes, weight_bytes, streamed_bytes, resident_bytes, "
-        "training_state_bytes = predicted_training_state_bytes, training_state_bytes = device_weight_bytes, backend "
-        "FROM cells");
+        "training_state_bytes = predicted_training_state_bytes, training_state_bytes = device_weight_bytes, backend, "
+        "host_state_gbps > 0 FROM cells");
     int cells = 0;
     while (st.step()) {
         ++cells;
@@ -442,6 +442,8 @@ dtype = ["fp32", "bf16"]
         CHECK(st.int64(11) == 1);
         // explicit-copy lays its gradients out as its weights.
         if (st.text(13) == "explicit-copy") CHECK(st.int64(12) == 1);
+        // The rate of the optimizer state where it lies, for the bound's host term.
+        CHECK(st.int64(14) == 1);
     }
     CHECK(cells == 8);
 }
