@@ -58,13 +58,14 @@ __attribute__((target_clones("avx2", "default"))) void update_streams(const std:
 // the stores as writing back what was loaded.
 __attribute__((target_clones("avx2", "default"))) void rewrite_in_place(const FloatArrays& group, std::uint32_t zero,
                                                                          std::int64_t begin, std::int64_t end) {
-    auto* const a = reinterpret_cast<std::uint32_t*>(group.arrays[0]);
-    auto* const b = reinterpret_cast<std::uint32_t*>(group.arrays[1]);
-    auto* const c = reinterpret_cast<std::uint32_t*>(group.arrays[2]);
+    // On the bits, not the values: no arithmetic, so a NaN keeps its payload and a signalling one
+    // stays signalling.
+    const auto rewrite = [zero](float& x) { x = std::bit_cast<float>(std::bit_cast<std::uint32_t>(x) ^ zero); };
+    float *const a = group.arrays[0], *const b = group.arrays[1], *const c = group.arrays[2];
     for (std::int64_t i = begin; i < end; ++i) {
-        a[i] ^= zero;
-        b[i] ^= zero;
-        c[i] ^= zero;
+        rewrite(a[i]);
+        rewrite(b[i]);
+        rewrite(c[i]);
     }
 }
 
