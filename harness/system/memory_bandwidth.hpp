@@ -5,12 +5,13 @@
 //   figure every machine is compared by;
 // - the host update's own streams (host_adamw's loads and stores, without its arithmetic): where
 //   the cores, not the memory, set the rate, a pass of nine streams moves more than the triad's
-//   three do, and the update itself beats the triad's rate. This one bounds an update made on the
-//   host's cores (optimizer = "host"), a term of a training cell's bound (analysis/bound.py);
-// and, on memory the caller holds, the rate that memory moves at read and written in place: a
-// lent virtual machine's memory can be much faster in one place than in another (docs/benchmarks.md,
-// "Offloaded training"), so a probe the update's own state does not lie in may be faster than the
-// update can be.
+//   three do, and the update itself beats the triad's rate;
+// and, on memory the caller holds, the rate that memory moves at read and written in place. That
+// one, over a cell's own optimizer state, bounds an update made on the host's cores (optimizer =
+// "host"), a term of a training cell's bound (analysis/bound.py), and the run's probe of the
+// update's streams where a cell has not measured it: a lent virtual machine's memory can be much
+// faster in one place than in another (docs/benchmarks.md, "Offloaded training"), so a probe the
+// update's own state does not lie in may be faster than the update can be.
 #include <array>
 #include <cstdint>
 #include <span>

@@ -10,8 +10,8 @@ Prints, as Markdown:
 2. with --fit, the largest batch of each (variant, setting) that ran (fit_check.py's cells: the
    estimator's answer run, and the two batches above it failing) and its tokens/s there;
 3. the offloaded cells (optimizer = host): step and phases, bytes across the link each way, and each
-   term of the bound (analysis/bound.py: the link, the host update at the rate the run measured its streams at,
-   the in-memory `device` step of the same workload where one exists), the bound, latency ÷ bound and
+   term of the bound (analysis/bound.py: the link, the host update at the rate the cell's own state moved at
+   (host_state_gbps, shown) or, in cells from before it, the run's probe of its streams, the in-memory `device` step of the same workload where one exists), the bound, latency ÷ bound and
    the dominant term; and, where the step clips (max_grad_norm above 0), the measured backward plus the
    host update's term, with latency ÷ that: the update clips by the global gradient norm, so it cannot
    start before the backward's last gradient, and no overlap brings such a step below its own backward
