@@ -1,6 +1,7 @@
 """The bounds of a cell, shared by the report and scripts/bench/backends_table.py.
 
-    bound        = max(link time, `device` latency of the same workload, host update time)
+    bound        = max(link time, `device` latency of the same workload, host update time,
+                       host memory time)
     link time    = max(bytes up / measured pinned H2D bandwidth,
                        link_to_host_bytes / measured pinned D2H bandwidth)
     bytes up     = link_to_device_bytes where stored (training), else streamed_bytes
@@ -25,7 +26,12 @@ in a faster place than the cell's state (harness/system/memory_bandwidth.hpp). B
 at the rate the memory moved the same streams in the run's probe (runs.host_update_gbps); before
 schema 29, the STREAM triad's (runs.host_memory_gbps), which moved 4 bytes for the 3 STREAM
 counts; its three streams move less than the update's nine where the cores set the rate, so such a
-bound may be beaten. Any term of the bound may be missing (no link probe, no `device` cell, no host
+bound may be beaten. The host memory time is the update's bytes and every byte the step moved
+across the link together, at the rate the host's memory moved the cell's state in place and
+page-locked copies both ways at once (cells.host_shared_gbps, schema 31): the link's copies read
+the weights from and write the gradients to the same memory the update streams, and slow the
+cores' streams while they run, though the two together move more than the cores alone. Any term
+of the bound may be missing (no link probe, no `device` cell, no host
 measurement); the bound is then the largest of the others, or None.
 
 A bound is a floor: no cell may run faster than it. faster_than() names the bounds a cell beats
@@ -136,10 +142,21 @@ def host_update_ms(cell):
     return update / (moved_gbps * 1e6) if update and moved_gbps else None
 
 
+def host_memory_ms(cell):
+    """Time the host's memory needs for the cell's update and its link bytes together (ms), at the rate
+    it moved the cell's state and the link's copies at once; None without that rate, the update or
+    the link bytes (before schema 31, or an optimizer not on the host)."""
+    update, shared = host_update_bytes(cell), field(cell, "host_shared_gbps")
+    up, down = field(cell, "link_to_device_bytes"), field(cell, "link_to_host_bytes")
+    if not update or not shared or up is None or down is None:
+        return None
+    return (update + up + down) / (shared * 1e6)
+
+
 def bound_ms(cell, device_ms, columns):
     """The cell's bound (ms), or None when no term is known."""
-    parts = [v for v in (link_ms(cell), present(device_ms.get(workload(cell, columns))), host_update_ms(cell))
-             if v is not None]
+    parts = [v for v in (link_ms(cell), present(device_ms.get(workload(cell, columns))), host_update_ms(cell),
+                         host_memory_ms(cell)) if v is not None]
     return max(parts) if parts else None
 
 

@@ -346,6 +346,20 @@ class BoundTest(unittest.TestCase):
         self.assertIsNone(bound.host_update_ms(cell("device", dtype="bf16", **dict(host, n_params=None))))
         self.assertIsNone(bound.host_update_ms(cell("device", dtype="bf16")))
 
+    def test_host_memory_term_is_the_update_and_the_link_bytes_at_their_shared_rate(self):
+        # bf16, 1.5e9 parameters: the update's 45e9 B; 10e9 B up and 5e9 down across the link; 60e9 B
+        # through the host's memory at 40 GB/s together: 1500 ms.
+        host = dict(optimizer="host", n_params=1_500_000_000, host_state_gbps=36.0, host_shared_gbps=40.0,
+                    link_to_device_bytes=10 * GB, link_to_host_bytes=5 * GB)
+        shared = cell("device", streamed=0, dtype="bf16", **host)
+        self.assertAlmostEqual(bound.host_memory_ms(shared), 1500.0)
+        # Above the host update alone (45e9 B at 36 GB/s: 1250 ms), so the bound.
+        self.assertAlmostEqual(bound.host_update_ms(shared), 1250.0)
+        self.assertAlmostEqual(bound.bound_ms(shared, {}, WORKLOAD), 1500.0)
+        # No term before schema 31, without the link's bytes, or with the optimizer on the device.
+        for missing in ({"host_shared_gbps": None}, {"link_to_host_bytes": None}, {"optimizer": "device"}):
+            self.assertIsNone(bound.host_memory_ms(cell("device", dtype="bf16", **dict(host, **missing))), missing)
+
     def test_link_ms_unknown_without_bandwidth_or_bytes(self):
         for gbps in (None, float("nan"), 0.0):
             self.assertIsNone(bound.link_ms(cell(gbps=gbps)), gbps)
@@ -793,7 +807,11 @@ class TempoStudyOffloadTest(DbTest):
                                       backward_ms=300.0, **train),
                 # Its own state measured at 25 GB/s where it lay: its host update, 45e9 B / 25 GB/s.
                 "own rate": gpu_cell(db, "explicit-copy", max_grad_norm=0.0, latency_median_ms=1890.0,
-                                     backward_ms=300.0, host_state_gbps=25.0, **dict(train, budget="50%"))}
+                                     backward_ms=300.0, host_state_gbps=25.0, **dict(train, budget="50%")),
+                # With the link's copies beside it too: 45e9 + 15e9 B through the host's memory at 30 GB/s.
+                "shared rate": gpu_cell(db, "explicit-copy", max_grad_norm=0.0, latency_median_ms=2100.0,
+                                        backward_ms=300.0, host_state_gbps=25.0, host_shared_gbps=30.0,
+                                        **dict(train, budget="90%"))}
 
     def rows(self):
         done = subprocess.run([sys.executable, str(TEMPO_STUDY), self.path], capture_output=True, text=True,
@@ -808,7 +826,7 @@ class TempoStudyOffloadTest(DbTest):
 
     def test_the_bound_is_the_host_update_at_the_rate_of_its_streams(self):
         by_cell, out = self.rows()
-        self.assertEqual(set(by_cell), {("25%", 0.0), ("25%", 1.0), ("50%", 0.0)})
+        self.assertEqual(set(by_cell), {("25%", 0.0), ("25%", 1.0), ("50%", 0.0), ("90%", 0.0)})
         rows = {clip: row for (budget, clip), row in by_cell.items() if budget == "25%"}
         for row in rows.values():
             self.assertEqual(row["state GB/s"], "–")
@@ -828,6 +846,14 @@ class TempoStudyOffloadTest(DbTest):
         # A cell with its own state's rate: 1.5e9 · 30 B / 25 GB/s = 1800 ms, the run's probe set aside.
         own = by_cell[("50%", 0.0)]
         self.assertEqual((own["state GB/s"], own["host update"], own["bound"]), ("25.0", "1,800", "1,800"))
+        self.assertEqual((own["shared GB/s"], own["host memory"]), ("–", "–"))
+        # The host memory term: 60e9 B / 30 GB/s = 2000 ms, above the host update's 1800: the bound,
+        # 2100 / 2000 = 1.05; without it the bound is 1800 ms, 2100 / 1800 = 1.17.
+        shared = by_cell[("90%", 0.0)]
+        self.assertEqual((shared["shared GB/s"], shared["host memory"], shared["bound"]), ("30.0", "2,000", "2,000"))
+        self.assertEqual(shared["dominant term"], "host memory")
+        self.assertEqual((shared["step ÷ bound"], shared["step ÷ bound without host memory"]), ("1.05", "1.17"))
+        self.assertEqual(own["step ÷ bound without host memory"], "1.05")  # 1890 / 1800
         self.assertEqual(own["step ÷ bound"], "1.05")  # 1890 / 1800
 
 

@@ -192,7 +192,11 @@ inline constexpr auto kMeasures = std::to_array<Measure>({
     {.name = "host_state_gbps", .unit = Unit::gbps, .since = 30,
      .meaning = "the rate the cell's optimizer state on the host (optimizer = host: fp32 master weights, m and v) "
                 "moved at, read and written in place where it lay, best of 3 passes before the steps: the bound's host "
-                "term (analysis/bound.py)"},
+                "update term (analysis/bound.py)"},
+    {.name = "host_shared_gbps", .unit = Unit::gbps, .since = 31,
+     .meaning = "the rate the host's memory moved the cell's optimizer state in place (as host_state_gbps, best of 2 "
+                "passes) and page-locked copies across the link both ways at once, their bytes together: the bound's "
+                "host memory term, for a step whose copies go through the memory its update streams (analysis/bound.py)"},
     {.name = "device_used_bytes", .type = SqlType::integer, .unit = Unit::bytes,
      .meaning = "device memory in use after the first iteration (cudaMemGetInfo)"},
     // The memory estimator's predictions, made before the cell runs.

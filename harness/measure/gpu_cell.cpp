@@ -2,12 +2,15 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -18,6 +21,7 @@
 #include "harness/measure/cell_weights.hpp"
 #include "harness/measure/check_step_source.hpp"
 #include "harness/measure/gpu_memory_watch.hpp"
+#include "harness/measure/link_load.hpp"
 #include "harness/measure/nvml_memory.hpp"
 #include "harness/measure/step_check.hpp"
 #include "harness/system/memory_bandwidth.hpp"
@@ -411,24 +415,63 @@ public:
         out.set<"link_to_host_bytes">(link_.to_host);
         out.set<"link_to_device_bytes">(link_.to_device);
         if (host_state_) out.set<"host_state_gbps">(host_state_->gbps);
+        if (host_shared_gbps_) out.set<"host_shared_gbps">(*host_shared_gbps_);
         losses_.add_results(out);
     }
 
 private:
     // Where the optimizer's state is on the host (optimizer = host): the rate its fp32 master
-    // weights, m and v move at, read and written in place where they lie, for the bound's host term
-    // (analysis/bound.py). Each cell's state lies somewhere else in the host's memory, and on a lent
-    // host some of it is slower than the run's probe was (memory_bandwidth.hpp).
+    // weights, m and v move at, read and written in place where they lie, for the bound's host
+    // update term (analysis/bound.py). Each cell's state lies somewhere else in the host's memory,
+    // and on a lent host some of it is slower than the run's probe was (memory_bandwidth.hpp).
+    // Then the rate the host's memory moves that state and the link's copies at together, for the
+    // bound's host memory term: the copies of a step go through the same memory as its update, and
+    // slow the cores' streams down while they run (link_load.hpp).
+    static constexpr std::size_t kLinkLoadBytes = std::size_t{256} << 20;
+    static constexpr int kSharedPasses = 2;
     void measure_host_state(const MeasureOptions& options) {
         std::vector<FloatArrays> state;
+        // The page-locked host buffers the step copies through, by their bytes: the gradients
+        // (which every backward overwrites, so the copies down may land there) and the weights where
+        // they are page-locked (uvm-prefetch's streamed weights are managed memory, which a copy
+        // would migrate). A staging slot serves several units: it has the largest one's bytes.
+        std::map<void*, std::size_t> gradients, sources;
         for (int u = 0; u < gpu_.layout().unit_count(); ++u) {
             const UnitUpdate unit = gpu_.backend().acquire_update(u);
             if (!unit.on_host() || unit.master == nullptr) return;
-            state.push_back({{unit.master, unit.m, unit.v}, gpu_.layout().units[static_cast<std::size_t>(u)].numel});
+            const std::int64_t numel = gpu_.layout().units[static_cast<std::size_t>(u)].numel;
+            state.push_back({{unit.master, unit.m, unit.v}, numel});
+            const std::size_t bytes = static_cast<std::size_t>(numel) * dtype_size(cell_.dtype);
+            for (void* buffer : {unit.host_gradient, unit.host_weights}) {
+                if (!page_locked(buffer)) continue;
+                sources[buffer] = std::max(sources[buffer], bytes);
+                if (buffer == unit.host_gradient) gradients[buffer] = sources[buffer];
+            }
         }
         options.status.phase("host_state_rate");
         host_state_ = measure_in_place_bandwidth(state);
+        // The same state again while the link copies both ways, down into the largest gradient and
+        // up from the largest other buffer.
+        const auto by_bytes = [](const auto& a, const auto& b) { return a.second < b.second; };
+        const auto sink = std::ranges::max_element(gradients, by_bytes);
+        if (sink != gradients.end()) sources.erase(sink->first);
+        const auto source = std::ranges::max_element(sources, by_bytes);
+        const std::span<std::byte> device = step_->per_step_memory();
+        const std::size_t bytes = sink == gradients.end() || source == sources.end()
+                                      ? 0
+                                      : std::min({sink->second, source->second, device.size() / 2, kLinkLoadBytes});
+        if (bytes > 0) {
+            LinkLoad load(device, source->first, sink->first, bytes);
+            const MemoryBandwidth cores = measure_in_place_bandwidth(state, kSharedPasses);
+            host_shared_gbps_ = cores.gbps + load.stop().gbps();
+        }
         gpu_.lap("host_state_rate");
+    }
+
+    static bool page_locked(const void* p) {
+        cudaPointerAttributes attributes{};
+        CUDA_CHECK(cudaPointerGetAttributes(&attributes, p));
+        return attributes.type == cudaMemoryTypeHost;
     }
 
     GpuTrainOptions train_options() const {
@@ -514,6 +557,7 @@ private:
     const CellParams& cell_;
     TrainSettings settings_ = train_settings(cell_);
     std::optional<MemoryBandwidth> host_state_;
+    std::optional<double> host_shared_gbps_;
     GpuCell gpu_;
     std::vector<std::int32_t> tokens_, targets_;
     std::optional<TrainingCheckShape> check_shape_;

@@ -242,6 +242,8 @@ const std::vector<SchemaStep>& schema_steps() {
         {28, "the max_grad_norm axis", nullptr, ""},
         {29, "the rate the host memory moves the host update's own streams at", nullptr, ""},
         {30, "the rate each training cell's optimizer state on the host moves at where it lies", nullptr, ""},
+        {31, "the rate the host's memory moves each training cell's optimizer state and the link's copies at together",
+         nullptr, ""},
     };
     return steps;
 }

@@ -696,4 +696,9 @@ std::int64_t GpuTrainStep::activation_bytes_for(const ModelConfig& model, DType 
 
 std::int64_t GpuTrainStep::workspace_bytes() const { return impl_->context->gemm->workspace_bytes(); }
 
+std::span<std::byte> GpuTrainStep::per_step_memory() const {
+    const GpuTrainContext& ctx = *impl_->context;
+    return {ctx.arena.get(), static_cast<std::size_t>(ctx.plan.scratch)};
+}
+
 }  // namespace sweetspot

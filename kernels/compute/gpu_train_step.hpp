@@ -140,6 +140,10 @@ public:
     static std::int64_t activation_bytes_for(const ModelConfig& model, DType dtype, const BatchShape& shape,
                                              const Variant& variant, Recompute recompute);
     std::int64_t workspace_bytes() const;
+    // The device bytes every forward writes before anything reads them (the kept activations and
+    // the logits): between a finished step and the next forward a caller may use them for its own
+    // ends, as a cell does to load the link while it measures the host's memory (gpu_cell.cpp).
+    std::span<std::byte> per_step_memory() const;
 
 private:
     struct Impl;

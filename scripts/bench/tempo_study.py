@@ -10,9 +10,12 @@ Prints, as Markdown:
 2. with --fit, the largest batch of each (variant, setting) that ran (fit_check.py's cells: the
    estimator's answer run, and the two batches above it failing) and its tokens/s there;
 3. the offloaded cells (optimizer = host): step and phases, bytes across the link each way, and each
-   term of the bound (analysis/bound.py: the link, the host update at the rate the cell's own state moved at
-   (host_state_gbps, shown) or, in cells from before it, the run's probe of its streams, the in-memory `device` step of the same workload where one exists), the bound, latency ÷ bound and
-   the dominant term; and, where the step clips (max_grad_norm above 0), the measured backward plus the
+   term of the bound (analysis/bound.py: the link; the host update at the rate the cell's own state moved at
+   (host_state_gbps, shown) or, in cells from before it, the run's probe of its streams; the host memory, the
+   update's and the link's bytes at the rate the host's memory moved the state and the link's copies at
+   together (host_shared_gbps, shown; none before schema 31); the in-memory `device` step of the same workload
+   where one exists), the bound, latency ÷ bound, latency ÷ the bound without the host memory term (the
+   largest of the other three) and the dominant term; and, where the step clips (max_grad_norm above 0), the measured backward plus the
    host update's term, with latency ÷ that: the update clips by the global gradient norm, so it cannot
    start before the backward's last gradient, and no overlap brings such a step below its own backward
    and the update (without clipping the backward starts the update, and the bound is the floor);
@@ -128,19 +131,22 @@ def offload_table(cells, axes):
         return
     print("\nTraining with AdamW on the host (step ms; bytes across the link each way; the bound's terms, ms):\n")
     print("| model | backend | budget | batch | max_grad_norm | step | forward | backward | update | GB up | GB down | link | "
-          "state GB/s | host update | in-memory step | bound | step ÷ bound | dominant term | "
-          "backward + host update | step ÷ that |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "state GB/s | host update | shared GB/s | host memory | in-memory step | bound | step ÷ bound | "
+          "step ÷ bound without host memory | dominant term | backward + host update | step ÷ that |")
+    print("|" + "---|" * 23)
     def clip_of(c):  # cells before the axis (schema 28) clipped to 1
         return c.get("max_grad_norm", 1)
 
     for c in sorted(hosted, key=lambda c: (c["model"], c["backend"], c["budget"], c["batch"], -clip_of(c))):
         terms = {"link": bound.link_ms(c), "host update": bound.host_update_ms(c),
+                 "host memory": bound.host_memory_ms(c),
                  "in-memory step": bound.present(device.get(bound.workload(c, axes.workload)))}
         known = {k: v for k, v in terms.items() if v is not None}
         top = max(known, key=known.get) if known else None
         limit = known[top] if top else None
         ratio = f"{c['latency_median_ms'] / limit:.2f}" if limit else "–"
+        others = [v for k, v in known.items() if k != "host memory"]
+        ratio_others = f"{c['latency_median_ms'] / max(others):.2f}" if others else "–"
         clips = clip_of(c) > 0
         serial = c["backward_ms"] + terms["host update"] if clips and terms["host update"] and c["backward_ms"] else None
         serial_ratio = f"{c['latency_median_ms'] / serial:.2f}" if serial else "–"
@@ -149,8 +155,9 @@ def offload_table(cells, axes):
               f"{number(c['forward_ms'])} | {number(c['backward_ms'])} | {number(c['optimizer_ms'])} | "
               f"{number(c['link_to_device_bytes'] / 1e9, 1)} | {number(c['link_to_host_bytes'] / 1e9, 1)} | "
               f"{number(terms['link'])} | {number(c.get('host_state_gbps'), 1)} | {number(terms['host update'])} | "
+              f"{number(c.get('host_shared_gbps'), 1)} | {number(terms['host memory'])} | "
               f"{number(terms['in-memory step'])} | "
-              f"{number(limit)} | {ratio} | {top or '–'} | {number(serial)} | {serial_ratio} |")
+              f"{number(limit)} | {ratio} | {ratio_others} | {top or '–'} | {number(serial)} | {serial_ratio} |")
     # The run's probes, behind the host update's term where a cell has no rate of its own (before
     # schema 30): they drift with the host's other tenants.
     runs = sorted({(c["run_id"], c.get("host_update_gbps"), c.get("host_memory_gbps")) for c in hosted},
