@@ -442,7 +442,7 @@ dtype = ["fp32", "bf16"]
         CHECK(st.int64(11) == 1);
         // explicit-copy lays its gradients out as its weights.
         if (st.text(13) == "explicit-copy") CHECK(st.int64(12) == 1);
-        // The rate of the optimizer state where it lies, for the bound's host term.
+        // The rate of the optimizer state where it lies, for the bound's host update term.
         CHECK(st.int64(14) == 1);
         // And with the link's copies beside it, for the bound's host memory term: every cell has a
         // page-locked unit (explicit-copy's streamed ones, uvm-prefetch's resident ones).

@@ -49,7 +49,7 @@ struct RunInfo {
     std::optional<double> h2d_gbps, d2h_gbps;
     // The host's memory bandwidth (GB/s), measured where a cell updates on the host's cores
     // (optimizer = "host"): STREAM's triad, and the rate of the update's own streams, its bound's
-    // host term where the cell did not measure its own state's (cells.host_state_gbps;
+    // host update term where the cell did not measure its own state's (cells.host_state_gbps;
     // harness/system/memory_bandwidth.hpp).
     std::optional<double> host_memory_gbps, host_update_gbps;
     ManagedAbilities managed;
