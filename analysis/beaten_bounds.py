@@ -13,7 +13,7 @@ from read_only import BadInput, connect
 ADDED_COLUMNS = {"streamed_bytes": None, "device_weight_bytes": None, "resident_bytes": None, "h2d_gbps": None,
                  "d2h_gbps": None, "link_to_host_bytes": None, "link_to_device_bytes": None, "host_memory_gbps": None,
                  "host_update_gbps": None, "host_state_gbps": None,
-                 "host_shared_gbps": None}
+                 "host_shared_gbps": None, "host_arrays_gbps": None}
 
 
 def beaten(con):

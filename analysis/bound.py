@@ -20,15 +20,19 @@ in-memory speed reference. Such a step's update streams, per parameter, the fp32
 m and v in and out, the gradient in and the new weights out (kernels/compute/host_adamw.hpp): the
 host update time is the bytes the memory moves for it, 24 + 3 × the dtype's bytes a parameter
 (a line only written, the new weights', is read into the cache first), at the rate the cell's own
-state moved at, read and written in place where it lay (cells.host_state_gbps, schema 30): a lent
-host's memory is faster in some places than in others, and the run's probe of 4 GiB may have lain
-in a faster place than the cell's state (harness/system/memory_bandwidth.hpp). Before schema 30,
+update arrays moved at, read and written in place where they lay (cells.host_arrays_gbps, schema
+33: the state, the gradients and the weights, as many bytes as the update moves): a lent host's
+memory is faster in some places than in others, and the run's probe of 4 GiB may have lain in a
+faster place than the cell's arrays (harness/system/memory_bandwidth.hpp). Before schema 33, at
+the rate its optimizer state alone moved at in place (cells.host_state_gbps), which the update,
+with two more arrays, may not reach; before schema 30,
 at the rate the memory moved the same streams in the run's probe (runs.host_update_gbps); before
 schema 29, the STREAM triad's (runs.host_memory_gbps), which moved 4 bytes for the 3 STREAM
 counts; its three streams move less than the update's nine where the cores set the rate, so such a
 bound may be beaten. The host memory time is the update's bytes and every byte the step moved
 across the link together, at the rate the host's memory moved the cell's state in place and
-page-locked copies both ways at once (cells.host_shared_gbps, schema 31): the link's copies read
+page-locked copies both ways at once (cells.host_shared_gbps, schema 31; over the optimizer state
+alone before schema 33): the link's copies read
 the weights from and write the gradients to the same memory the update streams, and slow the
 cores' streams while they run, though the two together move more than the cores alone. Any term
 of the bound may be missing (no link probe, no `device` cell, no host
@@ -134,11 +138,12 @@ TRIAD_MOVED_PER_COUNTED = 4 / 3
 
 def host_update_ms(cell):
     """Time of the cell's host update at the rate its memory was measured to move at (ms): the rate
-    of the cell's own state where it has it, else the run's probe of the update's streams, else the
-    run's triad; None without any."""
+    of the cell's own update arrays where it has it, else of its own state, else the run's probe of
+    the update's streams, else the run's triad; None without any."""
     update = host_update_bytes(cell)
-    state, streams, triad = (field(cell, c) for c in ("host_state_gbps", "host_update_gbps", "host_memory_gbps"))
-    moved_gbps = state or streams or (triad * TRIAD_MOVED_PER_COUNTED if triad else None)
+    arrays, state, streams, triad = (field(cell, c) for c in
+                                     ("host_arrays_gbps", "host_state_gbps", "host_update_gbps", "host_memory_gbps"))
+    moved_gbps = arrays or state or streams or (triad * TRIAD_MOVED_PER_COUNTED if triad else None)
     return update / (moved_gbps * 1e6) if update and moved_gbps else None
 
 

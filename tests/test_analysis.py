@@ -17,7 +17,9 @@ time_split's link rate and transfers() rows on its synthetic trace.
 Run: python3 tests/test_analysis.py [-v] [TestClass.test_name], from any folder.
 """
 import importlib.util
+import itertools
 import math
+import itertools
 import os
 import pathlib
 import re
@@ -340,6 +342,10 @@ class BoundTest(unittest.TestCase):
         # run's probes: 45e9 B at 25 GB/s, 1800 ms.
         own = cell("device", dtype="bf16", host_state_gbps=25.0, host_update_gbps=30.0, **host)
         self.assertAlmostEqual(bound.host_update_ms(own), 1800.0)
+        # The rate of all the update's arrays in place (schema 33), before the state's alone: 45e9 B at
+        # 20 GB/s, 2250 ms.
+        arrays = cell("device", dtype="bf16", host_arrays_gbps=20.0, host_state_gbps=25.0, **host)
+        self.assertAlmostEqual(bound.host_update_ms(arrays), 2250.0)
         # No term: the optimizer on the device, no measurement (an older file), no parameter count.
         self.assertIsNone(bound.host_update_ms(cell("device", dtype="bf16", **dict(host, optimizer="device"))))
         self.assertIsNone(bound.host_update_ms(cell("device", dtype="bf16", **dict(host, host_memory_gbps=None))))
@@ -811,18 +817,30 @@ class TempoStudyOffloadTest(DbTest):
                 # With the link's copies beside it too: 45e9 + 15e9 B through the host's memory at 30 GB/s.
                 "shared rate": gpu_cell(db, "explicit-copy", max_grad_norm=0.0, latency_median_ms=2100.0,
                                         backward_ms=300.0, host_state_gbps=25.0, host_shared_gbps=30.0,
+                                        host_adamw_alone_ms=1600.0, host_adamw_ms=1800.0, host_arrays_gbps=24.0,
                                         **dict(train, budget="90%"))}
 
-    def rows(self):
+    def rows(self, title="Training with AdamW on the host"):
+        """The rows of the table under `title`, by (budget, max_grad_norm), and the whole output."""
         done = subprocess.run([sys.executable, str(TEMPO_STUDY), self.path], capture_output=True, text=True,
                               timeout=120, cwd=tempfile.gettempdir())
         self.assertEqual(done.returncode, 0, done.stderr)
         lines = done.stdout.splitlines()
-        start = next(i for i, line in enumerate(lines) if line.startswith("Training with AdamW on the host"))
+        start = next(i for i, line in enumerate(lines) if line.startswith(title))
         header = [h.strip() for h in lines[start + 2].strip("|").split("|")]
-        table = [dict(zip(header, (v.strip() for v in line.strip("|").split("|"))))
-                 for line in lines[start + 4:] if line.startswith("| ")]
+        body = itertools.takewhile(lambda line: line.startswith("| "), lines[start + 4:])
+        table = [dict(zip(header, (v.strip() for v in line.strip("|").split("|")))) for line in body]
         return {(r["budget"], float(r["max_grad_norm"])): r for r in table}, done.stdout
+
+    def test_adamw_alone_and_beside_the_step(self):
+        by_cell, _ = self.rows("AdamW on the host, alone and beside the step")
+        # Only the cell that measured it (schema 32); 45e9 B in 1600 ms alone, 28.1 GB/s; in 1800 ms
+        # beside the step, 25.0 GB/s; the step's 2100 ms less those 1800.
+        self.assertEqual(set(by_cell), {("90%", 0.0)})
+        row = by_cell[("90%", 0.0)]
+        self.assertEqual((row["AdamW alone"], row["AdamW in the step"], row["step − AdamW"]), ("1,600", "1,800", "300"))
+        self.assertEqual((row["alone GB/s"], row["in the step GB/s"]), ("28.1", "25.0"))
+        self.assertEqual((row["state GB/s"], row["arrays GB/s"], row["shared GB/s"]), ("25.0", "24.0", "30.0"))
 
     def test_the_bound_is_the_host_update_at_the_rate_of_its_streams(self):
         by_cell, out = self.rows()
@@ -847,12 +865,14 @@ class TempoStudyOffloadTest(DbTest):
         own = by_cell[("50%", 0.0)]
         self.assertEqual((own["state GB/s"], own["host update"], own["bound"]), ("25.0", "1,800", "1,800"))
         self.assertEqual((own["shared GB/s"], own["host memory"]), ("–", "–"))
-        # The host memory term: 60e9 B / 30 GB/s = 2000 ms, above the host update's 1800: the bound,
-        # 2100 / 2000 = 1.05; without it the bound is 1800 ms, 2100 / 1800 = 1.17.
+        # Its update arrays at 24 GB/s, before its state's 25: 45e9 B / 24 GB/s = 1875 ms. The host
+        # memory term: 60e9 B / 30 GB/s = 2000 ms, above that: the bound, 2100 / 2000 = 1.05; without
+        # it the bound is 1875 ms, 2100 / 1875 = 1.12.
         shared = by_cell[("90%", 0.0)]
+        self.assertEqual((shared["state GB/s"], shared["arrays GB/s"], shared["host update"]), ("25.0", "24.0", "1,875"))
         self.assertEqual((shared["shared GB/s"], shared["host memory"], shared["bound"]), ("30.0", "2,000", "2,000"))
         self.assertEqual(shared["dominant term"], "host memory")
-        self.assertEqual((shared["step ÷ bound"], shared["step ÷ bound without host memory"]), ("1.05", "1.17"))
+        self.assertEqual((shared["step ÷ bound"], shared["step ÷ bound without host memory"]), ("1.05", "1.12"))
         self.assertEqual(own["step ÷ bound without host memory"], "1.05")  # 1890 / 1800
         self.assertEqual(own["step ÷ bound"], "1.05")  # 1890 / 1800
 

@@ -425,7 +425,8 @@ dtype = ["fp32", "bf16"]
         "SELECT model, dtype, status, coalesce(reason, ''), check_rel_err <= check_tolerance, loss_last < loss_first, "
         "link_to_host_bytes, link_to_device_bytes, weight_bytes, streamed_bytes, resident_bytes, "
         "training_state_bytes = predicted_training_state_bytes, training_state_bytes = device_weight_bytes, backend, "
-        "host_state_gbps > 0, host_shared_gbps > 0 FROM cells");
+        "host_state_gbps > 0, host_shared_gbps > 0, host_adamw_alone_ms > 0, host_adamw_ms > 0, host_arrays_gbps > 0 "
+        "FROM cells");
     int cells = 0;
     while (st.step()) {
         ++cells;
@@ -442,11 +443,17 @@ dtype = ["fp32", "bf16"]
         CHECK(st.int64(11) == 1);
         // explicit-copy lays its gradients out as its weights.
         if (st.text(13) == "explicit-copy") CHECK(st.int64(12) == 1);
-        // The rate of the optimizer state where it lies, for the bound's host update term.
+        // The rate of the optimizer state where it lies.
         CHECK(st.int64(14) == 1);
         // And with the link's copies beside it, for the bound's host memory term: every cell has a
         // page-locked unit (explicit-copy's streamed ones, uvm-prefetch's resident ones).
         CHECK(st.int64(15) == 1);
+        // AdamW's time in the checked step's update, and in the overlapped updates of the warm-up
+        // and the first two timed steps (the last one's ends after the cell stops timing).
+        CHECK(st.int64(16) == 1);
+        CHECK(st.int64(17) == 1);
+        // The rate of all the update's arrays, for the host update term.
+        CHECK(st.int64(18) == 1);
     }
     CHECK(cells == 8);
 }

@@ -901,19 +901,45 @@ TEST_CASE("the bandwidth of memory the caller holds, read and written in place, 
     std::vector<std::vector<float>> arrays = {filled(n0, 1), filled(n0, 2), filled(n0, 3),
                                               filled(n1, 4), filled(n1, 5), filled(n1, 6)};
     const std::vector<std::vector<float>> before = arrays;
-    const std::vector<FloatArrays> groups = {
-        {{arrays[0].data(), arrays[1].data(), arrays[2].data()}, static_cast<std::int64_t>(n0)},
-        {{arrays[3].data(), arrays[4].data(), arrays[5].data()}, static_cast<std::int64_t>(n1)}};
-    const MemoryBandwidth rate = measure_in_place_bandwidth(groups, 2);
+    // The second group's gradient and weights in bf16's width, the first's in fp32's (the bits of
+    // floats, which the pass treats as words all the same).
+    const std::vector<float> gradient32 = filled(n0, 7), weights32_before = filled(n0, 8);
+    std::vector<float> weights32 = weights32_before;
+    std::vector<std::uint16_t> gradient16(n1), weights16(n1);
+    for (std::size_t i = 0; i < n1; ++i) {
+        gradient16[i] = static_cast<std::uint16_t>(i * 40503u);
+        weights16[i] = static_cast<std::uint16_t>(0xffffu - i * 7u);
+    }
+    const std::vector<std::uint16_t> weights16_before = weights16;
+    const std::vector<UpdateArrays> state = {
+        {.state = {arrays[0].data(), arrays[1].data(), arrays[2].data()}, .n = static_cast<std::int64_t>(n0)},
+        {.state = {arrays[3].data(), arrays[4].data(), arrays[5].data()}, .n = static_cast<std::int64_t>(n1)}};
+    std::vector<UpdateArrays> update = state;
+    update[0].gradient = gradient32.data();
+    update[0].weights = weights32.data();
+    update[0].dtype_bytes = 4;
+    update[1].gradient = gradient16.data();
+    update[1].weights = weights16.data();
+    update[1].dtype_bytes = 2;
+    const MemoryBandwidth rate = measure_in_place_bandwidth(state, 2);
     CHECK(rate.bytes == 3 * 8 * static_cast<std::int64_t>(n0 + n1));  // 3 arrays, 4 bytes read and 4 written
     CHECK(rate.passes == 2);
     CHECK(rate.gbps > 0);
+    // As the update moves them: 24 bytes of state, the gradient read and the weights read and
+    // written, 36 bytes an element in fp32 and 30 in bf16.
+    const MemoryBandwidth all = measure_in_place_bandwidth(update, 1);
+    CHECK(all.bytes == 36 * static_cast<std::int64_t>(n0) + 30 * static_cast<std::int64_t>(n1));
+    CHECK(all.gbps > 0);
     for (std::size_t a = 0; a < arrays.size(); ++a) {
         INFO("array " << a);
         CHECK(std::memcmp(arrays[a].data(), before[a].data(), arrays[a].size() * sizeof(float)) == 0);
     }
+    CHECK(std::memcmp(weights32.data(), weights32_before.data(), n0 * sizeof(float)) == 0);
+    CHECK(weights16 == weights16_before);
     CHECK_THROWS_AS(measure_in_place_bandwidth({}, 1), std::invalid_argument);
-    CHECK_THROWS_AS(measure_in_place_bandwidth(groups, 0), std::invalid_argument);
+    CHECK_THROWS_AS(measure_in_place_bandwidth(state, 0), std::invalid_argument);
+    update[1].dtype_bytes = 1;
+    CHECK_THROWS_AS(measure_in_place_bandwidth(update, 1), std::invalid_argument);
 }
 
 TEST_CASE("the host's memory bandwidth: a triad and the update's streams over every core, measured for the cells "

@@ -191,12 +191,23 @@ inline constexpr auto kMeasures = std::to_array<Measure>({
                 "it runs on the device (GPU train)"},
     {.name = "host_state_gbps", .unit = Unit::gbps, .since = 30,
      .meaning = "the rate the cell's optimizer state on the host (optimizer = host: fp32 master weights, m and v) "
-                "moved at, read and written in place where it lay, best of 3 passes before the steps: the bound's host "
-                "update term (analysis/bound.py)"},
+                "moved at, read and written in place where it lay, best of 3 passes before the steps (2 from schema 33 "
+                "on): the bound's host update term before schema 33 (analysis/bound.py)"},
+    {.name = "host_arrays_gbps", .unit = Unit::gbps, .since = 33,
+     .meaning = "the rate the cell's host update's every array moved at, read and written in place where it lay: "
+                "the optimizer state as host_state_gbps, the gradients read and the weights rewritten besides, as many "
+                "bytes as the update moves, best of 3 passes: the bound's host update term (analysis/bound.py)"},
     {.name = "host_shared_gbps", .unit = Unit::gbps, .since = 31,
-     .meaning = "the rate the host's memory moved the cell's optimizer state in place (as host_state_gbps, best of 2 "
-                "passes) and page-locked copies across the link both ways at once, their bytes together: the bound's "
-                "host memory term, for a step whose copies go through the memory its update streams (analysis/bound.py)"},
+     .meaning = "the rate the host's memory moved the cell's update arrays in place (as host_arrays_gbps, best of 2 "
+                "passes; the optimizer state only before schema 33) and page-locked copies across the link both ways "
+                "at once, their bytes together: the bound's host memory term, for a step whose copies go through the "
+                "memory its update streams (analysis/bound.py)"},
+    {.name = "host_adamw_alone_ms", .unit = Unit::ms, .since = 32,
+     .meaning = "the same cells: the time the host's cores spent in AdamW's passes over the units in the checked "
+                "step's update, which is not overlapped (the GPU idle, no copies but the resident units' own)"},
+    {.name = "host_adamw_ms", .unit = Unit::ms, .since = 32,
+     .meaning = "the same cells: the median time the host's cores spent in AdamW's passes in each overlapped update, "
+                "beside the next step's forward and, without clipping, the backward (the warm-ups' and timed steps')"},
     {.name = "device_used_bytes", .type = SqlType::integer, .unit = Unit::bytes,
      .meaning = "device memory in use after the first iteration (cudaMemGetInfo)"},
     // The memory estimator's predictions, made before the cell runs.

@@ -347,6 +347,8 @@ public:
             if (step_->skipped_steps() == skipped || cell_.dtype != DType::fp16) break;
         }
         overlap_update_ = true;
+        // Not overlapped, the checked step's update has ended: AdamW's time with the GPU idle.
+        if (const double ms = step_->host_update_times().adamw_ms; ms > 0) adamw_alone_ms_ = ms;
         if (!full) return;
         CheckedStep& s = *checked_;
         s.loss = losses_.last_loss();
@@ -368,8 +370,11 @@ public:
         marks_[0].record(stream);
         step_->forward(gpu_.backend());
         // What the last update moved itself (an overlapped one has ended once the forward waited
-        // for it; every update moves the same bytes).
+        // for it; every update moves the same bytes), and AdamW's time in it beside the step.
         const LinkBytes update = step_->update_link_bytes();
+        if (const double ms = step_->host_update_times().adamw_ms; last_update_overlapped_ && ms > 0)
+            adamw_overlapped_ms_.push_back(ms);
+        last_update_overlapped_ = overlap_update_;
         marks_[1].record(stream);
         step_->backward(gpu_.backend(), overlap_update_);
         marks_[2].record(stream);
@@ -415,33 +420,43 @@ public:
         out.set<"link_to_host_bytes">(link_.to_host);
         out.set<"link_to_device_bytes">(link_.to_device);
         if (host_state_) out.set<"host_state_gbps">(host_state_->gbps);
+        if (host_arrays_) out.set<"host_arrays_gbps">(host_arrays_->gbps);
         if (host_shared_gbps_) out.set<"host_shared_gbps">(*host_shared_gbps_);
+        if (adamw_alone_ms_) out.set<"host_adamw_alone_ms">(*adamw_alone_ms_);
+        if (!adamw_overlapped_ms_.empty()) out.set<"host_adamw_ms">(LatencyStats::of(adamw_overlapped_ms_).median);
         losses_.add_results(out);
     }
 
 private:
-    // Where the optimizer's state is on the host (optimizer = host): the rate its fp32 master
-    // weights, m and v move at, read and written in place where they lie, for the bound's host
-    // update term (analysis/bound.py). Each cell's state lies somewhere else in the host's memory,
-    // and on a lent host some of it is slower than the run's probe was (memory_bandwidth.hpp).
-    // Then the rate the host's memory moves that state and the link's copies at together, for the
-    // bound's host memory term: the copies of a step go through the same memory as its update, and
-    // slow the cores' streams down while they run (link_load.hpp).
+    // Where the optimizer's state is on the host (optimizer = host), the rates the host's memory
+    // moves, read and written in place where they lie: its fp32 master weights, m and v; the
+    // update's every array (those and the gradients and weights it reads and writes), for the
+    // bound's host update term (analysis/bound.py); and those arrays and the link's copies
+    // together, for its host memory term: the copies of a step go through the same memory as its
+    // update, and slow the cores' streams down while they run (link_load.hpp). Each cell's arrays
+    // lie somewhere else in the host's memory, and on a lent host some of it is slower than the
+    // run's probe was (memory_bandwidth.hpp).
     static constexpr std::size_t kLinkLoadBytes = std::size_t{256} << 20;
-    static constexpr int kSharedPasses = 2;
+    static constexpr int kStatePasses = 2, kSharedPasses = 2;
     void measure_host_state(const MeasureOptions& options) {
-        std::vector<FloatArrays> state;
+        std::vector<UpdateArrays> state, arrays;
         // The page-locked host buffers the step copies through, by their bytes: the gradients
         // (which every backward overwrites, so the copies down may land there) and the weights where
         // they are page-locked (uvm-prefetch's streamed weights are managed memory, which a copy
         // would migrate). A staging slot serves several units: it has the largest one's bytes.
         std::map<void*, std::size_t> gradients, sources;
+        const auto dtype_bytes = static_cast<int>(dtype_size(cell_.dtype));
         for (int u = 0; u < gpu_.layout().unit_count(); ++u) {
             const UnitUpdate unit = gpu_.backend().acquire_update(u);
             if (!unit.on_host() || unit.master == nullptr) return;
             const std::int64_t numel = gpu_.layout().units[static_cast<std::size_t>(u)].numel;
-            state.push_back({{unit.master, unit.m, unit.v}, numel});
-            const std::size_t bytes = static_cast<std::size_t>(numel) * dtype_size(cell_.dtype);
+            state.push_back({.state = {unit.master, unit.m, unit.v}, .n = numel});
+            arrays.push_back({.state = {unit.master, unit.m, unit.v},
+                              .gradient = unit.host_gradient,
+                              .weights = unit.host_weights,
+                              .dtype_bytes = dtype_bytes,
+                              .n = numel});
+            const std::size_t bytes = static_cast<std::size_t>(numel * dtype_bytes);
             for (void* buffer : {unit.host_gradient, unit.host_weights}) {
                 if (!page_locked(buffer)) continue;
                 sources[buffer] = std::max(sources[buffer], bytes);
@@ -449,9 +464,10 @@ private:
             }
         }
         options.status.phase("host_state_rate");
-        host_state_ = measure_in_place_bandwidth(state);
-        // The same state again while the link copies both ways, down into the largest gradient and
-        // up from the largest other buffer.
+        host_state_ = measure_in_place_bandwidth(state, kStatePasses);
+        host_arrays_ = measure_in_place_bandwidth(arrays);
+        // The update's arrays again while the link copies both ways, down into the largest
+        // gradient and up from the largest other buffer.
         const auto by_bytes = [](const auto& a, const auto& b) { return a.second < b.second; };
         const auto sink = std::ranges::max_element(gradients, by_bytes);
         if (sink != gradients.end()) sources.erase(sink->first);
@@ -462,7 +478,7 @@ private:
                                       : std::min({sink->second, source->second, device.size() / 2, kLinkLoadBytes});
         if (bytes > 0) {
             LinkLoad load(device, source->first, sink->first, bytes);
-            const MemoryBandwidth cores = measure_in_place_bandwidth(state, kSharedPasses);
+            const MemoryBandwidth cores = measure_in_place_bandwidth(arrays, kSharedPasses);
             host_shared_gbps_ = cores.gbps + load.stop().gbps();
         }
         gpu_.lap("host_state_rate");
@@ -556,8 +572,13 @@ private:
 
     const CellParams& cell_;
     TrainSettings settings_ = train_settings(cell_);
-    std::optional<MemoryBandwidth> host_state_;
+    std::optional<MemoryBandwidth> host_state_, host_arrays_;
     std::optional<double> host_shared_gbps_;
+    // AdamW's passes on the host (HostUpdateTimes::adamw_ms): the checked step's, alone, and each
+    // overlapped update's beside the steps that followed (warm-ups and timed ones alike).
+    std::optional<double> adamw_alone_ms_;
+    std::vector<double> adamw_overlapped_ms_;
+    bool last_update_overlapped_ = false;
     GpuCell gpu_;
     std::vector<std::int32_t> tokens_, targets_;
     std::optional<TrainingCheckShape> check_shape_;

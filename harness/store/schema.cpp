@@ -244,6 +244,8 @@ const std::vector<SchemaStep>& schema_steps() {
         {30, "the rate each training cell's optimizer state on the host moves at where it lies", nullptr, ""},
         {31, "the rate the host's memory moves each training cell's optimizer state and the link's copies at together",
          nullptr, ""},
+        {32, "the time each training cell's host update spent in AdamW, alone and beside the steps", nullptr, ""},
+        {33, "the rate each training cell's host update arrays move at where they lie", nullptr, ""},
     };
     return steps;
 }

@@ -1,6 +1,7 @@
 #include "harness/system/memory_bandwidth.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <memory>
@@ -55,18 +56,35 @@ __attribute__((target_clones("avx2", "default"))) void update_streams(const std:
 
 // One group's arrays read and written back over [begin, end), every bit kept: each element is
 // XORed with `zero`, which the caller reads through a volatile so that the compiler cannot drop
-// the stores as writing back what was loaded.
-__attribute__((target_clones("avx2", "default"))) void rewrite_in_place(const FloatArrays& group, std::uint32_t zero,
-                                                                         std::int64_t begin, std::int64_t end) {
-    // On the bits, not the values: no arithmetic, so a NaN keeps its payload and a signalling one
-    // stays signalling.
+// the stores as writing back what was loaded; the gradient's elements are XORed together into
+// what it returns, for the caller to keep. On the bits, not the values: no arithmetic, so a NaN
+// keeps its payload and a signalling one stays signalling. Inlined into each build of the loop
+// below (AVX2 or not), once for each width of the dtype.
+template <class Word>
+[[gnu::always_inline]] inline Word rewrite_words(const UpdateArrays& group, std::uint32_t zero, std::int64_t begin,
+                                                 std::int64_t end) {
     const auto rewrite = [zero](float& x) { x = std::bit_cast<float>(std::bit_cast<std::uint32_t>(x) ^ zero); };
-    float *const a = group.arrays[0], *const b = group.arrays[1], *const c = group.arrays[2];
+    float *const a = group.state[0], *const b = group.state[1], *const c = group.state[2];
+    const auto* const gradient = static_cast<const Word*>(group.gradient);
+    auto* const weights = static_cast<Word*>(group.weights);
+    const auto word_zero = static_cast<Word>(zero);
+    Word seen = 0;
     for (std::int64_t i = begin; i < end; ++i) {
         rewrite(a[i]);
         rewrite(b[i]);
         rewrite(c[i]);
+        if (gradient) seen ^= gradient[i];
+        if (weights) weights[i] ^= word_zero;
     }
+    return seen;
+}
+
+__attribute__((target_clones("avx2", "default"))) std::uint32_t rewrite_in_place(const UpdateArrays& group,
+                                                                                   std::uint32_t zero,
+                                                                                   std::int64_t begin,
+                                                                                   std::int64_t end) {
+    return group.dtype_bytes == 2 ? rewrite_words<std::uint16_t>(group, zero, begin, end)
+                                  : rewrite_words<std::uint32_t>(group, zero, begin, end);
 }
 
 }  // namespace
@@ -125,15 +143,26 @@ MemoryBandwidth measure_host_update_bandwidth(std::int64_t elements, int passes)
     return out;
 }
 
-MemoryBandwidth measure_in_place_bandwidth(std::span<const FloatArrays> groups, int passes) {
-    std::int64_t elements = 0;
-    for (const FloatArrays& g : groups) elements += g.n;
+MemoryBandwidth measure_in_place_bandwidth(std::span<const UpdateArrays> groups, int passes) {
+    std::int64_t elements = 0, bytes = 0;
+    for (const UpdateArrays& g : groups) {
+        if ((g.gradient || g.weights) && g.dtype_bytes != 2 && g.dtype_bytes != 4) {
+            throw std::invalid_argument("measure_in_place_bandwidth: a gradient or weights of " +
+                                        std::to_string(g.dtype_bytes) + " bytes an element (2 or 4)");
+        }
+        elements += g.n;
+        bytes += g.n * g.element_bytes();
+    }
     check_size("measure_in_place_bandwidth", elements, passes);
     volatile std::uint32_t opaque_zero = 0;
     const std::uint32_t zero = opaque_zero;
-    return best_rate(3 * 8 * elements, passes, [&] {
-        for (const FloatArrays& g : groups)
-            parallel_for(g.n, [&](std::int64_t begin, std::int64_t end) { rewrite_in_place(g, zero, begin, end); });
+    std::atomic<std::uint32_t> seen{0};  // the gradients' words, kept so that reading them is not dropped
+    return best_rate(bytes, passes, [&] {
+        for (const UpdateArrays& g : groups) {
+            parallel_for(g.n, [&](std::int64_t begin, std::int64_t end) {
+                seen.fetch_xor(rewrite_in_place(g, zero, begin, end), std::memory_order_relaxed);
+            });
+        }
     });
 }
 

@@ -7,11 +7,12 @@
 //   the cores, not the memory, set the rate, a pass of nine streams moves more than the triad's
 //   three do, and the update itself beats the triad's rate;
 // and, on memory the caller holds, the rate that memory moves at read and written in place. That
-// one, over a cell's own optimizer state, bounds an update made on the host's cores (optimizer =
-// "host"), a term of a training cell's bound (analysis/bound.py), and the run's probe of the
-// update's streams where a cell has not measured it: a lent virtual machine's memory can be much
-// faster in one place than in another (docs/benchmarks.md, "Offloaded training"), so a probe the
-// update's own state does not lie in may be faster than the update can be.
+// one, over a cell's own update arrays (its optimizer state, gradients and weights), bounds an
+// update made on the host's cores (optimizer = "host"), a term of a training cell's bound
+// (analysis/bound.py), and the run's probe of the update's streams where a cell has not measured
+// it: a lent virtual machine's memory can be much faster in one place than in another
+// (docs/benchmarks.md, "Offloaded training"), so a probe the update's own arrays do not lie in may
+// be faster than the update can be.
 #include <array>
 #include <cstdint>
 #include <span>
@@ -41,17 +42,27 @@ MemoryBandwidth measure_host_memory_bandwidth(std::int64_t floats = kTriadFloats
 // Throws std::invalid_argument for fewer than one element or pass.
 MemoryBandwidth measure_host_update_bandwidth(std::int64_t elements = kUpdateElements, int passes = 10);
 
-// Three float arrays of `n` elements each, streamed together (as the update streams a unit's fp32
-// master weights, m and v).
-struct FloatArrays {
-    std::array<float*, 3> arrays{};
+// A unit's arrays as the host update streams them, `n` elements each: its fp32 master weights, m
+// and v (read and written), and where given, in the cell's dtype (`dtype_bytes` an element, 2 or
+// 4), its gradient (read) and its weights (written, their lines read first: as many bytes as
+// reading and writing them).
+struct UpdateArrays {
+    std::array<float*, 3> state{};
+    const void* gradient = nullptr;
+    void* weights = nullptr;
+    int dtype_bytes = 0;
     std::int64_t n = 0;
+    // Bytes a pass moves for each element.
+    std::int64_t element_bytes() const {
+        return 3 * 8 + (gradient ? dtype_bytes : 0) + (weights ? 2 * dtype_bytes : 0);
+    }
 };
 
-// Each group's arrays read and written back in place, every bit left as it was, group after group,
-// `passes` ≥ 1 timed passes after one untimed. Bytes: 8 an element of each array (read, written;
-// its lines are in the cache when written).
-// Throws std::invalid_argument for no element or fewer than one pass.
-MemoryBandwidth measure_in_place_bandwidth(std::span<const FloatArrays> groups, int passes = 3);
+// Each group's arrays read and written back in place (the gradient only read), every bit left as
+// it was, group after group, `passes` ≥ 1 timed passes after one untimed. Bytes: each group's
+// element_bytes() an element.
+// Throws std::invalid_argument for no element, fewer than one pass, or a gradient or weights
+// whose dtype_bytes is neither 2 nor 4.
+MemoryBandwidth measure_in_place_bandwidth(std::span<const UpdateArrays> groups, int passes = 3);
 
 }  // namespace sweetspot

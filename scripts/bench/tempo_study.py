@@ -10,8 +10,9 @@ Prints, as Markdown:
 2. with --fit, the largest batch of each (variant, setting) that ran (fit_check.py's cells: the
    estimator's answer run, and the two batches above it failing) and its tokens/s there;
 3. the offloaded cells (optimizer = host): step and phases, bytes across the link each way, and each
-   term of the bound (analysis/bound.py: the link; the host update at the rate the cell's own state moved at
-   (host_state_gbps, shown) or, in cells from before it, the run's probe of its streams; the host memory, the
+   term of the bound (analysis/bound.py: the link; the host update at the rate the cell's own update arrays
+   moved at (host_arrays_gbps, shown beside its state's alone, host_state_gbps) or, in cells from before them,
+   its state's or the run's probe of its streams; the host memory, the
    update's and the link's bytes at the rate the host's memory moved the state and the link's copies at
    together (host_shared_gbps, shown; none before schema 31); the in-memory `device` step of the same workload
    where one exists), the bound, latency ÷ bound, latency ÷ the bound without the host memory term (the
@@ -19,7 +20,10 @@ Prints, as Markdown:
    host update's term, with latency ÷ that: the update clips by the global gradient norm, so it cannot
    start before the backward's last gradient, and no overlap brings such a step below its own backward
    and the update (without clipping the backward starts the update, and the bound is the floor);
-4. the estimator's largest error on the peak device and host memory over every ok cell.
+4. the offloaded cells' AdamW: its passes' time in the checked step's update, alone, and the median in the
+   overlapped updates beside the steps, each with the rate the update's bytes moved at (host_adamw_alone_ms,
+   host_adamw_ms; none before schema 32);
+5. the estimator's largest error on the peak device and host memory over every ok cell.
 Every cell's latest row counts (a rerun replaces the earlier one)."""
 import argparse
 import pathlib
@@ -131,9 +135,9 @@ def offload_table(cells, axes):
         return
     print("\nTraining with AdamW on the host (step ms; bytes across the link each way; the bound's terms, ms):\n")
     print("| model | backend | budget | batch | max_grad_norm | step | forward | backward | update | GB up | GB down | link | "
-          "state GB/s | host update | shared GB/s | host memory | in-memory step | bound | step ÷ bound | "
+          "state GB/s | arrays GB/s | host update | shared GB/s | host memory | in-memory step | bound | step ÷ bound | "
           "step ÷ bound without host memory | dominant term | backward + host update | step ÷ that |")
-    print("|" + "---|" * 23)
+    print("|" + "---|" * 24)
     def clip_of(c):  # cells before the axis (schema 28) clipped to 1
         return c.get("max_grad_norm", 1)
 
@@ -154,7 +158,8 @@ def offload_table(cells, axes):
               f"{number(c['latency_median_ms'])} | "
               f"{number(c['forward_ms'])} | {number(c['backward_ms'])} | {number(c['optimizer_ms'])} | "
               f"{number(c['link_to_device_bytes'] / 1e9, 1)} | {number(c['link_to_host_bytes'] / 1e9, 1)} | "
-              f"{number(terms['link'])} | {number(c.get('host_state_gbps'), 1)} | {number(terms['host update'])} | "
+              f"{number(terms['link'])} | {number(c.get('host_state_gbps'), 1)} | "
+              f"{number(c.get('host_arrays_gbps'), 1)} | {number(terms['host update'])} | "
               f"{number(c.get('host_shared_gbps'), 1)} | {number(terms['host memory'])} | "
               f"{number(terms['in-memory step'])} | "
               f"{number(limit)} | {ratio} | {ratio_others} | {top or '–'} | {number(serial)} | {serial_ratio} |")
@@ -165,6 +170,32 @@ def offload_table(cells, axes):
     for run_id, streams, triad in runs:
         print(f"\nRun {run_id}: the host update's streams {number(streams, 1)} GB/s moved, the STREAM triad "
               f"{number(triad, 1)} GB/s counted.")
+
+
+def adamw_table(cells):
+    """Where the offloaded cells' host update spent its time: AdamW's passes alone (the checked step's
+    update) and beside the steps (the overlapped updates), each as ms and as the rate its bytes moved
+    at, beside the cell's state's own rates (schema 32 on)."""
+    timed = [c for c in cells if c["mode"] == "train" and c["optimizer"] == "host" and c["status"] == "ok"
+             and c.get("host_adamw_ms")]
+    if not timed:
+        return
+    print("\nAdamW on the host, alone and beside the step (ms, and GB/s its bytes moved at):\n")
+    print("| model | backend | budget | batch | max_grad_norm | step | state GB/s | arrays GB/s | shared GB/s | "
+          "AdamW alone | alone GB/s | AdamW in the step | in the step GB/s | step − AdamW |")
+    print("|" + "---|" * 14)
+    for c in sorted(timed, key=lambda c: (c["model"], c["backend"], c["budget"], c["batch"], -c["max_grad_norm"])):
+        update = bound.host_update_bytes(c)
+
+        def gbps(ms):
+            return number(update / (ms * 1e6), 1) if update and ms else "–"
+
+        alone, beside = c.get("host_adamw_alone_ms"), c["host_adamw_ms"]
+        print(f"| {c['model']} | {c['backend']} | {c['budget']} | {c['batch']} | {c['max_grad_norm']:g} | "
+              f"{number(c['latency_median_ms'])} | {number(c.get('host_state_gbps'), 1)} | "
+              f"{number(c.get('host_arrays_gbps'), 1)} | {number(c.get('host_shared_gbps'), 1)} | "
+              f"{number(alone)} | {gbps(alone)} | {number(beside)} | {gbps(beside)} | "
+              f"{number(c['latency_median_ms'] - beside)} |")
 
 
 def estimator_errors(cells):
@@ -193,6 +224,7 @@ def main():
     if args.fit:
         fit_table(args.fit, args.model)
     offload_table(cells, axes)
+    adamw_table(cells)
     estimator_errors(cells)
 
 
