@@ -838,7 +838,8 @@ class TempoStudyOffloadTest(DbTest):
         # beside the step, 25.0 GB/s; the step's 2100 ms less those 1800.
         self.assertEqual(set(by_cell), {("90%", 0.0)})
         row = by_cell[("90%", 0.0)]
-        self.assertEqual((row["AdamW alone"], row["AdamW in the step"], row["step − AdamW"]), ("1,600", "1,800", "300"))
+        self.assertEqual((row["AdamW alone"], row["AdamW in the step"], row["step − AdamW"]),
+                         ("1,600", "1,800", "300"))
         self.assertEqual((row["alone GB/s"], row["in the step GB/s"]), ("28.1", "25.0"))
         self.assertEqual((row["state GB/s"], row["arrays GB/s"], row["shared GB/s"]), ("25.0", "24.0", "30.0"))
 
@@ -869,7 +870,8 @@ class TempoStudyOffloadTest(DbTest):
         # memory term: 60e9 B / 30 GB/s = 2000 ms, above that: the bound, 2100 / 2000 = 1.05; without
         # it the bound is 1875 ms, 2100 / 1875 = 1.12.
         shared = by_cell[("90%", 0.0)]
-        self.assertEqual((shared["state GB/s"], shared["arrays GB/s"], shared["host update"]), ("25.0", "24.0", "1,875"))
+        self.assertEqual((shared["state GB/s"], shared["arrays GB/s"], shared["host update"]),
+                         ("25.0", "24.0", "1,875"))
         self.assertEqual((shared["shared GB/s"], shared["host memory"], shared["bound"]), ("30.0", "2,000", "2,000"))
         self.assertEqual(shared["dominant term"], "host memory")
         self.assertEqual((shared["step ÷ bound"], shared["step ÷ bound without host memory"]), ("1.05", "1.12"))

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "kernels/compute/cuda_check.hpp"
 #include "kernels/compute/cuda_resources.hpp"
@@ -28,8 +29,9 @@ bool finished(cudaStream_t stream) {
 LinkLoad::LinkLoad(std::span<std::byte> device, const void* host_source, void* host_sink, std::size_t bytes)
     : device_(device.data()), host_source_(host_source), host_sink_(host_sink), bytes_(bytes) {
     if (bytes == 0 || device.size() / 2 < bytes) {
-        throw std::invalid_argument("LinkLoad: " + std::to_string(bytes) + " bytes each way need twice that on the device; " +
-                                    std::to_string(device.size()) + " given.");
+        throw std::invalid_argument("LinkLoad: " + std::to_string(bytes) +
+                                    " bytes each way need twice that on the device; " + std::to_string(device.size()) +
+                                    " given.");
     }
     thread_ = std::jthread([this](std::stop_token stop) { copy_until(std::move(stop)); });
 }

@@ -10,16 +10,17 @@ Prints, as Markdown:
 2. with --fit, the largest batch of each (variant, setting) that ran (fit_check.py's cells: the
    estimator's answer run, and the two batches above it failing) and its tokens/s there;
 3. the offloaded cells (optimizer = host): step and phases, bytes across the link each way, and each
-   term of the bound (analysis/bound.py: the link; the host update at the rate the cell's own update arrays
-   moved at (host_arrays_gbps, shown beside its state's alone, host_state_gbps) or, in cells from before them,
-   its state's or the run's probe of its streams; the host memory, the
-   update's and the link's bytes at the rate the host's memory moved the state and the link's copies at
-   together (host_shared_gbps, shown; none before schema 31); the in-memory `device` step of the same workload
-   where one exists), the bound, latency ÷ bound, latency ÷ the bound without the host memory term (the
-   largest of the other three) and the dominant term; and, where the step clips (max_grad_norm above 0), the measured backward plus the
-   host update's term, with latency ÷ that: the update clips by the global gradient norm, so it cannot
-   start before the backward's last gradient, and no overlap brings such a step below its own backward
-   and the update (without clipping the backward starts the update, and the bound is the floor);
+   term of the bound (analysis/bound.py): the link; the host update at the rate the cell's own update
+   arrays moved at (host_arrays_gbps, shown beside its state's alone, host_state_gbps) or, in cells from
+   before them, its state's or the run's probe of its streams; the host memory, the update's and the link's
+   bytes at the rate the host's memory moved those arrays and the link's copies at together
+   (host_shared_gbps, shown; none before schema 31); the in-memory `device` step of the same workload where
+   one exists. Then the bound, latency ÷ bound, latency ÷ the bound without the host memory term (the
+   largest of the other three) and the dominant term; and, where the step clips (max_grad_norm above 0),
+   the measured backward plus the host update's term, with latency ÷ that: the update clips by the global
+   gradient norm, so it cannot start before the backward's last gradient, and no overlap brings such a step
+   below its own backward and the update (without clipping the backward starts the update, and the bound is
+   the floor);
 4. the offloaded cells' AdamW: its passes' time in the checked step's update, alone, and the median in the
    overlapped updates beside the steps, each with the rate the update's bytes moved at (host_adamw_alone_ms,
    host_adamw_ms; none before schema 32);
@@ -135,8 +136,8 @@ def offload_table(cells, axes):
         return
     print("\nTraining with AdamW on the host (step ms; bytes across the link each way; the bound's terms, ms):\n")
     print("| model | backend | budget | batch | max_grad_norm | step | forward | backward | update | GB up | GB down | link | "
-          "state GB/s | arrays GB/s | host update | shared GB/s | host memory | in-memory step | bound | step ÷ bound | "
-          "step ÷ bound without host memory | dominant term | backward + host update | step ÷ that |")
+          "state GB/s | arrays GB/s | host update | shared GB/s | host memory | in-memory step | bound | "
+          "step ÷ bound | step ÷ bound without host memory | dominant term | backward + host update | step ÷ that |")
     print("|" + "---|" * 24)
     def clip_of(c):  # cells before the axis (schema 28) clipped to 1
         return c.get("max_grad_norm", 1)
