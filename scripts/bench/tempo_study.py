@@ -23,7 +23,8 @@ Prints, as Markdown:
    the floor);
 4. the offloaded cells' AdamW: its passes' time in the checked step's update, alone, and the median in the
    overlapped updates beside the steps, each with the rate the update's bytes moved at (host_adamw_alone_ms,
-   host_adamw_ms; none before schema 32);
+   host_adamw_ms; none before schema 32), and the three factors of the step over its host update term:
+   AdamW alone over that term, beside the step over alone, the step over AdamW beside it;
 5. the estimator's largest error on the peak device and host memory over every ok cell.
 Every cell's latest row counts (a rerun replaces the earlier one)."""
 import argparse
@@ -173,30 +174,39 @@ def offload_table(cells, axes):
               f"{number(triad, 1)} GB/s counted.")
 
 
+def ratio(numerator, denominator):
+    return f"{numerator / denominator:.2f}" if numerator and denominator else "–"
+
+
 def adamw_table(cells):
     """Where the offloaded cells' host update spent its time: AdamW's passes alone (the checked step's
     update) and beside the steps (the overlapped updates), each as ms and as the rate its bytes moved
-    at, beside the cell's state's own rates (schema 32 on)."""
+    at, beside the cell's own rates (schema 32 on). Then the three factors whose product is the step
+    over the host update term at the arrays' rate: AdamW alone over that term (its loop against its
+    memory), AdamW beside the step over alone (what the step's other work costs it), and the step over
+    AdamW beside it (the time the step runs without AdamW)."""
     timed = [c for c in cells if c["mode"] == "train" and c["optimizer"] == "host" and c["status"] == "ok"
              and c.get("host_adamw_ms")]
     if not timed:
         return
     print("\nAdamW on the host, alone and beside the step (ms, and GB/s its bytes moved at):\n")
     print("| model | backend | budget | batch | max_grad_norm | step | state GB/s | arrays GB/s | shared GB/s | "
-          "AdamW alone | alone GB/s | AdamW in the step | in the step GB/s | step − AdamW |")
-    print("|" + "---|" * 14)
+          "AdamW alone | alone GB/s | AdamW in the step | in the step GB/s | step − AdamW | "
+          "alone ÷ arrays' time | in the step ÷ alone | step ÷ AdamW in the step |")
+    print("|" + "---|" * 17)
     for c in sorted(timed, key=lambda c: (c["model"], c["backend"], c["budget"], c["batch"], -c["max_grad_norm"])):
-        update = bound.host_update_bytes(c)
+        update, arrays = bound.host_update_bytes(c), c.get("host_arrays_gbps")
 
         def gbps(ms):
             return number(update / (ms * 1e6), 1) if update and ms else "–"
 
-        alone, beside = c.get("host_adamw_alone_ms"), c["host_adamw_ms"]
+        step, alone, beside = c["latency_median_ms"], c.get("host_adamw_alone_ms"), c["host_adamw_ms"]
+        arrays_ms = update / (arrays * 1e6) if update and arrays else None
         print(f"| {c['model']} | {c['backend']} | {c['budget']} | {c['batch']} | {c['max_grad_norm']:g} | "
-              f"{number(c['latency_median_ms'])} | {number(c.get('host_state_gbps'), 1)} | "
-              f"{number(c.get('host_arrays_gbps'), 1)} | {number(c.get('host_shared_gbps'), 1)} | "
-              f"{number(alone)} | {gbps(alone)} | {number(beside)} | {gbps(beside)} | "
-              f"{number(c['latency_median_ms'] - beside)} |")
+              f"{number(step)} | {number(c.get('host_state_gbps'), 1)} | "
+              f"{number(arrays, 1)} | {number(c.get('host_shared_gbps'), 1)} | "
+              f"{number(alone)} | {gbps(alone)} | {number(beside)} | {gbps(beside)} | {number(step - beside)} | "
+              f"{ratio(alone, arrays_ms)} | {ratio(beside, alone)} | {ratio(step, beside)} |")
 
 
 def estimator_errors(cells):
