@@ -130,6 +130,10 @@ def fit_table(path, model):
         print("| " + " | ".join(line) + " |")
 
 
+def ratio(numerator, denominator):
+    return f"{numerator / denominator:.2f}" if numerator and denominator else "–"
+
+
 def offload_table(cells, axes):
     device = bound.device_latencies(cells, axes.workload)
     hosted = [c for c in cells if c["mode"] == "train" and c["optimizer"] == "host" and c["status"] == "ok"]
@@ -150,12 +154,10 @@ def offload_table(cells, axes):
         known = {k: v for k, v in terms.items() if v is not None}
         top = max(known, key=known.get) if known else None
         limit = known[top] if top else None
-        ratio = f"{c['latency_median_ms'] / limit:.2f}" if limit else "–"
         others = [v for k, v in known.items() if k != "host memory"]
-        ratio_others = f"{c['latency_median_ms'] / max(others):.2f}" if others else "–"
         clips = clip_of(c) > 0
         serial = c["backward_ms"] + terms["host update"] if clips and terms["host update"] and c["backward_ms"] else None
-        serial_ratio = f"{c['latency_median_ms'] / serial:.2f}" if serial else "–"
+        step = c["latency_median_ms"]
         print(f"| {c['model']} | {c['backend']} | {c['budget']} | {c['batch']} | {clip_of(c):g} | "
               f"{number(c['latency_median_ms'])} | "
               f"{number(c['forward_ms'])} | {number(c['backward_ms'])} | {number(c['optimizer_ms'])} | "
@@ -164,7 +166,8 @@ def offload_table(cells, axes):
               f"{number(c.get('host_arrays_gbps'), 1)} | {number(terms['host update'])} | "
               f"{number(c.get('host_shared_gbps'), 1)} | {number(terms['host memory'])} | "
               f"{number(terms['in-memory step'])} | "
-              f"{number(limit)} | {ratio} | {ratio_others} | {top or '–'} | {number(serial)} | {serial_ratio} |")
+              f"{number(limit)} | {ratio(step, limit)} | {ratio(step, max(others, default=None))} | {top or '–'} | "
+              f"{number(serial)} | {ratio(step, serial)} |")
     # The run's probes, behind the host update's term where a cell has no rate of its own (before
     # schema 30): they drift with the host's other tenants.
     runs = sorted({(c["run_id"], c.get("host_update_gbps"), c.get("host_memory_gbps")) for c in hosted},
@@ -172,10 +175,6 @@ def offload_table(cells, axes):
     for run_id, streams, triad in runs:
         print(f"\nRun {run_id}: the host update's streams {number(streams, 1)} GB/s moved, the STREAM triad "
               f"{number(triad, 1)} GB/s counted.")
-
-
-def ratio(numerator, denominator):
-    return f"{numerator / denominator:.2f}" if numerator and denominator else "–"
 
 
 def adamw_table(cells):
