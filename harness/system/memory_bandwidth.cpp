@@ -40,11 +40,11 @@ MemoryBandwidth best_rate(std::int64_t bytes, int passes, const Pass& pass) {
 
 // One pass of the update probe over [begin, end): each of the update's arrays read and written as
 // host_adamw reads and writes them, with an add where it has its arithmetic (the gradient's 1 to
-// the three fp32 arrays). Built as host_adamw's loop is (AVX2 where the cores have it), so the probe
-// moves the streams at least as fast as the update can, and its rate stays a ceiling.
-__attribute__((target_clones("avx2", "default"))) void update_streams(const std::uint16_t* gradient,
-                                                                       std::uint16_t* weights, float* master, float* m,
-                                                                       float* v, std::int64_t begin, std::int64_t end) {
+// the three fp32 arrays). Built as host_adamw's loop is (AVX-512 or AVX2 where the cores have it), so
+// the probe moves the streams at least as fast as the update can, and its rate stays a ceiling.
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+void update_streams(const std::uint16_t* gradient, std::uint16_t* weights, float* master, float* m, float* v,
+                    std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
         const auto g = std::bit_cast<float>(std::uint32_t{gradient[i]} << 16);
         m[i] += g;
@@ -59,7 +59,7 @@ __attribute__((target_clones("avx2", "default"))) void update_streams(const std:
 // the stores as writing back what was loaded; the gradient's elements are XORed together into
 // what it returns, for the caller to keep. On the bits, not the values: no arithmetic, so a NaN
 // keeps its payload and a signalling one stays signalling. Inlined into each build of the loop
-// below (AVX2 or not), once for each width of the dtype.
+// below, once for each width of the dtype.
 template <class Word>
 [[gnu::always_inline]] inline Word rewrite_words(const UpdateArrays& group, std::uint32_t zero, std::int64_t begin,
                                                  std::int64_t end) {
@@ -79,10 +79,8 @@ template <class Word>
     return seen;
 }
 
-__attribute__((target_clones("avx2", "default"))) std::uint32_t rewrite_in_place(const UpdateArrays& group,
-                                                                                   std::uint32_t zero,
-                                                                                   std::int64_t begin,
-                                                                                   std::int64_t end) {
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+std::uint32_t rewrite_in_place(const UpdateArrays& group, std::uint32_t zero, std::int64_t begin, std::int64_t end) {
     return group.dtype_bytes == 2 ? rewrite_words<std::uint16_t>(group, zero, begin, end)
                                   : rewrite_words<std::uint32_t>(group, zero, begin, end);
 }

@@ -27,13 +27,14 @@ struct Fp32 {
 };
 
 // gpu::adamw_kernel's arithmetic over [begin, end); kMaster: the fp32 master is apart from the
-// weights (a template parameter, not a test per element, so the loop has no branch). Built twice,
-// the loader picking the AVX2 build where the cores have it: with SSE's four lanes, the division,
-// square root and division per element held the loop below the rate its streams move at on a host
-// whose memory outpaces its cores. AVX2 without FMA rounds every operation as SSE does, so either
-// build gives the same bits.
+// weights (a template parameter, not a test per element, so the loop has no branch). Built three
+// times, the loader picking the widest the cores have: where the cores rather than the memory set
+// the update's rate, the division, square root and division per element held SSE's four lanes
+// below the rate its streams move at, and AVX-512's byte and word instructions (x86-64-v4) convert
+// bf16 in fewer steps than AVX2's. Without contraction (CMakeLists.txt) each build rounds every
+// operation as SSE does, so all three give the same bits.
 template <class Convert, bool kMaster, class T>
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 void adamw_range(T* weights, float* master, const T* gradient, float* m, float* v, std::int64_t begin,
                  std::int64_t end, const cpu::AdamW& a, float correct1, float correct2) {
     for (std::int64_t i = begin; i < end; ++i) {
