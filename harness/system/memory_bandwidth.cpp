@@ -40,8 +40,9 @@ MemoryBandwidth best_rate(std::int64_t bytes, int passes, const Pass& pass) {
 
 // One pass of the update probe over [begin, end): each of the update's arrays read and written as
 // host_adamw reads and writes them, with an add where it has its arithmetic (the gradient's 1 to
-// the three fp32 arrays). Built as host_adamw's loop is (AVX-512 or AVX2 where the cores have it), so
-// the probe moves the streams at least as fast as the update can, and its rate stays a ceiling.
+// the three fp32 arrays). Built as host_adamw's loop is (AVX-512 or AVX2 where the cores have
+// it), so the probe moves the streams at least as fast as the update can, and its rate stays a
+// ceiling.
 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 void update_streams(const std::uint16_t* gradient, std::uint16_t* weights, float* master, float* m, float* v,
                     std::int64_t begin, std::int64_t end) {
