@@ -25,17 +25,16 @@ update arrays moved at, read and written in place where they lay (cells.host_arr
 memory is faster in some places than in others, and the run's probe of 4 GiB may have lain in a
 faster place than the cell's arrays (harness/system/memory_bandwidth.hpp). Before schema 33, at
 the rate its optimizer state alone moved at in place (cells.host_state_gbps), which the update,
-with two more arrays, may not reach; before schema 30,
-at the rate the memory moved the same streams in the run's probe (runs.host_update_gbps); before
-schema 29, the STREAM triad's (runs.host_memory_gbps), which moved 4 bytes for the 3 STREAM
-counts; its three streams move less than the update's nine where the cores set the rate, so such a
-bound may be beaten. The host memory time is the update's bytes and every byte the step moved
-across the link together, at the rate the host's memory moved the cell's state in place and
-page-locked copies both ways at once (cells.host_shared_gbps, schema 31; over the optimizer state
-alone before schema 33): the link's copies read
-the weights from and write the gradients to the same memory the update streams, and slow the
-cores' streams while they run, though the two together move more than the cores alone. Any term
-of the bound may be missing (no link probe, no `device` cell, no host
+with two more arrays, may not reach; before schema 30, at the rate the memory moved the same
+streams in the run's probe (runs.host_update_gbps); before schema 29, the STREAM triad's
+(runs.host_memory_gbps), which moved 4 bytes for the 3 STREAM counts; its three streams move less
+than the update's nine where the cores set the rate, so such a bound may be beaten. The host
+memory time is the update's bytes and every byte the step moved across the link together, at the
+rate the host's memory moved the cell's update arrays in place and page-locked copies both ways
+at once (cells.host_shared_gbps, schema 31; over the optimizer state alone before schema 33): the
+link's copies read the weights from and write the gradients to the same memory the update
+streams, and slow the cores' streams while they run, though the two together move more than the
+cores alone. Any term of the bound may be missing (no link probe, no `device` cell, no host
 measurement); the bound is then the largest of the others, or None.
 
 A bound is a floor: no cell may run faster than it. faster_than() names the bounds a cell beats
@@ -149,8 +148,8 @@ def host_update_ms(cell):
 
 def host_memory_ms(cell):
     """Time the host's memory needs for the cell's update and its link bytes together (ms), at the rate
-    it moved the cell's state and the link's copies at once; None without that rate, the update or
-    the link bytes (before schema 31, or an optimizer not on the host)."""
+    it moved the cell's update arrays (its state before schema 33) and the link's copies at once; None
+    without that rate, the update or the link bytes (before schema 31, or an optimizer not on the host)."""
     update, shared = host_update_bytes(cell), field(cell, "host_shared_gbps")
     up, down = field(cell, "link_to_device_bytes"), field(cell, "link_to_host_bytes")
     if not update or not shared or up is None or down is None:

@@ -134,9 +134,14 @@ def ratio(numerator, denominator):
     return f"{numerator / denominator:.2f}" if numerator and denominator else "–"
 
 
+def hosted_cells(cells):
+    """The ok training cells whose AdamW ran on the host."""
+    return [c for c in cells if c["mode"] == "train" and c["optimizer"] == "host" and c["status"] == "ok"]
+
+
 def offload_table(cells, axes):
     device = bound.device_latencies(cells, axes.workload)
-    hosted = [c for c in cells if c["mode"] == "train" and c["optimizer"] == "host" and c["status"] == "ok"]
+    hosted = hosted_cells(cells)
     if not hosted:
         return
     print("\nTraining with AdamW on the host (step ms; bytes across the link each way; the bound's terms, ms):\n")
@@ -159,7 +164,7 @@ def offload_table(cells, axes):
         serial = c["backward_ms"] + terms["host update"] if clips and terms["host update"] and c["backward_ms"] else None
         step = c["latency_median_ms"]
         print(f"| {c['model']} | {c['backend']} | {c['budget']} | {c['batch']} | {clip_of(c):g} | "
-              f"{number(c['latency_median_ms'])} | "
+              f"{number(step)} | "
               f"{number(c['forward_ms'])} | {number(c['backward_ms'])} | {number(c['optimizer_ms'])} | "
               f"{number(c['link_to_device_bytes'] / 1e9, 1)} | {number(c['link_to_host_bytes'] / 1e9, 1)} | "
               f"{number(terms['link'])} | {number(c.get('host_state_gbps'), 1)} | "
@@ -184,8 +189,7 @@ def adamw_table(cells):
     over the host update term at the arrays' rate: AdamW alone over that term (its loop against its
     memory), AdamW beside the step over alone (what the step's other work costs it), and the step over
     AdamW beside it (the time the step runs without AdamW)."""
-    timed = [c for c in cells if c["mode"] == "train" and c["optimizer"] == "host" and c["status"] == "ok"
-             and c.get("host_adamw_ms")]
+    timed = [c for c in hosted_cells(cells) if c.get("host_adamw_ms")]
     if not timed:
         return
     print("\nAdamW on the host, alone and beside the step (ms, and GB/s its bytes moved at):\n")
