@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "backends/backend_registry.hpp"
+#include "kernels/compute/nvtx.hpp"
+#include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {
 namespace {
@@ -103,6 +105,8 @@ std::byte* ExplicitCopyBackend::slot_pointer(int slot) const {
 // The slot was last used by streamed unit seq - S, which the ring saw released: the copy waits on
 // the event recorded at that release, so the unit's kernels are done before the slot is overwritten.
 void ExplicitCopyBackend::fetch(const SlotRing::Entry& entry) {
+    // Named for its unit: the ring fetches ahead, inside another unit's ranges.
+    const NvtxRange range("fetch " + WeightLayout::unit_name(entry.unit, static_cast<int>(unit_bytes_.size())));
     // The copy reads the page-locked weights an overlapped update writes.
     if (update_progress_ != nullptr) update_progress_->wait_for(entry.unit);
     const auto unit = static_cast<std::size_t>(entry.unit);

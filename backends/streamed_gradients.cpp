@@ -4,6 +4,8 @@
 
 #include "backends/unit_storage.hpp"
 #include "kernels/compute/cuda_check.hpp"
+#include "kernels/compute/nvtx.hpp"
+#include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {
 
@@ -71,6 +73,7 @@ void* StreamedGradients::gradient(int unit, bool held, cudaStream_t compute) {
 std::int64_t StreamedGradients::released(int unit, cudaStream_t compute) {
     const auto u = static_cast<std::size_t>(unit);
     if (!placed() || slot_of_[u] < 0) return 0;
+    const NvtxRange range("gradient out " + WeightLayout::unit_name(unit, static_cast<int>(unit_bytes_.size())));
     const int slot = std::exchange(slot_of_[u], -1);
     const CudaEvent& written = written_[static_cast<std::size_t>(slot)];
     written.record(compute);

@@ -6,6 +6,8 @@
 
 #include "backends/backend_registry.hpp"
 #include "backends/residency_plan.hpp"
+#include "kernels/compute/nvtx.hpp"
+#include "kernels/model/weight_layout.hpp"
 
 namespace sweetspot {
 namespace {
@@ -80,6 +82,7 @@ void UvmPrefetchBackend::reset_residency() {
 
 // Evicts a released streamed unit before its room in the budget is used again.
 void UvmPrefetchBackend::vacate(const SlotRing::Entry& entry) {
+    const NvtxRange range("evict " + WeightLayout::unit_name(entry.unit, static_cast<int>(unit_bytes_.size())));
     weights_->evict_after(entry.unit, slot_streams_.released(entry.slot), config_.evict, evict_stream_.get());
     if (config_.evict == UvmEvict::migrate) evicted_[static_cast<std::size_t>(entry.slot)].record(evict_stream_.get());
 }
@@ -93,6 +96,8 @@ void UvmPrefetchBackend::wait_for_eviction(const SlotRing::Entry& entry, cudaStr
 }
 
 void UvmPrefetchBackend::fetch(const SlotRing::Entry& entry) {
+    // Named for its unit: the ring fetches ahead, inside another unit's ranges.
+    const NvtxRange range("fetch " + WeightLayout::unit_name(entry.unit, static_cast<int>(unit_bytes_.size())));
     // The prefetch moves the managed pages an overlapped update writes.
     if (update_progress_ != nullptr) update_progress_->wait_for(entry.unit);
     if (config_.prefetch_depth == 0) {

@@ -104,6 +104,7 @@ inline CellEvents sample_events(std::int64_t base_ns = 0) {
     e.ranges = {{t(1'000'000), t(2'000'000), "traced iteration 0", 7},
                 {t(1'000'000), t(1'500'000), "layer 0", 7},
                 {t(1'000'000), t(1'100'000), "acquire", 7},
+                {t(1'005'000), t(1'015'000), "fetch layer 0", 7},
                 {t(1'100'000), t(1'500'000), "compute", 7},
                 {t(1'500'000), t(2'000'000), "layer 1", 7},
                 {t(1'500'000), t(1'600'000), "acquire", 7},
@@ -124,8 +125,8 @@ inline CellEvents sample_events(std::int64_t base_ns = 0) {
     plain.dst_kind = 2;
     plain.bytes = 4096;
     e.memcpys.push_back(plain);
-    // The copy is launched in layer 0's acquire, its kernels in its compute, layer 1's gemm in its
-    // compute (correlation ids as kernel() gives them).
+    // The copy is launched in layer 0's acquire, by its fetch; its kernels in its compute, layer 1's
+    // gemm in its compute (correlation ids as kernel() gives them).
     e.api_calls = {{t(1'010'000), t(1'011'000), 7, 99, "cudaMemcpyAsync_v3020", 0},
                    {t(1'120'000), t(1'121'000), 7, kernel_correlation(t(1'100'000)), "cudaLaunchKernel_v7000", 0},
                    {t(1'130'000), t(1'131'000), 7, kernel_correlation(t(1'300'000)), "cudaLaunchKernel_v7000", 0},

@@ -411,6 +411,7 @@ batch = 2
 seq = 33
 budget = "60%"
 dtype = ["fp32", "bf16"]
+trace_iterations = 1
 [[sweep]]
 name = "prefix"
 backend = ["explicit-copy", "uvm-prefetch"]
@@ -456,6 +457,40 @@ dtype = ["fp32", "bf16"]
         CHECK(st.int64(18) == 1);
     }
     CHECK(cells == 8);
+
+    // The traced step of each tiny cell, on the thread that ran it (the host update's thread has
+    // ranges of its own): each unit's range in the forward and in the backward. explicit-copy's
+    // copies, projected onto the GPU through the ranges named for the unit they move: the three
+    // streamed units (both blocks and the head) fetched for the forward and again for the
+    // backward, each a copy, and their gradients out.
+    const std::string on_the_step_thread =
+        " = (SELECT t.globalTid FROM NVTX_EVENTS t JOIN StringIds ts ON ts.id = t.textId"
+        "    WHERE t.cell_id = c.cell_id AND ts.value = 'traced iteration 0') ";
+    auto traced = results.prepare(
+        "SELECT c.backend, c.dtype, s.value, count(*) FROM cells c "
+        "JOIN NVTX_EVENTS n ON n.cell_id = c.cell_id JOIN StringIds s ON s.id = n.textId "
+        "WHERE c.model = 'tiny' AND s.value IN ('embedding', 'layer 0', 'layer 1', 'head') AND n.globalTid" +
+        on_the_step_thread + "GROUP BY c.cell_id, s.value");
+    int unit_ranges = 0;
+    while (traced.step()) {
+        INFO(traced.text(0) << " " << traced.text(1) << " " << traced.text(2));
+        CHECK(traced.int64(3) == 2);
+        ++unit_ranges;
+    }
+    CHECK(unit_ranges == 4 * 4);
+    auto copies = results.prepare(
+        "SELECT c.dtype, p.name, count(*), sum(p.num_gpu_ops) FROM cells c "
+        "JOIN nvtx_gpu_proj_trace p ON p.cell_id = c.cell_id "
+        "WHERE c.model = 'tiny' AND c.backend = 'explicit-copy' AND (p.name LIKE 'fetch %' OR p.name LIKE 'gradient out %')"
+        " AND p.globalTid" + on_the_step_thread + "GROUP BY c.cell_id, p.name ORDER BY c.dtype, p.name");
+    std::map<std::string, std::vector<std::string>> moved;
+    while (copies.step())
+        moved[copies.text(0)].push_back(copies.text(1) + " " + std::to_string(copies.int64(2)) + " " +
+                                        std::to_string(copies.int64(3)));
+    const std::vector<std::string> expected{"fetch head 2 2",        "fetch layer 0 2 2",        "fetch layer 1 2 2",
+                                            "gradient out head 1 1", "gradient out layer 0 1 1", "gradient out layer 1 1 1"};
+    CHECK(moved["fp32"] == expected);
+    CHECK(moved["bf16"] == expected);
 }
 
 // A LLaMA model whose lm_head makes each position cost 2.6e5 multiply-adds: at 10 × 512 positions

@@ -881,6 +881,7 @@ TEST_CASE("an overlapped host update gives the bits of the one that ends before 
                         CHECK(times.adamw_ms > 0.0);
                         CHECK(times.wait_ms >= 0.0);
                         CHECK(times.span_ms >= times.adamw_ms + times.wait_ms - 1e-9);
+                        CHECK(times.overlapped == (step == &on_overlapped));
                     }
                     check_same_state(layout, dtype, *overlapped, *ended);
                     std::printf("gpu_train overlapped host update %-14s %-60s clip %g %d steps bit for bit, "

@@ -298,6 +298,10 @@ TEST_CASE("weight layout: aligned, non-overlapping tensors in enum order, padded
         CHECK(layout.units.front().kind == UnitKind::embedding);
         CHECK(layout.units.back().kind == UnitKind::head);
         CHECK(layout.head_unit() == m.n_layer + 1);
+        CHECK(layout.unit_name(0) == "embedding");
+        CHECK(layout.unit_name(layout.head_unit()) == "head");
+        CHECK_THROWS_AS(layout.unit_name(layout.head_unit() + 1), std::out_of_range);
+        CHECK_THROWS_AS(layout.unit_name(-1), std::out_of_range);
         CHECK(layout.units[0].tensors.size() == gpt2::embed_tensor::count);
         CHECK(layout.units.back().tensors.size() == gpt2::head_tensor::count);
 
@@ -307,6 +311,7 @@ TEST_CASE("weight layout: aligned, non-overlapping tensors in enum order, padded
             if (unit.kind == UnitKind::block) {
                 CHECK(unit.block == static_cast<int>(u) - 1);
                 CHECK(WeightLayout::block_unit(unit.block) == static_cast<int>(u));
+                CHECK(layout.unit_name(static_cast<int>(u)) == "layer " + std::to_string(u - 1));
                 CHECK(unit.tensors.size() == gpt2::block_tensor::count);
             } else {
                 CHECK(unit.block == -1);

@@ -646,14 +646,14 @@ TEST_CASE("a cell's events round-trip through the store, and from a cell's scrat
     CHECK(stored_latencies(s, cell.key(), "traced") == in.traced_ms);
     CHECK_FALSE(s.import_cell(tmp.file("scratch.db"), "0000000000000000", run, 4, {}, {}));
 
-    // Names are stored once and shared (2 kernels, 5 range texts, 2 API functions); ranges reference
+    // Names are stored once and shared (2 kernels, 6 range texts, 2 API functions); ranges reference
     // them the nsys way (text NULL, textId set).
-    CHECK(count_rows(scratch, "StringIds") == 9);
-    CHECK(count_rows(s, "StringIds") == 10);
+    CHECK(count_rows(scratch, "StringIds") == 10);
+    CHECK(count_rows(s, "StringIds") == 11);
     auto nvtx = s.db().prepare(
         "SELECT count(*) FROM NVTX_EVENTS WHERE text IS NULL AND textId IS NOT NULL AND eventType = 59 AND globalTid = 7");
     REQUIRE(nvtx.step());
-    CHECK(nvtx.int64(0) == 7);
+    CHECK(nvtx.int64(0) == 8);
     auto names =
         s.db().prepare("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE shortName = demangledName AND cell_id = ?");
     names.bind(1, *cell_id);
@@ -945,12 +945,15 @@ TEST_CASE("the example queries in results/README.md run and answer correctly", "
     CHECK(results["kernels"][2] ==  // cell 2 lost its last gemm: now 2 of 3 kernel-time units
           std::vector<std::string>{"2", "66.7", "200000", "1", "200000.0", "200000", "200000", "gemm_sm90<float>"});
     const auto& nvtx = results["nvtx-ranges"];
-    REQUIRE(nvtx.size() == 10);
+    REQUIRE(nvtx.size() == 12);
     CHECK(nvtx[0] == std::vector<std::string>{"1", "traced iteration 0", "1", "1000000", "1000000.0", "1000000", "1000000"});
     CHECK(nvtx[1] == std::vector<std::string>{"1", "compute", "2", "800000", "400000.0", "400000", "400000"});
     // Cell 2 lost layer 1's only kernel, so that layer has no GPU projection to hold its faults.
     CHECK(results["faults-by-layer"] == Rows{{"1", "layer 0", "1", "12"}, {"1", "layer 1", "2", "8"},
                                              {"2", "layer 0", "1", "12"}});
+    // Layer 0's fetch: one copy of 4096 bytes in 10 000 ns.
+    CHECK(results["copies-by-unit"] ==
+          Rows{{"1", "fetch layer 0", "1", "4096", "0.01", "0.41"}, {"2", "fetch layer 0", "1", "4096", "0.01", "0.41"}});
 }
 
 namespace {
@@ -1240,4 +1243,46 @@ TEST_CASE("NVTX ranges are projected onto the GPU through the API calls that lau
     while (std::getline(lines, line)) layer1 = layer1 || (contains(line, "3500") && contains(line, " layer 1"));
     CHECK(layer1);
     CHECK(contains(cell_summary_text(s, unprojected), "nvtx_gpu_proj_sum: not recorded"));
+}
+
+TEST_CASE("the copies-by-unit query gives each fetch and gradient copy to the unit its range names", "[store][nvtx]") {
+    TempDir tmp;
+    auto s = Store::open(tmp.file("r.db"));
+    const auto run = s.begin_run(sample_run());
+    // Thread 7 computes layer 0 while the look-ahead fetches layer 1 inside its range (copy 51),
+    // fetches it again for the backward (52), sends its gradient out (53) and, in layer 0's own
+    // range, launches a kernel (11). A driver call repeats copy 52's correlation id; thread 8 makes
+    // a copy (61) in no range of its own.
+    CellEvents e;
+    e.ranges = {{1100, 1200, "fetch layer 1", 7},
+                {1000, 1300, "layer 0", 7},
+                {1400, 1500, "fetch layer 1", 7},
+                {1600, 1700, "gradient out layer 1", 7},
+                {1000, 9000, "traced iteration 0", 7}};
+    e.api_calls = {{1050, 1060, 7, 11, "cudaLaunchKernel_v7000", 0}, {1110, 1120, 7, 51, "cudaMemcpyAsync_v3020", 0},
+                   {1410, 1420, 7, 52, "cudaMemcpyAsync_v3020", 0},  {1412, 1418, 7, 52, "cuMemcpyHtoDAsync_v2", 0},
+                   {1610, 1620, 7, 53, "cudaMemcpyAsync_v3020", 0},  {1150, 1160, 8, 61, "cudaMemcpyAsync_v3020", 0}};
+    KernelRecord k = kernel(2000, 2500, "gemm_sm90<float>", 13);
+    k.correlation_id = 11;
+    e.kernels = {k};
+    const auto copy = [](std::int64_t start, std::int64_t end, std::uint32_t correlation_id, std::int32_t kind) {
+        MemcpyRecord m;
+        m.start_ns = start;
+        m.end_ns = end;
+        m.stream_id = 14;
+        m.correlation_id = correlation_id;
+        m.copy_kind = kind;
+        m.bytes = 40'000;
+        return m;
+    };
+    e.memcpys = {copy(2000, 3000, 51, 1), copy(4000, 6000, 52, 1), copy(6000, 7000, 53, 2), copy(2000, 2100, 61, 1)};
+    auto traced = ok_outcome(2.0);
+    traced.events = e;
+    const auto cell = std::to_string(record_outcome(s, run, 0, tiny_cell(1, 16), traced));
+    // By hand: layer 1 fetched twice, 80 000 bytes in 3000 ns (26.67 bytes a ns), its gradient
+    // 40 000 bytes in 1000 ns; layer 0's kernel and thread 8's copy are no transfer of a unit.
+    using Rows = std::vector<std::vector<std::string>>;
+    CHECK(query_rows(s, documented_queries().at("copies-by-unit")) ==
+          Rows{{cell, "fetch layer 1", "2", "80000", "0.003", "26.67"},
+               {cell, "gradient out layer 1", "1", "40000", "0.001", "40.0"}});
 }

@@ -372,9 +372,8 @@ public:
         // What the last update moved itself (an overlapped one has ended once the forward waited
         // for it; every update moves the same bytes), and AdamW's time in it beside the step.
         const LinkBytes update = step_->update_link_bytes();
-        if (const double ms = step_->host_update_times().adamw_ms; last_update_overlapped_ && ms > 0)
-            adamw_overlapped_ms_.push_back(ms);
-        last_update_overlapped_ = overlap_update_;
+        if (const HostUpdateTimes last = step_->host_update_times(); last.overlapped && last.adamw_ms > 0)
+            adamw_overlapped_ms_.push_back(last.adamw_ms);
         marks_[1].record(stream);
         step_->backward(gpu_.backend(), overlap_update_);
         marks_[2].record(stream);
@@ -419,8 +418,8 @@ public:
         out.set<"training_state_bytes">(gpu_.training_state_bytes());
         out.set<"link_to_host_bytes">(link_.to_host);
         out.set<"link_to_device_bytes">(link_.to_device);
-        if (host_state_) out.set<"host_state_gbps">(host_state_->gbps);
-        if (host_arrays_) out.set<"host_arrays_gbps">(host_arrays_->gbps);
+        if (host_state_gbps_) out.set<"host_state_gbps">(*host_state_gbps_);
+        if (host_arrays_gbps_) out.set<"host_arrays_gbps">(*host_arrays_gbps_);
         if (host_shared_gbps_) out.set<"host_shared_gbps">(*host_shared_gbps_);
         if (adamw_alone_ms_) out.set<"host_adamw_alone_ms">(*adamw_alone_ms_);
         if (!adamw_overlapped_ms_.empty()) out.set<"host_adamw_ms">(LatencyStats::of(adamw_overlapped_ms_).median);
@@ -464,8 +463,8 @@ private:
             }
         }
         options.status.phase("host_state_rate");
-        host_state_ = measure_in_place_bandwidth(state, kStatePasses);
-        host_arrays_ = measure_in_place_bandwidth(arrays);
+        host_state_gbps_ = measure_in_place_bandwidth(state, kStatePasses).gbps;
+        host_arrays_gbps_ = measure_in_place_bandwidth(arrays).gbps;
         // The update's arrays again while the link copies both ways, down into the largest
         // gradient and up from the largest other buffer.
         const auto by_bytes = [](const auto& a, const auto& b) { return a.second < b.second; };
@@ -572,13 +571,11 @@ private:
 
     const CellParams& cell_;
     TrainSettings settings_ = train_settings(cell_);
-    std::optional<MemoryBandwidth> host_state_, host_arrays_;
-    std::optional<double> host_shared_gbps_;
+    std::optional<double> host_state_gbps_, host_arrays_gbps_, host_shared_gbps_;
     // AdamW's passes on the host (HostUpdateTimes::adamw_ms): the checked step's, alone, and each
     // overlapped update's beside the steps that followed (warm-ups and timed ones alike).
     std::optional<double> adamw_alone_ms_;
     std::vector<double> adamw_overlapped_ms_;
-    bool last_update_overlapped_ = false;
     GpuCell gpu_;
     std::vector<std::int32_t> tokens_, targets_;
     std::optional<TrainingCheckShape> check_shape_;

@@ -76,10 +76,11 @@ struct GpuForwardContext {
     bool fused(Fusion f) const { return options.variant.has(f); }
 
     // compute(weights of `unit`, its UnitLayout) between acquire and release, inside NVTX ranges that
-    // show where the host spends its time: waiting for the backend, enqueuing kernels, handing back.
+    // show where the host spends its time: the unit's (WeightLayout::unit_name), and in it waiting
+    // for the backend, enqueuing kernels, handing back.
     template <class T, class Compute>
-    void with_unit(LayerSource& weights, int unit, const std::string& name, const Compute& compute) {
-        const NvtxRange range(name);
+    void with_unit(LayerSource& weights, int unit, const Compute& compute) {
+        const NvtxRange range(layout.unit_name(unit));
         const T* p = nullptr;
         {
             const NvtxRange phase("acquire");

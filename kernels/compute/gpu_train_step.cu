@@ -256,17 +256,24 @@ void GpuTrainStep::Impl::forward(LayerSource& weights) {
         return p;
     };
 
-    await_unit_update(0);
-    ctx.embed(acquire(0), ctx.layout.units[0]);
-    weights.release(0);
+    // Each unit's work in a range of its name, as the inference forward's: the trace's queries
+    // find a unit's kernels through it, in the forward's range or the backward's.
+    {
+        const NvtxRange unit_range(ctx.layout.unit_name(0));
+        await_unit_update(0);
+        ctx.embed(acquire(0), ctx.layout.units[0]);
+        weights.release(0);
+    }
     for (int l = 0; l < ctx.model.n_layer; ++l) {
         const int u = WeightLayout::block_unit(l);
+        const NvtxRange unit_range(ctx.layout.unit_name(u));
         await_unit_update(u);
         ctx.block(l, acquire(u), ctx.layout.units[as_size(u)]);
         weights.release(u);
     }
     const int hu = ctx.layout.head_unit();
     const UnitLayout& hl = ctx.layout.units[as_size(hu)];
+    const NvtxRange head_range(ctx.layout.unit_name(hu));  // the loss with it
     await_unit_update(hu);
     const T* head = acquire(hu);
     join_update();
@@ -371,35 +378,41 @@ void GpuTrainStep::Impl::backward(LayerSource& weights, bool overlap_update) {
                                                  ctx.stream);
         };
 
-        const int hu = layout.head_unit();
-        const UnitLayout& hl = layout.units[as_size(hu)];
-        const auto* head = static_cast<const T*>(weights.acquire(hu));
-        T* const head_grad = gradient_of(hu);
-        T* const dxf = ctx.at<T>(ctx.plan.dln);
-        // Of logits = xf · lm_headᵀ, a vocabulary part at a time: d lm_head's rows = dlogitsᵀ · xf;
-        // dxf = Σ over the parts of dlogits · lm_head.
-        const int stride = static_cast<int>(padded_vocab(ctx.model.vocab_size));
-        const T* dlogits = ctx.at<T>(ctx.plan.logits);
-        const T* xf = ctx.at<T>(ctx.plan.xf);
-        const T* lm_head = hl.tensor(head, ctx.lm_head_tensor());
-        T* const dlm_head = hl.tensor(head_grad, ctx.lm_head_tensor());
-        over_vocabulary([&](int first, int count, bool later) {
-            const std::int64_t row = static_cast<std::int64_t>(first) * c;
-            ctx.gemm->batched(/*trans_a=*/true, /*trans_b=*/false, count, c, bt, 1.0f, dlogits + first, stride, 0, xf,
-                              c, 0, 0.0f, dlm_head + row, c, 0, 1);
-            ctx.gemm->batched(/*trans_a=*/false, /*trans_b=*/false, bt, c, count, 1.0f, dlogits + first, stride, 0,
-                              lm_head + row, c, 0, later ? 1.0f : 0.0f, dxf, c, 0, 1);
-        });
-        CUDA_CHECK(cudaMemsetAsync(ctx.at<T>(ctx.plan.dres), 0, as_size(ctx.rows() * c) * sizeof(T), ctx.stream));
-        if (ctx.inplace_ln)
-            CUDA_CHECK(cudaMemsetAsync(ctx.at<int>(ctx.plan.unrecoverable), 0, sizeof(int), ctx.stream));
-        ctx.final_norm_backward(head, head_grad, hl);
-        squares_of(head_grad, hu);
-        weights.release(hu);
-        let_go(hu);
+        // Each unit's work in a range of its name, as in the forward.
+        {
+            const int hu = layout.head_unit();
+            const UnitLayout& hl = layout.units[as_size(hu)];
+            const NvtxRange unit_range(layout.unit_name(hu));
+            const auto* head = static_cast<const T*>(weights.acquire(hu));
+            T* const head_grad = gradient_of(hu);
+            T* const dxf = ctx.at<T>(ctx.plan.dln);
+            // Of logits = xf · lm_headᵀ, a vocabulary part at a time: d lm_head's rows = dlogitsᵀ · xf;
+            // dxf = Σ over the parts of dlogits · lm_head.
+            const int stride = static_cast<int>(padded_vocab(ctx.model.vocab_size));
+            const T* dlogits = ctx.at<T>(ctx.plan.logits);
+            const T* xf = ctx.at<T>(ctx.plan.xf);
+            const T* lm_head = hl.tensor(head, ctx.lm_head_tensor());
+            T* const dlm_head = hl.tensor(head_grad, ctx.lm_head_tensor());
+            over_vocabulary([&](int first, int count, bool later) {
+                const std::int64_t row = static_cast<std::int64_t>(first) * c;
+                ctx.gemm->batched(/*trans_a=*/true, /*trans_b=*/false, count, c, bt, 1.0f, dlogits + first, stride, 0,
+                                  xf, c, 0, 0.0f, dlm_head + row, c, 0, 1);
+                ctx.gemm->batched(/*trans_a=*/false, /*trans_b=*/false, bt, c, count, 1.0f, dlogits + first, stride,
+                                  0, lm_head + row, c, 0, later ? 1.0f : 0.0f, dxf, c, 0, 1);
+            });
+            CUDA_CHECK(
+                cudaMemsetAsync(ctx.at<T>(ctx.plan.dres), 0, as_size(ctx.rows() * c) * sizeof(T), ctx.stream));
+            if (ctx.inplace_ln)
+                CUDA_CHECK(cudaMemsetAsync(ctx.at<int>(ctx.plan.unrecoverable), 0, sizeof(int), ctx.stream));
+            ctx.final_norm_backward(head, head_grad, hl);
+            squares_of(head_grad, hu);
+            weights.release(hu);
+            let_go(hu);
+        }
 
         for (int l = ctx.model.n_layer - 1; l >= 0; --l) {
             const int u = WeightLayout::block_unit(l);
+            const NvtxRange unit_range(layout.unit_name(u));
             const auto* unit = static_cast<const T*>(weights.acquire(u));
             T* const grad = gradient_of(u);
             ctx.block_backward(l, unit, grad, layout.units[as_size(u)]);
@@ -408,12 +421,15 @@ void GpuTrainStep::Impl::backward(LayerSource& weights, bool overlap_update) {
             let_go(u);
         }
 
-        weights.acquire(0);
-        T* const embed_grad = gradient_of(0);
-        ctx.embed_backward(embed_grad, layout.units[0]);
-        squares_of(embed_grad, 0);
-        weights.release(0);
-        let_go(0);
+        {
+            const NvtxRange unit_range(layout.unit_name(0));
+            weights.acquire(0);
+            T* const embed_grad = gradient_of(0);
+            ctx.embed_backward(embed_grad, layout.units[0]);
+            squares_of(embed_grad, 0);
+            weights.release(0);
+            let_go(0);
+        }
         gpu::launch_sum_partials(partials, static_cast<std::int64_t>(layout.unit_count()) * gpu::kNormPartials,
                                  ctx.at<double>(ctx.plan.squared_norm), ctx.stream);
         norm_read = false;
@@ -540,7 +556,7 @@ void GpuTrainStep::Impl::update_on_host(LayerSource& weights, HostUpdateOrder or
         return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
     };
     const Clock::time_point began = Clock::now();
-    HostUpdateTimes times;
+    HostUpdateTimes times{.overlapped = overlapped};
     std::vector<HostAdamwTensor> tensors;
     const auto bytes_of = [&](int u) { return as_size(layout.units[as_size(u)].numel) * sizeof(T); };
     const auto slot_of = [](int u) { return as_size(u % kHostUpdateSlots); };
@@ -550,6 +566,7 @@ void GpuTrainStep::Impl::update_on_host(LayerSource& weights, HostUpdateOrder or
     // gradient where the update started early, after the whole backward otherwise.
     const auto copy_down = [&](int u, const UnitUpdate& unit) {
         if (!finite || unit.streamed) return;
+        const NvtxRange range("gradient out " + layout.unit_name(u));
         if (order.early()) link.gradient_done[as_size(u)].wait_on(link.down.get());
         CUDA_CHECK(cudaMemcpyAsync(unit.host_gradient, unit.gradient, bytes_of(u), cudaMemcpyDeviceToHost, link.down.get()));
         link.gradient_down[slot_of(u)].record(link.down.get());
@@ -580,6 +597,9 @@ void GpuTrainStep::Impl::update_on_host(LayerSource& weights, HostUpdateOrder or
         if (ahead) next_unit = take(next);
         const auto slot = slot_of(u);
         if (finite) {
+            // The unit's update in a range of its name: its wait, AdamW and the copy of its new
+            // weights up.
+            const NvtxRange unit_range(layout.unit_name(u));
             {
                 const NvtxRange wait("host_update_wait");
                 const Clock::time_point waited = Clock::now();

@@ -70,8 +70,10 @@ struct GpuTrainOptions {
 // Where the host update's thread spent its time (ms): from taking its first unit to letting go of
 // its last; within that, AdamW's passes over the units and the waits for their gradients (the
 // backward's, the copies down) and staging slots. The span less both is the thread's own upkeep.
+// `overlapped`: the update ran beside the GPU's work (the backward, the next forward), not after it.
 struct HostUpdateTimes {
     double span_ms = 0.0, adamw_ms = 0.0, wait_ms = 0.0;
+    bool overlapped = false;
 };
 
 class GpuTrainStep {

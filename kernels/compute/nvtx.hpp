@@ -1,8 +1,10 @@
 #pragma once
-// NVTX ranges in the `sweetspot` domain: run › cell › iteration › layer › acquire / compute /
-// release. They show up in Nsight Systems when a user runs a cell under it, and in sweetspot's
-// own collector through CUPTI's marker activity. Start/end ranges (not push/pop) so that CUPTI
-// reports each one as a start and an end marker with the same id.
+// NVTX ranges in the `sweetspot` domain: run › cell › iteration › unit (WeightLayout::unit_name) ›
+// acquire / compute / release, a training step's forward / backward / update around its units,
+// and the transfers the backends name for their unit (results/README.md, NVTX_EVENTS). They show
+// up in Nsight Systems when a user runs a cell under it, and in sweetspot's own collector through
+// CUPTI's marker activity. Start/end ranges (not push/pop) so that CUPTI reports each one as a
+// start and an end marker with the same id.
 #include <nvtx3/nvToolsExt.h>
 
 #include <string>

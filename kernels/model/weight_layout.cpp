@@ -92,6 +92,14 @@ std::int64_t WeightLayout::total_numel_of(const ModelConfig& m) {
     return sum_over_units(m, total_what(m), padded_numel);
 }
 
+std::string WeightLayout::unit_name(int unit, int units) {
+    if (unit < 0 || unit >= units)
+        throw std::out_of_range("WeightLayout::unit_name: no unit " + std::to_string(unit) + " of " + std::to_string(units));
+    if (unit == 0) return "embedding";
+    if (unit == units - 1) return "head";
+    return "layer " + std::to_string(unit - 1);
+}
+
 std::int64_t n_params(const ModelConfig& m) {
     return sum_over_units(m, "the parameter count of model '" + m.name + "'", unit_params);
 }

@@ -59,6 +59,10 @@ struct WeightLayout {
     static int block_unit(int block) { return 1 + block; }
     int unit_count() const { return static_cast<int>(units.size()); }
     int head_unit() const { return unit_count() - 1; }
+    // What the NVTX ranges of a unit's work call unit `unit` of a model of `units` units:
+    // "embedding", "layer i" (block i) or "head"; a trace's queries join a unit's ranges by it.
+    static std::string unit_name(int unit, int units);
+    std::string unit_name(int unit) const { return unit_name(unit, unit_count()); }
 };
 
 // The parameters of `m`: the elements of every tensor its family declares (the layout's, less its

@@ -82,7 +82,7 @@ void Gpt2GpuForward::forward(LayerSource& weights) {
     };
     const int c = model.n_embd;
 
-    with_unit<T>(weights, 0, "embedding", [&](const T* unit, const UnitLayout& u) {
+    with_unit<T>(weights, 0, [&](const T* unit, const UnitLayout& u) {
         const T* const wte = tensor(unit, u, gpt2::embed_tensor::wte);
         const T* const wpe = tensor(unit, u, gpt2::embed_tensor::wpe);
         // A rectangular batch's positions are row % seq, read from no table (positions is null).
@@ -96,11 +96,11 @@ void Gpt2GpuForward::forward(LayerSource& weights) {
         launches += options.dropout.active() ? 2 : 1;
     });
     for (int l = 0; l < model.n_layer; ++l) {
-        with_unit<T>(weights, WeightLayout::block_unit(l), "layer " + std::to_string(l),
-                  [&](const T* unit, const UnitLayout& u) { block<T>(l, unit, u); });
+        with_unit<T>(weights, WeightLayout::block_unit(l),
+                     [&](const T* unit, const UnitLayout& u) { block<T>(l, unit, u); });
     }
     // Head: logits = ln_f(x) · lm_headᵀ (no bias).
-    with_unit<T>(weights, layout.head_unit(), "head", [&](const T* unit, const UnitLayout& u) {
+    with_unit<T>(weights, layout.head_unit(), [&](const T* unit, const UnitLayout& u) {
         layernorm_after_pending<T>(static_cast<T*>(ln), tensor(unit, u, gpt2::head_tensor::lnf_w),
                                    tensor(unit, u, gpt2::head_tensor::lnf_b));
         gemm->linear(logits, ln, tensor(unit, u, gpt2::head_tensor::lm_head), static_cast<int>(rows()), c,

@@ -59,7 +59,7 @@ private:
         launches = 0;
         const int c = model.n_embd;
         const auto tensor = [](const T* unit, const UnitLayout& u, int t) { return u.tensor(unit, t); };
-        with_unit<T>(weights, 0, "embedding", [&](const T* unit, const UnitLayout& u) {
+        with_unit<T>(weights, 0, [&](const T* unit, const UnitLayout& u) {
             // No position table (the rows' positions turn q and k instead): the rows' form, which a
             // packed batch's rows need, reads no position here.
             gpu::launch_embedding<T>(static_cast<T*>(x), tokens, tensor(unit, u, embed_tensor::tokens), nullptr,
@@ -67,10 +67,10 @@ private:
             launches += 1;
         });
         for (int l = 0; l < model.n_layer; ++l) {
-            with_unit<T>(weights, WeightLayout::block_unit(l), "layer " + std::to_string(l),
+            with_unit<T>(weights, WeightLayout::block_unit(l),
                          [&](const T* unit, const UnitLayout& u) { block<T>(unit, u); });
         }
-        with_unit<T>(weights, layout.head_unit(), "head", [&](const T* unit, const UnitLayout& u) {
+        with_unit<T>(weights, layout.head_unit(), [&](const T* unit, const UnitLayout& u) {
             gpu::launch_rmsnorm<T>(static_cast<T*>(ln), static_cast<const T*>(x), tensor(unit, u, head_tensor::norm),
                                    static_cast<int>(rows()), c, model.ln_eps, stream);
             gemm->linear(logits, ln, tensor(unit, u, head_tensor::lm_head), static_cast<int>(rows()), c, model.vocab_size);
