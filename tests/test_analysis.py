@@ -863,8 +863,11 @@ class TempoStudyOffloadTest(DbTest):
         # Clipped: the update waits for the backward, 250 + 1500 = 1750 ms, 1800 / 1750 = 1.03.
         self.assertEqual(rows[1.0]["backward + host update"], "1,750")
         self.assertEqual(rows[1.0]["step ÷ that"], "1.03")
+        # That floor over the bound, 1750 / 1500: no schedule takes the clipped step below 1.17 × it.
+        self.assertEqual(rows[1.0]["that ÷ bound"], "1.17")
         # Unclipped: the backward starts the update; no such floor.
         self.assertEqual(rows[0.0]["backward + host update"], "–")
+        self.assertEqual(rows[0.0]["that ÷ bound"], "–")
         self.assertIn("Run 1: the host update's streams 30.0 GB/s moved, the STREAM triad 20.0 GB/s counted.", out)
         # A cell with its own state's rate: 1.5e9 · 30 B / 25 GB/s = 1800 ms, the run's probe set aside.
         own = by_cell[("50%", 0.0)]

@@ -17,10 +17,10 @@ Prints, as Markdown:
    (host_shared_gbps, shown; none before schema 31); the in-memory `device` step of the same workload where
    one exists. Then the bound, latency ÷ bound, latency ÷ the bound without the host memory term (the
    largest of the other three) and the dominant term; and, where the step clips (max_grad_norm above 0),
-   the measured backward plus the host update's term, with latency ÷ that: the update clips by the global
-   gradient norm, so it cannot start before the backward's last gradient, and no overlap brings such a step
-   below its own backward and the update (without clipping the backward starts the update, and the bound is
-   the floor);
+   the measured backward plus the host update's term, with latency ÷ that and that ÷ the bound: the update
+   clips by the global gradient norm, so it cannot start before the backward's last gradient, and no overlap
+   brings such a step below its own backward and the update (without clipping the backward starts the
+   update, and the bound is the floor);
 4. the offloaded cells' AdamW: its passes' time in the checked step's update, alone, and the median in the
    overlapped updates beside the steps, each with the rate the update's bytes moved at (host_adamw_alone_ms,
    host_adamw_ms; none before schema 32), and the three factors of the step over its host update term:
@@ -147,8 +147,9 @@ def offload_table(cells, axes):
     print("\nTraining with AdamW on the host (step ms; bytes across the link each way; the bound's terms, ms):\n")
     print("| model | backend | budget | batch | max_grad_norm | step | forward | backward | update | GB up | GB down | link | "
           "state GB/s | arrays GB/s | host update | shared GB/s | host memory | in-memory step | bound | "
-          "step ÷ bound | step ÷ bound without host memory | dominant term | backward + host update | step ÷ that |")
-    print("|" + "---|" * 24)
+          "step ÷ bound | step ÷ bound without host memory | dominant term | backward + host update | step ÷ that | "
+          "that ÷ bound |")
+    print("|" + "---|" * 25)
     def clip_of(c):  # cells before the axis (schema 28) clipped to 1
         return c.get("max_grad_norm", 1)
 
@@ -172,7 +173,7 @@ def offload_table(cells, axes):
               f"{number(c.get('host_shared_gbps'), 1)} | {number(terms['host memory'])} | "
               f"{number(terms['in-memory step'])} | "
               f"{number(limit)} | {ratio(step, limit)} | {ratio(step, max(others, default=None))} | {top or '–'} | "
-              f"{number(serial)} | {ratio(step, serial)} |")
+              f"{number(serial)} | {ratio(step, serial)} | {ratio(serial, limit)} |")
     # The run's probes, behind the host update's term where a cell has no rate of its own (before
     # schema 30): they drift with the host's other tenants.
     runs = sorted({(c["run_id"], c.get("host_update_gbps"), c.get("host_memory_gbps")) for c in hosted},
