@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/compute/gpu_flash_attention_backward_block.cuh"
 #include "kernels/compute/gpu_flash_attention_backward_mma.cuh"
 
 namespace sweetspot::gpu::backward_mma_2d {
@@ -109,23 +110,15 @@ __global__ void __launch_bounds__(kWarps * kWarp, 1)
     T* const ds_s = a_s + kQueries * kLdP;    // dS [query][key]
     float* const stats = reinterpret_cast<float*>(ds_s + kQueries * kLdP);  // stage i: lse, D
 
-    const int c = heads.c(), n_head = heads.n_head;
-    const int key_blocks = (spans.seq + kKeys - 1) / kKeys;
-    const int bh = static_cast<int>(blockIdx.x / key_blocks);
-    const int b = bh / n_head, h = bh % n_head;
-    const int key0 = static_cast<int>(blockIdx.x % key_blocks) * kKeys;
-    const int seq = spans.length(b);
+    const int c = heads.c();
+    const BackwardBlock block(kKeys, spans, heads);
+    const int h = block.h, key0 = block.key0, seq = block.seq;
     if (key0 >= seq) return;  // a key block past a shorter sequence's end
+    const auto [row0, qkv_b, q_g, do_g, stat0, delta_b] = block.rows(kHd, qkv, dout, delta, spans, rows, heads);
     const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
     const int group = lane / 4, pair = (lane % 4) * 2;
     const std::int64_t ld_qkv = heads.ld();
     const std::int64_t head = static_cast<std::int64_t>(h) * kHd;
-    const std::int64_t row0 = spans.first_row(b);
-    const T* qkv_b = qkv + row0 * ld_qkv;
-    const T* q_g = qkv_b + heads.q_col(h);
-    const T* do_g = dout + row0 * c + head;
-    const std::int64_t stat0 = static_cast<std::int64_t>(bh) * spans.seq;  // lse's and the dropout's numbering
-    const float* delta_b = delta + h * rows + row0;
 
     // The warp's pieces: of S and dP (queries sq.., keys sk..), of dK and dV (keys kk0.., dims
     // kd..), of dQ (queries sq.., dims qd..); offsets within the tile and the block.

@@ -18,6 +18,7 @@
 
 #include "kernels/compute/device_common.cuh"
 #include "kernels/compute/dropout.hpp"
+#include "kernels/compute/gpu_flash_attention_backward_block.cuh"
 #include "kernels/compute/qkv_heads.hpp"
 #include "kernels/compute/sequence_spans.hpp"
 
@@ -48,7 +49,7 @@ __global__ void __launch_bounds__(kThreads)
                                          const float* lse, const float* delta, SequenceSpans spans, std::int64_t rows,
                                          QkvHeads heads, float scale, Dropout dropout, std::uint32_t site) {
     extern __shared__ float shared[];
-    const int c = heads.c(), n_head = heads.n_head, hd = heads.head_dim;
+    const int c = heads.c(), hd = heads.head_dim;
     const int ld = hd + 1;
     constexpr int kLdP = kTile + 1;
     float* const k_s = shared;
@@ -62,23 +63,15 @@ __global__ void __launch_bounds__(kThreads)
     float* const lse_s = ds_s + kTile * kLdP;
     float* const delta_s = lse_s + kTile;
 
-    const int key_blocks = (spans.seq + kTile - 1) / kTile;
-    const int bh = static_cast<int>(blockIdx.x / key_blocks);
-    const int b = bh / n_head, h = bh % n_head;
-    const int key0 = static_cast<int>(blockIdx.x % key_blocks) * kTile;
-    const int seq = spans.length(b);  // this sequence's positions
-    if (key0 >= seq) return;          // a key block past a shorter sequence's end
+    const BackwardBlock block(kTile, spans, heads);
+    const int h = block.h, key0 = block.key0, seq = block.seq;
+    if (key0 >= seq) return;  // a key block past a shorter sequence's end
+    const auto [row0, qkv_b, q_g, do_g, stat0, delta_b] = block.rows(hd, qkv, dout, delta, spans, rows, heads);
     const int tid = static_cast<int>(threadIdx.x);
     const std::int64_t ld_qkv = heads.ld();
     const std::int64_t head = static_cast<std::int64_t>(h) * hd;
-    const std::int64_t row0 = spans.first_row(b);
-    const T* qkv_b = qkv + row0 * ld_qkv;
-    const T* q_g = qkv_b + heads.q_col(h);
     const T* k_g = qkv_b + heads.k_col(h);
     const T* v_g = qkv_b + heads.v_col(h);
-    const T* do_g = dout + row0 * c + head;
-    const std::int64_t stat0 = static_cast<std::int64_t>(bh) * spans.seq;  // lse's and the dropout's numbering
-    const float* delta_b = delta + h * rows + row0;
 
     for (int i = tid; i < kTile * hd; i += kThreads) {
         const int kk = i / hd, d = i % hd;

@@ -30,6 +30,7 @@
 
 #include "kernels/compute/device_common.cuh"
 #include "kernels/compute/dropout.hpp"
+#include "kernels/compute/gpu_flash_attention_backward_block.cuh"
 #include "kernels/compute/gpu_flash_attention_logsumexp.cuh"
 #include "kernels/compute/gpu_flash_attention_tf32x3.cuh"
 #include "kernels/compute/qkv_heads.hpp"
@@ -152,23 +153,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     float* const stages = v_s + kKeys * kLd;  // stage i: Q at i·stage_floats, dO after it
     float* const stats = stages + 2 * stage_floats<kHd, kQueries>();  // stage i: lse, D
 
-    const int c = heads.c(), n_head = heads.n_head;
-    const int key_blocks = (spans.seq + kKeys - 1) / kKeys;
-    const int bh = static_cast<int>(blockIdx.x / key_blocks);
-    const int b = bh / n_head, h = bh % n_head;
-    const int key0 = static_cast<int>(blockIdx.x % key_blocks) * kKeys;
-    const int seq = spans.length(b);  // this sequence's positions
-    if (key0 >= seq) return;          // a key block past a shorter sequence's end
+    const int c = heads.c();
+    const BackwardBlock block(kKeys, spans, heads);
+    const int h = block.h, key0 = block.key0, seq = block.seq;
+    if (key0 >= seq) return;  // a key block past a shorter sequence's end
+    const auto [row0, qkv_b, q_g, do_g, stat0, delta_b] = block.rows(kHd, qkv, dout, delta, spans, rows, heads);
     const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
     const int group = lane / 4, quad = lane % 4, pair = 2 * quad;
     const std::int64_t ld_qkv = heads.ld();
     const std::int64_t head = static_cast<std::int64_t>(h) * kHd;
-    const std::int64_t row0 = spans.first_row(b);
-    const float* qkv_b = qkv + row0 * ld_qkv;
-    const float* q_g = qkv_b + heads.q_col(h);
-    const float* do_g = dout + row0 * c + head;
-    const std::int64_t stat0 = static_cast<std::int64_t>(bh) * spans.seq;  // lse's and the dropout's numbering
-    const float* delta_b = delta + h * rows + row0;
     const int warp_key0 = key0 + warp * kKeysPerWarp;
     const int keys[2] = {warp_key0 + group, warp_key0 + group + 8};
 
