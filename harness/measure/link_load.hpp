@@ -2,9 +2,9 @@
 // Copies across the host link, both ways at once, on a thread of their own: the load an
 // explicit-copy training step puts on the host's memory besides its update's streams (the weights
 // read from page-locked memory on their way up, the gradients written on their way down). A cell
-// measures its optimizer state's in-place rate under this load (gpu_cell.cpp): the host's memory
-// then moves the cores' streams and the copies together, and the sum of the two rates is what it
-// gives a step that does both.
+// measures its update arrays' in-place rate under this load (gpu_cell.cpp): the host's memory then
+// moves the cores' streams and the copies together, and the sum of the two rates is what it gives
+// a step that does both.
 #include <cstddef>
 #include <exception>
 #include <span>
